@@ -1,0 +1,118 @@
+"""The `memory-agent` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+
+from memory.errors import MemoryAgentError
+
+
+def _default_user() -> str:
+    return os.environ.get("MEMORY_AGENT_USER") or "local"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-agent", description="A chat agent whose memory lives in Postgres.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the agent does")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    chat = sub.add_parser("chat", help="chat (interactive on a terminal; one message per line from a pipe)")
+    chat.add_argument("--user", default=_default_user(), help="whose memory to use (default: $MEMORY_AGENT_USER or 'local')")
+    group = chat.add_mutually_exclusive_group()
+    group.add_argument("--chat", dest="chat_id", help="continue this chat (thread id)")
+    group.add_argument("--new", action="store_true", help="start a new chat (default: continue the latest)")
+    chat.add_argument("--model", help="chat model for this session (default: $MEMORY_AGENT_MODEL or auto)")
+
+    mem = sub.add_parser("memory", help="inspect what the agent remembers")
+    mem_sub = mem.add_subparsers(dest="memory_command", required=True)
+    show = mem_sub.add_parser("show", help="profile, preferences, facts, tasks and chats of a user")
+    show.add_argument("--user", default=_default_user())
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.add_argument("--all", action="store_true", help="include superseded facts")
+
+    sub.add_parser("doctor", help="check the database, pgvector, model and embeddings")
+
+    ingest = sub.add_parser("ingest", help="add documents (.md .txt .html .pdf, or folders) to the knowledge base")
+    ingest.add_argument("paths", nargs="+")
+    ingest.add_argument("--collection", default="default")
+
+    sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return asyncio.run(_dispatch(args))
+    except MemoryAgentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    from memory.backend import open_memory
+
+    if args.command == "reindex":
+        return await _reindex()
+    started = time.perf_counter()
+    async with open_memory() as backend:
+        logging.getLogger(__name__).info("memory ready in %.2fs", time.perf_counter() - started)
+        if args.command == "chat":
+            from app.chat_session import run_chat
+
+            return await run_chat(backend, user_id=args.user, chat_id=args.chat_id, new=args.new, model=args.model)
+        if args.command == "memory":
+            from app.memory_report import memory_snapshot, render_snapshot
+
+            snap = await memory_snapshot(backend.store, args.user, include_superseded=args.all)
+            print(json.dumps(snap, ensure_ascii=False, indent=2) if args.json else render_snapshot(snap))
+            return 0
+        if args.command == "doctor":
+            from app.doctor import doctor_report
+
+            print(await doctor_report(backend, startup_seconds=time.perf_counter() - started))
+            return 0
+        if args.command == "ingest":
+            from memory import knowledge_base
+
+            report = await knowledge_base.ingest(backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection)
+            print(report.render() if hasattr(report, "render") else report)
+            return 1 if getattr(report, "failed", None) else 0
+    return 2
+
+
+async def _reindex() -> int:
+    from memory.embeddings import resolve_embeddings
+    from memory.postgres import database_url, open_pool, prepare_database
+    from memory.reindex import reindex
+
+    url = database_url()
+    await prepare_database(url)
+    emb = resolve_embeddings()
+    pool = await open_pool(url)
+    try:
+        started = time.perf_counter()
+        counts = await reindex(pool, emb)
+    finally:
+        await pool.close()
+    print(
+        f"Re-embedded {counts['store_items']} memory items and {counts['knowledge_chunks']} knowledge chunks "
+        f"with {emb.name} ({emb.dims} dims) in {time.perf_counter() - started:.1f}s."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

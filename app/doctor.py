@@ -1,0 +1,36 @@
+"""`memory-agent doctor`: what this installation uses and whether it works."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from llm.chat_model import load_chat_model, model_label, resolve_model_name
+from memory import knowledge_base
+from memory.backend import MemoryBackend
+from memory.embedding_record import read_record
+from memory.postgres import data_dir, describe_location
+
+
+async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> str:
+    model_name = resolve_model_name(None)
+    model = load_chat_model(model_name)
+    record = await read_record(backend.pool) or {}
+    kb = await knowledge_base.stats(backend.pool)
+    async with backend.pool.connection() as conn:
+        size = await (await conn.execute("SELECT pg_size_pretty(pg_database_size(current_database())) AS s")).fetchone()
+        threads = await (await conn.execute("SELECT count(DISTINCT thread_id) AS n FROM checkpoints")).fetchone()
+        items = await (await conn.execute("SELECT count(*) AS n FROM store")).fetchone()
+    lines = [
+        "memory-agent doctor",
+        f"  python         {sys.version.split()[0]}",
+        f"  database       {backend.info.server_version}, pgvector {backend.info.pgvector_version} (ok)",
+        f"  data lives in  {describe_location(backend.url)}",
+        f"  data dir       {data_dir()}" if not os.environ.get("DATABASE_URL") else "  data dir       (not used: DATABASE_URL is set)",
+        f"  database size  {size['s']}; {threads['n']} chat threads; {items['n']} memory items",
+        f"  knowledge base {kb}",
+        f"  model          {model_name} ({model_label(model)})" + ("  ← offline: not an LLM" if model_name == "offline" else ""),
+        f"  embeddings     {backend.embeddings.name}, {backend.embeddings.dims} dims (recorded: {record.get('model')}, {record.get('dims')})",
+        f"  startup        {startup_seconds:.2f}s",
+    ]
+    return "\n".join(lines)

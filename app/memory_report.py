@@ -1,0 +1,47 @@
+"""What the agent remembers about a user, as JSON or readable text (CLI `memory show`, `/memory`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory.user_memory import get_user_document, list_chats, list_facts, list_tasks
+
+
+async def memory_snapshot(store, user_id: str, *, include_superseded: bool = False) -> dict[str, Any]:
+    doc = await get_user_document(store, user_id)
+    facts = await list_facts(store, user_id, include_superseded=include_superseded)
+    tasks = await list_tasks(store, user_id)
+    chats = await list_chats(store, user_id)
+    return {
+        "user_id": user_id,
+        "profile": doc.profile.model_dump(mode="json", exclude_defaults=True),
+        "preferences": doc.preferences.model_dump(mode="json", exclude_defaults=True),
+        "facts": [f.model_dump(mode="json") for f in facts],
+        "tasks": [t.model_dump(mode="json") for t in tasks],
+        "chats": [
+            {"thread_id": c.thread_id, "title": c.title, "last_activity": c.last_activity.isoformat(), "messages": c.message_count}
+            for c in chats
+        ],
+    }
+
+
+def render_snapshot(snap: dict[str, Any]) -> str:
+    lines = [f"Memory of user {snap['user_id']}"]
+    lines.append("Profile:" if snap["profile"] else "Profile: (nothing yet)")
+    for k, v in snap["profile"].items():
+        lines.append(f"  {k}: {', '.join(v) if isinstance(v, list) else v}")
+    lines.append("Preferences:" if snap["preferences"] else "Preferences: (nothing yet)")
+    for k, v in snap["preferences"].items():
+        lines.append(f"  {k}: {', '.join(v) if isinstance(v, list) else v}")
+    lines.append(f"Facts ({len(snap['facts'])}):")
+    for f in snap["facts"]:
+        mark = " (superseded)" if f.get("status") == "superseded" else ""
+        lines.append(f"  - {f['text']} [{f['importance']}]{mark}")
+    lines.append(f"Tasks ({len(snap['tasks'])}):")
+    for t in snap["tasks"]:
+        due = f", due {t['due']}" if t.get("due") else ""
+        lines.append(f"  - {t['description']} ({t['status']}{due})")
+    lines.append(f"Chats ({len(snap['chats'])}):")
+    for c in snap["chats"][:20]:
+        lines.append(f"  - {c['thread_id']}  {c['title']}  ({c['messages']} messages, {c['last_activity'][:16]})")
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""Small helpers for finding the parts of a turn in the message list."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+
+def last_human_index(messages: Sequence[BaseMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return None
+
+
+def text_of(message: BaseMessage | None) -> str:
+    if message is None:
+        return ""
+    content = message.content
+    if isinstance(content, list):
+        return " ".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content).strip()
+    return str(content)
+
+
+def current_turn(messages: Sequence[BaseMessage]) -> tuple[HumanMessage | None, AIMessage | None]:
+    """The newest human message and the final AI reply after it (if any)."""
+    i = last_human_index(messages)
+    if i is None:
+        return None, None
+    reply = None
+    for m in messages[i + 1 :]:
+        if isinstance(m, AIMessage) and not m.tool_calls:
+            reply = m
+    return messages[i], reply  # type: ignore[return-value]

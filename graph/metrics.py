@@ -1,0 +1,41 @@
+"""Prometheus metrics of the agent: turns, node latency, tokens, memories written, extraction failures.
+
+In a multi-process server set PROMETHEUS_MULTIPROC_DIR so workers share the figures.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from prometheus_client import Counter, Histogram
+
+TURNS = Counter("memory_agent_turns_total", "Chat turns answered")
+NODE_LATENCY = Histogram(
+    "memory_agent_node_seconds",
+    "Wall time of each graph node",
+    ["node"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+TOKENS_IN = Counter("memory_agent_tokens_in_total", "Prompt tokens sent to models", ["purpose"])
+TOKENS_OUT = Counter("memory_agent_tokens_out_total", "Completion tokens received from models", ["purpose"])
+MEMORIES_WRITTEN = Counter("memory_agent_memories_written_total", "Memories written", ["kind"])
+EXTRACTION_FAILURES = Counter("memory_agent_extraction_failures_total", "Extraction replies that failed validation twice")
+SUMMARY_FAILURES = Counter("memory_agent_summary_failures_total", "Summary folds that failed validation twice")
+
+
+@contextmanager
+def timed(node: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        NODE_LATENCY.labels(node=node).observe(time.perf_counter() - start)
+
+
+def count_tokens_used(purpose: str, tokens_in: int, tokens_out: int) -> None:
+    if tokens_in:
+        TOKENS_IN.labels(purpose=purpose).inc(tokens_in)
+    if tokens_out:
+        TOKENS_OUT.labels(purpose=purpose).inc(tokens_out)

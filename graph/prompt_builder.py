@@ -1,0 +1,155 @@
+"""The single function that builds what the model sees, from explicit labelled sections.
+
+Order: persona/system (with the precedence rules) → user context → conversation
+summary → relevant knowledge, all in one system message; then the recent
+conversation (messages after the summary's cursor) and the current message.
+Every section has its own token budget and the output is deterministic: the same
+inputs always give the same messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
+
+import prompts
+from graph.tokens import count_message_tokens, count_tokens, truncate_lines
+
+USER_CONTEXT_HEADER = "## User context"
+SUMMARY_HEADER = "## Conversation summary"
+KNOWLEDGE_HEADER = "## Relevant knowledge"
+SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, KNOWLEDGE_HEADER)
+
+
+@dataclass
+class PromptBudgets:
+    system: int = 800
+    user_context: int = 800
+    summary: int = 600
+    knowledge: int = 1200
+    recent: int = 6000
+
+
+@dataclass
+class BuiltPrompt:
+    messages: list[BaseMessage]
+    section_tokens: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.section_tokens.values())
+
+
+def render_user_context(loaded: dict[str, Any]) -> str:
+    """Profile, preferences, ranked facts, open tasks and related chats as labelled lines."""
+    lines: list[str] = []
+    profile = {k: v for k, v in (loaded.get("profile") or {}).items() if v not in (None, "", [])}
+    if profile:
+        lines.append("Profile:")
+        for key, value in profile.items():
+            lines.append(f"- {key}: {', '.join(value) if isinstance(value, list) else value}")
+    prefs = {k: v for k, v in (loaded.get("preferences") or {}).items() if v not in (None, "", [])}
+    if prefs:
+        lines.append("Preferences:")
+        for key, value in prefs.items():
+            lines.append(f"- {key}: {', '.join(value) if isinstance(value, list) else value}")
+    facts = loaded.get("facts") or []
+    if facts:
+        lines.append("Facts (most relevant first):")
+        for f in facts:
+            lines.append(f"- {f['text']}")
+    tasks = loaded.get("tasks") or []
+    if tasks:
+        lines.append("Open tasks:")
+        for t in tasks:
+            due = f", due {t['due']}" if t.get("due") else ""
+            lines.append(f"- [{t['id']}] {t['description']} ({t['status']}{due})")
+    chats = loaded.get("related_chats") or []
+    if chats:
+        lines.append("Related earlier chats:")
+        for c in chats:
+            lines.append(f"- \"{c['title']}\": {c['summary_snippet']}")
+    return "\n".join(lines)
+
+
+def render_knowledge(chunks: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for c in chunks:
+        heading = f" ({c['heading_path']})" if c.get("heading_path") else ""
+        parts.append(f"[{c['citation']}]{heading}\n{c['content'].strip()}")
+    return "\n\n".join(parts)
+
+
+def system_text(persona_text: str) -> str:
+    return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
+
+
+def _fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
+    """Keep the newest messages that fit, starting on a human turn so no tool result is orphaned."""
+    if not recent:
+        return []
+    if count_message_tokens(recent) <= budget:
+        return list(recent)
+    kept = trim_messages(
+        list(recent),
+        max_tokens=budget,
+        strategy="last",
+        token_counter=count_message_tokens,
+        start_on="human",
+        allow_partial=False,
+    )
+    while kept and isinstance(kept[0], ToolMessage):  # belt and braces: never orphan a tool result
+        kept = kept[1:]
+    return kept
+
+
+def build_prompt(
+    *,
+    persona_text: str,
+    loaded_context: dict[str, Any],
+    summary_text: str,
+    knowledge: Sequence[dict[str, Any]],
+    recent: Sequence[BaseMessage],
+    current: BaseMessage,
+    budgets: PromptBudgets | None = None,
+) -> BuiltPrompt:
+    budgets = budgets or PromptBudgets()
+    system = truncate_lines(system_text(persona_text), budgets.system)
+    sections = [system]
+    tokens = {"system": count_tokens(system)}
+
+    user_context = truncate_lines(render_user_context(loaded_context), budgets.user_context)
+    summary = truncate_lines(summary_text, budgets.summary)
+    knowledge_text = truncate_lines(render_knowledge(knowledge), budgets.knowledge)
+    for header, body, key in (
+        (USER_CONTEXT_HEADER, user_context, "user_context"),
+        (SUMMARY_HEADER, summary, "summary"),
+        (KNOWLEDGE_HEADER, knowledge_text, "knowledge"),
+    ):
+        # Empty sections are still labelled, so the model knows it has nothing rather than guessing.
+        sections.append(f"{header}\n{body if body.strip() else '(none)'}")
+        tokens[key] = count_tokens(body)
+
+    kept_recent = _fit_recent(recent, budgets.recent)
+    tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
+    current_msg = current if isinstance(current, HumanMessage) else HumanMessage(str(current.content))
+    tokens["current"] = count_message_tokens([current_msg])
+    messages: list[BaseMessage] = [SystemMessage("\n\n".join(sections)), *kept_recent, current_msg]
+    return BuiltPrompt(messages=messages, section_tokens=tokens)
+
+
+def parse_sections(system_message: str) -> dict[str, str]:
+    """Split a system message built here back into its sections (used by the offline model and tests)."""
+    out: dict[str, str] = {}
+    current = "system"
+    buf: list[str] = []
+    for line in system_message.splitlines():
+        if line.strip() in SECTION_HEADERS:
+            out[current] = "\n".join(buf).strip()
+            current, buf = line.strip(), []
+        else:
+            buf.append(line)
+    out[current] = "\n".join(buf).strip()
+    return {k: ("" if v == "(none)" else v) for k, v in out.items()}

@@ -1,0 +1,91 @@
+"""Which chat model a turn uses: any init_chat_model string, the offline model, or one registered by name."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from langchain_core.language_models import BaseChatModel
+
+log = logging.getLogger(__name__)
+
+OFFLINE = "offline"
+AUTO = "auto"
+DEFAULT_OPENAI_MODEL = "openai:gpt-4.1-mini"
+
+_lock = threading.Lock()
+_cache: dict[str, BaseChatModel] = {}
+_registered: dict[str, BaseChatModel] = {}
+
+
+def register_model(name: str, model: BaseChatModel) -> None:
+    """Make a model instance selectable by name (``Context.model``): used by tests and embedders."""
+    _registered[name] = model
+
+
+def unregister_model(name: str) -> None:
+    _registered.pop(name, None)
+
+
+def resolve_model_name(spec: str | None) -> str:
+    """Turn 'auto' (the default) into a concrete choice; other names pass through."""
+    spec = (spec or os.environ.get("MEMORY_AGENT_MODEL") or AUTO).strip()
+    if spec != AUTO:
+        return spec
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        return os.environ.get("MEMORY_AGENT_OPENAI_MODEL", DEFAULT_OPENAI_MODEL)
+    return OFFLINE
+
+
+def offline_notice(spec: str | None) -> str | None:
+    """The one line said at start when the offline model is in use."""
+    if resolve_model_name(spec) != OFFLINE:
+        return None
+    return (
+        "Using the built-in offline model: not an LLM, it echoes what memory gives it and extracts with rules. "
+        "Set OPENAI_API_KEY (or OPENAI_BASE_URL for Ollama/vLLM/LM Studio) or MEMORY_AGENT_MODEL for real replies."
+    )
+
+
+def load_chat_model(spec: str | None) -> BaseChatModel:
+    """The model for ``spec``, created once per name and reused."""
+    name = resolve_model_name(spec)
+    if name in _registered:
+        return _registered[name]
+    with _lock:
+        if name not in _cache:
+            _cache[name] = _create(name)
+        return _cache[name]
+
+
+def _create(name: str) -> BaseChatModel:
+    if name == OFFLINE:
+        from llm.offline_model import OfflineChatModel
+
+        return OfflineChatModel()
+    from langchain.chat_models import init_chat_model
+
+    kwargs: dict = {"temperature": 0}
+    provider = name.split(":", 1)[0] if ":" in name else None
+    if provider in (None, "openai") and os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
+        # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) ignore the key, but the client wants one.
+        kwargs["api_key"] = "not-needed"
+    if provider in (None, "openai"):
+        # Token usage in streamed replies, for the cost figures.
+        kwargs["stream_usage"] = True
+    try:
+        return init_chat_model(name, **kwargs)
+    except Exception as exc:
+        raise ValueError(
+            f"Cannot load chat model {name!r}: {exc}. Use an init_chat_model string such as "
+            "'openai:gpt-4.1-mini', or 'offline'."
+        ) from exc
+
+
+def model_label(model: BaseChatModel) -> str:
+    for attr in ("model_name", "model"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__

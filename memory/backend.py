@@ -1,0 +1,86 @@
+"""Open everything the agent persists to: one pool, the checkpointer, the store, the knowledge base."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from psycopg_pool import AsyncConnectionPool
+
+from memory import knowledge_base
+from memory.embedding_record import check_or_record
+from memory.embeddings import EmbeddingsInfo, resolve_embeddings
+from memory.namespaces import INDEXED_FIELDS
+from memory.postgres import DatabaseInfo, database_url, open_pool, prepare_database
+
+log = logging.getLogger(__name__)
+
+# Serializes schema set-up across processes (several uvicorn workers start at once).
+SETUP_LOCK_KEY = 7_384_211_001
+
+
+@dataclass
+class MemoryBackend:
+    url: str
+    info: DatabaseInfo
+    pool: AsyncConnectionPool
+    checkpointer: AsyncPostgresSaver
+    store: AsyncPostgresStore
+    embeddings: EmbeddingsInfo
+
+
+def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPostgresStore:
+    return AsyncPostgresStore(
+        conn=pool,
+        index={
+            "dims": embeddings.dims,
+            "embed": embeddings.embeddings,
+            "fields": INDEXED_FIELDS,
+            "distance_type": "cosine",
+            "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64},
+        },
+    )
+
+
+async def set_up_schema(pool: AsyncConnectionPool, saver: AsyncPostgresSaver, store: AsyncPostgresStore, dims: int) -> None:
+    """Idempotent: runs the saver's, the store's and our own migrations under one advisory lock."""
+    async with pool.connection() as lock_conn:
+        await lock_conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+        try:
+            await saver.setup()
+            await store.setup()
+            await knowledge_base.setup(pool, dims)
+        finally:
+            await lock_conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+
+
+@asynccontextmanager
+async def open_memory(
+    url: str | None = None,
+    embeddings: EmbeddingsInfo | None = None,
+    *,
+    check_embeddings: bool = True,
+    max_pool_size: int = 10,
+) -> AsyncIterator[MemoryBackend]:
+    """Yield a ready backend; everything is closed on exit.
+
+    Raises a MemoryAgentError with a clear message when the database is unreachable,
+    lacks pgvector, or was built with other embeddings.
+    """
+    url = url or database_url()
+    info = await prepare_database(url)
+    emb = embeddings or resolve_embeddings()
+    pool = await open_pool(url, max_size=max_pool_size)
+    try:
+        if check_embeddings:
+            await check_or_record(pool, emb.name, emb.dims)
+        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        store = make_store(pool, emb)
+        await set_up_schema(pool, saver, store, emb.dims)
+        yield MemoryBackend(url=url, info=info, pool=pool, checkpointer=saver, store=store, embeddings=emb)
+    finally:
+        await pool.close()

@@ -1,0 +1,333 @@
+"""Turn files into plain text the chunker can read: Markdown, plain text, HTML and PDF.
+
+Every loader returns a :class:`LoadedDocument` whose ``text`` keeps the document's
+structure in a form :mod:`memory.chunking` understands: headings as Markdown ``#``
+lines and paragraphs separated by blank lines. HTML headings ``<h1>``..``<h6>``
+become ``#``..``######`` lines; script, style and navigation are dropped. PDF pages
+are joined with blank lines and their character spans are kept in ``pages`` so a
+chunk can say which page(s) it came from.
+
+A file that cannot be used (unknown extension, unreadable, not UTF-8, no text)
+raises :class:`DocumentLoadError` naming the path, so ``memory-agent ingest`` can
+report it and carry on with the other files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from memory.errors import MemoryAgentError
+
+# extension -> kind
+SUPPORTED_EXTENSIONS: dict[str, str] = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+
+
+class DocumentLoadError(MemoryAgentError):
+    """A file could not be loaded; ``path`` says which, the message says why."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+@dataclass(frozen=True)
+class PageSpan:
+    """Where one PDF page's text sits in :attr:`LoadedDocument.text` (``start``..``end`` chars)."""
+
+    page: int  # 1-based
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    source: str
+    """How the document is named in the knowledge base (path relative to the CWD when possible)."""
+    text: str
+    sha256: str
+    """Hex digest of the file's bytes: an unchanged file is not ingested twice."""
+    kind: str
+    """``markdown``, ``text``, ``html`` or ``pdf``."""
+    pages: tuple[PageSpan, ...] | None = None
+    """PDF only: the character span of each page that has text."""
+    path: str | None = None
+    """The file's absolute path."""
+
+    def pages_for_span(self, start: int, end: int) -> list[int]:
+        """The page numbers whose text overlaps ``text[start:end]`` (empty for non-PDFs)."""
+        if not self.pages:
+            return []
+        return [p.page for p in self.pages if p.start < end and start < p.end]
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def source_name(path: str | Path) -> str:
+    """The path relative to the current directory when it lies under it, else absolute (POSIX style)."""
+    resolved = Path(path).expanduser().resolve()
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise DocumentLoadError(path, f"cannot read the file: {exc.strerror or exc}") from exc
+    return digest.hexdigest()
+
+
+def is_supported(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in SUPPORTED_EXTENSIONS
+
+
+def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[DocumentLoadError]]:
+    """Files to ingest, in a stable order, plus errors for paths that cannot be used.
+
+    Directories are walked recursively for the supported extensions (hidden files and
+    folders are skipped). A file named explicitly with an unsupported extension is an
+    error, a missing path too. Duplicates are listed once.
+    """
+    files: list[Path] = []
+    errors: list[DocumentLoadError] = []
+    seen: set[Path] = set()
+
+    def add(p: Path) -> None:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(p)
+
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            found: list[Path] = []
+            for root, dirnames, filenames in os.walk(p):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in filenames:
+                    if not name.startswith(".") and is_supported(name):
+                        found.append(Path(root) / name)
+            for f in sorted(found):
+                add(f)
+        elif p.is_file():
+            if is_supported(p):
+                add(p)
+            else:
+                errors.append(_unsupported(p))
+        elif p.exists():
+            errors.append(DocumentLoadError(p, "not a regular file or directory"))
+        else:
+            errors.append(DocumentLoadError(p, "no such file or directory"))
+    return files, errors
+
+
+def _unsupported(path: Path) -> DocumentLoadError:
+    ext = path.suffix or "(no extension)"
+    supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+    return DocumentLoadError(path, f"unsupported file type {ext}; supported: {supported}")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_document(path: str | Path, *, source: str | None = None) -> LoadedDocument:
+    """Load one file. Raises :class:`DocumentLoadError` when it cannot be used."""
+    p = Path(path).expanduser()
+    kind = SUPPORTED_EXTENSIONS.get(p.suffix.lower())
+    if kind is None:
+        raise _unsupported(p)
+    if not p.is_file():
+        raise DocumentLoadError(p, "no such file" if not p.exists() else "not a regular file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise DocumentLoadError(p, f"cannot read the file: {exc.strerror or exc}") from exc
+    if not data.strip():
+        raise DocumentLoadError(p, "the file is empty")
+    sha = hashlib.sha256(data).hexdigest()
+    pages: tuple[PageSpan, ...] | None = None
+    if kind == "pdf":
+        text, pages = _pdf_text(p, data)
+    else:
+        decoded = _decode(p, data)
+        text = html_to_text(decoded) if kind == "html" else normalize_text(decoded)
+    if not text.strip():
+        raise DocumentLoadError(p, "no text could be extracted" + (" (a scanned PDF needs OCR first)" if kind == "pdf" else ""))
+    return LoadedDocument(
+        source=source or source_name(p),
+        text=text,
+        sha256=sha,
+        kind=kind,
+        pages=pages,
+        path=p.resolve().as_posix(),
+    )
+
+
+def load_documents(paths: Iterable[str | Path]) -> tuple[list[LoadedDocument], list[DocumentLoadError]]:
+    """Load every file under ``paths``; failures are returned, not raised."""
+    files, errors = expand_paths(paths)
+    docs: list[LoadedDocument] = []
+    for f in files:
+        try:
+            docs.append(load_document(f))
+        except DocumentLoadError as exc:
+            errors.append(exc)
+    return docs, errors
+
+
+def _decode(path: Path, data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise DocumentLoadError(path, "looks like a binary file (or UTF-16 text), not UTF-8 text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentLoadError(path, f"is not valid UTF-8 (byte {exc.start}); save it as UTF-8 and ingest again") from exc
+
+
+_SPACES = re.compile(r"[ \t\f\v\u00a0]+")
+_MANY_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def normalize_text(text: str) -> str:
+    """Unix newlines, no NUL characters, no trailing spaces, at most one blank line in a row, trimmed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return _MANY_BLANK_LINES.sub("\n\n", text).strip()
+
+
+# --------------------------------------------------------------------------- HTML
+
+_DROP_TAGS = {"script", "style", "nav", "noscript", "template", "svg", "iframe", "head", "form", "button", "select"}
+_BLOCK_TAGS = {
+    "address", "article", "aside", "blockquote", "body", "dd", "details", "dialog", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "header", "hr", "html", "li", "main", "ol", "p",
+    "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "caption",
+}
+_HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
+_CELL_TAGS = {"td", "th"}
+
+
+def html_to_text(html: str) -> str:
+    """Readable text from HTML: ``#`` heading lines, blank-line paragraphs, list items as ``- ``.
+
+    ``<script>``, ``<style>``, ``<nav>`` (and other non-content elements) are dropped.
+    """
+    from bs4 import BeautifulSoup, NavigableString, Tag
+    from bs4.element import PreformattedString
+
+    soup = BeautifulSoup(html, "html.parser")
+    for tag in soup.find_all(list(_DROP_TAGS)):
+        tag.decompose()
+
+    blocks: list[tuple[str, bool]] = []  # (text, is a list item)
+    inline: list[str] = []
+
+    def flush(list_item: bool = False) -> None:
+        text = "".join(inline)
+        inline.clear()
+        lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+        joined = "\n".join(line for line in lines if line and line != "-")
+        if joined:
+            blocks.append((joined, list_item))
+
+    def walk(node) -> None:
+        for child in node.children:
+            if isinstance(child, PreformattedString):
+                continue  # comments, doctype, CDATA, processing instructions
+            if isinstance(child, NavigableString):
+                inline.append(re.sub(r"\s+", " ", str(child)))
+                continue
+            if not isinstance(child, Tag):
+                continue
+            name = (child.name or "").lower()
+            if name in _HEADING_TAGS:
+                flush()
+                title = re.sub(r"\s+", " ", child.get_text(" ")).strip()
+                if title:
+                    blocks.append(("#" * _HEADING_TAGS[name] + " " + title, False))
+            elif name == "pre":
+                flush()
+                code = child.get_text().strip("\n")
+                if code.strip():
+                    # fenced, so the chunker keeps it whole and reads no '#' line in it as a heading
+                    blocks.append(("```\n" + code + "\n```", False))
+            elif name == "br":
+                inline.append("\n")
+            elif name in _CELL_TAGS:
+                inline.append(" ")
+                walk(child)
+                inline.append(" ")
+            elif name in _BLOCK_TAGS:
+                flush()
+                if name == "li":
+                    inline.append("- ")
+                walk(child)
+                flush(list_item=name == "li")
+            else:
+                walk(child)
+
+    walk(soup)
+    flush()
+    # Consecutive list items stay one paragraph (one item per line); other blocks are paragraphs.
+    parts: list[str] = []
+    for i, (text, list_item) in enumerate(blocks):
+        if i:
+            parts.append("\n" if list_item and blocks[i - 1][1] else "\n\n")
+        parts.append(text)
+    return normalize_text("".join(parts))
+
+
+# --------------------------------------------------------------------------- PDF
+
+
+def _pdf_text(path: Path, data: bytes) -> tuple[str, tuple[PageSpan, ...]]:
+    import io
+
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PdfReadError
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise DocumentLoadError(path, "reading PDFs needs the pypdf package (run `make install`)") from exc
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                reader.decrypt("")
+            except Exception as exc:
+                raise DocumentLoadError(path, "the PDF is encrypted") from exc
+        parts: list[str] = []
+        spans: list[PageSpan] = []
+        offset = 0
+        for number, page in enumerate(reader.pages, start=1):
+            page_text = normalize_text(page.extract_text() or "")
+            if not page_text:
+                continue
+            if parts:
+                offset += 2  # the "\n\n" between pages
+            spans.append(PageSpan(page=number, start=offset, end=offset + len(page_text)))
+            parts.append(page_text)
+            offset += len(page_text)
+    except DocumentLoadError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        raise DocumentLoadError(path, f"not a readable PDF: {exc}") from exc
+    return "\n\n".join(parts), tuple(spans)

@@ -1,0 +1,260 @@
+"""Apply one extraction result to a user's memory: validated, merged, without duplicates.
+
+Rules, in order, for each new fact:
+1. exact duplicate (same normalized-text hash as an active fact) → no new item; the
+   existing fact's ``mentions`` and ``updated_at`` are bumped;
+2. ``supersedes`` names an active fact → the new fact is added and the old one is
+   kept with ``status=superseded``, ``superseded_by`` and ``valid_to``;
+3. near duplicate (cosine ≥ ``merge_threshold`` to an active fact) → merged: the
+   richer (longer) text is kept, tags are united, importance is raised one step;
+4. same single-valued slot ("Lives in …", "Works as …") with another value → supersede;
+5. otherwise a new fact.
+Task updates match an existing task by id, else semantically (≥ ``task_match_threshold``).
+All writes of one turn go to Postgres in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from langgraph.store.base import PutOp
+
+from memory.atomic_writes import write_atomically
+from memory.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from memory.schemas import (
+    ExtractionResult,
+    Fact,
+    Importance,
+    NewFact,
+    Task,
+    normalize_text,
+    text_hash,
+    utcnow,
+)
+from memory.user_memory import get_user_document, list_facts, list_tasks, search_facts, search_tasks
+
+log = logging.getLogger(__name__)
+
+MERGE_THRESHOLD = 0.9
+TASK_MATCH_THRESHOLD = 0.75
+TASK_DUPLICATE_THRESHOLD = 0.92
+
+# Facts of which a user has one value at a time: a new value supersedes the old.
+SINGLE_VALUED_SLOTS = (
+    "lives in",
+    "works as",
+    "works at",
+    "name is",
+    "is called",
+    "native language is",
+    "is married to",
+    "age is",
+    "is years old",
+)
+
+_RANK = {"low": 0, "medium": 1, "high": 2}
+_BY_RANK = {v: k for k, v in _RANK.items()}
+
+
+def raise_importance(a: Importance, b: Importance) -> Importance:
+    """Hearing something again makes it matter more: one step above the higher of the two."""
+    return _BY_RANK[min(2, max(_RANK[a], _RANK[b]) + 1)]  # type: ignore[return-value]
+
+
+def slot_of(text: str) -> str | None:
+    norm = normalize_text(text)
+    for slot in SINGLE_VALUED_SLOTS:
+        if norm.startswith(slot + " ") or (slot == "is years old" and norm.endswith(slot)):
+            return slot
+    return None
+
+
+@dataclass
+class WriteReport:
+    facts_added: list[str] = field(default_factory=list)
+    facts_merged: list[str] = field(default_factory=list)
+    facts_superseded: list[dict] = field(default_factory=list)
+    duplicates_dropped: list[str] = field(default_factory=list)
+    profile_changes: dict = field(default_factory=dict)
+    preference_changes: dict = field(default_factory=dict)
+    tasks_added: list[str] = field(default_factory=list)
+    tasks_updated: list[str] = field(default_factory=list)
+    tasks_completed: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not any(asdict(self).values())
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v}
+
+    def describe(self) -> str:
+        """One line for the CLI: what was remembered or updated."""
+        parts: list[str] = []
+        for key, value in self.profile_changes.items():
+            parts.append(f"{key} = {', '.join(value) if isinstance(value, list) else value}")
+        for key, value in self.preference_changes.items():
+            parts.append(f"prefers {key} = {', '.join(map(str, value)) if isinstance(value, list) else value}")
+        parts += [f"+ {t}" for t in self.facts_added]
+        parts += [f"~ {t}" for t in self.facts_merged]
+        parts += [f"{s['old']} → {s['new']}" for s in self.facts_superseded]
+        parts += [f"task + {t}" for t in self.tasks_added]
+        parts += [f"task ~ {t}" for t in self.tasks_updated]
+        parts += [f"task ✓ {t}" for t in self.tasks_completed]
+        return "; ".join(parts)
+
+
+async def apply_extraction(
+    store,
+    user_id: str,
+    result: ExtractionResult,
+    *,
+    thread_id: str | None = None,
+    message_id: str | None = None,
+    now: datetime | None = None,
+    merge_threshold: float = MERGE_THRESHOLD,
+) -> WriteReport:
+    now = now or utcnow()
+    report = WriteReport()
+    ops: list[PutOp] = []
+
+    # ---- profile and preferences: one document, changed fields only
+    doc = await get_user_document(store, user_id)
+    doc_changed = False
+    for name, value in result.profile_updates.model_dump().items():
+        if name == "goals":
+            new_goals = [g for g in value if normalize_text(g) not in {normalize_text(x) for x in doc.profile.goals}]
+            if new_goals:
+                doc.profile.goals.extend(new_goals)
+                report.profile_changes["goals"] = new_goals
+                doc_changed = True
+        elif value not in (None, "") and getattr(doc.profile, name) != value:
+            setattr(doc.profile, name, value)
+            report.profile_changes[name] = value
+            doc_changed = True
+    for name, value in result.new_preferences.model_dump().items():
+        if name == "other_notes":
+            notes = [n for n in value if normalize_text(n) not in {normalize_text(x) for x in doc.preferences.other_notes}]
+            if notes:
+                doc.preferences.other_notes.extend(notes)
+                report.preference_changes["other_notes"] = notes
+                doc_changed = True
+        elif value is not None and getattr(doc.preferences, name) != value:
+            setattr(doc.preferences, name, value)
+            report.preference_changes[name] = value
+            doc_changed = True
+    if doc_changed:
+        doc.updated_at = now
+        ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
+
+    # ---- facts
+    active = {f.id: f for f in await list_facts(store, user_id)}
+    by_hash = {f.hash or text_hash(f.text): f for f in active.values()}
+    touched: dict[str, Fact] = {}
+
+    def stage(fact: Fact) -> None:
+        touched[fact.id] = fact
+
+    for nf in _dedupe_batch(result.new_facts):
+        h = text_hash(nf.text)
+        if h in by_hash:
+            existing = touched.get(by_hash[h].id, by_hash[h])
+            existing.mentions += 1
+            existing.updated_at = now
+            stage(existing)
+            report.duplicates_dropped.append(nf.text)
+            continue
+        new = Fact(
+            id=str(uuid.uuid4()),
+            text=nf.text,
+            importance=nf.importance,
+            tags=sorted(set(nf.tags)),
+            hash=h,
+            created_at=now,
+            updated_at=now,
+            source_thread=thread_id,
+            source_message_id=message_id,
+        )
+        old = active.get(nf.supersedes or "") if nf.supersedes else None
+        if old is None:
+            similar = [(f, s) for f, s in await search_facts(store, user_id, nf.text, limit=5) if f.id in active]
+            best = similar[0] if similar else None
+            if best and best[1] >= merge_threshold:
+                target = touched.get(best[0].id, best[0])
+                if len(nf.text) > len(target.text):
+                    target.text, target.hash = nf.text, h
+                target.importance = raise_importance(target.importance, nf.importance)
+                target.tags = sorted(set(target.tags) | set(nf.tags))
+                target.mentions += 1
+                target.updated_at = now
+                stage(target)
+                by_hash[h] = target
+                report.facts_merged.append(target.text)
+                continue
+            slot = slot_of(nf.text)
+            if slot:
+                old = next((f for f in active.values() if f.id not in touched and slot_of(f.text) == slot), None)
+        if old is not None:
+            old = touched.get(old.id, old)
+            old.status = "superseded"
+            old.superseded_by = new.id
+            old.valid_to = now
+            old.updated_at = now
+            stage(old)
+            active.pop(old.id, None)
+            report.facts_superseded.append({"old": old.text, "new": new.text})
+        stage(new)
+        active[new.id] = new
+        by_hash[h] = new
+        report.facts_added.append(new.text)
+    for fact in touched.values():
+        ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json")))
+
+    # ---- tasks
+    tasks = {t.id: t for t in await list_tasks(store, user_id)}
+    for upd in result.task_updates:
+        target = tasks.get(upd.task_id or "")
+        if target is None and upd.action != "add":
+            matches = [(t, s) for t, s in await search_tasks(store, user_id, upd.description, limit=3) if t.status != "done"]
+            if matches and matches[0][1] >= TASK_MATCH_THRESHOLD:
+                target = tasks.get(matches[0][0].id, matches[0][0])
+        if upd.action == "add":
+            dup = [(t, s) for t, s in await search_tasks(store, user_id, upd.description, limit=1) if t.status != "done"]
+            exact = next((t for t in tasks.values() if normalize_text(t.description) == normalize_text(upd.description) and t.status != "done"), None)
+            if exact or (dup and dup[0][1] >= TASK_DUPLICATE_THRESHOLD):
+                continue  # already on the list
+            task = Task(id=str(uuid.uuid4()), description=upd.description.strip(), due=upd.due, created_at=now, updated_at=now, source_thread=thread_id)
+            tasks[task.id] = task
+            ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json")))
+            report.tasks_added.append(task.description)
+        elif target is None:
+            log.info("task %s for %r matched no stored task; ignored", upd.action, upd.description)
+        elif upd.action == "complete" or upd.status == "done":
+            if target.status != "done":
+                target.status, target.completed_at, target.updated_at = "done", now, now
+                ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json")))
+                report.tasks_completed.append(target.description)
+        else:
+            if upd.status:
+                target.status = upd.status
+            if upd.due:
+                target.due = upd.due
+            target.updated_at = now
+            ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json")))
+            report.tasks_updated.append(target.description)
+
+    await write_atomically(store, ops)
+    return report
+
+
+def _dedupe_batch(facts: list[NewFact]) -> list[NewFact]:
+    seen: set[str] = set()
+    out = []
+    for f in facts:
+        h = text_hash(f.text)
+        if h not in seen:
+            seen.add(h)
+            out.append(f)
+    return out

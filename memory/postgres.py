@@ -1,0 +1,159 @@
+"""Where the database is, and making sure it can hold our memory.
+
+``DATABASE_URL`` names any Postgres 15+ with pgvector. Without it an embedded
+Postgres 16 + pgvector (the ``pgserver`` package) starts on demand in the data
+directory and is reused by every later run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from memory.errors import DatabaseUnreachable, ExtensionPermissionDenied, PgvectorMissing
+
+log = logging.getLogger(__name__)
+
+MIN_SERVER_VERSION = 150000
+
+# Our own connections: autocommit (the saver and store manage their own transactions,
+# CREATE INDEX CONCURRENTLY needs it) and dict rows (what the saver and store expect).
+CONNECTION_KWARGS = {"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0}
+
+
+def data_dir() -> Path:
+    """Where embedded Postgres keeps its files: MEMORY_AGENT_DATA_DIR or the user's data folder."""
+    configured = os.environ.get("MEMORY_AGENT_DATA_DIR")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("memory-agent", appauthor=False))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+_embedded: dict[Path, object] = {}
+
+
+def start_embedded_postgres(directory: Path | None = None) -> str:
+    """Start (or join) the embedded Postgres in ``directory`` and return its URL.
+
+    pgserver reference-counts the processes using one data directory and stops the
+    server when the last one exits, so several CLI processes can share it.
+    """
+    directory = (directory or data_dir()) / "pgdata"
+    # Unix sockets live in the data directory; their path is limited to ~107 bytes.
+    if len(str(directory)) > 90:
+        raise DatabaseUnreachable(
+            f"The data directory path is too long for Postgres' socket ({len(str(directory))} chars): {directory}. "
+            "Set MEMORY_AGENT_DATA_DIR to a shorter path."
+        )
+    if directory not in _embedded:
+        try:
+            import pgserver
+        except ImportError as exc:  # pragma: no cover - it is a declared dependency
+            raise DatabaseUnreachable(
+                "DATABASE_URL is not set and the embedded Postgres (pgserver) is not installed. "
+                "Run `make install`, or set DATABASE_URL to a Postgres 15+ with pgvector."
+            ) from exc
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _embedded[directory] = pgserver.get_server(directory)
+        except Exception as exc:
+            raise DatabaseUnreachable(
+                f"Could not start the embedded Postgres in {directory}: {exc}. "
+                f"Its log is {directory / 'log'}. Delete the folder to start afresh (this erases memory), "
+                "or set DATABASE_URL to another Postgres."
+            ) from exc
+    return _embedded[directory].get_uri()  # type: ignore[attr-defined]
+
+
+def database_url() -> str:
+    """DATABASE_URL, or the embedded Postgres' URL (started on demand)."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    return start_embedded_postgres()
+
+
+def describe_location(url: str) -> str:
+    if os.environ.get("DATABASE_URL"):
+        return f"DATABASE_URL {redact(url)}"
+    return f"embedded Postgres in {data_dir() / 'pgdata'}"
+
+
+@dataclass(frozen=True)
+class DatabaseInfo:
+    url: str
+    server_version: str
+    pgvector_version: str
+
+
+async def prepare_database(url: str) -> DatabaseInfo:
+    """Connect, check the server, and make sure pgvector is installed.
+
+    Raises a :class:`MemoryAgentError` subclass whose message tells the user what to do.
+    """
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=10, **CONNECTION_KWARGS)
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnreachable(
+            f"Cannot connect to Postgres at {redact(url)}: {str(exc).strip()}. "
+            "Check that the server is running and the URL is right, or unset DATABASE_URL "
+            "to use the embedded Postgres."
+        ) from exc
+    async with conn:
+        row = await (await conn.execute("SELECT current_setting('server_version_num')::int AS num, version() AS v")).fetchone()
+        if row["num"] < MIN_SERVER_VERSION:
+            raise DatabaseUnreachable(f"Postgres {row['num'] // 10000} at {redact(url)} is too old: version 15 or newer is needed.")
+        installed = await (await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).fetchone()
+        if installed is None:
+            available = await (
+                await conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+            ).fetchone()
+            if available is None:
+                raise PgvectorMissing(
+                    f"The pgvector extension is not available on the Postgres at {redact(url)}. "
+                    "Install it on the server (for example `apt install postgresql-16-pgvector`, or use the "
+                    "pgvector/pgvector Docker image), or unset DATABASE_URL to use the embedded Postgres, which has it."
+                )
+            try:
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.errors.InsufficientPrivilege as exc:
+                user = (await (await conn.execute("SELECT current_user AS u, current_database() AS d")).fetchone())
+                raise ExtensionPermissionDenied(
+                    f"User {user['u']!r} may not create the pgvector extension in database {user['d']!r}. "
+                    f"Ask a superuser to run once: psql -d {user['d']} -c 'CREATE EXTENSION vector;' "
+                    "then start again."
+                ) from exc
+            installed = await (await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).fetchone()
+        return DatabaseInfo(url=url, server_version=row["v"].split(" on ")[0], pgvector_version=installed["extversion"])
+
+
+async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
+    """A pool whose connections are checked before use, so a restarted database heals."""
+    pool = AsyncConnectionPool(
+        conninfo=url,
+        min_size=1,
+        max_size=max_size,
+        kwargs=CONNECTION_KWARGS,
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+    )
+    try:
+        await pool.open(wait=True, timeout=15)
+    except Exception as exc:
+        await pool.close()
+        raise DatabaseUnreachable(f"Cannot open connections to Postgres at {redact(url)}: {exc}") from exc
+    return pool

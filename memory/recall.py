@@ -1,0 +1,104 @@
+"""Choosing which memories go into the prompt.
+
+Fact score (all terms in 0..1):
+
+    score = 0.6 · similarity + 0.25 · importance + 0.15 · recency
+
+- similarity: cosine between the current message and the fact (pgvector, via the store);
+- importance: low 0.3, medium 0.6, high 1.0;
+- recency: exp(-age / 30 days), age since the fact was last used or updated.
+
+The top ``max_facts`` (default 7) go in; at least 3 when the user has 3 facts, and
+beyond 3 only facts whose similarity clears ``min_similarity``. Open tasks go in
+when they relate to the message (or the message is about tasks); summaries of the
+user's other chats go in when they clearly relate (similarity ≥ 0.5).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import PutOp
+
+from memory.atomic_writes import write_atomically
+from memory.namespaces import facts_ns
+from memory.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
+from memory.user_memory import age_days, get_user_document, list_facts, list_tasks, search_chats, search_facts, search_tasks
+
+W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
+RECENCY_HALF_LIFE_DAYS = 30.0
+MIN_FACTS, MIN_SIMILARITY = 3, 0.25
+RELATED_CHAT_SIMILARITY = 0.5
+TASK_SIMILARITY = 0.3
+TASK_WORDS = re.compile(r"\b(task|tasks|todo|to-do|remind|reminder|plan|list)\b", re.I)
+
+
+@dataclass
+class ScoredFact:
+    fact: Fact
+    similarity: float
+    score: float
+
+
+def fact_score(similarity: float, fact: Fact, now: datetime) -> float:
+    age = age_days(fact.last_used or fact.updated_at, now)
+    recency = math.exp(-age * math.log(2) / RECENCY_HALF_LIFE_DAYS)
+    return W_SIMILARITY * similarity + W_IMPORTANCE * IMPORTANCE_WEIGHT[fact.importance] + W_RECENCY * recency
+
+
+async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now: datetime | None = None) -> list[ScoredFact]:
+    now = now or utcnow()
+    similar = {f.id: s for f, s in await search_facts(store, user_id, query, limit=max(20, max_facts * 3))}
+    facts = await list_facts(store, user_id)
+    scored = [ScoredFact(f, similar.get(f.id, 0.0), fact_score(similar.get(f.id, 0.0), f, now)) for f in facts]
+    scored.sort(key=lambda s: (-s.score, s.fact.created_at))
+    chosen = scored[:MIN_FACTS] + [s for s in scored[MIN_FACTS:] if s.similarity >= MIN_SIMILARITY]
+    return chosen[:max_facts]
+
+
+async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None = None) -> None:
+    now = now or utcnow()
+    ops = []
+    for f in facts:
+        f.last_used = now
+        ops.append(PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json")))
+    await write_atomically(store, ops)
+
+
+async def load_user_context(
+    store, user_id: str, query: str, *, thread_id: str | None = None, max_facts: int = 7
+) -> dict[str, Any]:
+    """Everything load_context puts in the turn, as JSON-friendly dicts (shown in Studio)."""
+    now = utcnow()
+    doc = await get_user_document(store, user_id)
+    ranked = await rank_facts(store, user_id, query, max_facts=max_facts, now=now)
+    await mark_used(store, user_id, [s.fact for s in ranked], now)
+
+    open_tasks = await list_tasks(store, user_id, include_done=False)
+    if TASK_WORDS.search(query) or len(open_tasks) <= 3:
+        tasks = open_tasks[:10]
+    else:
+        related = {t.id for t, s in await search_tasks(store, user_id, query, limit=10) if s >= TASK_SIMILARITY}
+        tasks = [t for t in open_tasks if t.id in related][:5]
+
+    chats = [
+        (c, s)
+        for c, s in await search_chats(store, user_id, query, limit=5)
+        if c.thread_id != thread_id and s >= RELATED_CHAT_SIMILARITY
+    ][:2]
+    return {
+        "profile": doc.profile.model_dump(mode="json"),
+        "preferences": doc.preferences.model_dump(mode="json"),
+        "facts": [
+            {"id": s.fact.id, "text": s.fact.text, "importance": s.fact.importance, "similarity": round(s.similarity, 3), "score": round(s.score, 3)}
+            for s in ranked
+        ],
+        "tasks": [{"id": t.id, "description": t.description, "status": t.status, "due": t.due} for t in tasks],
+        "related_chats": [
+            {"thread_id": c.thread_id, "title": c.title, "summary_snippet": c.summary_text[:300], "similarity": round(s, 3)} for c, s in chats
+        ],
+    }

@@ -1,0 +1,108 @@
+"""Reading one user's long-term memory from the store (profile, facts, tasks, chats)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import BaseStore, SearchItem
+
+from memory.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
+from memory.schemas import ChatRecord, Fact, Task, UserDocument
+
+PAGE = 200
+
+
+async def get_user_document(store: BaseStore, user_id: str) -> UserDocument:
+    item = await store.aget(profile_ns(user_id), PROFILE_KEY)
+    return UserDocument.model_validate(item.value) if item else UserDocument()
+
+
+async def put_user_document(store: BaseStore, user_id: str, doc: UserDocument) -> None:
+    # One small document, always read whole: no embedding needed.
+    await store.aput(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False)
+
+
+async def _all(store: BaseStore, namespace: tuple[str, ...], **kwargs: Any) -> list[SearchItem]:
+    items: list[SearchItem] = []
+    offset = 0
+    while True:
+        page = await store.asearch(namespace, limit=PAGE, offset=offset, **kwargs)
+        items.extend(page)
+        if len(page) < PAGE:
+            return items
+        offset += PAGE
+
+
+async def list_facts(store: BaseStore, user_id: str, *, include_superseded: bool = False) -> list[Fact]:
+    filt = None if include_superseded else {"status": "active"}
+    facts = [Fact.model_validate(i.value) for i in await _all(store, facts_ns(user_id), filter=filt)]
+    return sorted(facts, key=lambda f: f.created_at)
+
+
+async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int = 20) -> list[tuple[Fact, float]]:
+    """Active facts by semantic similarity to ``query`` (cosine, 0..1)."""
+    if not query.strip():
+        return []
+    hits = await store.asearch(facts_ns(user_id), query=query, filter={"status": "active"}, limit=limit)
+    return [(Fact.model_validate(h.value), float(h.score or 0.0)) for h in hits]
+
+
+async def put_fact(store: BaseStore, user_id: str, fact: Fact) -> None:
+    await store.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"))
+
+
+async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True) -> list[Task]:
+    tasks = [Task.model_validate(i.value) for i in await _all(store, tasks_ns(user_id))]
+    if not include_done:
+        tasks = [t for t in tasks if t.status != "done"]
+    return sorted(tasks, key=lambda t: t.created_at)
+
+
+async def search_tasks(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[Task, float]]:
+    if not query.strip():
+        return []
+    hits = await store.asearch(tasks_ns(user_id), query=query, limit=limit)
+    return [(Task.model_validate(h.value), float(h.score or 0.0)) for h in hits]
+
+
+async def put_task(store: BaseStore, user_id: str, task: Task) -> None:
+    await store.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"))
+
+
+async def get_chat(store: BaseStore, user_id: str, thread_id: str) -> ChatRecord | None:
+    item = await store.aget(chats_ns(user_id), thread_id)
+    return ChatRecord.model_validate(item.value) if item else None
+
+
+async def put_chat(store: BaseStore, user_id: str, chat: ChatRecord) -> None:
+    # Only the summary is embedded: that is what "find the chat about X" searches.
+    await store.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if chat.summary_text else False)
+
+
+async def list_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:
+    chats = [ChatRecord.model_validate(i.value) for i in await _all(store, chats_ns(user_id))]
+    return sorted(chats, key=lambda c: c.last_activity, reverse=True)
+
+
+async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[ChatRecord, float]]:
+    if not query.strip():
+        return []
+    hits = await store.asearch(chats_ns(user_id), query=query, limit=limit)
+    return [(ChatRecord.model_validate(h.value), float(h.score or 0.0)) for h in hits if h.score is not None]
+
+
+async def forget_user(store: BaseStore, user_id: str) -> int:
+    """Delete every store item under the user's namespaces; returns how many."""
+    count = 0
+    for ns in (profile_ns(user_id), facts_ns(user_id), tasks_ns(user_id), chats_ns(user_id)):
+        for item in await _all(store, ns):
+            await store.adelete(ns, item.key)
+            count += 1
+    return count
+
+
+def age_days(when: datetime | None, now: datetime) -> float:
+    if when is None:
+        return 365.0
+    return max(0.0, (now - when).total_seconds() / 86400.0)

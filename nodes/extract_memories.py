@@ -1,0 +1,82 @@
+"""extract_memories: turn the latest exchange into facts, preferences, profile fields and tasks."""
+
+from __future__ import annotations
+
+import logging
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+
+from graph.context import Context, get_context, thread_id_of
+from graph.messages import current_turn, text_of
+from graph.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
+from graph.state import State
+from llm.chat_model import load_chat_model
+from memory.errors import ModelOutputError
+from memory.extractor import extract
+from memory.memory_writer import apply_extraction
+from memory.user_memory import get_user_document, list_tasks, search_facts
+
+log = logging.getLogger(__name__)
+
+NOSTREAM = {"tags": ["nostream"]}
+RELATED_FACTS = 8
+
+
+def _emit(event: dict) -> None:
+    try:
+        get_stream_writer()(event)
+    except Exception:
+        pass
+
+
+async def related_memories(store, user_id: str, user_text: str, reply_text: str) -> dict:
+    """The stored memories the extractor must see to update rather than duplicate (searched, not all)."""
+    seen: dict[str, dict] = {}
+    for query in (user_text, reply_text):
+        for fact, score in await search_facts(store, user_id, query, limit=RELATED_FACTS):
+            seen.setdefault(fact.id, {"id": fact.id, "text": fact.text, "importance": fact.importance})
+    doc = await get_user_document(store, user_id)
+    tasks = await list_tasks(store, user_id, include_done=False)
+    return {
+        "facts": list(seen.values())[: RELATED_FACTS * 2],
+        "profile": doc.profile.model_dump(exclude_defaults=True),
+        "preferences": doc.preferences.model_dump(exclude_defaults=True),
+        "tasks": [{"id": t.id, "description": t.description, "status": t.status} for t in tasks[:20]],
+    }
+
+
+async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
+    ctx = get_context(runtime)
+    if ctx.extract_every_n_turns <= 0 or state.user_turns % ctx.extract_every_n_turns != 0:
+        return {"memory_written": {"skipped": f"extraction runs every {ctx.extract_every_n_turns} turns"}}
+    human, reply = current_turn(state.messages)
+    if human is None:
+        return {}
+    store = runtime.store
+    model = load_chat_model(ctx.model)
+    with timed("extract_memories"):
+        stored = await related_memories(store, ctx.user_id, text_of(human), text_of(reply))
+        try:
+            result = await extract(model, text_of(human), text_of(reply), stored, config=NOSTREAM)
+        except ModelOutputError as exc:
+            # Write nothing rather than half an update; the turn still has its answer.
+            EXTRACTION_FAILURES.inc()
+            log.warning("memory extraction failed; nothing written: %s", exc)
+            written = {"error": str(exc)}
+            _emit({"event": "memory", **written})
+            return {"memory_written": written}
+        count_tokens_used("extract", result.input_tokens, result.output_tokens)
+        report = await apply_extraction(
+            store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id
+        )
+    written = report.as_dict()
+    for kind in ("facts_added", "facts_merged", "facts_superseded", "tasks_added", "tasks_updated", "tasks_completed"):
+        if written.get(kind):
+            MEMORIES_WRITTEN.labels(kind=kind).inc(len(written[kind]))
+    if report.profile_changes or report.preference_changes:
+        MEMORIES_WRITTEN.labels(kind="profile").inc()
+    if not report.is_empty():
+        written["described"] = report.describe()
+        _emit({"event": "memory", **written})
+    return {"memory_written": written}

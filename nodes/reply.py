@@ -1,0 +1,80 @@
+"""reply: the model answers from explicit, labelled, budgeted context sections."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+
+import prompts
+from graph.compaction import model_view
+from graph.context import Context, get_context
+from graph.messages import last_human_index
+from graph.metrics import count_tokens_used, timed
+from graph.prompt_builder import PromptBudgets, build_prompt
+from graph.state import State
+from llm.chat_model import load_chat_model, model_label
+from memory.schemas import SummaryBoard
+from nodes.tools import agent_tools
+
+
+def persona_text(ctx: Context) -> str:
+    return ctx.system_prompt.strip() or prompts.persona(ctx.persona).text
+
+
+async def reply(state: State, runtime: Runtime[Context]) -> dict:
+    ctx = get_context(runtime)
+    view = model_view(state.messages, state.summarized_through)
+    i = last_human_index(view)
+    if i is None:  # the cursor never passes the newest human message; this is defensive
+        raise RuntimeError("no user message in the model's view")
+    recent, current, this_turn = view[:i], view[i], view[i + 1 :]
+    built = build_prompt(
+        persona_text=persona_text(ctx),
+        loaded_context=state.loaded_context,
+        summary_text=SummaryBoard.model_validate(state.summary).render() if state.summary else "",
+        knowledge=state.retrieved_chunks,
+        recent=recent,
+        current=current,
+        budgets=PromptBudgets(
+            user_context=ctx.user_context_token_budget,
+            summary=ctx.max_summary_tokens,
+            knowledge=ctx.rag_token_budget,
+            recent=ctx.max_context_tokens,
+        ),
+    )
+    # Tool calls and results of this turn follow the current message (the bounded tool loop).
+    messages = [*built.messages, *this_turn]
+    model = load_chat_model(ctx.model)
+    tools = agent_tools()
+    can_call_tools = state.tool_steps < ctx.max_tool_steps
+    if can_call_tools:
+        try:
+            model = model.bind_tools(tools)
+        except NotImplementedError:
+            pass  # a model without tool calling still answers
+    with timed("reply"):
+        response: AIMessage = await model.ainvoke(messages)
+    if response.tool_calls and not can_call_tools:
+        # Out of tool budget: keep the text, drop the calls, so no call is left unanswered.
+        response = AIMessage(
+            content=response.content or "I could not finish looking that up within the tool budget.",
+            id=response.id,
+            usage_metadata=response.usage_metadata,
+        )
+    usage = response.usage_metadata or {}
+    count_tokens_used("reply", usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+    turn_usage = dict(state.turn_usage) if this_turn else {}
+    turn_usage.update(
+        {
+            "model": model_label(load_chat_model(ctx.model)),
+            "prompt_sections": built.section_tokens,
+            "prompt_tokens_estimated": built.total_tokens,
+            "input_tokens": turn_usage.get("input_tokens", 0) + usage.get("input_tokens", 0),
+            "output_tokens": turn_usage.get("output_tokens", 0) + usage.get("output_tokens", 0),
+            "model_calls": turn_usage.get("model_calls", 0) + 1,
+        }
+    )
+    update: dict = {"messages": [response], "turn_usage": turn_usage}
+    if response.tool_calls:
+        update["tool_steps"] = state.tool_steps + 1
+    return update

@@ -1,0 +1,34 @@
+"""retrieve: hybrid search (vector + full text, fused, diversified) over the knowledge base."""
+
+from __future__ import annotations
+
+import logging
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context, get_context
+from graph.messages import current_turn, text_of
+from graph.metrics import timed
+from graph.state import State
+from memory import knowledge_base
+
+log = logging.getLogger(__name__)
+
+
+async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
+    ctx = get_context(runtime)
+    human, _ = current_turn(state.messages)
+    store = runtime.store
+    # The knowledge base shares the store's pool and embeddings; other stores have no KB.
+    pool = getattr(store, "conn", None)
+    embeddings = getattr(store, "embeddings", None)
+    if human is None or pool is None or embeddings is None:
+        return {"retrieved_chunks": []}
+    with timed("retrieve"):
+        collection = ctx.rag_collection or None
+        if await knowledge_base.is_empty(pool, collection):
+            return {"retrieved_chunks": []}
+        chunks = await knowledge_base.search(
+            pool, embeddings, text_of(human), collection=collection, k=ctx.rag_top_k, token_budget=ctx.rag_token_budget
+        )
+    return {"retrieved_chunks": [c.as_state() for c in chunks]}

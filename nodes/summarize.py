@@ -1,0 +1,107 @@
+"""summarize: fold old messages into the running summary and keep the chat's record current."""
+
+from __future__ import annotations
+
+import logging
+
+from langchain_core.messages import HumanMessage
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+
+from graph.compaction import plan_fold, unsummarized
+from graph.context import Context, get_context, thread_id_of
+from graph.messages import text_of
+from graph.metrics import SUMMARY_FAILURES, count_tokens_used, timed
+from graph.state import State
+from graph.tokens import count_tokens
+from llm.chat_model import load_chat_model
+from memory.chat_titles import needs_model_title, provisional_title
+from memory.errors import ModelOutputError
+from memory.schemas import ChatRecord, SummaryBoard, utcnow
+from memory.summarizer import fold_summary, make_title, recompress_summary
+from memory.user_memory import get_chat, put_chat
+
+log = logging.getLogger(__name__)
+
+# Memory calls are not part of the reply: keep their tokens out of the "messages" stream.
+NOSTREAM = {"tags": ["nostream"]}
+RECENT_SEARCH_CHARS = 600
+
+
+def _emit(event: dict) -> None:
+    try:
+        get_stream_writer()(event)
+    except Exception:  # outside a streaming run there is no writer
+        pass
+
+
+def searchable_text(board: SummaryBoard, messages) -> str:
+    """What a chat is found by: the summary board plus the newest user lines not yet folded."""
+    recent_user = [text_of(m) for m in messages if isinstance(m, HumanMessage)]
+    tail = " / ".join(recent_user[-6:])[-RECENT_SEARCH_CHARS:]
+    parts = [board.render()] if not board.is_empty() else []
+    if tail:
+        parts.append(f"Recently: {tail}")
+    return "\n".join(parts)
+
+
+async def summarize(state: State, runtime: Runtime[Context]) -> dict:
+    ctx = get_context(runtime)
+    board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
+    update: dict = {}
+    folded = plan_fold(
+        state.messages,
+        state.summarized_through,
+        window=ctx.summary_window,
+        tail=ctx.tail_size,
+        max_tokens=ctx.max_context_tokens,
+    )
+    model = load_chat_model(ctx.model)
+    if folded:
+        try:
+            with timed("summarize"):
+                result = await fold_summary(model, board, folded, ctx.summary_prompt, config=NOSTREAM)
+                new_board = result.value
+                count_tokens_used("summarize", result.input_tokens, result.output_tokens)
+                if count_tokens(new_board.render()) > ctx.max_summary_tokens:
+                    again = await recompress_summary(model, new_board, ctx.max_summary_tokens, ctx.summary_prompt, config=NOSTREAM)
+                    count_tokens_used("summarize", again.input_tokens, again.output_tokens)
+                    new_board = again.value
+        except ModelOutputError as exc:
+            # Keep the old summary and cursor: the same messages are folded on a later turn.
+            SUMMARY_FAILURES.inc()
+            log.warning("summary fold skipped: %s", exc)
+            _emit({"event": "summary", "error": str(exc)})
+        else:
+            board = new_board
+            update = {
+                "summary": board.model_dump(mode="json"),
+                "summarized_through": folded[-1].id,
+                "summary_folds": state.summary_folds + 1,
+            }
+            _emit({"event": "summary", "folded_messages": len(folded), "summary": board.render()})
+
+    thread_id = thread_id_of(runtime)
+    if thread_id and runtime.store is not None:
+        await _update_chat_record(runtime, ctx, thread_id, board, state, update.get("summarized_through"), model)
+    return update
+
+
+async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> None:
+    store = runtime.store
+    chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
+    if chat.title == "New chat":
+        first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
+        if first is not None:
+            chat.title = provisional_title(text_of(first))
+    if needs_model_title(chat, board):
+        try:
+            titled = await make_title(model, board, config=NOSTREAM)
+            chat.title = titled.value.title.strip()[:120] or chat.title
+            chat.title_topics = list(board.topics)
+        except ModelOutputError as exc:
+            log.warning("chat title not updated: %s", exc)
+    chat.summary_text = searchable_text(board, unsummarized(state.messages, cursor or state.summarized_through))
+    chat.message_count = len(state.messages)
+    chat.last_activity = utcnow()
+    await put_chat(store, ctx.user_id, chat)

@@ -1,0 +1,100 @@
+"""Shared fixtures: a real Postgres with pgvector (never mocked), fresh databases per suite.
+
+The embedded Postgres (pgserver) starts once per test session in a temporary
+directory; set DATABASE_URL to run the suite against another server instead
+(it must let us CREATE DATABASE).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import AsyncIterator, Iterator
+
+import psycopg
+import pytest
+
+# Offline by construction: nothing may try to reach LangSmith or a model hub.
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+os.environ.setdefault("LANGSMITH_TEST_TRACKING", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The suite decides the model per test; a developer's key must not leak into it.
+for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL"):
+    os.environ.pop(_var, None)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """URL of a Postgres server (maintenance database) we may create databases on."""
+    external = os.environ.get("DATABASE_URL")
+    if external:
+        yield external
+        return
+    import pgserver
+
+    # Short path: Postgres' unix socket lives in the data directory (~107 byte limit).
+    directory = Path(tempfile.mkdtemp(prefix="ma-pg-"))
+    server = pgserver.get_server(directory, cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _with_database(url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@pytest.fixture(scope="session")
+def new_database(server_url):
+    """Factory: create an empty database and return its URL (dropped at the end of the session)."""
+    created: list[str] = []
+
+    def make(prefix: str = "t") -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        return _with_database(server_url, name)
+
+    yield make
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        for name in created:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real default embeddings (all-MiniLM-L6-v2 in numpy), loaded once."""
+    from memory.embeddings import resolve_embeddings
+
+    return resolve_embeddings("local:all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+async def backend(new_database, minilm) -> AsyncIterator:
+    """A fully set-up backend (saver, store, knowledge base) on its own database, shared by a session."""
+    from memory.backend import open_memory
+
+    async with open_memory(new_database("shared"), minilm) as b:
+        yield b
+
+
+@pytest.fixture
+def user_id() -> str:
+    """A fresh user per test: tests sharing a database never see each other's memory."""
+    return f"u{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,78 @@
+"""The compiled graph on real Postgres, with a scripted chat model."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from graph.assembly import compile_graph
+from graph.context import Context
+from llm.chat_model import register_model, unregister_model
+from memory.user_memory import get_user_document, list_facts
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+
+EXTRACTIONS = {
+    "My name is Dana.": {**empty_extraction(), "profile_updates": {"name": "Dana"}},
+    "I live in Haifa and I work as a nurse.": {
+        **empty_extraction(),
+        "profile_updates": {"location": "Haifa", "role": "nurse"},
+        "new_facts": [{"text": "Lives in Haifa", "importance": "high"}, {"text": "Works as a nurse", "importance": "high"}],
+    },
+    "I have a dog named Rex.": {**empty_extraction(), "new_facts": [{"text": "Has a dog named Rex", "importance": "medium"}]},
+}
+
+
+def user_message_of(messages) -> str:
+    body = str(messages[-1].content)
+    return body.split("<user_message>\n", 1)[1].split("\n</user_message>", 1)[0]
+
+
+def responder(kind, messages):
+    if kind == "extract":
+        return EXTRACTIONS.get(user_message_of(messages), empty_extraction())
+    if kind == "title":
+        return {"title": "About Dana"}
+    if kind == "fold":
+        return {"summary": "Dana introduced herself."}
+    return "Noted."
+
+
+@pytest.fixture
+def scripted():
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    model = ScriptedChatModel(responder=responder)
+    register_model(name, model)
+    yield name, model
+    unregister_model(name)
+
+
+async def test_facts_stated_over_turns_are_stored_and_reach_a_later_prompt(backend, user_id, scripted):
+    name, model = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=name)
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    for text in EXTRACTIONS:
+        await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
+
+    facts = {f.text for f in await list_facts(backend.store, user_id)}
+    assert facts == {"Lives in Haifa", "Works as a nurse", "Has a dog named Rex"}
+    doc = await get_user_document(backend.store, user_id)
+    assert (doc.profile.name, doc.profile.location, doc.profile.role) == ("Dana", "Haifa", "nurse")
+
+    # A new chat of the same user: the prompt carries what the earlier chat taught.
+    other = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    await graph.ainvoke({"messages": [HumanMessage("What do you know about my pets?")]}, other, context=ctx)
+    system = model.calls_of("reply")[-1][0].content
+    assert "## User context" in system
+    for expected in ("name: Dana", "location: Haifa", "Has a dog named Rex"):
+        assert expected in system
+
+
+async def test_graph_runs_with_no_context_given(backend):
+    """runtime.context is None when the caller passes none: the defaults apply (offline model, user 'local')."""
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    out = await graph.ainvoke({"messages": [HumanMessage("hello there")]}, config)
+    assert out["messages"][-1].content.startswith("(offline model)")

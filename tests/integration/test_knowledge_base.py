@@ -1,0 +1,436 @@
+"""The knowledge base on a real Postgres + pgvector (never mocked).
+
+One database per module holds the sample documents of tests/fixtures/kb (embedded with
+the real all-MiniLM-L6-v2) in the "default" collection; tests that change things use
+their own collection, or their own database.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from langchain_core.embeddings import Embeddings
+
+from memory import knowledge_base
+from memory.document_loaders import load_document, source_name
+from memory.embedding_record import REINDEX_COMMAND
+from memory.embeddings import resolve_embeddings
+from memory.errors import EmbeddingMismatch
+from memory.postgres import open_pool, prepare_database
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kb"
+INSTALL = FIXTURES / "install_guide.md"
+ACCOUNT = FIXTURES / "account_help.html"
+GARANZIA = FIXTURES / "garanzia.txt"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class CountingEmbeddings(Embeddings):
+    """Real embeddings that count how often they are called."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def embed_documents(self, texts):
+        self.calls += 1
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        self.calls += 1
+        return self.inner.embed_query(text)
+
+    async def aembed_documents(self, texts):
+        self.calls += 1
+        return await self.inner.aembed_documents(texts)
+
+    async def aembed_query(self, text):
+        self.calls += 1
+        return await self.inner.aembed_query(text)
+
+
+class PoisonEmbeddings(Embeddings):
+    """Real embeddings, except texts containing ``marker`` get a NaN vector, which pgvector rejects."""
+
+    def __init__(self, inner: Embeddings, marker: str) -> None:
+        self.inner = inner
+        self.marker = marker
+
+    def embed_documents(self, texts):
+        raise NotImplementedError
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+    async def aembed_documents(self, texts):
+        vectors = await self.inner.aembed_documents(texts)
+        return [[float("nan")] * len(v) if self.marker in t else v for t, v in zip(texts, vectors)]
+
+
+def minimal_pdf(pages: list[list[str]]) -> bytes:
+    """A valid PDF with one text line per string, Helvetica, one page per list."""
+
+    def esc(s: str) -> str:
+        return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+    objects: dict[int, str] = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: "<< /Type /Pages /Kids [{}] /Count {} >>".format(" ".join(f"{4 + 2 * i} 0 R" for i in range(len(pages))), len(pages)),
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    }
+    for i, lines in enumerate(pages):
+        stream = "\n".join(["BT", "/F1 12 Tf", "14 TL", "72 720 Td"] + [f"({esc(line)}) Tj T*" for line in lines] + ["ET"])
+        objects[4 + 2 * i] = (
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>"
+        )
+        objects[5 + 2 * i] = f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream"
+    out = b"%PDF-1.4\n"
+    offsets: dict[int, int] = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += f"{number} 0 obj\n{objects[number]}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for number in sorted(objects):
+        out += f"{offsets[number]:010d} 00000 n \n".encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+async def fetch(pool, sql: str, *params):
+    async with pool.connection() as conn:
+        return await (await conn.execute(sql, params)).fetchall()
+
+
+async def chunk_rows(pool, collection: str, source: str):
+    return await fetch(
+        pool,
+        "SELECT id, chunk_index, heading_path, content, file_sha256, metadata FROM knowledge_chunks "
+        "WHERE collection = %s AND source = %s ORDER BY chunk_index",
+        collection,
+        source,
+    )
+
+
+async def new_kb(new_database, dims: int):
+    url = new_database("kb")
+    await prepare_database(url)
+    pool = await open_pool(url, max_size=4)
+    await knowledge_base.setup(pool, dims)
+    return pool
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+async def kb(new_database, minilm):
+    pool = await new_kb(new_database, minilm.dims)
+    report = await knowledge_base.ingest(pool, minilm.embeddings, [FIXTURES])
+    yield SimpleNamespace(pool=pool, embeddings=minilm.embeddings, dims=minilm.dims, report=report)
+    await pool.close()
+
+
+@pytest.fixture(scope="module")
+def hash384():
+    """Fast deterministic 384-d embeddings for tests that need no semantics."""
+    return resolve_embeddings("hash:384").embeddings
+
+
+# --------------------------------------------------------------------------- setup
+
+
+async def test_setup_is_idempotent(kb):
+    await knowledge_base.setup(kb.pool, kb.dims)
+    await knowledge_base.setup(kb.pool, kb.dims)
+    indexes = {r["indexname"] for r in await fetch(kb.pool, "SELECT indexname FROM pg_indexes WHERE tablename = 'knowledge_chunks'")}
+    assert {"knowledge_chunks_embedding_hnsw", "knowledge_chunks_tsv_gin", "knowledge_chunks_position_key"} <= indexes
+
+
+async def test_setup_with_other_dims_raises_a_clear_error_naming_reindex(kb):
+    with pytest.raises(EmbeddingMismatch) as caught:
+        await knowledge_base.setup(kb.pool, 16)
+    message = str(caught.value)
+    assert REINDEX_COMMAND in message and "384" in message and "16" in message
+
+
+# --------------------------------------------------------------------------- loading and ingest
+
+
+async def test_ingesting_a_directory_adds_its_markdown_html_and_text_files(kb):
+    report = kb.report
+    assert report.ok, report.summary()
+    assert sorted(f.source for f in report.added) == sorted(source_name(p) for p in (INSTALL, ACCOUNT, GARANZIA))
+    rows = await fetch(
+        kb.pool,
+        """SELECT d.source, d.chunk_count, count(c.id) AS stored FROM knowledge_documents d
+           JOIN knowledge_chunks c USING (collection, source) WHERE d.collection = 'default'
+           GROUP BY d.source, d.chunk_count""",
+    )
+    assert len(rows) == 3
+    for row in rows:
+        assert row["chunk_count"] == row["stored"] > 0
+    assert report.chunks_written == sum(r["stored"] for r in rows)
+
+
+async def test_html_headings_become_heading_paths_and_script_style_nav_are_dropped(kb):
+    rows = await chunk_rows(kb.pool, "default", source_name(ACCOUNT))
+    assert [r["heading_path"] for r in rows] == ["Account help > Resetting your password", "Account help > Billing"]
+    everything = " ".join(r["content"] for r in rows)
+    for dropped in ("tracking-snippet", "not indexed", "navigation link", "font-family"):
+        assert dropped not in everything
+    assert "- Card payments are charged immediately.\n- Bank transfers" in rows[1]["content"]
+    assert all(r["metadata"]["kind"] == "html" for r in rows)
+
+
+async def test_markdown_sections_keep_their_heading_path_and_code_comments_are_not_headings(kb):
+    rows = await chunk_rows(kb.pool, "default", source_name(INSTALL))
+    paths = [r["heading_path"] for r in rows]
+    assert "Installation > Linux" in paths
+    assert "Installation > Troubleshooting > The hub does not power on" in paths
+    assert not any("comment inside a code block" in p for p in paths)
+    linux = rows[paths.index("Installation > Linux")]
+    assert "# a comment inside a code block is not a heading" in linux["content"]
+
+
+async def test_a_pdf_loads_with_its_text_and_page_numbers(kb, tmp_path):
+    pdf = tmp_path / "specs.pdf"
+    pdf.write_bytes(minimal_pdf([
+        ["Nimbus hub technical sheet.", "Operating temperature from 0 to 40 degrees."],
+        ["Page two lists the radio: dual band Wi-Fi and Zigbee 3.0."],
+    ]))
+    doc = load_document(pdf)
+    assert doc.kind == "pdf" and "Zigbee 3.0" in doc.text and [p.page for p in doc.pages] == [1, 2]
+
+    report = await knowledge_base.ingest(kb.pool, kb.embeddings, [pdf], collection="pdf", target_tokens=20, overlap_tokens=0)
+    assert [f.status for f in report.files] == ["added"], report.summary()
+    rows = await chunk_rows(kb.pool, "pdf", source_name(pdf))
+    assert rows[0]["metadata"]["pages"] == [1] and "Operating temperature" in " ".join(r["content"] for r in rows)
+    assert rows[-1]["metadata"]["pages"] == [2] and "Zigbee 3.0" in rows[-1]["content"]
+    found = await knowledge_base.search(kb.pool, kb.embeddings, "Zigbee", collection="pdf")
+    assert found and found[0].metadata["pages"] == [2]
+
+
+async def test_a_failing_file_is_reported_and_the_others_are_still_ingested(kb, tmp_path):
+    (tmp_path / "good.md").write_text("# Good\n\nThis one is fine.")
+    (tmp_path / "empty.txt").write_text("   \n")
+    (tmp_path / "latin1.txt").write_bytes("caff\xe8 corretto".encode("latin-1"))
+    unsupported = tmp_path / "data.xyz"
+    unsupported.write_text("not a document type we read")
+    missing = tmp_path / "nope.md"
+
+    report = await knowledge_base.ingest(kb.pool, kb.embeddings, [tmp_path, unsupported, missing], collection="mixed")
+
+    by_name = {Path(f.path).name: f for f in report.files}
+    assert by_name["good.md"].status == "added" and by_name["good.md"].chunks == 1
+    assert by_name["empty.txt"].status == "failed" and "empty" in by_name["empty.txt"].reason
+    assert by_name["latin1.txt"].status == "failed" and "UTF-8" in by_name["latin1.txt"].reason
+    assert by_name["data.xyz"].status == "failed" and "unsupported file type .xyz" in by_name["data.xyz"].reason
+    assert by_name["nope.md"].status == "failed" and "no such file" in by_name["nope.md"].reason
+    assert not report.ok and "data.xyz" in report.summary()
+    stored = await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'mixed'")
+    assert [r["source"] for r in stored] == [source_name(tmp_path / "good.md")]
+
+
+async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_replaces_its_chunks(kb, tmp_path, hash384):
+    doc = tmp_path / "versions.md"
+    doc.write_text("# One\n\nfirst section\n\n# Two\n\nsecond section\n\n# Three\n\nthird section")
+    source = source_name(doc)
+
+    first = await knowledge_base.ingest(kb.pool, hash384, [doc], collection="versions")
+    assert [(f.status, f.chunks) for f in first.files] == [("added", 3)]
+    ids_before = [r["id"] for r in await chunk_rows(kb.pool, "versions", source)]
+    assert len(ids_before) == 3
+
+    again = await knowledge_base.ingest(kb.pool, hash384, [doc], collection="versions")
+    assert [(f.status, f.chunks) for f in again.files] == [("skipped-unchanged", 3)]
+    assert [r["id"] for r in await chunk_rows(kb.pool, "versions", source)] == ids_before  # untouched
+
+    doc.write_text("# Only\n\nthe rewritten document")
+    changed = await knowledge_base.ingest(kb.pool, hash384, [doc], collection="versions")
+    assert [(f.status, f.chunks, f.previous_chunks) for f in changed.files] == [("replaced", 1, 3)]
+    rows = await chunk_rows(kb.pool, "versions", source)
+    assert [(r["chunk_index"], r["heading_path"], r["content"]) for r in rows] == [(0, "Only", "the rewritten document")]
+    document = await fetch(kb.pool, "SELECT sha256, chunk_count FROM knowledge_documents WHERE collection = 'versions'")
+    assert [(d["sha256"], d["chunk_count"]) for d in document] == [(load_document(doc).sha256, 1)]
+    assert rows[0]["file_sha256"] == document[0]["sha256"]
+
+
+async def test_the_same_file_in_another_collection_is_ingested_separately(kb, hash384, tmp_path):
+    copy = tmp_path / "install_guide.md"
+    shutil.copy(INSTALL, copy)
+    for collection in ("copy-a", "copy-b"):
+        report = await knowledge_base.ingest(kb.pool, hash384, [copy], collection=collection)
+        assert [f.status for f in report.files] == ["added"]
+
+
+async def test_a_write_that_fails_midway_leaves_the_previous_version_intact(kb, tmp_path, hash384):
+    doc = tmp_path / "atomic.md"
+    doc.write_text("# A\n\nversion one alpha\n\n# B\n\nversion one beta")
+    source = source_name(doc)
+    await knowledge_base.ingest(kb.pool, hash384, [doc], collection="atomic")
+    before = await chunk_rows(kb.pool, "atomic", source)
+
+    # the third chunk's vector is NaN: Postgres rejects that row after the first two were written
+    doc.write_text("# A\n\nversion two alpha\n\n# B\n\nversion two beta\n\n# C\n\nPOISON chunk")
+    report = await knowledge_base.ingest(kb.pool, PoisonEmbeddings(hash384, "POISON"), [doc], collection="atomic")
+
+    assert report.files[0].status == "failed" and "database error" in report.files[0].reason
+    assert await chunk_rows(kb.pool, "atomic", source) == before
+    stored = await fetch(kb.pool, "SELECT chunk_count FROM knowledge_documents WHERE collection = 'atomic'")
+    assert [r["chunk_count"] for r in stored] == [2]
+
+
+# --------------------------------------------------------------------------- search
+
+
+async def test_a_product_code_that_appears_in_one_chunk_is_found_by_full_text(kb):
+    holders = await fetch(kb.pool, "SELECT id FROM knowledge_chunks WHERE collection = 'default' AND content LIKE '%%XR-2291-B%%'")
+    assert len(holders) == 1
+
+    results = await knowledge_base.search(kb.pool, kb.embeddings, "XR-2291-B", collection="default")
+
+    assert results[0].id == holders[0]["id"]
+    assert results[0].text_rank == 1
+    assert [r.id for r in results if r.text_rank is not None] == [holders[0]["id"]]
+    assert results[0].heading_path == "Installation > Troubleshooting > The hub does not power on"
+    assert results[0].citation == f"{source_name(INSTALL)}#{results[0].chunk_index}"
+
+
+async def test_a_natural_question_with_the_code_ranks_its_chunk_first(kb):
+    results = await knowledge_base.search(kb.pool, kb.embeddings, "which power supply is the XR-2291-B?", collection="default")
+    assert "XR-2291-B" in results[0].content and results[0].text_rank == 1
+
+
+async def test_a_paraphrase_with_no_shared_words_is_found_by_vector_search(kb):
+    results = await knowledge_base.search(
+        kb.pool, kb.embeddings, "I forgot my login credentials, how can I get back into my profile?", collection="default"
+    )
+    top = results[0]
+    assert top.heading_path == "Account help > Resetting your password"
+    assert top.vector_rank == 1
+    assert top.text_rank is None  # no word in common: only the vectors could find it
+
+
+async def test_hebrew_and_italian_words_are_matched_by_the_simple_text_search_config(kb):
+    for word in ("scontrino", "ראשון"):
+        results = await knowledge_base.search(kb.pool, kb.embeddings, word, collection="default")
+        assert results[0].source == source_name(GARANZIA) and results[0].text_rank == 1, word
+
+
+async def test_search_respects_the_collection_boundary(kb, tmp_path):
+    recipe = tmp_path / "risotto.md"
+    recipe.write_text("# Risotto\n\nToast the carnaroli rice, add saffron broth slowly and stir. XR-2291-B is not an ingredient.")
+    await knowledge_base.ingest(kb.pool, kb.embeddings, [recipe], collection="recipes")
+
+    in_recipes = await knowledge_base.search(kb.pool, kb.embeddings, "XR-2291-B power adapter", collection="recipes")
+    assert in_recipes and {r.collection for r in in_recipes} == {"recipes"}
+    assert {r.source for r in in_recipes} == {source_name(recipe)}
+
+    in_default = await knowledge_base.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", collection="default")
+    assert in_default and all(r.collection == "default" and r.source != source_name(recipe) for r in in_default)
+
+    everywhere = await knowledge_base.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", k=20)
+    assert source_name(recipe) in {r.source for r in everywhere}
+
+
+async def test_an_empty_knowledge_base_returns_nothing_without_calling_the_embeddings(new_database, hash384):
+    pool = await new_kb(new_database, 384)
+    try:
+        counting = CountingEmbeddings(hash384)
+        assert await knowledge_base.is_empty(pool)
+        assert await knowledge_base.search(pool, counting, "anything at all") == []
+        assert counting.calls == 0
+        assert await knowledge_base.stats(pool) == {"documents": 0, "chunks": 0, "collections": {}}
+    finally:
+        await pool.close()
+
+
+async def test_a_blank_query_or_an_empty_collection_returns_nothing_without_calling_the_embeddings(kb):
+    counting = CountingEmbeddings(kb.embeddings)
+    assert await knowledge_base.search(kb.pool, counting, "   ") == []
+    assert await knowledge_base.search(kb.pool, counting, "hub", collection="no-such-collection") == []
+    assert counting.calls == 0
+    assert await knowledge_base.is_empty(kb.pool, "no-such-collection")
+    assert not await knowledge_base.is_empty(kb.pool, "default")
+
+
+async def test_mmr_returns_no_near_duplicate_chunks_when_duplicates_exist(kb, tmp_path):
+    text = "# Returns\n\nYou can return any product within thirty days for a full refund, shipping included."
+    for name in ("copy1.md", "copy2.md", "copy3.md"):
+        (tmp_path / name).write_text(text)
+    (tmp_path / "other.md").write_text("# Exchanges\n\nA faulty product can be exchanged for a new one in any shop.")
+    (tmp_path / "more.md").write_text("# Gift cards\n\nGift cards cannot be refunded or returned.")
+    await knowledge_base.ingest(kb.pool, kb.embeddings, [tmp_path], collection="dups")
+
+    results = await knowledge_base.search(kb.pool, kb.embeddings, "can I return a product for a refund?", collection="dups", k=5)
+
+    contents = [r.content for r in results]
+    assert contents.count(text.split("\n\n", 1)[1]) == 1
+    assert len(results) == 3  # one of the three copies plus the two different chunks
+
+
+async def test_results_stay_within_k_and_the_token_budget(kb):
+    query = "how do I set up and troubleshoot the hub?"
+    for k, budget in [(6, 1200), (10, 120), (2, 1200), (10, 60)]:
+        results = await knowledge_base.search(kb.pool, kb.embeddings, query, k=k, token_budget=budget)
+        assert len(results) <= k
+        assert sum(r.tokens for r in results) <= budget
+        assert results, (k, budget)
+    assert await knowledge_base.search(kb.pool, kb.embeddings, query, token_budget=3) == []
+
+
+async def test_retrieved_chunks_serialize_with_their_citation(kb):
+    result = (await knowledge_base.search(kb.pool, kb.embeddings, "invoices", collection="default"))[0]
+    data = result.model_dump()
+    assert data["citation"] == f"{result.source}#{result.chunk_index}"
+    assert {"source", "chunk_index", "heading_path", "content", "collection", "vector_rank", "text_rank", "rrf_score"} <= set(data)
+
+
+# --------------------------------------------------------------------------- inspection and reindex
+
+
+async def test_list_documents_and_stats_count_documents_and_chunks_per_collection(kb):
+    docs = await knowledge_base.list_documents(kb.pool, "default")
+    assert sorted(d.source for d in docs) == sorted(source_name(p) for p in (INSTALL, ACCOUNT, GARANZIA))
+    stats = await knowledge_base.stats(kb.pool)
+    default = stats["collections"]["default"]
+    assert default["documents"] == 3 and default["chunks"] == sum(d.chunk_count for d in docs)
+    assert stats["chunks"] == (await fetch(kb.pool, "SELECT count(*) AS n FROM knowledge_chunks"))[0]["n"]
+
+
+async def test_remove_forgets_a_document_and_its_chunks(kb, tmp_path, hash384):
+    doc = tmp_path / "gone.md"
+    doc.write_text("# Gone\n\nsoon forgotten")
+    await knowledge_base.ingest(kb.pool, hash384, [doc], collection="removal")
+    assert await knowledge_base.remove(kb.pool, source_name(doc), "removal") == 1
+    assert await knowledge_base.is_empty(kb.pool, "removal")
+    assert await knowledge_base.list_documents(kb.pool, "removal") == []
+
+
+async def test_reembed_changes_the_dimensions_and_search_works_with_the_new_model(new_database, tmp_path):
+    old, new = resolve_embeddings("hash:32").embeddings, resolve_embeddings("hash:48").embeddings
+    pool = await new_kb(new_database, 32)
+    try:
+        (tmp_path / "a.md").write_text("# Alpha\n\nThe XR-2291-B adapter.\n\n# Beta\n\nSomething else entirely.")
+        await knowledge_base.ingest(pool, old, [tmp_path])
+
+        assert await knowledge_base.reembed(pool, new, 48) == 2
+
+        await knowledge_base.setup(pool, 48)  # no mismatch any more
+        with pytest.raises(EmbeddingMismatch):
+            await knowledge_base.setup(pool, 32)
+        nulls = await fetch(pool, "SELECT count(*) AS n FROM knowledge_chunks WHERE embedding IS NULL")
+        assert nulls[0]["n"] == 0
+        indexes = await fetch(pool, "SELECT indexname FROM pg_indexes WHERE indexname = 'knowledge_chunks_embedding_hnsw'")
+        assert len(indexes) == 1
+        results = await knowledge_base.search(pool, new, "XR-2291-B adapter")
+        assert results[0].heading_path == "Alpha" and results[0].vector_rank == 1
+    finally:
+        await pool.close()

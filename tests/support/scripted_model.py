@@ -1,0 +1,74 @@
+"""Scripted chat models for tests: the only part of the system tests may fake.
+
+langchain-core's fake chat models raise on ``bind_tools`` and
+``with_structured_output``; this subclass supports both, records every call, and
+answers through a ``responder`` that sees the prompt, so one model can serve the
+reply, summarize, title and extraction calls of a turn.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterator
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
+from pydantic import Field
+
+import prompts
+
+Responder = Callable[[str, list[BaseMessage]], "AIMessage | str | dict"]
+
+
+def call_kind(messages: list[BaseMessage]) -> str:
+    """Which of the agent's calls this is: reply, fold, title or extract."""
+    text = "\n".join(str(m.content) for m in messages if m.type == "human")
+    if f"<{prompts.USER_MESSAGE_TAG}>" in text:
+        return "extract"
+    if f"<{prompts.NEW_MESSAGES_TAG}>" in text:
+        return "fold"
+    if f"<{prompts.CHAT_SUMMARY_TAG}>" in text:
+        return "title"
+    return "reply"
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    responder: Callable[..., Any]
+    messages: Iterator[Any] = Field(default_factory=lambda: iter(()))
+    calls: list[tuple[str, list[BaseMessage]]] = Field(default_factory=list)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        kind = call_kind(messages)
+        self.calls.append((kind, list(messages)))
+        out = self.responder(kind, messages)
+        if isinstance(out, dict):
+            out = json.dumps(out)
+        message = AIMessage(content=out) if isinstance(out, str) else out
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def with_structured_output(self, schema, *, include_raw: bool = False, **kwargs):
+        def parse(messages):
+            raw = self.invoke(messages)
+            try:
+                parsed, error = schema.model_validate_json(raw.content), None
+            except Exception as exc:  # the caller decides what to do with invalid output
+                parsed, error = None, exc
+            if include_raw:
+                return {"raw": raw, "parsed": parsed, "parsing_error": error}
+            if error:
+                raise error
+            return parsed
+
+        return RunnableLambda(parse)
+
+    def calls_of(self, kind: str) -> list[list[BaseMessage]]:
+        return [m for k, m in self.calls if k == kind]
+
+
+def empty_extraction() -> dict:
+    return {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}

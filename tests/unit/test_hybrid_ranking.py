@@ -1,0 +1,113 @@
+"""Reciprocal rank fusion and MMR diversification (pure functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory.hybrid_ranking import cosine_similarities, mmr_select, reciprocal_rank_fusion
+
+# --------------------------------------------------------------------------- RRF
+
+
+def test_rrf_score_is_the_sum_of_one_over_k_plus_rank():
+    fused = dict(reciprocal_rank_fusion([["a", "b"], ["b", "c"]], k=60))
+    assert fused["a"] == pytest.approx(1 / 61)
+    assert fused["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused["c"] == pytest.approx(1 / 62)
+
+
+def test_rrf_ranks_an_item_found_by_both_lists_above_items_found_by_one():
+    fused = reciprocal_rank_fusion([["v1", "both", "v3"], ["t1", "t2", "both"]])
+    assert fused[0][0] == "both"
+
+
+def test_rrf_breaks_ties_by_first_appearance():
+    fused = reciprocal_rank_fusion([["a", "b"], ["c", "d"]])
+    assert [item for item, _ in fused] == ["a", "c", "b", "d"]
+
+
+def test_rrf_counts_a_repeated_item_once_per_list_at_its_best_rank():
+    fused = dict(reciprocal_rank_fusion([["a", "a", "b"]], k=0))
+    assert fused == {"a": 1.0, "b": pytest.approx(1 / 3)}
+
+
+def test_rrf_weights_scale_each_lists_contribution():
+    fused = dict(reciprocal_rank_fusion([["a"], ["b"]], k=0, weights=[1.0, 2.0]))
+    assert fused == {"a": 1.0, "b": 2.0}
+
+
+def test_rrf_of_no_lists_or_empty_lists_is_empty():
+    assert reciprocal_rank_fusion([]) == []
+    assert reciprocal_rank_fusion([[], []]) == []
+
+
+def test_rrf_rejects_a_wrong_number_of_weights():
+    with pytest.raises(ValueError):
+        reciprocal_rank_fusion([["a"], ["b"]], weights=[1.0])
+
+
+# --------------------------------------------------------------------------- MMR
+
+
+def unit(*values: float) -> list[float]:
+    v = np.asarray(values, dtype=float)
+    return list(v / np.linalg.norm(v))
+
+
+def test_mmr_picks_the_most_relevant_candidate_first():
+    vectors = [unit(1, 0, 0), unit(0, 1, 0), unit(0, 0, 1)]
+    assert mmr_select(vectors, [0.2, 0.9, 0.5], k=1) == [1]
+
+
+def test_mmr_never_returns_a_near_duplicate_of_a_chosen_candidate():
+    vectors = [unit(1, 0, 0), unit(1, 0.01, 0), unit(0, 1, 0)]  # 0 and 1 are near-duplicates
+    chosen = mmr_select(vectors, [1.0, 0.99, 0.3], k=3)
+    assert chosen == [0, 2]
+
+
+def test_mmr_with_plain_lambda_prefers_a_different_candidate_over_a_similar_one():
+    vectors = [unit(1, 0), unit(1, 0.6), unit(0, 1)]  # 1 is similar to 0 (cos≈0.86) but not a duplicate
+    chosen = mmr_select(vectors, [1.0, 0.95, 0.8], k=2, lambda_mult=0.5)
+    assert chosen == [0, 2]
+
+
+def test_mmr_with_lambda_one_is_plain_relevance_order():
+    vectors = [unit(1, 0), unit(1, 0.6), unit(0, 1)]
+    assert mmr_select(vectors, [1.0, 0.95, 0.8], k=3, lambda_mult=1.0) == [0, 1, 2]
+
+
+def test_mmr_returns_at_most_k():
+    vectors = np.eye(5)
+    assert len(mmr_select(vectors, [5, 4, 3, 2, 1], k=3)) == 3
+
+
+def test_mmr_keeps_the_chosen_tokens_within_the_budget_and_fills_with_a_smaller_later_candidate():
+    vectors = np.eye(4)
+    chosen = mmr_select(vectors, [1.0, 0.9, 0.8, 0.7], k=4, token_costs=[500, 600, 400, 100], token_budget=1000)
+    assert chosen == [0, 2, 3]  # 1 (600) no longer fits after 0 (500); 2 and 3 still do
+    assert sum([500, 600, 400, 100][i] for i in chosen) <= 1000
+
+
+def test_mmr_returns_nothing_when_no_candidate_fits_the_budget():
+    assert mmr_select(np.eye(2), [1, 1], k=2, token_costs=[50, 60], token_budget=10) == []
+
+
+def test_mmr_handles_zero_vectors_and_empty_input():
+    assert mmr_select(np.zeros((2, 3)), [1.0, 0.5], k=2) == [0, 1]
+    assert mmr_select(np.zeros((0, 3)), [], k=3) == []
+    assert mmr_select(np.eye(2), [1, 1], k=0) == []
+
+
+def test_mmr_validates_its_inputs():
+    with pytest.raises(ValueError):
+        mmr_select(np.eye(2), [1.0], k=1)
+    with pytest.raises(ValueError):
+        mmr_select(np.eye(2), [1.0, 1.0], k=1, lambda_mult=1.5)
+    with pytest.raises(ValueError):
+        mmr_select(np.eye(2), [1.0, 1.0], k=1, token_costs=[1])
+
+
+def test_cosine_similarities_ignore_vector_length():
+    sims = cosine_similarities([2, 0], [[1, 0], [0, 3], [-5, 0]])
+    assert sims == pytest.approx([1.0, 0.0, -1.0])

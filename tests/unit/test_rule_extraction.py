@@ -1,0 +1,369 @@
+"""Rule-based extraction (the offline model's extraction call): each rule, conservatively."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm.rule_extraction import extract_with_rules
+from memory.schemas import ExtractionResult
+
+
+def fact_texts(result: ExtractionResult) -> list[str]:
+    return [f.text for f in result.new_facts]
+
+
+def fact(result: ExtractionResult, text: str):
+    found = [f for f in result.new_facts if f.text == text]
+    assert found, f"{text!r} not in {fact_texts(result)}"
+    return found[0]
+
+
+# --------------------------------------------------------------------------- name
+@pytest.mark.parametrize(
+    "message, name",
+    [
+        ("My name is Dana.", "Dana"),
+        ("my name is Dana Cohen, nice to meet you", "Dana Cohen"),
+        ("My name is Dana and I live in Haifa.", "Dana"),
+        ("I'm called Yossi.", "Yossi"),
+        ("Call me Dani!", "Dani"),
+        ("Hi, I'm Dana.", "Dana"),
+        ("Mi chiamo Giulia.", "Giulia"),
+        ("קוראים לי דנה.", "דנה"),
+    ],
+)
+def test_name_rules_set_profile_name(message, name):
+    assert extract_with_rules(message).profile_updates.name == name
+
+
+def test_name_of_an_all_lowercase_message_is_capitalized():
+    assert extract_with_rules("my name is dana").profile_updates.name == "Dana"
+
+
+def test_call_me_with_a_lowercase_word_is_not_a_name():
+    assert extract_with_rules("Call me tomorrow please.").profile_updates.name is None
+
+
+def test_my_name_is_never_becomes_a_fact():
+    assert extract_with_rules("My name is Dana.").new_facts == []
+
+
+# --------------------------------------------------------------------------- location
+def test_i_live_in_sets_location_and_a_high_importance_lives_in_fact():
+    result = extract_with_rules("I live in Haifa.")
+    assert result.profile_updates.location == "Haifa"
+    assert fact(result, "Lives in Haifa").importance == "high"
+
+
+def test_multiword_place_stops_at_punctuation_and_time_phrases():
+    result = extract_with_rules("I'm living in Tel Aviv with my wife since 2020.")
+    assert result.profile_updates.location == "Tel Aviv"
+    assert "Lives in Tel Aviv" in fact_texts(result)
+
+
+def test_i_moved_to_adds_lives_in_and_moved_to_facts():
+    result = extract_with_rules("I moved to Rome last year.")
+    assert result.profile_updates.location == "Rome"
+    assert {"Lives in Rome", "Moved to Rome"} <= set(fact_texts(result))
+
+
+def test_i_am_from_is_a_fact_only_and_does_not_change_location():
+    result = extract_with_rules("I'm from Italy.")
+    assert result.profile_updates.location is None
+    assert fact(result, "Is from Italy").importance == "high"
+
+
+def test_new_location_supersedes_the_stored_active_lives_in_fact():
+    stored = {
+        "facts": [
+            {"id": "f-old", "text": "Lives in Tel Aviv", "status": "active"},
+            {"id": "f-gone", "text": "Lives in Eilat", "status": "superseded"},
+            {"id": "f-dog", "text": "Has a dog named Rex"},
+        ]
+    }
+    result = extract_with_rules("I moved to Haifa.", stored)
+    assert fact(result, "Lives in Haifa").supersedes == "f-old"
+    assert fact(result, "Moved to Haifa").supersedes is None
+
+
+def test_same_location_as_stored_fact_is_not_repeated():
+    stored = {"facts": [{"id": "f1", "text": "Lives in Haifa"}]}
+    result = extract_with_rules("I live in Haifa.", stored)
+    assert result.profile_updates.location == "Haifa"
+    assert "Lives in Haifa" not in fact_texts(result)
+
+
+def test_lowercase_object_after_live_in_is_not_a_place():
+    assert extract_with_rules("I live in a small flat.").profile_updates.location is None
+
+
+def test_italian_and_hebrew_location_rules():
+    it = extract_with_rules("Vivo a Milano.")
+    assert it.profile_updates.location == "Milano" and "Lives in Milano" in fact_texts(it)
+    he = extract_with_rules("אני גרה בחיפה.")
+    assert he.profile_updates.location == "חיפה" and "Lives in חיפה" in fact_texts(he)
+    he_m = extract_with_rules("אני גר בתל אביב")
+    assert he_m.profile_updates.location == "תל אביב"
+
+
+def test_hebrew_location_stops_before_the_and_prefix():
+    result = extract_with_rules("אני גרה בחיפה ואני עובדת כאחות")
+    assert result.profile_updates.location == "חיפה"
+    assert result.profile_updates.role == "אחות"
+
+
+# --------------------------------------------------------------------------- role
+def test_i_work_as_a_sets_role_and_works_as_fact():
+    result = extract_with_rules("I work as a nurse at Rambam.")
+    assert result.profile_updates.role == "nurse"
+    assert fact(result, "Works as a nurse").importance == "high"
+
+
+def test_i_am_a_role_noun_at_sentence_end_sets_role():
+    result = extract_with_rules("I'm a software engineer.")
+    assert result.profile_updates.role == "software engineer"
+    assert "Works as a software engineer" in fact_texts(result)
+
+
+@pytest.mark.parametrize("message", ["I'm a big fan of jazz.", "I'm a nurse fan club member", "I'm a happy person."])
+def test_i_am_a_is_conservative(message):
+    result = extract_with_rules(message)
+    assert result.profile_updates.role is None
+    assert not any(t.startswith("Works as") for t in fact_texts(result))
+
+
+def test_italian_role_rule():
+    assert extract_with_rules("Lavoro come insegnante.").profile_updates.role == "insegnante"
+
+
+# --------------------------------------------------------------------------- native language
+@pytest.mark.parametrize(
+    "message",
+    ["My native language is Hebrew.", "I speak Hebrew natively.", "I'm a native Hebrew speaker.", "La mia lingua madre è ebraico.", "שפת האם שלי היא עברית"],
+)
+def test_native_language_rules(message):
+    assert extract_with_rules(message).profile_updates.native_language == "Hebrew"
+
+
+# --------------------------------------------------------------------------- preferences
+def test_short_answers_sets_answer_length_short():
+    assert extract_with_rules("I prefer short answers.").new_preferences.answer_length == "short"
+    assert extract_with_rules("Please be brief.").new_preferences.answer_length == "short"
+
+
+def test_detailed_answers_sets_answer_length_long():
+    assert extract_with_rules("I prefer detailed explanations.").new_preferences.answer_length == "long"
+    assert extract_with_rules("I like long answers.").new_preferences.answer_length == "long"
+
+
+def test_long_walks_are_not_an_answer_length():
+    result = extract_with_rules("I like long walks.")
+    assert result.new_preferences.answer_length is None
+    assert "Likes long walks" in fact_texts(result)
+
+
+def test_bullet_points_and_code_examples_preferences():
+    prefs = extract_with_rules("I like bullet points. I love code examples.").new_preferences
+    assert prefs.prefers_bullets is True and prefs.code_examples is True
+    negative = extract_with_rules("I don't like bullet points. No code examples please.").new_preferences
+    assert negative.prefers_bullets is False and negative.code_examples is False
+
+
+@pytest.mark.parametrize("message", ["Please answer in Italian.", "Reply in Italian", "Rispondi in italiano.", "תענה לי באיטלקית"])
+def test_answer_language_preference(message):
+    assert extract_with_rules(message).new_preferences.language == "Italian"
+
+
+def test_i_prefer_other_things_goes_to_other_notes():
+    prefs = extract_with_rules("I prefer tea over coffee.").new_preferences
+    assert prefs.other_notes == ["Prefers tea over coffee"]
+
+
+def test_likes_are_low_importance_facts_and_dislikes_are_recorded():
+    result = extract_with_rules("I like jazz. I love hiking. I don't like cilantro. I hate traffic.")
+    assert fact(result, "Likes jazz").importance == "low"
+    assert "Loves hiking" in fact_texts(result)
+    assert {"Dislikes cilantro", "Dislikes traffic"} <= set(fact_texts(result))
+
+
+def test_liking_the_conversation_is_not_a_fact():
+    assert extract_with_rules("I like your answer. I love it.").new_facts == []
+
+
+def test_italian_and_hebrew_likes():
+    it = extract_with_rules("Mi piace il caffè. Non mi piace la pioggia.")
+    assert {"Likes caffè", "Dislikes pioggia"} <= set(fact_texts(it))
+    he = extract_with_rules("אני אוהבת קפה.")
+    assert "Likes קפה" in fact_texts(he)
+
+
+# --------------------------------------------------------------------------- goals
+def test_goal_rules_add_profile_goals_and_facts():
+    result = extract_with_rules("My goal is to pass the B2 exam. I want to learn Italian. I'm learning Spanish.")
+    assert result.profile_updates.goals == ["pass the B2 exam", "learn Italian", "learn Spanish"]
+    assert {"Wants to pass the B2 exam", "Wants to learn Italian", "Is learning Spanish"} <= set(fact_texts(result))
+
+
+def test_i_want_to_know_is_a_request_not_a_goal():
+    result = extract_with_rules("I want to know how to sort a list.")
+    assert result.is_empty()
+
+
+def test_italian_and_hebrew_learning_goals():
+    assert "learn lo spagnolo" in extract_with_rules("Sto imparando lo spagnolo.").profile_updates.goals
+    assert "Is learning איטלקית" in fact_texts(extract_with_rules("אני לומדת איטלקית"))
+
+
+# --------------------------------------------------------------------------- tasks
+@pytest.mark.parametrize(
+    "message, description",
+    [
+        ("Remind me to call the bank.", "call the bank"),
+        ("I need to renew my passport.", "renew my passport"),
+        ("Don't let me forget to water the plants!", "water the plants"),
+        ("todo: buy eggs", "buy eggs"),
+        ("Ricordami di comprare il pane.", "comprare il pane"),
+        ("תזכיר לי להתקשר לבנק", "להתקשר לבנק"),
+    ],
+)
+def test_task_add_rules(message, description):
+    updates = extract_with_rules(message).task_updates
+    assert [(u.action, u.description) for u in updates] == [("add", description)]
+
+
+@pytest.mark.parametrize(
+    "message, description, due",
+    [
+        ("Remind me to call the dentist by Friday.", "call the dentist by Friday", "Friday"),
+        ("I need to renew my passport tomorrow.", "renew my passport tomorrow", "tomorrow"),
+        ("Remind me to pay rent on Monday.", "pay rent on Monday", "Monday"),
+        ("Remind me tomorrow to call mom.", "call mom tomorrow", "tomorrow"),
+        ("תזכיר לי להתקשר לבנק מחר", "להתקשר לבנק מחר", "מחר"),
+    ],
+)
+def test_task_add_keeps_time_phrase_in_description_and_sets_due(message, description, due):
+    (update,) = extract_with_rules(message).task_updates
+    assert update.description == description
+    assert update.due == due
+
+
+def test_task_without_time_phrase_has_no_due():
+    (update,) = extract_with_rules("Remind me to water the plants.").task_updates
+    assert update.due is None
+
+
+def test_i_need_to_understand_is_not_a_task():
+    assert extract_with_rules("I need to understand recursion.").task_updates == []
+
+
+STORED_TASKS = {
+    "tasks": [
+        {"id": "t-bank", "description": "call the bank", "status": "open"},
+        {"id": "t-milk", "description": "buy milk for the kids", "status": "open"},
+        {"id": "t-old", "description": "call the plumber", "status": "done"},
+        {"id": "t-pane", "description": "comprare il pane", "status": "open"},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "message, task_id",
+    [
+        ("I finished calling the bank.", "t-bank"),
+        ("I've done the bank call.", "t-bank"),
+        ("I did buy the milk.", "t-milk"),
+        ("Buying milk is done.", "t-milk"),
+        ("Ho finito di comprare il pane.", "t-pane"),
+    ],
+)
+def test_task_completion_is_matched_to_the_stored_open_task_id(message, task_id):
+    updates = extract_with_rules(message, STORED_TASKS).task_updates
+    assert [(u.action, u.task_id, u.status) for u in updates] == [("complete", task_id, "done")]
+
+
+def test_completion_never_matches_a_task_that_is_already_done():
+    assert extract_with_rules("I finished calling the plumber.", STORED_TASKS).task_updates == []
+
+
+def test_completion_without_a_matching_stored_task_is_ignored():
+    assert extract_with_rules("I did it.", STORED_TASKS).task_updates == []
+    assert extract_with_rules("I finished the book.", {}).task_updates == []
+
+
+# --------------------------------------------------------------------------- possessions and "my X is Y"
+def test_i_have_a_and_my_x_is_y_become_facts():
+    result = extract_with_rules("I have a dog named Rex. My favourite colour is blue. My wife's name is Noa.")
+    assert {"Has a dog named Rex", "Favourite colour is blue", "Wife's name is Noa"} <= set(fact_texts(result))
+    assert fact(result, "Wife's name is Noa").importance == "high"  # family
+    assert fact(result, "Favourite colour is blue").importance == "low"  # a like
+
+
+def test_family_and_health_facts_are_high_importance():
+    result = extract_with_rules("I have two kids. I'm allergic to peanuts.")
+    assert fact(result, "Has two kids").importance == "high"
+    assert fact(result, "Is allergic to peanuts").importance == "high"
+
+
+def test_conversational_objects_are_not_facts():
+    assert extract_with_rules("I have a question. My code is broken. My question is simple.").new_facts == []
+
+
+def test_other_facts_default_to_medium_importance():
+    assert fact(extract_with_rules("My birthday is May 3."), "Birthday is May 3").importance == "medium"
+
+
+# --------------------------------------------------------------------------- whole messages
+def test_questions_never_produce_facts_or_profile_updates():
+    result = extract_with_rules("Where do I live? Is my name Dana? Do I need to bring my passport? Do I like jazz?")
+    assert result.is_empty()
+
+
+def test_a_reminder_asked_as_a_question_still_adds_a_task():
+    result = extract_with_rules("Can you remind me to call mom?")
+    assert result.new_facts == []
+    assert [u.description for u in result.task_updates] == ["call mom"]
+
+
+def test_hypotheticals_produce_nothing():
+    assert extract_with_rules("If I lived in Paris I would be happy.").is_empty()
+
+
+def test_several_sentences_are_each_processed():
+    result = extract_with_rules(
+        "My name is Dana. I live in Haifa; I work as a nurse. I have a dog named Rex! Remind me to call the bank by Friday."
+    )
+    assert result.profile_updates.name == "Dana"
+    assert result.profile_updates.location == "Haifa"
+    assert result.profile_updates.role == "nurse"
+    assert {"Lives in Haifa", "Works as a nurse", "Has a dog named Rex"} <= set(fact_texts(result))
+    assert [u.due for u in result.task_updates] == ["Friday"]
+
+
+def test_duplicates_within_one_message_are_removed():
+    result = extract_with_rules("I like jazz. I like jazz! Remind me to call mom. Remind me to call mom.")
+    assert fact_texts(result).count("Likes jazz") == 1
+    assert len(result.task_updates) == 1
+
+
+def test_nothing_memorable_gives_an_empty_result():
+    assert extract_with_rules("How do I sort a list in Python?").is_empty()
+    assert extract_with_rules("").is_empty()
+
+
+@pytest.mark.parametrize("stored", [None, {}, {"facts": None, "tasks": None}, {"facts": ["Lives in Rome"], "tasks": ["call mom"]}, {"profile": {}}])
+def test_stored_memories_with_missing_or_odd_keys_are_tolerated(stored):
+    result = extract_with_rules("I moved to Haifa. I finished calling mom.", stored)
+    assert result.profile_updates.location == "Haifa"
+
+
+def test_extraction_is_deterministic():
+    message = "My name is Dana. I live in Haifa. I like jazz. Remind me to call the bank by Friday."
+    assert extract_with_rules(message).model_dump() == extract_with_rules(message).model_dump()
+
+
+def test_family_sentence_with_my_x_is_y_is_a_high_importance_fact():
+    assert fact(extract_with_rules("My mother is a teacher."), "Mother is a teacher").importance == "high"
+
+
+def test_one_word_need_is_not_a_task():
+    assert extract_with_rules("I need to go.").task_updates == []
