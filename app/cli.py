@@ -43,10 +43,33 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--collection", default="default")
 
     sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
+    for name, (_, help_text) in MODULE_COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+# Commands that live in their own modules, imported only when used (keeps `chat` fast to start).
+# Each module has `build_parser() -> argparse.ArgumentParser` and `main(argv) -> int`.
+MODULE_COMMANDS = {
+    "serve": ("app.serve", "serve the chat API and web page (FastAPI/uvicorn)"),
+    "studio": ("app.studio", "open LangGraph Studio on our Postgres (langgraph dev)"),
+    "mcp": ("app.mcp_server", "serve the memory tools over MCP (stdio or streamable HTTP)"),
+    "keys": ("app.api_keys", "create, list and revoke API keys of the chat API"),
+    "eval": ("evals.cli", "evaluate summarization prompts, extraction and token savings"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in MODULE_COMMANDS:
+        import importlib
+
+        module = importlib.import_module(MODULE_COMMANDS[argv[0]][0])
+        try:
+            return module.main(argv[1:])
+        except MemoryAgentError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -88,8 +111,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
             from memory import knowledge_base
 
             report = await knowledge_base.ingest(backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection)
-            print(report.render() if hasattr(report, "render") else report)
-            return 1 if getattr(report, "failed", None) else 0
+            print(report.summary())
+            return 0 if report.ok else 1
     return 2
 
 

@@ -11,7 +11,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from memory import knowledge_base
+from memory import api_keys, knowledge_base
 from memory.embedding_record import check_or_record
 from memory.embeddings import EmbeddingsInfo, resolve_embeddings
 from memory.namespaces import INDEXED_FIELDS
@@ -54,6 +54,7 @@ async def set_up_schema(pool: AsyncConnectionPool, saver: AsyncPostgresSaver, st
             await saver.setup()
             await store.setup()
             await knowledge_base.setup(pool, dims)
+            await api_keys.setup(pool)
         finally:
             await lock_conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 

@@ -1,0 +1,108 @@
+"""API keys: a bearer token maps to a user. Only a hash of each key is stored.
+
+Keys look like ``ma_<prefix>_<secret>``; the short prefix is kept in clear so a key
+can be listed and revoked without revealing it. Verification hashes the presented
+key with SHA-256 (keys are long random strings, so a slow hash adds nothing) and
+compares in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg_pool import AsyncConnectionPool
+
+from memory.namespaces import user_root
+
+CREATE_TABLE = """
+CREATE TABLE IF NOT EXISTS memory_agent_api_keys (
+    prefix text PRIMARY KEY,
+    key_hash text NOT NULL,
+    user_id text NOT NULL,
+    label text NOT NULL DEFAULT '',
+    created_at timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz,
+    revoked_at timestamptz
+)
+"""
+
+
+@dataclass(frozen=True)
+class ApiKeyInfo:
+    prefix: str
+    user_id: str
+    label: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+async def setup(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(CREATE_TABLE)
+
+
+async def create_key(pool: AsyncConnectionPool, user_id: str, label: str = "") -> str:
+    """Create a key for ``user_id`` and return it: the only time it is shown."""
+    user_root(user_id)  # validates the id
+    prefix = secrets.token_hex(4)
+    key = f"ma_{prefix}_{secrets.token_urlsafe(24)}"
+    await setup(pool)
+    async with pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO memory_agent_api_keys (prefix, key_hash, user_id, label) VALUES (%s, %s, %s, %s)",
+            (prefix, _hash(key), user_id, label),
+        )
+    return key
+
+
+async def verify_key(pool: AsyncConnectionPool, key: str) -> str | None:
+    """The user a key belongs to, or None for an unknown, malformed or revoked key."""
+    parts = key.split("_", 2)
+    if len(parts) != 3 or parts[0] != "ma":
+        return None
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT key_hash, user_id, revoked_at FROM memory_agent_api_keys WHERE prefix = %s", (parts[1],)
+            )
+        ).fetchone()
+        if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(key)):
+            return None
+        await conn.execute("UPDATE memory_agent_api_keys SET last_used_at = now() WHERE prefix = %s", (parts[1],))
+    return row["user_id"]
+
+
+async def list_keys(pool: AsyncConnectionPool, user_id: str | None = None) -> list[ApiKeyInfo]:
+    await setup(pool)
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT prefix, user_id, label, created_at, last_used_at, revoked_at FROM memory_agent_api_keys "
+                "WHERE %(u)s::text IS NULL OR user_id = %(u)s ORDER BY created_at",
+                {"u": user_id},
+            )
+        ).fetchall()
+    return [ApiKeyInfo(**r) for r in rows]
+
+
+async def revoke_key(pool: AsyncConnectionPool, prefix: str) -> bool:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE memory_agent_api_keys SET revoked_at = now() WHERE prefix = %s AND revoked_at IS NULL", (prefix,)
+        )
+        return cur.rowcount == 1
+
+
+async def delete_user_keys(pool: AsyncConnectionPool, user_id: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute("DELETE FROM memory_agent_api_keys WHERE user_id = %s", (user_id,))
+        return cur.rowcount
