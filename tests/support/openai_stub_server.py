@@ -1,0 +1,295 @@
+"""A real local HTTP server speaking enough of the OpenAI Chat Completions API for langchain-openai.
+
+Tests point ``ChatOpenAI`` (via OPENAI_BASE_URL) at it, so the whole client path runs:
+request payloads, ``response_format`` (json_schema / json_object), ``tools`` and
+``tool_calls``, SSE streaming with tool-call deltas and the usage chunk, and the
+openai SDK's own parsing. Only the answers are scripted: a responder callback sees
+each request and returns what the "model" says. Every request is recorded.
+
+Bound to 127.0.0.1 on a free port, served by uvicorn in a background thread.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+import prompts
+
+
+@dataclass
+class StubToolCall:
+    name: str
+    arguments: dict[str, Any] | str
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+    def arguments_json(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments, ensure_ascii=False)
+
+
+@dataclass
+class StubReply:
+    """What the scripted model answers: text content (possibly malformed JSON), tool calls, or an HTTP error."""
+
+    content: str | None = None
+    tool_calls: list[StubToolCall] = field(default_factory=list)
+    error_status: int | None = None
+    error_message: str = "stub error"
+
+
+def tool_call(name: str, arguments: dict[str, Any] | str, id: str | None = None) -> StubReply:
+    call = StubToolCall(name, arguments) if id is None else StubToolCall(name, arguments, id)
+    return StubReply(content=None, tool_calls=[call])
+
+
+@dataclass
+class StubRequest:
+    """One recorded request to /chat/completions."""
+
+    body: dict[str, Any]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", [])
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.body.get("tools") or []
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools if t.get("type") == "function"]
+
+    @property
+    def response_format(self) -> dict[str, Any] | None:
+        return self.body.get("response_format")
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    def text_of(self, role: str) -> str:
+        return "\n".join(_content_text(m.get("content")) for m in self.messages if m.get("role") == role)
+
+    @property
+    def kind(self) -> str:
+        """Which of the agent's calls this is (the same tags as tests.support.scripted_model.call_kind)."""
+        text = self.text_of("user")
+        if f"<{prompts.USER_MESSAGE_TAG}>" in text:
+            return "extract"
+        if f"<{prompts.NEW_MESSAGES_TAG}>" in text:
+            return "fold"
+        if f"<{prompts.CHAT_SUMMARY_TAG}>" in text:
+            return "title"
+        return "reply"
+
+    @property
+    def is_repair(self) -> bool:
+        """The second call of llm.structured.invoke_structured (the model is shown its invalid reply)."""
+        last = self.messages[-1] if self.messages else {}
+        return last.get("role") == "user" and _content_text(last.get("content")).startswith("That reply was not valid")
+
+    @property
+    def last_user_text(self) -> str:
+        users = [m for m in self.messages if m.get("role") == "user"]
+        return _content_text(users[-1].get("content")) if users else ""
+
+    def tagged(self, tag: str) -> str | None:
+        return prompts.between(self.text_of("user"), tag)
+
+
+Responder = Callable[[StubRequest], "StubReply | str | dict"]
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def _as_reply(out: StubReply | str | dict) -> StubReply:
+    if isinstance(out, StubReply):
+        return out
+    if isinstance(out, dict):
+        return StubReply(content=json.dumps(out, ensure_ascii=False))
+    return StubReply(content=str(out))
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def usage_of(request: StubRequest, reply: StubReply) -> dict[str, int]:
+    """Deterministic usage numbers: about four characters a token."""
+    prompt = sum(_tokens(_content_text(m.get("content"))) for m in request.messages) + 3 * len(request.messages)
+    completion = _tokens(reply.content or "") + sum(_tokens(c.name + c.arguments_json()) for c in reply.tool_calls)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def stream_pieces(text: str) -> list[str]:
+    """Split text the way a model streams it: one word (with its trailing space) per chunk."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+class OpenAIStub:
+    """The server plus its script and its record of requests."""
+
+    def __init__(self) -> None:
+        self.responder: Responder = lambda request: "stub reply"
+        self.requests: list[StubRequest] = []
+        self._lock = threading.Lock()
+        self.app = self._build_app()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+
+    # ------------------------------------------------------------------ scripting
+    def reset(self, responder: Responder | None = None) -> None:
+        with self._lock:
+            self.requests.clear()
+        self.responder = responder or (lambda request: "stub reply")
+
+    def requests_of(self, kind: str) -> list[StubRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.kind == kind]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ------------------------------------------------------------------ HTTP
+    def _build_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        @app.post("/chat/completions")
+        async def chat_completions(request: Request):
+            body = await request.json()
+            recorded = StubRequest(body)
+            with self._lock:
+                self.requests.append(recorded)
+            try:
+                reply = _as_reply(self.responder(recorded))
+            except Exception as exc:  # surfaces in the test as an API error with the reason
+                return JSONResponse({"error": {"message": f"responder failed: {exc!r}", "type": "stub_error"}}, status_code=500)
+            if reply.error_status:
+                return JSONResponse({"error": {"message": reply.error_message, "type": "stub_error"}}, status_code=reply.error_status)
+            model = body.get("model", "stub")
+            if recorded.stream:
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                return StreamingResponse(
+                    self._sse(recorded, reply, model, include_usage), media_type="text/event-stream"
+                )
+            return JSONResponse(self._completion(recorded, reply, model))
+
+        @app.get("/v1/models")
+        async def models():
+            return {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "stub"}]}
+
+        return app
+
+    def _completion(self, request: StubRequest, reply: StubReply, model: str) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json()}}
+                for c in reply.tool_calls
+            ]
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop", "logprobs": None}
+            ],
+            "usage": usage_of(request, reply),
+        }
+
+    def _sse(self, request: StubRequest, reply: StubReply, model: str, include_usage: bool) -> Iterator[str]:
+        cid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
+
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict | None = None) -> str:
+            payload: dict[str, Any] = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            }
+            if include_usage:
+                payload["usage"] = usage  # null on every chunk but the last, as OpenAI does
+            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in stream_pieces(reply.content or ""):
+            yield chunk({"content": piece})
+        for index, call in enumerate(reply.tool_calls):
+            yield chunk(
+                {"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}
+            )
+            args = call.arguments_json()
+            for start in range(0, len(args), 7):  # arguments arrive in small fragments
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": args[start : start + 7]}}]})
+        yield chunk({}, finish="tool_calls" if reply.tool_calls else "stop")
+        if include_usage:
+            yield chunk(None, usage=usage_of(request, reply))
+        yield "data: [DONE]\n\n"
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "OpenAIStub":
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="openai-stub", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the OpenAI stub server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def openai_stub_server() -> Iterator[OpenAIStub]:
+    stub = OpenAIStub().start()
+    try:
+        yield stub
+    finally:
+        stub.stop()
+
+
+@pytest.fixture
+def openai_stub(openai_stub_server: OpenAIStub, monkeypatch) -> Iterator[OpenAIStub]:
+    """The running stub with a fresh script and record; OPENAI_BASE_URL/OPENAI_API_KEY point at it for this test."""
+    from llm import chat_model
+
+    openai_stub_server.reset()
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_stub_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    yield openai_stub_server
+    openai_stub_server.reset()
+    # Models cache per name and captured this test's base URL: drop them.
+    with chat_model._lock:
+        chat_model._cache.clear()
