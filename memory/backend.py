@@ -12,6 +12,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from memory import api_keys, knowledge_base
+from memory.embedding_cache import CachedEmbeddings
 from memory.embedding_record import check_or_record
 from memory.embeddings import EmbeddingsInfo, resolve_embeddings
 from memory.namespaces import INDEXED_FIELDS
@@ -75,6 +76,8 @@ async def open_memory(
     url = url or database_url()
     info = await prepare_database(url)
     emb = embeddings or resolve_embeddings()
+    if not isinstance(emb.embeddings, CachedEmbeddings):
+        emb = EmbeddingsInfo(embeddings=CachedEmbeddings(emb.embeddings), name=emb.name, dims=emb.dims)
     pool = await open_pool(url, max_size=max_pool_size)
     try:
         if check_embeddings:

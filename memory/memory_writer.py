@@ -153,9 +153,12 @@ async def apply_extraction(
     active = {f.id: f for f in await list_facts(store, user_id)}
     by_hash = {f.hash or text_hash(f.text): f for f in active.values()}
     touched: dict[str, Fact] = {}
+    reembed: set[str] = set()  # facts whose text is new or changed; the others keep their vectors
 
-    def stage(fact: Fact) -> None:
+    def stage(fact: Fact, *, text_changed: bool = False) -> None:
         touched[fact.id] = fact
+        if text_changed:
+            reembed.add(fact.id)
 
     for nf in _dedupe_batch(result.new_facts):
         h = text_hash(nf.text)
@@ -183,13 +186,14 @@ async def apply_extraction(
             best = similar[0] if similar else None
             if best and best[1] >= merge_threshold:
                 target = touched.get(best[0].id, best[0])
-                if len(nf.text) > len(target.text):
+                richer = len(nf.text) > len(target.text)
+                if richer:
                     target.text, target.hash = nf.text, h
                 target.importance = raise_importance(target.importance, nf.importance)
                 target.tags = sorted(set(target.tags) | set(nf.tags))
                 target.mentions += 1
                 target.updated_at = now
-                stage(target)
+                stage(target, text_changed=richer)
                 by_hash[h] = target
                 report.facts_merged.append(target.text)
                 continue
@@ -205,12 +209,12 @@ async def apply_extraction(
             stage(old)
             active.pop(old.id, None)
             report.facts_superseded.append({"old": old.text, "new": new.text})
-        stage(new)
+        stage(new, text_changed=True)
         active[new.id] = new
         by_hash[h] = new
         report.facts_added.append(new.text)
     for fact in touched.values():
-        ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json")))
+        ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=None if fact.id in reembed else False))
 
     # ---- tasks
     tasks = {t.id: t for t in await list_tasks(store, user_id)}
@@ -234,7 +238,7 @@ async def apply_extraction(
         elif upd.action == "complete" or upd.status == "done":
             if target.status != "done":
                 target.status, target.completed_at, target.updated_at = "done", now, now
-                ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json")))
+                ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json"), index=False))
                 report.tasks_completed.append(target.description)
         else:
             if upd.status:
@@ -242,7 +246,7 @@ async def apply_extraction(
             if upd.due:
                 target.due = upd.due
             target.updated_at = now
-            ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json")))
+            ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json"), index=False))
             report.tasks_updated.append(target.description)
 
     await write_atomically(store, ops)

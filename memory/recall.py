@@ -65,7 +65,8 @@ async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None
     ops = []
     for f in facts:
         f.last_used = now
-        ops.append(PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json")))
+        # The text is unchanged: keep its vector (index=False does not touch store_vectors).
+        ops.append(PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False))
     await write_atomically(store, ops)
 
 

@@ -1,0 +1,72 @@
+"""A small LRU cache in front of the embeddings.
+
+One turn embeds the same text several times: the store embeds the query once per
+namespace it searches (facts, tasks, chats) and the knowledge base embeds it again.
+Caching by exact text makes that one model call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from langchain_core.embeddings import Embeddings
+
+DEFAULT_SIZE = 2048
+
+
+class CachedEmbeddings(Embeddings):
+    def __init__(self, inner: Embeddings, max_items: int = DEFAULT_SIZE) -> None:
+        self.inner = inner
+        self.max_items = max_items
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __getattr__(self, name: str):  # model_name, dims, … of the wrapped model
+        return getattr(self.inner, name)
+
+    def _lookup(self, texts: list[str]) -> tuple[list[list[float] | None], list[str]]:
+        with self._lock:
+            found: list[list[float] | None] = []
+            for t in texts:
+                vec = self._cache.get(t)
+                if vec is not None:
+                    self._cache.move_to_end(t)
+                    self.hits += 1
+                else:
+                    self.misses += 1
+                found.append(vec)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found) if v is None))
+        return found, missing
+
+    def _remember(self, texts: list[str], vectors: list[list[float]]) -> None:
+        with self._lock:
+            for t, v in zip(texts, vectors):
+                self._cache[t] = list(v)
+                self._cache.move_to_end(t)
+            while len(self._cache) > self.max_items:
+                self._cache.popitem(last=False)
+
+    def _assemble(self, texts: list[str], found, missing: list[str], vectors) -> list[list[float]]:
+        fresh = dict(zip(missing, vectors))
+        return [v if v is not None else fresh[t] for t, v in zip(texts, found)]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        found, missing = self._lookup(texts)
+        vectors = self.inner.embed_documents(missing) if missing else []
+        self._remember(missing, vectors)
+        return self._assemble(texts, found, missing, vectors)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        found, missing = self._lookup(texts)
+        vectors = await self.inner.aembed_documents(missing) if missing else []
+        self._remember(missing, vectors)
+        return self._assemble(texts, found, missing, vectors)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return (await self.aembed_documents([text]))[0]

@@ -1,0 +1,579 @@
+"""Read-only queries over one user's memory, for agents that use it as tools (MCP).
+
+Each function is scoped to one ``user_id``: it reads only that user's store
+namespaces, and only the threads listed in that user's ``chats`` namespace. A chat
+id that is not one of the user's chats is "not found", never read, so knowing
+another user's thread id gives nothing away.
+
+Where things come from:
+- chat records (title, dates, searchable summary text): the store, ``chats`` namespace;
+- a chat's full history and its running summary board: the latest checkpoint of the
+  thread (``messages``, ``summary``, ``summarized_through``, ``summary_folds``);
+- facts and tasks: the store, ``facts`` and ``tasks`` namespaces.
+
+Messages carry no timestamps of their own, so a ``time_range`` selects the chats that
+were active in that window (created before its end, last active after its start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any, Literal, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
+from pydantic import BaseModel, Field
+
+from graph.messages import text_of
+from memory.errors import MemoryAgentError
+from memory.namespaces import chats_ns
+from memory.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
+from memory.user_memory import age_days, get_chat, list_chats, list_facts
+from memory.user_memory import list_tasks as list_stored_tasks
+
+Role = Literal["user", "assistant"]
+ContextType = Literal["action_items", "pending_questions", "facts", "entities", "tasks"]
+CONTEXT_TYPES: tuple[str, ...] = ("action_items", "pending_questions", "facts", "entities", "tasks")
+
+# Semantic hits below this cosine similarity are noise for MiniLM-sized models.
+MIN_SUMMARY_SIMILARITY = 0.2
+# search_chats: score = 0.75 · similarity + 0.25 · recency (half-life 30 days).
+W_CHAT_SIMILARITY, W_CHAT_RECENCY = 0.75, 0.25
+CHAT_RECENCY_HALF_LIFE_DAYS = 30.0
+# Reading threads concurrently, but leaving most of the pool to other work.
+THREAD_READ_CONCURRENCY = 4
+# recall_context over all chats reads at most this many (newest) threads.
+RECALL_CHAT_LIMIT = 100
+SNIPPET_CHARS = 240
+RECENT_MESSAGES = 6
+MAX_LIMIT = 50
+
+
+class ChatNotFound(MemoryAgentError, LookupError):
+    """The chat id is not one of this user's chats (or the user has no chats yet)."""
+
+
+class InvalidTimeRange(MemoryAgentError, ValueError):
+    """A time_range the parser does not understand."""
+
+
+# --------------------------------------------------------------------------- results
+class MessageView(BaseModel):
+    index: int = Field(description="Position of the message in the chat's full history (0 = first).")
+    role: Role
+    text: str
+
+
+class SummaryHit(BaseModel):
+    """A chat whose summary is semantically close to the query."""
+
+    chat_id: str
+    title: str
+    summary_snippet: str
+    similarity: float = Field(description="Cosine similarity of the query and the chat's summary (0..1).")
+    last_activity: datetime
+
+
+class MessageHit(BaseModel):
+    """A message of the full history that contains words of the query."""
+
+    chat_id: str
+    chat_title: str
+    message_index: int
+    role: Role
+    snippet: str = Field(description="The message text around the first match (whole message when short).")
+    matched_terms: list[str]
+    score: float = Field(description="Share of the query's terms found (plus 0.25 when the whole query appears).")
+    chat_last_activity: datetime
+
+
+class ConversationSearch(BaseModel):
+    query: str
+    time_range: str = Field(description="The window applied, as understood ('all' when none).")
+    chats_searched: int
+    summaries: list[SummaryHit]
+    messages: list[MessageHit]
+
+
+class ConversationSummary(BaseModel):
+    chat_id: str
+    title: str
+    persona: str | None
+    created_at: datetime
+    last_activity: datetime
+    message_count: int
+    summary: SummaryBoard = Field(description="The running summary board (empty until the chat was first folded).")
+    summary_text: str = Field(description="The board rendered as text.")
+    summary_folds: int
+    summarized_messages: int = Field(description="How many of the oldest messages the summary covers.")
+    recent_messages: list[MessageView] = Field(description="The newest messages (at most 6) the summary does not cover yet.")
+
+
+class RecalledItem(BaseModel):
+    text: str
+    source: Literal["chat_summary", "long_term_memory"] = Field(
+        description="chat_summary: from a chat's running summary board; long_term_memory: a stored fact or task."
+    )
+    chat_id: str | None = None
+    chat_title: str | None = None
+    id: str | None = Field(None, description="Id of the stored fact or task.")
+    status: str | None = Field(None, description="Task status (open, in_progress, done).")
+    due: str | None = None
+    importance: Importance | None = None
+    updated_at: datetime | None = None
+
+
+class RecalledContext(BaseModel):
+    context_type: ContextType
+    chat_id: str | None = Field(description="The chat recalled from; None when all of the user's chats were.")
+    chats_considered: int
+    items: list[RecalledItem]
+
+
+class ChatMatch(BaseModel):
+    chat_id: str
+    title: str
+    summary_snippet: str
+    similarity: float
+    recency: float = Field(description="exp(-age · ln2 / 30 days), age since the last activity.")
+    score: float = Field(description="0.75 · similarity + 0.25 · recency.")
+    message_count: int
+    created_at: datetime
+    last_activity: datetime
+
+
+class ChatSearch(BaseModel):
+    query: str
+    chats: list[ChatMatch]
+
+
+class TaskList(BaseModel):
+    status: TaskStatus | None = Field(description="The status filter applied; None lists every task.")
+    count: int
+    tasks: list[Task]
+
+
+# --------------------------------------------------------------------------- time ranges
+@dataclass(frozen=True)
+class TimeWindow:
+    start: datetime | None
+    end: datetime | None
+    label: str
+
+    def admits(self, chat: ChatRecord) -> bool:
+        """A chat belongs to the window when it was active in it."""
+        return (self.start is None or chat.last_activity >= self.start) and (self.end is None or chat.created_at < self.end)
+
+
+TIME_RANGE_HELP = (
+    "'all'; 'today'; 'yesterday'; the last N hours/days/weeks/months as '24h', '7d', '2w', '3m'; "
+    "a day 'YYYY-MM-DD'; or a span 'YYYY-MM-DD..YYYY-MM-DD' (either end may be left out; ends inclusive, UTC)"
+)
+_RELATIVE = re.compile(r"^(?:last[ _-]?)?(\d+)\s*(h|hours?|d|days?|w|weeks?|m|months?)$")
+_UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30}
+
+
+def _midnight(d: date) -> datetime:
+    return datetime.combine(d, time.min, tzinfo=timezone.utc)
+
+
+def _parse_point(text: str, *, end: bool) -> datetime:
+    """A date (whole day; the end of a span includes it) or an ISO datetime."""
+    try:
+        if len(text) == 10:
+            day = _midnight(date.fromisoformat(text))
+            return day + timedelta(days=1) if end else day
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidTimeRange(f"'{text}' is not a date; time_range accepts {TIME_RANGE_HELP}") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def parse_time_range(spec: str | None, now: datetime | None = None) -> TimeWindow:
+    now = now or utcnow()
+    text = (spec or "").strip().lower()
+    if text in ("", "all", "any", "all_time"):
+        return TimeWindow(None, None, "all")
+    today = _midnight(now.date())
+    if text == "today":
+        return TimeWindow(today, None, "today")
+    if text == "yesterday":
+        return TimeWindow(today - timedelta(days=1), today, "yesterday")
+    relative = _RELATIVE.match(text.replace(" ", ""))
+    if relative:
+        count, unit = int(relative.group(1)), relative.group(2)[0]
+        return TimeWindow(now - timedelta(days=count * _UNIT_DAYS[unit]), None, f"last {count}{unit}")
+    if ".." in text:
+        left, right = (part.strip() for part in text.split("..", 1))
+        start = _parse_point(left, end=False) if left else None
+        end = _parse_point(right, end=True) if right else None
+        if start and end and start >= end:
+            raise InvalidTimeRange(f"time_range '{spec}' ends before it starts")
+        return TimeWindow(start, end, f"{left or '…'}..{right or '…'}")
+    if len(text) == 10:
+        start = _parse_point(text, end=False)
+        return TimeWindow(start, start + timedelta(days=1), text)
+    raise InvalidTimeRange(f"time_range '{spec}' is not understood; use {TIME_RANGE_HELP}")
+
+
+# --------------------------------------------------------------------------- threads
+@dataclass
+class ThreadSnapshot:
+    """What the latest checkpoint of a chat holds (empty when it has none)."""
+
+    messages: list[BaseMessage] = field(default_factory=list)
+    board: SummaryBoard = field(default_factory=SummaryBoard)
+    summarized_through: str | None = None
+    summary_folds: int = 0
+
+    def summarized_count(self) -> int:
+        if self.summarized_through is None:
+            return 0
+        for i, m in enumerate(self.messages):
+            if m.id == self.summarized_through:
+                return i + 1
+        return 0  # the cursor message is gone: nothing counts as covered
+
+
+async def _read_thread(checkpointer: BaseCheckpointSaver, thread_id: str) -> ThreadSnapshot:
+    # Private on purpose: callers pass only thread ids taken from the user's chat records.
+    tup = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
+    if tup is None:
+        return ThreadSnapshot()
+    values: dict[str, Any] = tup.checkpoint.get("channel_values", {}) or {}
+    summary = values.get("summary") or {}
+    return ThreadSnapshot(
+        messages=list(values.get("messages") or []),
+        board=SummaryBoard.model_validate(summary) if summary else SummaryBoard(),
+        summarized_through=values.get("summarized_through"),
+        summary_folds=int(values.get("summary_folds") or 0),
+    )
+
+
+async def _read_threads(checkpointer: BaseCheckpointSaver, chats: Sequence[ChatRecord]) -> list[ThreadSnapshot]:
+    gate = asyncio.Semaphore(THREAD_READ_CONCURRENCY)
+
+    async def one(chat: ChatRecord) -> ThreadSnapshot:
+        async with gate:
+            return await _read_thread(checkpointer, chat.thread_id)
+
+    return list(await asyncio.gather(*(one(c) for c in chats)))
+
+
+async def _user_chat(store: BaseStore, user_id: str, chat_id: str | None) -> ChatRecord:
+    """The user's chat with this id, or the latest one when None."""
+    if chat_id is None:
+        chats = await list_chats(store, user_id)
+        if not chats:
+            raise ChatNotFound("This user has no chats yet.")
+        return chats[0]
+    chat = await get_chat(store, user_id, chat_id) if chat_id.strip() else None
+    if chat is None:
+        raise ChatNotFound(f"No chat '{chat_id}' among this user's chats.")
+    return chat
+
+
+def _role(message: BaseMessage) -> Role | None:
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    return None  # tool results and system messages are plumbing, not conversation
+
+
+def _conversation(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[int, Role, str]]:
+    """(position in the full history, role, text) of the user and assistant messages from ``start`` on."""
+    out = []
+    for i, m in enumerate(messages[start:], start):
+        role, text = _role(m), text_of(m).strip()
+        if role and text:
+            out.append((i, role, text))
+    return out
+
+
+def _clip(text: str, limit: int = SNIPPET_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _clamp(limit: int) -> int:
+    return max(1, min(int(limit), MAX_LIMIT))
+
+
+# --------------------------------------------------------------------------- keyword matching
+_WORD = re.compile(r"\w+")
+STOPWORDS = frozenset(
+    "a an and are about as at be but by can did do does for from had has have how i in is it its me my of on or our "
+    "so that the their them there this to us was we were what when where which who why will with you your".split()
+)
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct lower-case words of the query, without stopwords (unless it has nothing else)."""
+    # One-letter words would match nearly every message by prefix.
+    words = [w for w in dict.fromkeys(w.casefold() for w in _WORD.findall(query)) if len(w) > 1 or w.isdigit()]
+    kept = [w for w in words if w not in STOPWORDS]
+    return kept or words
+
+
+@dataclass
+class KeywordMatch:
+    terms: list[str]
+    position: int
+    """Where the first matching word (or the whole query) starts."""
+    score: float
+
+
+def keyword_match(text: str, terms: Sequence[str], phrase: str) -> KeywordMatch | None:
+    """Terms found in ``text``; a term matches the words it starts ('book' finds 'booking').
+
+    Score: share of the terms found, plus 0.25 when the whole query appears as typed.
+    """
+    if not terms:
+        return None
+    folded = text.casefold()
+    found: list[str] = []
+    first = len(text)
+    for word in _WORD.finditer(folded):
+        for term in terms:
+            if word.group().startswith(term):
+                if term not in found:
+                    found.append(term)
+                first = min(first, word.start())
+    if not found:
+        return None
+    score = len(found) / len(terms)
+    if len(terms) > 1 and phrase and phrase in folded:
+        first = min(first, folded.index(phrase))
+        score += 0.25
+    return KeywordMatch(found, first, round(score, 3))
+
+
+def _snippet_around(text: str, position: int, width: int = SNIPPET_CHARS) -> str:
+    if len(text) <= width:
+        return _clip(text, width)
+    start = max(0, min(position - width // 3, len(text) - width))
+    piece = text[start : start + width]
+    return ("…" if start > 0 else "") + " ".join(piece.split()) + ("…" if start + width < len(text) else "")
+
+
+# --------------------------------------------------------------------------- queries
+async def search_conversation_history(
+    store: BaseStore,
+    checkpointer: BaseCheckpointSaver,
+    user_id: str,
+    query: str,
+    time_range: str | None = None,
+    limit: int = 10,
+) -> ConversationSearch:
+    """Chats whose summaries are semantically close to ``query``, and messages containing its words.
+
+    ``limit`` caps each list. Message hits rank by the share of query terms they
+    contain, then by how recent their chat is, then by position (newest first).
+    """
+    limit = _clamp(limit)
+    window = parse_time_range(time_range)
+    chats = [c for c in await list_chats(store, user_id) if window.admits(c)]
+    if not query.strip():
+        return ConversationSearch(query=query, time_range=window.label, chats_searched=len(chats), summaries=[], messages=[])
+    admitted = {c.thread_id: c for c in chats}
+
+    # The window is applied after the vector search: look further down the ranking when it is narrow.
+    fetch = max(20, limit * 3) if window.label == "all" else max(100, limit * 3)
+    summaries: list[SummaryHit] = []
+    for hit in await store.asearch(chats_ns(user_id), query=query, limit=fetch):
+        chat = admitted.get(hit.key)
+        if chat is None or hit.score is None or hit.score < MIN_SUMMARY_SIMILARITY:
+            continue
+        summaries.append(
+            SummaryHit(
+                chat_id=chat.thread_id,
+                title=chat.title,
+                summary_snippet=_clip(chat.summary_text, 400),
+                similarity=round(float(hit.score), 3),
+                last_activity=chat.last_activity,
+            )
+        )
+
+    terms, phrase = query_terms(query), " ".join(query.casefold().split())
+    messages: list[MessageHit] = []
+    for chat, thread in zip(chats, await _read_threads(checkpointer, chats)):
+        for index, role, text in _conversation(thread.messages):
+            matched = keyword_match(text, terms, phrase)
+            if matched is None:
+                continue
+            messages.append(
+                MessageHit(
+                    chat_id=chat.thread_id,
+                    chat_title=chat.title,
+                    message_index=index,
+                    role=role,
+                    snippet=_snippet_around(text, matched.position),
+                    matched_terms=matched.terms,
+                    score=matched.score,
+                    chat_last_activity=chat.last_activity,
+                )
+            )
+    messages.sort(key=lambda h: (-h.score, -h.chat_last_activity.timestamp(), -h.message_index))
+    return ConversationSearch(
+        query=query,
+        time_range=window.label,
+        chats_searched=len(chats),
+        summaries=summaries[:limit],
+        messages=messages[:limit],
+    )
+
+
+async def get_conversation_summary(
+    store: BaseStore, checkpointer: BaseCheckpointSaver, user_id: str, chat_id: str | None = None
+) -> ConversationSummary:
+    """The running summary of one chat (the latest when ``chat_id`` is None) with its record."""
+    chat = await _user_chat(store, user_id, chat_id)
+    thread = await _read_thread(checkpointer, chat.thread_id)
+    covered = thread.summarized_count()
+    recent = [MessageView(index=i, role=role, text=_clip(text, 600)) for i, role, text in _conversation(thread.messages, covered)]
+    return ConversationSummary(
+        chat_id=chat.thread_id,
+        title=chat.title,
+        persona=chat.persona,
+        created_at=chat.created_at,
+        last_activity=chat.last_activity,
+        message_count=len(thread.messages) or chat.message_count,
+        summary=thread.board,
+        summary_text=thread.board.render(),
+        summary_folds=thread.summary_folds,
+        summarized_messages=covered,
+        recent_messages=recent[-RECENT_MESSAGES:],
+    )
+
+
+_BOARD_FIELD = {"action_items": "action_items", "pending_questions": "pending_questions", "entities": "entities", "facts": "key_facts"}
+
+
+async def recall_context(
+    store: BaseStore,
+    checkpointer: BaseCheckpointSaver,
+    user_id: str,
+    context_type: ContextType,
+    chat_id: str | None = None,
+) -> RecalledContext:
+    """One kind of remembered context, from one chat or (``chat_id`` None) all of the user's chats.
+
+    - action_items, pending_questions, entities: from the chats' summary boards;
+    - facts: the user's active long-term facts, plus the boards' key facts;
+    - tasks: the user's stored tasks (those created in the chat, when one is given).
+
+    Items from summaries come newest chat first, without repeats.
+    """
+    if context_type not in CONTEXT_TYPES:
+        raise ValueError(f"context_type must be one of {', '.join(CONTEXT_TYPES)}")
+    if chat_id is not None:
+        chats = [await _user_chat(store, user_id, chat_id)]
+    else:
+        chats = (await list_chats(store, user_id))[:RECALL_CHAT_LIMIT]
+    items: list[RecalledItem] = []
+
+    if context_type == "tasks":
+        tasks = await list_stored_tasks(store, user_id)
+        if chat_id is not None:
+            tasks = [t for t in tasks if t.source_thread == chat_id]
+        # Unfinished first, then newest change first.
+        tasks.sort(key=lambda t: (t.status == "done", -t.updated_at.timestamp()))
+        titles = {c.thread_id: c.title for c in chats}
+        items = [
+            RecalledItem(
+                text=t.description,
+                source="long_term_memory",
+                chat_id=t.source_thread,
+                chat_title=titles.get(t.source_thread or ""),
+                id=t.id,
+                status=t.status,
+                due=t.due,
+                updated_at=t.updated_at,
+            )
+            for t in tasks
+        ]
+        return RecalledContext(context_type=context_type, chat_id=chat_id, chats_considered=len(chats), items=items)
+
+    if context_type == "facts":
+        facts = await list_facts(store, user_id)
+        if chat_id is not None:
+            facts = [f for f in facts if f.source_thread == chat_id]
+        facts.sort(key=lambda f: f.updated_at, reverse=True)
+        items = [
+            RecalledItem(
+                text=f.text,
+                source="long_term_memory",
+                chat_id=f.source_thread,
+                id=f.id,
+                importance=f.importance,
+                updated_at=f.updated_at,
+            )
+            for f in facts
+        ]
+
+    seen = {normalize_text(i.text) for i in items}
+    board_field = _BOARD_FIELD[context_type]
+    for chat, thread in zip(chats, await _read_threads(checkpointer, chats)):
+        for text in getattr(thread.board, board_field):
+            key = normalize_text(text)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            items.append(
+                RecalledItem(text=text.strip(), source="chat_summary", chat_id=chat.thread_id, chat_title=chat.title, updated_at=chat.last_activity)
+            )
+    return RecalledContext(context_type=context_type, chat_id=chat_id, chats_considered=len(chats), items=items)
+
+
+def chat_recency(chat: ChatRecord, now: datetime) -> float:
+    return math.exp(-age_days(chat.last_activity, now) * math.log(2) / CHAT_RECENCY_HALF_LIFE_DAYS)
+
+
+async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 10) -> ChatSearch:
+    """The user's chats ranked by 0.75 · similarity of their summary to ``query`` + 0.25 · recency.
+
+    A blank query lists the most recent chats. Chats below the similarity floor are left out.
+    """
+    limit, now = _clamp(limit), utcnow()
+
+    def match(chat: ChatRecord, similarity: float) -> ChatMatch:
+        recency = chat_recency(chat, now)
+        return ChatMatch(
+            chat_id=chat.thread_id,
+            title=chat.title,
+            summary_snippet=_clip(chat.summary_text, 300),
+            similarity=round(similarity, 3),
+            recency=round(recency, 3),
+            score=round(W_CHAT_SIMILARITY * similarity + W_CHAT_RECENCY * recency, 3),
+            message_count=chat.message_count,
+            created_at=chat.created_at,
+            last_activity=chat.last_activity,
+        )
+
+    if not query.strip():
+        recent = (await list_chats(store, user_id))[:limit]
+        return ChatSearch(query=query, chats=[match(c, 0.0) for c in recent])
+    hits = await store.asearch(chats_ns(user_id), query=query, limit=max(20, limit * 3))
+    matches = [
+        match(ChatRecord.model_validate(h.value), float(h.score))
+        for h in hits
+        if h.score is not None and h.score >= MIN_SUMMARY_SIMILARITY
+    ]
+    matches.sort(key=lambda m: (-m.score, -m.last_activity.timestamp()))
+    return ChatSearch(query=query, chats=matches[:limit])
+
+
+async def list_tasks(store: BaseStore, user_id: str, status: TaskStatus | None = None) -> TaskList:
+    """The user's tasks, oldest first; only those with ``status`` when given."""
+    if status is not None and status not in ("open", "in_progress", "done"):
+        raise ValueError("status must be open, in_progress or done")
+    tasks = await list_stored_tasks(store, user_id)
+    if status is not None:
+        tasks = [t for t in tasks if t.status == status]
+    return TaskList(status=status, count=len(tasks), tasks=tasks)
