@@ -67,7 +67,7 @@ def plan_fold(
     if not (too_many or too_big):
         return []
     limit = _last_human_index(pending)  # the newest human message and after stay raw
-    cut = len(pending) - tail
+    cut = max(0, len(pending) - tail)  # fewer than ``tail`` pending (a token-budget fold): start at 0, not negative
     if too_big:
         # Fold more when the tail alone is still over budget, but keep at least the newest human turn.
         while cut < limit and count_message_tokens(pending[cut:]) > max_tokens:

@@ -73,6 +73,15 @@ def _usage(message: BaseMessage | None) -> tuple[int, int]:
     return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
 
 
+def _raw_from_error(exc: Exception) -> AIMessage | None:
+    """The model's text when a client parsed it itself and raised (pydantic keeps the input)."""
+    if isinstance(exc, ValidationError):
+        for err in exc.errors():
+            if not err.get("loc") and isinstance(err.get("input"), str):  # the whole reply, not a field
+                return AIMessage(err["input"])
+    return None
+
+
 def _raw_text(raw: BaseMessage | None) -> str:
     if raw is None:
         return ""
@@ -83,6 +92,18 @@ def _raw_text(raw: BaseMessage | None) -> str:
     if isinstance(content, list):
         return "".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
     return str(content)
+
+
+def _non_streaming(model: BaseChatModel) -> BaseChatModel:
+    """The same model with streaming off for this call.
+
+    Under ``stream_mode="messages"`` every model call streams, even the hidden (nostream)
+    ones; a streamed structured reply is parsed piecewise by the openai SDK, which raises
+    on invalid JSON without the text, so the repair could not show the model its output.
+    """
+    if isinstance(model, BaseChatModel) and model.disable_streaming is not True:
+        return model.model_copy(update={"disable_streaming": True})
+    return model
 
 
 async def _text_mode(
@@ -105,6 +126,7 @@ async def invoke_structured(
 ) -> StructuredResult[T]:
     """Call the model once for ``schema``; repair once on invalid output; raise ModelOutputError otherwise."""
     method = method or configured_method()
+    model = _non_streaming(model)
     result = StructuredResult[T](value=None, attempts=0, method=method)  # type: ignore[arg-type]
     parsed: T | None = None
     raw: BaseMessage | None = None
@@ -112,13 +134,22 @@ async def invoke_structured(
 
     if method != "text":
         kwargs = {} if method == "auto" else {"method": method}
+        call_messages = messages
+        if method == "json_mode":
+            # JSON mode carries no schema (and OpenAI refuses it unless the prompt says "JSON"): state it.
+            call_messages = [*messages, SystemMessage(_json_instruction(schema))]
         try:
             runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
         except NotImplementedError:
             runnable = None
             result.method = "text"
         if runnable is not None:
-            out = await runnable.ainvoke(messages, config=config)
+            try:
+                out = await runnable.ainvoke(call_messages, config=config)
+            except ValueError as exc:
+                # The openai SDK parses json_schema replies itself (also when streaming) and raises
+                # before langchain's include_raw fallback sees them: invalid output, so repair it.
+                out = {"raw": _raw_from_error(exc), "parsed": None, "parsing_error": exc}
             result.calls += 1
             raw, parsed = out.get("raw"), out.get("parsed")
             err = out.get("parsing_error")

@@ -6,7 +6,9 @@ Rules, in order, for each new fact:
 2. ``supersedes`` names an active fact → the new fact is added and the old one is
    kept with ``status=superseded``, ``superseded_by`` and ``valid_to``;
 3. near duplicate (cosine ≥ ``merge_threshold`` to an active fact) → merged: the
-   richer (longer) text is kept, tags are united, importance is raised one step;
+   richer (longer) text is kept, tags are united, importance is raised one step —
+   unless it gives another value for a single-valued slot (then rule 4 applies:
+   "Is 30 years old" and "Is 31 years old" embed alike but contradict);
 4. same single-valued slot ("Lives in …", "Works as …") with another value → supersede;
 5. otherwise a new fact.
 Task updates match an existing task by id, else semantically (≥ ``task_match_threshold``).
@@ -16,6 +18,7 @@ All writes of one turn go to Postgres in one transaction.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -43,17 +46,18 @@ TASK_MATCH_THRESHOLD = 0.75
 TASK_DUPLICATE_THRESHOLD = 0.92
 
 # Facts of which a user has one value at a time: a new value supersedes the old.
-SINGLE_VALUED_SLOTS = (
-    "lives in",
-    "works as",
-    "works at",
-    "name is",
-    "is called",
-    "native language is",
-    "is married to",
-    "age is",
-    "is years old",
-)
+# Each slot is recognised by patterns on the normalized text ("is 30 years old" and
+# "age is 30" are the same slot).
+SINGLE_VALUED_SLOTS: dict[str, tuple[str, ...]] = {
+    "lives in": (r"lives in ",),
+    "works as": (r"works as ",),
+    "works at": (r"works at ",),
+    "name is": (r"(?:his |her |their |the user's )?name is ", r"is called "),
+    "native language is": (r"native language is ",),
+    "is married to": (r"is married to ",),
+    "age": (r"age is \d", r"is \d+ years old$"),
+}
+_SLOT_PATTERNS = [(slot, re.compile(p)) for slot, patterns in SINGLE_VALUED_SLOTS.items() for p in patterns]
 
 _RANK = {"low": 0, "medium": 1, "high": 2}
 _BY_RANK = {v: k for k, v in _RANK.items()}
@@ -66,10 +70,22 @@ def raise_importance(a: Importance, b: Importance) -> Importance:
 
 def slot_of(text: str) -> str | None:
     norm = normalize_text(text)
-    for slot in SINGLE_VALUED_SLOTS:
-        if norm.startswith(slot + " ") or (slot == "is years old" and norm.endswith(slot)):
+    for slot, pattern in _SLOT_PATTERNS:
+        if pattern.match(norm):
             return slot
     return None
+
+
+def refines(a: str, b: str) -> bool:
+    """One text restates the other with more detail ("Lives in Haifa" / "Lives in Haifa, Israel")."""
+    na, nb = normalize_text(a), normalize_text(b)
+    return na in nb or nb in na
+
+
+def contradicts(new_text: str, old_text: str) -> bool:
+    """Another value for the same single-valued slot: an update, never a merge."""
+    slot = slot_of(new_text)
+    return slot is not None and slot_of(old_text) == slot and not refines(new_text, old_text)
 
 
 @dataclass
@@ -184,7 +200,7 @@ async def apply_extraction(
         if old is None:
             similar = [(f, s) for f, s in await search_facts(store, user_id, nf.text, limit=5) if f.id in active]
             best = similar[0] if similar else None
-            if best and best[1] >= merge_threshold:
+            if best and best[1] >= merge_threshold and not contradicts(nf.text, best[0].text):
                 target = touched.get(best[0].id, best[0])
                 richer = len(nf.text) > len(target.text)
                 if richer:

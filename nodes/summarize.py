@@ -64,9 +64,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
                 new_board = result.value
                 count_tokens_used("summarize", result.input_tokens, result.output_tokens)
                 if count_tokens(new_board.render()) > ctx.max_summary_tokens:
-                    again = await recompress_summary(model, new_board, ctx.max_summary_tokens, ctx.summary_prompt, config=NOSTREAM)
-                    count_tokens_used("summarize", again.input_tokens, again.output_tokens)
-                    new_board = again.value
+                    new_board = await _recompressed(model, new_board, ctx)
         except ModelOutputError as exc:
             # Keep the old summary and cursor: the same messages are folded on a later turn.
             SUMMARY_FAILURES.inc()
@@ -85,6 +83,19 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     if thread_id and runtime.store is not None:
         await _update_chat_record(runtime, ctx, thread_id, board, state, update.get("summarized_through"), model)
     return update
+
+
+async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoard:
+    """Summary of summaries; when that call fails the fold still counts (the prompt trims the long board)."""
+    try:
+        again = await recompress_summary(model, board, ctx.max_summary_tokens, ctx.summary_prompt, config=NOSTREAM)
+    except ModelOutputError as exc:
+        # Dropping the fold here would refold (and fail on) the same messages every turn.
+        SUMMARY_FAILURES.inc()
+        log.warning("summary recompression skipped; keeping the longer summary: %s", exc)
+        return board
+    count_tokens_used("summarize", again.input_tokens, again.output_tokens)
+    return again.value
 
 
 async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> None:

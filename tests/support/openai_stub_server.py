@@ -53,6 +53,14 @@ def tool_call(name: str, arguments: dict[str, Any] | str, id: str | None = None)
     return StubReply(content=None, tool_calls=[call])
 
 
+def structured_answer(request: "StubRequest", value: dict[str, Any] | str) -> StubReply:
+    """Answer a structured-output request the way its method expects: a forced tool call or JSON text."""
+    choice = request.body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return tool_call(choice["function"]["name"], value)
+    return StubReply(content=value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
 @dataclass
 class StubRequest:
     """One recorded request to /chat/completions."""
@@ -137,6 +145,31 @@ def usage_of(request: StubRequest, reply: StubReply) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def openai_rule_violation(request: StubRequest) -> str | None:
+    """The request checks the real API makes that a client can get wrong (answered with HTTP 400 there too)."""
+    fmt = request.response_format or {}
+    if fmt.get("type") == "json_object":
+        text = " ".join(_content_text(m.get("content")) for m in request.messages)
+        if "json" not in text.casefold():
+            return "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'."
+    if fmt.get("type") == "json_schema" and "schema" not in (fmt.get("json_schema") or {}):
+        return "Missing required parameter: 'response_format.json_schema.schema'."
+    answered = {m.get("tool_call_id") for m in request.messages if m.get("role") == "tool"}
+    called: set[str] = set()
+    for m in request.messages:
+        called |= {c["id"] for c in m.get("tool_calls") or []}
+        if m.get("role") == "tool" and m.get("tool_call_id") not in called:
+            return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+    for m in request.messages:
+        for call in m.get("tool_calls") or []:
+            if call["id"] not in answered:
+                return (
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                    f"'tool_call_id'. The following tool_call_ids did not have response messages: {call['id']}"
+                )
+    return None
+
+
 def stream_pieces(text: str) -> list[str]:
     """Split text the way a model streams it: one word (with its trailing space) per chunk."""
     return re.findall(r"\S+\s*|\s+", text)
@@ -179,6 +212,9 @@ class OpenAIStub:
             recorded = StubRequest(body)
             with self._lock:
                 self.requests.append(recorded)
+            rejected = openai_rule_violation(recorded)
+            if rejected:
+                return JSONResponse({"error": {"message": rejected, "type": "invalid_request_error"}}, status_code=400)
             try:
                 reply = _as_reply(self.responder(recorded))
             except Exception as exc:  # surfaces in the test as an API error with the reason
