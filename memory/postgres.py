@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
             "Set MEMORY_AGENT_DATA_DIR to a shorter path."
         )
     if directory not in _embedded:
+        # pgserver asks platformdirs for a runtime dir it does not need; its warning is noise.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         try:
             import pgserver
         except ImportError as exc:  # pragma: no cover - it is a declared dependency
