@@ -18,7 +18,6 @@ were active in that window (created before its end, last active after its start)
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -30,23 +29,24 @@ from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from graph.messages import text_of
+from memory import chat_search
 from memory.errors import MemoryAgentError
 from memory.namespaces import chats_ns
 from memory.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
-from memory.user_memory import age_days, get_chat, list_chats, list_facts
+from memory.user_memory import get_chat, list_chats, list_facts
+from memory.user_memory import search_chats as search_chat_summaries
 from memory.user_memory import list_tasks as list_stored_tasks
 
 Role = Literal["user", "assistant"]
 ContextType = Literal["action_items", "pending_questions", "facts", "entities", "tasks"]
 CONTEXT_TYPES: tuple[str, ...] = ("action_items", "pending_questions", "facts", "entities", "tasks")
 
-# Semantic hits below this cosine similarity are noise for MiniLM-sized models.
-MIN_SUMMARY_SIMILARITY = 0.2
-# search_chats: score = 0.75 · similarity + 0.25 · recency (half-life 30 days).
-W_CHAT_SIMILARITY, W_CHAT_RECENCY = 0.75, 0.25
-CHAT_RECENCY_HALF_LIFE_DAYS = 30.0
+# The same similarity floor as finding a chat by topic (memory.chat_search).
+MIN_SUMMARY_SIMILARITY = chat_search.MIN_SIMILARITY
 # Reading threads concurrently, but leaving most of the pool to other work.
 THREAD_READ_CONCURRENCY = 4
+# Full histories read per call at most (the newest chats); the result says how many were left out.
+HISTORY_CHAT_LIMIT = 200
 # recall_context over all chats reads at most this many (newest) threads.
 RECALL_CHAT_LIMIT = 100
 SNIPPET_CHARS = 240
@@ -95,7 +95,8 @@ class MessageHit(BaseModel):
 class ConversationSearch(BaseModel):
     query: str
     time_range: str = Field(description="The window applied, as understood ('all' when none).")
-    chats_searched: int
+    chats_searched: int = Field(description="Chats in the time range whose full history was searched.")
+    chats_not_searched: int = Field(0, description=f"Older chats in the range beyond the newest {HISTORY_CHAT_LIMIT}.")
     summaries: list[SummaryHit]
     messages: list[MessageHit]
 
@@ -140,8 +141,8 @@ class ChatMatch(BaseModel):
     title: str
     summary_snippet: str
     similarity: float
-    recency: float = Field(description="exp(-age · ln2 / 30 days), age since the last activity.")
-    score: float = Field(description="0.75 · similarity + 0.25 · recency.")
+    recency: float = Field(description=f"0.5^(days since the last activity / {chat_search.RECENCY_HALF_LIFE_DAYS:g}).")
+    score: float = Field(description=f"{chat_search.W_SIMILARITY} · similarity + {chat_search.W_RECENCY} · recency.")
     message_count: int
     created_at: datetime
     last_activity: datetime
@@ -175,6 +176,7 @@ TIME_RANGE_HELP = (
     "a day 'YYYY-MM-DD'; or a span 'YYYY-MM-DD..YYYY-MM-DD' (either end may be left out; ends inclusive, UTC)"
 )
 _RELATIVE = re.compile(r"^(?:last[ _-]?)?(\d+)\s*(h|hours?|d|days?|w|weeks?|m|months?)$")
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30}
 
 
@@ -185,7 +187,7 @@ def _midnight(d: date) -> datetime:
 def _parse_point(text: str, *, end: bool) -> datetime:
     """A date (whole day; the end of a span includes it) or an ISO datetime."""
     try:
-        if len(text) == 10:
+        if _DAY.match(text):
             day = _midnight(date.fromisoformat(text))
             return day + timedelta(days=1) if end else day
         moment = datetime.fromisoformat(text)
@@ -215,7 +217,7 @@ def parse_time_range(spec: str | None, now: datetime | None = None) -> TimeWindo
         if start and end and start >= end:
             raise InvalidTimeRange(f"time_range '{spec}' ends before it starts")
         return TimeWindow(start, end, f"{left or '…'}..{right or '…'}")
-    if len(text) == 10:
+    if _DAY.match(text):
         start = _parse_point(text, end=False)
         return TimeWindow(start, start + timedelta(days=1), text)
     raise InvalidTimeRange(f"time_range '{spec}' is not understood; use {TIME_RANGE_HELP}")
@@ -267,15 +269,21 @@ async def _read_threads(checkpointer: BaseCheckpointSaver, chats: Sequence[ChatR
 
 async def _user_chat(store: BaseStore, user_id: str, chat_id: str | None) -> ChatRecord:
     """The user's chat with this id, or the latest one when None."""
+    chat_id = _chat_id(chat_id)
     if chat_id is None:
         chats = await list_chats(store, user_id)
         if not chats:
             raise ChatNotFound("This user has no chats yet.")
         return chats[0]
-    chat = await get_chat(store, user_id, chat_id) if chat_id.strip() else None
+    chat = await get_chat(store, user_id, chat_id)
     if chat is None:
         raise ChatNotFound(f"No chat '{chat_id}' among this user's chats.")
     return chat
+
+
+def _chat_id(chat_id: str | None) -> str | None:
+    """Clients often send "" for an optional argument: it means none."""
+    return (chat_id or "").strip() or None
 
 
 def _role(message: BaseMessage) -> Role | None:
@@ -373,15 +381,17 @@ async def search_conversation_history(
 ) -> ConversationSearch:
     """Chats whose summaries are semantically close to ``query``, and messages containing its words.
 
-    ``limit`` caps each list. Message hits rank by the share of query terms they
+    ``limit`` caps each list. Full histories are read for the newest ``HISTORY_CHAT_LIMIT``
+    chats in the range; summaries are searched for all of them. Message hits rank by the share of query terms they
     contain, then by how recent their chat is, then by position (newest first).
     """
     limit = _clamp(limit)
     window = parse_time_range(time_range)
-    chats = [c for c in await list_chats(store, user_id) if window.admits(c)]
+    in_range = [c for c in await list_chats(store, user_id) if window.admits(c)]  # newest first
+    admitted = {c.thread_id: c for c in in_range}
+    chats = in_range[:HISTORY_CHAT_LIMIT]
     if not query.strip():
-        return ConversationSearch(query=query, time_range=window.label, chats_searched=len(chats), summaries=[], messages=[])
-    admitted = {c.thread_id: c for c in chats}
+        return ConversationSearch(query=query, time_range=window.label, chats_searched=0, summaries=[], messages=[])
 
     # The window is applied after the vector search: look further down the ranking when it is narrow.
     fetch = max(20, limit * 3) if window.label == "all" else max(100, limit * 3)
@@ -424,6 +434,7 @@ async def search_conversation_history(
         query=query,
         time_range=window.label,
         chats_searched=len(chats),
+        chats_not_searched=len(in_range) - len(chats),
         summaries=summaries[:limit],
         messages=messages[:limit],
     )
@@ -472,6 +483,7 @@ async def recall_context(
     """
     if context_type not in CONTEXT_TYPES:
         raise ValueError(f"context_type must be one of {', '.join(CONTEXT_TYPES)}")
+    chat_id = _chat_id(chat_id)
     if chat_id is not None:
         chats = [await _user_chat(store, user_id, chat_id)]
     else:
@@ -531,42 +543,34 @@ async def recall_context(
     return RecalledContext(context_type=context_type, chat_id=chat_id, chats_considered=len(chats), items=items)
 
 
-def chat_recency(chat: ChatRecord, now: datetime) -> float:
-    return math.exp(-age_days(chat.last_activity, now) * math.log(2) / CHAT_RECENCY_HALF_LIFE_DAYS)
+def _chat_match(ranked: chat_search.RankedChat) -> ChatMatch:
+    chat = ranked.chat
+    return ChatMatch(
+        chat_id=chat.thread_id,
+        title=chat.title,
+        summary_snippet=_clip(chat.summary_text, 300),
+        similarity=round(ranked.similarity, 3),
+        recency=round(ranked.recency, 3),
+        score=round(ranked.score, 3),
+        message_count=chat.message_count,
+        created_at=chat.created_at,
+        last_activity=chat.last_activity,
+    )
 
 
 async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 10) -> ChatSearch:
-    """The user's chats ranked by 0.75 · similarity of their summary to ``query`` + 0.25 · recency.
+    """The user's chats about ``query``, ranked as everywhere else a chat is looked up
+    (memory.chat_search: weighted similarity of the chat's summary and recency).
 
     A blank query lists the most recent chats. Chats below the similarity floor are left out.
     """
     limit, now = _clamp(limit), utcnow()
-
-    def match(chat: ChatRecord, similarity: float) -> ChatMatch:
-        recency = chat_recency(chat, now)
-        return ChatMatch(
-            chat_id=chat.thread_id,
-            title=chat.title,
-            summary_snippet=_clip(chat.summary_text, 300),
-            similarity=round(similarity, 3),
-            recency=round(recency, 3),
-            score=round(W_CHAT_SIMILARITY * similarity + W_CHAT_RECENCY * recency, 3),
-            message_count=chat.message_count,
-            created_at=chat.created_at,
-            last_activity=chat.last_activity,
-        )
-
     if not query.strip():
-        recent = (await list_chats(store, user_id))[:limit]
-        return ChatSearch(query=query, chats=[match(c, 0.0) for c in recent])
-    hits = await store.asearch(chats_ns(user_id), query=query, limit=max(20, limit * 3))
-    matches = [
-        match(ChatRecord.model_validate(h.value), float(h.score))
-        for h in hits
-        if h.score is not None and h.score >= MIN_SUMMARY_SIMILARITY
-    ]
-    matches.sort(key=lambda m: (-m.score, -m.last_activity.timestamp()))
-    return ChatSearch(query=query, chats=matches[:limit])
+        recent = [(c, 0.0) for c in (await list_chats(store, user_id))[:limit]]
+        return ChatSearch(query=query, chats=[_chat_match(r) for r in chat_search.rank(recent, now)])
+    hits = await search_chat_summaries(store, user_id, query, limit=max(20, limit * 3))
+    ranked = [r for r in chat_search.rank(hits, now) if r.similarity >= chat_search.MIN_SIMILARITY]
+    return ChatSearch(query=query, chats=[_chat_match(r) for r in ranked[:limit]])
 
 
 async def list_tasks(store: BaseStore, user_id: str, status: TaskStatus | None = None) -> TaskList:

@@ -1,0 +1,211 @@
+"""`memory-agent mcp`: one user's memory as MCP tools (stdio or streamable HTTP).
+
+The server opens one backend for its lifetime and answers only for the user named
+at start: no tool takes a user id, so a client cannot read anyone else's memory.
+Every tool is read-only.
+
+    memory-agent mcp --user dana                          # stdio (for an MCP host that spawns it)
+    memory-agent mcp --user dana --transport http --port 8765   # http://127.0.0.1:8765/mcp
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from memory import memory_queries as q
+from memory.backend import MemoryBackend, open_memory
+from memory.errors import MemoryAgentError
+from memory.namespaces import user_root
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "memory-agent"
+HTTP_PATH = "/mcp"
+DEFAULT_PORT = 8765
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+ChatId = Annotated[
+    str | None,
+    Field(description="Id of one of the user's chats (chat_id from search_chats or search results). Omit for the most recent chat."),
+]
+Limit = Annotated[int, Field(ge=1, le=q.MAX_LIMIT, description="Most results to return (per list).")]
+
+
+def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
+    """An MCP server whose five tools read ``user_id``'s memory from ``backend``."""
+    user_root(user_id)  # refuses an invalid id before anything is served
+    store, checkpointer = backend.store, backend.checkpointer
+    server = MCPServer(
+        SERVER_NAME,
+        title="memory-agent memory",
+        instructions=(
+            "Read-only access to what the memory agent remembers about one user: past chats (summaries and full "
+            "histories), facts, tasks, action items and open questions. Find chats with search_chats or "
+            "search_conversation_history, then pass their chat_id to get_conversation_summary or recall_context."
+        ),
+        log_level="WARNING",
+    )
+
+    @contextlib.contextmanager
+    def user_errors():
+        # Errors the caller can fix (unknown chat, bad time range) go back as their message.
+        try:
+            yield
+        except (MemoryAgentError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(annotations=READ_ONLY)
+    async def search_conversation_history(
+        query: Annotated[str, Field(min_length=1, description="What to look for: words or a description of the topic.")],
+        time_range: Annotated[
+            str,
+            Field(description=f"Only chats active in this window: {q.TIME_RANGE_HELP}."),
+        ] = "all",
+        limit: Limit = 10,
+    ) -> q.ConversationSearch:
+        """Search the user's past conversations. Returns two lists: `summaries`, chats whose summary is
+        semantically close to the query (meaning, not exact words), and `messages`, individual messages of the
+        full histories containing the query's words (each with chat_id, position, role and a snippet).
+        Use it to answer "what did we say about X" or "when did I mention Y"."""
+        with user_errors():
+            return await q.search_conversation_history(store, checkpointer, user_id, query, time_range, limit)
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_conversation_summary(chat_id: ChatId = None) -> q.ConversationSummary:
+        """The running summary of one chat (the most recent chat when chat_id is omitted): summary text, key facts,
+        entities, topics, action items and pending questions, plus the chat's title, dates, message count and the
+        newest messages the summary does not cover yet."""
+        with user_errors():
+            return await q.get_conversation_summary(store, checkpointer, user_id, chat_id)
+
+    @server.tool(annotations=READ_ONLY)
+    async def recall_context(
+        context_type: Annotated[
+            Literal["action_items", "pending_questions", "facts", "entities", "tasks"],
+            Field(description="Which kind of context to recall."),
+        ],
+        chat_id: Annotated[
+            str | None,
+            Field(description="Recall from this chat only. Omit to recall from all of the user's chats."),
+        ] = None,
+    ) -> q.RecalledContext:
+        """Recall one kind of remembered context. action_items / pending_questions / entities come from the chats'
+        running summaries; facts are the user's long-term facts plus the key facts of the summaries; tasks are the
+        user's stored tasks (with status and due date). Each item says which chat it comes from."""
+        with user_errors():
+            return await q.recall_context(store, checkpointer, user_id, context_type, chat_id)
+
+    @server.tool(annotations=READ_ONLY)
+    async def search_chats(
+        query: Annotated[str, Field(description="Topic to look for. An empty query lists the most recent chats.")] = "",
+        limit: Limit = 10,
+    ) -> q.ChatSearch:
+        """Find the user's chats about a topic, ranked by similarity of the chat's summary to the query and by
+        recency (see the score fields). Returns chat_id, title, a summary snippet, dates and the scores."""
+        with user_errors():
+            return await q.search_chats(store, user_id, query, limit)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_tasks(
+        status: Annotated[
+            Literal["open", "in_progress", "done"] | None,
+            Field(description="Only tasks with this status. Omit for all tasks."),
+        ] = None,
+    ) -> q.TaskList:
+        """The user's tasks (to-dos the agent keeps), oldest first, each with id, description, status, due date
+        and the chat it was created in."""
+        with user_errors():
+            return await q.list_tasks(store, user_id, status)
+
+    return server
+
+
+def _default_user() -> str | None:
+    return os.environ.get("MEMORY_AGENT_USER") or None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-agent mcp",
+        description="Serve one user's memory (chats, summaries, facts, tasks) as read-only MCP tools.",
+    )
+    parser.add_argument("--user", default=_default_user(), help="whose memory to serve (required; default $MEMORY_AGENT_USER)")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP: port (default {DEFAULT_PORT}); the endpoint is {HTTP_PATH}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log requests and timings to stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.user:
+        parser.error("--user is required (or set MEMORY_AGENT_USER)")
+    try:
+        user_root(args.user)
+    except ValueError as exc:
+        parser.error(str(exc))
+    # Before the MCP server configures logging: ours wins, and everything goes to stderr
+    # (stdout is the protocol channel under stdio).
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # uvicorn shuts down gracefully on SIGTERM and then re-raises it: turn that into an
+    # exception so the backend is closed on the way out, not skipped by a default kill.
+    previous = signal.signal(signal.SIGTERM, _stop_serving)
+    try:
+        asyncio.run(serve(args.user, args.transport, args.host, args.port))
+    except StopServing:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+class StopServing(Exception):
+    """SIGTERM arrived: stop serving."""
+
+
+def _stop_serving(signum, frame) -> None:
+    raise StopServing()
+
+
+async def serve(user_id: str, transport: str, host: str, port: int) -> None:
+    started = time.perf_counter()
+    async with contextlib.AsyncExitStack() as stack:
+        # Nothing may reach stdout before the stdio transport owns it.
+        with contextlib.redirect_stdout(sys.stderr):
+            backend = await stack.enter_async_context(open_memory())
+        server = build_server(backend, user_id)
+        ready = time.perf_counter() - started
+        if transport == "stdio":
+            print(f"memory-agent MCP: memory of user '{user_id}' on stdio (ready in {ready:.1f}s)", file=sys.stderr, flush=True)
+            await server.run_stdio_async()
+        else:
+            if host not in LOOPBACK:
+                log.warning("MCP over HTTP has no authentication: anyone who reaches %s:%s reads %s's memory", host, port, user_id)
+            print(
+                f"memory-agent MCP: memory of user '{user_id}' at http://{host}:{port}{HTTP_PATH} (ready in {ready:.1f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            await server.run_streamable_http_async(host=host, port=port, streamable_http_path=HTTP_PATH)
