@@ -8,10 +8,12 @@ Studio renders these fields as the assistant's settings form. Callers may pass n
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from langgraph.runtime import Runtime
+
+from graph.auth_user import effective_user_id
 
 
 def _env(name: str, default: str) -> str:
@@ -101,12 +103,14 @@ def get_context(runtime: Runtime[Context] | None) -> Context:
     """The turn's context with defaults applied, also when the caller passed none."""
     ctx = getattr(runtime, "context", None) if runtime is not None else None
     if ctx is None:
-        return Context()
-    if isinstance(ctx, Context):
-        return ctx
-    if isinstance(ctx, dict):
-        return Context.from_mapping(ctx)
-    raise TypeError(f"unexpected context type {type(ctx).__name__}")
+        ctx = Context()
+    elif isinstance(ctx, dict):
+        ctx = Context.from_mapping(ctx)
+    elif not isinstance(ctx, Context):
+        raise TypeError(f"unexpected context type {type(ctx).__name__}")
+    # Under LangGraph Server the authenticated user wins over any client-sent user_id.
+    user_id = effective_user_id(runtime, ctx)
+    return ctx if user_id == ctx.user_id else replace(ctx, user_id=user_id)
 
 
 def thread_id_of(runtime: Runtime | None) -> str | None:

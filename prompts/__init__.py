@@ -94,3 +94,11 @@ def summary_variant(name: str) -> PromptFile:
 def text(name: str) -> str:
     """A plain prompt file by name: extraction, title, reply_rules."""
     return (PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8").strip()
+
+
+# Read every prompt file once at import: nodes run on the event loop, and LangGraph Server
+# flags blocking file reads there.
+personas()
+summary_variants()
+for _name in ("extraction", "title", "reply_rules"):
+    text(_name)

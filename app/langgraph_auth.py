@@ -1,0 +1,225 @@
+"""Who calls our LangGraph Server, and what they may touch: langgraph.json's ``auth.path``.
+
+Authentication: ``Authorization: Bearer <API key>`` (``memory-agent keys create --user U``)
+makes the caller user U. A wrong, revoked or malformed key is always a 401.
+Without a header it depends on ``MEMORY_AGENT_AUTH``:
+
+* ``optional`` — the caller is the local user (``local``, the CLI's default user);
+* ``required`` — 401.
+
+The default is ``optional`` under ``langgraph dev`` (which marks itself with
+``LANGSMITH_LANGGRAPH_API_VARIANT=local_dev``) and ``required`` anywhere else.
+
+LangGraph Studio reaches ``langgraph dev`` through the server's own Studio backend
+(``x-auth-scheme: langsmith``), which checks nothing; Studio is therefore treated as
+the local user in ``optional`` mode and refused in ``required`` mode.
+
+Authorization: each user sees only their own threads and runs (an ``owner`` metadata
+key set on create, filtered on every read/search/update/delete), their own
+assistants plus the graph's built-in ones, and store namespaces under
+``("users", <their id>)``. Runs always use the caller's memory: the run's
+``context.user_id`` is overwritten with the caller. Creating crons is refused (see
+:func:`on_cron_change`). Anything else is denied.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph_sdk import Auth
+
+from graph.auth_user import LOCAL_USER, is_studio_user, memory_user_of
+from memory.api_keys import verify_key
+from memory.namespaces import user_root
+
+OWNER_KEY = "owner"
+# Set by the server on the assistants it creates for each graph in langgraph.json.
+SYSTEM_ASSISTANT = {"created_by": "system"}
+
+MODE_ENV = "MEMORY_AGENT_AUTH"
+MODES = ("required", "optional")
+
+
+def auth_mode(environ: Mapping[str, str] = os.environ) -> str:
+    """``required`` or ``optional`` (see the module docstring)."""
+    configured = (environ.get(MODE_ENV) or "").strip().lower()
+    if not configured:
+        return "optional" if environ.get("LANGSMITH_LANGGRAPH_API_VARIANT") == "local_dev" else "required"
+    if configured not in MODES:
+        raise ValueError(f"{MODE_ENV}={configured!r} is not one of {', '.join(MODES)}")
+    return configured
+
+
+auth_mode()  # a misspelt mode stops the server at start-up instead of failing every request
+
+auth = Auth()
+
+
+def _unauthorized(detail: str) -> Auth.exceptions.HTTPException:
+    return Auth.exceptions.HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _forbidden(detail: str) -> Auth.exceptions.HTTPException:
+    return Auth.exceptions.HTTPException(status_code=403, detail=detail)
+
+
+async def _user_of_key(key: str) -> str | None:
+    from app.langgraph_server import shared_backend
+
+    # Normally the pool the checkpointer already holds open; opened here only if not.
+    async with shared_backend().use() as backend:
+        return await verify_key(backend.pool, key)
+
+
+@auth.authenticate
+async def authenticate(authorization: str | None = None) -> Auth.types.MinimalUserDict:
+    if not authorization or not authorization.strip():
+        if auth_mode() == "required":
+            raise _unauthorized("Missing API key: send 'Authorization: Bearer <key>' (create one with `memory-agent keys create --user U`).")
+        return {"identity": LOCAL_USER, "display_name": LOCAL_USER, "permissions": [], "is_authenticated": True}
+    scheme, _, key = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise _unauthorized("Malformed Authorization header: expected 'Bearer <key>'.")
+    user_id = await _user_of_key(key.strip())
+    if user_id is None:
+        raise _unauthorized("Invalid or revoked API key.")
+    return {"identity": user_id, "display_name": user_id, "permissions": [], "is_authenticated": True}
+
+
+def caller(ctx: Auth.types.AuthContext) -> str:
+    """The memory user id of the caller; refuses Studio when auth is required."""
+    if is_studio_user(ctx.user) and auth_mode() == "required":
+        raise _forbidden("LangGraph Studio is not authenticated by this server (MEMORY_AGENT_AUTH=required): use an API key.")
+    user_id = memory_user_of(ctx.user)
+    if not user_id:
+        raise _forbidden("No authenticated user.")
+    return user_id
+
+
+def _owned_metadata(value: dict, owner: str) -> None:
+    """Stamp the owner on the value's metadata (whatever the client put there)."""
+    metadata = value.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = value["metadata"] = {}
+    metadata[OWNER_KEY] = owner
+
+
+# --------------------------------------------------------------------------- threads and runs
+@auth.on.threads.create
+async def on_thread_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create.value):
+    owner = caller(ctx)
+    _owned_metadata(value, owner)
+    return {OWNER_KEY: owner}
+
+
+@auth.on.threads.create_run
+async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create_run.value):
+    owner = caller(ctx)
+    _owned_metadata(value, owner)
+    # The graph reads Context.user_id: make it the caller's, whatever the client sent.
+    # Mutated in place: the server builds the run from these very dicts after this handler.
+    kwargs = value.get("kwargs")
+    if isinstance(kwargs, dict):
+        context = kwargs.get("context")
+        if not isinstance(context, dict):
+            context = kwargs["context"] = {}
+        context["user_id"] = owner
+        config = kwargs.get("config")
+        if isinstance(config, dict):
+            configurable = config.get("configurable")
+            if not isinstance(configurable, dict):
+                configurable = config["configurable"] = {}
+            configurable["user_id"] = owner
+    return {OWNER_KEY: owner}
+
+
+@auth.on.threads.update
+async def on_thread_update(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.update.value):
+    owner = caller(ctx)
+    if isinstance(value.get("metadata"), dict):
+        value["metadata"][OWNER_KEY] = owner  # ownership cannot be given away by a metadata patch
+    return {OWNER_KEY: owner}
+
+
+@auth.on.threads(actions=["read", "delete", "search"])
+async def on_thread_access(ctx: Auth.types.AuthContext, value: Any):
+    return {OWNER_KEY: caller(ctx)}
+
+
+# --------------------------------------------------------------------------- assistants
+def _without_system_claim(value: dict) -> None:
+    if isinstance(value.get("metadata"), dict):
+        value["metadata"].pop("created_by", None)  # would make the assistant visible to everyone
+
+
+@auth.on.assistants.create
+async def on_assistant_create(ctx: Auth.types.AuthContext, value: Auth.types.on.assistants.create.value):
+    owner = caller(ctx)
+    _without_system_claim(value)
+    _owned_metadata(value, owner)
+    return {OWNER_KEY: owner}
+
+
+@auth.on.assistants.update
+async def on_assistant_update(ctx: Auth.types.AuthContext, value: Auth.types.on.assistants.update.value):
+    owner = caller(ctx)
+    _without_system_claim(value)
+    if isinstance(value.get("metadata"), dict):
+        value["metadata"][OWNER_KEY] = owner
+    return {OWNER_KEY: owner}
+
+
+@auth.on.assistants.delete
+async def on_assistant_delete(ctx: Auth.types.AuthContext, value: Any):
+    return {OWNER_KEY: caller(ctx)}
+
+
+@auth.on.assistants(actions=["read", "search"])
+async def on_assistant_read(ctx: Auth.types.AuthContext, value: Any):
+    return {"$or": [{OWNER_KEY: caller(ctx)}, SYSTEM_ASSISTANT]}
+
+
+# --------------------------------------------------------------------------- crons
+@auth.on.crons(actions=["create", "update"])
+async def on_cron_change(ctx: Auth.types.AuthContext, value: Any):
+    caller(ctx)
+    # The scheduler replays a cron as its creator's bare identity: Studio's crons would run as
+    # "langgraph-studio-user" rather than "local", and an API user's schedule outlives key revocation.
+    raise _forbidden("Scheduled runs (crons) are not supported by memory-agent's server.")
+
+
+@auth.on.crons(actions=["read", "search", "delete"])
+async def on_cron_access(ctx: Auth.types.AuthContext, value: Any):
+    return {OWNER_KEY: caller(ctx)}  # none can exist; listing answers "no crons" rather than an error
+
+
+# --------------------------------------------------------------------------- store
+def _scoped(namespace: tuple[str, ...] | list[str] | None, owner: str, *, widen_prefix: bool) -> tuple[str, ...]:
+    """The namespace if it lies inside the owner's root; a prefix of the root is narrowed
+    to the root (searching or listing ``()`` means "all of mine") when ``widen_prefix``."""
+    root = user_root(owner)
+    ns = tuple(namespace or ())
+    if ns[: len(root)] == root:
+        return ns
+    if widen_prefix and root[: len(ns)] == ns:
+        return root
+    raise _forbidden(f"Store namespace {'.'.join(ns) or '()'} is outside your own ({'.'.join(root)}).")
+
+
+@auth.on.store(actions=["put", "get", "delete"])
+async def on_store_item(ctx: Auth.types.AuthContext, value: Any):
+    value["namespace"] = _scoped(value.get("namespace"), caller(ctx), widen_prefix=False)
+
+
+@auth.on.store(actions=["search", "list_namespaces"])
+async def on_store_listing(ctx: Auth.types.AuthContext, value: Any):
+    value["namespace"] = _scoped(value.get("namespace"), caller(ctx), widen_prefix=True)
+
+
+# --------------------------------------------------------------------------- anything else
+@auth.on
+async def deny_unknown(ctx: Auth.types.AuthContext, value: Any):
+    """Resources added to the server later are denied until handled here."""
+    raise _forbidden("Not allowed.")

@@ -1,0 +1,73 @@
+"""Whose memory a turn uses when LangGraph Server runs the graph.
+
+Under the server the caller is authenticated (``app/langgraph_auth.py``): the
+turn must use that user's memory whatever ``context.user_id`` the client sent.
+The server hands the authenticated user to the graph in
+``config["configurable"]["langgraph_auth_user"]``, which LangGraph exposes as
+``runtime.server_info.user``. Outside the server (CLI, HTTP app, tests) there is
+no such user and ``Context.user_id`` — set by our own trusted code — is used.
+
+LangGraph Studio, on ``langgraph dev``, is let in by the server's own Studio
+backend as a ``StudioUser`` without credentials; it stands for the local
+developer, so it maps to the local user (the auth handlers refuse it when
+``MEMORY_AGENT_AUTH=required``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph_sdk.auth.types import StudioUser
+
+LOCAL_USER = "local"
+
+
+def is_studio_user(user: Any) -> bool:
+    if isinstance(user, StudioUser):
+        return True
+    # A user that went through serialization arrives as a dict.
+    return isinstance(user, Mapping) and user.get("kind") == "StudioUser"
+
+
+def memory_user_of(user: Any) -> str | None:
+    """The memory user id of a server-authenticated user, or None when there is none."""
+    if user is None:
+        return None
+    if is_studio_user(user):
+        return LOCAL_USER
+    identity = user.get("identity") if isinstance(user, Mapping) else getattr(user, "identity", None)
+    return str(identity) if identity else None
+
+
+def _config_of(runtime: Any) -> Mapping[str, Any] | None:
+    config = getattr(runtime, "config", None)  # ToolRuntime carries it
+    if isinstance(config, Mapping):
+        return config
+    try:
+        from langgraph.config import get_config
+
+        return get_config()
+    except RuntimeError:  # not inside a runnable: no server config either
+        return None
+
+
+def server_user(runtime: Any) -> Any | None:
+    """The user LangGraph Server authenticated for this run (None outside the server)."""
+    info = getattr(runtime, "server_info", None)
+    user = getattr(info, "user", None) if info is not None else None
+    if user is not None:
+        return user
+    config = _config_of(runtime)
+    configurable = (config or {}).get("configurable") or {}
+    return configurable.get("langgraph_auth_user")
+
+
+def effective_user_id(runtime: Any, ctx: Any) -> str:
+    """The user whose memory this turn reads and writes.
+
+    The server-authenticated user when there is one; otherwise ``ctx.user_id``.
+    ``runtime`` is a node's ``Runtime`` or a tool's ``ToolRuntime``; ``ctx`` the turn's
+    :class:`graph.context.Context` (from ``get_context(runtime)``).
+    """
+    return memory_user_of(server_user(runtime)) or ctx.user_id

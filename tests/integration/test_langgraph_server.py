@@ -1,0 +1,258 @@
+"""LangGraph Server (`langgraph dev` on our langgraph.json) on real Postgres, driven with langgraph_sdk.
+
+One server for the module, on a fresh database, with the offline model. Two users
+with API keys from memory/api_keys. Proves: streamed runs through all nodes,
+state and history read back from our Postgres saver, forking from an earlier
+checkpoint, per-user isolation of threads and store, and that the memory a run
+writes belongs to the authenticated caller whatever context the client sends.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk import get_client
+
+from memory.api_keys import create_key
+from memory.backend import open_memory
+from memory.namespaces import facts_ns, profile_ns
+from memory.postgres import open_pool
+from memory.user_memory import get_user_document, list_chats
+from tests.support.langgraph_dev_server import start_dev_server
+
+GRAPH = "memory_agent"
+NODES = {"load_context", "retrieve", "reply", "summarize", "extract_memories"}
+RUN_TIMEOUT = 120  # seconds; an offline turn takes about one second
+
+
+@pytest.fixture(scope="module")
+def server_db(new_database) -> str:
+    return new_database("lgserver")
+
+
+@pytest.fixture(scope="module")
+async def api_keys(server_db) -> dict[str, str]:
+    """Two users and their bearer keys, created the way `memory-agent keys create` does."""
+    pool = await open_pool(server_db, max_size=2)
+    try:
+        users = (f"alice{uuid.uuid4().hex[:6]}", f"bob{uuid.uuid4().hex[:6]}")
+        return {user: await create_key(pool, user, label="test") for user in users}
+    finally:
+        await pool.close()
+
+
+@pytest.fixture(scope="module")
+def dev_server(server_db, api_keys, tmp_path_factory):
+    server = start_dev_server(server_db, tmp_path_factory.mktemp("langgraph-dev"), timeout=240)
+    print(f"\nlanggraph dev answered /ok after {server.startup_seconds:.1f}s")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+async def memory(server_db, minilm, dev_server):
+    """The same database seen through our own backend, to check what the server wrote."""
+    async with open_memory(server_db, minilm) as backend:
+        yield backend
+
+
+def client_for(server, key: str | None):
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    return get_client(url=server.url, headers=headers, timeout=httpx.Timeout(RUN_TIMEOUT, connect=10))
+
+
+def human(text: str, message_id: str | None = None) -> dict:
+    message = {"type": "human", "content": text}
+    if message_id:
+        message["id"] = message_id
+    return message
+
+
+def texts(state: dict) -> list[str]:
+    return [m["content"] for m in state["values"]["messages"]]
+
+
+async def stream_turn(client, thread_id: str, payload: dict | None, **kwargs) -> tuple[str, set[str]]:
+    """Run one turn streaming messages and updates; returns the streamed reply and the nodes that updated."""
+    reply_tokens: list[str] = []
+    updated: set[str] = set()
+    async for part in client.runs.stream(
+        thread_id, GRAPH, input=payload, stream_mode=["messages-tuple", "updates"], **kwargs
+    ):
+        assert part.event != "error", part.data
+        if part.event == "messages":
+            chunk, meta = part.data
+            if meta.get("langgraph_node") == "reply" and chunk.get("content"):
+                reply_tokens.append(chunk["content"])
+        elif part.event == "updates":
+            updated.update(part.data)
+    return "".join(reply_tokens), updated
+
+
+async def test_a_streamed_run_is_checkpointed_in_postgres_and_a_fork_with_an_edited_message_replaces_the_old_branch(
+    dev_server, api_keys, server_db
+):
+    (alice, alice_key), _ = api_keys.items()
+    client = client_for(dev_server, alice_key)
+    started = time.perf_counter()
+
+    # 1) a thread, owned by the caller
+    thread = await client.threads.create()
+    thread_id = thread["thread_id"]
+    assert thread["metadata"]["owner"] == alice
+
+    # 2) a streamed turn: reply tokens one by one, an update from every node
+    reply, updated = await stream_turn(client, thread_id, {"messages": [human("My name is Dana.")]})
+    assert reply.startswith("(offline model)")
+    assert updated == NODES
+    reply2, _ = await stream_turn(client, thread_id, {"messages": [human("I live in Haifa.")]})
+    assert reply2.startswith("(offline model)")
+
+    # 3) state and history come back from the saver
+    state = await client.threads.get_state(thread_id)
+    assert texts(state)[0::2] == ["My name is Dana.", "I live in Haifa."]
+    assert texts(state)[-1] == reply2
+    old_reply_id = state["values"]["messages"][-1]["id"]
+    history = await client.threads.get_history(thread_id, limit=500)
+    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    assert [h["metadata"]["source"] for h in history].count("input") == 2
+
+    # 4) fork: edit the second message at the checkpoint before its turn ran, and re-run
+    before_reply = next(h for h in history if h["next"] == ["load_context"] and texts(h)[-1] == "I live in Haifa.")
+    edited_id = before_reply["values"]["messages"][-1]["id"]
+    fork = await client.threads.update_state(
+        thread_id,
+        {"messages": [human("I live in Lisbon.", edited_id)]},  # same id: replaces the message
+        checkpoint_id=before_reply["checkpoint"]["checkpoint_id"],
+    )
+    reply3, updated = await stream_turn(client, thread_id, None)
+    assert updated == NODES
+    state = await client.threads.get_state(thread_id)
+    assert texts(state)[0::2] == ["My name is Dana.", "I live in Lisbon."]
+    assert texts(state)[-1] == reply3
+    assert "I live in Haifa." not in texts(state)
+    assert old_reply_id not in {m["id"] for m in state["values"]["messages"]}  # so is the old branch's reply
+    assert state["parent_checkpoint"] is not None
+    lineage = {h["checkpoint"]["checkpoint_id"] for h in await client.threads.get_history(thread_id, limit=500)}
+    assert fork["checkpoint"]["checkpoint_id"] in lineage
+    assert history[0]["checkpoint"]["checkpoint_id"] in lineage  # the old branch is kept, just not current
+
+    # 5) every checkpoint the server reports is a row in our Postgres
+    with psycopg.connect(server_db) as conn:
+        rows = conn.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''", (thread_id,)
+        ).fetchall()
+    assert {r[0] for r in rows} == lineage
+    print(f"\nfour turns, state, history and fork over HTTP in {time.perf_counter() - started:.1f}s")
+
+    # Saver, store and key checks shared one backend: it was opened (and logged) once.
+    assert dev_server.log_path.read_text(errors="replace").count("memory-agent: checkpoints and memory in") == 1
+
+
+async def test_another_users_key_can_neither_read_the_thread_nor_search_the_first_users_memory(dev_server, api_keys):
+    (alice, alice_key), (bob, bob_key) = api_keys.items()
+    alice_client, bob_client = client_for(dev_server, alice_key), client_for(dev_server, bob_key)
+    thread_id = (await alice_client.threads.create())["thread_id"]
+    await alice_client.runs.wait(thread_id, GRAPH, input={"messages": [human("I have a dog named Rex.")]})
+    assert await alice_client.store.search_items(facts_ns(alice)), "alice's own memory is readable by her"
+
+    for read in (bob_client.threads.get, bob_client.threads.get_state, bob_client.threads.get_history):
+        with pytest.raises(httpx.HTTPStatusError) as denied:
+            await read(thread_id)
+        assert denied.value.response.status_code in (403, 404)
+    with pytest.raises(httpx.HTTPStatusError) as denied:
+        await bob_client.runs.wait(thread_id, GRAPH, input={"messages": [human("What is my dog called?")]})
+    assert denied.value.response.status_code in (403, 404)
+    with pytest.raises(httpx.HTTPStatusError) as denied:
+        await bob_client.threads.update_state(thread_id, {"messages": [human("I have no dog.")]})
+    assert denied.value.response.status_code in (403, 404)
+    with pytest.raises(httpx.HTTPStatusError) as denied:
+        await bob_client.threads.delete(thread_id)
+    assert denied.value.response.status_code in (403, 404)
+    assert texts(await alice_client.threads.get_state(thread_id))[0] == "I have a dog named Rex."
+    assert thread_id not in {t["thread_id"] for t in await bob_client.threads.search(limit=100)}
+
+    with pytest.raises(httpx.HTTPStatusError) as denied:
+        await bob_client.store.search_items(facts_ns(alice))
+    assert denied.value.response.status_code == 403
+    with pytest.raises(httpx.HTTPStatusError) as denied:
+        await bob_client.store.get_item(profile_ns(alice), "profile")
+    assert denied.value.response.status_code == 403
+    # Listing "everything" is narrowed to bob's own namespaces.
+    listed = await bob_client.store.list_namespaces()
+    assert all(tuple(ns[:2]) == ("users", bob) for ns in listed["namespaces"])
+
+
+async def test_a_run_writes_memory_under_the_authenticated_user_whatever_user_id_the_client_puts_in_context(
+    dev_server, api_keys, memory
+):
+    (alice, alice_key), _ = api_keys.items()
+    client = client_for(dev_server, alice_key)
+    thread_id = (await client.threads.create())["thread_id"]
+    reply, _ = await stream_turn(
+        client, thread_id, {"messages": [human("My name is Dana and I work as a nurse.")]}, context={"user_id": "someone-else"}
+    )
+    assert reply.startswith("(offline model)")
+
+    # The older way to pass settings, config.configurable, is overridden the same way.
+    await client.runs.wait(
+        thread_id, GRAPH, input={"messages": [human("I live in Porto.")]}, config={"configurable": {"user_id": "someone-else"}}
+    )
+
+    doc = await get_user_document(memory.store, alice)
+    assert (doc.profile.name, doc.profile.role, doc.profile.location) == ("Dana", "nurse", "Porto")
+    assert thread_id in {c.thread_id for c in await list_chats(memory.store, alice)}
+    assert await memory.store.alist_namespaces(prefix=("users", "someone-else")) == []
+
+
+async def test_a_wrong_key_is_refused_while_no_key_means_the_local_user_in_dev_mode(dev_server, api_keys):
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client_for(dev_server, "ma_00000000_not-a-real-key").threads.search()
+    assert refused.value.response.status_code == 401
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await get_client(url=dev_server.url, headers={"Authorization": "Basic abc"}).threads.search()
+    assert refused.value.response.status_code == 401
+
+    anonymous = client_for(dev_server, None)
+    thread = await anonymous.threads.create()
+    assert thread["metadata"]["owner"] == "local"
+    (alice, alice_key), _ = api_keys.items()
+    with pytest.raises(httpx.HTTPStatusError) as denied:
+        await client_for(dev_server, alice_key).threads.get(thread["thread_id"])
+    assert denied.value.response.status_code in (403, 404)
+
+
+async def test_studio_requests_act_as_the_local_user_in_dev_mode(dev_server):
+    # Studio reaches `langgraph dev` with the LangSmith auth scheme, which the dev server does not verify.
+    studio = get_client(url=dev_server.url, headers={"x-auth-scheme": "langsmith"})
+    thread = await studio.threads.create()
+    assert thread["metadata"]["owner"] == "local"
+    assert await studio.threads.get(thread["thread_id"])
+
+
+@pytest.fixture(scope="module")
+def strict_server(server_db, tmp_path_factory):
+    server = start_dev_server(server_db, tmp_path_factory.mktemp("langgraph-strict"), extra_env={"MEMORY_AGENT_AUTH": "required"}, timeout=240)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_with_auth_required_neither_a_missing_key_nor_studio_gets_in_but_a_valid_key_does(strict_server, api_keys):
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await get_client(url=strict_server.url).threads.search()
+    assert refused.value.response.status_code == 401
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await get_client(url=strict_server.url, headers={"x-auth-scheme": "langsmith"}).threads.search()
+    assert refused.value.response.status_code == 403
+
+    (alice, alice_key), _ = api_keys.items()
+    thread = await client_for(strict_server, alice_key).threads.create()
+    assert thread["metadata"]["owner"] == alice
