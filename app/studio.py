@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--detect-blocking",
         action="store_true",
-        help="let langgraph dev fail runs that block the event loop (off by default: the graph reads prompt files synchronously)",
+        help="let langgraph dev fail runs that block the event loop (off by default: loading the embedding model on first use reads files)",
     )
     return parser
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from langgraph.config import get_stream_writer
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from graph.context import Context, get_context, thread_id_of
@@ -59,11 +60,19 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
         stored = await related_memories(store, ctx.user_id, text_of(human), text_of(reply))
         try:
             result = await extract(model, text_of(human), text_of(reply), stored, config=NOSTREAM)
-        except ModelOutputError as exc:
-            # Write nothing rather than half an update; the turn still has its answer.
-            EXTRACTION_FAILURES.inc()
-            log.warning("memory extraction failed; nothing written: %s", exc)
-            written = {"error": str(exc)}
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            # Write nothing rather than half an update; the turn still has its answer (already
+            # streamed and checkpointed), so a failed memory call must not fail the run.
+            if isinstance(exc, ModelOutputError):
+                EXTRACTION_FAILURES.inc()
+                log.warning("memory extraction failed; nothing written: %s", exc)
+                reason = str(exc)
+            else:  # the provider failed (HTTP error, timeout)
+                log.warning("memory extraction call failed; nothing written", exc_info=True)
+                reason = f"The model call for memory extraction failed ({type(exc).__name__}: {str(exc)[:200]})."
+            written = {"error": reason}
             _emit({"event": "memory", **written})
             return {"memory_written": written}
         count_tokens_used("extract", result.input_tokens, result.output_tokens)

@@ -6,6 +6,7 @@ import logging
 
 from langchain_core.messages import HumanMessage
 from langgraph.config import get_stream_writer
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from graph.compaction import plan_fold, unsummarized
@@ -65,10 +66,14 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
                 count_tokens_used("summarize", result.input_tokens, result.output_tokens)
                 if count_tokens(new_board.render()) > ctx.max_summary_tokens:
                     new_board = await _recompressed(model, new_board, ctx)
-        except ModelOutputError as exc:
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
             # Keep the old summary and cursor: the same messages are folded on a later turn.
-            SUMMARY_FAILURES.inc()
-            log.warning("summary fold skipped: %s", exc)
+            # A provider failure (HTTP error, timeout) must not fail a turn that already has its answer.
+            if isinstance(exc, ModelOutputError):
+                SUMMARY_FAILURES.inc()
+            log.warning("summary fold skipped: %s", exc, exc_info=not isinstance(exc, ModelOutputError))
             _emit({"event": "summary", "error": str(exc)})
         else:
             board = new_board
@@ -89,9 +94,12 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
     """Summary of summaries; when that call fails the fold still counts (the prompt trims the long board)."""
     try:
         again = await recompress_summary(model, board, ctx.max_summary_tokens, ctx.summary_prompt, config=NOSTREAM)
-    except ModelOutputError as exc:
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
         # Dropping the fold here would refold (and fail on) the same messages every turn.
-        SUMMARY_FAILURES.inc()
+        if isinstance(exc, ModelOutputError):
+            SUMMARY_FAILURES.inc()
         log.warning("summary recompression skipped; keeping the longer summary: %s", exc)
         return board
     count_tokens_used("summarize", again.input_tokens, again.output_tokens)
@@ -110,7 +118,9 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
             titled = await make_title(model, board, config=NOSTREAM)
             chat.title = titled.value.title.strip()[:120] or chat.title
             chat.title_topics = list(board.topics)
-        except ModelOutputError as exc:
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # invalid output or a provider failure: keep the current title
             log.warning("chat title not updated: %s", exc)
     chat.summary_text = searchable_text(board, unsummarized(state.messages, cursor or state.summarized_through))
     chat.message_count = len(state.messages)

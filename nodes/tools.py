@@ -17,10 +17,10 @@ from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
 from graph.context import get_context
-from memory.memory_writer import apply_extraction
-from memory.schemas import ExtractionResult, SummaryBoard, TaskUpdate, utcnow
+from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
+from memory.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
 from memory.summarizer import render_transcript
-from memory.user_memory import get_chat, list_facts, list_tasks, search_chats
+from memory.user_memory import get_chat, list_facts, list_tasks, search_chats, search_tasks
 
 
 def _state_value(runtime: ToolRuntime, key: str, default: Any = None) -> Any:
@@ -102,9 +102,18 @@ async def recall_context(
 
 async def _confirmed_task_change(runtime: ToolRuntime, update: TaskUpdate) -> str:
     # Pauses the run; the client answers with Command(resume={"approved": bool}).
-    answer = interrupt({"type": "task_change", "action": update.action, "description": update.description, "task_id": update.task_id, "due": update.due})
-    approved = answer.get("approved") if isinstance(answer, dict) else bool(answer)
-    if not approved:
+    answer = interrupt(
+        {
+            "type": "task_change",
+            "action": update.action,
+            "description": update.description,
+            "task_id": update.task_id,
+            "status": update.status,
+            "due": update.due,
+        }
+    )
+    approved = answer.get("approved") if isinstance(answer, dict) else answer
+    if approved is not True:  # only an explicit yes changes the list ("false" or None must not)
         return f"The user declined: {update.action} task '{update.description}'. Nothing changed."
     report = await apply_extraction(
         runtime.store,
@@ -112,9 +121,31 @@ async def _confirmed_task_change(runtime: ToolRuntime, update: TaskUpdate) -> st
         ExtractionResult(task_updates=[update]),
         thread_id=(runtime.config or {}).get("configurable", {}).get("thread_id"),
     )
-    if report.is_empty():
-        return f"No change: '{update.description}' matched nothing new."
-    return "Done: " + report.describe()
+    if not report.is_empty():
+        return "Done: " + report.describe()
+    # Nothing new to write. A resumed tool node runs every approved call again (one call's
+    # approval re-runs its siblings), so "already in place" is the common, successful case.
+    in_place = await _already_in_place(runtime, update)
+    if in_place:
+        return f"Done: {in_place}"
+    return f"No change: '{update.description}' matched no task."
+
+
+async def _already_in_place(runtime: ToolRuntime, update: TaskUpdate) -> str | None:
+    tasks = await list_tasks(runtime.store, _user(runtime))
+    by_id = {t.id: t for t in tasks}
+    wanted = normalize_text(update.description)
+    target = by_id.get(update.task_id or "") or next((t for t in tasks if normalize_text(t.description) == wanted), None)
+    if target is None and update.action == "add":
+        hits = await search_tasks(runtime.store, _user(runtime), update.description, limit=1)
+        target = hits[0][0] if hits and hits[0][1] >= TASK_DUPLICATE_THRESHOLD else None
+    if target is None:
+        return None
+    if update.action == "add" and target.status != "done":
+        return f"'{target.description}' is on the task list."
+    if (update.action == "complete" or update.status == "done") and target.status == "done":
+        return f"'{target.description}' is marked done."
+    return None
 
 
 @tool
