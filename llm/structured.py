@@ -68,6 +68,17 @@ def _json_instruction(schema: type[BaseModel]) -> str:
     )
 
 
+def _with_instruction(messages: list[BaseMessage], instruction: str) -> list[BaseMessage]:
+    """The messages with ``instruction`` added to the leading system message.
+
+    Not as a trailing system message: the local servers text mode is for (Ollama, vLLM,
+    llama.cpp) render chat templates that reject a system message after the first turn.
+    """
+    if messages and isinstance(messages[0], SystemMessage) and isinstance(messages[0].content, str):
+        return [SystemMessage(f"{messages[0].content}\n\n{instruction}"), *messages[1:]]
+    return [SystemMessage(instruction), *messages]
+
+
 def _usage(message: BaseMessage | None) -> tuple[int, int]:
     meta = getattr(message, "usage_metadata", None) or {}
     return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
@@ -109,7 +120,7 @@ def _non_streaming(model: BaseChatModel) -> BaseChatModel:
 async def _text_mode(
     model: BaseChatModel, schema: type[T], messages: list[BaseMessage], config: RunnableConfig | None
 ) -> tuple[T | None, AIMessage, str | None]:
-    raw = await model.ainvoke([*messages, SystemMessage(_json_instruction(schema))], config=config)
+    raw = await model.ainvoke(_with_instruction(messages, _json_instruction(schema)), config=config)
     try:
         return parse_json_strict(_raw_text(raw), schema), raw, None
     except (ValueError, ValidationError) as exc:
@@ -137,7 +148,7 @@ async def invoke_structured(
         call_messages = messages
         if method == "json_mode":
             # JSON mode carries no schema (and OpenAI refuses it unless the prompt says "JSON"): state it.
-            call_messages = [*messages, SystemMessage(_json_instruction(schema))]
+            call_messages = _with_instruction(messages, _json_instruction(schema))
         try:
             runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
         except NotImplementedError:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 
 import prompts
@@ -15,6 +15,36 @@ from graph.state import State
 from llm.chat_model import load_chat_model, model_label
 from memory.schemas import SummaryBoard
 from nodes.tools import agent_tools
+
+
+UNANSWERED_CALL = "Not run: the conversation moved on before this call was answered (e.g. the user did not confirm)."
+
+
+def with_every_call_answered(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Every tool call followed by a result, as chat APIs demand (OpenAI answers 400 otherwise).
+
+    A call can stay unanswered in the history: the user sent a new message instead of
+    answering a task confirmation, or a run died between the model's call and its tools.
+    The model is shown a stand-in result for it; the stored history is left as it is.
+    """
+    out: list[BaseMessage] = []
+    pending: dict[str, str] = {}
+
+    def answer_pending() -> None:
+        out.extend(ToolMessage(UNANSWERED_CALL, tool_call_id=call_id, name=name) for call_id, name in pending.items())
+        pending.clear()
+
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            pending.pop(message.tool_call_id, None)
+            out.append(message)
+            continue
+        answer_pending()
+        out.append(message)
+        if isinstance(message, AIMessage):
+            pending.update({c["id"]: c["name"] for c in message.tool_calls})
+    answer_pending()
+    return out
 
 
 def persona_text(ctx: Context) -> str:
@@ -43,7 +73,7 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
         ),
     )
     # Tool calls and results of this turn follow the current message (the bounded tool loop).
-    messages = [*built.messages, *this_turn]
+    messages = with_every_call_answered([*built.messages, *this_turn])
     model = load_chat_model(ctx.model)
     tools = agent_tools()
     can_call_tools = state.tool_steps < ctx.max_tool_steps

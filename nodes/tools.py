@@ -16,21 +16,26 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
-from graph.context import get_context
+from graph.context import Context, get_context
+from graph.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
 from memory.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
 from memory.summarizer import render_transcript
 from memory.user_memory import get_chat, list_facts, list_tasks, search_chats, search_tasks
 
 
-def _state_value(runtime: ToolRuntime, key: str, default: Any = None) -> Any:
+# Typed with our context and state, so the tool-call schema matches what LangGraph injects.
+AgentToolRuntime = ToolRuntime[Context, State]
+
+
+def _state_value(runtime: AgentToolRuntime, key: str, default: Any = None) -> Any:
     state = runtime.state
     if isinstance(state, dict):
         return state.get(key, default)
     return getattr(state, key, default)
 
 
-def _user(runtime: ToolRuntime) -> str:
+def _user(runtime: AgentToolRuntime) -> str:
     return get_context(runtime).user_id
 
 
@@ -41,7 +46,7 @@ def _words(text: str) -> set[str]:
 @tool
 async def search_conversation_history(
     query: str,
-    runtime: ToolRuntime,
+    runtime: AgentToolRuntime,
     time_range: Literal["all", "today", "last_7_days", "last_30_days"] = "all",
     limit: int = 5,
 ) -> str:
@@ -70,7 +75,7 @@ async def search_conversation_history(
 
 
 @tool
-async def get_conversation_summary(runtime: ToolRuntime, chat_id: str | None = None) -> str:
+async def get_conversation_summary(runtime: AgentToolRuntime, chat_id: str | None = None) -> str:
     """The running summary of this chat, or of another chat of the user's by its id."""
     if chat_id:
         chat = await get_chat(runtime.store, _user(runtime), chat_id)
@@ -85,7 +90,7 @@ async def get_conversation_summary(runtime: ToolRuntime, chat_id: str | None = N
 @tool
 async def recall_context(
     context_type: Literal["action_items", "pending_questions", "facts", "entities", "tasks"],
-    runtime: ToolRuntime,
+    runtime: AgentToolRuntime,
 ) -> str:
     """Recall one kind of memory: this chat's action items, pending questions or entities,
     or the user's stored facts or tasks."""
@@ -100,7 +105,7 @@ async def recall_context(
     return "\n".join(f"- [{t.id}] {t.description} ({t.status})" for t in tasks) or "No tasks."
 
 
-async def _confirmed_task_change(runtime: ToolRuntime, update: TaskUpdate) -> str:
+async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) -> str:
     # Pauses the run; the client answers with Command(resume={"approved": bool}).
     answer = interrupt(
         {
@@ -131,7 +136,7 @@ async def _confirmed_task_change(runtime: ToolRuntime, update: TaskUpdate) -> st
     return f"No change: '{update.description}' matched no task."
 
 
-async def _already_in_place(runtime: ToolRuntime, update: TaskUpdate) -> str | None:
+async def _already_in_place(runtime: AgentToolRuntime, update: TaskUpdate) -> str | None:
     tasks = await list_tasks(runtime.store, _user(runtime))
     by_id = {t.id: t for t in tasks}
     wanted = normalize_text(update.description)
@@ -149,7 +154,7 @@ async def _already_in_place(runtime: ToolRuntime, update: TaskUpdate) -> str | N
 
 
 @tool
-async def add_task(description: str, runtime: ToolRuntime, due: str | None = None) -> str:
+async def add_task(description: str, runtime: AgentToolRuntime, due: str | None = None) -> str:
     """Add a task to the user's task list (the user is asked to confirm)."""
     return await _confirmed_task_change(runtime, TaskUpdate(action="add", description=description, due=due))
 
@@ -157,7 +162,7 @@ async def add_task(description: str, runtime: ToolRuntime, due: str | None = Non
 @tool
 async def update_task(
     description: str,
-    runtime: ToolRuntime,
+    runtime: AgentToolRuntime,
     task_id: str | None = None,
     status: Literal["open", "in_progress", "done"] | None = None,
     due: str | None = None,
@@ -167,7 +172,7 @@ async def update_task(
 
 
 @tool
-async def complete_task(description: str, runtime: ToolRuntime, task_id: str | None = None) -> str:
+async def complete_task(description: str, runtime: AgentToolRuntime, task_id: str | None = None) -> str:
     """Mark a task done; name it by id or by its description (the user confirms)."""
     return await _confirmed_task_change(runtime, TaskUpdate(action="complete", description=description, task_id=task_id))
 

@@ -1,0 +1,299 @@
+"""Bad input and a dying database: refused or failed clearly, never half-written, and the thread goes on."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+
+import prompts
+from app.chat_session import ChatSession
+from graph.assembly import compile_graph
+from graph.context import Context
+from graph.input_validation import validate_user_text
+from llm.chat_model import register_model, unregister_model
+from memory.backend import open_memory
+from memory.errors import InvalidMessage
+from memory.user_memory import get_chat, get_user_document, list_chats, list_facts, list_tasks
+from tests.support.graph_turns import new_thread
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+
+MEGABYTE_MESSAGE = "x" * (1024 * 1024)
+
+
+def extraction_for(said: str) -> dict:
+    """Every user line 'remember: X' becomes the fact X (and a profile field, and a task) — several writes per turn."""
+    if not said.startswith("remember: "):
+        return empty_extraction()
+    fact = said.removeprefix("remember: ")
+    return {
+        **empty_extraction(),
+        "new_facts": [{"text": fact}, {"text": f"{fact} (second fact of the same turn)"}],
+        "profile_updates": {"role": f"role from '{fact}'"},
+        "task_updates": [{"action": "add", "description": f"Follow up on {fact}"}],
+    }
+
+
+def default_responder(kind, messages):
+    if kind == "extract":
+        return extraction_for(prompts.between(str(messages[-1].content), prompts.USER_MESSAGE_TAG))
+    if kind == "title":
+        return {"title": "Chat"}
+    if kind == "fold":
+        return {"summary": "earlier turns"}
+    return "Answered."
+
+
+@pytest.fixture
+def scripted():
+    holder = {"responder": default_responder}
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    model = ScriptedChatModel(responder=lambda kind, messages: holder["responder"](kind, messages))
+    register_model(name, model)
+    yield name, model, holder
+    unregister_model(name)
+
+
+# ---------------------------------------------------------------- refused messages
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "The message is empty."),
+        ("   \n\t ", "The message is empty."),
+        (MEGABYTE_MESSAGE, "The message is too long: 1,048,576 characters, the limit is 20,000 (Context.max_message_chars)."),
+        ("ok \ud800 broken", "The message contains characters that are not valid Unicode (position 3)."),
+        ("nul \x00 byte", "The message contains a NUL character, which cannot be stored."),
+    ],
+    ids=["empty", "blank", "one_megabyte", "lone_surrogate", "nul"],
+)
+async def test_a_refused_message_leaves_nothing_in_the_thread_or_memory(backend, user_id, scripted, text, reason):
+    name, model, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=name)
+    config = new_thread()
+    await graph.ainvoke({"messages": [HumanMessage("remember: I play the cello")]}, config, context=ctx)
+    before = (await graph.aget_state(config)).values["messages"]
+    calls_before = len(model.calls)
+
+    out = await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
+
+    assert out["error"].startswith(reason)
+    after = (await graph.aget_state(config)).values
+    assert [m.id for m in after["messages"]] == [m.id for m in before]  # the refused message was taken out again
+    assert len(model.calls) == calls_before  # no model call was made for it
+    assert after["user_turns"] == 1
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["I play the cello", "I play the cello (second fact of the same turn)"]
+    chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])
+    assert chat.message_count == 2
+
+    # The thread carries on normally.
+    out = await graph.ainvoke({"messages": [HumanMessage("and now a normal question")]}, config, context=ctx)
+    assert out["error"] is None and out["messages"][-1].content == "Answered." and len(out["messages"]) == 4
+
+
+async def test_a_refused_first_message_creates_no_chat(backend, user_id, scripted):
+    name, _, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config = new_thread()
+    out = await graph.ainvoke({"messages": [HumanMessage(MEGABYTE_MESSAGE)]}, config, context=Context(user_id=user_id, model=name))
+    assert "Context.max_message_chars" in out["error"] and out["messages"] == []
+    assert await list_chats(backend.store, user_id) == []
+
+
+async def test_the_limit_is_the_contexts_max_message_chars(backend, user_id, scripted):
+    name, _, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=name, max_message_chars=10)
+    out = await graph.ainvoke({"messages": [HumanMessage("eleven char")]}, new_thread(), context=ctx)
+    assert out["error"].startswith("The message is too long: 11 characters, the limit is 10")
+    out = await graph.ainvoke({"messages": [HumanMessage("ten chars!")]}, new_thread(), context=ctx)
+    assert out["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("", "The message is empty."),
+        (MEGABYTE_MESSAGE, "The message is too long"),
+        ("a\udcffb", "not valid Unicode"),
+        (b"caf\xe9", "not valid UTF-8 (bad byte at position 3)"),
+        (42, "The message must be text, not int."),
+    ],
+    ids=["empty", "one_megabyte", "surrogate", "latin1_bytes", "not_text"],
+)
+def test_cli_level_validation_refuses_with_a_clear_reason(raw, reason):
+    with pytest.raises(InvalidMessage) as refused:
+        validate_user_text(raw)
+    assert reason in str(refused.value)
+
+
+async def test_the_cli_session_refuses_without_running_a_turn(backend, user_id, scripted):
+    name, model, _ = scripted
+    out, err = io.StringIO(), io.StringIO()
+    session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides={"model": name})
+    assert await session.send("   ") is None
+    assert await session.send(MEGABYTE_MESSAGE) is None
+    assert err.getvalue().splitlines()[0] == "error: The message is empty."
+    assert "Context.max_message_chars" in err.getvalue().splitlines()[1]
+    assert model.calls == [] and out.getvalue() == ""
+    assert (await session.graph.aget_state(session.config)).values == {}  # the thread was never touched
+
+
+# ---------------------------------------------------------------- a database that dies mid-turn
+@pytest.fixture(scope="module")
+def own_postgres():
+    """A Postgres server of its own (killing its connections must not disturb other tests)."""
+    import pgserver
+
+    directory = Path(tempfile.mkdtemp(prefix="ma-die-"))
+    server = pgserver.get_server(directory, cleanup_mode="delete")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def database_url(server_uri: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(server_uri)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@pytest.fixture
+async def dying_backend(own_postgres, minilm):
+    name = f"dies_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = database_url(own_postgres.get_uri(), name)
+    async with open_memory(url, minilm) as backend:
+        yield backend, url, name
+
+
+def kill_writes_in_flight(url: str, dbname: str, timeout: float = 30.0) -> threading.Thread:
+    """Make the next embedding write wait, then terminate every other connection while it waits.
+
+    A memory batch writes its store rows first and their vectors second, in one
+    transaction: the rows are already written (uncommitted) when the vector insert
+    blocks and the database drops the connection. That is the half-way point where a
+    non-atomic writer would leave half an update behind.
+    """
+    locker = psycopg.connect(url)  # a transaction of its own
+    # Reads (and the store's TTL-refreshing gets) go on; inserts into store_vectors wait.
+    locker.execute("LOCK TABLE store_vectors IN EXCLUSIVE MODE")
+    locker_pid = locker.info.backend_pid
+
+    def kill() -> None:
+        with psycopg.connect(url, autocommit=True) as killer:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:  # wait until a write is actually blocked on our lock
+                waiting = killer.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'", (dbname,)
+                ).fetchone()[0]
+                if waiting:
+                    break
+                time.sleep(0.05)
+            killer.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() AND pid <> %s",
+                (dbname, locker_pid),
+            )
+        locker.rollback()
+        locker.close()
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+async def test_connections_killed_between_statements_heal_and_the_turn_completes(dying_backend, user_id, scripted):
+    backend, url, dbname = dying_backend
+    name, _, holder = scripted
+
+    def responder(kind, messages):
+        if kind == "reply":  # every pooled connection dies while the model is thinking
+            with psycopg.connect(url, autocommit=True) as killer:
+                killer.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
+                )
+        return default_responder(kind, messages)
+
+    holder["responder"] = responder
+    graph = compile_graph(backend.checkpointer, backend.store)
+    out = await graph.ainvoke({"messages": [HumanMessage("remember: I swim")]}, new_thread(), context=Context(user_id=user_id, model=name))
+    assert out["messages"][-1].content == "Answered."
+    assert len(await list_facts(backend.store, user_id)) == 2
+
+
+async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_the_thread_resumes(
+    dying_backend, user_id, scripted, monkeypatch
+):
+    backend, url, dbname = dying_backend
+    name, _, holder = scripted
+    from memory import memory_writer
+
+    write_failures: list[BaseException] = []
+    real_write = memory_writer.write_atomically
+
+    async def observed_write(store, ops):  # observes only: proves the failure hit the write batch itself
+        try:
+            return await real_write(store, ops)
+        except BaseException as exc:
+            write_failures.append(exc)
+            raise
+
+    monkeypatch.setattr(memory_writer, "write_atomically", observed_write)
+    thread_id = str(uuid.uuid4())
+    out, err = io.StringIO(), io.StringIO()
+    session = ChatSession(backend, user_id, thread_id, interactive=False, out=out, err=err, context_overrides={"model": name})
+
+    assert await session.send("remember: I live in Haifa") == "Answered."
+    facts_before = sorted(f.text for f in await list_facts(backend.store, user_id))
+    doc_before = await get_user_document(backend.store, user_id)
+    tasks_before = [t.description for t in await list_tasks(backend.store, user_id)]
+
+    killer: list[threading.Thread] = []
+
+    def responder(kind, messages):
+        if kind == "extract" and not killer:  # the extraction's writes will be the ones in flight
+            killer.append(kill_writes_in_flight(url, dbname))
+        return default_responder(kind, messages)
+
+    holder["responder"] = responder
+    assert await session.send("remember: I moved to Rome") is None
+    killer[0].join(timeout=30)
+    message = err.getvalue().split("remembered: ", 2)[-1]  # after the first turn's memory note
+    assert "\nerror: the database failed during this turn (" in message
+    # psycopg's own words, e.g. "OperationalError: consuming input failed: server closed the connection unexpectedly"
+    # or "AdminShutdown: terminating connection due to administrator command", depending on where it was cut.
+    assert re.search(r"this turn \((OperationalError|AdminShutdown): .*(server closed the connection|administrator command)", message, re.S)
+    assert "Nothing half-written was kept; send the message again once the database is back." in message
+    (failure,) = write_failures
+    assert isinstance(failure, psycopg.OperationalError)  # the extraction's batch was in flight when the server dropped it
+
+    # Nothing of the failed extraction: no fact, no profile change, no task — not even part of them.
+    assert sorted(f.text for f in await list_facts(backend.store, user_id, include_superseded=True)) == facts_before
+    doc_after = await get_user_document(backend.store, user_id)
+    assert doc_after.profile == doc_before.profile
+    assert [t.description for t in await list_tasks(backend.store, user_id)] == tasks_before
+
+    # The database is back: the same thread answers again, with its history.
+    holder["responder"] = default_responder
+    assert await session.send("remember: I have a bike") == "Answered."
+    state = await session.graph.aget_state(session.config)
+    humans = [m.content for m in state.values["messages"] if isinstance(m, HumanMessage)]
+    # The failed turn had been answered and checkpointed before its memory write died: it stays in the
+    # history (whole: question and answer), only its memories are missing.
+    assert humans == ["remember: I live in Haifa", "remember: I moved to Rome", "remember: I have a bike"]
+    assert [m.type for m in state.values["messages"]] == ["human", "ai"] * 3
+    assert state.values["messages"][-1].content == "Answered." and not state.next
+    texts = {f.text for f in await list_facts(backend.store, user_id)}
+    assert {"I live in Haifa", "I have a bike"} <= texts and not any("Rome" in t for t in texts)

@@ -1,0 +1,358 @@
+"""The real client path: langchain-openai over HTTP to a local OpenAI-compatible server, the real graph, real Postgres.
+
+Only the model's answers are scripted (tests/support/openai_stub_server.py); the
+request payloads, SSE streaming, response_format / tool-call plumbing and the openai
+SDK's parsing are the real ones, so these tests catch what a scripted in-process
+model cannot (e.g. the SDK raising on malformed json_schema replies).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Callable
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+import prompts
+from graph.assembly import compile_graph
+from graph.context import Context
+from llm.chat_model import load_chat_model
+from memory.memory_writer import apply_extraction
+from memory.schemas import ChatTitle, ExtractionResult, SummaryBoard
+from memory.summarizer import make_title
+from memory.user_memory import get_user_document, list_facts, search_facts
+from tests.support.graph_turns import metric, new_thread, stream_turn
+from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
+    StubReply,
+    StubRequest,
+    openai_stub,
+    openai_stub_server,
+    stream_pieces,
+    structured_answer,
+    tool_call,
+)
+
+EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
+FAILURES = "memory_agent_extraction_failures_total"
+
+
+def facts(*texts: str, importance: str = "medium", **extra) -> dict:
+    return {**EMPTY, "new_facts": [{"text": t, "importance": importance, **extra} for t in texts]}
+
+
+def stored_fact_id(request: StubRequest, text: str) -> str:
+    """The id the extraction request shows for a stored fact (as a real model would read it)."""
+    stored = json.loads(request.tagged(prompts.STORED_MEMORIES_TAG))
+    return next(f["id"] for f in stored["facts"] if f["text"] == text)
+
+
+def responder(
+    *,
+    reply: str | Callable[[StubRequest], object] = "Noted.",
+    extract: Callable[[StubRequest], object] | dict | None = None,
+) -> Callable[[StubRequest], object]:
+    """A script for the four kinds of call in a turn; ``extract`` may look at the user message."""
+
+    def answer(request: StubRequest):
+        if request.kind == "extract":
+            value = extract(request) if callable(extract) else (extract or EMPTY)
+            return value if isinstance(value, StubReply) else structured_answer(request, value)
+        if request.kind == "fold":
+            return structured_answer(request, {"summary": "The user talked about themselves.", "topics": ["introductions"]})
+        if request.kind == "title":
+            return structured_answer(request, {"title": "About the user"})
+        return reply(request) if callable(reply) else reply
+
+    return answer
+
+
+@pytest.fixture
+def openai_model(openai_stub) -> str:
+    """A model name of its own per test (load_chat_model caches per name)."""
+    return f"openai:stub-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def graph(backend):
+    return compile_graph(backend.checkpointer, backend.store)
+
+
+def reply_system_prompt(stub) -> str:
+    return stub.requests_of("reply")[-1].messages[0]["content"]
+
+
+async def test_reply_streams_token_by_token_over_sse_with_usage(graph, backend, user_id, openai_stub, openai_model):
+    text = "Haifa is a port city on the slopes of Mount Carmel, in northern Israel."
+    openai_stub.reset(responder(reply=text))
+    turn = await stream_turn(graph, "Tell me about Haifa.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    assert turn.tokens == stream_pieces(text)  # one chunk per streamed word, in order
+    assert len(turn.tokens) > 10
+    assert turn.final_reply.content == text
+    assert turn.other_tokens == []  # the extraction call's JSON never reaches the reply stream
+
+    (reply_request,) = openai_stub.requests_of("reply")
+    assert reply_request.stream and reply_request.body["stream_options"] == {"include_usage": True}
+    assert {"recall_context", "search_conversation_history", "add_task"} <= set(reply_request.tool_names)
+    assert reply_request.messages[0]["role"] == "system" and "## User context" in reply_request.messages[0]["content"]
+    assert reply_request.messages[-1] == {"role": "user", "content": "Tell me about Haifa."}
+
+    # Usage from the final SSE usage chunk lands in the turn's figures.
+    usage = turn.values["turn_usage"]
+    assert usage["output_tokens"] == max(1, len(text) // 4)
+    assert usage["input_tokens"] > 0 and usage["model_calls"] == 1
+
+
+async def test_extraction_uses_json_schema_response_format_and_stores_facts(graph, backend, user_id, openai_stub, openai_model):
+    said = "I live in Haifa and I work as a nurse."
+    openai_stub.reset(
+        responder(
+            extract=lambda r: {**facts("Lives in Haifa", "Works as a nurse", importance="high"), "profile_updates": {"location": "Haifa"}}
+            if r.tagged(prompts.USER_MESSAGE_TAG) == said
+            else EMPTY
+        )
+    )
+    ctx = Context(user_id=user_id, model=openai_model)
+    config = new_thread()
+    turn = await stream_turn(graph, said, config, ctx)
+
+    (extract_request,) = openai_stub.requests_of("extract")
+    fmt = extract_request.response_format
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "ExtractionResult"
+    assert set(fmt["json_schema"]["schema"]["properties"]) == {"new_facts", "new_preferences", "profile_updates", "task_updates"}
+    assert not extract_request.stream  # hidden memory calls are not streamed, even under stream_mode="messages"
+    assert extract_request.tagged(prompts.ASSISTANT_REPLY_TAG) == "Noted."
+
+    stored = await list_facts(backend.store, user_id)
+    assert sorted(f.text for f in stored) == ["Lives in Haifa", "Works as a nurse"]
+    assert all(f.importance == "high" and f.source_thread == config["configurable"]["thread_id"] for f in stored)
+    assert (await get_user_document(backend.store, user_id)).profile.location == "Haifa"
+    assert turn.events_of("memory")[0]["facts_added"] == ["Lives in Haifa", "Works as a nurse"]
+
+    # The next turn's prompt carries them.
+    await stream_turn(graph, "Where do I live?", config, ctx)
+    assert "- Lives in Haifa" in reply_system_prompt(openai_stub)
+
+
+async def test_same_fact_stated_three_times_is_stored_once(graph, backend, user_id, openai_stub, openai_model):
+    # The model repeats the fact each time (as a careless model does); the writer must not duplicate it.
+    variants = iter(["Has a dog named Rex", "has a dog named Rex.", "Has a dog  named Rex!"])
+    openai_stub.reset(responder(extract=lambda r: facts(next(variants))))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    for _ in range(3):
+        await stream_turn(graph, "I have a dog named Rex.", config, ctx)
+
+    (fact,) = await list_facts(backend.store, user_id, include_superseded=True)
+    assert fact.text == "Has a dog named Rex" and fact.mentions == 3
+    # From the second turn on the model was shown the stored fact (with its id) to avoid repeating it.
+    shown = json.loads(openai_stub.requests_of("extract")[1].tagged(prompts.STORED_MEMORIES_TAG))
+    assert [f["id"] for f in shown["facts"]] == [fact.id]
+
+
+async def test_contradiction_supersedes_the_old_fact_and_hides_it_from_the_prompt(graph, backend, user_id, openai_stub, openai_model):
+    def extract(request: StubRequest):
+        said = request.tagged(prompts.USER_MESSAGE_TAG)
+        if said == "I live in Haifa.":
+            return facts("Lives in Haifa", importance="high")
+        if said == "I moved to Rome last month.":
+            return facts("Lives in Rome", importance="high", supersedes=stored_fact_id(request, "Lives in Haifa"))
+        return EMPTY
+
+    openai_stub.reset(responder(extract=extract))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    await stream_turn(graph, "I live in Haifa.", config, ctx)
+    turn = await stream_turn(graph, "I moved to Rome last month.", config, ctx)
+
+    every = {f.text: f for f in await list_facts(backend.store, user_id, include_superseded=True)}
+    old, new = every["Lives in Haifa"], every["Lives in Rome"]
+    assert (old.status, old.superseded_by) == ("superseded", new.id)
+    assert old.valid_to is not None and new.status == "active" and new.valid_to is None
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Lives in Rome"]
+    assert turn.events_of("memory")[0]["facts_superseded"] == [{"old": "Lives in Haifa", "new": "Lives in Rome"}]
+
+    await stream_turn(graph, "Which city should I explore this weekend?", config, ctx)
+    system = reply_system_prompt(openai_stub)
+    assert "- Lives in Rome" in system and "Haifa" not in system.split("## User context", 1)[1]
+
+
+async def test_contradiction_without_an_id_is_caught_by_the_single_value_slot(graph, backend, user_id, openai_stub, openai_model):
+    """The model forgot `supersedes`; "Is 31 years old" still replaces "Is 30 years old" (they embed alike)."""
+    ages = iter(["Is 30 years old", "Is 31 years old"])
+    openai_stub.reset(responder(extract=lambda r: facts(next(ages), importance="high")))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    await stream_turn(graph, "I'm 30.", config, ctx)
+    await stream_turn(graph, "Today is my birthday, I turned 31!", config, ctx)
+
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Is 31 years old"]
+    old = next(f for f in await list_facts(backend.store, user_id, include_superseded=True) if f.status == "superseded")
+    assert old.text == "Is 30 years old" and old.valid_to is not None
+
+
+async def test_malformed_json_twice_writes_nothing_counts_a_failure_and_the_turn_still_answers(
+    graph, backend, user_id, openai_stub, openai_model
+):
+    truncated = '{"new_facts": [{"text": "Lives in Haifa", "importance": "hi'
+    openai_stub.reset(responder(reply="Nice to meet you.", extract=lambda r: StubReply(content=truncated)))
+    before = metric(FAILURES)
+    turn = await stream_turn(graph, "I live in Haifa.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    assert turn.final_reply.content == "Nice to meet you." and turn.streamed_reply == "Nice to meet you."
+    assert metric(FAILURES) == before + 1
+    assert "invalid twice" in turn.values["memory_written"]["error"]
+    assert "invalid twice" in turn.events_of("memory")[0]["error"]
+    assert await list_facts(backend.store, user_id, include_superseded=True) == []
+    assert (await get_user_document(backend.store, user_id)).profile.location is None
+
+    first, repair = openai_stub.requests_of("extract")
+    assert first.response_format["type"] == "json_schema" and not first.is_repair
+    # The repair shows the model its own broken reply and the error, asks for JSON only (plain text call).
+    assert repair.is_repair and repair.response_format is None
+    assert repair.messages[-2] == {"role": "assistant", "content": truncated}
+    assert "Invalid JSON" in repair.messages[-1]["content"] and "JSON schema" in repair.messages[-1]["content"]
+
+
+async def test_malformed_reply_fixed_by_the_repair_is_written(graph, backend, user_id, openai_stub, openai_model):
+    prose = 'Sure! Here is the JSON: {"new_facts": [{"text": "Has a cat named Luna"}]}'
+
+    def extract(request: StubRequest):
+        if request.is_repair:
+            return StubReply(content=json.dumps(facts("Has a cat named Luna")))
+        return StubReply(content=prose)
+
+    openai_stub.reset(responder(extract=extract))
+    before = metric(FAILURES)
+    turn = await stream_turn(graph, "My cat is called Luna.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Has a cat named Luna"]
+    assert metric(FAILURES) == before
+    assert turn.values["memory_written"]["facts_added"] == ["Has a cat named Luna"]
+    _, repair = openai_stub.requests_of("extract")
+    assert repair.messages[-2]["content"] == prose
+
+
+async def test_text_mode_sends_no_response_format_and_parses_strictly(graph, backend, user_id, openai_stub, openai_model, monkeypatch):
+    monkeypatch.setenv("MEMORY_AGENT_STRUCTURED_OUTPUT", "text")
+    valid = json.dumps(facts("Speaks Hebrew and Italian"))
+
+    def extract(request: StubRequest):
+        # First a JSON object followed by chatter (rejected: strict), then a fenced object (accepted).
+        return StubReply(content=f"```json\n{valid}\n```" if request.is_repair else f"{valid}\nHope this helps!")
+
+    openai_stub.reset(responder(extract=extract))
+    await stream_turn(graph, "I speak Hebrew and Italian.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    first, repair = openai_stub.requests_of("extract")
+    assert first.response_format is None and not first.tools
+    # The schema rides in the leading system message (local chat templates reject a later one).
+    assert [m["role"] for m in first.messages] == ["system", "user"]
+    assert "validates against this JSON schema" in first.messages[0]["content"]
+    assert "Extra data" in repair.messages[-1]["content"]  # json.loads refused the trailing text
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Speaks Hebrew and Italian"]
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+async def test_each_structured_output_method_round_trips(graph, backend, user_id, openai_stub, openai_model, monkeypatch, method):
+    monkeypatch.setenv("MEMORY_AGENT_STRUCTURED_OUTPUT", method)
+    openai_stub.reset(responder(extract=lambda r: facts("Works as a nurse")))
+    await stream_turn(graph, "I work as a nurse.", new_thread(), Context(user_id=user_id, model=openai_model))
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Works as a nurse"]
+
+    (request,) = openai_stub.requests_of("extract")
+    if method == "function_calling":
+        assert request.body["tool_choice"]["function"]["name"] == "ExtractionResult" and request.tool_names == ["ExtractionResult"]
+    elif method == "json_mode":
+        assert request.response_format == {"type": "json_object"}
+        assert "validates against this JSON schema" in request.messages[0]["content"]  # the schema is stated
+    else:
+        assert request.response_format["type"] == "json_schema"
+
+    # The title prompt does not say "JSON" itself; json_mode must still satisfy the API's rule.
+    titled = await make_title(load_chat_model(openai_model), SummaryBoard(summary="Nursing shifts in Haifa.", topics=["work"]))
+    assert titled.value == ChatTitle(title="About the user")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expected_in_result"),
+    [
+        ("recall_context", {"context_type": "facts"}, "- Is allergic to peanuts"),
+        ("search_conversation_history", {"query": "bakery sourdough"}, "The bakery on Herzl street sells sourdough"),
+    ],
+)
+async def test_tool_call_round_trips_through_the_client(graph, backend, user_id, openai_stub, openai_model, tool, args, expected_in_result):
+    await apply_extraction(backend.store, user_id, ExtractionResult.model_validate(facts("Is allergic to peanuts")))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    openai_stub.reset(responder(reply="Good to know."))
+    await stream_turn(graph, "The bakery on Herzl street sells sourdough.", config, ctx)
+
+    def reply(request: StubRequest):
+        tool_results = [m for m in request.messages if m["role"] == "tool"]
+        if not tool_results:
+            return tool_call(tool, args, id="call_lookup_1")
+        return f"From my notes: {tool_results[-1]['content'][:60]}"
+
+    openai_stub.reset(responder(reply=reply))
+    turn = await stream_turn(graph, "What do you remember?", config, ctx)
+
+    first, second = openai_stub.requests_of("reply")
+    assert first.stream and second.stream  # the tool call itself arrived as streamed deltas
+    call_message = second.messages[-2]
+    assert call_message["role"] == "assistant"
+    assert call_message["tool_calls"][0]["id"] == "call_lookup_1"
+    assert json.loads(call_message["tool_calls"][0]["function"]["arguments"]) == args
+    result = second.messages[-1]
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_lookup_1"
+    assert expected_in_result in result["content"]
+
+    new = turn.values["messages"][-4:]
+    assert [type(m) for m in new] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert new[1].tool_calls[0]["args"] == args and new[2].tool_call_id == "call_lookup_1"
+    assert turn.final_reply.content.startswith("From my notes: ")
+    assert turn.streamed_reply == turn.final_reply.content  # only the final answer's text streamed
+    assert turn.values["turn_usage"]["model_calls"] == 2
+
+
+async def test_near_duplicate_merge_keeps_the_richer_text_and_raises_importance(graph, backend, user_id, openai_stub, openai_model):
+    said = iter([facts("Is allergic to peanuts", importance="medium"), facts("Is severely allergic to peanuts", importance="medium")])
+    openai_stub.reset(responder(extract=lambda r: next(said)))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    await stream_turn(graph, "I'm allergic to peanuts.", config, ctx)
+    turn = await stream_turn(graph, "Really allergic: even traces of peanuts are dangerous for me.", config, ctx)
+
+    (fact,) = await list_facts(backend.store, user_id, include_superseded=True)
+    assert fact.text == "Is severely allergic to peanuts"
+    assert fact.importance == "high" and fact.mentions == 2
+    assert turn.values["memory_written"]["facts_merged"] == ["Is severely allergic to peanuts"]
+    # The merged text was re-embedded: a search for the new wording finds it best.
+    [(hit, score)] = await search_facts(backend.store, user_id, "Is severely allergic to peanuts", limit=1)
+    assert hit.id == fact.id and score > 0.99
+
+
+async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, backend, user_id, openai_stub, openai_model):
+    """The provider fails the extraction call (HTTP 500): the answer stands, nothing is half-written, the run ends cleanly."""
+    openai_stub.reset(
+        responder(reply="Here is my answer.", extract=lambda r: StubReply(error_status=500, error_message="upstream overloaded"))
+    )
+    config = new_thread()
+    turn = await stream_turn(graph, "I live in Haifa.", config, Context(user_id=user_id, model=openai_model))
+
+    assert turn.final_reply.content == "Here is my answer."
+    assert "upstream overloaded" in turn.values["memory_written"]["error"]
+    assert turn.events_of("memory")[0]["error"] == turn.values["memory_written"]["error"]
+    assert await list_facts(backend.store, user_id) == []
+    assert not (await graph.aget_state(config)).next  # the run finished; nothing pending
+
+
+async def test_tool_budget_ends_the_loop_and_no_call_is_left_unanswered(graph, backend, user_id, openai_stub, openai_model):
+    """A model that keeps calling tools: after max_tool_steps it is asked without tools, and stray calls are dropped."""
+    openai_stub.reset(responder(reply=lambda r: tool_call("recall_context", {"context_type": "facts"})))
+    turn = await stream_turn(graph, "Look everything up.", new_thread(), Context(user_id=user_id, model=openai_model, max_tool_steps=2))
+
+    requests = openai_stub.requests_of("reply")
+    assert [bool(r.tools) for r in requests] == [True, True, False]  # the last call offers no tools
+    final = turn.final_reply
+    assert final is not None and final.content == "I could not finish looking that up within the tool budget."
+    messages = turn.values["messages"]
+    assert [m.type for m in messages] == ["human", "ai", "tool", "ai", "tool", "ai"]
+    assert turn.values["tool_steps"] == 2
