@@ -14,6 +14,7 @@ from typing import TextIO
 
 import psycopg
 from langchain_core.messages import AIMessageChunk, HumanMessage
+from langgraph.types import Command
 
 from app.memory_report import memory_snapshot, render_snapshot
 from graph.assembly import compile_graph
@@ -27,6 +28,8 @@ from memory.user_memory import forget_user, list_chats, search_facts
 
 DIM, RESET = "\033[2m", "\033[0m"
 HELP = "Commands: /memory /summary /chats /new /forget [text] /quit"
+YES = {"y", "yes", "ok", "confirm", "approve"}
+NO = {"n", "no", "cancel", "decline"}
 
 
 @dataclass
@@ -55,20 +58,34 @@ class ChatSession:
             print(text, file=self.err, flush=True)
 
     async def send(self, text: str) -> str | None:
-        """Run one turn; print the reply (streamed on a terminal). Returns the reply text."""
+        """Run one turn; print the reply (streamed on a terminal). Returns the reply text.
+
+        When a task change awaits confirmation, a "yes"/"no" answers it; anything else is a new message.
+        """
         try:
             text = validate_user_text(text, self.context.max_message_chars)
         except InvalidMessage as exc:
             print(f"error: {exc}", file=self.err, flush=True)
             return None
+        pending = await self.pending_confirmation()
+        answer = text.strip().casefold().rstrip(".!")
+        if pending is not None and answer in YES | NO:
+            return await self._run(Command(resume={"approved": answer in YES}))
+        return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]})
+
+    async def pending_confirmation(self) -> dict | None:
+        state = await self.graph.aget_state(self.config)
+        for interrupt in getattr(state, "interrupts", ()) or ():
+            if isinstance(interrupt.value, dict) and interrupt.value.get("type") == "task_change":
+                return interrupt.value
+        return None
+
+    async def _run(self, graph_input) -> str | None:
         reply_parts: list[str] = []
         memory_lines: list[str] = []
         try:
             async for mode, chunk in self.graph.astream(
-                {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]},
-                self.config,
-                context=self.context,
-                stream_mode=["messages", "custom"],
+                graph_input, self.config, context=self.context, stream_mode=["messages", "custom"]
             ):
                 if mode == "messages":
                     message, meta = chunk
@@ -80,30 +97,54 @@ class ChatSession:
                 elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") == "memory":
                     memory_lines.append(chunk.get("described") or f"memory not updated: {chunk.get('error')}")
         except psycopg.Error as exc:
-            print(
-                f"\nerror: the database failed during this turn ({type(exc).__name__}: {str(exc).strip()[:200]}). "
-                "Nothing half-written was kept; send the message again once the database is back.",
-                file=self.err,
-                flush=True,
-            )
+            await self._report_database_failure(exc)
+            return None
+        state = await self.graph.aget_state(self.config)
+        if state.values.get("error"):
+            print(f"error: {state.values['error']}", file=self.err, flush=True)
             return None
         reply = "".join(reply_parts)
-        if not reply:  # a model that does not stream: read the final state
-            state = await self.graph.aget_state(self.config)
-            if state.values.get("error"):
-                print(f"error: {state.values['error']}", file=self.err, flush=True)
-                return None
+        if not reply and state.values.get("messages"):  # a model that does not stream
             last = state.values["messages"][-1]
-            reply = last.content if isinstance(last.content, str) else str(last.content)
-            if self.interactive:
-                print(reply, end="", file=self.out)
+            if last.type == "ai" and not getattr(last, "tool_calls", None):
+                reply = last.content if isinstance(last.content, str) else str(last.content)
+                if self.interactive:
+                    print(reply, end="", file=self.out)
         if self.interactive:
             print(file=self.out, flush=True)
-        else:
+        elif reply:
             print(reply.replace("\n", " "), file=self.out, flush=True)
         for line in memory_lines:
             self.note(f"  remembered: {line}")
+        pending = await self.pending_confirmation()
+        if pending is not None:
+            await self._ask(pending)
         return reply
+
+    async def _ask(self, change: dict) -> None:
+        due = f" (due {change['due']})" if change.get("due") else ""
+        question = f"Confirm: {change['action']} task '{change['description']}'{due}? [yes/no]"
+        if not self.interactive:
+            print(question, file=self.err, flush=True)  # the next input line answers it
+            return
+        try:
+            answer = input(f"{question} ").strip().casefold()
+        except EOFError:
+            answer = "no"
+        await self._run(Command(resume={"approved": answer in YES}))
+
+    async def _report_database_failure(self, exc: Exception) -> None:
+        detail = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        try:
+            state = await self.graph.aget_state(self.config)
+            answered = bool(state.values.get("messages")) and state.values["messages"][-1].type == "ai"
+        except psycopg.Error:
+            answered = False
+        if answered:
+            hint = "The reply was saved, but the memories of this turn were not (nothing half-written was kept)."
+        else:
+            hint = "Nothing half-written was kept; send the message again once the database is back."
+        print(f"\nerror: the database failed during this turn ({detail}). {hint}", file=self.err, flush=True)
 
     async def command(self, line: str) -> bool:
         """Handle a slash command. Returns False when the chat should end."""

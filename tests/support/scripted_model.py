@@ -12,8 +12,8 @@ import json
 from typing import Any, Callable, Iterator
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
@@ -47,6 +47,22 @@ class ScriptedChatModel(GenericFakeChatModel):
             out = json.dumps(out)
         message = AIMessage(content=out) if isinstance(out, str) else out
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        # One chunk carrying the whole message, tool calls included (the parent drops them).
+        message = self._generate(messages, stop=stop, run_manager=run_manager, **kwargs).generations[0].message
+        chunk = AIMessageChunk(
+            content=message.content,
+            id=message.id,
+            tool_call_chunks=[
+                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                for i, c in enumerate(message.tool_calls)
+            ],
+            usage_metadata=message.usage_metadata,
+        )
+        if run_manager:
+            run_manager.on_llm_new_token(str(message.content), chunk=ChatGenerationChunk(message=chunk))
+        yield ChatGenerationChunk(message=chunk)
 
     def bind_tools(self, tools, **kwargs):
         return self

@@ -1,0 +1,61 @@
+"""The CLI chat session: task confirmations and streaming, in-process with a scripted model."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from app.chat_session import ChatSession
+from llm.chat_model import register_model, unregister_model
+from memory.user_memory import list_tasks
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+
+
+def responder(kind, messages):
+    if kind == "extract":
+        return empty_extraction()
+    if kind == "title":
+        return {"title": "Errands"}
+    if kind == "fold":
+        return {"summary": "errands"}
+    if isinstance(messages[-1], ToolMessage):
+        return f"Tool said: {messages[-1].content}"
+    if "passport" in str(messages[-1].content):
+        return AIMessage("", tool_calls=[{"name": "add_task", "args": {"description": "Renew passport"}, "id": f"c{uuid.uuid4().hex[:6]}"}])
+    return "Sure."
+
+
+@pytest.fixture
+def session(backend, user_id):
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    register_model(name, ScriptedChatModel(responder=responder))
+    out, err = io.StringIO(), io.StringIO()
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides={"model": name})
+    yield s, out, err
+    unregister_model(name)
+
+
+async def test_a_task_change_is_asked_on_stderr_and_the_next_yes_applies_it_once(session, backend, user_id):
+    s, out, err = session
+    await s.send("Please remind me about my passport")
+    assert "Confirm: add task 'Renew passport'? [yes/no]" in err.getvalue()
+    assert await list_tasks(backend.store, user_id) == []  # nothing before the answer
+
+    await s.send("yes")
+    tasks = await list_tasks(backend.store, user_id)
+    assert [t.description for t in tasks] == ["Renew passport"]
+    assert "Tool said: Done" in out.getvalue()
+    assert await s.pending_confirmation() is None
+
+
+async def test_answering_no_declines_and_another_message_moves_on(session, backend, user_id):
+    s, out, err = session
+    await s.send("Please remind me about my passport")
+    await s.send("no")
+    assert await list_tasks(backend.store, user_id) == []
+    assert "declined" in out.getvalue()
+    reply = await s.send("thanks, what else?")
+    assert reply == "Sure."
