@@ -275,7 +275,7 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
     # psycopg's own words, e.g. "OperationalError: consuming input failed: server closed the connection unexpectedly"
     # or "AdminShutdown: terminating connection due to administrator command", depending on where it was cut.
     assert re.search(r"this turn \((OperationalError|AdminShutdown): .*(server closed the connection|administrator command)", message, re.S)
-    assert "Nothing half-written was kept; send the message again once the database is back." in message
+    assert "The reply was saved, but the memories of this turn were not (nothing half-written was kept)." in message
     (failure,) = write_failures
     assert isinstance(failure, psycopg.OperationalError)  # the extraction's batch was in flight when the server dropped it
 
