@@ -64,6 +64,11 @@ def _create(name: str) -> BaseChatModel:
         from llm.offline_model import OfflineChatModel
 
         return OfflineChatModel()
+    if name == "offline-slow" or name.startswith("offline-slow:"):
+        # The offline model with a delay per word: for demos and stop/cancel tests.
+        from llm.slow_offline_model import from_spec
+
+        return from_spec(name)
     from langchain.chat_models import init_chat_model
 
     kwargs: dict = {"temperature": 0}

@@ -17,8 +17,11 @@ from psycopg_pool import AsyncConnectionPool
 async def write_atomically(store: AsyncPostgresStore, ops: Sequence[PutOp]) -> None:
     if not ops:
         return
+    if not isinstance(store, AsyncPostgresStore):  # e.g. an in-memory store: its batch is already all-or-nothing
+        await store.abatch(ops)
+        return
     pool = store.conn
-    if not isinstance(pool, AsyncConnectionPool):  # already a single connection (e.g. tests)
+    if not isinstance(pool, AsyncConnectionPool):  # already a single connection
         async with pool.transaction():
             await store.abatch(ops)
         return

@@ -47,11 +47,22 @@ def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPo
     )
 
 
-async def set_up_schema(pool: AsyncConnectionPool, saver: AsyncPostgresSaver, store: AsyncPostgresStore, dims: int) -> None:
-    """Idempotent: runs the saver's, the store's and our own migrations under one advisory lock."""
+async def set_up_schema(
+    pool: AsyncConnectionPool,
+    saver: AsyncPostgresSaver,
+    store: AsyncPostgresStore,
+    embeddings: EmbeddingsInfo,
+    *,
+    check_embeddings: bool = True,
+) -> None:
+    """Idempotent: the embeddings check and the saver's, the store's and our own migrations,
+    under one advisory lock so processes starting together do not collide."""
+    dims = embeddings.dims
     async with pool.connection() as lock_conn:
         await lock_conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
         try:
+            if check_embeddings:
+                await check_or_record(pool, embeddings.name, embeddings.dims)
             await saver.setup()
             await store.setup()
             await knowledge_base.setup(pool, dims)
@@ -80,11 +91,9 @@ async def open_memory(
         emb = EmbeddingsInfo(embeddings=CachedEmbeddings(emb.embeddings), name=emb.name, dims=emb.dims)
     pool = await open_pool(url, max_size=max_pool_size)
     try:
-        if check_embeddings:
-            await check_or_record(pool, emb.name, emb.dims)
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         store = make_store(pool, emb)
-        await set_up_schema(pool, saver, store, emb.dims)
+        await set_up_schema(pool, saver, store, emb, check_embeddings=check_embeddings)
         yield MemoryBackend(url=url, info=info, pool=pool, checkpointer=saver, store=store, embeddings=emb)
     finally:
         await pool.close()

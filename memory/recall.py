@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import PutOp
+from psycopg_pool import AsyncConnectionPool
 
 from memory.atomic_writes import write_atomically
 from memory.namespaces import facts_ns
@@ -61,13 +62,27 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
 
 
 async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None = None) -> None:
+    """Set ``last_used`` on the facts that went into the prompt, and nothing else.
+
+    Only that one field is written (jsonb_set on the store row), so a concurrent turn of the
+    same user that merges or supersedes one of these facts is never overwritten.
+    """
     now = now or utcnow()
-    ops = []
+    if not facts:
+        return
     for f in facts:
         f.last_used = now
-        # The text is unchanged: keep its vector (index=False does not touch store_vectors).
-        ops.append(PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False))
-    await write_atomically(store, ops)
+    pool = getattr(store, "conn", None)
+    if isinstance(pool, AsyncConnectionPool):
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE store SET value = jsonb_set(value, '{last_used}', to_jsonb(%s::text)) "
+                "WHERE prefix = %s AND key = ANY(%s)",
+                (now.isoformat(), ".".join(facts_ns(user_id)), [f.id for f in facts]),
+            )
+        return
+    # Other stores (tests with an in-memory store): a plain put, text unchanged so no re-embedding.
+    await write_atomically(store, [PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts])
 
 
 async def load_user_context(

@@ -1,0 +1,164 @@
+"""The chat API and web page: a FastAPI app, one per uvicorn worker (``create_app`` is the factory).
+
+Each worker's lifespan opens ONE memory backend (pool, saver, store), compiles the
+graph once with them, and starts the registry of the turns it runs. Workers share
+nothing but Postgres (and the Prometheus multiprocess directory).
+
+Environment:
+- ``DATABASE_URL``: the Postgres to use (``memory-agent serve`` sets it for its workers);
+- ``MEMORY_AGENT_AUTH=off``: no API keys, every caller is user ``local`` (development only);
+- ``MEMORY_AGENT_MODEL``: the chat model of every turn (default auto → offline without a key);
+- ``MEMORY_AGENT_POOL_SIZE``: connections per worker (default 20);
+- ``MEMORY_AGENT_MODEL_PLUGINS``: comma-separated ``module:function`` called at start, to
+  register extra chat models with ``llm.chat_model.register_model`` (embedders, tests);
+- ``PROMETHEUS_MULTIPROC_DIR``: set by ``serve`` so /metrics adds up all workers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+import prompts
+from app.http_auth import auth_enabled
+from app.http_errors import error_body, install_error_handlers
+from app.http_routes_chats import router as chats_router
+from app.http_routes_memory import router as memory_router
+from app.http_schemas import Health, PersonaList, PersonaOut
+from app.http_services import Services, get_services
+from graph.active_runs import ActiveRuns
+from graph.assembly import compile_graph
+from graph.context import Context
+from memory import chat_runs
+from memory.backend import open_memory
+from memory.fenced_saver import FencedPostgresSaver
+from memory.user_write_lock import UserWriteLocks
+
+log = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).resolve().parent / "web"
+PLUGINS_ENV = "MEMORY_AGENT_MODEL_PLUGINS"
+POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"
+MAX_BODY_BYTES = 1_000_000  # a little over the longest message (20,000 characters) in any encoding, with room
+
+
+def load_model_plugins() -> None:
+    for spec in filter(None, (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(","))):
+        module, _, function = spec.partition(":")
+        getattr(importlib.import_module(module), function or "register")()
+        log.info("model plugin %s loaded", spec)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    load_model_plugins()
+    async with open_memory(max_pool_size=int(os.environ.get(POOL_SIZE_ENV, "20"))) as backend:
+        await chat_runs.setup(backend.pool)
+        # Load the embedding weights now rather than on the first message.
+        await backend.embeddings.embeddings.aembed_query("warm-up")
+        # The backend's saver class with a fence against late writes of stopped runs (memory.fenced_saver).
+        graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
+        locks = UserWriteLocks(backend.url)
+        runs = ActiveRuns(graph, backend.pool, locks)
+        app.state.services = Services(
+            backend=backend,
+            graph=graph,
+            runs=runs,
+            locks=locks,
+            auth_enabled=auth_enabled(),
+            max_message_chars=Context().max_message_chars,
+        )
+        try:
+            yield
+        finally:
+            await runs.close()
+            await locks.close()
+
+
+class WorkerHeaders:
+    """ASGI middleware: every response says which worker answered (``X-Worker-Pid``), and
+    bodies announced larger than MAX_BODY_BYTES are refused before they are read."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.pid = str(os.getpid()).encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            response = JSONResponse(
+                error_body("request_too_large", f"The request body is larger than {MAX_BODY_BYTES:,} bytes."),
+                status_code=413,
+                headers={"X-Worker-Pid": self.pid.decode()},
+            )
+            return await response(scope, receive, send)
+
+        async def send_with_pid(message):
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-worker-pid", self.pid)]
+            await send(message)
+
+        return await self.app(scope, receive, send_with_pid)
+
+
+def metrics_payload() -> bytes:
+    from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="memory-agent chat API",
+        version="1.0",
+        description="Chats with an agent whose memory lives in Postgres. Authenticate with `Authorization: Bearer <key>` "
+        "(or `X-API-Key`); keys come from `memory-agent keys create --user <you>`. Errors are "
+        '`{"error": {"code", "message"}}`.',
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(WorkerHeaders)
+    app.include_router(chats_router)
+    app.include_router(memory_router)
+
+    @app.get("/personas", response_model=PersonaList, tags=["system"])
+    async def list_personas():
+        return PersonaList(personas=[PersonaOut(name=p.name, title=p.title, description=p.description) for p in prompts.personas().values()])
+
+    @app.get("/healthz", response_model=Health, tags=["system"], responses={503: {"model": Health}})
+    async def health(services: Services = Depends(get_services)):
+        try:
+            async with services.backend.pool.connection(timeout=5) as conn:
+                await conn.execute("SELECT 1")
+        except Exception as exc:
+            body = Health(status="unavailable", database=f"{type(exc).__name__}: {exc}"[:300], worker_pid=os.getpid())
+            return JSONResponse(body.model_dump(), status_code=503)
+        return Health(status="ok", database="ok", worker_pid=os.getpid())
+
+    @app.get("/metrics", tags=["system"], response_class=Response)
+    async def metrics():
+        """Prometheus metrics of all workers: turns, node latency, tokens in/out, memories written, failures."""
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(metrics_payload(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", include_in_schema=False)
+    async def index():
+        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    return app

@@ -1,0 +1,67 @@
+"""Who is calling (API key → user) and whether they may touch a chat.
+
+A key comes as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>`` and maps to
+its user through :func:`memory.api_keys.verify_key` (401 when missing, unknown or
+revoked). A chat belongs to the user whose ``chats`` namespace records it: another
+user's chat is 403, a chat nobody has is 404.
+
+``MEMORY_AGENT_AUTH=off`` switches keys off for local development: every caller is
+user ``local``. The default is on.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import Depends
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from app.http_errors import ApiError
+from app.http_services import Services, get_services
+from memory.api_keys import verify_key
+from memory.chat_admin import chat_owner
+from memory.schemas import ChatRecord
+from memory.user_memory import get_chat
+
+AUTH_ENV = "MEMORY_AGENT_AUTH"
+LOCAL_USER = "local"
+
+bearer = HTTPBearer(auto_error=False, description="An API key from `memory-agent keys create --user <you>`.")
+api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same API key, as a header.")
+
+
+def auth_enabled() -> bool:
+    return os.environ.get(AUTH_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def current_user(
+    services: Services = Depends(get_services),
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+    header_key: str | None = Depends(api_key_header),
+) -> str:
+    if not services.auth_enabled:
+        return LOCAL_USER
+    key = (credentials.credentials if credentials else None) or header_key
+    if not key:
+        raise _unauthorized(
+            "Missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`. "
+            "Create one with `memory-agent keys create --user <you>`."
+        )
+    user = await verify_key(services.backend.pool, key.strip())
+    if user is None:
+        raise _unauthorized("Unknown or revoked API key.")
+    return user
+
+
+async def owned_chat(chat_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)) -> ChatRecord:
+    """The caller's chat ``chat_id``: 404 when no one has it, 403 when it is someone else's."""
+    chat = await get_chat(services.backend.store, user, chat_id)
+    if chat is not None:
+        return chat
+    if await chat_owner(services.backend.pool, chat_id) is not None:
+        raise ApiError(403, "forbidden", "This chat belongs to another user.")
+    raise ApiError(404, "not_found", f"No chat with id {chat_id}.")

@@ -1,0 +1,88 @@
+"""Every error of the chat API has one JSON shape: ``{"error": {"code", "message"}}``.
+
+Codes clients can branch on:
+401 ``unauthorized`` · 403 ``forbidden`` · 404 ``not_found`` · 409 ``reply_in_progress``,
+``confirmation_pending``, ``no_pending_confirmation`` · 413 ``message_too_long`` ·
+422 ``invalid_message``, ``invalid_request`` · 500 ``internal_error`` · 503 ``database_unavailable``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memory.errors import DatabaseUnreachable, InvalidMessage, MemoryAgentError
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+
+
+def error_body(code: str, message: str, **extra) -> dict:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"{what} not found.")
+
+
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "Invalid request: " + "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError):
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
+        return JSONResponse(error_body("invalid_request", _describe_validation(exc), details=details), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(InvalidMessage)
+    async def _invalid_message(request: Request, exc: InvalidMessage):
+        return JSONResponse(error_body("invalid_message", str(exc)), status_code=422)
+
+    @app.exception_handler(DatabaseUnreachable)
+    async def _db_down(request: Request, exc: DatabaseUnreachable):
+        return JSONResponse(error_body("database_unavailable", str(exc)), status_code=503)
+
+    @app.exception_handler(psycopg.OperationalError)
+    async def _db_error(request: Request, exc: psycopg.OperationalError):
+        log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(error_body("database_unavailable", "The database is not reachable right now; try again shortly."), status_code=503)
+
+    @app.exception_handler(MemoryAgentError)
+    async def _agent_error(request: Request, exc: MemoryAgentError):
+        return JSONResponse(error_body("agent_error", str(exc)), status_code=500)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body("internal_error", f"Internal error ({type(exc).__name__})."), status_code=500)

@@ -1,0 +1,368 @@
+"""Chat routes: every chat is a LangGraph thread (thread_id = chat id) owned by one user.
+
+Turns run the compiled graph with ``Context(user_id=<caller>, persona=<chat persona>)``
+through :mod:`graph.turn_runner`; replies stream as Server-Sent Events (:mod:`app.sse`).
+
+- One reply at a time per chat (409 ``reply_in_progress``), enforced in Postgres so it
+  holds across workers: one writer per thread keeps the checkpoint chain linear.
+- A chat waiting for a task-change confirmation takes no new message (409
+  ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call
+  would be left in the history.
+- ``/stop`` discards the running reply and its user message; see graph.turn_runner.
+- Editing a user message forks the thread at the checkpoint before that message and
+  answers the edited text there; the later messages leave the thread's current
+  branch (and the model's view). Memories learned from them stay in the user's
+  memory, where they can be corrected through /memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Depends, Query
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.types import Command
+
+import prompts
+from app.http_auth import current_user, owned_chat
+from app.http_errors import ApiError
+from app.http_schemas import (
+    ChatCreate,
+    ChatDetail,
+    ChatList,
+    ChatSearchResult,
+    ChatSummary,
+    Deleted,
+    ErrorResponse,
+    MessageIn,
+    MessageOut,
+    ModelView,
+    PendingInterrupt,
+    ResumeIn,
+    SearchHit,
+    StopResult,
+    ToolCallOut,
+)
+from app.http_services import Services, get_services
+from app.sse import EVENTS_DOC, sse_response
+from graph.compaction import model_view
+from graph.input_validation import validate_user_text
+from graph.messages import text_of
+from graph.turn_runner import TurnSpec
+from memory import chat_runs
+from memory.chat_admin import delete_chat
+from memory.chat_search import FORMULA, RankedChat, find_chat
+from memory.errors import InvalidMessage
+from memory.schemas import ChatRecord, SummaryBoard
+from memory.user_memory import list_chats, put_chat
+
+router = APIRouter(tags=["chats"])
+
+SNIPPET_CHARS = 200
+STOP_WAIT_SECONDS = 15.0
+
+_ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404)}
+_TURN_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+
+
+# --------------------------------------------------------------------------- helpers
+def chat_summary(chat: ChatRecord) -> ChatSummary:
+    return ChatSummary(
+        id=chat.thread_id,
+        title=chat.title,
+        persona=chat.persona or "assistant",
+        summary_snippet=chat.summary_text[:SNIPPET_CHARS],
+        message_count=chat.message_count,
+        created_at=chat.created_at,
+        last_activity=chat.last_activity,
+    )
+
+
+def config_of(chat_id: str) -> dict:
+    return {"configurable": {"thread_id": chat_id}}
+
+
+def checked_text(text: str, max_chars: int) -> str:
+    """413 for an oversized message, 422 for any other refusal (empty, NUL…)."""
+    if isinstance(text, str) and len(text) > max_chars:
+        raise ApiError(
+            413,
+            "message_too_long",
+            f"The message is too long: {len(text):,} characters, the limit is {max_chars:,}. "
+            "Split it, or ingest it as a document with `memory-agent ingest`.",
+        )
+    try:
+        return validate_user_text(text, max_chars)
+    except InvalidMessage as exc:
+        raise ApiError(422, "invalid_message", str(exc)) from exc
+
+
+def _role(message: BaseMessage) -> str:
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, SystemMessage):
+        return "system"
+    return "assistant"
+
+
+def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return MessageOut(
+        id=message.id or "",
+        role=_role(message),
+        content=text_of(message),
+        tool_calls=[ToolCallOut(id=c.get("id"), name=c["name"], args=c.get("args") or {}) for c in calls],
+        tool_name=message.name if isinstance(message, ToolMessage) else None,
+        in_model_view=message.id in visible,
+    )
+
+
+async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
+    state = await services.graph.aget_state(config_of(chat.thread_id))
+    values = state.values or {}
+    messages = list(values.get("messages", []))
+    cursor = values.get("summarized_through")
+    view = model_view(messages, cursor)
+    board = SummaryBoard.model_validate(values.get("summary") or {})
+    active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
+    return ChatDetail(
+        chat=chat_summary(chat),
+        messages=[message_out(m, {v.id for v in view}) for m in messages],
+        summary=board,
+        model_view=ModelView(
+            summary=board.render(),
+            summarized_through=cursor,
+            summary_folds=values.get("summary_folds", 0),
+            message_ids=[m.id for m in view],
+        ),
+        pending_interrupts=[PendingInterrupt(id=i.id, value=i.value) for i in (state.interrupts or ())],
+        running=active is not None,
+    )
+
+
+async def claim(services: Services, chat_id: str, user: str, kind: str) -> str:
+    try:
+        return await services.runs.claim(chat_id, user, kind)
+    except chat_runs.RunInProgress as exc:
+        raise ApiError(
+            409,
+            "reply_in_progress",
+            f"A reply is still running on this chat ({exc.run.kind}, {exc.run.status}). Wait for it, or POST "
+            f"/chats/{chat_id}/stop. One writer per chat keeps its history linear.",
+        ) from exc
+
+
+async def release(services: Services, run_id: str) -> None:
+    await chat_runs.finish(services.backend.pool, run_id, "released")
+
+
+@asynccontextmanager
+async def claimed(services: Services, chat_id: str, user: str, kind: str) -> AsyncIterator[str]:
+    """Claim the chat for a run; released again if anything fails before the run is launched."""
+    run_id = await claim(services, chat_id, user, kind)
+    try:
+        yield run_id
+    except BaseException:
+        await asyncio.shield(release(services, run_id))
+        raise
+
+
+def turn_spec(chat: ChatRecord, user: str, kind: str, graph_input, *, user_text: str = "", fork_from: dict | None = None) -> TurnSpec:
+    return TurnSpec(
+        thread_id=chat.thread_id,
+        user_id=user,
+        persona=chat.persona or "assistant",
+        kind=kind,
+        graph_input=graph_input,
+        fork_from=fork_from,
+        user_text=user_text,
+    )
+
+
+def new_user_message(text: str) -> dict:
+    return {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}
+
+
+def hit(r: RankedChat) -> SearchHit:
+    return SearchHit(chat=chat_summary(r.chat), similarity=r.similarity, recency=r.recency, score=r.score)
+
+
+# --------------------------------------------------------------------------- list, create, search
+@router.get("/chats", response_model=ChatList, responses=_ERRORS)
+async def list_user_chats(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """The caller's chats, most recently active first."""
+    return ChatList(chats=[chat_summary(c) for c in await list_chats(services.backend.store, user)])
+
+
+@router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
+async def create_chat(body: ChatCreate, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Create a chat. Each of ``messages`` is answered as a full turn (not streamed) before this returns."""
+    if body.persona not in prompts.personas():
+        raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
+    texts = [checked_text(t, services.max_message_chars) for t in body.messages]
+    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=(body.title or "").strip() or "New chat", persona=body.persona)
+    await put_chat(services.backend.store, user, chat)
+    for text in texts:
+        async with claimed(services, chat.thread_id, user, "create") as run_id:
+            handle = services.runs.launch(run_id, turn_spec(chat, user, "create", new_user_message(text), user_text=text))
+        events = await handle.collect()
+        if not events or events[-1][0] != "done":
+            break  # a confirmation is pending, or the turn failed: the history shows how far it got
+    record = await owned_chat(chat.thread_id, user, services)
+    return await chat_detail(services, record)
+
+
+@router.get("/chats/search", response_model=ChatSearchResult, responses=_ERRORS)
+async def search_user_chats(
+    q: str = Query(..., min_length=1, max_length=500, description="What the chat was about."),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Find a chat by topic: one clear match, or several scored candidates to choose from."""
+    if not q.strip():
+        raise ApiError(422, "invalid_request", "The search query is empty.")
+    found = await find_chat(services.backend.store, user, q)
+    return ChatSearchResult(
+        query=q,
+        outcome=found.outcome,
+        match=hit(found.match) if found.match else None,
+        candidates=[hit(c) for c in found.candidates],
+        formula=FORMULA,
+    )
+
+
+# --------------------------------------------------------------------------- one chat
+@router.get("/chats/{chat_id}", response_model=ChatDetail, responses=_ERRORS)
+async def get_chat_detail(chat: ChatRecord = Depends(owned_chat), services: Services = Depends(get_services)):
+    """Full history for the UI, the summary board, and the compacted view the model sees."""
+    return await chat_detail(services, chat)
+
+
+@router.delete("/chats/{chat_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})
+async def delete_user_chat(
+    chat: ChatRecord = Depends(owned_chat), user: str = Depends(current_user), services: Services = Depends(get_services)
+):
+    """Delete the chat: its checkpoints (all tables), its record and its run rows."""
+    async with claimed(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
+        await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
+    return Deleted(deleted={"chats": 1})
+
+
+@router.post("/chats/{chat_id}/messages", responses={200: EVENTS_DOC, **_TURN_ERRORS})
+async def send_message(
+    body: MessageIn,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Send a message; the reply streams back as Server-Sent Events."""
+    text = checked_text(body.text, services.max_message_chars)
+    async with claimed(services, chat.thread_id, user, "message") as run_id:
+        state = await services.graph.aget_state(config_of(chat.thread_id))
+        if state.interrupts:
+            raise ApiError(
+                409,
+                "confirmation_pending",
+                f"The agent is waiting for a confirmation on this chat; answer it with POST /chats/{chat.thread_id}/resume first.",
+            )
+        handle = services.runs.launch(run_id, turn_spec(chat, user, "message", new_user_message(text), user_text=text))
+    return sse_response(handle)
+
+
+@router.post("/chats/{chat_id}/resume", responses={200: EVENTS_DOC, **_ERRORS, 409: {"model": ErrorResponse}})
+async def resume_chat(
+    body: ResumeIn,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Answer a pending confirmation (``Command(resume={"approved": …})``); streams like /messages."""
+    async with claimed(services, chat.thread_id, user, "resume") as run_id:
+        state = await services.graph.aget_state(config_of(chat.thread_id))
+        pending = list(state.interrupts or ())
+        answer = {"approved": body.approved}
+        if not pending:
+            raise ApiError(409, "no_pending_confirmation", "Nothing on this chat is waiting for a confirmation.")
+        if body.interrupt_id is not None:
+            if body.interrupt_id not in {i.id for i in pending}:
+                raise ApiError(404, "not_found", f"No pending confirmation with id {body.interrupt_id}.")
+            command = Command(resume={body.interrupt_id: answer})
+        elif len(pending) == 1:
+            command = Command(resume=answer)
+        else:  # several changes proposed at once: the same answer for all
+            command = Command(resume={i.id: answer for i in pending})
+        handle = services.runs.launch(run_id, turn_spec(chat, user, "resume", command))
+    return sse_response(handle)
+
+
+@router.post("/chats/{chat_id}/stop", response_model=StopResult, responses=_ERRORS)
+async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services = Depends(get_services)):
+    """Stop the reply being generated (from any worker) and wait until it is taken back."""
+    pool = services.backend.pool
+    run = await chat_runs.request_stop(pool, chat.thread_id)
+    if run is None:
+        active = await chat_runs.active_run(pool, chat.thread_id)
+        if active is not None and active.status == "committing":
+            return StopResult(stopped=False, status="finished", run_id=active.run_id, message="The reply had already finished; memory is being updated.")
+        return StopResult(stopped=False, status="idle", run_id=active.run_id if active else None, message="No reply is running on this chat.")
+    services.runs.stop_local(run.run_id)  # at once when this worker runs it; otherwise its poller sees the row
+    final = await chat_runs.wait_until_final(pool, run.run_id, timeout=STOP_WAIT_SECONDS)
+    status = final.status if final else "stopped"
+    messages = {
+        "stopped": "Stopped. The reply and its message were discarded.",
+        "finished": "The reply had already finished.",
+    }
+    return StopResult(stopped=status == "stopped", status=status, run_id=run.run_id, message=messages.get(status, f"The run is {status}."))
+
+
+@router.put("/chats/{chat_id}/messages/{message_id}", responses={200: EVENTS_DOC, **_TURN_ERRORS})
+async def edit_message(
+    message_id: str,
+    body: MessageIn,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Edit a user message and regenerate from there (a fork of the thread); streams like /messages."""
+    text = checked_text(body.text, services.max_message_chars)
+    async with claimed(services, chat.thread_id, user, "edit") as run_id:
+        base = await checkpoint_before(services.graph, chat.thread_id, message_id)
+        handle = services.runs.launch(run_id, turn_spec(chat, user, "edit", new_user_message(text), user_text=text, fork_from=base))
+    return sse_response(handle)
+
+
+async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:
+    """Config of the checkpoint just before ``message_id`` entered the thread's current branch."""
+    head = await graph.aget_state(config_of(chat_id))
+    target = next((m for m in head.values.get("messages", []) if m.id == message_id), None)
+    if target is None:
+        raise ApiError(404, "not_found", f"No message {message_id} in this chat.")
+    if not isinstance(target, HumanMessage):
+        raise ApiError(422, "invalid_request", "Only user messages can be edited.")
+    # History lists every branch of the thread: follow parent links from the head instead.
+    snapshots = {s.config["configurable"]["checkpoint_id"]: s async for s in graph.aget_state_history(config_of(chat_id))}
+    snap = head
+    while snap is not None and any(m.id == message_id for m in snap.values.get("messages", [])):
+        parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        snap = snapshots.get(parent) if parent else None
+    if snap is None:
+        raise ApiError(409, "history_unavailable", "The checkpoint before this message is gone; it cannot be edited.")
+    # That is the turn's input checkpoint; its parent is where the previous turn ended (a cleaner fork point).
+    parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    if snap.next == ("__start__",) and parent in snapshots:
+        snap = snapshots[parent]
+    return snap.config
+
+
+async def stop_all_user_runs(services: Services, user: str) -> None:
+    """Used by DELETE /me: stop the user's replies everywhere and wait for them to end."""
+    pool = services.backend.pool
+    runs = await chat_runs.request_stop_for_user(pool, user)
+    for run in runs:
+        services.runs.stop_local(run.run_id)
+    await asyncio.gather(*(chat_runs.wait_until_final(pool, r.run_id, timeout=STOP_WAIT_SECONDS) for r in runs))

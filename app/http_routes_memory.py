@@ -1,0 +1,195 @@
+"""What the agent remembers about the caller: view, correct, delete; and forgetting the caller.
+
+Edits take the user's memory write lock (memory.user_write_lock), the same one the
+agent's memory update holds, so an edit and an extraction never interleave their
+read-modify-write steps. PATCH of a fact or task re-embeds it (a store put).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query
+
+from app.http_auth import current_user
+from app.http_errors import ApiError, not_found
+from app.http_routes_chats import stop_all_user_runs
+from app.http_schemas import (
+    Deleted,
+    ErrorResponse,
+    FactList,
+    FactPatch,
+    Me,
+    PreferencesPatch,
+    ProfilePatch,
+    TaskList,
+    TaskPatch,
+)
+from app.http_services import Services, get_services
+from memory.chat_admin import forget_user_everywhere
+from memory.namespaces import facts_ns, tasks_ns
+from memory.schemas import Fact, Preferences, Profile, Task, text_hash, utcnow
+from memory.user_memory import get_user_document, list_facts, list_tasks, put_fact, put_task, put_user_document
+
+router = APIRouter(tags=["memory"])
+_ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+
+
+# --------------------------------------------------------------------------- profile and preferences
+async def _patch_document(services: Services, user: str, part: str, changes: dict) -> dict:
+    async with services.locks.hold(user):
+        doc = await get_user_document(services.backend.store, user)
+        target = getattr(doc, part)
+        for name, value in changes.items():
+            if value is None and isinstance(getattr(target, name), list):
+                value = []  # null clears a list field too
+            setattr(target, name, value)
+        doc.updated_at = utcnow()
+        await put_user_document(services.backend.store, user, doc)
+    return getattr(doc, part)
+
+
+async def _reset_document(services: Services, user: str, part: str):
+    async with services.locks.hold(user):
+        doc = await get_user_document(services.backend.store, user)
+        setattr(doc, part, Profile() if part == "profile" else Preferences())
+        doc.updated_at = utcnow()
+        await put_user_document(services.backend.store, user, doc)
+    return getattr(doc, part)
+
+
+@router.get("/memory/profile", response_model=Profile, responses=_ERRORS)
+async def get_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    return (await get_user_document(services.backend.store, user)).profile
+
+
+@router.patch("/memory/profile", response_model=Profile, responses=_ERRORS)
+async def patch_profile(body: ProfilePatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Change the fields sent (null clears one)."""
+    return await _patch_document(services, user, "profile", {k: getattr(body, k) for k in body.model_fields_set})
+
+
+@router.delete("/memory/profile", response_model=Profile, responses=_ERRORS)
+async def delete_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Forget the whole profile (preferences stay)."""
+    return await _reset_document(services, user, "profile")
+
+
+@router.get("/memory/preferences", response_model=Preferences, responses=_ERRORS)
+async def get_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    return (await get_user_document(services.backend.store, user)).preferences
+
+
+@router.patch("/memory/preferences", response_model=Preferences, responses=_ERRORS)
+async def patch_preferences(body: PreferencesPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Change the fields sent (null clears one)."""
+    return await _patch_document(services, user, "preferences", {k: getattr(body, k) for k in body.model_fields_set})
+
+
+@router.delete("/memory/preferences", response_model=Preferences, responses=_ERRORS)
+async def delete_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Forget all preferences (the profile stays)."""
+    return await _reset_document(services, user, "preferences")
+
+
+# --------------------------------------------------------------------------- facts
+@router.get("/memory/facts", response_model=FactList, responses=_ERRORS)
+async def get_facts(
+    include_superseded: bool = Query(False, description="Also facts replaced by newer ones."),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    return FactList(facts=await list_facts(services.backend.store, user, include_superseded=include_superseded))
+
+
+async def _fact(services: Services, user: str, fact_id: str) -> Fact:
+    item = await services.backend.store.aget(facts_ns(user), fact_id)
+    if item is None:
+        raise not_found(f"Fact {fact_id}")
+    return Fact.model_validate(item.value)
+
+
+@router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ERRORS)
+async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Correct a fact; a new text is re-embedded, so recall finds it by its new meaning."""
+    async with services.locks.hold(user):
+        fact = await _fact(services, user, fact_id)
+        if body.text is not None:
+            if not body.text.strip():
+                raise ApiError(422, "invalid_request", "A fact's text cannot be empty.")
+            fact.text = body.text.strip()
+            fact.hash = text_hash(fact.text)
+        if body.importance is not None:
+            fact.importance = body.importance
+        if body.tags is not None:
+            fact.tags = sorted({t.strip() for t in body.tags if t.strip()})
+        fact.updated_at = utcnow()
+        await put_fact(services.backend.store, user, fact)
+    return fact
+
+
+@router.delete("/memory/facts/{fact_id}", response_model=Deleted, responses=_ERRORS)
+async def delete_fact(fact_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    async with services.locks.hold(user):
+        await _fact(services, user, fact_id)
+        await services.backend.store.adelete(facts_ns(user), fact_id)
+    return Deleted(deleted={"facts": 1})
+
+
+# --------------------------------------------------------------------------- tasks
+@router.get("/memory/tasks", response_model=TaskList, responses=_ERRORS)
+async def get_tasks(
+    include_done: bool = Query(True, description="Also completed tasks."),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    return TaskList(tasks=await list_tasks(services.backend.store, user, include_done=include_done))
+
+
+async def _task(services: Services, user: str, task_id: str) -> Task:
+    item = await services.backend.store.aget(tasks_ns(user), task_id)
+    if item is None:
+        raise not_found(f"Task {task_id}")
+    return Task.model_validate(item.value)
+
+
+@router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ERRORS)
+async def patch_task(task_id: str, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Change a task's description, status or due date (null clears the due date)."""
+    async with services.locks.hold(user):
+        task = await _task(services, user, task_id)
+        now = utcnow()
+        if body.description is not None:
+            if not body.description.strip():
+                raise ApiError(422, "invalid_request", "A task's description cannot be empty.")
+            task.description = body.description.strip()
+        if body.status is not None and body.status != task.status:
+            task.status = body.status
+            task.completed_at = now if body.status == "done" else None
+        if "due" in body.model_fields_set:
+            task.due = body.due
+        task.updated_at = now
+        await put_task(services.backend.store, user, task)
+    return task
+
+
+@router.delete("/memory/tasks/{task_id}", response_model=Deleted, responses=_ERRORS)
+async def delete_task(task_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    async with services.locks.hold(user):
+        await _task(services, user, task_id)
+        await services.backend.store.adelete(tasks_ns(user), task_id)
+    return Deleted(deleted={"tasks": 1})
+
+
+# --------------------------------------------------------------------------- the caller
+@router.get("/me", response_model=Me, tags=["me"], responses={401: {"model": ErrorResponse}})
+async def who_am_i(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    return Me(user_id=user, auth="on" if services.auth_enabled else "off")
+
+
+@router.delete("/me", response_model=Deleted, tags=["me"], responses={401: {"model": ErrorResponse}})
+async def forget_me(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Forget the caller entirely: chats and their checkpoints, all memory, API keys, run records.
+    The key used for this call stops working."""
+    await stop_all_user_runs(services, user)
+    async with services.locks.hold(user):
+        counts = await forget_user_everywhere(services.backend, user)
+    return Deleted(deleted=counts)

@@ -1,0 +1,205 @@
+"""Request and response bodies of the chat API (they make up its OpenAPI schema)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory.schemas import Fact, SummaryBoard, Task, TaskStatus
+
+MAX_FIRST_MESSAGES = 10
+
+
+# --------------------------------------------------------------------------- errors
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. reply_in_progress.")
+    message: str = Field(description="What happened and what to do, for people.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+# --------------------------------------------------------------------------- chats
+class ChatCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(None, max_length=200, description="Shown until the first summary, when the model titles the chat.")
+    persona: str = Field("assistant", description="A persona from GET /personas.")
+    messages: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_FIRST_MESSAGES,
+        description="First user messages. Each one is a full turn: answered by the agent, summarized and "
+        "mined for memories, in order, before the response returns (not streamed). A turn that asks "
+        "for a confirmation, or fails, stops the sequence: the rest are not sent, and the returned "
+        "history shows how far it got.",
+    )
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="The user's message (at most Context.max_message_chars characters).")
+
+
+class ResumeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool = Field(description="The answer to the pending confirmation.")
+    interrupt_id: str | None = Field(None, description="Which pending confirmation; all of them when omitted.")
+
+
+class ChatSummary(BaseModel):
+    id: str
+    title: str
+    persona: str
+    summary_snippet: str = Field(description="The start of the chat's searchable summary.")
+    message_count: int
+    created_at: datetime
+    last_activity: datetime
+
+
+class ChatList(BaseModel):
+    chats: list[ChatSummary]
+
+
+class ToolCallOut(BaseModel):
+    id: str | None
+    name: str
+    args: dict[str, Any]
+
+
+class MessageOut(BaseModel):
+    id: str
+    role: Literal["user", "assistant", "tool", "system"]
+    content: str
+    tool_calls: list[ToolCallOut] = Field(default_factory=list)
+    tool_name: str | None = None
+    in_model_view: bool = Field(description="False once the message is folded into the summary.")
+
+
+class ModelView(BaseModel):
+    """What the model is shown of this chat: the summary plus the messages after its cursor."""
+
+    summary: str
+    summarized_through: str | None
+    summary_folds: int
+    message_ids: list[str]
+
+
+class PendingInterrupt(BaseModel):
+    id: str
+    value: Any
+
+
+class ChatDetail(BaseModel):
+    chat: ChatSummary
+    messages: list[MessageOut]
+    summary: SummaryBoard
+    model_view: ModelView
+    pending_interrupts: list[PendingInterrupt]
+    running: bool = Field(description="A reply is being generated right now.")
+
+
+class SearchHit(BaseModel):
+    chat: ChatSummary
+    similarity: float
+    recency: float
+    score: float
+
+
+class ChatSearchResult(BaseModel):
+    query: str
+    outcome: Literal["one", "several", "none"] = Field(
+        description="one: a clear match (in `match`); several: ask the user which of `candidates`; none: nothing related."
+    )
+    match: SearchHit | None
+    candidates: list[SearchHit]
+    formula: str
+
+
+class StopResult(BaseModel):
+    stopped: bool
+    status: str = Field(description="stopped, finished (too late to stop), idle (nothing was running), or the run's status.")
+    run_id: str | None = None
+    message: str
+
+
+class Deleted(BaseModel):
+    deleted: dict[str, int]
+
+
+# --------------------------------------------------------------------------- memory
+class ProfilePatch(BaseModel):
+    """Only the fields sent change; null clears a field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    native_language: str | None = None
+    level: str | None = None
+    role: str | None = None
+    location: str | None = None
+    goals: list[str] | None = None
+
+
+class PreferencesPatch(BaseModel):
+    """Only the fields sent change; null clears a field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: str | None = None
+    answer_length: Literal["short", "medium", "long"] | None = None
+    code_examples: bool | None = None
+    tone: str | None = None
+    prefers_bullets: bool | None = None
+    other_notes: list[str] | None = None
+
+
+class FactPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(None, min_length=1, max_length=2000)
+    importance: Literal["low", "medium", "high"] | None = None
+    tags: list[str] | None = None
+
+
+class TaskPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = Field(None, min_length=1, max_length=2000)
+    status: TaskStatus | None = None
+    due: str | None = None
+
+
+class FactList(BaseModel):
+    facts: list[Fact]
+
+
+class TaskList(BaseModel):
+    tasks: list[Task]
+
+
+# --------------------------------------------------------------------------- misc
+class PersonaOut(BaseModel):
+    name: str
+    title: str
+    description: str
+
+
+class PersonaList(BaseModel):
+    personas: list[PersonaOut]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: str
+    worker_pid: int
+
+
+class Me(BaseModel):
+    user_id: str
+    auth: Literal["on", "off"]
+

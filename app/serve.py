@@ -1,0 +1,124 @@
+"""`memory-agent serve`: the chat API and the web page, on uvicorn with several workers.
+
+Before the workers start, this process prepares the database once (schema set-up in
+one place rather than racing in every worker) and, with auth on, makes sure the
+``local`` user has an API key: on the first start it creates one and prints it with
+a link that hands it to the web page (``/#key=…``: the fragment never leaves the
+browser; the page keeps the key in localStorage). Later starts print no key: create
+another with ``memory-agent keys create --user local``. The page also asks for a key
+when it has none. ``MEMORY_AGENT_AUTH=off`` turns keys off (every caller is ``local``).
+
+Metrics: PROMETHEUS_MULTIPROC_DIR is set to a fresh temporary directory (unless
+already set) so that /metrics on any worker reports the sum over all workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+LOCAL_USER = "local"
+LOCAL_KEY_LABEL = "web page (created by memory-agent serve)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-agent serve", description="Serve the chat API (FastAPI) and the web page.")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes (default 2)")
+    parser.add_argument("--pool-size", type=int, default=20, help="database connections per worker (default 20)")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    return parser
+
+
+async def prepare_database(url: str, auth_on: bool) -> str | None:
+    """Set up every table once; return a new key for the local user if it has none."""
+    from memory import api_keys, chat_runs
+    from memory.backend import open_memory
+
+    async with open_memory(url, max_pool_size=2) as backend:
+        await chat_runs.setup(backend.pool)
+        if not auth_on:
+            return None
+        keys = await api_keys.list_keys(backend.pool, LOCAL_USER)
+        if any(k.revoked_at is None for k in keys):
+            return None
+        return await api_keys.create_key(backend.pool, LOCAL_USER, LOCAL_KEY_LABEL)
+
+
+def metrics_directory() -> tuple[Path, bool]:
+    """The multiprocess metrics directory, emptied; and whether we created it (and remove it at exit)."""
+    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if configured:
+        path = Path(configured)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):  # figures of an earlier run would be added in
+            stale.unlink()
+        return path, False
+    path = Path(tempfile.mkdtemp(prefix="memory-agent-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path, True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from app.http_auth import auth_enabled
+    from memory.postgres import database_url, describe_location
+
+    url = database_url()  # starts the embedded Postgres when DATABASE_URL is unset
+    location = describe_location(url)
+    os.environ["DATABASE_URL"] = url  # the workers use this very database
+    os.environ["MEMORY_AGENT_POOL_SIZE"] = str(args.pool_size)
+    new_key = asyncio.run(prepare_database(url, auth_enabled()))
+
+    base = f"http://{args.host}:{args.port}"
+    print(f"memory-agent serve: {base}  ({args.workers} workers, {location})", flush=True)
+    if not auth_enabled():
+        print("Auth is off (MEMORY_AGENT_AUTH=off): every caller is user 'local'.", flush=True)
+    elif new_key:
+        print(f"API key for user '{LOCAL_USER}' (shown once):\n    {new_key}", flush=True)
+        print(f"Open the web page with it: {base}/#key={new_key}", flush=True)
+    else:
+        print(
+            f"The web page asks for an API key. User '{LOCAL_USER}' has one already; "
+            f"make another with `memory-agent keys create --user {LOCAL_USER}`.",
+            flush=True,
+        )
+    metrics_dir, created = metrics_directory()
+    # uvicorn re-raises SIGTERM once it has shut down; turn it into an exit that runs `finally`.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        uvicorn.run(
+            "app.http_app:create_app",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=15,
+        )
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if created:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0
+
+
+def _exit_on_signal(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Server-Sent Events: one ``event:`` + ``data:`` (JSON) block per event, a comment as keep-alive.
+
+Replies are sent with POST, so browsers read them with ``fetch`` and a stream reader
+rather than ``EventSource``; the wire format is the standard one either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import AsyncIterator
+
+from fastapi.responses import StreamingResponse
+
+from graph.active_runs import RunHandle
+
+KEEPALIVE_SECONDS = 15.0
+
+EVENTS_DOC = {
+    "description": "Server-Sent Events: `token` {text}, `memory` {facts_added, …, described}, "
+    "`summary` {folded_messages, summary}, `interrupt` {run_id, interrupts: [{id, value}]}, "
+    "`done` {run_id, message_id, user_message_id, reply, usage, tokens_in, tokens_out, memory_written, elapsed_ms}, "
+    "`error` {code, message, text?}: codes stopped, reply_failed, turn_failed, refused, memory_update_failed "
+    "(`text` gives a discarded message back). "
+    "Exactly one of done, interrupt or error ends the stream.",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+
+
+def format_event(name: str, data: dict) -> str:
+    payload = json.dumps(data, ensure_ascii=False, default=str)
+    return f"event: {name}\ndata: {payload}\n\n"
+
+
+async def event_stream(handle: RunHandle) -> AsyncIterator[str]:
+    while True:
+        try:
+            # Queue.get is safe to time out: no event is lost.
+            item = await asyncio.wait_for(handle.queue.get(), KEEPALIVE_SECONDS)
+        except asyncio.TimeoutError:
+            yield ": keep-alive\n\n"
+            continue
+        if item is None:
+            return
+        yield format_event(*item)
+
+
+def sse_response(handle: RunHandle) -> StreamingResponse:
+    return StreamingResponse(
+        event_stream(handle),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Run-Id": handle.run_id},
+    )

@@ -1,0 +1,134 @@
+"""Who owns a chat, taking a turn back, deleting a chat, and forgetting a user everywhere.
+
+A chat is a LangGraph thread (``thread_id`` = chat id) whose owner is recorded by
+its record in the owner's ``chats`` store namespace.
+
+Taking a turn back (a stopped or failed reply): checkpoint ids are time-ordered
+(uuid6), the same order the saver lists them in, so everything a run wrote is what
+is newer than the thread's head when it started: newer checkpoints, their pending
+writes, writes added to the head itself (a resume answer), and blobs no remaining
+checkpoint points to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from psycopg_pool import AsyncConnectionPool
+
+from memory import api_keys, chat_runs
+from memory.namespaces import ROOT, chats_ns, user_root
+
+GC_BLOBS = """
+DELETE FROM checkpoint_blobs b
+WHERE b.thread_id = %s AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c
+    WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+      AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version
+)
+"""
+
+
+def _prefix(namespace: tuple[str, ...]) -> str:
+    return ".".join(namespace)  # how the Postgres store keys namespaces
+
+
+async def chat_owner(pool: AsyncConnectionPool, thread_id: str) -> str | None:
+    """The user whose ``chats`` namespace records this thread, or None."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT prefix FROM store WHERE key = %s AND left(prefix, %s) = %s AND right(prefix, 6) = '.chats'",
+                (thread_id, len(ROOT) + 1, ROOT + "."),
+            )
+        ).fetchall()
+    owners = [r["prefix"].split(".")[1] for r in rows if r["prefix"].count(".") == 2]
+    return owners[0] if owners else None
+
+
+@dataclass(frozen=True)
+class ThreadMark:
+    """The head of a thread before a run: what a rollback returns to."""
+
+    thread_id: str
+    checkpoint_id: str | None
+    head_writes: frozenset[str] = field(default_factory=frozenset)
+
+
+async def mark_thread(pool: AsyncConnectionPool, thread_id: str) -> ThreadMark:
+    async with pool.connection() as conn:
+        head = await (
+            await conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_id,),
+            )
+        ).fetchone()
+        if head is None:
+            return ThreadMark(thread_id, None)
+        writes = await (
+            await conn.execute(
+                "SELECT task_id || ':' || idx AS k FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s",
+                (thread_id, head["checkpoint_id"]),
+            )
+        ).fetchall()
+    return ThreadMark(thread_id, head["checkpoint_id"], frozenset(r["k"] for r in writes))
+
+
+async def rollback_thread(pool: AsyncConnectionPool, mark: ThreadMark) -> list[str]:
+    """Remove everything written to the thread after ``mark``, in one transaction; the removed checkpoint ids."""
+    tid = mark.thread_id
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            if mark.checkpoint_id is None:
+                await conn.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s", (tid,))
+                cur = await conn.execute("DELETE FROM checkpoints WHERE thread_id = %s RETURNING checkpoint_id", (tid,))
+            else:
+                await conn.execute(
+                    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id > %s", (tid, mark.checkpoint_id)
+                )
+                await conn.execute(
+                    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s "
+                    "AND NOT (task_id || ':' || idx = ANY(%s))",
+                    (tid, mark.checkpoint_id, list(mark.head_writes)),
+                )
+                cur = await conn.execute(
+                    "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s RETURNING checkpoint_id",
+                    (tid, mark.checkpoint_id),
+                )
+            removed = [r["checkpoint_id"] for r in await cur.fetchall()]
+            await conn.execute(GC_BLOBS, (tid,))
+    return removed
+
+
+async def delete_chat(backend, user_id: str, thread_id: str) -> None:
+    """The thread's checkpoints (all three tables), its record in the chats namespace, its run rows."""
+    await backend.checkpointer.adelete_thread(thread_id)
+    await backend.store.adelete(chats_ns(user_id), thread_id)
+    await chat_runs.delete_thread_runs(backend.pool, thread_id)
+
+
+async def user_thread_ids(backend, user_id: str) -> set[str]:
+    """Every thread of the user: recorded chats plus any thread a run of theirs touched."""
+    root = _prefix(chats_ns(user_id))
+    async with backend.pool.connection() as conn:
+        rows = await (await conn.execute("SELECT key FROM store WHERE prefix = %s", (root,))).fetchall()
+    return {r["key"] for r in rows} | await chat_runs.user_threads(backend.pool, user_id)
+
+
+async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
+    """Delete everything of one user: threads and checkpoints, every store namespace under
+    ``("users", user_id)`` (vectors go with their items), API keys and run rows."""
+    threads = await user_thread_ids(backend, user_id)
+    for thread_id in threads:
+        await backend.checkpointer.adelete_thread(thread_id)
+    root = _prefix(user_root(user_id))
+    async with backend.pool.connection() as conn:
+        # left() instead of LIKE: a user id may contain LIKE wildcards (_ and %).
+        cur = await conn.execute(
+            "DELETE FROM store WHERE prefix = %s OR left(prefix, %s) = %s", (root, len(root) + 1, root + ".")
+        )
+        items = cur.rowcount
+    keys = await api_keys.delete_user_keys(backend.pool, user_id)
+    runs = await chat_runs.delete_user_runs(backend.pool, user_id)
+    return {"chats": len(threads), "memories": items, "api_keys": keys, "runs": runs}

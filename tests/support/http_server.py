@@ -1,0 +1,356 @@
+"""Live-server helpers for the HTTP tests: `memory-agent serve` as a subprocess, SSE reading, keys.
+
+The server runs exactly as users run it (``python -m app.cli serve``, uvicorn with
+several workers) against a real Postgres database of the test session. The only
+thing a test may choose is the chat model: ``MEMORY_AGENT_MODEL`` in the server's
+environment, and :func:`register_test_models`, loaded into every worker through
+``MEMORY_AGENT_MODEL_PLUGINS``, which adds ``http-test``:
+
+- the offline model, except that a user message containing ``[slow]`` is answered
+  at 150 ms a word (so a test can stop it mid-stream; ``MEMORY_AGENT_TEST_WORD_DELAY_MS``
+  paces every reply instead, for the web page), and
+- a message starting with ``[task] <description>`` makes the reply call the
+  ``add_task`` tool, which asks for a confirmation (an interrupt);
+- a message containing ``[fail]`` makes the reply fail after two streamed words
+  (a provider error mid-stream).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+import httpx
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEST_MODEL = "http-test"
+PLUGIN = "tests.support.http_server:register_test_models"
+SLOW_CUE, TASK_CUE, FAIL_CUE = "[slow]", "[task]", "[fail]"
+WORD_DELAY_ENV = "MEMORY_AGENT_TEST_WORD_DELAY_MS"
+
+
+# --------------------------------------------------------------------------- the server-side test model
+def _current_user_text(messages) -> str:
+    human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+    return str(human.content) if human is not None else ""
+
+
+def _is_chat_reply(messages) -> bool:
+    from graph.prompt_builder import USER_CONTEXT_HEADER
+
+    return any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in str(m.content) for m in messages)
+
+
+def _wants_task(messages) -> str | None:
+    """The task description when this reply call should propose one (no tool result yet this turn)."""
+    if not _is_chat_reply(messages):
+        return None
+    last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+    if any(isinstance(m, ToolMessage) for m in messages[last_human:]):
+        return None
+    text = str(messages[last_human].content).strip()
+    return text[len(TASK_CUE) :].strip() if text.startswith(TASK_CUE) else None
+
+
+def _make_test_model():
+    from llm.slow_offline_model import SlowOfflineChatModel
+
+    class HttpTestModel(SlowOfflineChatModel):
+        model_name: str = TEST_MODEL
+        delay_ms: int = 150
+
+        def delay_for(self, messages) -> float:
+            if not _is_chat_reply(messages):
+                return 0.0
+            if SLOW_CUE in _current_user_text(messages):
+                return self.delay_ms / 1000
+            return int(os.environ.get(WORD_DELAY_ENV, "0")) / 1000
+
+        def _tool_call(self, description: str) -> dict:
+            return {"name": "add_task", "args": {"description": description}, "id": f"call_{uuid.uuid4().hex[:8]}"}
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+            description = _wants_task(messages)
+            if description is None:
+                return super()._generate(messages, stop, run_manager, **kwargs)
+            message = AIMessage(content="", tool_calls=[self._tool_call(description)])
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+        async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+            description = _wants_task(messages)
+            if description is None:
+                failing = _is_chat_reply(messages) and FAIL_CUE in _current_user_text(messages)
+                sent = 0
+                async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+                    if failing and sent == 2:
+                        raise RuntimeError("the model provider went away")
+                    sent += 1
+                    yield chunk
+                return
+            call = self._tool_call(description)
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[{"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": 0}],
+                    chunk_position="last",
+                )
+            )
+
+    return HttpTestModel()
+
+
+def register_test_models() -> None:
+    from llm.chat_model import register_model
+
+    register_model(TEST_MODEL, _make_test_model())
+
+
+# --------------------------------------------------------------------------- the server process
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    url: str
+    database_url: str
+    workers: int
+    process: subprocess.Popen
+    log_path: Path
+    local_key: str | None = None
+    worker_pids: set[int] = field(default_factory=set)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self, key: str | None = None, *, fresh_connections: bool = False, timeout: float = 60) -> httpx.Client:
+        """A client for this server; ``fresh_connections`` opens a new TCP connection per request,
+        so the kernel may hand each to another worker."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        limits = httpx.Limits(max_keepalive_connections=0) if fresh_connections else httpx.Limits()
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout, limits=limits)
+
+    def async_client(self, key: str | None = None, *, timeout: float = 120) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout, limits=httpx.Limits(max_connections=200))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()  # uvicorn shuts its workers down gracefully
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.log_path.unlink(missing_ok=True)
+
+
+def server_env(database_url: str, model: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PROMETHEUS_MULTIPROC_DIR")}
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "MEMORY_AGENT_MODEL": model,
+            "MEMORY_AGENT_MODEL_PLUGINS": PLUGIN,
+            "PYTHONUNBUFFERED": "1",
+            "HF_HUB_OFFLINE": "1",
+            "LANGSMITH_TRACING": "false",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+def start_server(database_url: str, *, model: str = TEST_MODEL, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 180) -> LiveServer:
+    """Start ``memory-agent serve`` and return once every worker answers /healthz."""
+    port = free_port()
+    log_path = Path(tempfile.mkstemp(prefix="ma-serve-", suffix=".log")[1])
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+        cwd=REPO_ROOT,
+        env=server_env(database_url, model, env),
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    log_file.close()  # the child has its own copy of the descriptor
+    server = LiveServer(f"http://127.0.0.1:{port}", database_url, workers, process, log_path)
+    deadline = time.monotonic() + timeout
+    with server.client(fresh_connections=True, timeout=5) as client:
+        while len(server.worker_pids) < workers:
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited with {process.returncode}:\n{server.log()}")
+            if time.monotonic() > deadline:
+                server.stop()
+                raise TimeoutError(f"the server's {workers} workers did not all answer within {timeout}s:\n{server.log()}")
+            try:
+                response = client.get("/healthz")
+                if response.status_code == 200:
+                    server.worker_pids.add(int(response.headers["x-worker-pid"]))
+                    continue
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+    found = re.search(r"\b(ma_[0-9a-f]{8}_[A-Za-z0-9_-]+)", server.log())
+    server.local_key = found.group(1) if found else None
+    return server
+
+
+# --------------------------------------------------------------------------- API keys
+async def create_keys(database_url: str, users: list[str]) -> dict[str, str]:
+    """One API key per user, straight into the server's database."""
+    from memory import api_keys
+    from memory.postgres import open_pool
+
+    pool = await open_pool(database_url, max_size=2)
+    try:
+        return {user: await api_keys.create_key(pool, user, "test") for user in users}
+    finally:
+        await pool.close()
+
+
+def new_user() -> str:
+    return f"u{uuid.uuid4().hex[:12]}"
+
+
+# --------------------------------------------------------------------------- Server-Sent Events
+@dataclass
+class Event:
+    name: str
+    data: dict[str, Any]
+
+
+def parse_events(lines: Iterator[str]) -> Iterator[Event]:
+    name, data = None, []
+    for line in lines:
+        if line == "":
+            if data:
+                yield Event(name or "message", json.loads("\n".join(data)))
+            name, data = None, []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+
+
+def stream(client: httpx.Client, method: str, path: str, body: dict) -> list[Event]:
+    """Send a request whose reply is SSE and read the stream to its end (raises for an HTTP error)."""
+    with client.stream(method, path, json=body) as response:
+        if response.status_code != 200:
+            response.read()
+            raise HttpError(response)
+        return list(parse_events(response.iter_lines()))
+
+
+async def astream(client: httpx.AsyncClient, method: str, path: str, body: dict) -> list[Event]:
+    async with client.stream(method, path, json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            raise HttpError(response)
+        return [e async for e in aparse_events(response.aiter_lines())]
+
+
+async def aparse_events(lines: AsyncIterator[str]) -> AsyncIterator[Event]:
+    name, data = None, []
+    async for line in lines:
+        if line == "":
+            if data:
+                yield Event(name or "message", json.loads("\n".join(data)))
+            name, data = None, []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+
+
+class HttpError(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        self.status = response.status_code
+        self.body = response.json()
+        super().__init__(f"{self.status}: {self.body}")
+
+
+def reply_text(events: list[Event]) -> str:
+    return "".join(e.data["text"] for e in events if e.name == "token")
+
+
+def final(events: list[Event]) -> Event:
+    assert events, "the stream carried no event"
+    return events[-1]
+
+
+class BackgroundStream:
+    """Read one SSE reply in a thread, so a test can act (stop, send another message) mid-stream."""
+
+    def __init__(self, server: LiveServer, key: str, method: str, path: str, body: dict) -> None:
+        import threading
+
+        self.events: list[Event] = []
+        self.worker_pid: int | None = None
+        self.error: BaseException | None = None
+        self.first_token = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(server, key, method, path, body), daemon=True)
+        self._thread.start()
+
+    def _read(self, server: LiveServer, key: str, method: str, path: str, body: dict) -> None:
+        try:
+            with server.client(key) as client, client.stream(method, path, json=body) as response:
+                self.worker_pid = int(response.headers["x-worker-pid"])
+                if response.status_code != 200:
+                    response.read()
+                    raise HttpError(response)
+                for event in parse_events(response.iter_lines()):
+                    self.events.append(event)
+                    if event.name == "token":
+                        self.first_token.set()
+        except BaseException as exc:  # surfaced by join()
+            self.error = exc
+        finally:
+            self.first_token.set()
+
+    def wait_for_tokens(self, timeout: float = 60) -> None:
+        assert self.first_token.wait(timeout), "no token arrived"
+        if self.error:
+            raise self.error
+
+    def join(self, timeout: float = 60) -> list[Event]:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the stream did not end"
+        if self.error:
+            raise self.error
+        return self.events
+
+
+@contextmanager
+def client_on_worker(server: LiveServer, key: str, pid: int, *, other: bool) -> Iterator[httpx.Client]:
+    """A keep-alive client whose connection is served by worker ``pid`` (or by another one, ``other=True``)."""
+    for _ in range(200):
+        client = server.client(key)
+        answered_by = int(client.get("/healthz").headers["x-worker-pid"])
+        if (answered_by != pid) == other:
+            try:
+                yield client
+            finally:
+                client.close()
+            return
+        client.close()
+    raise AssertionError(f"no connection landed on {'another worker than' if other else 'worker'} {pid}")
