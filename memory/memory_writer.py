@@ -21,7 +21,7 @@ import logging
 import re
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from langgraph.store.base import PutOp
 
@@ -185,14 +185,16 @@ async def apply_extraction(
             stage(existing)
             report.duplicates_dropped.append(nf.text)
             continue
+        # A microsecond apart, so facts of one turn list in the order they were extracted.
+        created = now + timedelta(microseconds=len(touched))
         new = Fact(
             id=str(uuid.uuid4()),
             text=nf.text,
             importance=nf.importance,
             tags=sorted(set(nf.tags)),
             hash=h,
-            created_at=now,
-            updated_at=now,
+            created_at=created,
+            updated_at=created,
             source_thread=thread_id,
             source_message_id=message_id,
         )
