@@ -1,0 +1,208 @@
+"""``memory-agent eval``: summaries, extraction, tokens.
+
+    memory-agent eval summaries  --variants structured,narrative,fact_preserving [--dataset NAME|PATH]
+                                 [--model M] [--reader-model R] [--judge-model J] [--limit N] [--out DIR]
+    memory-agent eval extraction --variants offline,openai:gpt-4.1-mini [--dataset ...] [--threshold 0.7]
+    memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
+
+See evals/README.md for what each number means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import prompts
+from evals.datasets import DATASETS
+
+__all__ = ["build_parser", "main"]
+
+
+def _csv(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give at least one name")
+    return items
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def _threshold(value: str) -> float:
+    x = float(value)
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError("must be in (0, 1]")
+    return x
+
+
+def _common(p: argparse.ArgumentParser, *, default_dataset: str = "builtin") -> None:
+    p.add_argument(
+        "--dataset",
+        default=default_dataset,
+        help=f"a dataset name ({', '.join(DATASETS)}) or a path to a .json/.jsonl file (default: {default_dataset})",
+    )
+    p.add_argument("--limit", type=_positive, help="use only the first N conversations")
+    p.add_argument("--out", type=Path, help="output folder (default: eval-results/<command>-<run id>)")
+    p.add_argument(
+        "--database-url",
+        help="Postgres the eval writes to (default: $MEMORY_AGENT_EVAL_DATABASE_URL, else a 'memory_agent_eval' "
+        "database next to the agent's own); everything the run writes is deleted at its end",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+
+
+def _compaction(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--window", type=_positive, help="Context.summary_window: fold once more messages are unsummarized (default 30)")
+    p.add_argument("--tail", type=_positive, help="Context.tail_size: newest messages kept raw after a fold (default 12)")
+    p.add_argument("--max-context-tokens", type=_positive, help="Context.max_context_tokens (default 6000)")
+    p.add_argument("--max-summary-tokens", type=_positive, help="Context.max_summary_tokens (default 600)")
+
+
+def _langsmith(p: argparse.ArgumentParser, prefix: str) -> None:
+    p.add_argument("--experiment-prefix", default=prefix, help=f"LangSmith experiment prefix (default {prefix})")
+    p.add_argument("--no-upload", action="store_true", help="never upload to LangSmith, even with LANGSMITH_API_KEY set")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-agent eval", description="Evaluate summarization prompts, memory extraction and token savings.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the eval does")
+    sub = parser.add_subparsers(dest="eval_command", required=True)
+
+    variants = ", ".join(prompts.summary_variants())
+    s = sub.add_parser("summaries", help="compare summary prompt variants on the production summarize node")
+    s.add_argument("--variants", type=_csv, default=list(prompts.summary_variants()), help=f"comma-separated prompt variants (default: all: {variants})")
+    s.add_argument("--model", help="summarizer model (default: $MEMORY_AGENT_MODEL or auto: OpenAI when configured, else offline)")
+    s.add_argument("--reader-model", help="model answering probe questions from the summary (default: --model unless offline)")
+    s.add_argument("--judge-model", help="model labelling the reader's answers CORRECT/WRONG (default: no judge)")
+    s.add_argument("--max-probes", type=_positive, help="at most N probe questions per conversation (reader/judge cost)")
+    s.add_argument("--no-closing-fold", action="store_true", help="do not fold the last raw messages at the end")
+    s.add_argument("--concurrency", type=_positive, default=8, help="parallel reader/judge calls (default 8)")
+    _common(s)
+    _compaction(s)
+    _langsmith(s, "memory-agent-summaries")
+
+    e = sub.add_parser("extraction", help="precision/recall of extracted facts against gold facts")
+    e.add_argument("--variants", type=_csv, help="comma-separated chat model specs to compare (default: --model)")
+    e.add_argument("--model", help="model when --variants is not given (default: $MEMORY_AGENT_MODEL or auto)")
+    e.add_argument("--threshold", type=_threshold, default=0.7, help="MiniLM cosine at which an extracted fact matches a gold fact (default 0.7)")
+    e.add_argument("--duplicate-threshold", type=_threshold, default=0.85, help="cosine at which two stored facts count as duplicates (default 0.85)")
+    e.add_argument("--max-turns", type=_positive, help="replay only the first N turns of each conversation (gold facts limited to them)")
+    e.add_argument("--speakers", choices=["all", "first"], default="all", help="extract for every speaker with gold facts, or the first only")
+    _common(e)
+    _langsmith(e, "memory-agent-extraction")
+
+    t = sub.add_parser("tokens", help="prompt tokens the full graph sends per turn vs the full history")
+    t.add_argument("--model", default="offline", help="chat model for the replay (default: offline)")
+    t.add_argument("--max-turns", type=_positive, help="replay only the first N user turns of each conversation")
+    _common(t, default_dataset="builtin")
+    _compaction(t)
+    return parser
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from evals.terminal import make_console
+
+    console = make_console()
+    if args.eval_command == "summaries":
+        from evals.summaries_command import SummaryOptions, run_summaries
+
+        results = await run_summaries(
+            SummaryOptions(
+                variants=args.variants,
+                dataset=args.dataset,
+                model=args.model,
+                reader_model=args.reader_model,
+                judge_model=args.judge_model,
+                limit=args.limit,
+                out=args.out,
+                window=args.window,
+                tail=args.tail,
+                max_context_tokens=args.max_context_tokens,
+                max_summary_tokens=args.max_summary_tokens,
+                closing_fold=not args.no_closing_fold,
+                max_probes=args.max_probes,
+                concurrency=args.concurrency,
+                database_url=args.database_url,
+                experiment_prefix=args.experiment_prefix,
+                seed=args.seed,
+                upload=False if args.no_upload else None,
+                progress=not args.no_progress,
+            ),
+            console,
+        )
+        return _status(results)
+    if args.eval_command == "extraction":
+        from evals.extraction_command import ExtractionOptions, run_extraction
+
+        results = await run_extraction(
+            ExtractionOptions(
+                variants=args.variants or [args.model or "auto"],
+                dataset=args.dataset,
+                limit=args.limit,
+                out=args.out,
+                threshold=args.threshold,
+                duplicate_threshold=args.duplicate_threshold,
+                max_turns=args.max_turns,
+                first_speaker_only=args.speakers == "first",
+                database_url=args.database_url,
+                experiment_prefix=args.experiment_prefix,
+                seed=args.seed,
+                upload=False if args.no_upload else None,
+                progress=not args.no_progress,
+            ),
+            console,
+        )
+        return _status(results)
+    from evals.token_savings import TokenOptions, run_token_savings
+
+    await run_token_savings(
+        TokenOptions(
+            dataset=args.dataset,
+            limit=args.limit,
+            max_turns=args.max_turns,
+            model=args.model,
+            out=args.out,
+            window=args.window,
+            tail=args.tail,
+            max_context_tokens=args.max_context_tokens,
+            max_summary_tokens=args.max_summary_tokens,
+            database_url=args.database_url,
+            progress=not args.no_progress,
+        ),
+        console,
+    )
+    return 0
+
+
+def _status(results) -> int:
+    """1 when no conversation of any variant could be scored (every target failed)."""
+    scored = any(not c.error and c.scores for v in results.variants for c in v.conversations)
+    return 0 if scored else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        # The offline model's skipped folds and LangSmith's own notices are reported in the results instead.
+        logging.getLogger("langsmith").setLevel(logging.ERROR)
+    try:
+        return asyncio.run(_run(args))
+    except (ValueError, FileNotFoundError) as exc:  # unknown variant or dataset, missing file: say it plainly
+        if args.verbose:
+            raise
+        parser.exit(2, f"error: {exc}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""How dataset conversations become the agent's user/assistant messages."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from evals.conversation_replay import human_speaker, replay_turns, subject_name, to_messages
+from evals.datasets import Conversation, Session, Turn, load_builtin
+from evals.token_savings import user_messages
+
+
+def two_speakers() -> Conversation:
+    return Conversation(
+        id="c1",
+        source="locomo",
+        sessions=[
+            Session(
+                index=1,
+                date="1:56 pm on 8 May, 2023",
+                turns=[
+                    Turn(speaker="Caroline", text="I went to a support group.", turn_id="D1:1"),
+                    Turn(speaker="Melanie", text="That sounds great!", turn_id="D1:2"),
+                ],
+            ),
+            Session(
+                index=2,
+                date="9:00 am on 25 May, 2023",
+                turns=[
+                    Turn(speaker="Melanie", text="I painted a sunrise.", turn_id="D2:1"),
+                    Turn(speaker="Caroline", text="Lovely.", turn_id="D2:2"),
+                ],
+            ),
+        ],
+    )
+
+
+def test_speaker_a_becomes_the_user_and_speaker_b_the_assistant():
+    messages = to_messages(two_speakers())
+    assert [type(m) for m in messages] == [HumanMessage, AIMessage, AIMessage, HumanMessage]
+
+
+def test_named_speakers_keep_their_name_and_each_session_starts_with_its_date():
+    texts = [m.content for m in to_messages(two_speakers())]
+    assert texts[0] == "[session 1, 1:56 pm on 8 May, 2023] Caroline: I went to a support group."
+    assert texts[1] == "Melanie: That sounds great!"
+    assert texts[2] == "[session 2, 9:00 am on 25 May, 2023] Melanie: I painted a sunrise."
+
+
+def test_message_ids_are_stable_so_the_compaction_cursor_survives_a_rerun():
+    assert [m.id for m in to_messages(two_speakers())] == [m.id for m in to_messages(two_speakers())]
+    assert to_messages(two_speakers())[0].id == "c1-D1:1"
+
+
+def test_the_other_speaker_can_be_the_user_for_extraction():
+    turns = replay_turns(two_speakers(), human="Melanie")
+    assert [t.is_human for t in turns] == [False, True, True, False]
+    assert human_speaker(two_speakers()) == "Caroline"
+
+
+def test_builtin_user_and_assistant_keep_their_roles_without_a_name_prefix():
+    conv = load_builtin(limit=1)[0]
+    turns = replay_turns(conv)
+    first_user = next(t for t in turns if t.is_human)
+    assert first_user.speaker == "user"
+    assert "user:" not in first_user.message.content
+    assert all(t.is_human == (t.speaker == "user") for t in turns)
+    assert subject_name(conv, "user") == "Priya"
+    assert subject_name(two_speakers(), "Melanie") == "Melanie"
+
+
+def test_token_replay_sends_only_the_first_speakers_turns_with_the_session_header():
+    assert user_messages(two_speakers()) == [
+        "[session 1, 1:56 pm on 8 May, 2023] I went to a support group.",
+        "[session 2, 9:00 am on 25 May, 2023] Lovely.",
+    ]
