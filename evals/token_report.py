@@ -30,14 +30,19 @@ def token_report(results: TokenResults, charts: list[str]) -> str:
         "",
         "## Per conversation",
         "",
-        "| conversation | turns | folds | sent | full history | saved | last turn: sent / full |",
-        "|---|---|---|---|---|---|---|",
+        "| conversation | turns | folds | sent | full history | saved | last turn: sent / full | facts stored (superseded) | tasks |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in results.conversations:
         lines.append(
-            f"| {c.conversation} | {c.turns} | {c.folds} | {c.sent_total:,} | {c.full_total:,} | {c.saved:.1%} | {c.last_sent:,} / {c.last_full:,} |"
+            f"| {c.conversation} | {c.turns} | {c.folds} | {c.sent_total:,} | {c.full_total:,} | {c.saved:.1%} | {c.last_sent:,} / {c.last_full:,} "
+            f"| {c.facts_active} ({c.facts_superseded}) | {c.tasks} |"
         )
-    lines.append(f"| **total** | {len(results.turns)} | | {results.sent_total:,} | {results.full_total:,} | **{results.saved:.1%}** | |")
+    lines.append(
+        f"| **total** | {len(results.turns)} | | {results.sent_total:,} | {results.full_total:,} | **{results.saved:.1%}** | "
+        f"| {sum(c.facts_active for c in results.conversations)} ({sum(c.facts_superseded for c in results.conversations)}) "
+        f"| {sum(c.tasks for c in results.conversations)} |"
+    )
     lines.append("")
     refused = [t for t in results.turns if t.refused]
     if refused:

@@ -42,6 +42,7 @@ from graph.messages import last_human_index
 from graph.prompt_builder import system_text
 from graph.tokens import count_message_tokens
 from llm.chat_model import load_chat_model, model_label, resolve_model_name
+from memory.user_memory import list_facts, list_tasks
 from nodes.reply import persona_text
 
 __all__ = ["ANCHOR", "TokenOptions", "TokenResults", "run_token_savings", "user_messages"]
@@ -87,6 +88,9 @@ class ConversationTokens(BaseModel):
     last_sent: int
     last_full: int
     folds: int
+    facts_active: int = 0  # long-term facts stored for the replayed user at the end
+    facts_superseded: int = 0
+    tasks: int = 0
 
 
 class TokenResults(BaseModel):
@@ -200,7 +204,12 @@ async def run_token_savings(opts: TokenOptions, console: Console) -> TokenResult
                 )
                 tracker.unit_done("tokens", conversation.id)
                 all_turns += turns
-                per_conversation.append(_summary(conversation.id, turns, folds))
+                summary = _summary(conversation.id, turns, folds)
+                facts = await list_facts(workspace.store, ctx.user_id, include_superseded=True)
+                summary.facts_active = sum(1 for f in facts if f.status == "active")
+                summary.facts_superseded = len(facts) - summary.facts_active
+                summary.tasks = len(await list_tasks(workspace.store, ctx.user_id))
+                per_conversation.append(summary)
             tracker.finish("tokens")
     sent = sum(c.sent_total for c in per_conversation)
     full = sum(c.full_total for c in per_conversation)
