@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -12,6 +11,7 @@ from graph.context import Context, get_context, thread_id_of
 from graph.messages import current_turn, text_of
 from graph.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
 from graph.state import State
+from graph.stream_events import NOSTREAM, emit
 from llm.chat_model import load_chat_model
 from memory.errors import ModelOutputError
 from memory.extractor import extract
@@ -20,15 +20,8 @@ from memory.user_memory import get_user_document, list_tasks, search_facts
 
 log = logging.getLogger(__name__)
 
-NOSTREAM = {"tags": ["nostream"]}
 RELATED_FACTS = 8
 
-
-def _emit(event: dict) -> None:
-    try:
-        get_stream_writer()(event)
-    except Exception:
-        pass
 
 
 async def related_memories(store, user_id: str, user_text: str, reply_text: str) -> dict:
@@ -73,7 +66,7 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
                 log.warning("memory extraction call failed; nothing written", exc_info=True)
                 reason = f"The model call for memory extraction failed ({type(exc).__name__}: {str(exc)[:200]})."
             written = {"error": reason}
-            _emit({"event": "memory", **written})
+            emit({"event": "memory", **written})
             return {"memory_written": written}
         count_tokens_used("extract", result.input_tokens, result.output_tokens)
         report = await apply_extraction(
@@ -87,5 +80,5 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
         MEMORIES_WRITTEN.labels(kind="profile").inc()
     if not report.is_empty():
         written["described"] = report.describe()
-        _emit({"event": "memory", **written})
+        emit({"event": "memory", **written})
     return {"memory_written": written}

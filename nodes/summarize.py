@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from langchain_core.messages import HumanMessage
-from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -14,6 +13,7 @@ from graph.context import Context, get_context, thread_id_of
 from graph.messages import text_of
 from graph.metrics import SUMMARY_FAILURES, count_tokens_used, timed
 from graph.state import State
+from graph.stream_events import NOSTREAM, emit
 from graph.tokens import count_tokens
 from llm.chat_model import load_chat_model
 from memory.chat_titles import needs_model_title, provisional_title
@@ -24,16 +24,8 @@ from memory.user_memory import get_chat, put_chat
 
 log = logging.getLogger(__name__)
 
-# Memory calls are not part of the reply: keep their tokens out of the "messages" stream.
-NOSTREAM = {"tags": ["nostream"]}
 RECENT_SEARCH_CHARS = 600
 
-
-def _emit(event: dict) -> None:
-    try:
-        get_stream_writer()(event)
-    except Exception:  # outside a streaming run there is no writer
-        pass
 
 
 def searchable_text(board: SummaryBoard, messages) -> str:
@@ -74,7 +66,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
             if isinstance(exc, ModelOutputError):
                 SUMMARY_FAILURES.inc()
             log.warning("summary fold skipped: %s", exc, exc_info=not isinstance(exc, ModelOutputError))
-            _emit({"event": "summary", "error": str(exc)})
+            emit({"event": "summary", "error": str(exc)})
         else:
             board = new_board
             update = {
@@ -82,7 +74,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
                 "summarized_through": folded[-1].id,
                 "summary_folds": state.summary_folds + 1,
             }
-            _emit({"event": "summary", "folded_messages": len(folded), "summary": board.render()})
+            emit({"event": "summary", "folded_messages": len(folded), "summary": board.render()})
 
     thread_id = thread_id_of(runtime)
     if thread_id and runtime.store is not None:
