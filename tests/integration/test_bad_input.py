@@ -221,8 +221,19 @@ async def test_connections_killed_between_statements_heal_and_the_turn_completes
     def responder(kind, messages):
         if kind == "reply":  # every pooled connection dies while the model is thinking
             with psycopg.connect(url, autocommit=True) as killer:
+                # Between statements: wait until the checkpointer's background writes are done,
+                # then kill every idle pooled connection (a write cut mid-flight is the next test).
+                for _ in range(100):
+                    busy = killer.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() AND state <> 'idle'",
+                        (dbname,),
+                    ).fetchone()[0]
+                    if not busy:
+                        break
+                    time.sleep(0.02)
                 killer.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() AND state = 'idle'",
+                    (dbname,),
                 )
         return default_responder(kind, messages)
 
