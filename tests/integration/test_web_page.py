@@ -1,12 +1,15 @@
 """The web page in a real headless Chromium (Debian's, driven by Playwright) against a live server.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`); Playwright's own browser
-download is not used. Saves docs/images/web-page.png for the README.
+download is not used. Saves a screenshot: to docs/images/web-page.png (the README's picture)
+when MEMORY_AGENT_UPDATE_SCREENSHOT=1, else to a temporary file, so test runs never touch the tree.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,11 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
-SCREENSHOT = REPO_ROOT / "docs" / "images" / "web-page.png"
+SCREENSHOT = (
+    REPO_ROOT / "docs" / "images" / "web-page.png"
+    if os.environ.get("MEMORY_AGENT_UPDATE_SCREENSHOT") == "1"
+    else Path(tempfile.gettempdir()) / "memory-agent-web-page.png"
+)
 
 
 @pytest.fixture(scope="module")
