@@ -28,7 +28,8 @@ async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> st
         f"  data lives in  {describe_location(backend.url)}",
         f"  data dir       {data_dir()}" if not os.environ.get("DATABASE_URL") else "  data dir       (not used: DATABASE_URL is set)",
         f"  database size  {size['s']}; {threads['n']} chat threads; {items['n']} memory items",
-        f"  knowledge base {kb}",
+        f"  knowledge base {kb['documents']} documents, {kb['chunks']} chunks"
+        + (" (" + ", ".join(f"{name}: {c['documents']}/{c['chunks']}" for name, c in kb["collections"].items()) + ")" if kb["collections"] else ""),
         f"  model          {model_name} ({model_label(model)})" + ("  ← offline: not an LLM" if model_name == "offline" else ""),
         f"  embeddings     {backend.embeddings.name}, {backend.embeddings.dims} dims (recorded: {record.get('model')}, {record.get('dims')})",
         f"  startup        {startup_seconds:.2f}s",
