@@ -8,8 +8,6 @@ directory; set DATABASE_URL to run the suite against another server instead
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import AsyncIterator, Iterator
@@ -24,6 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The suite decides the model per test; a developer's key must not leak into it.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL"):
     os.environ.pop(_var, None)
+
+from tests.support.embedded_postgres import throwaway_postgres, with_database  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,22 +41,8 @@ def server_url() -> Iterator[str]:
     if external:
         yield external
         return
-    import pgserver
-
-    # Short path: Postgres' unix socket lives in the data directory (~107 byte limit).
-    directory = Path(tempfile.mkdtemp(prefix="ma-pg-"))
-    server = pgserver.get_server(directory, cleanup_mode="delete")
-    try:
+    with throwaway_postgres("ma-pg-") as server:
         yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _with_database(url: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**info)
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +55,7 @@ def new_database(server_url):
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         created.append(name)
-        return _with_database(server_url, name)
+        return with_database(server_url, name)
 
     yield make
     with psycopg.connect(server_url, autocommit=True) as conn:

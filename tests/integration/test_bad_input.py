@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -25,6 +22,7 @@ from memory.backend import open_memory
 from memory.errors import InvalidMessage
 from memory.user_memory import get_chat, get_user_document, list_chats, list_facts, list_tasks
 from tests.support.graph_turns import new_thread
+from tests.support.embedded_postgres import throwaway_postgres, with_database
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 MEGABYTE_MESSAGE = "x" * (1024 * 1024)
@@ -152,21 +150,8 @@ async def test_the_cli_session_refuses_without_running_a_turn(backend, user_id, 
 @pytest.fixture(scope="module")
 def own_postgres():
     """A Postgres server of its own (killing its connections must not disturb other tests)."""
-    import pgserver
-
-    directory = Path(tempfile.mkdtemp(prefix="ma-die-"))
-    server = pgserver.get_server(directory, cleanup_mode="delete")
-    try:
+    with throwaway_postgres("ma-die-") as server:
         yield server
-    finally:
-        server.cleanup()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def database_url(server_uri: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(server_uri)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**info)
 
 
 @pytest.fixture
@@ -174,7 +159,7 @@ async def dying_backend(own_postgres, minilm):
     name = f"dies_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = database_url(own_postgres.get_uri(), name)
+    url = with_database(own_postgres.get_uri(), name)
     async with open_memory(url, minilm) as backend:
         yield backend, url, name
 

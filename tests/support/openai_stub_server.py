@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 import prompts
+from tests.support.scripted_model import kind_of_user_text
 
 
 @dataclass
@@ -92,15 +93,8 @@ class StubRequest:
 
     @property
     def kind(self) -> str:
-        """Which of the agent's calls this is (the same tags as tests.support.scripted_model.call_kind)."""
-        text = self.text_of("user")
-        if f"<{prompts.USER_MESSAGE_TAG}>" in text:
-            return "extract"
-        if f"<{prompts.NEW_MESSAGES_TAG}>" in text:
-            return "fold"
-        if f"<{prompts.CHAT_SUMMARY_TAG}>" in text:
-            return "title"
-        return "reply"
+        """Which of the agent's calls this is: reply, fold, title or extract."""
+        return kind_of_user_text(self.text_of("user"))
 
     @property
     def is_repair(self) -> bool:

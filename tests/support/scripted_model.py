@@ -24,7 +24,11 @@ Responder = Callable[[str, list[BaseMessage]], "AIMessage | str | dict"]
 
 def call_kind(messages: list[BaseMessage]) -> str:
     """Which of the agent's calls this is: reply, fold, title or extract."""
-    text = "\n".join(str(m.content) for m in messages if m.type == "human")
+    return kind_of_user_text("\n".join(str(m.content) for m in messages if m.type == "human"))
+
+
+def kind_of_user_text(text: str) -> str:
+    """The call kind from the user-role text of a prompt (the tags the agent frames its inputs with)."""
     if f"<{prompts.USER_MESSAGE_TAG}>" in text:
         return "extract"
     if f"<{prompts.NEW_MESSAGES_TAG}>" in text:
