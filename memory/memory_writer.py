@@ -134,6 +134,8 @@ async def apply_extraction(
 ) -> WriteReport:
     now = now or utcnow()
     report = WriteReport()
+    if result.is_empty():  # most turns: nothing to read or write
+        return report
     ops: list[PutOp] = []
 
     # ---- profile and preferences: one document, changed fields only

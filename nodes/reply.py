@@ -74,7 +74,8 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
     )
     # Tool calls and results of this turn follow the current message (the bounded tool loop).
     messages = with_every_call_answered([*built.messages, *this_turn])
-    model = load_chat_model(ctx.model)
+    base_model = load_chat_model(ctx.model)
+    model = base_model
     tools = agent_tools()
     can_call_tools = state.tool_steps < ctx.max_tool_steps
     if can_call_tools:
@@ -96,7 +97,7 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
     turn_usage = dict(state.turn_usage) if this_turn else {}
     turn_usage.update(
         {
-            "model": model_label(load_chat_model(ctx.model)),
+            "model": model_label(base_model),
             "prompt_sections": built.section_tokens,
             "prompt_tokens_estimated": built.total_tokens,
             "input_tokens": turn_usage.get("input_tokens", 0) + usage.get("input_tokens", 0),
