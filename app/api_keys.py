@@ -4,7 +4,7 @@
     memory-agent keys list [--user dana]
     memory-agent keys revoke <prefix>
 
-Only a hash of each key is stored (memory/api_keys.py); the prefix shown by ``list``
+Only a hash of each key is stored (storage/api_keys.py); the prefix shown by ``list``
 names a key without revealing it.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import sys
 
-from memory import api_keys
+from storage import api_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def _when(value) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from memory.postgres import database_url, open_pool, prepare_database
+    from storage.postgres import database_url, open_pool, prepare_database
 
     url = database_url()
     await prepare_database(url)

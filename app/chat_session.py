@@ -18,12 +18,12 @@ from langgraph.types import Command
 
 from app.memory_report import memory_snapshot, render_snapshot
 from graph.assembly import compile_graph
-from graph.context import Context
-from graph.input_validation import validate_user_text
+from core.context import Context
+from core.text_validation import validate_user_text
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
-from memory.errors import InvalidMessage
-from memory.schemas import SummaryBoard
+from core.errors import InvalidMessage
+from core.schemas import SummaryBoard
 from memory.user_memory import forget_user, list_chats, search_facts
 
 DIM, RESET = "\033[2m", "\033[0m"

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from memory.errors import MemoryAgentError
+from core.errors import MemoryAgentError
 
 
 def _default_user() -> str:
@@ -108,7 +108,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
             print(await doctor_report(backend, startup_seconds=time.perf_counter() - started))
             return 0
         if args.command == "ingest":
-            from memory import knowledge_base
+            from knowledge import knowledge_base
 
             report = await knowledge_base.ingest(backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection)
             print(report.summary())
@@ -117,8 +117,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 
 async def _reindex() -> int:
-    from memory.embeddings import resolve_embeddings
-    from memory.postgres import database_url, open_pool, prepare_database
+    from embeddings.minilm import resolve_embeddings
+    from storage.postgres import database_url, open_pool, prepare_database
     from memory.reindex import reindex
 
     url = database_url()

@@ -6,10 +6,10 @@ import os
 import sys
 
 from llm.chat_model import load_chat_model, model_label, resolve_model_name
-from memory import knowledge_base
+from knowledge import knowledge_base
 from memory.backend import MemoryBackend
-from memory.embedding_record import read_record
-from memory.postgres import data_dir, describe_location
+from embeddings.record import read_record
+from storage.postgres import data_dir, describe_location
 
 
 async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> str:

@@ -33,13 +33,13 @@ from app.http_routes_chats import router as chats_router
 from app.http_routes_memory import router as memory_router
 from app.http_schemas import Health, PersonaList, PersonaOut
 from app.http_services import Services, get_services
-from graph.active_runs import ActiveRuns
+from app.active_runs import ActiveRuns
 from graph.assembly import compile_graph
-from graph.context import Context
-from memory import chat_runs
+from core.context import Context
+from storage import chat_runs
 from memory.backend import open_memory
-from memory.fenced_saver import FencedPostgresSaver
-from memory.user_write_lock import UserWriteLocks
+from storage.fenced_saver import FencedPostgresSaver
+from storage.user_write_lock import UserWriteLocks
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ async def lifespan(app: FastAPI):
         await chat_runs.setup(backend.pool)
         # Load the embedding weights now rather than on the first message.
         await backend.embeddings.embeddings.aembed_query("warm-up")
-        # The backend's saver class with a fence against late writes of stopped runs (memory.fenced_saver).
+        # The backend's saver class with a fence against late writes of stopped runs (storage.fenced_saver).
         graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
         locks = UserWriteLocks(backend.url)
         runs = ActiveRuns(graph, backend.pool, locks)

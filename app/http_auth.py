@@ -1,7 +1,7 @@
 """Who is calling (API key → user) and whether they may touch a chat.
 
 A key comes as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>`` and maps to
-its user through :func:`memory.api_keys.verify_key` (401 when missing, unknown or
+its user through :func:`storage.api_keys.verify_key` (401 when missing, unknown or
 revoked). A chat belongs to the user whose ``chats`` namespace records it: another
 user's chat is 403, a chat nobody has is 404.
 
@@ -18,9 +18,9 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from app.http_errors import ApiError
 from app.http_services import Services, get_services
-from memory.api_keys import verify_key
+from storage.api_keys import verify_key
 from memory.chat_admin import chat_owner
-from memory.schemas import ChatRecord
+from core.schemas import ChatRecord
 from memory.user_memory import get_chat
 
 AUTH_ENV = "MEMORY_AGENT_AUTH"

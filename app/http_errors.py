@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memory.errors import DatabaseUnreachable, InvalidMessage, MemoryAgentError
+from core.errors import DatabaseUnreachable, InvalidMessage, MemoryAgentError
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
 """Chat routes: every chat is a LangGraph thread (thread_id = chat id) owned by one user.
 
 Turns run the compiled graph with ``Context(user_id=<caller>, persona=<chat persona>)``
-through :mod:`graph.turn_runner`; replies stream as Server-Sent Events (:mod:`app.sse`).
+through :mod:`app.turn_runner`; replies stream as Server-Sent Events (:mod:`app.sse`).
 
 - One reply at a time per chat (409 ``reply_in_progress``), enforced in Postgres so it
   holds across workers: one writer per thread keeps the checkpoint chain linear.
 - A chat waiting for a task-change confirmation takes no new message (409
   ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call
   would be left in the history.
-- ``/stop`` discards the running reply and its user message; see graph.turn_runner.
+- ``/stop`` discards the running reply and its user message; see app.turn_runner.
 - Editing a user message forks the thread at the checkpoint before that message and
   answers the edited text there; the later messages leave the thread's current
   branch (and the model's view). Memories learned from them stay in the user's
@@ -48,15 +48,15 @@ from app.http_schemas import (
 )
 from app.http_services import Services, get_services
 from app.sse import EVENTS_DOC, sse_response
-from graph.compaction import model_view
-from graph.input_validation import validate_user_text
-from graph.messages import text_of
-from graph.turn_runner import TurnSpec
-from memory import chat_runs
+from nodes.compaction import model_view
+from core.text_validation import validate_user_text
+from core.messages import text_of
+from app.turn_runner import TurnSpec
+from storage import chat_runs
 from memory.chat_admin import delete_chat
 from memory.chat_search import FORMULA, RankedChat, find_chat
-from memory.errors import InvalidMessage
-from memory.schemas import ChatRecord, SummaryBoard
+from core.errors import InvalidMessage
+from core.schemas import ChatRecord, SummaryBoard
 from memory.user_memory import list_chats, put_chat
 
 router = APIRouter(tags=["chats"])

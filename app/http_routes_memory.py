@@ -1,6 +1,6 @@
 """What the agent remembers about the caller: view, correct, delete; and forgetting the caller.
 
-Edits take the user's memory write lock (memory.user_write_lock), the same one the
+Edits take the user's memory write lock (storage.user_write_lock), the same one the
 agent's memory update holds, so an edit and an extraction never interleave their
 read-modify-write steps. PATCH of a fact or task re-embeds it (a store put).
 """
@@ -25,8 +25,8 @@ from app.http_schemas import (
 )
 from app.http_services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
-from memory.namespaces import facts_ns, tasks_ns
-from memory.schemas import Fact, Preferences, Profile, Task, text_hash, utcnow
+from core.namespaces import facts_ns, tasks_ns
+from core.schemas import Fact, Preferences, Profile, Task, text_hash, utcnow
 from memory.user_memory import get_user_document, list_facts, list_tasks, put_fact, put_task, put_user_document
 
 router = APIRouter(tags=["memory"])

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory.schemas import Fact, SummaryBoard, Task, TaskStatus
+from core.schemas import Fact, SummaryBoard, Task, TaskStatus
 
 MAX_FIRST_MESSAGES = 10
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from graph.active_runs import ActiveRuns
+from app.active_runs import ActiveRuns
 from memory.backend import MemoryBackend
-from memory.user_write_lock import UserWriteLocks
+from storage.user_write_lock import UserWriteLocks
 
 
 @dataclass

@@ -30,9 +30,9 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from graph.auth_user import LOCAL_USER, is_studio_user, memory_user_of
-from memory.api_keys import verify_key
-from memory.namespaces import user_root
+from core.auth_user import LOCAL_USER, is_studio_user, memory_user_of
+from storage.api_keys import verify_key
+from core.namespaces import user_root
 
 OWNER_KEY = "owner"
 # Set by the server on the assistants it creates for each graph in langgraph.json.

@@ -25,7 +25,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from memory.backend import MemoryBackend, open_memory
-from memory.postgres import describe_location
+from storage.postgres import describe_location
 
 log = logging.getLogger(__name__)
 

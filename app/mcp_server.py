@@ -25,10 +25,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from memory import memory_queries as q
+from memory import queries as q
 from memory.backend import MemoryBackend, open_memory
-from memory.errors import MemoryAgentError
-from memory.namespaces import user_root
+from core.errors import MemoryAgentError
+from core.namespaces import user_root
 
 log = logging.getLogger(__name__)
 

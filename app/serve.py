@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def prepare_database(url: str, auth_on: bool) -> str | None:
     """Set up every table once; return a new key for the local user if it has none."""
-    from memory import api_keys, chat_runs
+    from storage import api_keys
+    from storage import chat_runs
     from memory.backend import open_memory
 
     async with open_memory(url, max_pool_size=2) as backend:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from app.http_auth import auth_enabled
-    from memory.postgres import database_url, describe_location
+    from storage.postgres import database_url, describe_location
 
     url = database_url()  # starts the embedded Postgres when DATABASE_URL is unset
     location = describe_location(url)

@@ -45,10 +45,10 @@ async def run(turns: int, facts: int) -> None:
     import pgserver
 
     from graph.assembly import compile_graph
-    from graph.context import Context
+    from core.context import Context
     from memory.backend import open_memory
     from memory.memory_writer import apply_extraction
-    from memory.schemas import ExtractionResult, NewFact
+    from core.schemas import ExtractionResult, NewFact
 
     directory = tempfile.mkdtemp(prefix="ma-bench-")
     server = pgserver.get_server(directory, cleanup_mode="delete")

@@ -18,8 +18,8 @@ import psycopg
 from psycopg import sql
 
 from memory.backend import MemoryBackend, open_memory
-from memory.errors import DatabaseUnreachable
-from memory.postgres import database_url, redact
+from core.errors import DatabaseUnreachable
+from storage.postgres import database_url, redact
 from memory.user_memory import forget_user
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from evals.results import EvalResults, aggregate_variant, failure_notes, judge_v
 from evals.run_output import RunClock, default_out_dir, new_run_id, write_comparison
 from evals.terminal import progress_tracker
 from llm.chat_model import OFFLINE, resolve_model_name
-from memory.embeddings import resolve_embeddings
+from embeddings.minilm import resolve_embeddings
 
 __all__ = ["ExtractionOptions", "MATCH_EMBEDDINGS", "run_extraction"]
 
@@ -62,7 +62,7 @@ def _notes(opts: ExtractionOptions, offline: bool) -> list[str]:
     if offline:
         notes.insert(
             0,
-            "OFFLINE RUN: extraction was done by the offline model's rules (llm/rule_extraction.py), not by an "
+            "OFFLINE RUN: extraction was done by the offline model's rules (offline_model/rule_extraction.py), not by an "
             "LLM reading prompts/extraction.md: this measures the rule fallback. Run with a real model to "
             "measure the prompt.",
         )

@@ -24,7 +24,7 @@ from evals.conversation_replay import replay_turns
 from evals.datasets.schema import Conversation
 from evals.metered_model import CallMeter, CallRecord
 from evals.production_nodes import single_node_graph
-from graph.context import Context
+from core.context import Context
 from memory.user_memory import get_user_document, list_facts
 
 __all__ = ["ExtractionReplay", "PROFILE_SENTENCES", "replay_extraction", "stored_memories"]

@@ -19,7 +19,7 @@ from evals.extraction_records import ExtractionOutput, SpeakerOutput
 from evals.extraction_replay import replay_extraction
 from evals.metered_model import CallMeter, MeteredChatModel
 from evals.terminal import ProgressTracker
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import load_chat_model, model_label, register_model, unregister_model
 
 __all__ = ["ExtractionRunSettings", "make_extraction_target"]

@@ -35,8 +35,8 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from pydantic import ConfigDict
 
 import prompts
-from graph.messages import text_of
-from graph.tokens import count_message_tokens, count_tokens
+from core.messages import text_of
+from core.tokens import count_message_tokens, count_tokens
 from llm.chat_model import model_label
 
 __all__ = ["CallMeter", "CallRecord", "MeteredChatModel", "call_kind"]

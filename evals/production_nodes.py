@@ -13,8 +13,8 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from graph.assembly import build_graph
-from graph.context import Context
-from graph.state import State
+from core.context import Context
+from core.state import State
 
 __all__ = ["production_node", "single_node_graph"]
 

@@ -25,7 +25,7 @@ from evals.summary_evaluators import SUMMARY_EVALUATORS, make_judge_evaluator
 from evals.summary_records import reference_of
 from evals.summary_target import SummaryRunSettings, make_summary_target
 from evals.terminal import progress_tracker
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import OFFLINE, load_chat_model, model_label, resolve_model_name
 
 __all__ = ["SummaryOptions", "run_summaries", "TABLE_KEYS", "WINNER_KEYS"]
@@ -74,7 +74,7 @@ def _notes(offline: bool, reader: str | None, judge: str | None, closing_fold: b
     if offline:
         notes.append(
             "OFFLINE RUN: the summarizer was the built-in offline model, whose folds are the extractive fallback "
-            "(llm/extractive_summary.py). It does not read the prompt text, so this run measures the fallback, "
+            "(offline_model/extractive_summary.py). It does not read the prompt text, so this run measures the fallback, "
             "not the prompt variants; identical scores across variants are expected. Run with a real model "
             "(OPENAI_API_KEY or OPENAI_BASE_URL, or --model) to compare the prompts."
         )

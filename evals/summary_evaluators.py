@@ -21,7 +21,7 @@ from evals.metrics import content_tokens, count_tokens, lexical_recall, rouge_sc
 from evals.pricing import estimate_cost
 from evals.summary_reader import judge_all
 from evals.summary_records import ProbeRecord, SummaryOutput, SummaryReference
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 
 __all__ = [
     "ADVERSARIAL",

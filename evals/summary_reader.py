@@ -22,9 +22,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from graph.messages import text_of
+from core.messages import text_of
 from llm.structured import invoke_structured
-from memory.errors import ModelOutputError
+from core.errors import ModelOutputError
 
 __all__ = ["JudgeVerdict", "READER_REFUSAL", "answer_from_summary", "answer_all", "judge_answer", "judge_all"]
 

@@ -5,7 +5,7 @@ replay does the same: messages are appended in dataset order (see
 ``conversation_replay``) and the node runs after every assistant message, with
 the state carried over from the previous run (``summary``,
 ``summarized_through``, ``summary_folds``). The node decides by itself when to
-fold (``graph.compaction.plan_fold``: window, tail, token budget), calls
+fold (``nodes.compaction.plan_fold``: window, tail, token budget), calls
 ``memory.summarizer.fold_summary`` with ``Context.summary_prompt``, re-compresses
 past ``max_summary_tokens`` and keeps the chat record (title, searchable text)
 in the store — nothing here re-implements any of that.
@@ -29,8 +29,8 @@ from evals.conversation_replay import replay_turns
 from evals.datasets.schema import Conversation
 from evals.metered_model import CallMeter, CallRecord
 from evals.production_nodes import single_node_graph
-from graph.context import Context
-from memory.schemas import SummaryBoard
+from core.context import Context
+from core.schemas import SummaryBoard
 
 __all__ = ["CLOSING_MARKER", "FoldRecord", "SummaryReplay", "replay_summaries"]
 

@@ -21,8 +21,8 @@ from evals.summary_reader import answer_all
 from evals.summary_records import FoldOutput, ProbeAnswer, SummaryOutput
 from evals.summary_replay import SummaryReplay, replay_summaries
 from evals.terminal import ProgressTracker
-from graph.context import Context
-from graph.messages import text_of
+from core.context import Context
+from core.messages import text_of
 from llm.chat_model import load_chat_model, model_label, register_model, unregister_model
 
 __all__ = ["SummaryRunSettings", "make_summary_target", "summary_output"]

@@ -9,7 +9,7 @@ thread per conversation and a fresh user per conversation. After every turn:
   prompt the reply node built (system + user context + summary + knowledge +
   recent messages + current message), plus ``input_tokens``, what the model
   itself reported (the offline model estimates ~4 chars a token too);
-* full: ``graph.tokens.count_message_tokens`` of the same system text
+* full: ``core.tokens.count_message_tokens`` of the same system text
   (persona + reply rules) followed by every message of the thread so far, up
   to this turn's user message: what a no-memory agent would send.
 
@@ -37,10 +37,10 @@ from evals.eval_database import open_eval_workspace
 from evals.run_output import RunClock, default_out_dir, new_run_id
 from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
-from graph.context import Context
-from graph.messages import last_human_index
-from graph.prompt_builder import system_text
-from graph.tokens import count_message_tokens
+from core.context import Context
+from core.messages import last_human_index
+from prompts.reply_prompt import system_text
+from core.tokens import count_message_tokens
 from llm.chat_model import load_chat_model, model_label, resolve_model_name
 from memory.user_memory import list_facts, list_tasks
 from nodes.reply import persona_text

@@ -12,8 +12,8 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 
-from graph.context import Context
-from graph.state import InputState, State
+from core.context import Context
+from core.state import InputState, State
 from nodes.extract_memories import extract_memories
 from nodes.load_context import load_context
 from nodes.reply import reply

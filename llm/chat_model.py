@@ -61,12 +61,12 @@ def load_chat_model(spec: str | None) -> BaseChatModel:
 
 def _create(name: str) -> BaseChatModel:
     if name == OFFLINE:
-        from llm.offline_model import OfflineChatModel
+        from offline_model.model import OfflineChatModel
 
         return OfflineChatModel()
     if name == "offline-slow" or name.startswith("offline-slow:"):
         # The offline model with a delay per word: for demos and stop/cancel tests.
-        from llm.slow_offline_model import from_spec
+        from offline_model.slow_model import from_spec
 
         return from_spec(name)
     from langchain.chat_models import init_chat_model

@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
-from memory.errors import ModelOutputError
+from core.errors import ModelOutputError
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,2 @@
-"""Persistence: Postgres, the store, schemas, the knowledge base and embeddings."""
-
-import os
-
-# Multi-threaded BLAS collapses when the CPU is shared with Postgres and other requests
-# (see benchmarks/README.md); one thread per embedding call is faster under load.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+"""User memory: profile, preferences, facts, tasks and chat records in the store; how they are
+recalled, written, summarized and searched."""

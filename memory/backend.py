@@ -11,17 +11,15 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from memory import api_keys, knowledge_base
-from memory.embedding_cache import CachedEmbeddings
-from memory.embedding_record import check_or_record
-from memory.embeddings import EmbeddingsInfo, resolve_embeddings
-from memory.namespaces import INDEXED_FIELDS
-from memory.postgres import DatabaseInfo, database_url, open_pool, prepare_database
+from knowledge import knowledge_base
+from storage import api_keys
+from embeddings.cache import CachedEmbeddings
+from embeddings.record import check_or_record
+from embeddings.minilm import EmbeddingsInfo, resolve_embeddings
+from core.namespaces import INDEXED_FIELDS
+from storage.postgres import DatabaseInfo, database_url, open_pool, prepare_database, schema_lock
 
 log = logging.getLogger(__name__)
-
-# Serializes schema set-up across processes (several uvicorn workers start at once).
-SETUP_LOCK_KEY = 7_384_211_001
 
 
 @dataclass
@@ -58,17 +56,13 @@ async def set_up_schema(
     """Idempotent: the embeddings check and the saver's, the store's and our own migrations,
     under one advisory lock so processes starting together do not collide."""
     dims = embeddings.dims
-    async with pool.connection() as lock_conn:
-        await lock_conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
-        try:
-            if check_embeddings:
-                await check_or_record(pool, embeddings.name, embeddings.dims)
-            await saver.setup()
-            await store.setup()
-            await knowledge_base.setup(pool, dims)
-            await api_keys.setup(pool)
-        finally:
-            await lock_conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+    async with schema_lock(pool):
+        if check_embeddings:
+            await check_or_record(pool, embeddings.name, embeddings.dims)
+        await saver.setup()
+        await store.setup()
+        await knowledge_base.setup(pool, dims)
+        await api_keys.setup(pool)
 
 
 @asynccontextmanager

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
 
-from memory import api_keys, chat_runs
-from memory.namespaces import ROOT, chats_ns, user_root
+from storage import api_keys
+from storage import chat_runs
+from core.namespaces import ROOT, chats_ns, user_root
 
 GC_BLOBS = """
 DELETE FROM checkpoint_blobs b

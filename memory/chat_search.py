@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from memory.schemas import ChatRecord, utcnow
+from core.schemas import ChatRecord, utcnow
 from memory.user_memory import age_days, search_chats
 
 W_SIMILARITY, W_RECENCY = 0.8, 0.2

@@ -9,7 +9,7 @@ among the titled ones (Jaccard overlap of lowercased topic labels < 1/3).
 
 from __future__ import annotations
 
-from memory.schemas import ChatRecord, SummaryBoard
+from core.schemas import ChatRecord, SummaryBoard
 
 FOCUS_SHIFT_OVERLAP = 1 / 3
 PROVISIONAL_WORDS = 7

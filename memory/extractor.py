@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 
 import prompts
 from llm.structured import StructuredResult, invoke_structured
-from memory.schemas import ExtractionResult
+from core.schemas import ExtractionResult
 
 
 def render_stored(stored: dict[str, Any]) -> str:

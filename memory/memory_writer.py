@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 
 from langgraph.store.base import PutOp
 
-from memory.atomic_writes import write_atomically
-from memory.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
-from memory.schemas import (
+from storage.atomic_writes import write_atomically
+from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from core.schemas import (
     ExtractionResult,
     Fact,
     Importance,

@@ -25,9 +25,9 @@ from typing import Any
 from langgraph.store.base import PutOp
 from psycopg_pool import AsyncConnectionPool
 
-from memory.atomic_writes import write_atomically
-from memory.namespaces import facts_ns
-from memory.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
+from storage.atomic_writes import write_atomically
+from core.namespaces import facts_ns
+from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from memory.user_memory import age_days, get_user_document, list_facts, list_tasks, search_chats, search_facts, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 
 import prompts
 from llm.structured import StructuredResult, invoke_structured
-from memory.schemas import ChatTitle, SummaryBoard
+from core.schemas import ChatTitle, SummaryBoard
 
 ROLE_LABELS = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 

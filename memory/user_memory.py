@@ -7,8 +7,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, SearchItem
 
-from memory.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
-from memory.schemas import ChatRecord, Fact, Task, UserDocument
+from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
+from core.schemas import ChatRecord, Fact, Task, UserDocument
 
 PAGE = 200
 

@@ -7,13 +7,13 @@ import logging
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from graph.context import Context, get_context, thread_id_of
-from graph.messages import current_turn, text_of
-from graph.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
-from graph.state import State
-from graph.stream_events import NOSTREAM, emit
+from core.context import Context, get_context, thread_id_of
+from core.messages import current_turn, text_of
+from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
+from core.state import State
+from nodes.stream_events import NOSTREAM, emit
 from llm.chat_model import load_chat_model
-from memory.errors import ModelOutputError
+from core.errors import ModelOutputError
 from memory.extractor import extract
 from memory.memory_writer import apply_extraction
 from memory.user_memory import get_user_document, list_tasks, search_facts

@@ -7,11 +7,11 @@ import logging
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 
-from graph.context import Context, get_context, thread_id_of
-from graph.input_validation import validate_user_text
-from graph.messages import current_turn, text_of
-from graph.state import State
-from memory.errors import InvalidMessage
+from core.context import Context, get_context, thread_id_of
+from core.text_validation import validate_user_text
+from core.messages import current_turn, text_of
+from core.state import State
+from core.errors import InvalidMessage
 from memory.recall import load_user_context
 
 log = logging.getLogger(__name__)

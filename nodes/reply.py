@@ -6,14 +6,14 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 
 import prompts
-from graph.compaction import model_view
-from graph.context import Context, get_context
-from graph.messages import last_human_index
-from graph.metrics import count_tokens_used, timed
-from graph.prompt_builder import PromptBudgets, build_prompt
-from graph.state import State
+from nodes.compaction import model_view
+from core.context import Context, get_context
+from core.messages import last_human_index
+from core.metrics import count_tokens_used, timed
+from prompts.reply_prompt import PromptBudgets, build_prompt
+from core.state import State
 from llm.chat_model import load_chat_model, model_label
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 from nodes.tools import agent_tools
 
 

@@ -6,11 +6,11 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from graph.context import Context, get_context
-from graph.messages import current_turn, text_of
-from graph.metrics import timed
-from graph.state import State
-from memory import knowledge_base
+from core.context import Context, get_context
+from core.messages import current_turn, text_of
+from core.metrics import timed
+from core.state import State
+from knowledge import knowledge_base
 
 log = logging.getLogger(__name__)
 

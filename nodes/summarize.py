@@ -8,17 +8,17 @@ from langchain_core.messages import HumanMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from graph.compaction import plan_fold, unsummarized
-from graph.context import Context, get_context, thread_id_of
-from graph.messages import text_of
-from graph.metrics import SUMMARY_FAILURES, count_tokens_used, timed
-from graph.state import State
-from graph.stream_events import NOSTREAM, emit
-from graph.tokens import count_tokens
+from nodes.compaction import plan_fold, unsummarized
+from core.context import Context, get_context, thread_id_of
+from core.messages import text_of
+from core.metrics import SUMMARY_FAILURES, count_tokens_used, timed
+from core.state import State
+from nodes.stream_events import NOSTREAM, emit
+from core.tokens import count_tokens
 from llm.chat_model import load_chat_model
 from memory.chat_titles import needs_model_title, provisional_title
-from memory.errors import ModelOutputError
-from memory.schemas import ChatRecord, SummaryBoard, utcnow
+from core.errors import ModelOutputError
+from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.summarizer import fold_summary, make_title, recompress_summary
 from memory.user_memory import get_chat, put_chat
 

@@ -16,10 +16,10 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
-from graph.context import Context, get_context
-from graph.state import State
+from core.context import Context, get_context
+from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
-from memory.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
+from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
 from memory.summarizer import render_transcript
 from memory.user_memory import get_chat, list_facts, list_tasks, search_chats, search_tasks
 

@@ -15,11 +15,11 @@ from langchain_core.messages import HumanMessage
 import prompts
 from app.chat_session import ChatSession
 from graph.assembly import compile_graph
-from graph.context import Context
-from graph.input_validation import validate_user_text
+from core.context import Context
+from core.text_validation import validate_user_text
 from llm.chat_model import register_model, unregister_model
 from memory.backend import open_memory
-from memory.errors import InvalidMessage
+from core.errors import InvalidMessage
 from memory.user_memory import get_chat, get_user_document, list_chats, list_facts, list_tasks
 from tests.support.graph_turns import new_thread
 from tests.support.embedded_postgres import throwaway_postgres, with_database

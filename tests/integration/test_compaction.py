@@ -15,10 +15,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 import prompts
 from graph.assembly import compile_graph
-from graph.context import Context
-from graph.tokens import count_message_tokens, count_tokens
+from core.context import Context
+from core.tokens import count_message_tokens, count_tokens
 from llm.chat_model import register_model, unregister_model
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 from tests.support.graph_turns import metric, new_thread
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 

@@ -14,11 +14,11 @@ import psycopg
 import pytest
 
 from memory.backend import open_memory
-from memory.embeddings import resolve_embeddings
-from memory.errors import DatabaseUnreachable, EmbeddingMismatch, ExtensionPermissionDenied, PgvectorMissing
-from memory.postgres import open_pool, prepare_database
+from embeddings.minilm import resolve_embeddings
+from core.errors import DatabaseUnreachable, EmbeddingMismatch, ExtensionPermissionDenied, PgvectorMissing
+from storage.postgres import open_pool, prepare_database
 from memory.reindex import reindex
-from memory.schemas import ExtractionResult, NewFact
+from core.schemas import ExtractionResult, NewFact
 from memory.memory_writer import apply_extraction
 from memory.user_memory import search_facts
 

@@ -15,7 +15,7 @@ import pytest
 import prompts
 from evals.cli import main
 from llm.chat_model import register_model, unregister_model
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 FACT_PRESERVING_MARK = "LOSE NO CONCRETE DETAIL"  # a phrase only prompts/summary_variants/fact_preserving.md has

@@ -14,9 +14,9 @@ from evals.eval_database import EvalWorkspace
 from evals.production_nodes import production_node
 from evals.summary_records import SummaryOutput
 from evals.summary_target import SummaryRunSettings, make_summary_target
-from graph.context import Context
+from core.context import Context
 from llm.structured import StructuredResult
-from memory.schemas import ExtractionResult, NewFact
+from core.schemas import ExtractionResult, NewFact
 
 SENTINEL = "Sentinel fact injected by a patched production function"
 

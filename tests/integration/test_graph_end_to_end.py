@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph.assembly import compile_graph
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import register_model, unregister_model
 from memory.user_memory import get_user_document, list_facts
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction

@@ -240,7 +240,7 @@ def test_the_full_history_shows_the_summary_board_and_what_the_model_sees(client
 
 
 def render(board: dict) -> str:
-    from memory.schemas import SummaryBoard
+    from core.schemas import SummaryBoard
 
     return SummaryBoard.model_validate(board).render()
 
@@ -690,9 +690,9 @@ async def test_a_live_workers_run_blocks_the_chat_and_a_dead_workers_half_reply_
     from langchain_core.messages import HumanMessage
 
     from graph.assembly import compile_graph
-    from graph.context import Context
+    from core.context import Context
     from llm.chat_model import register_model, unregister_model
-    from llm.slow_offline_model import SlowOfflineChatModel
+    from offline_model.slow_model import SlowOfflineChatModel
     from memory.backend import open_memory
 
     user, _ = account
@@ -751,7 +751,7 @@ async def test_a_turn_left_before_its_memory_update_is_completed_by_the_next_mes
     from langchain_core.messages import HumanMessage
 
     from graph.assembly import compile_graph
-    from graph.context import Context
+    from core.context import Context
     from memory.backend import open_memory
 
     user, _ = account

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from memory import knowledge_base
-from memory.document_loaders import load_document, source_name
-from memory.embedding_record import REINDEX_COMMAND
-from memory.embeddings import resolve_embeddings
-from memory.errors import EmbeddingMismatch
-from memory.postgres import open_pool, prepare_database
+from knowledge import knowledge_base
+from knowledge.document_loaders import load_document, source_name
+from embeddings.record import REINDEX_COMMAND
+from embeddings.minilm import resolve_embeddings
+from core.errors import EmbeddingMismatch
+from storage.postgres import open_pool, prepare_database
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kb"
 INSTALL = FIXTURES / "install_guide.md"

@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from langgraph_sdk import get_client
 
-from memory.api_keys import create_key
+from storage.api_keys import create_key
 from memory.backend import open_memory
-from memory.namespaces import facts_ns, profile_ns
-from memory.postgres import open_pool
+from core.namespaces import facts_ns, profile_ns
+from storage.postgres import open_pool
 from memory.user_memory import get_user_document, list_chats
 from tests.support.langgraph_dev_server import start_dev_server
 

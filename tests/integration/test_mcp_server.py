@@ -29,10 +29,10 @@ from mcp.client.streamable_http import streamable_http_client
 import prompts
 from app import mcp_server
 from graph.assembly import compile_graph
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import register_model, unregister_model
 from memory import chat_search
-from memory import memory_queries as q
+from memory import queries as q
 from memory.backend import open_memory
 from tests.conftest import REPO_ROOT
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction

@@ -14,10 +14,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import prompts
 from graph.assembly import compile_graph
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import register_model, unregister_model
 from memory.memory_writer import apply_extraction
-from memory.schemas import ExtractionResult, SummaryBoard, TaskUpdate
+from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate
 from memory.user_memory import (
     forget_user,
     get_chat,
@@ -154,7 +154,7 @@ async def test_user_b_never_sees_user_a(backend, user_id, scripted, b_shape):
 
 
 async def test_invalid_user_ids_are_refused_before_touching_the_store(backend):
-    from memory.namespaces import facts_ns
+    from core.namespaces import facts_ns
 
     for bad in ("", "a.b", "a/b"):
         with pytest.raises(ValueError, match="invalid user id"):

@@ -10,9 +10,9 @@ from langchain_core.messages import HumanMessage
 
 import prompts
 from graph.assembly import compile_graph
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import register_model, unregister_model
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 from memory.user_memory import get_chat, get_user_document, list_facts, search_chats, search_facts
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, stream_pieces, structured_answer  # noqa: F401

@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import prompts
 from graph.assembly import compile_graph
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import load_chat_model
 from memory.memory_writer import apply_extraction
-from memory.schemas import ChatTitle, ExtractionResult, SummaryBoard
+from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
 from memory.summarizer import make_title
 from memory.user_memory import get_user_document, list_facts, search_facts
 from tests.support.graph_turns import metric, new_thread, stream_turn

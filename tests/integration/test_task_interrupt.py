@@ -9,10 +9,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from graph.assembly import compile_graph
-from graph.context import Context
+from core.context import Context
 from llm.chat_model import register_model, unregister_model
 from memory.memory_writer import apply_extraction
-from memory.schemas import ExtractionResult, TaskUpdate
+from core.schemas import ExtractionResult, TaskUpdate
 from memory.user_memory import list_tasks
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, structured_answer, tool_call  # noqa: F401

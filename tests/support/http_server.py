@@ -49,7 +49,7 @@ def _current_user_text(messages) -> str:
 
 
 def _is_chat_reply(messages) -> bool:
-    from graph.prompt_builder import USER_CONTEXT_HEADER
+    from prompts.reply_prompt import USER_CONTEXT_HEADER
 
     return any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in str(m.content) for m in messages)
 
@@ -66,7 +66,7 @@ def _wants_task(messages) -> str | None:
 
 
 def _make_test_model():
-    from llm.slow_offline_model import SlowOfflineChatModel
+    from offline_model.slow_model import SlowOfflineChatModel
 
     class HttpTestModel(SlowOfflineChatModel):
         model_name: str = TEST_MODEL
@@ -214,8 +214,8 @@ def start_server(database_url: str, *, model: str = TEST_MODEL, workers: int = 2
 # --------------------------------------------------------------------------- API keys
 async def create_keys(database_url: str, users: list[str]) -> dict[str, str]:
     """One API key per user, straight into the server's database."""
-    from memory import api_keys
-    from memory.postgres import open_pool
+    from storage import api_keys
+    from storage.postgres import open_pool
 
     pool = await open_pool(database_url, max_size=2)
     try:

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from memory.chunking import (
+from knowledge.chunking import (
     Span,
     approx_tokens,
     chunk_text,

@@ -1,4 +1,4 @@
-"""graph/compaction.py: which messages fold, and the rules no fold may break."""
+"""nodes/compaction.py: which messages fold, and the rules no fold may break."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from graph.compaction import model_view, plan_fold, safe_cut, unsummarized
-from graph.context import Context
-from graph.tokens import count_message_tokens
+from nodes.compaction import model_view, plan_fold, safe_cut, unsummarized
+from core.context import Context
+from core.tokens import count_message_tokens
 
 BIG = 10**9  # a token budget that never triggers
 

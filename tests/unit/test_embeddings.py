@@ -1,4 +1,4 @@
-"""Unit tests for memory.embeddings (numpy MiniLM, resolution, hash embeddings)."""
+"""Unit tests for embeddings.minilm (numpy MiniLM, resolution, hash embeddings)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory import embeddings as emb_mod
-from memory.embeddings import (
+from embeddings import minilm as emb_mod
+from embeddings.minilm import (
     EmbeddingModelUnavailable,
     EmbeddingsInfo,
     HashEmbeddings,

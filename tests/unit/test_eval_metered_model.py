@@ -6,9 +6,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 import prompts
 from evals.metered_model import CallMeter, MeteredChatModel, call_kind
-from llm.offline_model import OfflineChatModel
+from offline_model.model import OfflineChatModel
 from llm.structured import invoke_structured
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 from memory.summarizer import build_fold_messages, build_recompress_messages, fold_summary
 from tests.support.scripted_model import ScriptedChatModel
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from graph.tokens import count_tokens
-from llm.extractive_summary import (
+from core.tokens import count_tokens
+from offline_model.extractive_summary import (
     EXTRACTIVE_PREFIX,
     compress_extractively,
     fold_extractively,
@@ -13,7 +13,7 @@ from llm.extractive_summary import (
     split_sentences,
     strip_prefix,
 )
-from memory.schemas import SummaryBoard
+from core.schemas import SummaryBoard
 
 FIRST_FOLD = [
     "[user] Hi there!",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory.hybrid_ranking import cosine_similarities, mmr_select, reciprocal_rank_fusion
+from knowledge.hybrid_ranking import cosine_similarities, mmr_select, reciprocal_rank_fusion
 
 # --------------------------------------------------------------------------- RRF
 

@@ -9,11 +9,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.tools import tool
 from pydantic import BaseModel
 
-from graph.prompt_builder import build_prompt
-from llm.offline_model import OfflineChatModel
+from prompts.reply_prompt import build_prompt
+from offline_model.model import OfflineChatModel
 from llm.structured import invoke_structured
 from memory.extractor import build_extraction_messages
-from memory.schemas import ChatTitle, ExtractionResult, SummaryBoard
+from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
 from memory.summarizer import build_fold_messages, build_recompress_messages, make_title
 
 FULL_CONTEXT = {

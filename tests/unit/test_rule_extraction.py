@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm.rule_extraction import extract_with_rules
-from memory.schemas import ExtractionResult
+from offline_model.rule_extraction import extract_with_rules
+from core.schemas import ExtractionResult
 
 
 def fact_texts(result: ExtractionResult) -> list[str]:

@@ -17,7 +17,7 @@ process' memory.
 - A worker that died leaves a row whose heartbeat stops; after ``STALE_AFTER_SECONDS``
   the next claim on the thread marks it ``abandoned``. Each run records the thread's
   head when it starts (``head_checkpoint``), so what a reply died in the middle of can
-  be taken back like a stopped one (see graph.active_runs).
+  be taken back like a stopped one (see app.active_runs).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from datetime import datetime
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
+
+from storage.postgres import schema_lock
 
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
@@ -108,15 +110,9 @@ def _row(r: dict) -> RunRow:
 
 async def setup(pool: AsyncConnectionPool) -> None:
     """Idempotent; under the same advisory lock as the other migrations (workers start together)."""
-    from memory.backend import SETUP_LOCK_KEY
-
-    async with pool.connection() as conn:
-        await conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
-        try:
-            for statement in CREATE:
-                await conn.execute(statement)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+    async with schema_lock(pool), pool.connection() as conn:
+        for statement in CREATE:
+            await conn.execute(statement)
         # Finished rows are only kept a while, for /stop answers and debugging.
         await conn.execute(
             "DELETE FROM memory_agent_runs WHERE finished_at < now() - make_interval(days => %s)", (KEEP_FINISHED_DAYS,)

@@ -2,7 +2,7 @@
 
 For demos of streaming and of the web page's stop button, and for tests that must
 catch a reply mid-stream. Spec: ``offline-slow`` (150 ms a word) or
-``offline-slow:<ms>``. Otherwise identical to :class:`llm.offline_model.OfflineChatModel`
+``offline-slow:<ms>``. Otherwise identical to :class:`offline_model.model.OfflineChatModel`
 (deterministic, not an LLM, never calls tools); structured calls are not slowed.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator, Iterator
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from llm.offline_model import OfflineChatModel
+from offline_model.model import OfflineChatModel
 
 SPEC = "offline-slow"
 DEFAULT_DELAY_MS = 150

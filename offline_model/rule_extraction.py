@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from memory.schemas import (
+from core.schemas import (
     ExtractionResult,
     NewFact,
     PreferenceUpdates,

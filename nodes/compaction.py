@@ -16,7 +16,7 @@ from typing import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from graph.tokens import count_message_tokens
+from core.tokens import count_message_tokens
 
 
 def unsummarized(messages: Sequence[BaseMessage], cursor: str | None) -> list[BaseMessage]:

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from memory.namespaces import user_root
+from core.namespaces import user_root
 
 CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS memory_agent_api_keys (

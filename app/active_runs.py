@@ -5,7 +5,7 @@ started it: a client that disconnects does not cancel its reply (the reply is sa
 and shows up when the chat is opened again); only ``/stop`` does.
 
 A stop may arrive at any worker. The worker that receives it marks the run's row
-``stopping`` (see :mod:`memory.chat_runs`) and, when the run is its own, stops it at
+``stopping`` (see :mod:`storage.chat_runs`) and, when the run is its own, stops it at
 once. Every worker also polls its own runs' rows every ``POLL_SECONDS`` (refreshing
 their heartbeat in the same UPDATE) and stops those marked ``stopping``.
 """
@@ -18,10 +18,10 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from graph.turn_runner import TurnRunner, TurnSpec
-from memory import chat_runs
+from app.turn_runner import TurnRunner, TurnSpec
+from storage import chat_runs
 from memory.chat_admin import ThreadMark, rollback_thread
-from memory.user_write_lock import UserWriteLocks
+from storage.user_write_lock import UserWriteLocks
 
 log = logging.getLogger(__name__)
 

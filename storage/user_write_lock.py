@@ -21,7 +21,7 @@ from typing import AsyncIterator
 
 import psycopg
 
-from memory.postgres import CONNECTION_KWARGS
+from storage.postgres import CONNECTION_KWARGS
 
 LOCK_NAMESPACE = b"memory-agent:user-memory:"
 RETRY_SECONDS = 0.02

@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.auth_user import effective_user_id
+from core.auth_user import effective_user_id
 
 
 def _env(name: str, default: str) -> str:

@@ -4,10 +4,10 @@ It is NOT an LLM and never pretends to be one. Every reply starts with
 ``(offline model)`` and only reflects what the prompt gives it:
 
 * a chat reply restates the labelled sections of the system message built by
-  :func:`graph.prompt_builder.build_prompt` (profile, preferences, facts, tasks,
+  :func:`prompts.reply_prompt.build_prompt` (profile, preferences, facts, tasks,
   related knowledge, summary) in a fixed, compact form;
 * structured calls are answered by deterministic stand-ins: rule-based extraction
-  (:mod:`llm.rule_extraction`), extractive summaries (:mod:`llm.extractive_summary`)
+  (:mod:`offline_model.rule_extraction`), extractive summaries (:mod:`offline_model.extractive_summary`)
   and a title made of the summary's topic words;
 * a plain call carrying a JSON request for one of those inputs (the text-mode path of
   :mod:`llm.structured`) gets that JSON as its content.
@@ -29,16 +29,16 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel
 
 import prompts
-from graph.prompt_builder import KNOWLEDGE_HEADER, SUMMARY_HEADER, USER_CONTEXT_HEADER, parse_sections
-from llm.extractive_summary import (
+from prompts.reply_prompt import KNOWLEDGE_HEADER, SUMMARY_HEADER, USER_CONTEXT_HEADER, parse_sections
+from offline_model.extractive_summary import (
     OFFLINE_REPLY_PREFIX,
     compress_extractively,
     extract_topics,
     fold_extractively,
     split_sentences,
 )
-from llm.rule_extraction import extract_with_rules
-from memory.schemas import ChatTitle, ExtractionResult, SummaryBoard, normalize_text
+from offline_model.rule_extraction import extract_with_rules
+from core.schemas import ChatTitle, ExtractionResult, SummaryBoard, normalize_text
 
 __all__ = ["OfflineChatModel", "offline_reply", "offline_structured", "title_from_summary"]
 
@@ -393,7 +393,7 @@ def _unsupported_message(schema: Any) -> str:
 def _json_request(messages: Sequence[BaseMessage]) -> type[BaseModel] | None:
     """The schema asked for by a plain call that wants one JSON object (text mode or repair), or None."""
     if any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in _text(m) for m in messages):
-        return None  # a chat prompt built by graph.prompt_builder: always a chat reply
+        return None  # a chat prompt built by prompts.reply_prompt: always a chat reply
     for i, m in enumerate(messages):
         if not isinstance(m, HumanMessage):
             continue

@@ -17,8 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from graph.tokens import count_tokens
-from memory.schemas import SummaryBoard, normalize_text
+from core.tokens import count_tokens
+from core.schemas import SummaryBoard, normalize_text
 
 __all__ = [
     "EXTRACTIVE_PREFIX",

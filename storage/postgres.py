@@ -11,14 +11,16 @@ import logging
 import os
 import re
 import warnings
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import AsyncIterator
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from memory.errors import DatabaseUnreachable, ExtensionPermissionDenied, PgvectorMissing
+from core.errors import DatabaseUnreachable, ExtensionPermissionDenied, PgvectorMissing
 
 log = logging.getLogger(__name__)
 
@@ -160,3 +162,18 @@ async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
         await pool.close()
         raise DatabaseUnreachable(f"Cannot open connections to Postgres at {redact(url)}: {exc}") from exc
     return pool
+
+
+# Serializes schema set-up across processes (several uvicorn workers start at once).
+SETUP_LOCK_KEY = 7_384_211_001
+
+
+@asynccontextmanager
+async def schema_lock(pool: AsyncConnectionPool) -> AsyncIterator[None]:
+    """Hold the schema set-up advisory lock (session-level: migrations span several connections)."""
+    async with pool.connection() as lock_conn:
+        await lock_conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            await lock_conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))

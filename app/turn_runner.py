@@ -30,12 +30,12 @@ from typing import Any, Callable
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from prometheus_client import Counter, Histogram
 
-from graph import metrics
-from graph.context import Context
-from graph.messages import current_turn, text_of
-from memory import chat_runs
+from core import metrics
+from core.context import Context
+from core.messages import current_turn, text_of
+from storage import chat_runs
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
-from memory.user_write_lock import UserWriteLocks
+from storage.user_write_lock import UserWriteLocks
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class TurnRunner:
 
     # ------------------------------------------------------------------ endings
     async def _take_back(self, mark: ThreadMark, status: str, exc: Exception | None = None) -> str:
-        # Late writes of the cancelled node must not land after the rollback (memory.fenced_saver).
+        # Late writes of the cancelled node must not land after the rollback (storage.fenced_saver).
         saver = getattr(self.graph, "checkpointer", None)
         fenced = hasattr(saver, "close_thread")
         if fenced:

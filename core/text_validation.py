@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.errors import InvalidMessage
+from core.errors import InvalidMessage
 
 DEFAULT_MAX_CHARS = 20000
 

@@ -1,7 +1,7 @@
 """Turn files into plain text the chunker can read: Markdown, plain text, HTML and PDF.
 
 Every loader returns a :class:`LoadedDocument` whose ``text`` keeps the document's
-structure in a form :mod:`memory.chunking` understands: headings as Markdown ``#``
+structure in a form :mod:`knowledge.chunking` understands: headings as Markdown ``#``
 lines and paragraphs separated by blank lines. HTML headings ``<h1>``..``<h6>``
 become ``#``..``######`` lines; script, style and navigation are dropped. PDF pages
 are joined with blank lines and their character spans are kept in ``pages`` so a
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from memory.errors import MemoryAgentError
+from core.errors import MemoryAgentError
 
 # extension -> kind
 SUPPORTED_EXTENSIONS: dict[str, str] = {

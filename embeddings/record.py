@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
-from memory.errors import EmbeddingMismatch
+from core.errors import EmbeddingMismatch
 
 REINDEX_COMMAND = "memory-agent reindex"
 

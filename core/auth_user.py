@@ -68,6 +68,6 @@ def effective_user_id(runtime: Any, ctx: Any) -> str:
 
     The server-authenticated user when there is one; otherwise ``ctx.user_id``.
     ``runtime`` is a node's ``Runtime`` or a tool's ``ToolRuntime``; ``ctx`` the turn's
-    :class:`graph.context.Context` (from ``get_context(runtime)``).
+    :class:`core.context.Context` (from ``get_context(runtime)``).
     """
     return memory_user_of(server_user(runtime)) or ctx.user_id

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
 import prompts
-from graph.tokens import count_message_tokens, count_tokens, truncate_lines
+from core.tokens import count_message_tokens, count_tokens, truncate_lines
 
 USER_CONTEXT_HEADER = "## User context"
 SUMMARY_HEADER = "## Conversation summary"

@@ -28,11 +28,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
-from graph.messages import text_of
+from core.messages import text_of
 from memory import chat_search
-from memory.errors import MemoryAgentError
-from memory.namespaces import chats_ns
-from memory.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
+from core.errors import MemoryAgentError
+from core.namespaces import chats_ns
+from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
 from memory.user_memory import get_chat, list_chats, list_facts
 from memory.user_memory import search_chats as search_chat_summaries
 from memory.user_memory import list_tasks as list_stored_tasks

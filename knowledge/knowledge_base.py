@@ -18,7 +18,7 @@ in any language match, and the vector side handles paraphrases and inflections.
 
 Search is hybrid: nearest neighbours by cosine distance and full-text matches are fused
 with reciprocal rank fusion, then diversified with MMR within ``k`` chunks and a token
-budget (see :mod:`memory.hybrid_ranking`).
+budget (see :mod:`knowledge.hybrid_ranking`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, computed_field
 
-from memory.chunking import DEFAULT_OVERLAP_TOKENS, DEFAULT_TARGET_TOKENS, approx_tokens, chunk_text
-from memory.document_loaders import (
+from knowledge.chunking import DEFAULT_OVERLAP_TOKENS, DEFAULT_TARGET_TOKENS, approx_tokens, chunk_text
+from knowledge.document_loaders import (
     DocumentLoadError,
     LoadedDocument,
     expand_paths,
@@ -48,9 +48,9 @@ from memory.document_loaders import (
     load_document,
     source_name,
 )
-from memory.embedding_record import REINDEX_COMMAND
-from memory.errors import EmbeddingMismatch
-from memory.hybrid_ranking import RRF_K, cosine_similarities, mmr_select, reciprocal_rank_fusion
+from embeddings.record import REINDEX_COMMAND
+from core.errors import EmbeddingMismatch
+from knowledge.hybrid_ranking import RRF_K, cosine_similarities, mmr_select, reciprocal_rank_fusion
 
 log = logging.getLogger(__name__)
 

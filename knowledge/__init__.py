@@ -1,0 +1,1 @@
+"""The knowledge base: documents loaded, chunked, embedded into Postgres, and searched (hybrid)."""

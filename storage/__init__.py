@@ -1,0 +1,2 @@
+"""Postgres plumbing below user memory: connections and the embedded server, run records,
+the fenced checkpointer, API keys, per-user write locks."""
