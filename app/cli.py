@@ -108,16 +108,16 @@ async def _dispatch(args: argparse.Namespace) -> int:
             print(await doctor_report(backend, startup_seconds=time.perf_counter() - started))
             return 0
         if args.command == "ingest":
-            from knowledge import knowledge_base
+            import knowledge
 
-            report = await knowledge_base.ingest(backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection)
+            report = await knowledge.ingest(backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection)
             print(report.summary())
             return 0 if report.ok else 1
     return 2
 
 
 async def _reindex() -> int:
-    from embeddings.minilm import resolve_embeddings
+    from embeddings import resolve_embeddings
     from storage.postgres import database_url, open_pool, prepare_database
     from memory.reindex import reindex
 

@@ -6,7 +6,7 @@ import os
 import sys
 
 from llm.chat_model import load_chat_model, model_label, resolve_model_name
-from knowledge import knowledge_base
+import knowledge
 from memory.backend import MemoryBackend
 from embeddings.record import read_record
 from storage.postgres import data_dir, describe_location
@@ -16,7 +16,7 @@ async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> st
     model_name = resolve_model_name(None)
     model = load_chat_model(model_name)
     record = await read_record(backend.pool) or {}
-    kb = await knowledge_base.stats(backend.pool)
+    kb = await knowledge.stats(backend.pool)
     async with backend.pool.connection() as conn:
         size = await (await conn.execute("SELECT pg_size_pretty(pg_database_size(current_database())) AS s")).fetchone()
         threads = await (await conn.execute("SELECT count(DISTINCT thread_id) AS n FROM checkpoints")).fetchone()

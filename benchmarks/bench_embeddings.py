@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if __package__ in (None, ""):  # run as a script: make `memory` importable
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from embeddings.minilm import MiniLMEmbeddings  # after the BLAS env is set
+    from embeddings import MiniLMEmbeddings  # after the BLAS env is set
 
     model = MiniLMEmbeddings(batch_size=args.batch_size)
     start = time.perf_counter()

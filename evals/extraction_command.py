@@ -22,7 +22,7 @@ from evals.results import EvalResults, aggregate_variant, failure_notes, judge_v
 from evals.run_output import RunClock, default_out_dir, new_run_id, write_comparison
 from evals.terminal import progress_tracker
 from llm.chat_model import OFFLINE, resolve_model_name
-from embeddings.minilm import resolve_embeddings
+from embeddings import resolve_embeddings
 
 __all__ = ["ExtractionOptions", "MATCH_EMBEDDINGS", "run_extraction"]
 

@@ -11,11 +11,11 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from knowledge import knowledge_base
+import knowledge
 from storage import api_keys
 from embeddings.cache import CachedEmbeddings
 from embeddings.record import check_or_record
-from embeddings.minilm import EmbeddingsInfo, resolve_embeddings
+from embeddings import EmbeddingsInfo, resolve_embeddings
 from core.namespaces import INDEXED_FIELDS
 from storage.postgres import DatabaseInfo, database_url, open_pool, prepare_database, schema_lock
 
@@ -61,7 +61,7 @@ async def set_up_schema(
             await check_or_record(pool, embeddings.name, embeddings.dims)
         await saver.setup()
         await store.setup()
-        await knowledge_base.setup(pool, dims)
+        await knowledge.setup(pool, dims)
         await api_keys.setup(pool)
 
 

@@ -8,11 +8,11 @@ the new model is recorded.
 
 from __future__ import annotations
 
-from knowledge import knowledge_base
+import knowledge
 from memory.backend import make_store
 from storage.postgres import schema_lock
 from embeddings.record import write_record
-from embeddings.minilm import EmbeddingsInfo
+from embeddings import EmbeddingsInfo
 from psycopg_pool import AsyncConnectionPool
 
 BATCH = 64
@@ -42,6 +42,6 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
                 indexed = namespace[-1] != "profile"
                 await store.aput(namespace, row["key"], row["value"], index=None if indexed else False)
                 items += 1
-        chunks = await knowledge_base.reembed(pool, embeddings.embeddings, embeddings.dims)
+        chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
         await write_record(pool, embeddings.name, embeddings.dims)
         return {"store_items": items, "knowledge_chunks": chunks}

@@ -10,7 +10,7 @@ from core.context import Context, get_context
 from core.messages import current_turn, text_of
 from core.metrics import timed
 from core.state import State
-from knowledge import knowledge_base
+import knowledge
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +26,9 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
         return {"retrieved_chunks": []}
     with timed("retrieve"):
         collection = ctx.rag_collection or None
-        if await knowledge_base.is_empty(pool, collection):
+        if await knowledge.is_empty(pool, collection):
             return {"retrieved_chunks": []}
-        chunks = await knowledge_base.search(
+        chunks = await knowledge.search(
             pool, embeddings, text_of(human), collection=collection, k=ctx.rag_top_k, token_budget=ctx.rag_token_budget
         )
     return {"retrieved_chunks": [c.model_dump(mode="json", exclude={"metadata"}) for c in chunks]}

@@ -66,7 +66,7 @@ def new_database(server_url):
 @pytest.fixture(scope="session")
 def minilm():
     """The real default embeddings (all-MiniLM-L6-v2 in numpy), loaded once."""
-    from embeddings.minilm import resolve_embeddings
+    from embeddings import resolve_embeddings
 
     return resolve_embeddings("local:all-MiniLM-L6-v2")
 

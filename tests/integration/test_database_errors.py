@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from memory.backend import open_memory
-from embeddings.minilm import resolve_embeddings
+from embeddings import resolve_embeddings
 from core.errors import DatabaseUnreachable, EmbeddingMismatch, ExtensionPermissionDenied, PgvectorMissing
 from storage.postgres import open_pool, prepare_database
 from memory.reindex import reindex

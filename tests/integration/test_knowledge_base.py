@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from knowledge import knowledge_base
+import knowledge
 from knowledge.document_loaders import load_document, source_name
 from embeddings.record import REINDEX_COMMAND
-from embeddings.minilm import resolve_embeddings
+from embeddings import resolve_embeddings
 from core.errors import EmbeddingMismatch
 from storage.postgres import open_pool, prepare_database
 
@@ -122,7 +122,7 @@ async def new_kb(new_database, dims: int):
     url = new_database("kb")
     await prepare_database(url)
     pool = await open_pool(url, max_size=4)
-    await knowledge_base.setup(pool, dims)
+    await knowledge.setup(pool, dims)
     return pool
 
 
@@ -132,7 +132,7 @@ async def new_kb(new_database, dims: int):
 @pytest.fixture(scope="module")
 async def kb(new_database, minilm):
     pool = await new_kb(new_database, minilm.dims)
-    report = await knowledge_base.ingest(pool, minilm.embeddings, [FIXTURES])
+    report = await knowledge.ingest(pool, minilm.embeddings, [FIXTURES])
     yield SimpleNamespace(pool=pool, embeddings=minilm.embeddings, dims=minilm.dims, report=report)
     await pool.close()
 
@@ -147,15 +147,15 @@ def hash384():
 
 
 async def test_setup_is_idempotent(kb):
-    await knowledge_base.setup(kb.pool, kb.dims)
-    await knowledge_base.setup(kb.pool, kb.dims)
+    await knowledge.setup(kb.pool, kb.dims)
+    await knowledge.setup(kb.pool, kb.dims)
     indexes = {r["indexname"] for r in await fetch(kb.pool, "SELECT indexname FROM pg_indexes WHERE tablename = 'knowledge_chunks'")}
     assert {"knowledge_chunks_embedding_hnsw", "knowledge_chunks_tsv_gin", "knowledge_chunks_position_key"} <= indexes
 
 
 async def test_setup_with_other_dims_raises_a_clear_error_naming_reindex(kb):
     with pytest.raises(EmbeddingMismatch) as caught:
-        await knowledge_base.setup(kb.pool, 16)
+        await knowledge.setup(kb.pool, 16)
     message = str(caught.value)
     assert REINDEX_COMMAND in message and "384" in message and "16" in message
 
@@ -208,12 +208,12 @@ async def test_a_pdf_loads_with_its_text_and_page_numbers(kb, tmp_path):
     doc = load_document(pdf)
     assert doc.kind == "pdf" and "Zigbee 3.0" in doc.text and [p.page for p in doc.pages] == [1, 2]
 
-    report = await knowledge_base.ingest(kb.pool, kb.embeddings, [pdf], collection="pdf", target_tokens=20, overlap_tokens=0)
+    report = await knowledge.ingest(kb.pool, kb.embeddings, [pdf], collection="pdf", target_tokens=20, overlap_tokens=0)
     assert [f.status for f in report.files] == ["added"], report.summary()
     rows = await chunk_rows(kb.pool, "pdf", source_name(pdf))
     assert rows[0]["metadata"]["pages"] == [1] and "Operating temperature" in " ".join(r["content"] for r in rows)
     assert rows[-1]["metadata"]["pages"] == [2] and "Zigbee 3.0" in rows[-1]["content"]
-    found = await knowledge_base.search(kb.pool, kb.embeddings, "Zigbee", collection="pdf")
+    found = await knowledge.search(kb.pool, kb.embeddings, "Zigbee", collection="pdf")
     assert found and found[0].metadata["pages"] == [2]
 
 
@@ -225,7 +225,7 @@ async def test_a_failing_file_is_reported_and_the_others_are_still_ingested(kb, 
     unsupported.write_text("not a document type we read")
     missing = tmp_path / "nope.md"
 
-    report = await knowledge_base.ingest(kb.pool, kb.embeddings, [tmp_path, unsupported, missing], collection="mixed")
+    report = await knowledge.ingest(kb.pool, kb.embeddings, [tmp_path, unsupported, missing], collection="mixed")
 
     by_name = {Path(f.path).name: f for f in report.files}
     assert by_name["good.md"].status == "added" and by_name["good.md"].chunks == 1
@@ -243,17 +243,17 @@ async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_repla
     doc.write_text("# One\n\nfirst section\n\n# Two\n\nsecond section\n\n# Three\n\nthird section")
     source = source_name(doc)
 
-    first = await knowledge_base.ingest(kb.pool, hash384, [doc], collection="versions")
+    first = await knowledge.ingest(kb.pool, hash384, [doc], collection="versions")
     assert [(f.status, f.chunks) for f in first.files] == [("added", 3)]
     ids_before = [r["id"] for r in await chunk_rows(kb.pool, "versions", source)]
     assert len(ids_before) == 3
 
-    again = await knowledge_base.ingest(kb.pool, hash384, [doc], collection="versions")
+    again = await knowledge.ingest(kb.pool, hash384, [doc], collection="versions")
     assert [(f.status, f.chunks) for f in again.files] == [("skipped-unchanged", 3)]
     assert [r["id"] for r in await chunk_rows(kb.pool, "versions", source)] == ids_before  # untouched
 
     doc.write_text("# Only\n\nthe rewritten document")
-    changed = await knowledge_base.ingest(kb.pool, hash384, [doc], collection="versions")
+    changed = await knowledge.ingest(kb.pool, hash384, [doc], collection="versions")
     assert [(f.status, f.chunks, f.previous_chunks) for f in changed.files] == [("replaced", 1, 3)]
     rows = await chunk_rows(kb.pool, "versions", source)
     assert [(r["chunk_index"], r["heading_path"], r["content"]) for r in rows] == [(0, "Only", "the rewritten document")]
@@ -266,7 +266,7 @@ async def test_the_same_file_in_another_collection_is_ingested_separately(kb, ha
     copy = tmp_path / "install_guide.md"
     shutil.copy(INSTALL, copy)
     for collection in ("copy-a", "copy-b"):
-        report = await knowledge_base.ingest(kb.pool, hash384, [copy], collection=collection)
+        report = await knowledge.ingest(kb.pool, hash384, [copy], collection=collection)
         assert [f.status for f in report.files] == ["added"]
 
 
@@ -274,12 +274,12 @@ async def test_a_write_that_fails_midway_leaves_the_previous_version_intact(kb, 
     doc = tmp_path / "atomic.md"
     doc.write_text("# A\n\nversion one alpha\n\n# B\n\nversion one beta")
     source = source_name(doc)
-    await knowledge_base.ingest(kb.pool, hash384, [doc], collection="atomic")
+    await knowledge.ingest(kb.pool, hash384, [doc], collection="atomic")
     before = await chunk_rows(kb.pool, "atomic", source)
 
     # the third chunk's vector is NaN: Postgres rejects that row after the first two were written
     doc.write_text("# A\n\nversion two alpha\n\n# B\n\nversion two beta\n\n# C\n\nPOISON chunk")
-    report = await knowledge_base.ingest(kb.pool, PoisonEmbeddings(hash384, "POISON"), [doc], collection="atomic")
+    report = await knowledge.ingest(kb.pool, PoisonEmbeddings(hash384, "POISON"), [doc], collection="atomic")
 
     assert report.files[0].status == "failed" and "database error" in report.files[0].reason
     assert await chunk_rows(kb.pool, "atomic", source) == before
@@ -294,7 +294,7 @@ async def test_a_product_code_that_appears_in_one_chunk_is_found_by_full_text(kb
     holders = await fetch(kb.pool, "SELECT id FROM knowledge_chunks WHERE collection = 'default' AND content LIKE '%%XR-2291-B%%'")
     assert len(holders) == 1
 
-    results = await knowledge_base.search(kb.pool, kb.embeddings, "XR-2291-B", collection="default")
+    results = await knowledge.search(kb.pool, kb.embeddings, "XR-2291-B", collection="default")
 
     assert results[0].id == holders[0]["id"]
     assert results[0].text_rank == 1
@@ -304,12 +304,12 @@ async def test_a_product_code_that_appears_in_one_chunk_is_found_by_full_text(kb
 
 
 async def test_a_natural_question_with_the_code_ranks_its_chunk_first(kb):
-    results = await knowledge_base.search(kb.pool, kb.embeddings, "which power supply is the XR-2291-B?", collection="default")
+    results = await knowledge.search(kb.pool, kb.embeddings, "which power supply is the XR-2291-B?", collection="default")
     assert "XR-2291-B" in results[0].content and results[0].text_rank == 1
 
 
 async def test_a_paraphrase_with_no_shared_words_is_found_by_vector_search(kb):
-    results = await knowledge_base.search(
+    results = await knowledge.search(
         kb.pool, kb.embeddings, "I forgot my login credentials, how can I get back into my profile?", collection="default"
     )
     top = results[0]
@@ -320,23 +320,23 @@ async def test_a_paraphrase_with_no_shared_words_is_found_by_vector_search(kb):
 
 async def test_hebrew_and_italian_words_are_matched_by_the_simple_text_search_config(kb):
     for word in ("scontrino", "ראשון"):
-        results = await knowledge_base.search(kb.pool, kb.embeddings, word, collection="default")
+        results = await knowledge.search(kb.pool, kb.embeddings, word, collection="default")
         assert results[0].source == source_name(GARANZIA) and results[0].text_rank == 1, word
 
 
 async def test_search_respects_the_collection_boundary(kb, tmp_path):
     recipe = tmp_path / "risotto.md"
     recipe.write_text("# Risotto\n\nToast the carnaroli rice, add saffron broth slowly and stir. XR-2291-B is not an ingredient.")
-    await knowledge_base.ingest(kb.pool, kb.embeddings, [recipe], collection="recipes")
+    await knowledge.ingest(kb.pool, kb.embeddings, [recipe], collection="recipes")
 
-    in_recipes = await knowledge_base.search(kb.pool, kb.embeddings, "XR-2291-B power adapter", collection="recipes")
+    in_recipes = await knowledge.search(kb.pool, kb.embeddings, "XR-2291-B power adapter", collection="recipes")
     assert in_recipes and {r.collection for r in in_recipes} == {"recipes"}
     assert {r.source for r in in_recipes} == {source_name(recipe)}
 
-    in_default = await knowledge_base.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", collection="default")
+    in_default = await knowledge.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", collection="default")
     assert in_default and all(r.collection == "default" and r.source != source_name(recipe) for r in in_default)
 
-    everywhere = await knowledge_base.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", k=20)
+    everywhere = await knowledge.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", k=20)
     assert source_name(recipe) in {r.source for r in everywhere}
 
 
@@ -344,21 +344,21 @@ async def test_an_empty_knowledge_base_returns_nothing_without_calling_the_embed
     pool = await new_kb(new_database, 384)
     try:
         counting = CountingEmbeddings(hash384)
-        assert await knowledge_base.is_empty(pool)
-        assert await knowledge_base.search(pool, counting, "anything at all") == []
+        assert await knowledge.is_empty(pool)
+        assert await knowledge.search(pool, counting, "anything at all") == []
         assert counting.calls == 0
-        assert await knowledge_base.stats(pool) == {"documents": 0, "chunks": 0, "collections": {}}
+        assert await knowledge.stats(pool) == {"documents": 0, "chunks": 0, "collections": {}}
     finally:
         await pool.close()
 
 
 async def test_a_blank_query_or_an_empty_collection_returns_nothing_without_calling_the_embeddings(kb):
     counting = CountingEmbeddings(kb.embeddings)
-    assert await knowledge_base.search(kb.pool, counting, "   ") == []
-    assert await knowledge_base.search(kb.pool, counting, "hub", collection="no-such-collection") == []
+    assert await knowledge.search(kb.pool, counting, "   ") == []
+    assert await knowledge.search(kb.pool, counting, "hub", collection="no-such-collection") == []
     assert counting.calls == 0
-    assert await knowledge_base.is_empty(kb.pool, "no-such-collection")
-    assert not await knowledge_base.is_empty(kb.pool, "default")
+    assert await knowledge.is_empty(kb.pool, "no-such-collection")
+    assert not await knowledge.is_empty(kb.pool, "default")
 
 
 async def test_mmr_returns_no_near_duplicate_chunks_when_duplicates_exist(kb, tmp_path):
@@ -367,9 +367,9 @@ async def test_mmr_returns_no_near_duplicate_chunks_when_duplicates_exist(kb, tm
         (tmp_path / name).write_text(text)
     (tmp_path / "other.md").write_text("# Exchanges\n\nA faulty product can be exchanged for a new one in any shop.")
     (tmp_path / "more.md").write_text("# Gift cards\n\nGift cards cannot be refunded or returned.")
-    await knowledge_base.ingest(kb.pool, kb.embeddings, [tmp_path], collection="dups")
+    await knowledge.ingest(kb.pool, kb.embeddings, [tmp_path], collection="dups")
 
-    results = await knowledge_base.search(kb.pool, kb.embeddings, "can I return a product for a refund?", collection="dups", k=5)
+    results = await knowledge.search(kb.pool, kb.embeddings, "can I return a product for a refund?", collection="dups", k=5)
 
     contents = [r.content for r in results]
     assert contents.count(text.split("\n\n", 1)[1]) == 1
@@ -379,15 +379,15 @@ async def test_mmr_returns_no_near_duplicate_chunks_when_duplicates_exist(kb, tm
 async def test_results_stay_within_k_and_the_token_budget(kb):
     query = "how do I set up and troubleshoot the hub?"
     for k, budget in [(6, 1200), (10, 120), (2, 1200), (10, 60)]:
-        results = await knowledge_base.search(kb.pool, kb.embeddings, query, k=k, token_budget=budget)
+        results = await knowledge.search(kb.pool, kb.embeddings, query, k=k, token_budget=budget)
         assert len(results) <= k
         assert sum(r.tokens for r in results) <= budget
         assert results, (k, budget)
-    assert await knowledge_base.search(kb.pool, kb.embeddings, query, token_budget=3) == []
+    assert await knowledge.search(kb.pool, kb.embeddings, query, token_budget=3) == []
 
 
 async def test_retrieved_chunks_serialize_with_their_citation(kb):
-    result = (await knowledge_base.search(kb.pool, kb.embeddings, "invoices", collection="default"))[0]
+    result = (await knowledge.search(kb.pool, kb.embeddings, "invoices", collection="default"))[0]
     data = result.model_dump()
     assert data["citation"] == f"{result.source}#{result.chunk_index}"
     assert {"source", "chunk_index", "heading_path", "content", "collection", "vector_rank", "text_rank", "rrf_score"} <= set(data)
@@ -397,9 +397,9 @@ async def test_retrieved_chunks_serialize_with_their_citation(kb):
 
 
 async def test_list_documents_and_stats_count_documents_and_chunks_per_collection(kb):
-    docs = await knowledge_base.list_documents(kb.pool, "default")
+    docs = await knowledge.list_documents(kb.pool, "default")
     assert sorted(d.source for d in docs) == sorted(source_name(p) for p in (INSTALL, ACCOUNT, GARANZIA))
-    stats = await knowledge_base.stats(kb.pool)
+    stats = await knowledge.stats(kb.pool)
     default = stats["collections"]["default"]
     assert default["documents"] == 3 and default["chunks"] == sum(d.chunk_count for d in docs)
     assert stats["chunks"] == (await fetch(kb.pool, "SELECT count(*) AS n FROM knowledge_chunks"))[0]["n"]
@@ -408,10 +408,10 @@ async def test_list_documents_and_stats_count_documents_and_chunks_per_collectio
 async def test_remove_forgets_a_document_and_its_chunks(kb, tmp_path, hash384):
     doc = tmp_path / "gone.md"
     doc.write_text("# Gone\n\nsoon forgotten")
-    await knowledge_base.ingest(kb.pool, hash384, [doc], collection="removal")
-    assert await knowledge_base.remove(kb.pool, source_name(doc), "removal") == 1
-    assert await knowledge_base.is_empty(kb.pool, "removal")
-    assert await knowledge_base.list_documents(kb.pool, "removal") == []
+    await knowledge.ingest(kb.pool, hash384, [doc], collection="removal")
+    assert await knowledge.remove(kb.pool, source_name(doc), "removal") == 1
+    assert await knowledge.is_empty(kb.pool, "removal")
+    assert await knowledge.list_documents(kb.pool, "removal") == []
 
 
 async def test_reembed_changes_the_dimensions_and_search_works_with_the_new_model(new_database, tmp_path):
@@ -419,18 +419,18 @@ async def test_reembed_changes_the_dimensions_and_search_works_with_the_new_mode
     pool = await new_kb(new_database, 32)
     try:
         (tmp_path / "a.md").write_text("# Alpha\n\nThe XR-2291-B adapter.\n\n# Beta\n\nSomething else entirely.")
-        await knowledge_base.ingest(pool, old, [tmp_path])
+        await knowledge.ingest(pool, old, [tmp_path])
 
-        assert await knowledge_base.reembed(pool, new, 48) == 2
+        assert await knowledge.reembed(pool, new, 48) == 2
 
-        await knowledge_base.setup(pool, 48)  # no mismatch any more
+        await knowledge.setup(pool, 48)  # no mismatch any more
         with pytest.raises(EmbeddingMismatch):
-            await knowledge_base.setup(pool, 32)
+            await knowledge.setup(pool, 32)
         nulls = await fetch(pool, "SELECT count(*) AS n FROM knowledge_chunks WHERE embedding IS NULL")
         assert nulls[0]["n"] == 0
         indexes = await fetch(pool, "SELECT indexname FROM pg_indexes WHERE indexname = 'knowledge_chunks_embedding_hnsw'")
         assert len(indexes) == 1
-        results = await knowledge_base.search(pool, new, "XR-2291-B adapter")
+        results = await knowledge.search(pool, new, "XR-2291-B adapter")
         assert results[0].heading_path == "Alpha" and results[0].vector_rank == 1
     finally:
         await pool.close()

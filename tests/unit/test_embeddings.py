@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embeddings import minilm as emb_mod
-from embeddings.minilm import (
+from embeddings import encoder as emb_mod
+from embeddings import (
     EmbeddingModelUnavailable,
     EmbeddingsInfo,
     HashEmbeddings,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embeddings.minilm import MiniLMEmbeddings, resolve_minilm_dir
+from embeddings import MiniLMEmbeddings, resolve_minilm_dir
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
 _REF = json.loads(REFERENCE.read_text(encoding="utf-8"))

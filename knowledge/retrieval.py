@@ -1,0 +1,245 @@
+"""Search the knowledge base: hybrid (vectors + full text), fused with reciprocal rank fusion,
+then diversified with MMR within ``k`` chunks and a token budget (see :mod:`knowledge.hybrid_ranking`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, computed_field
+
+from core.tokens import count_tokens
+from knowledge.hybrid_ranking import RRF_K, cosine_similarities, mmr_select, reciprocal_rank_fusion
+from knowledge.schema import HNSW_MAX_EF_SEARCH, _conn, _dims_mismatch, _distance_sql, _row
+
+log = logging.getLogger(__name__)
+
+# Function words dropped from the OR-ed full-text query ('simple' keeps them in the
+# index, so matching them would make nearly every chunk a "hit"). English and Italian;
+# when a query has nothing else, its words are used as they are.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a an and are as at be been but by can could did do does for from had has have how i if in into is it
+    its me my no not of on or our so such than that the their them then there these they this to
+    was we were what when where which who whom why will with would you your
+    il lo la i gli le un uno una di da del della dei delle in con su per tra fra e ed o che chi come
+    dove quando perché non è sono si ci mi ti vi al allo alla ai agli alle nel nella nei nelle
+    """.split()
+)
+
+
+
+class RetrievedChunk(BaseModel):
+    """One chunk returned by :func:`search`, with how it was found."""
+
+    id: int
+    source: str
+    chunk_index: int
+    heading_path: str
+    content: str
+    collection: str
+    vector_rank: int | None = None
+    """1-based rank among the vector candidates (None: not among them)."""
+    text_rank: int | None = None
+    """1-based rank among the full-text candidates (None: no full-text match)."""
+    rrf_score: float
+    vector_similarity: float | None = None
+    """Cosine similarity between the query and the chunk."""
+    tokens: int
+    """Approximate tokens of ``content`` (what counts against the token budget)."""
+    metadata: dict[str, Any] = {}
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def citation(self) -> str:
+        return f"{self.source}#{self.chunk_index}"
+
+
+
+_CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, metadata, embedding"
+
+# Words of the query (as the 'simple' parser sees them: hyphenated codes are kept whole
+# *and* as parts), minus stop words and one-letter words, OR-ed into one tsquery.
+# A plain AND of all words (plainto/websearch_to_tsquery) finds too little for natural
+# questions. Ranking: chunks matching the whole query as websearch_to_tsquery reads it
+# (all words, "quoted phrases") first, then by cover density over the OR-ed words.
+_TEXT_SEARCH_SQL = f"""
+WITH lexemes AS (
+    SELECT lexeme FROM unnest(to_tsvector('simple', %(q)s)) AS t(lexeme, positions, weights)
+), kept AS (
+    SELECT lexeme FROM lexemes
+    WHERE NOT (lexeme = ANY(%(stop)s::text[])) AND (char_length(lexeme) > 1 OR lexeme ~ '^[0-9]$')
+), terms AS (
+    SELECT lexeme FROM kept
+    UNION ALL
+    SELECT lexeme FROM lexemes WHERE NOT EXISTS (SELECT 1 FROM kept)
+), q AS (
+    SELECT (SELECT string_agg(quote_literal(lexeme), ' | ') FROM terms)::tsquery AS any_word,
+           websearch_to_tsquery('simple', %(q)s) AS whole
+)
+SELECT c.id,
+       (c.tsv @@ q.whole) AS whole_match,
+       ts_rank_cd(c.tsv, q.any_word, 1) AS rank
+FROM knowledge_chunks c, q
+WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {{collection_filter}}
+ORDER BY whole_match DESC, rank DESC, c.id
+LIMIT %(limit)s
+"""
+
+
+async def _probe(conn: psycopg.AsyncConnection, collection: str | None) -> dict:
+    row = await (
+        await conn.execute(
+            """SELECT EXISTS (SELECT 1 FROM knowledge_chunks WHERE %(collection)s::text IS NULL OR collection = %(collection)s)
+                          AS has_chunks,
+                      (SELECT atttypmod FROM pg_attribute WHERE attrelid = 'knowledge_chunks'::regclass
+                          AND attname = 'embedding') AS dims,
+                      to_regtype('halfvec') IS NOT NULL AS halfvec,
+                      (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector""",
+            {"collection": collection},
+        )
+    ).fetchone()
+    return _row(row)
+
+
+def _version_at_least(version: str | None, wanted: tuple[int, ...]) -> bool:
+    try:
+        parts = tuple(int(p) for p in (version or "0").split(".")[: len(wanted)])
+    except ValueError:
+        return False
+    return parts >= wanted
+
+
+def _as_vector(value: Any, dims: int) -> np.ndarray:
+    if value is None:
+        return np.zeros(dims, dtype=np.float32)
+    if hasattr(value, "to_numpy"):
+        return value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+async def search(
+    pool: AsyncConnectionPool,
+    embeddings,
+    query: str,
+    *,
+    collection: str | None = None,
+    k: int = 6,
+    token_budget: int = 1200,
+    candidates: int = 50,
+    mmr_lambda: float = 0.7,
+) -> list[RetrievedChunk]:
+    """Hybrid search: vectors + full text, fused (RRF, k=60), diversified (MMR).
+
+    Returns at most ``k`` chunks whose ``content`` fits in ``token_budget`` approximate
+    tokens together, most relevant first. A blank query or an empty knowledge base (or
+    collection) returns ``[]`` without calling the embeddings.
+    """
+    query = (query or "").replace("\x00", " ")  # Postgres text cannot hold NUL
+    if not query.strip() or k <= 0 or token_budget <= 0:
+        return []
+    candidates = max(1, candidates)
+    async with _conn(pool) as conn:
+        probe = await _probe(conn, collection)
+    if not probe["has_chunks"]:
+        return []
+    dims = int(probe["dims"])
+
+    qvec = np.asarray(await embeddings.aembed_query(query), dtype=np.float32)
+    if qvec.shape != (dims,):
+        raise _dims_mismatch(dims, int(qvec.size))
+
+    collection_filter = "AND collection = %(collection)s" if collection is not None else ""
+    distance = _distance_sql(dims, bool(probe["halfvec"]))
+    # Candidates are ids only; the columns and embeddings of the fused pool are fetched once, after RRF.
+    vector_sql = f"""
+        SELECT id, {distance} AS distance
+        FROM knowledge_chunks
+        WHERE embedding IS NOT NULL {collection_filter}
+        ORDER BY {distance}
+        LIMIT %(limit)s"""
+    text_sql = _TEXT_SEARCH_SQL.format(
+        collection_filter="AND c.collection = %(collection)s" if collection is not None else ""
+    )
+    params = {"qvec": qvec, "q": query, "collection": collection, "limit": candidates, "stop": list(STOP_WORDS)}
+    pool_size = max(4 * k, 20)
+
+    async with _conn(pool) as conn:
+        async with conn.transaction():
+            ef_search = min(HNSW_MAX_EF_SEARCH, max(40, candidates * (4 if collection is not None else 1)))
+            iterative = collection is not None and _version_at_least(probe["pgvector"], (0, 8))
+            await conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true)"
+                + (", set_config('hnsw.iterative_scan', 'strict_order', true)" if iterative else ""),
+                (str(ef_search),),
+            )
+            vector_ids = [_row(r)["id"] for r in await (await conn.execute(vector_sql, params)).fetchall()]
+            exact = False
+            if collection is not None and len(vector_ids) < candidates:
+                # HNSW filters *after* the graph walk: a small collection in a big table can come back
+                # short. If the collection has more chunks than we got, rank it exactly instead.
+                count = _row(await (await conn.execute(
+                    "SELECT count(*) AS n FROM knowledge_chunks WHERE embedding IS NOT NULL AND collection = %s",
+                    (collection,),
+                )).fetchone())["n"]
+                if count > len(vector_ids):
+                    await conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                    exact = True
+                    vector_ids = [_row(r)["id"] for r in await (await conn.execute(vector_sql, params)).fetchall()]
+            text_ids = [_row(r)["id"] for r in await (await conn.execute(text_sql, params)).fetchall()]
+            log.debug("knowledge search %r in %s: %d vector%s and %d text candidates",
+                      query[:80], collection or "all collections", len(vector_ids),
+                      " (exact scan)" if exact else "", len(text_ids))
+
+            fused = reciprocal_rank_fusion([vector_ids, text_ids], k=RRF_K)[:pool_size]
+            if not fused:
+                return []
+            async with conn.cursor(binary=True) as cur:  # binary: vectors arrive as float32 buffers
+                await cur.execute(
+                    f"SELECT {_CHUNK_COLUMNS} FROM knowledge_chunks WHERE id = ANY(%s)", ([cid for cid, _ in fused],)
+                )
+                by_id = {r["id"]: r for r in map(_row, await cur.fetchall())}
+
+    vector_rank = {cid: i for i, cid in enumerate(vector_ids, start=1)}
+    text_rank = {cid: i for i, cid in enumerate(text_ids, start=1)}
+    fused = [(cid, score) for cid, score in fused if cid in by_id]  # a chunk replaced meanwhile is gone
+    if not fused:
+        return []
+    ids = [cid for cid, _ in fused]
+    vectors = np.stack([_as_vector(by_id[cid]["embedding"], dims) for cid in ids])
+    similarity = cosine_similarities(qvec, vectors)
+    costs = [count_tokens(by_id[cid]["content"]) for cid in ids]
+    chosen = mmr_select(
+        vectors,
+        [score for _, score in fused],
+        k=k,
+        lambda_mult=mmr_lambda,
+        token_costs=costs,
+        token_budget=token_budget,
+    )
+    results: list[RetrievedChunk] = []
+    for i in chosen:
+        cid, score = fused[i]
+        r = by_id[cid]
+        results.append(
+            RetrievedChunk(
+                id=cid,
+                source=r["source"],
+                chunk_index=r["chunk_index"],
+                heading_path=r["heading_path"],
+                content=r["content"],
+                collection=r["collection"],
+                vector_rank=vector_rank.get(cid),
+                text_rank=text_rank.get(cid),
+                rrf_score=score,
+                vector_similarity=None if r["embedding"] is None else float(similarity[i]),
+                tokens=costs[i],
+                metadata=r["metadata"] or {},
+            )
+        )
+    return results
+
+

@@ -1,0 +1,234 @@
+"""The knowledge base's tables, indexes and connections, and what is in them.
+
+Storage is our own pair of tables (not the LangGraph store), so chunks can be searched
+by vectors *and* full text in one place and replaced a document at a time:
+
+* ``knowledge_chunks``: one row per chunk, keeping the plain text (``content``), its
+  heading path, the file's hash, an embedding (HNSW index, cosine) and a generated
+  ``tsvector`` (GIN index).
+* ``knowledge_documents``: one row per ingested file (collection + source), with its hash
+  and chunk count, so an unchanged file is skipped on the next ingest.
+
+Full text uses the ``'simple'`` configuration on purpose: it lower-cases words and does
+nothing else. A language configuration such as ``'english'`` would stem and drop stop
+words *in English only*: Hebrew or Italian text would be stemmed wrongly or not at all,
+and product codes such as ``XR-2291-B`` could be mangled. ``'simple'`` keeps every token
+(Hebrew included: the default parser treats non-ASCII letters as letters), so exact terms
+in any language match, and the vector side handles paraphrases and inflections.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, AsyncIterator
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from core.errors import EmbeddingMismatch
+from embeddings.record import REINDEX_COMMAND
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION = "default"
+EMBED_BATCH_SIZE = 64
+# pgvector's HNSW index takes at most 2000 dimensions for `vector`, 4000 for `halfvec`.
+HNSW_MAX_VECTOR_DIMS = 2000
+HNSW_MAX_HALFVEC_DIMS = 4000
+HNSW_MAX_EF_SEARCH = 1000
+INDEX_NAME = "knowledge_chunks_embedding_hnsw"
+
+
+@dataclass(frozen=True)
+class KnowledgeDocument:
+    collection: str
+    source: str
+    sha256: str
+    chunk_count: int
+    ingested_at: datetime
+
+
+
+def _row(row: Any) -> dict:
+    """Rows are dicts with the pool's dict_row factory; tolerate tuples from a bare connection."""
+    return row if isinstance(row, dict) else dict(row)
+
+
+# --------------------------------------------------------------------------- connections
+
+_registered: "weakref.WeakSet[psycopg.AsyncConnection]" = weakref.WeakSet()
+
+
+@asynccontextmanager
+async def _conn(pool: AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A pool connection that can send and receive pgvector values (numpy arrays).
+
+    The vector types are registered once per physical connection (the pool hands the
+    same connection objects out again). The extension must exist, which
+    ``prepare_database`` makes sure of.
+    """
+    async with pool.connection() as conn:
+        if conn not in _registered:
+            from pgvector.psycopg import register_vector_async
+
+            await register_vector_async(conn)
+            _registered.add(conn)
+        yield conn
+
+
+# --------------------------------------------------------------------------- schema
+
+
+
+async def _column_dims(conn: psycopg.AsyncConnection) -> int | None:
+    """The dims of ``knowledge_chunks.embedding``, or None when the table does not exist."""
+    row = await (
+        await conn.execute(
+            """SELECT a.atttypmod AS dims FROM pg_attribute a
+               WHERE a.attrelid = to_regclass('knowledge_chunks') AND a.attname = 'embedding' AND NOT a.attisdropped"""
+        )
+    ).fetchone()
+    return None if row is None else _row(row)["dims"]
+
+
+async def _has_halfvec(conn: psycopg.AsyncConnection) -> bool:
+    row = await (await conn.execute("SELECT to_regtype('halfvec') IS NOT NULL AS ok")).fetchone()
+    return bool(_row(row)["ok"])
+
+
+def _distance_sql(dims: int, halfvec: bool, param: str = "%(qvec)s") -> str:
+    """The cosine-distance expression the HNSW index serves (halfvec above 2000 dims)."""
+    if dims > HNSW_MAX_VECTOR_DIMS and halfvec:
+        return f"(embedding::halfvec({dims}) <=> {param}::vector::halfvec({dims}))"
+    return f"(embedding <=> {param}::vector)"
+
+
+def _index_sql(dims: int, halfvec: bool) -> str | None:
+    if dims <= HNSW_MAX_VECTOR_DIMS:
+        return f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON knowledge_chunks USING hnsw (embedding vector_cosine_ops)"
+    if halfvec and dims <= HNSW_MAX_HALFVEC_DIMS:
+        return (
+            f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON knowledge_chunks "
+            f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops)"
+        )
+    return None
+
+
+def _dims_mismatch(existing: int, dims: int) -> EmbeddingMismatch:
+    return EmbeddingMismatch(
+        f"The knowledge base's vectors have {existing} dimensions but the configured embeddings have {dims}. "
+        f"Run `{REINDEX_COMMAND}` to re-embed the knowledge base (and all memory) with the configured model, "
+        "or configure the model the knowledge base was built with."
+    )
+
+
+async def setup(pool: AsyncConnectionPool, dims: int) -> None:
+    """Create the knowledge-base tables and indexes (idempotent).
+
+    Raises :class:`EmbeddingMismatch` naming ``memory-agent reindex`` when the table
+    already exists with another number of dimensions.
+    """
+    if dims < 1:
+        raise ValueError("dims must be positive")
+    async with pool.connection() as conn:
+        existing = await _column_dims(conn)
+        if existing is not None and existing != dims:
+            raise _dims_mismatch(existing, dims)
+        halfvec = await _has_halfvec(conn)
+        async with conn.transaction():
+            await conn.execute(
+                f"""
+                CREATE TABLE IF NOT EXISTS knowledge_chunks (
+                    id bigserial PRIMARY KEY,
+                    collection text NOT NULL,
+                    source text NOT NULL,
+                    chunk_index integer NOT NULL,
+                    heading_path text NOT NULL DEFAULT '',
+                    content text NOT NULL,
+                    file_sha256 text NOT NULL,
+                    metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+                    embedding vector({int(dims)}),
+                    -- 'simple': lower-casing only, so codes and any language match (see module docstring)
+                    tsv tsvector GENERATED ALWAYS AS
+                        (to_tsvector('simple', coalesce(heading_path, '') || ' ' || content)) STORED,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    CONSTRAINT knowledge_chunks_position_key UNIQUE (collection, source, chunk_index)
+                )"""
+            )
+            await conn.execute("CREATE INDEX IF NOT EXISTS knowledge_chunks_tsv_gin ON knowledge_chunks USING gin (tsv)")
+            await conn.execute(
+                """
+                CREATE TABLE IF NOT EXISTS knowledge_documents (
+                    collection text NOT NULL,
+                    source text NOT NULL,
+                    sha256 text NOT NULL,
+                    chunk_count integer NOT NULL,
+                    ingested_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (collection, source)
+                )"""
+            )
+            index = _index_sql(dims, halfvec)
+            if index:
+                await conn.execute(index)
+            else:
+                log.warning(
+                    "No HNSW index for %d-dimensional embeddings (pgvector allows at most %d, or %d with halfvec, "
+                    "which this pgvector lacks): knowledge search scans every chunk.",
+                    dims, HNSW_MAX_VECTOR_DIMS, HNSW_MAX_HALFVEC_DIMS,
+                )
+
+
+
+
+async def is_empty(pool: AsyncConnectionPool, collection: str | None = None) -> bool:
+    """True when there are no chunks (in ``collection``, when given)."""
+    async with pool.connection() as conn:
+        if await _column_dims(conn) is None:
+            return True
+        row = await (
+            await conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM knowledge_chunks WHERE %(c)s::text IS NULL OR collection = %(c)s) AS empty",
+                {"c": collection},
+            )
+        ).fetchone()
+    return bool(_row(row)["empty"])
+
+
+async def list_documents(pool: AsyncConnectionPool, collection: str | None = None) -> list[KnowledgeDocument]:
+    """The ingested documents, by collection then source."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                """SELECT collection, source, sha256, chunk_count, ingested_at FROM knowledge_documents
+                   WHERE %(c)s::text IS NULL OR collection = %(c)s ORDER BY collection, source""",
+                {"c": collection},
+            )
+        ).fetchall()
+    return [KnowledgeDocument(**_row(r)) for r in rows]
+
+
+async def stats(pool: AsyncConnectionPool) -> dict[str, Any]:
+    """``{"documents": n, "chunks": n, "collections": {name: {"documents": n, "chunks": n}}}``."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                """SELECT coalesce(d.collection, c.collection) AS collection,
+                          coalesce(d.documents, 0) AS documents, coalesce(c.chunks, 0) AS chunks
+                   FROM (SELECT collection, count(*) AS documents FROM knowledge_documents GROUP BY collection) d
+                   FULL JOIN (SELECT collection, count(*) AS chunks FROM knowledge_chunks GROUP BY collection) c
+                     ON c.collection = d.collection
+                   ORDER BY 1"""
+            )
+        ).fetchall()
+    collections = {r["collection"]: {"documents": int(r["documents"]), "chunks": int(r["chunks"])} for r in map(_row, rows)}
+    return {
+        "documents": sum(c["documents"] for c in collections.values()),
+        "chunks": sum(c["chunks"] for c in collections.values()),
+        "collections": collections,
+    }
+
+
