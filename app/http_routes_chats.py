@@ -50,7 +50,6 @@ from app.http_services import Services, get_services
 from app.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import validate_user_text
-from core.messages import text_of
 from app.turn_runner import TurnSpec
 from storage import chat_runs
 from memory.chat_admin import delete_chat
@@ -115,7 +114,7 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
     return MessageOut(
         id=message.id or "",
         role=_role(message),
-        content=text_of(message),
+        content=message.text,
         tool_calls=[ToolCallOut(id=c.get("id"), name=c["name"], args=c.get("args") or {}) for c in calls],
         tool_name=message.name if isinstance(message, ToolMessage) else None,
         in_model_view=message.id in visible,

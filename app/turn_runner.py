@@ -32,7 +32,7 @@ from prometheus_client import Counter, Histogram
 
 from core import metrics
 from core.context import Context
-from core.messages import current_turn, text_of
+from core.messages import current_turn
 from storage import chat_runs
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
 from storage.user_write_lock import UserWriteLocks
@@ -238,7 +238,7 @@ class TurnRunner:
             "run_id": self.run_id,
             "message_id": reply.id if isinstance(reply, AIMessage) else None,
             "user_message_id": human.id if isinstance(human, HumanMessage) else None,
-            "reply": text_of(reply) if reply is not None else "",
+            "reply": reply.text if reply is not None else "",
             "usage": usage,
             "tokens_in": usage.get("input_tokens", 0),
             "tokens_out": usage.get("output_tokens", 0),

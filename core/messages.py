@@ -14,15 +14,6 @@ def last_human_index(messages: Sequence[BaseMessage]) -> int | None:
     return None
 
 
-def text_of(message: BaseMessage | None) -> str:
-    if message is None:
-        return ""
-    content = message.content
-    if isinstance(content, list):
-        return " ".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content).strip()
-    return str(content)
-
-
 def current_turn(messages: Sequence[BaseMessage]) -> tuple[HumanMessage | None, AIMessage | None]:
     """The newest human message and the final AI reply after it (if any)."""
     i = last_human_index(messages)

@@ -1,38 +1,48 @@
-"""Token counting for budgets and cost figures.
+"""The one token counter: every budget, cost figure and eval uses it, so a budget holds exactly.
 
-tiktoken cannot fetch its encodings offline, so budgets use langchain-core's
-approximate counter (about four characters a token, plus per-message overhead).
-The same counter is used everywhere, so comparisons between views are fair.
+tiktoken cannot fetch its encodings offline, so counts follow langchain-core's
+``count_tokens_approximately``: ceil(characters / 4) for a string, plus the role and a
+per-message overhead for messages. Counting is subadditive (the count of a joined text is at
+most the sum of its parts' counts), which is what lets per-item costs bound a rendered section.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Iterable, Sequence
 
 from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+CHARS_PER_TOKEN = 4.0
+TRIM_MARKER = "…(trimmed to fit the token budget)"
 
-def count_tokens(text: str) -> int:
+
+def count_tokens(text: str | None) -> int:
+    """Approximate tokens of one bare string (no role, no message overhead); 0 when empty."""
     if not text:
         return 0
-    return max(1, round(len(text) / 4))
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def count_message_tokens(messages: Sequence[BaseMessage]) -> int:
+def count_message_tokens(messages: Iterable[BaseMessage]) -> int:
+    """Approximate tokens of chat messages, as LangChain counts them."""
     return count_tokens_approximately(list(messages))
 
 
+def fit_blocks(blocks: Sequence[str], budget: int, separator: str = "\n\n") -> list[str]:
+    """The leading whole blocks whose joined text fits ``budget`` (never a block cut in two)."""
+    kept: list[str] = []
+    for block in blocks:
+        if count_tokens(separator.join([*kept, block])) > budget:
+            break
+        kept.append(block)
+    return kept
+
+
 def truncate_lines(text: str, budget: int) -> str:
-    """Keep whole lines from the top until the budget is spent (deterministic)."""
+    """Whole lines from the top, plus a trim marker, within ``budget`` tokens (deterministic)."""
     if count_tokens(text) <= budget:
         return text
-    kept: list[str] = []
-    used = 0
-    for line in text.splitlines():
-        cost = count_tokens(line) + 1
-        if used + cost > budget:
-            break
-        kept.append(line)
-        used += cost
-    return "\n".join(kept + ["…(trimmed to fit the token budget)"])
+    lines = fit_blocks(text.splitlines(), budget - count_tokens("\n" + TRIM_MARKER), separator="\n")
+    return "\n".join(lines + [TRIM_MARKER])

@@ -35,7 +35,6 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from pydantic import ConfigDict
 
 import prompts
-from core.messages import text_of
 from core.tokens import count_message_tokens, count_tokens
 from llm.chat_model import model_label
 
@@ -47,7 +46,7 @@ def call_kind(messages: Sequence[BaseMessage]) -> str:
     for m in messages:
         if not isinstance(m, HumanMessage):
             continue
-        text = text_of(m)
+        text = m.text
         new = prompts.between(text, prompts.NEW_MESSAGES_TAG)
         if new is not None:
             return "fold" if new.strip() else "recompress"
@@ -78,7 +77,7 @@ class CallMeter:
             tokens_in, tokens_out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
         else:
             tokens_in = count_message_tokens(list(messages))
-            tokens_out = count_tokens(text_of(raw) if isinstance(raw, BaseMessage) else "")
+            tokens_out = count_tokens(raw.text if isinstance(raw, BaseMessage) else "")
         self.records.append(CallRecord(call_kind(messages), tokens_in, tokens_out, seconds, reported))
 
     def since(self, start: int) -> list[CallRecord]:
@@ -132,7 +131,7 @@ class MeteredChatModel(BaseChatModel):
         out = await self.inner.ainvoke(messages, stop=stop, **kwargs)
         self.meter.record(messages, out, time.perf_counter() - start)
         if not isinstance(out, AIMessage):
-            out = AIMessage(content=text_of(out))
+            out = AIMessage(content=out.text)
         return ChatResult(generations=[ChatGeneration(message=out)])
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any):

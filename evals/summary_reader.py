@@ -22,7 +22,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from core.messages import text_of
 from llm.structured import invoke_structured
 from core.errors import ModelOutputError
 
@@ -54,7 +53,7 @@ class JudgeVerdict(BaseModel):
 async def answer_from_summary(model: BaseChatModel, summary: str, question: str) -> str:
     body = f"<summary>\n{summary or '(empty summary)'}\n</summary>\n\nQuestion: {question}"
     reply = await model.ainvoke([SystemMessage(READER_SYSTEM), HumanMessage(body)])
-    return text_of(reply).strip()
+    return reply.text.strip()
 
 
 async def judge_answer(model: BaseChatModel, question: str, gold: str, answer: str) -> float:

@@ -22,7 +22,6 @@ from evals.summary_records import FoldOutput, ProbeAnswer, SummaryOutput
 from evals.summary_replay import SummaryReplay, replay_summaries
 from evals.terminal import ProgressTracker
 from core.context import Context
-from core.messages import text_of
 from llm.chat_model import load_chat_model, model_label, register_model, unregister_model
 
 __all__ = ["SummaryRunSettings", "make_summary_target", "summary_output"]
@@ -62,7 +61,7 @@ def summary_output(replay: SummaryReplay, model: str, answers: list[ProbeAnswer]
             for f in replay.folds
         ],
         messages=len(replay.messages),
-        conversation_tokens=count_tokens("\n".join(text_of(m) for m in replay.messages)),
+        conversation_tokens=count_tokens("\n".join(m.text for m in replay.messages)),
         node_runs=replay.node_runs,
         calls_by_kind=dict(by_kind),
         input_tokens=sum(c.input_tokens for c in replay.calls),

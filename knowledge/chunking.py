@@ -20,19 +20,15 @@ Everything here is a pure function of its input.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
-CHARS_PER_TOKEN = 4.0
+from core.tokens import CHARS_PER_TOKEN, count_tokens
+
 DEFAULT_TARGET_TOKENS = 350
 DEFAULT_OVERLAP_TOKENS = 50
 HEADING_SEPARATOR = " > "
 
-
-def approx_tokens(text: str) -> int:
-    """Approximate token count: characters / 4, rounded up (count_tokens_approximately's rule)."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ class Chunk:
 
     @property
     def tokens(self) -> int:
-        return approx_tokens(self.text)
+        return count_tokens(self.text)
 
 
 # --------------------------------------------------------------------------- sections
@@ -203,15 +199,15 @@ def hard_split(span: Span, max_tokens: int) -> list[Span]:
 
 def split_to_fit(span: Span, max_tokens: int) -> list[Span]:
     """Sentences, then lines, then hard cuts, until every piece is at most ``max_tokens``."""
-    if approx_tokens(span.text) <= max_tokens:
+    if count_tokens(span.text) <= max_tokens:
         return [span]
     out: list[Span] = []
     for sentence in split_sentences(span):
-        if approx_tokens(sentence.text) <= max_tokens:
+        if count_tokens(sentence.text) <= max_tokens:
             out.append(sentence)
             continue
         for line in _split_by(sentence, _NEWLINE):
-            if approx_tokens(line.text) <= max_tokens:
+            if count_tokens(line.text) <= max_tokens:
                 out.append(line)
             else:
                 out.extend(hard_split(line, max_tokens))
@@ -243,7 +239,7 @@ def _overlap_tail(pieces: list[_Piece], overlap_tokens: int) -> list[_Piece]:
     tail: list[_Piece] = []
     for piece in reversed(pieces):
         candidate = [piece] + tail
-        if approx_tokens(_join(candidate)) <= overlap_tokens:
+        if count_tokens(_join(candidate)) <= overlap_tokens:
             tail = candidate
             continue
         if not tail:
@@ -251,7 +247,7 @@ def _overlap_tail(pieces: list[_Piece], overlap_tokens: int) -> list[_Piece]:
             sentences = [_Piece(s, piece.paragraph) for s in split_sentences(piece.span)]
             for sentence in reversed(sentences):
                 candidate = [sentence] + tail
-                if approx_tokens(_join(candidate)) > overlap_tokens:
+                if count_tokens(_join(candidate)) > overlap_tokens:
                     break
                 tail = candidate
         break
@@ -268,12 +264,12 @@ def _pack_section(section: Section, target_tokens: int, overlap_tokens: int) -> 
     current: list[_Piece] = []
     fresh = 0  # pieces in ``current`` that are not overlap
     for piece in pieces:
-        if current and approx_tokens(_join(current + [piece])) > target_tokens:
+        if current and count_tokens(_join(current + [piece])) > target_tokens:
             if fresh:
                 chunks.append(current)
             current = _overlap_tail(current, overlap_tokens)
             fresh = 0
-            while current and approx_tokens(_join(current + [piece])) > target_tokens:
+            while current and count_tokens(_join(current + [piece])) > target_tokens:
                 current = current[1:]  # the overlap must give way to the new content
         current.append(piece)
         fresh += 1

@@ -11,8 +11,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, computed_field
 
-from core.tokens import count_tokens
 from knowledge.hybrid_ranking import RRF_K, cosine_similarities, mmr_select, reciprocal_rank_fusion
+from prompts.reply_prompt import chunk_cost
 from knowledge.schema import HNSW_MAX_EF_SEARCH, _conn, _dims_mismatch, _distance_sql, _row
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class RetrievedChunk(BaseModel):
     vector_similarity: float | None = None
     """Cosine similarity between the query and the chunk."""
     tokens: int
-    """Approximate tokens of ``content`` (what counts against the token budget)."""
+    """Tokens of the chunk as the prompt renders it, separator included (what counts against the budget)."""
     metadata: dict[str, Any] = {}
 
     @computed_field  # type: ignore[prop-decorator]
@@ -211,7 +211,10 @@ async def search(
     ids = [cid for cid, _ in fused]
     vectors = np.stack([_as_vector(by_id[cid]["embedding"], dims) for cid in ids])
     similarity = cosine_similarities(qvec, vectors)
-    costs = [count_tokens(by_id[cid]["content"]) for cid in ids]
+    costs = [
+        chunk_cost(f"{by_id[cid]['source']}#{by_id[cid]['chunk_index']}", by_id[cid]["heading_path"], by_id[cid]["content"])
+        for cid in ids
+    ]
     chosen = mmr_select(
         vectors,
         [score for _, score in fused],

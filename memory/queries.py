@@ -28,7 +28,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
-from core.messages import text_of
 from memory import chat_search
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
@@ -298,7 +297,7 @@ def _conversation(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple
     """(position in the full history, role, text) of the user and assistant messages from ``start`` on."""
     out = []
     for i, m in enumerate(messages[start:], start):
-        role, text = _role(m), text_of(m).strip()
+        role, text = _role(m), m.text.strip()
         if role and text:
             out.append((i, role, text))
     return out

@@ -21,19 +21,12 @@ from core.schemas import ChatTitle, SummaryBoard
 ROLE_LABELS = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 
-def message_text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, list):
-        content = " ".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
-    return str(content).strip()
-
-
 def render_transcript(messages: Sequence[BaseMessage]) -> str:
     """One line per message: ``[user] …``, ``[assistant] …``, ``[tool name] …`` (tool calls noted)."""
     lines: list[str] = []
     for m in messages:
         role = ROLE_LABELS.get(m.type, m.type)
-        text = message_text(m)
+        text = m.text.strip()
         if isinstance(m, ToolMessage):
             role = f"tool {m.name or ''}".strip()
         if isinstance(m, AIMessage) and m.tool_calls:

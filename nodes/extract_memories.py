@@ -8,7 +8,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import current_turn, text_of
+from core.messages import current_turn
 from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
@@ -50,9 +50,9 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     store = runtime.store
     model = load_chat_model(ctx.model)
     with timed("extract_memories"):
-        stored = await related_memories(store, ctx.user_id, text_of(human), text_of(reply))
+        stored = await related_memories(store, ctx.user_id, human.text, reply.text)
         try:
-            result = await extract(model, text_of(human), text_of(reply), stored, config=NOSTREAM)
+            result = await extract(model, human.text, reply.text, stored, config=NOSTREAM)
         except GraphBubbleUp:
             raise
         except Exception as exc:

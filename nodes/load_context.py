@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
 from core.text_validation import validate_user_text
-from core.messages import current_turn, text_of
+from core.messages import current_turn
 from core.state import State
 from core.errors import InvalidMessage
 from memory.recall import load_user_context
@@ -23,13 +23,13 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     if human is None:
         return {"error": "There is no user message to answer."}
     try:
-        validate_user_text(human.content if isinstance(human.content, str) else text_of(human), ctx.max_message_chars)
+        validate_user_text(human.text, ctx.max_message_chars)
     except InvalidMessage as exc:
         # Take the refused message back out, so the thread holds nothing half-done.
         return {"messages": [RemoveMessage(id=human.id)], "error": str(exc)}
     thread_id = thread_id_of(runtime)
     loaded = await load_user_context(
-        runtime.store, ctx.user_id, text_of(human), thread_id=thread_id, max_facts=ctx.max_facts
+        runtime.store, ctx.user_id, human.text, thread_id=thread_id, max_facts=ctx.max_facts
     )
     return {
         "loaded_context": loaded,

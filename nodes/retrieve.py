@@ -7,7 +7,7 @@ import logging
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context
-from core.messages import current_turn, text_of
+from core.messages import current_turn
 from core.metrics import timed
 from core.state import State
 import knowledge
@@ -29,6 +29,6 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
         if await knowledge.is_empty(pool, collection):
             return {"retrieved_chunks": []}
         chunks = await knowledge.search(
-            pool, embeddings, text_of(human), collection=collection, k=ctx.rag_top_k, token_budget=ctx.rag_token_budget
+            pool, embeddings, human.text, collection=collection, k=ctx.rag_top_k, token_budget=ctx.rag_token_budget
         )
     return {"retrieved_chunks": [c.model_dump(mode="json", exclude={"metadata"}) for c in chunks]}

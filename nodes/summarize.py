@@ -10,7 +10,6 @@ from langgraph.runtime import Runtime
 
 from nodes.compaction import plan_fold, unsummarized
 from core.context import Context, get_context, thread_id_of
-from core.messages import text_of
 from core.metrics import SUMMARY_FAILURES, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
@@ -30,7 +29,7 @@ RECENT_SEARCH_CHARS = 600
 
 def searchable_text(board: SummaryBoard, messages) -> str:
     """What a chat is found by: the summary board plus the newest user lines not yet folded."""
-    recent_user = [text_of(m) for m in messages if isinstance(m, HumanMessage)]
+    recent_user = [m.text for m in messages if isinstance(m, HumanMessage)]
     tail = " / ".join(recent_user[-6:])[-RECENT_SEARCH_CHARS:]
     parts = [board.render()] if not board.is_empty() else []
     if tail:
@@ -104,7 +103,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
     if chat.title == "New chat":
         first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
         if first is not None:
-            chat.title = provisional_title(text_of(first))
+            chat.title = provisional_title(first.text)
     if needs_model_title(chat, board):
         try:
             titled = await make_title(model, board, config=NOSTREAM)

@@ -39,6 +39,7 @@ from offline_model.extractive_summary import (
 )
 from offline_model.rule_extraction import extract_with_rules
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard, normalize_text
+from core.tokens import count_tokens
 
 __all__ = ["OfflineChatModel", "offline_reply", "offline_structured", "title_from_summary"]
 
@@ -59,21 +60,9 @@ _TAG_SCHEMAS: tuple[tuple[str, type[BaseModel]], ...] = (
 
 
 # --------------------------------------------------------------------------- small helpers
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, list):
-        content = " ".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
-    return str(content)
-
-
-def _tokens(chars: int) -> int:
-    """Approximate token count: about four characters a token."""
-    return max(1, round(chars / 4)) if chars else 0
-
-
 def _usage(messages: Sequence[BaseMessage], output: str) -> dict[str, int]:
-    i = _tokens(sum(len(_text(m)) for m in messages))
-    o = _tokens(len(output))
+    i = sum(count_tokens(m.text) for m in messages)
+    o = count_tokens(output)
     return {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
 
 
@@ -240,9 +229,9 @@ def _knowledge(text: str) -> list[str]:
 
 def offline_reply(messages: Sequence[BaseMessage]) -> str:
     """The offline model's chat reply: what the prompt's sections say, restated compactly."""
-    system = next((_text(m) for m in messages if isinstance(m, SystemMessage)), "")
+    system = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
     sections = parse_sections(system)
-    current = next((_text(m) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    current = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
 
     blocks = _user_context_blocks(sections.get(USER_CONTEXT_HEADER, ""))
     profile_items = blocks.get("Profile", [])
@@ -285,14 +274,14 @@ def _json_loads(text: str | None) -> Any:
 def _tagged_text(messages: Sequence[BaseMessage], tag: str) -> str | None:
     """The last human message carrying ``<tag>``."""
     for m in reversed(messages):
-        if isinstance(m, HumanMessage) and prompts.between(_text(m), tag) is not None:
-            return _text(m)
+        if isinstance(m, HumanMessage) and prompts.between(m.text, tag) is not None:
+            return m.text
     return None
 
 
 def _fallback_transcript(messages: Sequence[BaseMessage]) -> list[str]:
     roles = {"human": "user", "ai": "assistant"}
-    return [f"[{roles[m.type]}] {_text(m).strip()}".replace("\n", " ") for m in messages if m.type in roles and _text(m).strip()]
+    return [f"[{roles[m.type]}] {m.text.strip()}".replace("\n", " ") for m in messages if m.type in roles and m.text.strip()]
 
 
 def _summary_board(messages: Sequence[BaseMessage]) -> SummaryBoard:
@@ -307,7 +296,7 @@ def _summary_board(messages: Sequence[BaseMessage]) -> SummaryBoard:
     new = prompts.between(body, prompts.NEW_MESSAGES_TAG) or ""
     if new.strip():
         return fold_extractively(previous, new.splitlines())
-    instructions = " ".join(_text(m) for m in messages if isinstance(m, SystemMessage))
+    instructions = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
     limit = re.search(r"under (\d+) tokens", instructions)
     return compress_extractively(previous, int(limit.group(1))) if limit else previous.model_copy(deep=True)
 
@@ -315,7 +304,7 @@ def _summary_board(messages: Sequence[BaseMessage]) -> SummaryBoard:
 def _extraction(messages: Sequence[BaseMessage]) -> ExtractionResult:
     body = _tagged_text(messages, prompts.USER_MESSAGE_TAG)
     if body is None:
-        current = next((_text(m) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        current = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         return extract_with_rules(current)
     stored = _json_loads(prompts.between(body, prompts.STORED_MEMORIES_TAG))
     return extract_with_rules(prompts.between(body, prompts.USER_MESSAGE_TAG) or "", stored if isinstance(stored, dict) else None)
@@ -352,7 +341,7 @@ def title_from_summary(summary_text: str) -> str:
 def _title(messages: Sequence[BaseMessage]) -> ChatTitle:
     body = _tagged_text(messages, prompts.CHAT_SUMMARY_TAG)
     if body is None:
-        text = "\n".join(_text(m) for m in messages if isinstance(m, HumanMessage))
+        text = "\n".join(m.text for m in messages if isinstance(m, HumanMessage))
     else:
         text = prompts.between(body, prompts.CHAT_SUMMARY_TAG) or ""
     return ChatTitle(title=title_from_summary(text))
@@ -392,22 +381,22 @@ def _unsupported_message(schema: Any) -> str:
 
 def _json_request(messages: Sequence[BaseMessage]) -> type[BaseModel] | None:
     """The schema asked for by a plain call that wants one JSON object (text mode or repair), or None."""
-    if any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in _text(m) for m in messages):
+    if any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in m.text for m in messages):
         return None  # a chat prompt built by prompts.reply_prompt: always a chat reply
     for i, m in enumerate(messages):
         if not isinstance(m, HumanMessage):
             continue
-        text = _text(m)
+        text = m.text
         schema = next((s for tag, s in _TAG_SCHEMAS if prompts.between(text, tag) is not None), None)
         if schema is None:
             continue
-        if any("JSON" in _text(later) for later in messages[i + 1 :] if isinstance(later, (SystemMessage, HumanMessage))):
+        if any("JSON" in later.text for later in messages[i + 1 :] if isinstance(later, (SystemMessage, HumanMessage))):
             return schema
     # No tagged input, but an explicit JSON instruction naming one of our schemas.
     for m in reversed(messages):
-        if isinstance(m, (SystemMessage, HumanMessage)) and "JSON" in _text(m):
+        if isinstance(m, (SystemMessage, HumanMessage)) and "JSON" in m.text:
             for s in SUPPORTED_SCHEMAS:
-                if f'"title": "{s.__name__}"' in _text(m):
+                if f'"title": "{s.__name__}"' in m.text:
                     return s
             break
     return None

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
 import prompts
-from core.tokens import count_message_tokens, count_tokens, truncate_lines
+from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate_lines
 
 USER_CONTEXT_HEADER = "## User context"
 SUMMARY_HEADER = "## Conversation summary"
@@ -74,12 +74,26 @@ def render_user_context(loaded: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_knowledge(chunks: Sequence[dict[str, Any]]) -> str:
-    parts = []
-    for c in chunks:
-        heading = f" ({c['heading_path']})" if c.get("heading_path") else ""
-        parts.append(f"[{c['citation']}]{heading}\n{c['content'].strip()}")
-    return "\n\n".join(parts)
+KNOWLEDGE_SEPARATOR = "\n\n"
+
+
+def render_chunk(citation: str, heading_path: str, content: str) -> str:
+    """One knowledge chunk as the prompt shows it; retrieval costs chunks by this text."""
+    heading = f" ({heading_path})" if heading_path else ""
+    return f"[{citation}]{heading}\n{content.strip()}"
+
+
+def chunk_cost(citation: str, heading_path: str, content: str) -> int:
+    """Tokens a chunk adds to the knowledge section (with its separator), so per-chunk costs bound the section."""
+    return count_tokens(render_chunk(citation, heading_path, content) + KNOWLEDGE_SEPARATOR)
+
+
+def render_knowledge(chunks: Sequence[dict[str, Any]], budget: int | None = None) -> str:
+    """The chunks in order; with a budget, only the leading whole chunks that fit (none is cut)."""
+    parts = [render_chunk(c["citation"], c.get("heading_path") or "", c["content"]) for c in chunks]
+    if budget is not None:
+        parts = fit_blocks(parts, budget, KNOWLEDGE_SEPARATOR)
+    return KNOWLEDGE_SEPARATOR.join(parts)
 
 
 def system_text(persona_text: str) -> str:
@@ -122,7 +136,7 @@ def build_prompt(
 
     user_context = truncate_lines(render_user_context(loaded_context), budgets.user_context)
     summary = truncate_lines(summary_text, budgets.summary)
-    knowledge_text = truncate_lines(render_knowledge(knowledge), budgets.knowledge)
+    knowledge_text = render_knowledge(knowledge, budgets.knowledge)
     for header, body, key in (
         (USER_CONTEXT_HEADER, user_context, "user_context"),
         (SUMMARY_HEADER, summary, "summary"),

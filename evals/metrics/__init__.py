@@ -4,7 +4,7 @@
 * ``rouge``: ROUGE-1/2/L with rouge-score's tokenisation, multi-reference max.
 * ``lexical_recall``: share of a gold answer's content words present in a text.
 * ``bootstrap``: bootstrap CIs, paired differences, winner decisions.
-* ``tokens``: approximate token counts for cost figures.
+* token counts come from ``core.tokens``, the counter every budget uses.
 """
 
 from .bootstrap import (
@@ -28,7 +28,7 @@ from .token_f1 import (
     score_qa,
     stem_token,
 )
-from .tokens import CHARS_PER_TOKEN, count_message_tokens, count_tokens
+from core.tokens import CHARS_PER_TOKEN, count_message_tokens, count_tokens  # the one counter
 
 __all__ = [
     "CHARS_PER_TOKEN",

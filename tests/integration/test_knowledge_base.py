@@ -15,6 +15,8 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 import knowledge
+from core.tokens import count_tokens
+from prompts.reply_prompt import render_knowledge
 from knowledge.document_loaders import load_document, source_name
 from embeddings.record import REINDEX_COMMAND
 from embeddings import resolve_embeddings
@@ -383,6 +385,10 @@ async def test_results_stay_within_k_and_the_token_budget(kb):
         assert len(results) <= k
         assert sum(r.tokens for r in results) <= budget
         assert results, (k, budget)
+        # The budget is of the section as the prompt renders it (citations, headings, separators), whole chunks.
+        rendered = render_knowledge([r.model_dump() for r in results])
+        assert count_tokens(rendered) <= budget, (k, budget)
+        assert render_knowledge([r.model_dump() for r in results], budget) == rendered
     assert await knowledge.search(kb.pool, kb.embeddings, query, token_budget=3) == []
 
 

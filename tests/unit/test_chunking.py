@@ -9,9 +9,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from core.tokens import count_tokens
 from knowledge.chunking import (
     Span,
-    approx_tokens,
     chunk_text,
     hard_split,
     split_sections,
@@ -31,17 +31,17 @@ def sentences(n: int, prefix: str = "Sentence") -> str:
 # --------------------------------------------------------------------------- tokens
 
 
-def test_approx_tokens_is_characters_over_four_rounded_up():
-    assert approx_tokens("") == 0
-    assert approx_tokens("abcd") == 1
-    assert approx_tokens("abcde") == 2
-    assert approx_tokens("x" * 1400) == 350
+def test_count_tokens_is_characters_over_four_rounded_up():
+    assert count_tokens("") == 0
+    assert count_tokens("abcd") == 1
+    assert count_tokens("abcde") == 2
+    assert count_tokens("x" * 1400) == 350
 
 
-def test_approx_tokens_agrees_with_count_tokens_approximately_up_to_the_role_overhead():
+def test_count_tokens_agrees_with_count_tokens_approximately_up_to_the_role_overhead():
     for text in ["hello world", "x" * 1401, "שלום עולם " * 30]:
         langchain = count_tokens_approximately([HumanMessage(text)], extra_tokens_per_message=0, count_name=False)
-        assert 0 <= langchain - approx_tokens(text) <= 2  # langchain also counts the role name
+        assert 0 <= langchain - count_tokens(text) <= 2  # langchain also counts the role name
 
 
 # --------------------------------------------------------------------------- sections
@@ -103,7 +103,7 @@ def test_sentences_split_after_terminal_punctuation_without_needing_a_capital_le
 def test_hard_split_cuts_at_whitespace_and_respects_the_limit():
     text = " ".join(["word"] * 200)
     pieces = hard_split(Span(text, 0, len(text)), 10)
-    assert all(approx_tokens(p.text) <= 10 for p in pieces)
+    assert all(count_tokens(p.text) <= 10 for p in pieces)
     assert all(not p.text.startswith(" ") and not p.text.endswith(" ") for p in pieces)
     assert " ".join(p.text for p in pieces) == text
 
@@ -119,7 +119,7 @@ def test_split_to_fit_goes_sentences_then_lines_then_hard_cuts():
     text = "Short one. " + long_sentence
     pieces = split_to_fit(Span(text, 0, len(text)), 40)
     assert pieces[0].text == "Short one."
-    assert all(approx_tokens(p.text) <= 40 for p in pieces)
+    assert all(count_tokens(p.text) <= 40 for p in pieces)
     assert words(" ".join(p.text for p in pieces)) == words(text)
 
 
@@ -190,7 +190,7 @@ def test_overlap_carries_the_previous_chunks_last_paragraph_into_the_next():
     for prev, nxt in zip(chunks, chunks[1:]):
         last_paragraph = prev.text.split("\n\n")[-1]
         assert nxt.text.startswith(last_paragraph)
-        assert approx_tokens(last_paragraph) <= 25
+        assert count_tokens(last_paragraph) <= 25
 
 
 def test_overlap_uses_last_sentences_when_the_last_paragraph_is_bigger_than_the_overlap():
@@ -200,11 +200,11 @@ def test_overlap_uses_last_sentences_when_the_last_paragraph_is_bigger_than_the_
     assert len(chunks) >= 3
     for prev, nxt in zip(chunks, chunks[1:]):
         last_paragraph = prev.text.split("\n\n")[-1]
-        assert approx_tokens(last_paragraph) > 20
+        assert count_tokens(last_paragraph) > 20
         last_sentence = re.findall(r"[^.]+\.", last_paragraph)[-1].strip()
         carried = nxt.text.split("\n\n")[0]
         assert carried.endswith(last_sentence) and last_paragraph.endswith(carried)
-        assert approx_tokens(carried) <= 20
+        assert count_tokens(carried) <= 20
 
 
 def test_overlap_within_a_split_paragraph_repeats_whole_trailing_sentences():
