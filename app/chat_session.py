@@ -24,7 +24,8 @@ from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
 from core.schemas import SummaryBoard
-from memory.user_memory import forget_user, list_chats, search_facts
+from memory.chat_admin import forget_user_everywhere, user_thread_ids
+from memory.user_memory import delete_fact, list_chats, list_facts, list_tasks, search_facts
 
 DIM, RESET = "\033[2m", "\033[0m"
 HELP = "Commands: /memory /summary /chats /new /forget [text] /quit"
@@ -41,6 +42,7 @@ class ChatSession:
     out: TextIO = sys.stdout
     err: TextIO = sys.stderr
     context_overrides: dict = field(default_factory=dict)
+    confirming_forget: bool = False
 
     def __post_init__(self) -> None:
         self.graph = compile_graph(self.backend.checkpointer, self.backend.store)
@@ -67,8 +69,16 @@ class ChatSession:
         except InvalidMessage as exc:
             print(f"error: {exc}", file=self.err, flush=True)
             return None
-        pending = await self.pending_confirmation()
         answer = text.strip().casefold().rstrip(".!")
+        if self.confirming_forget:
+            self.confirming_forget = False
+            if answer in YES:
+                counts = await forget_user_everywhere(self.backend, self.user_id)
+                self.note(f"Forgot everything about you: {counts}.")
+            else:
+                self.note("Nothing was deleted.")
+            return None
+        pending = await self.pending_confirmation()
         if pending is not None and answer in YES | NO:
             return await self._run(Command(resume={"approved": answer in YES}))
         return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]})
@@ -174,15 +184,21 @@ class ChatSession:
     async def _forget(self, what: str) -> None:
         store = self.backend.store
         if not what:
-            count = await forget_user(store, self.user_id)
-            self.note(f"Forgot everything stored about you ({count} items). Chat histories stay until deleted.")
+            # Everything goes, as with the API's forget-me: ask first, saying what.
+            facts, tasks = await list_facts(store, self.user_id), await list_tasks(store, self.user_id)
+            threads = await user_thread_ids(self.backend, self.user_id)
+            self.note(
+                f"This deletes everything about you: profile, preferences, {len(facts)} facts, {len(tasks)} tasks "
+                f"and {len(threads)} chats with their histories. Delete it all? (yes/no)"
+            )
+            self.confirming_forget = True
             return
         hits = [(f, s) for f, s in await search_facts(store, self.user_id, what, limit=3) if s >= 0.6]
         if not hits:
             self.note(f"No stored fact matches {what!r}. /memory lists them.")
             return
         fact = hits[0][0]
-        await store.adelete(("users", self.user_id, "facts"), fact.id)
+        await delete_fact(store, self.user_id, fact.id)
         self.note(f"Forgot: {fact.text}")
 
 

@@ -36,7 +36,6 @@ from app.http_services import Services, get_services
 from app.active_runs import ActiveRuns
 from graph.assembly import compile_graph
 from core.context import Context
-from storage import chat_runs
 from memory.backend import open_memory
 from storage.fenced_saver import FencedPostgresSaver
 from storage.user_write_lock import UserWriteLocks
@@ -60,7 +59,6 @@ def load_model_plugins() -> None:
 async def lifespan(app: FastAPI):
     load_model_plugins()
     async with open_memory(max_pool_size=int(os.environ.get(POOL_SIZE_ENV, "20"))) as backend:
-        await chat_runs.setup(backend.pool)
         # Load the embedding weights now rather than on the first message.
         await backend.embeddings.embeddings.aembed_query("warm-up")
         # The backend's saver class with a fence against late writes of stopped runs (storage.fenced_saver).

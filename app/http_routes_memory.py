@@ -18,16 +18,14 @@ from app.http_schemas import (
     FactList,
     FactPatch,
     Me,
-    PreferencesPatch,
-    ProfilePatch,
     TaskList,
     TaskPatch,
 )
 from app.http_services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.namespaces import facts_ns, tasks_ns
-from core.schemas import Fact, Preferences, Profile, Task, text_hash, utcnow
-from memory.user_memory import get_user_document, list_facts, list_tasks, put_fact, put_task, put_user_document
+from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task, text_hash, utcnow
+from memory.user_memory import delete_fact as remove_fact, get_user_document, list_facts, list_tasks, put_fact, put_task, put_user_document
 
 router = APIRouter(tags=["memory"])
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
@@ -130,7 +128,7 @@ async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_
 async def delete_fact(fact_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
     async with services.locks.hold(user):
         await _fact(services, user, fact_id)
-        await services.backend.store.adelete(facts_ns(user), fact_id)
+        await remove_fact(services.backend.store, user, fact_id)
     return Deleted(deleted={"facts": 1})
 
 

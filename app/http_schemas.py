@@ -132,32 +132,6 @@ class Deleted(BaseModel):
 
 
 # --------------------------------------------------------------------------- memory
-class ProfilePatch(BaseModel):
-    """Only the fields sent change; null clears a field."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = None
-    native_language: str | None = None
-    level: str | None = None
-    role: str | None = None
-    location: str | None = None
-    goals: list[str] | None = None
-
-
-class PreferencesPatch(BaseModel):
-    """Only the fields sent change; null clears a field."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    language: str | None = None
-    answer_length: Literal["short", "medium", "long"] | None = None
-    code_examples: bool | None = None
-    tone: str | None = None
-    prefers_bullets: bool | None = None
-    other_notes: list[str] | None = None
-
-
 class FactPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

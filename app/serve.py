@@ -40,11 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 async def prepare_database(url: str, auth_on: bool) -> str | None:
     """Set up every table once; return a new key for the local user if it has none."""
     from storage import api_keys
-    from storage import chat_runs
     from memory.backend import open_memory
 
     async with open_memory(url, max_pool_size=2) as backend:
-        await chat_runs.setup(backend.pool)
         if not auth_on:
             return None
         keys = await api_keys.list_keys(backend.pool, LOCAL_USER)

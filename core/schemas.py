@@ -11,9 +11,9 @@ import hashlib
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 
 def utcnow() -> datetime:
@@ -165,30 +165,35 @@ class NewFact(BaseModel):
         return v.strip()
 
 
-class PreferenceUpdates(BaseModel):
+class PreferenceUpdates(Preferences):
     """Only the preference fields the user expressed this turn; None means unchanged."""
 
     model_config = ConfigDict(extra="forbid")
 
-    language: str | None = None
-    answer_length: Literal["short", "medium", "long"] | None = None
-    code_examples: bool | None = None
-    tone: str | None = None
-    prefers_bullets: bool | None = None
-    other_notes: list[str] = Field(default_factory=list)
 
-
-class ProfileUpdates(BaseModel):
+class ProfileUpdates(Profile):
     """Only the profile fields the user stated this turn; None means unchanged."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = None
-    native_language: str | None = None
-    level: str | None = None
-    role: str | None = None
-    location: str | None = None
-    goals: list[str] = Field(default_factory=list)
+
+def patch_model(model: type[BaseModel], doc: str) -> type[BaseModel]:
+    """``model``'s fields, each optional and None when not sent, for a PATCH body (one field set, no copy).
+
+    ``model_fields_set`` of a parsed patch says which fields were sent; a sent null clears the field.
+    """
+    def optional(info):  # keep the field's constraints (lengths) on the value itself
+        kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        return kind | None
+
+    fields = {name: (optional(info), Field(None, description=info.description)) for name, info in model.model_fields.items()}
+    patch = create_model(f"{model.__name__}Patch", __config__=ConfigDict(extra="forbid"), __doc__=doc, **fields)
+    patch.__module__ = __name__
+    return patch
+
+
+ProfilePatch = patch_model(Profile, "Only the profile fields sent change; null clears a field.")
+PreferencesPatch = patch_model(Preferences, "Only the preference fields sent change; null clears a field.")
 
 
 class TaskUpdate(BaseModel):

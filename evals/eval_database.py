@@ -20,7 +20,7 @@ from psycopg import sql
 from memory.backend import MemoryBackend, open_memory
 from core.errors import DatabaseUnreachable
 from storage.postgres import database_url, redact
-from memory.user_memory import forget_user
+from memory.chat_admin import forget_user_everywhere
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class EvalWorkspace:
 
     async def clean_up(self) -> None:
         for user in sorted(self._users):
-            await forget_user(self.backend.store, user)
+            await forget_user_everywhere(self.backend, user)
         for thread in sorted(self._threads):
             await self.backend.checkpointer.adelete_thread(thread)
 

@@ -12,7 +12,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 import knowledge
-from storage import api_keys
+from storage import api_keys, chat_runs
 from embeddings.cache import CachedEmbeddings
 from embeddings.record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
@@ -63,6 +63,7 @@ async def set_up_schema(
         await store.setup()
         await knowledge.setup(pool, dims)
         await api_keys.setup(pool)
+        await chat_runs.setup(pool)
 
 
 @asynccontextmanager

@@ -52,6 +52,10 @@ async def put_fact(store: BaseStore, user_id: str, fact: Fact) -> None:
     await store.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"))
 
 
+async def delete_fact(store: BaseStore, user_id: str, fact_id: str) -> None:
+    await store.adelete(facts_ns(user_id), fact_id)
+
+
 async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True) -> list[Task]:
     tasks = [Task.model_validate(i.value) for i in await _all(store, tasks_ns(user_id))]
     if not include_done:
@@ -90,16 +94,6 @@ async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int
         return []
     hits = await store.asearch(chats_ns(user_id), query=query, limit=limit)
     return [(ChatRecord.model_validate(h.value), float(h.score or 0.0)) for h in hits if h.score is not None]
-
-
-async def forget_user(store: BaseStore, user_id: str) -> int:
-    """Delete every store item under the user's namespaces; returns how many."""
-    count = 0
-    for ns in (profile_ns(user_id), facts_ns(user_id), tasks_ns(user_id), chats_ns(user_id)):
-        for item in await _all(store, ns):
-            await store.adelete(ns, item.key)
-            count += 1
-    return count
 
 
 def age_days(when: datetime | None, now: datetime) -> float:

@@ -31,7 +31,6 @@ from datetime import datetime
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from storage.postgres import schema_lock
 
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
@@ -109,8 +108,8 @@ def _row(r: dict) -> RunRow:
 
 
 async def setup(pool: AsyncConnectionPool) -> None:
-    """Idempotent; under the same advisory lock as the other migrations (workers start together)."""
-    async with schema_lock(pool), pool.connection() as conn:
+    """Idempotent; run by the backend's set-up, under its schema lock (workers start together)."""
+    async with pool.connection() as conn:
         for statement in CREATE:
             await conn.execute(statement)
         # Finished rows are only kept a while, for /stop answers and debugging.

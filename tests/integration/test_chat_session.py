@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from app.chat_session import ChatSession
 from llm.chat_model import register_model, unregister_model
-from memory.user_memory import list_tasks
+from memory.user_memory import list_chats, list_tasks
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 
@@ -59,3 +59,22 @@ async def test_answering_no_declines_and_another_message_moves_on(session, backe
     assert "declined" in out.getvalue()
     reply = await s.send("thanks, what else?")
     assert reply == "Sure."
+
+
+async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(session, backend, user_id):
+    s, out, err = session
+    await s.send("Please remind me about my passport")
+    await s.send("yes")
+    assert len(await list_tasks(backend.store, user_id)) == 1
+
+    await s.command("/forget")
+    assert "1 tasks" in err.getvalue() and "Delete it all? (yes/no)" in err.getvalue()
+    assert len(await list_tasks(backend.store, user_id)) == 1  # nothing before the answer
+    await s.send("no")
+    assert "Nothing was deleted." in err.getvalue()
+    assert len(await list_tasks(backend.store, user_id)) == 1
+
+    await s.command("/forget")
+    await s.send("yes")
+    assert await list_tasks(backend.store, user_id) == []
+    assert await list_chats(backend.store, user_id) == []

@@ -10,6 +10,8 @@ import json
 import uuid
 
 import pytest
+
+from memory.chat_admin import forget_user_everywhere
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import prompts
@@ -19,7 +21,6 @@ from llm.chat_model import register_model, unregister_model
 from memory.memory_writer import apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate
 from memory.user_memory import (
-    forget_user,
     get_chat,
     get_user_document,
     list_chats,
@@ -147,7 +148,7 @@ async def test_user_b_never_sees_user_a(backend, user_id, scripted, b_shape):
     assert (await get_user_document(backend.store, b)).profile.name is None
 
     # --- forgetting B removes nothing of A's
-    await forget_user(backend.store, b)
+    await forget_user_everywhere(backend, b)
     assert len(await list_facts(backend.store, a)) == 2 and len(await list_tasks(backend.store, a)) == 2
     assert await get_chat(backend.store, a, a_thread_id) is not None
     assert (await get_user_document(backend.store, a)).profile.name == "Avital"
