@@ -182,18 +182,6 @@ def load_document(path: str | Path, *, source: str | None = None) -> LoadedDocum
     )
 
 
-def load_documents(paths: Iterable[str | Path]) -> tuple[list[LoadedDocument], list[DocumentLoadError]]:
-    """Load every file under ``paths``; failures are returned, not raised."""
-    files, errors = expand_paths(paths)
-    docs: list[LoadedDocument] = []
-    for f in files:
-        try:
-            docs.append(load_document(f))
-        except DocumentLoadError as exc:
-            errors.append(exc)
-    return docs, errors
-
-
 def _decode(path: Path, data: bytes) -> str:
     if b"\x00" in data[:8192]:
         raise DocumentLoadError(path, "looks like a binary file (or UTF-16 text), not UTF-8 text")

@@ -66,7 +66,7 @@ _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, me
 # A plain AND of all words (plainto/websearch_to_tsquery) finds too little for natural
 # questions. Ranking: chunks matching the whole query as websearch_to_tsquery reads it
 # (all words, "quoted phrases") first, then by cover density over the OR-ed words.
-_TEXT_SEARCH_SQL = f"""
+_TEXT_SEARCH_SQL = """
 WITH lexemes AS (
     SELECT lexeme FROM unnest(to_tsvector('simple', %(q)s)) AS t(lexeme, positions, weights)
 ), kept AS (
@@ -84,7 +84,7 @@ SELECT c.id,
        (c.tsv @@ q.whole) AS whole_match,
        ts_rank_cd(c.tsv, q.any_word, 1) AS rank
 FROM knowledge_chunks c, q
-WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {{collection_filter}}
+WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {collection_filter}
 ORDER BY whole_match DESC, rank DESC, c.id
 LIMIT %(limit)s
 """

@@ -1,4 +1,5 @@
-"""Read-only queries over one user's memory, for agents that use it as tools (MCP).
+"""Read-only queries over one user's memory: the one implementation behind the agent's own
+tools (``nodes/tools.py``) and the MCP tools (``app/mcp_server.py``).
 
 Each function is scoped to one ``user_id``: it reads only that user's store
 namespaces, and only the threads listed in that user's ``chats`` namespace. A chat
@@ -256,19 +257,39 @@ async def _read_thread(checkpointer: BaseCheckpointSaver, thread_id: str) -> Thr
     )
 
 
-async def _read_threads(checkpointer: BaseCheckpointSaver, chats: Sequence[ChatRecord]) -> list[ThreadSnapshot]:
+@dataclass
+class CurrentThread:
+    """The thread a run is in, as its state holds it now (newer than its last checkpoint)."""
+
+    thread_id: str
+    snapshot: ThreadSnapshot
+
+    def record(self, stored: ChatRecord | None) -> ChatRecord:
+        # A chat's record is written after its first reply: before that the thread is still the user's.
+        return stored or ChatRecord(thread_id=self.thread_id, title="This chat", message_count=len(self.snapshot.messages))
+
+
+async def _read_threads(
+    checkpointer: BaseCheckpointSaver | None, chats: Sequence[ChatRecord], current: CurrentThread | None = None
+) -> list[ThreadSnapshot]:
     gate = asyncio.Semaphore(THREAD_READ_CONCURRENCY)
 
     async def one(chat: ChatRecord) -> ThreadSnapshot:
+        if current is not None and chat.thread_id == current.thread_id:
+            return current.snapshot
+        if checkpointer is None:  # a graph run without a saver: only the current thread is known
+            return ThreadSnapshot()
         async with gate:
             return await _read_thread(checkpointer, chat.thread_id)
 
     return list(await asyncio.gather(*(one(c) for c in chats)))
 
 
-async def _user_chat(store: BaseStore, user_id: str, chat_id: str | None) -> ChatRecord:
-    """The user's chat with this id, or the latest one when None."""
-    chat_id = _chat_id(chat_id)
+async def _user_chat(store: BaseStore, user_id: str, chat_id: str | None, current: CurrentThread | None = None) -> ChatRecord:
+    """The user's chat with this id, or the latest one (the current one in a run) when None."""
+    chat_id = _chat_id(chat_id) or (current.thread_id if current else None)
+    if current is not None and chat_id == current.thread_id:
+        return current.record(await get_chat(store, user_id, chat_id))
     if chat_id is None:
         chats = await list_chats(store, user_id)
         if not chats:
@@ -372,11 +393,12 @@ def _snippet_around(text: str, position: int, width: int = SNIPPET_CHARS) -> str
 # --------------------------------------------------------------------------- queries
 async def search_conversation_history(
     store: BaseStore,
-    checkpointer: BaseCheckpointSaver,
+    checkpointer: BaseCheckpointSaver | None,
     user_id: str,
     query: str,
     time_range: str | None = None,
     limit: int = 10,
+    current: CurrentThread | None = None,
 ) -> ConversationSearch:
     """Chats whose summaries are semantically close to ``query``, and messages containing its words.
 
@@ -386,7 +408,10 @@ async def search_conversation_history(
     """
     limit = _clamp(limit)
     window = parse_time_range(time_range)
-    in_range = [c for c in await list_chats(store, user_id) if window.admits(c)]  # newest first
+    chats_all = await list_chats(store, user_id)
+    if current is not None and all(c.thread_id != current.thread_id for c in chats_all):
+        chats_all.insert(0, current.record(None))
+    in_range = [c for c in chats_all if window.admits(c)]  # newest first
     admitted = {c.thread_id: c for c in in_range}
     chats = in_range[:HISTORY_CHAT_LIMIT]
     if not query.strip():
@@ -411,7 +436,7 @@ async def search_conversation_history(
 
     terms, phrase = query_terms(query), " ".join(query.casefold().split())
     messages: list[MessageHit] = []
-    for chat, thread in zip(chats, await _read_threads(checkpointer, chats)):
+    for chat, thread in zip(chats, await _read_threads(checkpointer, chats, current)):
         for index, role, text in _conversation(thread.messages):
             matched = keyword_match(text, terms, phrase)
             if matched is None:
@@ -440,11 +465,15 @@ async def search_conversation_history(
 
 
 async def get_conversation_summary(
-    store: BaseStore, checkpointer: BaseCheckpointSaver, user_id: str, chat_id: str | None = None
+    store: BaseStore,
+    checkpointer: BaseCheckpointSaver | None,
+    user_id: str,
+    chat_id: str | None = None,
+    current: CurrentThread | None = None,
 ) -> ConversationSummary:
-    """The running summary of one chat (the latest when ``chat_id`` is None) with its record."""
-    chat = await _user_chat(store, user_id, chat_id)
-    thread = await _read_thread(checkpointer, chat.thread_id)
+    """The running summary of one chat (the latest, or the current one in a run, when ``chat_id`` is None)."""
+    chat = await _user_chat(store, user_id, chat_id, current)
+    (thread,) = await _read_threads(checkpointer, [chat], current)
     covered = thread.summarized_count()
     recent = [MessageView(index=i, role=role, text=_clip(text, 600)) for i, role, text in _conversation(thread.messages, covered)]
     return ConversationSummary(
@@ -467,10 +496,11 @@ _BOARD_FIELD = {"action_items": "action_items", "pending_questions": "pending_qu
 
 async def recall_context(
     store: BaseStore,
-    checkpointer: BaseCheckpointSaver,
+    checkpointer: BaseCheckpointSaver | None,
     user_id: str,
     context_type: ContextType,
     chat_id: str | None = None,
+    current: CurrentThread | None = None,
 ) -> RecalledContext:
     """One kind of remembered context, from one chat or (``chat_id`` None) all of the user's chats.
 
@@ -484,7 +514,7 @@ async def recall_context(
         raise ValueError(f"context_type must be one of {', '.join(CONTEXT_TYPES)}")
     chat_id = _chat_id(chat_id)
     if chat_id is not None:
-        chats = [await _user_chat(store, user_id, chat_id)]
+        chats = [await _user_chat(store, user_id, chat_id, current)]
     else:
         chats = (await list_chats(store, user_id))[:RECALL_CHAT_LIMIT]
     items: list[RecalledItem] = []
@@ -530,7 +560,7 @@ async def recall_context(
 
     seen = {normalize_text(i.text) for i in items}
     board_field = _BOARD_FIELD[context_type]
-    for chat, thread in zip(chats, await _read_threads(checkpointer, chats)):
+    for chat, thread in zip(chats, await _read_threads(checkpointer, chats, current)):
         for text in getattr(thread.board, board_field):
             key = normalize_text(text)
             if not key or key in seen:

@@ -7,21 +7,20 @@ user first with ``interrupt()``: the change is applied only after
 
 from __future__ import annotations
 
-import re
-from datetime import timedelta
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER  # where a run's config carries its saver
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
 from core.context import Context, get_context
 from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
-from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
-from memory.summarizer import render_transcript
-from memory.user_memory import get_chat, list_facts, list_tasks, search_chats, search_tasks
+from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
+from memory import queries
+from memory.user_memory import list_tasks, search_tasks
 
 
 # Typed with our context and state, so the tool-call schema matches what LangGraph injects.
@@ -39,52 +38,52 @@ def _user(runtime: AgentToolRuntime) -> str:
     return get_context(runtime).user_id
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2}
+def _saver(runtime: AgentToolRuntime) -> BaseCheckpointSaver | None:
+    """The run's checkpointer (LangGraph passes it in the config), to read the user's other chats."""
+    return ((runtime.config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
 
 
+def _current(runtime: AgentToolRuntime) -> queries.CurrentThread | None:
+    """This chat as the run's state holds it now (its checkpoint may lag a step behind)."""
+    thread_id = ((runtime.config or {}).get("configurable") or {}).get("thread_id")
+    if not thread_id:
+        return None
+    summary = _state_value(runtime, "summary", {}) or {}
+    snapshot = queries.ThreadSnapshot(
+        messages=list(_state_value(runtime, "messages", []) or []),
+        board=SummaryBoard.model_validate(summary) if summary else SummaryBoard(),
+        summarized_through=_state_value(runtime, "summarized_through"),
+        summary_folds=int(_state_value(runtime, "summary_folds", 0) or 0),
+    )
+    return queries.CurrentThread(thread_id=str(thread_id), snapshot=snapshot)
+
+
+# The read tools are the MCP tools of the same names (memory.queries), rendered as short text for the model.
 @tool
 async def search_conversation_history(
     query: str,
     runtime: AgentToolRuntime,
-    time_range: Literal["all", "today", "last_7_days", "last_30_days"] = "all",
+    time_range: str = "all",
     limit: int = 5,
 ) -> str:
-    """Search the full history of this chat (including parts already summarized) and the
-    summaries of the user's other chats. Use it when the user refers to something said earlier."""
-    limit = max(1, min(int(limit), 20))
-    terms = _words(query)
-    hits: list[str] = []
-    messages = _state_value(runtime, "messages", [])
-    for m in messages:
-        if m.type not in ("human", "ai") or not isinstance(m.content, str):
-            continue
-        overlap = len(terms & _words(m.content))
-        if overlap:
-            hits.append((overlap, render_transcript([m])))
-    hits.sort(key=lambda h: -h[0])
-    lines = [h[1][:400] for h in hits[:limit]]
-    days = {"today": 1, "last_7_days": 7, "last_30_days": 30}.get(time_range)
-    since = utcnow() - timedelta(days=days) if days else None
-    for chat, score in await search_chats(runtime.store, _user(runtime), query, limit=limit):
-        if since and chat.last_activity < since:
-            continue
-        if score >= 0.3:
-            lines.append(f"[chat {chat.thread_id} \"{chat.title}\" {chat.last_activity:%Y-%m-%d}] {chat.summary_text[:300]}")
+    """Search the full history of this chat (including parts already summarized) and of the user's
+    other chats, and their summaries. Use it when the user refers to something said earlier.
+    time_range: 'all', 'today', 'yesterday', '24h', '7d', '2w', '3m', 'YYYY-MM-DD' or 'YYYY-MM-DD..YYYY-MM-DD'."""
+    found = await queries.search_conversation_history(
+        runtime.store, _saver(runtime), _user(runtime), query, time_range, limit, current=_current(runtime)
+    )
+    lines = [f"[{h.role}, \"{h.chat_title}\" #{h.message_index}] {h.snippet}" for h in found.messages]
+    lines += [f"[chat {h.chat_id} \"{h.title}\" {h.last_activity:%Y-%m-%d}] {h.summary_snippet}" for h in found.summaries]
     return "\n".join(lines) if lines else "Nothing in the conversation history matches."
 
 
 @tool
 async def get_conversation_summary(runtime: AgentToolRuntime, chat_id: str | None = None) -> str:
     """The running summary of this chat, or of another chat of the user's by its id."""
-    if chat_id:
-        chat = await get_chat(runtime.store, _user(runtime), chat_id)
-        if chat is None:
-            return f"No chat with id {chat_id}."
-        return f"{chat.title}\n{chat.summary_text or '(no summary yet)'}"
-    summary = _state_value(runtime, "summary", {}) or {}
-    board = SummaryBoard.model_validate(summary)
-    return board.render() or "This chat has no summary yet: everything is still in the recent messages."
+    found = await queries.get_conversation_summary(runtime.store, _saver(runtime), _user(runtime), chat_id, current=_current(runtime))
+    if not found.summary_text:
+        return f"{found.title}\n(no summary yet: everything is still in the recent messages)"
+    return f"{found.title}\n{found.summary_text}"
 
 
 @tool
@@ -94,15 +93,14 @@ async def recall_context(
 ) -> str:
     """Recall one kind of memory: this chat's action items, pending questions or entities,
     or the user's stored facts or tasks."""
-    board = SummaryBoard.model_validate(_state_value(runtime, "summary", {}) or {})
-    if context_type in ("action_items", "pending_questions", "entities"):
-        items = getattr(board, context_type)
-        return "\n".join(f"- {i}" for i in items) or f"No {context_type.replace('_', ' ')} recorded."
-    if context_type == "facts":
-        facts = await list_facts(runtime.store, _user(runtime))
-        return "\n".join(f"- {f.text}" for f in facts) or "No facts stored."
-    tasks = await list_tasks(runtime.store, _user(runtime))
-    return "\n".join(f"- [{t.id}] {t.description} ({t.status})" for t in tasks) or "No tasks."
+    current = _current(runtime)
+    in_chat = context_type in ("action_items", "pending_questions", "entities") and current is not None
+    found = await queries.recall_context(
+        runtime.store, _saver(runtime), _user(runtime), context_type,
+        chat_id=current.thread_id if in_chat else None, current=current,
+    )
+    lines = [f"- [{i.id}] {i.text} ({i.status})" if i.status else f"- {i.text}" for i in found.items]
+    return "\n".join(lines) or f"No {context_type.replace('_', ' ')} recorded."
 
 
 async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) -> str:
@@ -186,11 +184,3 @@ def _tool_error(exc: Exception) -> str:
 
 
 tools = ToolNode(agent_tools(), name="tools", handle_tool_errors=_tool_error)
-
-
-def budget_exhausted_messages(message: AIMessage) -> list[ToolMessage]:
-    """Answers to tool calls made after the tool budget ran out, so no call stays unanswered."""
-    return [
-        ToolMessage(content="Tool budget for this reply is used up; answer with what you have.", tool_call_id=c["id"], name=c["name"])
-        for c in message.tool_calls
-    ]

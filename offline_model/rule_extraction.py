@@ -105,7 +105,7 @@ _TIME = (
 _DUE_PATTERNS = (
     re.compile(rf"\bby ({_TIME})\b", re.I),
     re.compile(rf"\bon ((?:{_WEEKDAYS})(?: (?:{_PART_OF_DAY}))?|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS}))\b", re.I),
-    re.compile(rf"\bentro ([^\s,.;!?]+)", re.I),
+    re.compile(r"\bentro ([^\s,.;!?]+)", re.I),
     re.compile(rf"(?<!\w)({_TIME})(?!\w)", re.I),
 )
 
