@@ -1,0 +1,86 @@
+"""The layers point one way: a test over the import graph of the production packages.
+
+Every import between top-level packages (module level or inside functions, type-checking
+blocks included) must go down this list; packages on one line may import each other
+only where no cycle results. ARCHITECTURE.md draws the same picture.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Top to bottom. Entry points first; the shared base (core) last and importing nothing of ours.
+LAYERS: list[set[str]] = [
+    {"app"},
+    {"evals"},
+    {"graph"},
+    {"nodes"},
+    {"memory", "knowledge", "llm"},
+    {"offline_model"},
+    {"prompts"},
+    {"storage", "embeddings"},
+    {"core"},
+]
+PACKAGES = set().union(*LAYERS)
+LEVEL = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+
+def _edges() -> dict[str, dict[str, list[str]]]:
+    """package -> imported package -> the files that import it."""
+    edges: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in PACKAGES and top != pkg:
+                        edges[pkg][top].append(str(path.relative_to(ROOT)))
+    return edges
+
+
+def test_every_top_level_package_is_placed_in_a_layer():
+    on_disk = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
+    assert on_disk == PACKAGES, "add the new package to LAYERS here and to ARCHITECTURE.md"
+
+
+def test_imports_only_go_down_the_layers():
+    upward = [
+        f"{pkg} -> {dep} ({files[0]})"
+        for pkg, deps in _edges().items()
+        for dep, files in deps.items()
+        if LEVEL[dep] < LEVEL[pkg]
+    ]
+    assert upward == []
+
+
+def test_there_are_no_import_cycles_between_packages():
+    edges = {pkg: set(deps) for pkg, deps in _edges().items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in edges.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert [p for p in sorted(PACKAGES) if reaches(p, p, {p})] == []
+
+
+def test_no_production_package_imports_the_entry_points_or_the_evals():
+    edges = _edges()
+    for pkg in PACKAGES - {"app", "evals"}:
+        assert "app" not in edges[pkg] and "evals" not in edges[pkg], pkg
+
+
+def test_the_shared_base_imports_nothing_of_ours():
+    assert dict(_edges()["core"]) == {}
