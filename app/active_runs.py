@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from app.turn_runner import TurnRunner, TurnSpec
 from storage import chat_runs
 from memory.chat_admin import ThreadMark, rollback_thread
-from storage.user_write_lock import UserWriteLocks
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +57,9 @@ class RunHandle:
 
 
 class ActiveRuns:
-    def __init__(self, graph, pool, locks: UserWriteLocks) -> None:
+    def __init__(self, graph, pool) -> None:
         self.graph = graph
         self.pool = pool
-        self.locks = locks
         self.worker = worker_id()
         self.runs: dict[str, RunHandle] = {}
         self._poller: asyncio.Task | None = None
@@ -82,7 +80,7 @@ class ActiveRuns:
 
     def launch(self, run_id: str, spec: TurnSpec) -> RunHandle:
         handle = RunHandle(run_id, spec)
-        handle.runner = TurnRunner(graph=self.graph, pool=self.pool, locks=self.locks, run_id=run_id, spec=spec, emit=handle.put)
+        handle.runner = TurnRunner(graph=self.graph, pool=self.pool, run_id=run_id, spec=spec, emit=handle.put)
         self.runs[run_id] = handle
         handle.task = asyncio.create_task(self._execute(handle), name=f"turn-{run_id}")
         self._ensure_poller()

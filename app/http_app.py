@@ -38,7 +38,6 @@ from graph.assembly import compile_graph
 from core.context import Context
 from memory.backend import open_memory
 from storage.fenced_saver import FencedPostgresSaver
-from storage.user_write_lock import UserWriteLocks
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +62,11 @@ async def lifespan(app: FastAPI):
         await backend.embeddings.embeddings.aembed_query("warm-up")
         # The backend's saver class with a fence against late writes of stopped runs (storage.fenced_saver).
         graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
-        locks = UserWriteLocks(backend.url)
-        runs = ActiveRuns(graph, backend.pool, locks)
+        runs = ActiveRuns(graph, backend.pool)
         app.state.services = Services(
             backend=backend,
             graph=graph,
             runs=runs,
-            locks=locks,
             auth_enabled=auth_enabled(),
             max_message_chars=Context().max_message_chars,
         )
@@ -77,7 +74,6 @@ async def lifespan(app: FastAPI):
             yield
         finally:
             await runs.close()
-            await locks.close()
 
 
 class WorkerHeaders:

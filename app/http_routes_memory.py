@@ -23,35 +23,17 @@ from app.http_schemas import (
 )
 from app.http_services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
-from core.namespaces import facts_ns, tasks_ns
-from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task, text_hash, utcnow
-from memory.user_memory import delete_fact as remove_fact, get_user_document, list_facts, list_tasks, put_fact, put_task, put_user_document
+from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
+from memory.memory_writer import delete_item, edit_fact, edit_task, edit_user_document
+from memory.user_memory import get_user_document, list_facts, list_tasks
 
 router = APIRouter(tags=["memory"])
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
 
 
 # --------------------------------------------------------------------------- profile and preferences
-async def _patch_document(services: Services, user: str, part: str, changes: dict) -> dict:
-    async with services.locks.hold(user):
-        doc = await get_user_document(services.backend.store, user)
-        target = getattr(doc, part)
-        for name, value in changes.items():
-            if value is None and isinstance(getattr(target, name), list):
-                value = []  # null clears a list field too
-            setattr(target, name, value)
-        doc.updated_at = utcnow()
-        await put_user_document(services.backend.store, user, doc)
-    return getattr(doc, part)
-
-
-async def _reset_document(services: Services, user: str, part: str):
-    async with services.locks.hold(user):
-        doc = await get_user_document(services.backend.store, user)
-        setattr(doc, part, Profile() if part == "profile" else Preferences())
-        doc.updated_at = utcnow()
-        await put_user_document(services.backend.store, user, doc)
-    return getattr(doc, part)
+async def _patch_document(services: Services, user: str, part: str, changes: dict | None):
+    return await edit_user_document(services.backend.store, user, part, changes)
 
 
 @router.get("/memory/profile", response_model=Profile, responses=_ERRORS)
@@ -68,7 +50,7 @@ async def patch_profile(body: ProfilePatch, user: str = Depends(current_user), s
 @router.delete("/memory/profile", response_model=Profile, responses=_ERRORS)
 async def delete_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Forget the whole profile (preferences stay)."""
-    return await _reset_document(services, user, "profile")
+    return await _patch_document(services, user, "profile", None)
 
 
 @router.get("/memory/preferences", response_model=Preferences, responses=_ERRORS)
@@ -85,7 +67,7 @@ async def patch_preferences(body: PreferencesPatch, user: str = Depends(current_
 @router.delete("/memory/preferences", response_model=Preferences, responses=_ERRORS)
 async def delete_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Forget all preferences (the profile stays)."""
-    return await _reset_document(services, user, "preferences")
+    return await _patch_document(services, user, "preferences", None)
 
 
 # --------------------------------------------------------------------------- facts
@@ -98,37 +80,21 @@ async def get_facts(
     return FactList(facts=await list_facts(services.backend.store, user, include_superseded=include_superseded))
 
 
-async def _fact(services: Services, user: str, fact_id: str) -> Fact:
-    item = await services.backend.store.aget(facts_ns(user), fact_id)
-    if item is None:
-        raise not_found(f"Fact {fact_id}")
-    return Fact.model_validate(item.value)
-
-
 @router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ERRORS)
 async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Correct a fact; a new text is re-embedded, so recall finds it by its new meaning."""
-    async with services.locks.hold(user):
-        fact = await _fact(services, user, fact_id)
-        if body.text is not None:
-            if not body.text.strip():
-                raise ApiError(422, "invalid_request", "A fact's text cannot be empty.")
-            fact.text = body.text.strip()
-            fact.hash = text_hash(fact.text)
-        if body.importance is not None:
-            fact.importance = body.importance
-        if body.tags is not None:
-            fact.tags = sorted({t.strip() for t in body.tags if t.strip()})
-        fact.updated_at = utcnow()
-        await put_fact(services.backend.store, user, fact)
+    if body.text is not None and not body.text.strip():
+        raise ApiError(422, "invalid_request", "A fact's text cannot be empty.")
+    fact = await edit_fact(services.backend.store, user, fact_id, text=body.text, importance=body.importance, tags=body.tags)
+    if fact is None:
+        raise not_found(f"Fact {fact_id}")
     return fact
 
 
 @router.delete("/memory/facts/{fact_id}", response_model=Deleted, responses=_ERRORS)
 async def delete_fact(fact_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
-    async with services.locks.hold(user):
-        await _fact(services, user, fact_id)
-        await remove_fact(services.backend.store, user, fact_id)
+    if not await delete_item(services.backend.store, user, "facts", fact_id):
+        raise not_found(f"Fact {fact_id}")
     return Deleted(deleted={"facts": 1})
 
 
@@ -142,38 +108,21 @@ async def get_tasks(
     return TaskList(tasks=await list_tasks(services.backend.store, user, include_done=include_done))
 
 
-async def _task(services: Services, user: str, task_id: str) -> Task:
-    item = await services.backend.store.aget(tasks_ns(user), task_id)
-    if item is None:
-        raise not_found(f"Task {task_id}")
-    return Task.model_validate(item.value)
-
-
 @router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ERRORS)
 async def patch_task(task_id: str, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Change a task's description, status or due date (null clears the due date)."""
-    async with services.locks.hold(user):
-        task = await _task(services, user, task_id)
-        now = utcnow()
-        if body.description is not None:
-            if not body.description.strip():
-                raise ApiError(422, "invalid_request", "A task's description cannot be empty.")
-            task.description = body.description.strip()
-        if body.status is not None and body.status != task.status:
-            task.status = body.status
-            task.completed_at = now if body.status == "done" else None
-        if "due" in body.model_fields_set:
-            task.due = body.due
-        task.updated_at = now
-        await put_task(services.backend.store, user, task)
+    if body.description is not None and not body.description.strip():
+        raise ApiError(422, "invalid_request", "A task's description cannot be empty.")
+    task = await edit_task(services.backend.store, user, task_id, {k: getattr(body, k) for k in body.model_fields_set})
+    if task is None:
+        raise not_found(f"Task {task_id}")
     return task
 
 
 @router.delete("/memory/tasks/{task_id}", response_model=Deleted, responses=_ERRORS)
 async def delete_task(task_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
-    async with services.locks.hold(user):
-        await _task(services, user, task_id)
-        await services.backend.store.adelete(tasks_ns(user), task_id)
+    if not await delete_item(services.backend.store, user, "tasks", task_id):
+        raise not_found(f"Task {task_id}")
     return Deleted(deleted={"tasks": 1})
 
 
@@ -188,6 +137,5 @@ async def forget_me(user: str = Depends(current_user), services: Services = Depe
     """Forget the caller entirely: chats and their checkpoints, all memory, API keys, run records.
     The key used for this call stops working."""
     await stop_all_user_runs(services, user)
-    async with services.locks.hold(user):
-        counts = await forget_user_everywhere(services.backend, user)
+    counts = await forget_user_everywhere(services.backend, user)
     return Deleted(deleted=counts)

@@ -8,7 +8,6 @@ from fastapi import Request
 
 from app.active_runs import ActiveRuns
 from memory.backend import MemoryBackend
-from storage.user_write_lock import UserWriteLocks
 
 
 @dataclass
@@ -16,7 +15,6 @@ class Services:
     backend: MemoryBackend
     graph: object  # the compiled graph, with the backend's saver and store
     runs: ActiveRuns
-    locks: UserWriteLocks
     auth_enabled: bool
     max_message_chars: int
 

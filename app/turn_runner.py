@@ -35,7 +35,6 @@ from core.context import Context
 from core.messages import current_turn
 from storage import chat_runs
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
-from storage.user_write_lock import UserWriteLocks
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +75,9 @@ def _interrupts(state) -> list[dict]:
 
 
 class TurnRunner:
-    def __init__(self, *, graph, pool, locks: UserWriteLocks, run_id: str, spec: TurnSpec, emit: Emit) -> None:
+    def __init__(self, *, graph, pool, run_id: str, spec: TurnSpec, emit: Emit) -> None:
         self.graph = graph
         self.pool = pool
-        self.locks = locks
         self.run_id = run_id
         self.spec = spec
         self.emit = emit
@@ -179,10 +177,10 @@ class TurnRunner:
             self._forward(mode, chunk)
 
     async def _memory_phase(self, ctx: Context, *, forward: bool) -> None:
-        async with self.locks.hold(self.spec.user_id):
-            async for mode, chunk in self.graph.astream(None, self.config, context=ctx, stream_mode=["custom"]):
-                if forward:
-                    self._forward(mode, chunk)
+        # The memory writer serializes this user's writes itself (storage.user_transaction).
+        async for mode, chunk in self.graph.astream(None, self.config, context=ctx, stream_mode=["custom"]):
+            if forward:
+                self._forward(mode, chunk)
 
     async def _finish_pending_memory_update(self, ctx: Context) -> None:
         """A worker that died between reply and memory update left the thread paused

@@ -80,6 +80,8 @@ class Fact(BaseModel):
     importance: Importance = "medium"
     tags: list[str] = Field(default_factory=list)
     hash: str = ""
+    slot: str | None = None
+    """The single-valued slot the fact fills ("lives in", "works as"), so a new value finds the old by index."""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     last_used: datetime | None = None
@@ -99,6 +101,8 @@ class Task(BaseModel):
     description: str
     status: TaskStatus = "open"
     due: str | None = None
+    hash: str = ""
+    """text_hash of the description, for exact-duplicate lookups by index."""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None

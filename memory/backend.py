@@ -12,7 +12,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 import knowledge
-from storage import api_keys, chat_runs
+from storage import api_keys, chat_runs, store_lookups
 from embeddings.cache import CachedEmbeddings
 from embeddings.record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
@@ -61,6 +61,7 @@ async def set_up_schema(
             await check_or_record(pool, embeddings.name, embeddings.dims)
         await saver.setup()
         await store.setup()
+        await store_lookups.setup(pool)
         await knowledge.setup(pool, dims)
         await api_keys.setup(pool)
         await chat_runs.setup(pool)

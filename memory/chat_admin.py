@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from storage import api_keys
 from storage import chat_runs
+from storage.user_transaction import lock_key
 from core.namespaces import ROOT, chats_ns, user_root
 
 GC_BLOBS = """
@@ -124,7 +125,9 @@ async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)
     root = _prefix(user_root(user_id))
-    async with backend.pool.connection() as conn:
+    async with backend.pool.connection() as conn, conn.transaction():
+        # Under the user's write lock: an extraction running now commits before, or sees nothing after.
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(user_id),))
         # left() instead of LIKE: a user id may contain LIKE wildcards (_ and %).
         cur = await conn.execute(
             "DELETE FROM store WHERE prefix = %s OR left(prefix, %s) = %s", (root, len(root) + 1, root + ".")

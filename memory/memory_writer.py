@@ -12,7 +12,8 @@ Rules, in order, for each new fact:
 4. same single-valued slot ("Lives in …", "Works as …") with another value → supersede;
 5. otherwise a new fact.
 Task updates match an existing task by id, else semantically (≥ ``task_match_threshold``).
-All writes of one turn go to Postgres in one transaction.
+All reads and writes of one turn run in one Postgres transaction holding the user's lock
+(storage.user_transaction): exactly once, whichever entry point writes.
 """
 
 from __future__ import annotations
@@ -22,22 +23,26 @@ import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from langgraph.store.base import PutOp
 
-from storage.atomic_writes import write_atomically
+from storage.store_lookups import items_where
+from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.schemas import (
     ExtractionResult,
     Fact,
     Importance,
     NewFact,
+    Preferences,
+    Profile,
     Task,
     normalize_text,
     text_hash,
     utcnow,
 )
-from memory.user_memory import get_user_document, list_facts, list_tasks, search_facts, search_tasks
+from memory.user_memory import get_user_document, parse_fact, parse_task, search_facts, search_tasks
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +137,29 @@ async def apply_extraction(
     now: datetime | None = None,
     merge_threshold: float = MERGE_THRESHOLD,
 ) -> WriteReport:
-    now = now or utcnow()
-    report = WriteReport()
-    if result.is_empty():  # most turns: nothing to read or write
-        return report
-    ops: list[PutOp] = []
+    """Apply ``result`` exactly once, whatever else writes this user's memory at the same time.
 
-    # ---- profile and preferences: one document, changed fields only
-    doc = await get_user_document(store, user_id)
+    Texts are embedded first, in one batch; then one transaction holding the user's lock reads
+    what it needs (by index and bounded vector search, never a whole namespace) and writes.
+    """
+    now = now or utcnow()
+    if result.is_empty():  # most turns: nothing to read or write
+        return WriteReport()
+    await embed_ahead(store, [f.text for f in result.new_facts] + [u.description for u in result.task_updates])
+    async with user_transaction(store, user_id) as tx:
+        report = WriteReport()
+        ops: list[PutOp] = []
+        await _apply_profile(tx, user_id, result, now, report, ops)
+        await _apply_facts(tx, user_id, result, now, report, ops, thread_id, message_id, merge_threshold)
+        await _apply_tasks(tx, user_id, result, now, report, ops, thread_id)
+        if ops:
+            await tx.abatch(ops)
+    return report
+
+
+async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list) -> None:
+    """Profile and preferences: one document, changed fields only."""
+    doc = await get_user_document(tx, user_id)
     doc_changed = False
     for name, value in result.profile_updates.model_dump().items():
         if name == "goals":
@@ -167,8 +187,32 @@ async def apply_extraction(
         doc.updated_at = now
         ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
 
-    # ---- facts
-    active = {f.id: f for f in await list_facts(store, user_id)}
+
+async def _facts_where(tx, user_id: str, field_name: str, values: list[str]) -> list[Fact]:
+    return [f for f in (parse_fact(k, v) for k, v in await items_where(tx, facts_ns(user_id), field_name, values)) if f]
+
+
+async def _apply_facts(
+    tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list,
+    thread_id: str | None, message_id: str | None, merge_threshold: float,
+) -> None:
+    new_facts = _dedupe_batch(result.new_facts)
+    if not new_facts:
+        return
+    # What this batch can collide with, found by index: the same text, the same slot, named ones.
+    hashes = [text_hash(nf.text) for nf in new_facts]
+    slots = sorted({s for s in (slot_of(nf.text) for nf in new_facts) if s})
+    active: dict[str, Fact] = {f.id: f for f in await _facts_where(tx, user_id, "hash", hashes)}
+    by_slot: dict[str, list[Fact]] = {}
+    for f in await _facts_where(tx, user_id, "slot", slots):
+        active[f.id] = f
+        by_slot.setdefault(f.slot or "", []).append(f)
+    for nf in new_facts:
+        if nf.supersedes and nf.supersedes not in active:
+            item = await tx.aget(facts_ns(user_id), nf.supersedes)
+            named = parse_fact(nf.supersedes, item.value) if item else None
+            if named and named.status == "active":
+                active[named.id] = named
     by_hash = {f.hash or text_hash(f.text): f for f in active.values()}
     touched: dict[str, Fact] = {}
     reembed: set[str] = set()  # facts whose text is new or changed; the others keep their vectors
@@ -178,7 +222,7 @@ async def apply_extraction(
         if text_changed:
             reembed.add(fact.id)
 
-    for nf in _dedupe_batch(result.new_facts):
+    for nf in new_facts:
         h = text_hash(nf.text)
         if h in by_hash:
             existing = touched.get(by_hash[h].id, by_hash[h])
@@ -189,12 +233,14 @@ async def apply_extraction(
             continue
         # A microsecond apart, so facts of one turn list in the order they were extracted.
         created = now + timedelta(microseconds=len(touched))
+        slot = slot_of(nf.text)
         new = Fact(
             id=str(uuid.uuid4()),
             text=nf.text,
             importance=nf.importance,
             tags=sorted(set(nf.tags)),
             hash=h,
+            slot=slot,
             created_at=created,
             updated_at=created,
             source_thread=thread_id,
@@ -202,10 +248,11 @@ async def apply_extraction(
         )
         old = active.get(nf.supersedes or "") if nf.supersedes else None
         if old is None:
-            similar = [(f, s) for f, s in await search_facts(store, user_id, nf.text, limit=5) if f.id in active]
+            similar = [(touched.get(f.id, f), s) for f, s in await search_facts(tx, user_id, nf.text, limit=5)]
+            similar = [(f, s) for f, s in similar if f.status == "active"]
             best = similar[0] if similar else None
             if best and best[1] >= merge_threshold and not contradicts(nf.text, best[0].text):
-                target = touched.get(best[0].id, best[0])
+                target = best[0]
                 richer = len(nf.text) > len(target.text)
                 if richer:
                     target.text, target.hash = nf.text, h
@@ -217,9 +264,10 @@ async def apply_extraction(
                 by_hash[h] = target
                 report.facts_merged.append(target.text)
                 continue
-            slot = slot_of(nf.text)
             if slot:
-                old = next((f for f in active.values() if f.id not in touched and slot_of(f.text) == slot), None)
+                # Indexed by slot, plus related facts stored before facts carried their slot.
+                candidates = by_slot.get(slot, []) + [f for f, _ in similar]
+                old = next((f for f in candidates if f.status == "active" and f.id not in touched and slot_of(f.text) == slot), None)
         if old is not None:
             old = touched.get(old.id, old)
             old.status = "superseded"
@@ -232,25 +280,38 @@ async def apply_extraction(
         stage(new, text_changed=True)
         active[new.id] = new
         by_hash[h] = new
+        if slot:
+            by_slot.setdefault(slot, []).insert(0, new)
         report.facts_added.append(new.text)
     for fact in touched.values():
         ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=None if fact.id in reembed else False))
 
-    # ---- tasks
-    tasks = {t.id: t for t in await list_tasks(store, user_id)}
+
+async def _apply_tasks(
+    tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list, thread_id: str | None
+) -> None:
+    staged: dict[str, Task] = {}
     for upd in result.task_updates:
-        target = tasks.get(upd.task_id or "")
+        wanted = normalize_text(upd.description)
+        target = staged.get(upd.task_id or "")
+        if target is None and upd.task_id:
+            item = await tx.aget(tasks_ns(user_id), upd.task_id)
+            target = parse_task(upd.task_id, item.value) if item else None
+        similar = [(staged.get(t.id, t), s) for t, s in await search_tasks(tx, user_id, upd.description, limit=3)]
+        open_similar = [(t, s) for t, s in similar if t.status != "done"]
         if target is None and upd.action != "add":
-            matches = [(t, s) for t, s in await search_tasks(store, user_id, upd.description, limit=3) if t.status != "done"]
-            if matches and matches[0][1] >= TASK_MATCH_THRESHOLD:
-                target = tasks.get(matches[0][0].id, matches[0][0])
+            if open_similar and open_similar[0][1] >= TASK_MATCH_THRESHOLD:
+                target = open_similar[0][0]
         if upd.action == "add":
-            dup = [(t, s) for t, s in await search_tasks(store, user_id, upd.description, limit=1) if t.status != "done"]
-            exact = next((t for t in tasks.values() if normalize_text(t.description) == normalize_text(upd.description) and t.status != "done"), None)
-            if exact or (dup and dup[0][1] >= TASK_DUPLICATE_THRESHOLD):
+            same_text = [t for t, _ in await _tasks_with_hash(tx, user_id, text_hash(upd.description))]
+            exact = next((staged.get(t.id, t) for t in same_text if staged.get(t.id, t).status != "done"), None)
+            exact = exact or next((t for t in staged.values() if normalize_text(t.description) == wanted and t.status != "done"), None)
+            if exact or (open_similar and open_similar[0][1] >= TASK_DUPLICATE_THRESHOLD):
                 continue  # already on the list
-            task = Task(id=str(uuid.uuid4()), description=upd.description.strip(), due=upd.due, created_at=now, updated_at=now, source_thread=thread_id)
-            tasks[task.id] = task
+            description = upd.description.strip()
+            task = Task(id=str(uuid.uuid4()), description=description, hash=text_hash(description), due=upd.due,
+                        created_at=now, updated_at=now, source_thread=thread_id)
+            staged[task.id] = task
             ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json")))
             report.tasks_added.append(task.description)
         elif target is None:
@@ -258,6 +319,7 @@ async def apply_extraction(
         elif upd.action == "complete" or upd.status == "done":
             if target.status != "done":
                 target.status, target.completed_at, target.updated_at = "done", now, now
+                staged[target.id] = target
                 ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json"), index=False))
                 report.tasks_completed.append(target.description)
         else:
@@ -266,11 +328,14 @@ async def apply_extraction(
             if upd.due:
                 target.due = upd.due
             target.updated_at = now
+            staged[target.id] = target
             ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json"), index=False))
             report.tasks_updated.append(target.description)
 
-    await write_atomically(store, ops)
-    return report
+
+async def _tasks_with_hash(tx, user_id: str, h: str) -> list[tuple[Task, float]]:
+    found = await items_where(tx, tasks_ns(user_id), "hash", [h], status=None, limit=5)
+    return [(t, 1.0) for t in (parse_task(k, v) for k, v in found) if t]
 
 
 def _dedupe_batch(facts: list[NewFact]) -> list[NewFact]:
@@ -282,3 +347,81 @@ def _dedupe_batch(facts: list[NewFact]) -> list[NewFact]:
             seen.add(h)
             out.append(f)
     return out
+
+
+# --------------------------------------------------------------------------- edits by the user
+# The memory API and the CLI change memory through these, under the same lock as extraction.
+
+
+async def edit_user_document(store, user_id: str, part: str, changes: dict[str, Any] | None) -> Profile | Preferences:
+    """Set the given fields of the profile or the preferences (a null clears one); ``None`` resets the part."""
+    async with user_transaction(store, user_id) as tx:
+        doc = await get_user_document(tx, user_id)
+        if changes is None:
+            setattr(doc, part, Profile() if part == "profile" else Preferences())
+        else:
+            target = getattr(doc, part)
+            for name, value in changes.items():
+                if value is None and isinstance(getattr(target, name), list):
+                    value = []  # null clears a list field too
+                setattr(target, name, value)
+        doc.updated_at = utcnow()
+        await tx.aput(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False)
+    return getattr(doc, part)
+
+
+async def edit_fact(
+    store, user_id: str, fact_id: str, *, text: str | None = None, importance: Importance | None = None, tags: list[str] | None = None
+) -> Fact | None:
+    """Correct a stored fact (None when there is no valid fact with that id). A new text is re-embedded."""
+    if text is not None:
+        text = text.strip()
+        await embed_ahead(store, [text])
+    async with user_transaction(store, user_id) as tx:
+        item = await tx.aget(facts_ns(user_id), fact_id)
+        fact = parse_fact(fact_id, item.value) if item else None
+        if fact is None:
+            return None
+        if text is not None:
+            fact.text, fact.hash, fact.slot = text, text_hash(text), slot_of(text)
+        if importance is not None:
+            fact.importance = importance
+        if tags is not None:
+            fact.tags = sorted({t.strip() for t in tags if t.strip()})
+        fact.updated_at = utcnow()
+        await tx.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=None if text is not None else False)
+    return fact
+
+
+async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) -> Task | None:
+    """Change a task's description, status or due date (None when there is no valid task with that id)."""
+    description = (changes.get("description") or "").strip()
+    if description:
+        await embed_ahead(store, [description])
+    async with user_transaction(store, user_id) as tx:
+        item = await tx.aget(tasks_ns(user_id), task_id)
+        task = parse_task(task_id, item.value) if item else None
+        if task is None:
+            return None
+        now = utcnow()
+        if description:
+            task.description, task.hash = description, text_hash(description)
+        status = changes.get("status")
+        if status is not None and status != task.status:
+            task.status = status
+            task.completed_at = now if status == "done" else None
+        if "due" in changes:
+            task.due = changes["due"]
+        task.updated_at = now
+        await tx.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=None if description else False)
+    return task
+
+
+async def delete_item(store, user_id: str, kind: str, item_id: str) -> bool:
+    """Delete one fact or task by id, valid or not; False when there is none."""
+    namespace = {"facts": facts_ns, "tasks": tasks_ns}[kind](user_id)
+    async with user_transaction(store, user_id) as tx:
+        if await tx.aget(namespace, item_id) is None:
+            return False
+        await tx.adelete(namespace, item_id)
+    return True

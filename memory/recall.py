@@ -25,14 +25,15 @@ from typing import Any
 from langgraph.store.base import PutOp
 from psycopg_pool import AsyncConnectionPool
 
-from storage.atomic_writes import write_atomically
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
-from memory.user_memory import age_days, get_user_document, list_facts, list_tasks, search_chats, search_facts, search_tasks
+from memory.user_memory import age_days, get_user_document, list_open_tasks, search_chats, search_facts, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 MIN_FACTS, MIN_SIMILARITY = 3, 0.25
+# Facts ranked per turn at most: the nearest by similarity (a bounded set, so cost stays flat).
+CANDIDATES = 50
 RELATED_CHAT_SIMILARITY = 0.5
 TASK_SIMILARITY = 0.3
 TASK_WORDS = re.compile(r"\b(task|tasks|todo|to-do|remind|reminder|plan|list)\b", re.I)
@@ -52,10 +53,13 @@ def fact_score(similarity: float, fact: Fact, now: datetime) -> float:
 
 
 async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now: datetime | None = None) -> list[ScoredFact]:
+    """The best facts for ``query``: the most similar CANDIDATES, re-ranked by the score.
+
+    Bounded whatever the user has stored: a user with fewer facts than CANDIDATES has all of them ranked.
+    """
     now = now or utcnow()
-    similar = {f.id: s for f, s in await search_facts(store, user_id, query, limit=max(20, max_facts * 3))}
-    facts = await list_facts(store, user_id)
-    scored = [ScoredFact(f, similar.get(f.id, 0.0), fact_score(similar.get(f.id, 0.0), f, now)) for f in facts]
+    similar = await search_facts(store, user_id, query, limit=max(CANDIDATES, max_facts * 3))
+    scored = [ScoredFact(f, s, fact_score(s, f, now)) for f, s in similar]
     scored.sort(key=lambda s: (-s.score, s.fact.created_at))
     chosen = scored[:MIN_FACTS] + [s for s in scored[MIN_FACTS:] if s.similarity >= MIN_SIMILARITY]
     return chosen[:max_facts]
@@ -82,7 +86,7 @@ async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None
             )
         return
     # Other stores (tests with an in-memory store): a plain put, text unchanged so no re-embedding.
-    await write_atomically(store, [PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts])
+    await store.abatch([PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts])
 
 
 async def load_user_context(
@@ -94,12 +98,12 @@ async def load_user_context(
     ranked = await rank_facts(store, user_id, query, max_facts=max_facts, now=now)
     await mark_used(store, user_id, [s.fact for s in ranked], now)
 
-    open_tasks = await list_tasks(store, user_id, include_done=False)
+    # A few open tasks always show; more only when they relate to the message (or it is about tasks).
+    open_tasks = await list_open_tasks(store, user_id, limit=10)
     if TASK_WORDS.search(query) or len(open_tasks) <= 3:
-        tasks = open_tasks[:10]
+        tasks = open_tasks
     else:
-        related = {t.id for t, s in await search_tasks(store, user_id, query, limit=10) if s >= TASK_SIMILARITY}
-        tasks = [t for t in open_tasks if t.id in related][:5]
+        tasks = [t for t, s in await search_tasks(store, user_id, query, limit=10) if s >= TASK_SIMILARITY and t.status != "done"][:5]
 
     chats = [
         (c, s)

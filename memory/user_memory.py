@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.store.base import BaseStore, SearchItem
+from pydantic import BaseModel, ValidationError
 
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
 
 PAGE = 200
+M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
+
+
+def _parse(model: type[M], key: str, value: Any) -> M | None:
+    """The item as ``model``, or None when it does not validate (an item written around our writer)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        log.warning("skipping invalid %s item %s: %s", model.__name__, key, exc.errors()[0].get("msg"))
+        return None
+
+
+def parse_fact(key: str, value: Any) -> Fact | None:
+    return _parse(Fact, key, value)
+
+
+def parse_task(key: str, value: Any) -> Task | None:
+    return _parse(Task, key, value)
 
 
 async def get_user_document(store: BaseStore, user_id: str) -> UserDocument:
@@ -45,7 +66,7 @@ async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int
     if not query.strip():
         return []
     hits = await store.asearch(facts_ns(user_id), query=query, filter={"status": "active"}, limit=limit)
-    return [(Fact.model_validate(h.value), float(h.score or 0.0)) for h in hits]
+    return [(f, float(h.score or 0.0)) for h in hits if (f := parse_fact(h.key, h.value))]
 
 
 async def put_fact(store: BaseStore, user_id: str, fact: Fact) -> None:
@@ -63,11 +84,25 @@ async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = Tru
     return sorted(tasks, key=lambda t: t.created_at)
 
 
+async def list_open_tasks(store: BaseStore, user_id: str, *, limit: int = 10) -> list[Task]:
+    """The newest open or in-progress tasks, at most ``limit`` (reads no more than it returns)."""
+    found: list[Task] = []
+    for status in ("in_progress", "open"):
+        items = await store.asearch(tasks_ns(user_id), filter={"status": status}, limit=limit)
+        found += [t for i in items if (t := parse_task(i.key, i.value))]
+    return sorted(found, key=lambda t: t.updated_at, reverse=True)[:limit]
+
+
 async def search_tasks(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[Task, float]]:
     if not query.strip():
         return []
     hits = await store.asearch(tasks_ns(user_id), query=query, limit=limit)
-    return [(Task.model_validate(h.value), float(h.score or 0.0)) for h in hits]
+    return [(t, float(h.score or 0.0)) for h in hits if (t := parse_task(h.key, h.value))]
+
+
+async def get_task(store: BaseStore, user_id: str, task_id: str) -> Task | None:
+    item = await store.aget(tasks_ns(user_id), task_id)
+    return parse_task(task_id, item.value) if item else None
 
 
 async def put_task(store: BaseStore, user_id: str, task: Task) -> None:

@@ -20,7 +20,7 @@ from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
 from memory import queries
-from memory.user_memory import list_tasks, search_tasks
+from memory.user_memory import get_task, search_tasks
 
 
 # Typed with our context and state, so the tool-call schema matches what LangGraph injects.
@@ -135,13 +135,15 @@ async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) 
 
 
 async def _already_in_place(runtime: AgentToolRuntime, update: TaskUpdate) -> str | None:
-    tasks = await list_tasks(runtime.store, _user(runtime))
-    by_id = {t.id: t for t in tasks}
-    wanted = normalize_text(update.description)
-    target = by_id.get(update.task_id or "") or next((t for t in tasks if normalize_text(t.description) == wanted), None)
-    if target is None and update.action == "add":
-        hits = await search_tasks(runtime.store, _user(runtime), update.description, limit=1)
-        target = hits[0][0] if hits and hits[0][1] >= TASK_DUPLICATE_THRESHOLD else None
+    """Whether the change is already what the task list says (bounded look-ups, never the whole list)."""
+    user = _user(runtime)
+    target = await get_task(runtime.store, user, update.task_id) if update.task_id else None
+    if target is None:
+        wanted = normalize_text(update.description)
+        hits = await search_tasks(runtime.store, user, update.description, limit=3)
+        target = next((t for t, _ in hits if normalize_text(t.description) == wanted), None)
+        if target is None and update.action == "add" and hits and hits[0][1] >= TASK_DUPLICATE_THRESHOLD:
+            target = hits[0][0]
     if target is None:
         return None
     if update.action == "add" and target.status != "done":

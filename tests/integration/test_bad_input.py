@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from contextlib import asynccontextmanager
 import re
 import threading
 import time
@@ -237,16 +238,18 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
     from memory import memory_writer
 
     write_failures: list[BaseException] = []
-    real_write = memory_writer.write_atomically
+    real_transaction = memory_writer.user_transaction
 
-    async def observed_write(store, ops):  # observes only: proves the failure hit the write batch itself
+    @asynccontextmanager
+    async def observed_transaction(store, user):  # observes only: proves the failure hit the write transaction itself
         try:
-            return await real_write(store, ops)
+            async with real_transaction(store, user) as tx:
+                yield tx
         except BaseException as exc:
             write_failures.append(exc)
             raise
 
-    monkeypatch.setattr(memory_writer, "write_atomically", observed_write)
+    monkeypatch.setattr(memory_writer, "user_transaction", observed_transaction)
     thread_id = str(uuid.uuid4())
     out, err = io.StringIO(), io.StringIO()
     session = ChatSession(backend, user_id, thread_id, interactive=False, out=out, err=err, context_overrides={"model": name})

@@ -1,0 +1,54 @@
+"""Indexed lookups of store items by a field of their value, so writers never list a namespace.
+
+LangGraph's store filters ``value`` after selecting a whole namespace (O(items)). The memory
+writer asks narrower questions ("an active fact with this text hash", "active facts in this
+slot"); expression indexes on the store table answer them in O(log n).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.store.base import BaseStore
+from psycopg_pool import AsyncConnectionPool
+
+# Expression indexes on LangGraph's own store table (created after store.setup(); idempotent).
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS store_value_hash_idx ON store (prefix, (value->>'hash')) WHERE value ? 'hash'",
+    "CREATE INDEX IF NOT EXISTS store_value_slot_idx ON store (prefix, (value->>'slot')) WHERE value ? 'slot'",
+)
+INDEXED_FIELDS = frozenset({"hash", "slot"})
+
+
+async def setup(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        for statement in INDEXES:
+            await conn.execute(statement)
+
+
+async def items_where(
+    store: BaseStore, namespace: tuple[str, ...], field: str, values: list[str], *, status: str | None = "active", limit: int = 20
+) -> list[tuple[str, dict[str, Any]]]:
+    """(key, value) of the items in ``namespace`` whose ``value[field]`` is one of ``values``."""
+    if field not in INDEXED_FIELDS:
+        raise ValueError(f"{field!r} has no index; add one to INDEXES first")
+    if not values:
+        return []
+    sql = (
+        f"SELECT key, value FROM store WHERE prefix = %s AND value->>'{field}' = ANY(%s)"
+        + (" AND value->>'status' = %s" if status is not None else "")
+        + " ORDER BY updated_at DESC LIMIT %s"
+    )
+    params: tuple = (".".join(namespace), list(values), *((status,) if status is not None else ()), limit)
+    conn = getattr(store, "conn", None)
+    if isinstance(conn, AsyncConnectionPool):
+        async with conn.connection() as c:
+            rows = await (await c.execute(sql, params)).fetchall()
+    elif conn is not None and hasattr(conn, "execute"):
+        rows = await (await conn.execute(sql, params)).fetchall()
+    else:  # not a Postgres store (in-memory, tests): filter its items
+        found = []
+        for value in values:
+            found += await store.asearch(namespace, filter={field: value, **({"status": status} if status else {})}, limit=limit)
+        return [(i.key, i.value) for i in found][:limit]
+    return [(r["key"], r["value"]) for r in rows]
