@@ -99,7 +99,8 @@ class Fact(BaseModel):
 class Task(BaseModel):
     id: str
     description: str
-    status: TaskStatus = "open"
+    # "retracted": taught only by a message the user edited away or regenerated; kept, never shown.
+    status: Literal["open", "in_progress", "done", "retracted"] = "open"
     due: str | None = None
     hash: str = ""
     """text_hash of the description, for exact-duplicate lookups by index."""
@@ -107,6 +108,7 @@ class Task(BaseModel):
     updated_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None
     source_thread: str | None = None
+    source_message_id: str | None = None
 
 
 # --------------------------------------------------------------------------- chats

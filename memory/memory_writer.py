@@ -151,7 +151,7 @@ async def apply_extraction(
         ops: list[PutOp] = []
         await _apply_profile(tx, user_id, result, now, report, ops)
         await _apply_facts(tx, user_id, result, now, report, ops, thread_id, message_id, merge_threshold)
-        await _apply_tasks(tx, user_id, result, now, report, ops, thread_id)
+        await _apply_tasks(tx, user_id, result, now, report, ops, thread_id, message_id)
         if ops:
             await tx.abatch(ops)
     return report
@@ -288,7 +288,8 @@ async def _apply_facts(
 
 
 async def _apply_tasks(
-    tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list, thread_id: str | None
+    tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list,
+    thread_id: str | None, message_id: str | None,
 ) -> None:
     staged: dict[str, Task] = {}
     for upd in result.task_updates:
@@ -298,19 +299,19 @@ async def _apply_tasks(
             item = await tx.aget(tasks_ns(user_id), upd.task_id)
             target = parse_task(upd.task_id, item.value) if item else None
         similar = [(staged.get(t.id, t), s) for t, s in await search_tasks(tx, user_id, upd.description, limit=3)]
-        open_similar = [(t, s) for t, s in similar if t.status != "done"]
+        open_similar = [(t, s) for t, s in similar if t.status in ("open", "in_progress")]
         if target is None and upd.action != "add":
             if open_similar and open_similar[0][1] >= TASK_MATCH_THRESHOLD:
                 target = open_similar[0][0]
         if upd.action == "add":
             same_text = [t for t, _ in await _tasks_with_hash(tx, user_id, text_hash(upd.description))]
-            exact = next((staged.get(t.id, t) for t in same_text if staged.get(t.id, t).status != "done"), None)
-            exact = exact or next((t for t in staged.values() if normalize_text(t.description) == wanted and t.status != "done"), None)
+            exact = next((staged.get(t.id, t) for t in same_text if staged.get(t.id, t).status in ("open", "in_progress")), None)
+            exact = exact or next((t for t in staged.values() if normalize_text(t.description) == wanted and t.status in ("open", "in_progress")), None)
             if exact or (open_similar and open_similar[0][1] >= TASK_DUPLICATE_THRESHOLD):
                 continue  # already on the list
             description = upd.description.strip()
             task = Task(id=str(uuid.uuid4()), description=description, hash=text_hash(description), due=upd.due,
-                        created_at=now, updated_at=now, source_thread=thread_id)
+                        created_at=now, updated_at=now, source_thread=thread_id, source_message_id=message_id)
             staged[task.id] = task
             ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json")))
             report.tasks_added.append(task.description)
@@ -347,6 +348,47 @@ def _dedupe_batch(facts: list[NewFact]) -> list[NewFact]:
             seen.add(h)
             out.append(f)
     return out
+
+
+# --------------------------------------------------------------------------- abandoned branches
+
+
+@dataclass
+class Retraction:
+    facts: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
+
+
+async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now: datetime | None = None) -> Retraction:
+    """Retract the facts and tasks that only the given messages taught (the user edited them away,
+    or regenerated their reply): facts become superseded and tasks retracted, both kept for history.
+
+    A fact another message repeated since (``mentions`` > 1) stays: something still on the
+    conversation said it too.
+    """
+    now = now or utcnow()
+    done = Retraction()
+    if not message_ids:
+        return done
+    async with user_transaction(store, user_id) as tx:
+        ops: list[PutOp] = []
+        for key, value in await items_where(tx, facts_ns(user_id), "source_message_id", message_ids, limit=200):
+            fact = parse_fact(key, value)
+            if fact is None or fact.mentions > 1:
+                continue
+            fact.status, fact.valid_to, fact.updated_at = "superseded", now, now
+            ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=False))
+            done.facts.append(fact.text)
+        for key, value in await items_where(tx, tasks_ns(user_id), "source_message_id", message_ids, status=None, limit=200):
+            task = parse_task(key, value)
+            if task is None or task.status == "retracted":
+                continue
+            task.status, task.updated_at = "retracted", now
+            ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=False))
+            done.tasks.append(task.description)
+        if ops:
+            await tx.abatch(ops)
+    return done
 
 
 # --------------------------------------------------------------------------- edits by the user

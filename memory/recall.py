@@ -103,7 +103,7 @@ async def load_user_context(
     if TASK_WORDS.search(query) or len(open_tasks) <= 3:
         tasks = open_tasks
     else:
-        tasks = [t for t, s in await search_tasks(store, user_id, query, limit=10) if s >= TASK_SIMILARITY and t.status != "done"][:5]
+        tasks = [t for t, s in await search_tasks(store, user_id, query, limit=10) if s >= TASK_SIMILARITY and t.status in ("open", "in_progress")][:5]
 
     chats = [
         (c, s)

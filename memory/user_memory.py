@@ -79,8 +79,8 @@ async def delete_fact(store: BaseStore, user_id: str, fact_id: str) -> None:
 
 async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True) -> list[Task]:
     tasks = [Task.model_validate(i.value) for i in await _all(store, tasks_ns(user_id))]
-    if not include_done:
-        tasks = [t for t in tasks if t.status != "done"]
+    # Retracted tasks (taught by an edited-away message) are history: never listed as the user's tasks.
+    tasks = [t for t in tasks if t.status != "retracted" and (include_done or t.status != "done")]
     return sorted(tasks, key=lambda t: t.created_at)
 
 

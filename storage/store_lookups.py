@@ -16,8 +16,10 @@ from psycopg_pool import AsyncConnectionPool
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS store_value_hash_idx ON store (prefix, (value->>'hash')) WHERE value ? 'hash'",
     "CREATE INDEX IF NOT EXISTS store_value_slot_idx ON store (prefix, (value->>'slot')) WHERE value ? 'slot'",
+    "CREATE INDEX IF NOT EXISTS store_value_source_message_idx ON store (prefix, (value->>'source_message_id'))"
+    " WHERE value ? 'source_message_id'",
 )
-INDEXED_FIELDS = frozenset({"hash", "slot"})
+INDEXED_FIELDS = frozenset({"hash", "slot", "source_message_id"})
 
 
 async def setup(pool: AsyncConnectionPool) -> None:
