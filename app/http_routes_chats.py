@@ -8,11 +8,15 @@ through :mod:`graph.turn_runner`; replies stream as Server-Sent Events (:mod:`ap
 - A chat waiting for a task-change confirmation takes no new message (409
   ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call
   would be left in the history.
-- ``/stop`` discards the running reply and its user message; see graph.turn_runner.
+- ``/stop`` ends the running reply and keeps it as far as it got, marked ``stopped``;
+  memory learns nothing from a stopped turn (see graph.turn_runner for the rule).
 - Editing a user message forks the thread at the checkpoint before that message and
   answers the edited text there; the later messages leave the thread's current
   branch (and the model's view). Memories learned from them stay in the user's
-  memory, where they can be corrected through /memory.
+  memory, where they can be corrected through /memory. Regenerating a reply is the
+  same fork, answering that reply's user message again.
+- ``PATCH /chats/{id}`` renames a chat; a title the user set is never replaced by a
+  generated one (memory.chat_titles).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from app.http_schemas import (
     ChatCreate,
     ChatDetail,
     ChatList,
+    ChatPatch,
     ChatSearchResult,
     ChatSummary,
     Deleted,
@@ -50,14 +55,14 @@ from app.http_services import Services, get_services
 from app.sse import EVENTS_DOC, sse_response
 from graph.compaction import model_view
 from graph.input_validation import validate_user_text
-from graph.messages import text_of
-from graph.turn_runner import TurnSpec
+from graph.messages import is_stopped, text_of
+from graph.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from memory import chat_runs
 from memory.chat_admin import delete_chat
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from memory.errors import InvalidMessage
 from memory.schemas import ChatRecord, SummaryBoard
-from memory.user_memory import list_chats, put_chat
+from memory.user_memory import get_chat, list_chats, put_chat
 
 router = APIRouter(tags=["chats"])
 
@@ -73,6 +78,7 @@ def chat_summary(chat: ChatRecord) -> ChatSummary:
     return ChatSummary(
         id=chat.thread_id,
         title=chat.title,
+        title_set_by_user=chat.title_by_user,
         persona=chat.persona or "assistant",
         summary_snippet=chat.summary_text[:SNIPPET_CHARS],
         message_count=chat.message_count,
@@ -119,6 +125,7 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
         tool_calls=[ToolCallOut(id=c.get("id"), name=c["name"], args=c.get("args") or {}) for c in calls],
         tool_name=message.name if isinstance(message, ToolMessage) else None,
         in_model_view=message.id in visible,
+        stopped=is_stopped(message),
     )
 
 
@@ -205,7 +212,8 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
     if body.persona not in prompts.personas():
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]
-    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=(body.title or "").strip() or "New chat", persona=body.persona)
+    title = (body.title or "").strip()
+    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
     await put_chat(services.backend.store, user, chat)
     for text in texts:
         async with claimed(services, chat.thread_id, user, "create") as run_id:
@@ -251,6 +259,29 @@ async def delete_user_chat(
     async with claimed(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
     return Deleted(deleted={"chats": 1})
+
+
+@router.patch("/chats/{chat_id}", response_model=ChatSummary, responses={**_ERRORS, 422: {"model": ErrorResponse}})
+async def rename_chat(
+    body: ChatPatch,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Rename the chat. The title is kept: no generated title replaces it (``title: null`` hands titling back)."""
+    title = body.title.strip() if body.title is not None else None
+    if title == "":
+        raise ApiError(422, "invalid_request", "The title is empty; send a title, or null to let the agent title the chat.")
+    # Under the user's write lock: the memory phase (summarize) rewrites this record under it too.
+    async with services.locks.hold(user):
+        record = await get_chat(services.backend.store, user, chat.thread_id) or chat
+        if title is None:
+            record.title_by_user = False
+            record.title_topics = []  # retitled at the next summary
+        else:
+            record.title, record.title_by_user = title, True
+        await put_chat(services.backend.store, user, record)
+    return chat_summary(record)
 
 
 @router.post("/chats/{chat_id}/messages", responses={200: EVENTS_DOC, **_TURN_ERRORS})
@@ -302,7 +333,9 @@ async def resume_chat(
 
 @router.post("/chats/{chat_id}/stop", response_model=StopResult, responses=_ERRORS)
 async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services = Depends(get_services)):
-    """Stop the reply being generated (from any worker) and wait until it is taken back."""
+    """Stop the reply being generated (from any worker); returns once the reply so far is saved, marked stopped.
+
+    Memory learns nothing from a stopped turn. (A stopped answer to a confirmation is taken back whole.)"""
     pool = services.backend.pool
     run = await chat_runs.request_stop(pool, chat.thread_id)
     if run is None:
@@ -314,7 +347,7 @@ async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services 
     final = await chat_runs.wait_until_final(pool, run.run_id, timeout=STOP_WAIT_SECONDS)
     status = final.status if final else "stopped"
     messages = {
-        "stopped": "Stopped. The reply and its message were discarded.",
+        "stopped": STOPPED_DISCARDED if run.kind == "resume" else STOPPED_KEPT,
         "finished": "The reply had already finished.",
     }
     return StopResult(stopped=status == "stopped", status=status, run_id=run.run_id, message=messages.get(status, f"The run is {status}."))
@@ -334,6 +367,38 @@ async def edit_message(
         base = await checkpoint_before(services.graph, chat.thread_id, message_id)
         handle = services.runs.launch(run_id, turn_spec(chat, user, "edit", new_user_message(text), user_text=text, fork_from=base))
     return sse_response(handle)
+
+
+@router.post("/chats/{chat_id}/messages/{message_id}/regenerate", responses={200: EVENTS_DOC, **_TURN_ERRORS})
+async def regenerate_reply(
+    message_id: str,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Answer again the user message that reply ``message_id`` answered (a fork, like an edit); streams like /messages.
+
+    The regenerated turn is a complete one: memory learns from it (also after a stopped reply)."""
+    async with claimed(services, chat.thread_id, user, "regenerate") as run_id:
+        human = await question_of(services.graph, chat.thread_id, message_id)
+        base = await checkpoint_before(services.graph, chat.thread_id, human.id)
+        # The same message (same id) again: only the reply is new.
+        handle = services.runs.launch(run_id, turn_spec(chat, user, "regenerate", {"messages": [human]}, user_text=text_of(human), fork_from=base))
+    return sse_response(handle)
+
+
+async def question_of(graph, chat_id: str, reply_id: str) -> HumanMessage:
+    """The user message that the assistant reply ``reply_id`` answers, on the thread's current branch."""
+    messages = (await graph.aget_state(config_of(chat_id))).values.get("messages", [])
+    index = next((i for i, m in enumerate(messages) if m.id == reply_id), None)
+    if index is None:
+        raise ApiError(404, "not_found", f"No message {reply_id} in this chat.")
+    if not isinstance(messages[index], AIMessage) or messages[index].tool_calls:
+        raise ApiError(422, "invalid_request", "Only an assistant reply can be regenerated; to change a user message, edit it.")
+    human = next((m for m in reversed(messages[:index]) if isinstance(m, HumanMessage)), None)
+    if human is None:
+        raise ApiError(422, "invalid_request", "This reply answers no user message; there is nothing to regenerate it from.")
+    return human
 
 
 async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:

@@ -101,7 +101,7 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
 async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> None:
     store = runtime.store
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
-    if chat.title == "New chat":
+    if chat.title == "New chat" and not chat.title_by_user:
         first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
         if first is not None:
             chat.title = provisional_title(text_of(first))
