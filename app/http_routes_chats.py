@@ -136,7 +136,8 @@ async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
     board = SummaryBoard.model_validate(values.get("summary") or {})
-    active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
+    # Not a dead worker's leftover row: the page would say "a reply is being written" forever.
+    active = await chat_runs.live_run(services.backend.pool, chat.thread_id)
     return ChatDetail(
         chat=chat_summary(chat),
         messages=[message_out(m, {v.id for v in view}) for m in messages],

@@ -206,3 +206,25 @@ def test_bad_renames_are_refused_clearly(server, client):
     with server.client() as anonymous:
         assert anonymous.patch(f"/chats/{chat_id}", json={"title": "x"}).status_code == 401
     assert client.get(f"/chats/{chat_id}").json()["chat"]["title"] == "New chat"
+
+
+# --------------------------------------------------------------------------- running
+def test_a_dead_workers_run_does_not_show_as_running_once_a_new_message_would_be_taken(server, key, client):
+    import psycopg
+
+    from memory.chat_runs import STALE_AFTER_SECONDS
+
+    chat_id = new_chat(client)
+    say(client, chat_id, "My name is Dana")
+    user = client.get("/me").json()["user_id"]
+    insert = (
+        "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker, heartbeat_at) "
+        "VALUES (gen_random_uuid(), %s, %s, 'message', 'running', 'elsewhere:1', now() - make_interval(secs => %s))"
+    )
+    with psycopg.connect(server.database_url, autocommit=True) as conn:
+        conn.execute(insert, (chat_id, user, 1))  # its worker answers
+        assert client.get(f"/chats/{chat_id}").json()["running"] is True
+        conn.execute("UPDATE memory_agent_runs SET heartbeat_at = now() - make_interval(secs => %s) WHERE thread_id = %s AND status = 'running'",
+                     (STALE_AFTER_SECONDS + 1, chat_id))  # its worker died
+    assert client.get(f"/chats/{chat_id}").json()["running"] is False
+    assert final(say(client, chat_id, "I live in Paris")).name == "done"  # and indeed a message is taken
