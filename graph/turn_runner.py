@@ -229,7 +229,7 @@ class TurnRunner:
             saver.reopen_thread(self.spec.thread_id, mark.checkpoint_id, removed)
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
         if status == "stopped":
-            kept = await self._keep_stopped_turn()
+            kept = await self._keep_stopped_turn(mark)
             await chat_runs.finish(self.pool, self.run_id, status, detail=self.stop_reason)
             if kept is not None:
                 self.emit("error", {"code": "stopped", "message": STOPPED_KEPT, **kept})
@@ -240,7 +240,7 @@ class TurnRunner:
         self.emit("error", {"code": "reply_failed", "message": f"The reply failed and was discarded: {exc}", "text": self.spec.user_text})
         return status
 
-    async def _keep_stopped_turn(self) -> dict | None:
+    async def _keep_stopped_turn(self, mark: ThreadMark) -> dict | None:
         """Write the stopped turn back (its message, the reply so far marked stopped) and run
         the memory phase for it, which teaches memory nothing from a stopped reply."""
         messages = self.spec.graph_input.get("messages") if isinstance(self.spec.graph_input, dict) else None
@@ -248,8 +248,13 @@ class TurnRunner:
             return None
         human = messages[-1]
         reply = stopped_reply("".join(self.streamed), str(uuid.uuid4()))
-        # The edit's fork point, or the head the rollback returned to; as if `reply` had answered.
-        await self.graph.aupdate_state(self.spec.fork_from or self.config, {"messages": [human, reply]}, as_node="reply")
+        base = self.spec.fork_from or self.config  # the edit's fork point, or the head the rollback returned to
+        if self.spec.fork_from is None and mark.checkpoint_id is None:
+            # The chat's first turn: an empty checkpoint first, so that there is a "before this
+            # message" to fork from when it is edited or its reply regenerated.
+            base = await self.graph.aupdate_state(self.config, {"messages": []}, as_node="extract_memories")
+        # As if `reply` had answered the message.
+        await self.graph.aupdate_state(base, {"messages": [human, reply]}, as_node="reply")
         await self._memory_phase(self.context(), forward=False)
         return {"message_id": reply.id, "user_message_id": human.id, "reply": text_of(reply)}
 

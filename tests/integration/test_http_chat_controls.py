@@ -91,12 +91,21 @@ def test_stop_keeps_the_message_and_the_partial_reply_marked_stopped_and_memory_
     assert not any("Tom" in f["text"] for f in client.get("/memory/facts").json()["facts"])  # still no cat
 
 
-def test_a_stopped_first_message_titles_the_chat_and_stays(server, key, client):
+def test_a_stopped_first_message_titles_the_chat_stays_and_can_be_regenerated_or_edited(server, key, client):
     chat_id = new_chat(client)
-    stop_mid_stream(server, key, chat_id, "[slow] Plan a week of dinners for two people")
+    events = stop_mid_stream(server, key, chat_id, "[slow] Plan a week of dinners for two people")
     chat = client.get(f"/chats/{chat_id}").json()
     assert [m["role"] for m in chat["messages"]] == ["user", "assistant"]
     assert chat["chat"]["title"].startswith("[slow] Plan a week of dinners")
+
+    # The chat's first turn has a "before" to fork from: regenerate, then edit it.
+    done = final(stream(client, "POST", f"/chats/{chat_id}/messages/{final(events).data['message_id']}/regenerate", {}))
+    assert done.name == "done"
+    messages = messages_of(client, chat_id)
+    assert [(m["role"], m["stopped"]) for m in messages] == [("user", False), ("assistant", False)]
+    assert final(stream(client, "PUT", f"/chats/{chat_id}/messages/{messages[0]['id']}", {"text": "I live in Haifa"})).name == "done"
+    assert [m["content"] for m in messages_of(client, chat_id)][:1] == ["I live in Haifa"]
+    assert len(messages_of(client, chat_id)) == 2
 
 
 def test_stopping_an_edit_keeps_the_edited_branch(server, key, client):
