@@ -573,6 +573,7 @@ function renderChat() {
 function renderNotice() {
   const notice = tid("chat-notice");
   const running = Boolean(state.detail?.running) && !state.busy;
+  document.body.dataset.running = running ? "1" : "";
   const parts = [];
   if (state.blocked?.code === "reply_in_progress") {
     parts.push(
@@ -698,6 +699,7 @@ async function runTurn(method, path, body, { userText }) {
       restoreInput(userText);
       if (err.status === 409) state.blocked = { code: err.code, message: err.message };
       setStatus(err.status === 409 ? "" : err.message, "error");
+      setBusy(false); // no run of this tab: what follows is about the chat's own state
     }
   }
   reply.end();
