@@ -118,10 +118,10 @@ class ActiveRuns:
 
     # ------------------------------------------------------------------ shutdown
     async def close(self) -> None:
-        """Stop every reply still running (they are taken back) and wait for the memory updates."""
+        """Stop every reply still running (kept as far as they got, like a user's stop) and wait for the memory updates."""
         handles = list(self.runs.values())
         for handle in handles:
-            handle.runner.stop()
+            handle.runner.stop("stopped: the server shut down")
         tasks = [h.task for h in handles if h.task is not None]
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_SECONDS)

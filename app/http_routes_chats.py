@@ -8,11 +8,15 @@ through :mod:`app.turn_runner`; replies stream as Server-Sent Events (:mod:`app.
 - A chat waiting for a task-change confirmation takes no new message (409
   ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call
   would be left in the history.
-- ``/stop`` discards the running reply and its user message; see app.turn_runner.
+- ``/stop`` ends the running reply and keeps it as far as it got, marked ``stopped``;
+  memory learns nothing from a stopped turn (see app.turn_runner for the rule).
 - Editing a user message forks the thread at the checkpoint before that message and
   answers the edited text there; the later messages leave the thread's current
   branch (and the model's view). Memories learned from them stay in the user's
-  memory, where they can be corrected through /memory.
+  memory, where they can be corrected through /memory. Regenerating a reply is the
+  same fork, answering that reply's user message again.
+- ``PATCH /chats/{id}`` renames a chat; a title the user set is never replaced by a
+  generated one (memory.chat_titles).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from app.http_schemas import (
     ChatCreate,
     ChatDetail,
     ChatList,
+    ChatPatch,
     ChatSearchResult,
     ChatSummary,
     Deleted,
@@ -50,13 +55,15 @@ from app.http_services import Services, get_services
 from app.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import validate_user_text
-from app.turn_runner import TurnSpec
+from app.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_runs
 from memory.chat_admin import delete_chat
+from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.user_memory import list_chats, put_chat
+from core.messages import is_stopped
 
 router = APIRouter(tags=["chats"])
 
@@ -72,6 +79,7 @@ def chat_summary(chat: ChatRecord) -> ChatSummary:
     return ChatSummary(
         id=chat.thread_id,
         title=chat.title,
+        title_set_by_user=chat.title_by_user,
         persona=chat.persona or "assistant",
         summary_snippet=chat.summary_text[:SNIPPET_CHARS],
         message_count=chat.message_count,
@@ -118,6 +126,7 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
         tool_calls=[ToolCallOut(id=c.get("id"), name=c["name"], args=c.get("args") or {}) for c in calls],
         tool_name=message.name if isinstance(message, ToolMessage) else None,
         in_model_view=message.id in visible,
+        stopped=is_stopped(message),
     )
 
 
@@ -128,7 +137,8 @@ async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
     board = SummaryBoard.model_validate(values.get("summary") or {})
-    active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
+    # Not a dead worker's leftover row: the page would say "a reply is being written" forever.
+    active = await chat_runs.live_run(services.backend.pool, chat.thread_id)
     return ChatDetail(
         chat=chat_summary(chat),
         messages=[message_out(m, {v.id for v in view}) for m in messages],
@@ -204,7 +214,8 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
     if body.persona not in prompts.personas():
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]
-    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=(body.title or "").strip() or "New chat", persona=body.persona)
+    title = (body.title or "").strip()
+    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
     await put_chat(services.backend.store, user, chat)
     for text in texts:
         async with claimed(services, chat.thread_id, user, "create") as run_id:
@@ -250,6 +261,22 @@ async def delete_user_chat(
     async with claimed(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
     return Deleted(deleted={"chats": 1})
+
+
+@router.patch("/chats/{chat_id}", response_model=ChatSummary, responses={**_ERRORS, 422: {"model": ErrorResponse}})
+async def rename_chat(
+    body: ChatPatch,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Rename the chat. The title is kept: no generated title replaces it (``title: null`` hands titling back)."""
+    title = body.title.strip() if body.title is not None else None
+    if title == "":
+        raise ApiError(422, "invalid_request", "The title is empty; send a title, or null to let the agent title the chat.")
+    # Under the user's write lock, like summarize's write of the same record: a rename is never lost.
+    record = await rename_chat_record(services.backend.store, user, chat, title)
+    return chat_summary(record)
 
 
 @router.post("/chats/{chat_id}/messages", responses={200: EVENTS_DOC, **_TURN_ERRORS})
@@ -301,7 +328,9 @@ async def resume_chat(
 
 @router.post("/chats/{chat_id}/stop", response_model=StopResult, responses=_ERRORS)
 async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services = Depends(get_services)):
-    """Stop the reply being generated (from any worker) and wait until it is taken back."""
+    """Stop the reply being generated (from any worker); returns once the reply so far is saved, marked stopped.
+
+    Memory learns nothing from a stopped turn. (A stopped answer to a confirmation is taken back whole.)"""
     pool = services.backend.pool
     run = await chat_runs.request_stop(pool, chat.thread_id)
     if run is None:
@@ -313,7 +342,7 @@ async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services 
     final = await chat_runs.wait_until_final(pool, run.run_id, timeout=STOP_WAIT_SECONDS)
     status = final.status if final else "stopped"
     messages = {
-        "stopped": "Stopped. The reply and its message were discarded.",
+        "stopped": STOPPED_DISCARDED if run.kind == "resume" else STOPPED_KEPT,
         "finished": "The reply had already finished.",
     }
     return StopResult(stopped=status == "stopped", status=status, run_id=run.run_id, message=messages.get(status, f"The run is {status}."))
@@ -333,6 +362,38 @@ async def edit_message(
         base = await checkpoint_before(services.graph, chat.thread_id, message_id)
         handle = services.runs.launch(run_id, turn_spec(chat, user, "edit", new_user_message(text), user_text=text, fork_from=base))
     return sse_response(handle)
+
+
+@router.post("/chats/{chat_id}/messages/{message_id}/regenerate", responses={200: EVENTS_DOC, **_TURN_ERRORS})
+async def regenerate_reply(
+    message_id: str,
+    chat: ChatRecord = Depends(owned_chat),
+    user: str = Depends(current_user),
+    services: Services = Depends(get_services),
+):
+    """Answer again the user message that reply ``message_id`` answered (a fork, like an edit); streams like /messages.
+
+    The regenerated turn is a complete one: memory learns from it (also after a stopped reply)."""
+    async with claimed(services, chat.thread_id, user, "regenerate") as run_id:
+        human = await question_of(services.graph, chat.thread_id, message_id)
+        base = await checkpoint_before(services.graph, chat.thread_id, human.id)
+        # The same message (same id) again: only the reply is new.
+        handle = services.runs.launch(run_id, turn_spec(chat, user, "regenerate", {"messages": [human]}, user_text=human.text, fork_from=base))
+    return sse_response(handle)
+
+
+async def question_of(graph, chat_id: str, reply_id: str) -> HumanMessage:
+    """The user message that the assistant reply ``reply_id`` answers, on the thread's current branch."""
+    messages = (await graph.aget_state(config_of(chat_id))).values.get("messages", [])
+    index = next((i for i, m in enumerate(messages) if m.id == reply_id), None)
+    if index is None:
+        raise ApiError(404, "not_found", f"No message {reply_id} in this chat.")
+    if not isinstance(messages[index], AIMessage) or messages[index].tool_calls:
+        raise ApiError(422, "invalid_request", "Only an assistant reply can be regenerated; to change a user message, edit it.")
+    human = next((m for m in reversed(messages[:index]) if isinstance(m, HumanMessage)), None)
+    if human is None:
+        raise ApiError(422, "invalid_request", "This reply answers no user message; there is nothing to regenerate it from.")
+    return human
 
 
 async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:

@@ -26,7 +26,9 @@ class ErrorResponse(BaseModel):
 class ChatCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(None, max_length=200, description="Shown until the first summary, when the model titles the chat.")
+    title: str | None = Field(
+        None, max_length=200, description="A title chosen by the user: kept, never replaced by a generated one. Omitted: the agent titles the chat."
+    )
     persona: str = Field("assistant", description="A persona from GET /personas.")
     messages: list[str] = Field(
         default_factory=list,
@@ -51,9 +53,20 @@ class ResumeIn(BaseModel):
     interrupt_id: str | None = Field(None, description="Which pending confirmation; all of them when omitted.")
 
 
+class ChatPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(
+        description="The chat's new title, kept from now on (no generated title replaces it). "
+        "null hands titling back to the agent: the current title stays until the next generated one.",
+        max_length=200,
+    )
+
+
 class ChatSummary(BaseModel):
     id: str
     title: str
+    title_set_by_user: bool = Field(False, description="The user chose this title; generated titles never replace it.")
     persona: str
     summary_snippet: str = Field(description="The start of the chat's searchable summary.")
     message_count: int
@@ -78,6 +91,9 @@ class MessageOut(BaseModel):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
     tool_name: str | None = None
     in_model_view: bool = Field(description="False once the message is folded into the summary.")
+    stopped: bool = Field(
+        False, description="A reply the user stopped: kept as far as it got; memory learned nothing from its turn."
+    )
 
 
 class ModelView(BaseModel):

@@ -20,8 +20,9 @@ EVENTS_DOC = {
     "description": "Server-Sent Events: `token` {text}, `memory` {facts_added, …, described}, "
     "`summary` {folded_messages, summary}, `interrupt` {run_id, interrupts: [{id, value}]}, "
     "`done` {run_id, message_id, user_message_id, reply, usage, tokens_in, tokens_out, memory_written, elapsed_ms}, "
-    "`error` {code, message, text?}: codes stopped, reply_failed, turn_failed, refused, memory_update_failed "
-    "(`text` gives a discarded message back). "
+    "`error` {code, message, text?, message_id?, user_message_id?, reply?}: codes stopped, reply_failed, turn_failed, "
+    "refused, memory_update_failed (`text` gives a discarded message back; a stopped reply is kept as far as it got: "
+    "`message_id`, `user_message_id` and `reply` name it, and memory learns nothing from it). "
     "Exactly one of done, interrupt or error ends the stream.",
     "content": {"text/event-stream": {"schema": {"type": "string"}}},
 }

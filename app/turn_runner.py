@@ -4,9 +4,15 @@
    before ``summarize`` (a run-time ``interrupt_before``). Reply tokens stream out as
    ``token`` events. This phase can be stopped: the asyncio task running it is
    cancelled and everything the run wrote to the thread is taken back
-   (:func:`memory.chat_admin.rollback_thread`), so no partial AI message survives
-   and the thread is exactly as it was before the message (the stopped message is
-   not kept; the ``error`` event carries its text so a client can offer it again).
+   (:func:`memory.chat_admin.rollback_thread`). Then the stopped turn is written
+   back whole: the user's message plus the reply as far as it had streamed, marked
+   stopped (:func:`core.messages.stopped_reply`), and the memory phase runs for it.
+   The rule for what memory learns from a stopped turn: nothing. ``extract_memories``
+   skips a stopped reply (no profile, preference, fact or task comes from it); the
+   chat itself keeps it (history, title, summary, search), like any other message.
+   Regenerating the reply makes it a complete turn, which memory learns from.
+   (A stopped answer to a confirmation, ``/resume``, is taken back whole instead: the
+   confirmation is asked again.)
 2. The commit point: the run's row goes ``running → committing`` (a conditional
    UPDATE, so a stop that won the race is honoured instead), then the memory phase
    runs ``summarize → extract_memories`` under the user's memory write lock and
@@ -14,7 +20,8 @@
 
 A reply that ends in a task-change confirmation (an ``interrupt()`` in the tools
 node) ends the run with an ``interrupt`` event; ``Command(resume=…)`` continues it
-in a new run. A failure in the reply phase is taken back like a stop.
+in a new run. A failure in the reply phase is taken back entirely (the ``error`` event
+carries the message's text so a client can offer it again).
 
 Events: ``token``, ``memory``, ``summary``, ``interrupt``, ``done``, ``error``.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,7 +40,7 @@ from prometheus_client import Counter, Histogram
 
 from core import metrics
 from core.context import Context
-from core.messages import current_turn
+from core.messages import current_turn, stopped_reply
 from storage import chat_runs
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
 
@@ -51,13 +59,16 @@ RUN_OUTCOMES = Counter("memory_agent_api_runs_total", "Runs through the HTTP API
 
 Emit = Callable[[str, dict], None]
 
+STOPPED_KEPT = "Stopped. The reply so far is kept, marked as stopped; memory learns nothing from a stopped turn (regenerate it to have it learned)."
+STOPPED_DISCARDED = "Stopped. The reply was discarded and the chat is as it was before."
+
 
 @dataclass
 class TurnSpec:
     thread_id: str
     user_id: str
     persona: str
-    kind: str  # message | resume | edit | create
+    kind: str  # message | resume | edit | regenerate | create
     graph_input: Any  # {"messages": [HumanMessage]} or a Command
     fork_from: dict | None = None  # a checkpoint config to start from (edit)
     user_text: str = ""
@@ -82,7 +93,9 @@ class TurnRunner:
         self.spec = spec
         self.emit = emit
         self.stop_requested = False
+        self.stop_reason = "stopped by the user"
         self.committed = False  # past the commit point: the reply is complete and stays
+        self.streamed: list[str] = []  # the reply's text so far, kept if the user stops it
         self._reply_task: asyncio.Task | None = None
 
     @property
@@ -92,9 +105,10 @@ class TurnRunner:
     def context(self) -> Context:
         return Context(user_id=self.spec.user_id, persona=self.spec.persona)
 
-    def stop(self) -> None:
+    def stop(self, reason: str = "stopped by the user") -> None:
         """Stop the reply phase (no effect once the reply is complete)."""
         self.stop_requested = True
+        self.stop_reason = reason
         if self._reply_task is not None and not self._reply_task.done():
             self._reply_task.cancel()
 
@@ -196,6 +210,7 @@ class TurnRunner:
             if meta.get("langgraph_node") == "reply" and isinstance(message, AIMessageChunk):
                 text = _chunk_text(message)
                 if text:
+                    self.streamed.append(text)
                     self.emit("token", {"text": text})
         elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") in ("memory", "summary"):
             self.emit(chunk["event"], {k: v for k, v in chunk.items() if k != "event"})
@@ -210,24 +225,36 @@ class TurnRunner:
         removed = await asyncio.shield(rollback_thread(self.pool, mark))
         if fenced:
             saver.reopen_thread(self.spec.thread_id, mark.checkpoint_id, removed)
-        detail = "stopped by the user" if status == "stopped" else f"{type(exc).__name__}: {exc}"[:500]
-        await chat_runs.finish(self.pool, self.run_id, status, detail=detail)
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
         if status == "stopped":
-            self.emit(
-                "error",
-                {
-                    "code": "stopped",
-                    "message": "Stopped. The reply was discarded and the chat is as it was before this message.",
-                    "text": self.spec.user_text,
-                },
-            )
-        else:
-            self.emit(
-                "error",
-                {"code": "reply_failed", "message": f"The reply failed and was discarded: {exc}", "text": self.spec.user_text},
-            )
+            kept = await self._keep_stopped_turn(mark)
+            await chat_runs.finish(self.pool, self.run_id, status, detail=self.stop_reason)
+            if kept is not None:
+                self.emit("error", {"code": "stopped", "message": STOPPED_KEPT, **kept})
+            else:
+                self.emit("error", {"code": "stopped", "message": STOPPED_DISCARDED, "text": self.spec.user_text})
+            return status
+        await chat_runs.finish(self.pool, self.run_id, status, detail=f"{type(exc).__name__}: {exc}"[:500])
+        self.emit("error", {"code": "reply_failed", "message": f"The reply failed and was discarded: {exc}", "text": self.spec.user_text})
         return status
+
+    async def _keep_stopped_turn(self, mark: ThreadMark) -> dict | None:
+        """Write the stopped turn back (its message, the reply so far marked stopped) and run
+        the memory phase for it, which teaches memory nothing from a stopped reply."""
+        messages = self.spec.graph_input.get("messages") if isinstance(self.spec.graph_input, dict) else None
+        if not messages:  # a stopped /resume: its confirmation stays pending, asked again
+            return None
+        human = messages[-1]
+        reply = stopped_reply("".join(self.streamed), str(uuid.uuid4()))
+        base = self.spec.fork_from or self.config  # the edit's fork point, or the head the rollback returned to
+        if self.spec.fork_from is None and mark.checkpoint_id is None:
+            # The chat's first turn: an empty checkpoint first, so that there is a "before this
+            # message" to fork from when it is edited or its reply regenerated.
+            base = await self.graph.aupdate_state(self.config, {"messages": []}, as_node="extract_memories")
+        # As if `reply` had answered the message.
+        await self.graph.aupdate_state(base, {"messages": [human, reply]}, as_node="reply")
+        await self._memory_phase(self.context(), forward=False)
+        return {"message_id": reply.id, "user_message_id": human.id, "reply": reply.text}
 
     def _done_payload(self, values: dict, elapsed: float) -> dict:
         human, reply = current_turn(values.get("messages", []))

@@ -24,3 +24,16 @@ def current_turn(messages: Sequence[BaseMessage]) -> tuple[HumanMessage | None, 
         if isinstance(m, AIMessage) and not m.tool_calls:
             reply = m
     return messages[i], reply  # type: ignore[return-value]
+
+
+# A reply the user stopped mid-stream is kept with what it had said so far, marked here.
+# response_metadata is ours to annotate and is never sent back to a provider.
+STOPPED_MARK = "stopped_by_user"
+
+
+def stopped_reply(text: str, message_id: str) -> AIMessage:
+    return AIMessage(content=text, id=message_id, response_metadata={STOPPED_MARK: True})
+
+
+def is_stopped(message: BaseMessage | None) -> bool:
+    return isinstance(message, AIMessage) and bool(message.response_metadata.get(STOPPED_MARK))

@@ -5,6 +5,7 @@ never shows "New chat" for long. Once a summary exists the model titles it from 
 summary board, and remembers the topics it titled. The title is regenerated only
 when the focus shifts: when fewer than a third of the board's current topics were
 among the titled ones (Jaccard overlap of lowercased topic labels < 1/3).
+A title the user set (``ChatRecord.title_by_user``) is never replaced, by either kind.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def topic_overlap(a: list[str], b: list[str]) -> float:
 
 
 def needs_model_title(chat: ChatRecord, board: SummaryBoard) -> bool:
-    if board.is_empty():
+    if chat.title_by_user or board.is_empty():
         return False
     if not chat.title_topics:  # titled provisionally so far
         return True

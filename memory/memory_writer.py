@@ -31,6 +31,7 @@ from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.schemas import (
+    ChatRecord,
     ExtractionResult,
     Fact,
     Importance,
@@ -42,7 +43,7 @@ from core.schemas import (
     text_hash,
     utcnow,
 )
-from memory.user_memory import get_user_document, parse_fact, parse_task, search_facts, search_tasks
+from memory.user_memory import get_chat, get_user_document, parse_fact, parse_task, put_chat, search_facts, search_tasks
 
 log = logging.getLogger(__name__)
 
@@ -467,3 +468,31 @@ async def delete_item(store, user_id: str, kind: str, item_id: str) -> bool:
             return False
         await tx.adelete(namespace, item_id)
     return True
+
+
+# --------------------------------------------------------------------------- chat records
+
+
+async def save_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
+    """Write a chat's record (title, searchable summary) under the user's lock; a title the user
+    set in the meantime wins over the one computed here."""
+    await embed_ahead(store, [record.summary_text])
+    async with user_transaction(store, user_id) as tx:
+        stored = await get_chat(tx, user_id, record.thread_id)
+        if stored is not None and stored.title_by_user:
+            record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
+        await put_chat(tx, user_id, record)
+    return record
+
+
+async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | None) -> ChatRecord:
+    """Set the chat's title for good, or (``None``) hand titling back to the agent."""
+    async with user_transaction(store, user_id) as tx:
+        record = await get_chat(tx, user_id, fallback.thread_id) or fallback
+        if title is None:
+            record.title_by_user = False
+            record.title_topics = []  # retitled at the next summary
+        else:
+            record.title, record.title_by_user = title, True
+        await put_chat(tx, user_id, record)
+    return record

@@ -8,7 +8,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import current_turn
+from core.messages import current_turn, is_stopped
 from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
@@ -47,6 +47,9 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     human, reply = current_turn(state.messages)
     if human is None:
         return {}
+    if is_stopped(reply):
+        # The rule for stopped turns: kept in the chat, taught nothing (regenerate to have it learned).
+        return {"memory_written": {"skipped": "the reply was stopped"}}
     store = runtime.store
     model = load_chat_model(ctx.model)
     with timed("extract_memories"):

@@ -19,7 +19,8 @@ from memory.chat_titles import needs_model_title, provisional_title
 from core.errors import ModelOutputError
 from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.summarizer import fold_summary, make_title, recompress_summary
-from memory.user_memory import get_chat, put_chat
+from memory.memory_writer import save_chat_record
+from memory.user_memory import get_chat
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
 async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> None:
     store = runtime.store
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
-    if chat.title == "New chat":
+    if chat.title == "New chat" and not chat.title_by_user:
         first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
         if first is not None:
             chat.title = provisional_title(first.text)
@@ -116,4 +117,4 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
     chat.summary_text = searchable_text(board, unsummarized(state.messages, cursor or state.summarized_through))
     chat.message_count = len(state.messages)
     chat.last_activity = utcnow()
-    await put_chat(store, ctx.user_id, chat)
+    await save_chat_record(store, ctx.user_id, chat)

@@ -191,6 +191,20 @@ async def active_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None
     return _row(row) if row else None
 
 
+async def live_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
+    """The active run whose worker still answers: exactly when a new claim would be refused.
+    (A dead worker's row stays active until the next claim marks it abandoned.)"""
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT * FROM memory_agent_runs WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing') "
+                "AND heartbeat_at >= now() - make_interval(secs => %s)",
+                (thread_id, STALE_AFTER_SECONDS),
+            )
+        ).fetchone()
+    return _row(row) if row else None
+
+
 async def get_run(pool: AsyncConnectionPool, run_id: str) -> RunRow | None:
     async with pool.connection() as conn:
         row = await (await conn.execute("SELECT * FROM memory_agent_runs WHERE run_id = %s", (run_id,))).fetchone()

@@ -1,5 +1,6 @@
-// memory-agent web page: chats, streaming replies, stop, edit, and what the agent remembers.
-// Plain JavaScript against the JSON API of the same server; no build step.
+// memory-agent web page: chats, streaming replies (Markdown), stop, regenerate, edit, rename,
+// and what the agent remembers. Plain JavaScript against the JSON API of the same server;
+// no build step. marked and DOMPurify are vendored files (app/web/vendor/).
 "use strict";
 
 const KEY_STORAGE = "memory-agent.api-key";
@@ -31,6 +32,11 @@ class ApiError extends Error {
   }
 }
 
+// The server answered, then the reply's stream ended before its last event.
+class StreamBroken extends Error {}
+
+const UNREACHABLE = "The memory-agent server cannot be reached. Is `memory-agent serve` still running?";
+
 const api = {
   key: localStorage.getItem(KEY_STORAGE) || "",
 
@@ -47,8 +53,21 @@ const api = {
     return new ApiError(res.status, body?.error?.code || "http_error", body?.error?.message || res.statusText);
   },
 
+  // fetch, with "the server cannot be reached" told apart from an answer (fetch only says "Failed to fetch").
+  async send(path, init) {
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (err) {
+      connection.lost();
+      throw new ApiError(0, "unreachable", UNREACHABLE);
+    }
+    connection.answered();
+    return res;
+  },
+
   async call(method, path, body) {
-    const res = await fetch(path, {
+    const res = await this.send(path, {
       method,
       headers: this.headers(body !== undefined),
       body: body !== undefined ? JSON.stringify(body) : undefined,
@@ -58,23 +77,32 @@ const api = {
   },
 
   // POST/PUT whose reply is Server-Sent Events; onEvent(name, data) for each event.
+  // Exactly one of done, interrupt or error ends a complete stream: anything else is a broken one.
   async stream(method, path, body, onEvent) {
-    const res = await fetch(path, { method, headers: this.headers(true), body: JSON.stringify(body) });
+    const res = await this.send(path, { method, headers: this.headers(true), body: JSON.stringify(body) });
     if (!res.ok) throw await this.failure(res);
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const event = parseEvent(buffer.slice(0, cut));
-        buffer = buffer.slice(cut + 2);
-        if (event) onEvent(event.name, event.data);
+    let ended = false;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const event = parseEvent(buffer.slice(0, cut));
+          buffer = buffer.slice(cut + 2);
+          if (!event) continue;
+          if (["done", "interrupt", "error"].includes(event.name)) ended = true;
+          onEvent(event.name, event.data);
+        }
       }
+    } catch (err) {
+      throw new StreamBroken(`The connection to the server broke before the reply finished (${err.message}).`);
     }
+    if (!ended) throw new StreamBroken("The connection to the server closed before the reply finished.");
   },
 };
 
@@ -89,6 +117,60 @@ function parseEvent(block) {
   return data.length ? { name, data: JSON.parse(data.join("\n")) } : null;
 }
 
+// ------------------------------------------------------------------ connection
+// While the server cannot be reached: a banner that says so, and a retry every few seconds.
+const connection = {
+  down: false,
+  timer: null,
+  delay: 2000,
+
+  lost() {
+    if (this.down) return;
+    this.down = true;
+    this.delay = 2000;
+    document.body.dataset.connection = "down";
+    this.show(`${UNREACHABLE} Retrying…`);
+    this.schedule();
+  },
+
+  show(text) {
+    tid("connection-message").textContent = text;
+    tid("connection-banner").hidden = false;
+  },
+
+  schedule() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.probe(), this.delay);
+    this.delay = Math.min(this.delay * 1.5, 15000);
+  },
+
+  async probe() {
+    clearTimeout(this.timer);
+    let res;
+    try {
+      res = await fetch("/healthz", { cache: "no-store" });
+    } catch (_) {
+      this.schedule();
+      return;
+    }
+    if (res.ok) {
+      await this.answered();
+    } else {
+      this.show("The server answers, but its database does not. Retrying…");
+      this.schedule();
+    }
+  },
+
+  async answered() {
+    if (!this.down) return;
+    this.down = false;
+    clearTimeout(this.timer);
+    delete document.body.dataset.connection;
+    tid("connection-banner").hidden = true;
+    if (!state.busy) await start().catch(() => {}); // the server's view again, after the gap
+  },
+};
+
 // ------------------------------------------------------------------ state
 const state = {
   user: null,
@@ -97,8 +179,9 @@ const state = {
   chatId: null,
   detail: null,
   busy: false,
+  blocked: null, // why the last message was not sent (409), shown until the next send
   notes: {}, // AI message id → lines such as "Remembered: …"
-  lastText: "",
+  pollTimer: null,
 };
 
 // ------------------------------------------------------------------ small formatting helpers
@@ -127,6 +210,110 @@ function describeInterrupt(value) {
     return `The agent wants to ${verb}: “${value.description}”${value.due ? ` (due ${value.due})` : ""}.`;
   }
   return `The agent asks for a confirmation: ${JSON.stringify(value)}`;
+}
+
+// Give a message that was not sent back to the box, unless something new was typed meanwhile.
+function restoreInput(text) {
+  const input = tid("message-input");
+  if (text && !input.value.trim()) input.value = text;
+}
+
+// ------------------------------------------------------------------ Markdown
+const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+
+function setUpMarkdown() {
+  if (!window.marked || !window.DOMPurify) return;
+  marked.use({
+    gfm: true,
+    breaks: true, // a model's single line breaks are meant as line breaks
+    renderer: {
+      // Images become links: a reply must not make the browser fetch URLs on its own
+      // (an image URL can carry chat content to a third party).
+      image({ href, text }) {
+        return `<a href="${escapeHtml(href || "")}">${escapeHtml(text || href || "image")}</a>`;
+      },
+    },
+  });
+  DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.tagName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    }
+  });
+}
+
+// A reply's Markdown as sanitized DOM: no script, handler, style, form or image survives.
+function renderMarkdown(target, text) {
+  if (!window.marked || !window.DOMPurify) {
+    target.textContent = text; // the libraries are missing: plain text is still safe
+    return;
+  }
+  const fragment = DOMPurify.sanitize(marked.parse(text), {
+    RETURN_DOM_FRAGMENT: true,
+    FORBID_TAGS: ["style", "img", "form", "input", "button", "textarea", "select", "iframe", "video", "audio"],
+    FORBID_ATTR: ["style"],
+  });
+  for (const pre of fragment.querySelectorAll("pre")) pre.replaceWith(codeBlock(pre));
+  for (const table of fragment.querySelectorAll("table")) table.replaceWith(el("div", { class: "table-wrap" }, table.cloneNode(true)));
+  target.replaceChildren(fragment);
+}
+
+function codeBlock(pre) {
+  const code = pre.querySelector("code");
+  const language = (code?.className.match(/language-([\w+#.-]+)/) || [])[1] || "code";
+  const copy = el("button", { type: "button", class: "copy-code", testid: "copy-code", title: "Copy the code" }, "Copy");
+  copy.addEventListener("click", () => copyWithFeedback(copy, (code || pre).textContent.replace(/\n$/, ""))); // marked ends code with a newline
+  return el("div", { class: "code-block", testid: "code-block" }, el("div", { class: "code-head" }, el("span", {}, language), copy), pre.cloneNode(true));
+}
+
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch (_) {
+    // No clipboard API (plain http on another host than localhost): the old way.
+    const area = el("textarea", { style: "position:fixed;opacity:0", "aria-hidden": "true" });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    const ok = document.execCommand("copy");
+    area.remove();
+    return ok;
+  }
+}
+
+async function copyWithFeedback(button, text) {
+  const label = button.textContent;
+  button.textContent = (await copyText(text)) ? "Copied ✓" : "Copy failed";
+  setTimeout(() => { button.textContent = label; }, 1500);
+}
+
+// ------------------------------------------------------------------ drawers and panels
+const wideScreen = matchMedia("(min-width: 1101px)"); // three columns: the memory panel fits beside the chat
+const phoneScreen = matchMedia("(max-width: 760px)"); // one column: the chat list is a drawer
+
+function setMemoryOpen(open) {
+  document.body.dataset.memory = open ? "open" : "closed";
+  tid("toggle-memory").setAttribute("aria-expanded", String(open));
+  if (open && phoneScreen.matches) setChatsOpen(false);
+  updateScrim();
+}
+
+function setChatsOpen(open) {
+  document.body.dataset.chats = open ? "open" : "closed";
+  tid("open-chats").setAttribute("aria-expanded", String(open));
+  if (open && !wideScreen.matches) setMemoryOpen(false);
+  updateScrim();
+}
+
+function updateScrim() {
+  const overlay = (!wideScreen.matches && document.body.dataset.memory === "open") || (phoneScreen.matches && document.body.dataset.chats === "open");
+  tid("scrim").hidden = !overlay;
+}
+
+function closeDrawers() {
+  if (phoneScreen.matches) setChatsOpen(false);
+  if (!wideScreen.matches) setMemoryOpen(false);
 }
 
 // ------------------------------------------------------------------ API key
@@ -160,14 +347,19 @@ function askForKey(message = "") {
 async function saveKey(event) {
   event.preventDefault();
   api.key = tid("key-input").value.trim();
-  if (await whoAmI()) {
-    localStorage.setItem(KEY_STORAGE, api.key);
-    tid("key-dialog").close();
-    tid("key-input").value = "";
-    await loadAll();
-  } else {
-    askForKey("That key is unknown or revoked.");
+  try {
+    if (!(await whoAmI())) {
+      askForKey("That key is unknown or revoked.");
+      return;
+    }
+  } catch (err) {
+    askForKey(err.message);
+    return;
   }
+  localStorage.setItem(KEY_STORAGE, api.key);
+  tid("key-dialog").close();
+  tid("key-input").value = "";
+  await loadAll();
 }
 
 // ------------------------------------------------------------------ chats
@@ -185,7 +377,10 @@ function chatItem(chat, score) {
       class: `chat-item${chat.id === state.chatId ? " active" : ""}`,
       testid: score === undefined ? "chat-item" : "search-result",
       "data-chat-id": chat.id,
-      onclick: () => openChat(chat.id),
+      onclick: () => {
+        if (phoneScreen.matches) setChatsOpen(false);
+        openChat(chat.id);
+      },
     },
     el("span", { class: "chat-item-title" }, el("span", { class: "title-text" }, chat.title), score !== undefined ? el("span", { class: "score" }, score.toFixed(2)) : null),
     chat.summary_snippet ? el("span", { class: "chat-item-snippet" }, chat.summary_snippet.replace(/^Recently: /, "")) : null,
@@ -199,10 +394,13 @@ function renderChatList() {
 }
 
 async function openChat(chatId) {
+  clearTimeout(state.pollTimer);
+  if (chatId !== state.chatId) state.blocked = null;
   state.chatId = chatId;
   try {
     state.detail = await api.call("GET", `/chats/${chatId}`);
   } catch (err) {
+    if (err.code === "unreachable") return; // keep what is on screen; the banner says why
     state.chatId = null;
     state.detail = null;
     setStatus(err.message, "error");
@@ -213,13 +411,15 @@ async function openChat(chatId) {
   renderChatList();
   renderChat();
   renderSummary();
-  if (state.detail.running && !state.busy) setTimeout(() => state.chatId === chatId && openChat(chatId), 1500);
+  // A reply running elsewhere (another tab): look again until it is done.
+  if (state.detail.running && !state.busy) state.pollTimer = setTimeout(() => state.chatId === chatId && !state.busy && openChat(chatId), 1500);
 }
 
 async function newChat(event) {
   event?.preventDefault();
   const persona = tid("persona-select").value || "assistant";
   const detail = await api.call("POST", "/chats", { persona });
+  if (phoneScreen.matches) setChatsOpen(false);
   await loadChats();
   await openChat(detail.chat.id);
   tid("message-input").focus();
@@ -235,13 +435,53 @@ async function deleteChat() {
   }
   state.chatId = null;
   state.detail = null;
+  state.blocked = null;
   renderChat();
   renderSummary();
   await loadChats();
 }
 
+function startRename() {
+  if (!state.detail || tid("title-input")) return;
+  const title = tid("chat-title");
+  const input = el("input", { type: "text", class: "title-input", testid: "title-input", maxlength: 200, "aria-label": "Chat title" });
+  input.value = state.detail.chat.title;
+  let finished = false;
+  const finish = async (save) => {
+    if (finished) return;
+    finished = true;
+    const text = input.value.trim();
+    if (save && text && text !== state.detail?.chat.title) {
+      try {
+        const chat = await api.call("PATCH", `/chats/${state.chatId}`, { title: text });
+        if (state.detail?.chat.id === chat.id) state.detail.chat = chat;
+        await loadChats();
+      } catch (err) {
+        setStatus(err.message, "error");
+      }
+    }
+    input.remove();
+    title.hidden = false;
+    renderChatHeader();
+  };
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") finish(true);
+    if (e.key === "Escape") finish(false);
+  });
+  input.addEventListener("blur", () => finish(true));
+  title.hidden = true;
+  tid("rename-chat").hidden = true;
+  title.after(input);
+  input.focus();
+  input.select();
+}
+
 // ------------------------------------------------------------------ the open chat
-function messageNode(message) {
+function tag(text, kind, title, testid) {
+  return el("span", { class: `tag ${kind}`, title, testid }, text);
+}
+
+function messageNode(message, lastReplyId) {
   if (message.role === "tool") {
     return el("div", { class: "note tool", testid: "tool-note" }, `${message.tool_name || "tool"} → ${message.content}`);
   }
@@ -250,42 +490,73 @@ function messageNode(message) {
     return el("div", { class: "note tool" }, `calls ${calls}`);
   }
   const isUser = message.role === "user";
+  const body = el("div", { class: "message-body" });
+  if (isUser) body.textContent = message.content;
+  else renderMarkdown(body, message.content);
   const bubble = el(
     "article",
     {
-      class: `message ${isUser ? "user" : "assistant"}${message.in_model_view ? "" : " folded"}`,
+      class: `message ${isUser ? "user" : "assistant"}${message.in_model_view ? "" : " folded"}${message.stopped ? " stopped" : ""}`,
       testid: isUser ? "user-message" : "assistant-message",
       "data-message-id": message.id,
     },
-    el("div", { class: "message-body" }, message.content),
+    body,
   );
-  const footer = el("div", { class: "message-footer" });
-  if (!message.in_model_view) footer.append(el("span", { class: "tag", title: "Folded into the summary the model sees" }, "in summary"));
-  if (isUser) {
-    bubble.append(el("button", { type: "button", class: "edit-link", testid: "edit-message", title: "Edit and regenerate", onclick: () => startEdit(bubble, message) }, "✎ Edit"));
+  const actions = el("div", { class: "message-actions" });
+  if (!message.in_model_view) actions.append(tag("in summary", "", "Folded into the summary the model sees"));
+  if (message.stopped) {
+    actions.append(tag("■ stopped", "stopped", "You stopped this reply. It is kept as far as it got; memory learned nothing from this turn. Regenerate it for a full reply.", "stopped-tag"));
   }
-  for (const line of state.notes[message.id] || []) footer.append(el("span", { class: "memory-note", testid: "memory-note" }, line));
-  if (footer.childNodes.length) bubble.append(footer);
-  return bubble;
+  for (const line of state.notes[message.id] || []) actions.append(el("span", { class: "memory-note", testid: "memory-note" }, line));
+  const turn = el("div", { class: `turn ${isUser ? "user" : "assistant"}` }, bubble, actions);
+  if (isUser) {
+    actions.append(el("button", { type: "button", testid: "edit-message", title: "Edit and regenerate from here", onclick: () => startEdit(turn, bubble, message) }, "✎ Edit"));
+  } else {
+    const copy = el("button", { type: "button", testid: "copy-reply", title: "Copy this reply (Markdown)" }, "Copy");
+    copy.addEventListener("click", () => copyWithFeedback(copy, message.content));
+    actions.append(copy);
+    if (message.id === lastReplyId) {
+      actions.append(el("button", { type: "button", testid: "regenerate", title: "Answer this message again", onclick: () => regenerate(turn, message) }, "↻ Regenerate"));
+    }
+  }
+  return turn;
+}
+
+function renderChatHeader() {
+  const detail = state.detail;
+  tid("delete-chat").hidden = !detail;
+  tid("rename-chat").hidden = !detail || Boolean(tid("title-input"));
+  if (!detail) {
+    tid("chat-title").textContent = "No chat open";
+    tid("chat-meta").textContent = "Start a new chat, or pick one from the chat list.";
+    return;
+  }
+  const persona = state.personas.find((p) => p.name === detail.chat.persona);
+  tid("chat-title").textContent = detail.chat.title;
+  tid("chat-title").title = detail.chat.title_set_by_user ? "Your title (double-click to rename)" : "Titled by the agent (double-click to rename)";
+  const folds = detail.model_view.summary_folds;
+  tid("chat-meta").textContent =
+    `${persona ? persona.title : detail.chat.persona} · ${detail.messages.length} messages` +
+    (folds ? ` · ${detail.messages.filter((m) => !m.in_model_view).length} folded into the summary` : "");
+}
+
+// The last assistant reply of the chat's current branch: the one Regenerate offers.
+function lastReplyId(messages) {
+  const last = [...messages].reverse().find((m) => m.role === "assistant" && !m.tool_calls.length);
+  return last && messages[messages.length - 1] === last ? last.id : null;
 }
 
 function renderChat() {
   const box = tid("messages");
   const detail = state.detail;
-  tid("delete-chat").hidden = !detail;
+  renderChatHeader();
+  renderNotice();
   if (!detail) {
-    tid("chat-title").textContent = "No chat open";
-    tid("chat-meta").textContent = "Start a new chat, or pick one on the left.";
     box.replaceChildren(el("div", { class: "placeholder" }, "Say something: the agent remembers what matters about you across chats."));
     return;
   }
-  const persona = state.personas.find((p) => p.name === detail.chat.persona);
-  tid("chat-title").textContent = detail.chat.title;
-  const folds = detail.model_view.summary_folds;
-  tid("chat-meta").textContent =
-    `${persona ? persona.title : detail.chat.persona} · ${detail.messages.length} messages` +
-    (folds ? ` · ${detail.messages.filter((m) => !m.in_model_view).length} folded into the summary` : "");
-  const nodes = detail.messages.map(messageNode);
+  const replyId = detail.pending_interrupts.length ? null : lastReplyId(detail.messages);
+  const nodes = detail.messages.map((m) => messageNode(m, replyId));
   const firstSeen = detail.messages.findIndex((m) => m.in_model_view);
   if (firstSeen > 0) {
     // Where the model's view begins: above it, the model sees only the summary.
@@ -294,8 +565,30 @@ function renderChat() {
   if (!nodes.length) nodes.push(el("div", { class: "placeholder" }, "No messages yet."));
   box.replaceChildren(...nodes);
   for (const pending of detail.pending_interrupts) box.append(interruptCard(pending));
-  if (detail.running && !state.busy) setStatus("A reply is being written…");
   scrollToEnd();
+}
+
+// What this tab should know about the chat beyond its messages: a reply written elsewhere,
+// or why its own message was not sent. It stays until it no longer holds.
+function renderNotice() {
+  const notice = tid("chat-notice");
+  const running = Boolean(state.detail?.running) && !state.busy;
+  document.body.dataset.running = running ? "1" : "";
+  const parts = [];
+  if (state.blocked?.code === "reply_in_progress") {
+    parts.push(
+      el("strong", {}, "Not sent: "),
+      "a reply is already being written on this chat, probably in another tab or window. Your message is still in the box. ",
+      running ? "This tab shows that reply when it is done." : "That reply is done now: press Send.",
+    );
+  } else if (state.blocked) {
+    parts.push(el("strong", {}, "Not sent: "), state.blocked.message, " Your message is still in the box.");
+  } else if (running) {
+    parts.push("A reply is being written on this chat in another tab or window; it shows up here when it is done. ");
+  }
+  if (running) parts.push(" ", el("button", { type: "button", class: "link", testid: "stop-other", onclick: stop }, "Stop it"));
+  notice.replaceChildren(...parts);
+  notice.hidden = !parts.length;
 }
 
 function interruptCard(pending) {
@@ -317,15 +610,55 @@ function interruptCard(pending) {
   return card;
 }
 
-// A streamed turn: a user bubble (unless resuming), a reply bubble filled token by token.
+// The reply being streamed: Markdown re-rendered at most once a frame, a cursor while it runs.
+function streamingReply() {
+  const body = el("div", { class: "message-body" });
+  const bubble = el("article", { class: "message assistant streaming", testid: "assistant-message" }, body);
+  const actions = el("div", { class: "message-actions" });
+  const reply = {
+    turn: el("div", { class: "turn assistant" }, bubble, actions),
+    text: "",
+    frame: 0,
+    add(piece) {
+      this.text += piece;
+      if (!this.frame) this.frame = requestAnimationFrame(() => this.render());
+    },
+    render() {
+      this.frame = 0;
+      renderMarkdown(body, this.text);
+      if (bubble.classList.contains("streaming")) {
+        let at = body.lastElementChild;
+        while (at && /^(UL|OL|BLOCKQUOTE)$/.test(at.tagName) && at.lastElementChild) at = at.lastElementChild;
+        (at && /^(P|LI|H[1-6])$/.test(at.tagName) ? at : body).append(el("span", { class: "cursor", "aria-hidden": "true" }, "▍"));
+      }
+      scrollToEnd();
+    },
+    end() {
+      cancelAnimationFrame(this.frame);
+      bubble.classList.remove("streaming");
+      this.render();
+    },
+    broken(why) {
+      bubble.classList.add("broken");
+      actions.append(tag("connection lost", "broken", why, "broken-tag"));
+    },
+  };
+  return reply;
+}
+
+// A streamed turn: a user bubble (unless resuming or regenerating), a reply bubble filled token by token.
 async function runTurn(method, path, body, { userText }) {
   const box = tid("messages");
   box.querySelector(".placeholder")?.remove();
-  const userNode = userText === null ? null : el("article", { class: "message user pending", testid: "user-message" }, el("div", { class: "message-body" }, userText));
-  const replyBody = el("div", { class: "message-body" });
-  const replyNode = el("article", { class: "message assistant streaming", testid: "assistant-message" }, replyBody);
-  if (userNode) box.append(userNode);
-  box.append(replyNode);
+  clearTimeout(state.pollTimer);
+  state.blocked = null;
+  renderNotice();
+  const userTurn = userText === null
+    ? null
+    : el("div", { class: "turn user" }, el("article", { class: "message user pending", testid: "user-message" }, el("div", { class: "message-body" }, userText)));
+  const reply = streamingReply();
+  if (userTurn) box.append(userTurn);
+  box.append(reply.turn);
   scrollToEnd();
   setBusy(true);
   setStatus("Writing…");
@@ -334,8 +667,7 @@ async function runTurn(method, path, body, { userText }) {
   try {
     await api.stream(method, path, body, (name, data) => {
       if (name === "token") {
-        replyBody.textContent += data.text;
-        scrollToEnd();
+        reply.add(data.text);
       } else if (name === "memory") {
         notes.push(data.described ? `Remembered: ${data.described}` : `Memory not updated: ${data.error}`);
       } else if (name === "summary" && data.folded_messages) {
@@ -349,24 +681,38 @@ async function runTurn(method, path, body, { userText }) {
         setStatus("Waiting for your confirmation.");
       } else if (name === "error") {
         outcome = data.code;
-        if (data.code === "stopped") {
-          setStatus("Stopped: the reply was discarded. Your message is back in the box.");
-          if (data.text) tid("message-input").value = data.text;
-        } else {
-          setStatus(data.message, "error");
-        }
+        setStatus(data.message, data.code === "stopped" ? "" : "error");
+        restoreInput(data.text); // a discarded message comes back to the box
       }
     });
   } catch (err) {
-    setStatus(err.message, "error");
-    if (userText) tid("message-input").value = userText;
+    if (err instanceof StreamBroken) {
+      // The server may still finish it (a reply does not depend on this connection): reload below.
+      outcome = "broken";
+      reply.broken(err.message);
+      setStatus(err.message, "error");
+    } else {
+      // Not sent at all: nothing of it stays on screen, the text goes back to the box.
+      outcome = err.code || "error";
+      userTurn?.remove();
+      reply.turn.remove();
+      restoreInput(userText);
+      if (err.status === 409) state.blocked = { code: err.code, message: err.message };
+      setStatus(err.status === 409 ? "" : err.message, "error");
+      setBusy(false); // no run of this tab: what follows is about the chat's own state
+    }
   }
+  reply.end();
   try {
-    // The server's view replaces the provisional bubbles (ids for editing, folded marks).
-    if (state.chatId) await openChat(state.chatId);
-    await Promise.all([loadChats(), loadMemory()]);
+    // The server's view replaces the provisional bubbles (ids for editing, stopped marks, folded marks).
+    if (state.chatId && !connection.down) await openChat(state.chatId);
+    if (!connection.down) await Promise.all([loadChats(), loadMemory()]);
+  } catch (_) {
+    // unreachable: the banner says so, and the page reloads when the server answers
   } finally {
     setBusy(false);
+    renderNotice();
+    if (state.detail?.running) openChat(state.chatId); // e.g. the broken reply still runs on the server
   }
   return outcome;
 }
@@ -375,6 +721,7 @@ function setBusy(busy) {
   state.busy = busy;
   tid("send").disabled = busy;
   tid("stop").hidden = !busy;
+  document.body.dataset.busy = busy ? "1" : "";
 }
 
 async function send(event) {
@@ -400,13 +747,22 @@ async function stop() {
   setStatus("Stopping…");
   try {
     const result = await api.call("POST", `/chats/${state.chatId}/stop`);
-    if (!result.stopped) setStatus(result.message);
+    setStatus(result.message);
   } catch (err) {
     setStatus(err.message, "error");
   }
+  if (!state.busy) await openChat(state.chatId); // stopped in another tab's turn: show what was kept
 }
 
-function startEdit(bubble, message) {
+async function regenerate(turn, message) {
+  if (state.busy) return;
+  // The fork drops this reply and everything after it from the chat's current branch.
+  const nodes = [...tid("messages").children];
+  nodes.slice(nodes.indexOf(turn)).forEach((n) => n.remove());
+  await runTurn("POST", `/chats/${state.chatId}/messages/${message.id}/regenerate`, {}, { userText: null });
+}
+
+function startEdit(turn, bubble, message) {
   if (state.busy) return;
   const area = el("textarea", { class: "edit-area", rows: 3, testid: "edit-input" });
   area.value = message.content;
@@ -415,10 +771,11 @@ function startEdit(bubble, message) {
     if (!text.trim()) return;
     // The fork drops this message and everything after it from the chat's current branch.
     const nodes = [...tid("messages").children];
-    nodes.slice(nodes.indexOf(bubble)).forEach((n) => n.remove());
+    nodes.slice(nodes.indexOf(turn)).forEach((n) => n.remove());
     await runTurn("PUT", `/chats/${state.chatId}/messages/${message.id}`, { text }, { userText: text });
   };
   bubble.classList.add("editing");
+  turn.querySelector(".message-actions").hidden = true;
   bubble.replaceChildren(
     area,
     el(
@@ -634,7 +991,8 @@ async function loadPersonas() {
 async function loadAll() {
   document.body.dataset.ready = "";
   await Promise.all([loadPersonas(), loadChats(), loadMemory()]);
-  if (state.chats.length && !state.chatId) await openChat(state.chats[0].id);
+  const open = state.chatId || state.chats[0]?.id;
+  if (open) await openChat(open);
   else renderChat();
   document.body.dataset.ready = "1"; // for scripts driving the page
 }
@@ -650,18 +1008,31 @@ function wire() {
   });
   tid("stop").addEventListener("click", stop);
   tid("delete-chat").addEventListener("click", deleteChat);
+  tid("rename-chat").addEventListener("click", startRename);
+  tid("chat-title").addEventListener("dblclick", startRename);
   tid("chat-search").addEventListener("input", onSearchInput);
   tid("refresh-memory").addEventListener("click", loadMemory);
   tid("change-key").addEventListener("click", () => askForKey());
   tid("forget-me").addEventListener("click", forgetMe);
   tid("key-dialog").querySelector("form").addEventListener("submit", saveKey);
+  tid("retry-connection").addEventListener("click", () => connection.probe());
+  tid("toggle-memory").addEventListener("click", () => setMemoryOpen(document.body.dataset.memory !== "open"));
+  tid("close-memory").addEventListener("click", () => setMemoryOpen(false));
+  tid("open-chats").addEventListener("click", () => setChatsOpen(document.body.dataset.chats !== "open"));
+  tid("close-chats").addEventListener("click", () => setChatsOpen(false));
+  tid("scrim").addEventListener("click", closeDrawers);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !tid("key-dialog").open) closeDrawers();
+  });
+  // Crossing a breakpoint: each layout starts from its own default.
+  wideScreen.addEventListener("change", () => setMemoryOpen(wideScreen.matches));
+  phoneScreen.addEventListener("change", () => setChatsOpen(false));
+  setMemoryOpen(wideScreen.matches);
+  setChatsOpen(false);
 }
 
-async function boot() {
-  wire();
-  takeKeyFromHash();
-  renderChat();
-  renderSummary();
+// Who is this, then everything; again after the server was unreachable.
+async function start() {
   if (!(await whoAmI())) {
     askForKey(api.key ? "The saved key no longer works." : "");
     return;
@@ -669,4 +1040,13 @@ async function boot() {
   await loadAll();
 }
 
-boot().catch((err) => setStatus(`Could not start: ${err.message}`, "error"));
+async function boot() {
+  setUpMarkdown();
+  wire();
+  takeKeyFromHash();
+  renderChat();
+  renderSummary();
+  await start();
+}
+
+boot().catch((err) => setStatus(err.code === "unreachable" ? err.message : `Could not start: ${err.message}`, "error"));

@@ -82,9 +82,10 @@ def test_openapi_schema_documents_every_endpoint(server):
     expected = {
         "/chats": {"get", "post"},
         "/chats/search": {"get"},
-        "/chats/{chat_id}": {"get", "delete"},
+        "/chats/{chat_id}": {"get", "patch", "delete"},
         "/chats/{chat_id}/messages": {"post"},
         "/chats/{chat_id}/messages/{message_id}": {"put"},
+        "/chats/{chat_id}/messages/{message_id}/regenerate": {"post"},
         "/chats/{chat_id}/resume": {"post"},
         "/chats/{chat_id}/stop": {"post"},
         "/memory/profile": {"get", "patch", "delete"},
@@ -333,13 +334,13 @@ def checkpoint_counts(database_url: str, thread_id: str) -> tuple[int, int, int]
 
 
 @pytest.mark.parametrize("from_other_worker", [False, True], ids=["same-worker", "other-worker"])
-def test_stop_mid_stream_discards_the_reply_and_its_message_and_nothing_is_learned(server, account, from_other_worker):
+def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_learned(server, account, from_other_worker):
     user, key = account
     with server.client(key) as c:
         chat_id = new_chat(c)
         say(c, chat_id, "My name is Dana")
         before = c.get(f"/chats/{chat_id}").json()
-    counts_before = checkpoint_counts(server.database_url, chat_id)
+    head_before = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
 
     running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": "[slow] I live in Rome and I have a cat named Tom"})
     running.wait_for_tokens()
@@ -352,21 +353,31 @@ def test_stop_mid_stream_discards_the_reply_and_its_message_and_nothing_is_learn
     assert events[0].name == "token"
     end = final(events)
     assert end.name == "error" and end.data["code"] == "stopped"
-    assert end.data["text"] == "[slow] I live in Rome and I have a cat named Tom"
+    assert end.data["reply"] == reply_text(events)
     assert not any(e.name in ("done", "memory") for e in events)
 
     with server.client(key) as c:
         after = c.get(f"/chats/{chat_id}").json()
-        assert after["messages"] == before["messages"]  # no partial AI message, no user message
+        assert after["messages"][:2] == before["messages"]
+        kept = after["messages"][2:]  # the message, and the reply as far as it streamed
+        assert [(m["role"], m["content"], m["stopped"]) for m in kept] == [
+            ("user", "[slow] I live in Rome and I have a cat named Tom", False),
+            ("assistant", reply_text(events), True),
+        ]
         assert after["running"] is False
         profile = c.get("/memory/profile").json()
         assert profile["name"] == "Dana" and profile["location"] is None
         assert [f["text"] for f in c.get("/memory/facts").json()["facts"]] == []
-        assert c.get("/chats").json()["chats"][0]["message_count"] == 2
-    # The thread's rows are exactly those of before: the run's checkpoints, writes and blobs are gone.
-    assert checkpoint_counts(server.database_url, chat_id) == counts_before
+        assert c.get("/chats").json()["chats"][0]["message_count"] == 4
     status = db_rows(server.database_url, "SELECT status FROM memory_agent_runs WHERE thread_id = %s ORDER BY started_at DESC LIMIT 1", (chat_id,))
     assert status == [("stopped",)]
+    # The reply phase's checkpoints were taken back; the kept turn is one update, then summarize and extract_memories.
+    newer = db_rows(
+        server.database_url,
+        "SELECT metadata ->> 'source' FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s ORDER BY checkpoint_id",
+        (chat_id, head_before),
+    )
+    assert [r[0] for r in newer] == ["update", "loop", "loop"]
 
     with server.client(key) as c:  # the chat takes the next message at once
         done = final(say(c, chat_id, "I live in Paris")).data

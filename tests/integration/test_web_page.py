@@ -1,31 +1,40 @@
 """The web page in a real headless Chromium (Debian's, driven by Playwright) against a live server.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`); Playwright's own browser
-download is not used. Saves a screenshot: to docs/images/web-page.png (the README's picture)
-when MEMORY_AGENT_UPDATE_SCREENSHOT=1, else to a temporary file, so test runs never touch the tree.
+download is not used. The layout is checked at 390 px (a phone), 1,024 px (a laptop)
+and 1,440 px, each light and dark (an emulated ``prefers-color-scheme``).
+
+Screenshots: to docs/images/ (the README's pictures) when MEMORY_AGENT_UPDATE_SCREENSHOT=1,
+else to a temporary directory, so test runs never touch the tree.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.support.http_server import create_keys, new_user, start_server
+from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, start_server
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
-SCREENSHOT = (
-    REPO_ROOT / "docs" / "images" / "web-page.png"
+SCREENSHOTS = (
+    REPO_ROOT / "docs" / "images"
     if os.environ.get("MEMORY_AGENT_UPDATE_SCREENSHOT") == "1"
-    else Path(tempfile.gettempdir()) / "memory-agent-web-page.png"
+    else Path(tempfile.gettempdir()) / "memory-agent-web-page"
 )
+HEIGHTS = {390: 844, 1024: 768, 1440: 900}
+WIDTHS = [390, 1024, 1440]
+SCHEMES = ["light", "dark"]
+BACKGROUNDS = {"light": "rgb(246, 247, 249)", "dark": "rgb(18, 21, 28)"}  # --bg of style.css
 
 
 @pytest.fixture(scope="module")
@@ -48,50 +57,246 @@ async def browser():
         await browser.close()
 
 
+class Pages:
+    """Opens the page as a user would (the key in the URL fragment, as `serve` prints it);
+    every page must end without a JavaScript error."""
+
+    def __init__(self, server, browser) -> None:
+        self.server = server
+        self.browser = browser
+        self.contexts = []
+        self.errors: list[str] = []
+
+    async def key(self, user: str | None = None) -> tuple[str, str]:
+        user = user or new_user()
+        return user, (await create_keys(self.server.database_url, [user]))[user]
+
+    async def open(self, *, width: int = 1440, scheme: str = "light", key: tuple[str, str] | None = None):
+        user, api_key = key or await self.key()
+        context = await self.browser.new_context(
+            viewport={"width": width, "height": HEIGHTS.get(width, 900)},
+            color_scheme=scheme,
+            permissions=["clipboard-read", "clipboard-write"],
+        )
+        self.contexts.append(context)
+        page = await context.new_page()
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        await page.goto(f"{self.server.url}/#key={api_key}")
+        await page.wait_for_selector("body[data-ready='1']")
+        assert await page.text_content(tid("user-badge")) == user
+        assert "#key" not in page.url  # the key left the address bar; it lives in localStorage
+        return page
+
+    async def close(self) -> None:
+        for context in self.contexts:
+            await context.close()
+
+
 @pytest.fixture
-async def page(server, browser):
-    """The page, opened with a new user's key in the URL fragment (as `serve` prints it)."""
-    user = new_user()
-    key = (await create_keys(server.database_url, [user]))[user]
-    context = await browser.new_context(viewport={"width": 1440, "height": 900})
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    await page.goto(f"{server.url}/#key={key}")
-    await page.wait_for_selector("body[data-ready='1']")
-    assert await page.text_content('[data-testid="user-badge"]') == user
-    assert "#key" not in page.url  # the key left the address bar; it lives in localStorage
-    yield page
-    assert errors == []
-    await context.close()
+async def pages(server, browser):
+    opened = Pages(server, browser)
+    yield opened
+    await opened.close()
+    assert opened.errors == []
+
+
+@pytest.fixture
+async def page(pages):
+    return await pages.open()
 
 
 def tid(name: str) -> str:
     return f'[data-testid="{name}"]'
 
 
+async def idle(page, timeout: float = 60_000) -> None:
+    await page.wait_for_function("!document.querySelector('[data-testid=send]').disabled && document.body.dataset.busy !== '1'", timeout=timeout)
+
+
 async def send(page, text: str) -> None:
     await page.fill(tid("message-input"), text)
     await page.press(tid("message-input"), "Enter")
-    await page.wait_for_function("!document.querySelector('[data-testid=send]').disabled")
+    await page.wait_for_function("document.body.dataset.busy === '1' || document.querySelector('[data-testid=chat-notice]:not([hidden])')")
+    await idle(page)
 
 
+# The README's pictures; the other screens are checked, not photographed.
+README_SHOTS = {
+    "web-page-1440-light", "web-page-1440-dark", "web-page-1024-light", "web-page-390-light", "web-page-390-dark-chats",
+    "web-page-390-light-memory", "web-page-390-light-second-tab", "web-page-390-light-server-down",
+}
+
+
+async def screenshot(page, name: str) -> None:
+    if name not in README_SHOTS:
+        return
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+# --------------------------------------------------------------------------- layout facts, measured in the page
+LAYOUT_PROBLEMS = """() => {
+  const vw = document.documentElement.clientWidth;
+  const problems = [];
+  if (document.documentElement.scrollWidth > vw) problems.push(`page is ${document.documentElement.scrollWidth}px wide in ${vw}px`);
+  for (const sel of [".chat-header", ".messages", ".composer", ".chat-notice", ".sidebar", ".memory", ".turn", ".message"]) {
+    for (const e of document.querySelectorAll(sel)) {
+      if (e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1) problems.push(`${sel} overflows: ${e.scrollWidth} > ${e.clientWidth}`);
+    }
+  }
+  // Everything shown in the chat column is inside the screen (code and tables scroll in their own box).
+  for (const e of document.querySelectorAll(".chat *")) {
+    if (e.closest("pre, .table-wrap") || e.offsetParent === null) continue;
+    const r = e.getBoundingClientRect();
+    if (r.width && (r.left < -1 || r.right > vw + 1)) problems.push(`${e.tagName}.${e.className} spans ${Math.round(r.left)}..${Math.round(r.right)}`);
+  }
+  return problems;
+}"""
+
+# Words (letters and digits) drawn on two lines: broken mid-word. Code, links and over-long tokens are exempt.
+WORDS_BROKEN = """(selector) => {
+  const broken = [];
+  for (const root of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    let node;
+    while ((node = walker.nextNode())) {
+      if (node.parentElement.closest("pre, code, a, .code-block")) continue;
+      for (const m of node.data.matchAll(/[\\p{L}\\p{N}]+/gu)) {
+        if (m[0].length > 24) continue;
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+IN_VIEWPORT = """(e) => {
+  const r = e.getBoundingClientRect();
+  const style = getComputedStyle(e);
+  return style.visibility === "visible" && style.display !== "none" && r.width > 0 && r.left >= -1 && r.right <= document.documentElement.clientWidth + 1;
+}"""
+
+
+async def shown(page, name: str) -> bool:
+    """Visible and inside the screen (a closed drawer is neither)."""
+    return await page.locator(tid(name)).evaluate(IN_VIEWPORT)
+
+
+async def wait_shown(page, name: str, expected: bool = True) -> None:
+    # Drawers slide (0.2 s): wait for the end state.
+    for _ in range(50):
+        if await shown(page, name) == expected:
+            await asyncio.sleep(0.25)
+            if await shown(page, name) == expected:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} {'not ' if expected else ''}shown")
+
+
+async def assert_fits(page) -> None:
+    assert await page.evaluate(LAYOUT_PROBLEMS) == []
+    assert await page.evaluate(WORDS_BROKEN, ".message, .memory, .chat-item") == []
+
+
+# --------------------------------------------------------------------------- every screen, light and dark
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_the_page_fits_the_screen_renders_markdown_safely_and_opens_its_panels(pages, width, scheme):
+    page = await pages.open(width=width, scheme=scheme)
+    assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == BACKGROUNDS[scheme]
+    await send(page, "My name is Dana and I have a dog named Rex")
+    await send(page, "[markdown] Plan my dinners for the week, with a code example")
+
+    reply = page.locator(tid("assistant-message")).last
+    # Markdown is rendered: heading, emphasis, both kinds of list, a table in its own scroll box.
+    assert await reply.locator("h2").text_content() == "Dinner plan"
+    assert await reply.locator("strong").text_content() == "short"
+    assert await reply.locator("ul > li").count() == 2 and await reply.locator("ol > li").count() == 2
+    assert await reply.locator(".table-wrap table td").first.text_content() == "Monday"
+    assert "##" not in await reply.text_content() and "```" not in await reply.text_content()
+    # … sanitized: no script ran, no handler or javascript: link survived.
+    assert await page.evaluate("window.__injected") is None
+    assert await reply.locator("script, img, [onerror], [onclick]").count() == 0
+    assert await reply.locator("a[href^='javascript']").count() == 0
+    assert await reply.locator("a[href^='https://example.com']").get_attribute("rel") == "noopener noreferrer"
+    # … and its code block has a copy button that copies the code exactly.
+    block = reply.locator(tid("code-block"))
+    assert await block.locator(".code-head").text_content() == "pythonCopy"
+    await block.locator(tid("copy-code")).click()
+    await page.wait_for_function("document.querySelector('[data-testid=copy-code]').textContent === 'Copied ✓'")
+    assert await page.evaluate("navigator.clipboard.readText()") == MARKDOWN_CODE
+
+    # Nothing sticks out sideways, no word is broken mid-letter.
+    await assert_fits(page)
+    await page.wait_for_selector(f'{tid("facts")} >> text=Has a dog named Rex', state="attached")
+
+    if width == 390:
+        # Phone: one column; the chat list is a drawer, the memory panel too.
+        assert not await shown(page, "chats-drawer") and not await shown(page, "memory-panel")
+        assert await shown(page, "messages") and await shown(page, "message-input")
+        await screenshot(page, f"web-page-{width}-{scheme}")
+        await page.click(tid("open-chats"))
+        await wait_shown(page, "chats-drawer")
+        assert await shown(page, "scrim")
+        await assert_fits(page)
+        await screenshot(page, f"web-page-{width}-{scheme}-chats")
+        await page.locator(tid("chat-item")).first.click()  # picking a chat closes the drawer
+        await wait_shown(page, "chats-drawer", False)
+        await page.click(tid("toggle-memory"))
+        await wait_shown(page, "memory-panel")
+        assert "Has a dog named Rex" in await page.locator(tid("facts")).text_content()
+        await assert_fits(page)
+        await screenshot(page, f"web-page-{width}-{scheme}-memory")
+        await page.click(tid("close-memory"))
+        await wait_shown(page, "memory-panel", False)
+    elif width == 1024:
+        # Laptop: chats beside the chat; the memory panel slides in from a button.
+        assert await shown(page, "chats-drawer") and not await shown(page, "memory-panel")
+        assert not await page.is_visible(tid("open-chats"))
+        await page.click(tid("toggle-memory"))
+        await wait_shown(page, "memory-panel")
+        await assert_fits(page)
+        await screenshot(page, f"web-page-{width}-{scheme}")
+        await page.click(tid("scrim"))  # a click beside the panel closes it
+        await wait_shown(page, "memory-panel", False)
+        await page.click(tid("toggle-memory"))
+        await wait_shown(page, "memory-panel")
+        await page.keyboard.press("Escape")
+        await wait_shown(page, "memory-panel", False)
+    else:
+        # Wide: three columns; the button hides and shows the memory panel.
+        assert await shown(page, "chats-drawer") and await shown(page, "memory-panel")
+        assert not await page.is_visible(tid("scrim"))
+        await screenshot(page, f"web-page-{width}-{scheme}")
+        await page.click(tid("toggle-memory"))
+        await wait_shown(page, "memory-panel", False)
+        await assert_fits(page)
+        await page.click(tid("toggle-memory"))
+        await wait_shown(page, "memory-panel")
+
+
+# --------------------------------------------------------------------------- what the page does
 async def test_a_reply_streams_in_the_fact_shows_in_the_memory_panel_and_search_finds_the_chat(page):
     # 1. The reply arrives token by token: the bubble grows while it is still streaming.
     await page.fill(tid("message-input"), "My name is Dana and I have a dog named Rex")
     await page.click(tid("send"))
     streaming = page.locator(".message.assistant.streaming .message-body")
     await streaming.wait_for()
-    await page.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
+    await page.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 1")
     early = await streaming.text_content()
     await page.wait_for_function(
         "(n) => (document.querySelector('.message.assistant.streaming .message-body')?.textContent.length || 1e9) > n", arg=len(early)
     )
-    await page.wait_for_function("!document.querySelector('[data-testid=send]').disabled", timeout=60_000)
+    await idle(page)
     replies = page.locator(tid("assistant-message"))
     assert await replies.count() == 1
     reply = await replies.first.locator(".message-body").text_content()
     assert reply.startswith("(offline model)") and len(reply) > len(early)
+    assert await page.locator(".cursor").count() == 0
     assert "Remembered: name = Dana; + Has a dog named Rex" in await page.text_content(tid("messages"))
 
     # 2. What was remembered appears in the memory panel.
@@ -112,31 +317,125 @@ async def test_a_reply_streams_in_the_fact_shows_in_the_memory_panel_and_search_
     result = page.locator(tid("search-result"))
     assert await result.count() == 1
     assert "Dana" in await result.first.text_content()
-    await page.screenshot(path=str(SCREENSHOT))  # the README's picture: streaming, memory panel, search
     await result.first.click()
     await page.wait_for_selector(f'{tid("messages")} >> text=My name is Dana and I have a dog named Rex')
 
 
-async def test_stop_discards_the_reply_and_gives_the_message_back(page):
-    await page.fill(tid("message-input"), "[slow] Tell me a very long story about my cat named Tom")
+@pytest.mark.parametrize("width", [390, 1440])
+async def test_stop_keeps_the_partial_reply_marked_stopped_and_nothing_is_learned(pages, width):
+    page = await pages.open(width=width, scheme="dark" if width == 390 else "light")
+    # Memory would learn "Has a cat named Tom" from this message, had the reply finished.
+    await page.fill(tid("message-input"), "[slow] I have a cat named Tom. Tell me a very long story about him")
     await page.click(tid("send"))
-    await page.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
+    await page.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 20")
     assert await page.is_visible(tid("stop"))
     await page.click(tid("stop"))
-    await page.wait_for_function("!document.querySelector('[data-testid=send]').disabled")
-    assert await page.input_value(tid("message-input")) == "[slow] Tell me a very long story about my cat named Tom"
-    assert "Stopped" in await page.text_content(tid("composer-status"))
-    assert await page.locator(tid("assistant-message")).count() == 0
-    assert await page.locator(tid("user-message")).count() == 0
+    await idle(page)
+
+    assert await page.input_value(tid("message-input")) == ""  # the message stays in the chat, not in the box
+    assert "kept" in await page.text_content(tid("composer-status"))
+    assert await page.locator(tid("user-message")).count() == 1
+    reply = page.locator(tid("assistant-message"))
+    assert await reply.count() == 1
+    assert (await reply.locator(".message-body").text_content()).startswith("(offline model)")
+    assert await page.locator(".streaming, .cursor").count() == 0  # no cursor left blinking
+    tag = page.locator(tid("stopped-tag"))
+    assert await tag.is_visible() and "memory learned nothing" in await tag.get_attribute("title")
     assert await page.locator(tid("fact")).count() == 0  # nothing was learned from the stopped turn
+    await assert_fits(page)
+
+    # Regenerate turns it into a complete reply, which memory learns from.
+    await page.click(tid("regenerate"))
+    await idle(page)
+    assert await page.locator(tid("assistant-message")).count() == 1
+    assert await page.locator(tid("stopped-tag")).count() == 0
+    await page.wait_for_selector(f'{tid("facts")} >> text=Has a cat named Tom', state="attached")
+
+
+async def test_regenerate_answers_the_last_message_again(page):
+    await send(page, "I live in Rome")
+    await send(page, "I have a cat named Tom")
+    assert await page.locator(tid("regenerate")).count() == 1  # on the last reply only
+    first_id = await page.locator(tid("assistant-message")).last.get_attribute("data-message-id")
+    await page.click(tid("regenerate"))
+    await idle(page)
+    assert await page.locator(tid("user-message")).count() == 2
+    assert await page.locator(tid("assistant-message")).count() == 2
+    assert await page.locator(tid("assistant-message")).last.get_attribute("data-message-id") != first_id
+
+
+@pytest.mark.parametrize("width", [390, 1024])
+async def test_a_renamed_chat_keeps_its_title_after_a_reload(pages, width):
+    page = await pages.open(width=width)
+    await send(page, "Hello there, I need help with my taxes")
+    await page.click(tid("rename-chat"))
+    await page.fill(tid("title-input"), "Taxes 2025")
+    await page.press(tid("title-input"), "Enter")
+    await page.wait_for_function("document.querySelector('[data-testid=chat-title]').textContent === 'Taxes 2025'")
+    assert await page.locator(tid("title-input")).count() == 0
+    await send(page, "Another message, so the agent would title the chat again")
+    await page.reload()
+    await page.wait_for_selector("body[data-ready='1']")
+    assert await page.text_content(tid("chat-title")) == "Taxes 2025"
+    assert await page.locator(f"{tid('chat-item')} .title-text").first.text_content() == "Taxes 2025"
+    # Escape leaves the title as it was.
+    await page.dblclick(tid("chat-title"))
+    await page.fill(tid("title-input"), "Something else")
+    await page.press(tid("title-input"), "Escape")
+    assert await page.text_content(tid("chat-title")) == "Taxes 2025"
+    await assert_fits(page)
+
+
+async def test_a_second_tab_sees_the_running_reply_and_keeps_its_message(pages):
+    key = await pages.key()
+    first = await pages.open(key=key)
+    second = await pages.open(key=key, width=390)
+    await send(first, "My name is Dana")
+    await second.reload()
+    await second.wait_for_selector("body[data-ready='1']")
+
+    # The first tab starts a long reply; the second sends while it runs.
+    await first.fill(tid("message-input"), "[slow] Tell me a long story about the sea")
+    await first.click(tid("send"))
+    await first.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
+    await second.fill(tid("message-input"), "And what about the mountains?")
+    await second.press(tid("message-input"), "Enter")
+    notice = second.locator(tid("chat-notice"))
+    await notice.wait_for()
+    await screenshot(second, "web-page-390-light-second-tab")
+    assert "Not sent" in await notice.text_content() and "already being written" in await notice.text_content()
+    assert await second.input_value(tid("message-input")) == "And what about the mountains?"
+    assert await second.locator(f'{tid("user-message")} >> text=mountains').count() == 0
+    await asyncio.sleep(2)  # the explanation stays (the page polls the chat meanwhile)
+    assert await notice.is_visible() and "Not sent" in await notice.text_content()
+    await assert_fits(second)
+
+    # When the first tab's reply is done, the second shows it and says it may send now.
+    await idle(first)
+    await second.wait_for_function("document.querySelector('[data-testid=chat-notice]').textContent.includes('press Send')", timeout=30_000)
+    assert await second.locator(f'{tid("user-message")} >> text=long story about the sea').count() == 1
+    await second.press(tid("message-input"), "Enter")
+    await idle(second)
+    assert await notice.is_hidden()
+    assert await second.locator(f'{tid("user-message")} >> text=mountains').count() == 1
+
+    # A tab that opens the chat while a reply runs says so, and can stop it.
+    await first.fill(tid("message-input"), "[slow] One more long story, please")
+    await first.click(tid("send"))
+    await first.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
+    await second.reload()
+    await second.wait_for_selector("body[data-ready='1']")
+    assert "being written" in await notice.text_content()
+    await second.click(tid("stop-other"))
+    await idle(first)
+    await second.wait_for_selector(tid("stopped-tag"))
+    assert await first.locator(tid("stopped-tag")).count() == 1
 
 
 async def test_editing_a_message_regenerates_from_there(page):
     await send(page, "I live in Rome")
     await send(page, "I have a cat named Tom")
-    first = page.locator(tid("user-message")).first
-    await first.hover()
-    await first.locator(tid("edit-message")).click()
+    await page.locator(tid("edit-message")).first.click()
     await page.fill(tid("edit-input"), "I live in Haifa")
     await page.click(tid("save-edit"))
     await page.wait_for_function("document.querySelectorAll('[data-testid=user-message]').length === 1 && !document.querySelector('[data-testid=send]').disabled")
@@ -184,3 +483,51 @@ async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser)
     await page.wait_for_selector("body[data-ready='1']")
     assert not await page.is_visible(tid("key-dialog"))
     await context.close()
+
+
+# --------------------------------------------------------------------------- a server that goes away
+async def test_a_server_that_dies_mid_reply_is_said_plainly_and_the_page_recovers(new_database, browser):
+    """`memory-agent serve` with one worker is one process: SIGKILL is the server dying."""
+    database = new_database("webdown")
+    live = start_server(database, workers=1, env={"MEMORY_AGENT_TEST_WORD_DELAY_MS": "60"})
+    pages = Pages(live, browser)
+    try:
+        page = await pages.open(width=390)
+        await send(page, "My name is Dana")
+        await page.fill(tid("message-input"), "[slow] Tell me a very long story about the sea")
+        await page.click(tid("send"))
+        await page.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 20")
+        live.process.send_signal(signal.SIGKILL)
+        live.process.wait(timeout=10)
+
+        # The stream broke: said on the reply and below it; no cursor blinks on.
+        await page.wait_for_selector(tid("broken-tag"))
+        await idle(page)
+        assert await page.locator(".streaming, .cursor").count() == 0
+        assert "broke" in await page.text_content(tid("composer-status")) or "closed" in await page.text_content(tid("composer-status"))
+        banner = page.locator(tid("connection-banner"))
+        await banner.wait_for()
+        assert "cannot be reached" in await banner.text_content()
+        assert "Failed to fetch" not in await page.text_content("body")
+        await assert_fits(page)
+        await screenshot(page, "web-page-390-light-server-down")
+
+        # A message typed now is not lost.
+        await page.fill(tid("message-input"), "Are you there?")
+        await page.press(tid("message-input"), "Enter")
+        await idle(page)
+        assert await page.input_value(tid("message-input")) == "Are you there?"
+        assert "cannot be reached" in await page.text_content(tid("composer-status"))
+        assert await page.locator(f'{tid("user-message")} >> text=Are you there?').count() == 0
+
+        # The server comes back on the same address: the banner goes, the chat is reloaded.
+        port = int(live.url.rsplit(":", 1)[1])
+        live = start_server(database, workers=1, port=port)
+        pages.server = live
+        await page.wait_for_selector(tid("connection-banner"), state="hidden", timeout=30_000)
+        await page.wait_for_selector("body[data-ready='1']")
+        assert await page.locator(f'{tid("user-message")} >> text=My name is Dana').count() == 1
+    finally:
+        await pages.close()
+        live.stop()
+    assert pages.errors == []

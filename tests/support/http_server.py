@@ -12,7 +12,9 @@ environment, and :func:`register_test_models`, loaded into every worker through
 - a message starting with ``[task] <description>`` makes the reply call the
   ``add_task`` tool, which asks for a confirmation (an interrupt);
 - a message containing ``[fail]`` makes the reply fail after two streamed words
-  (a provider error mid-stream).
+  (a provider error mid-stream);
+- a message containing ``[markdown]`` is answered with :data:`MARKDOWN_REPLY`, Markdown
+  as real models write it (headings, lists, code, a table) plus HTML that must not run.
 """
 
 from __future__ import annotations
@@ -38,8 +40,33 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_MODEL = "http-test"
 PLUGIN = "tests.support.http_server:register_test_models"
-SLOW_CUE, TASK_CUE, FAIL_CUE = "[slow]", "[task]", "[fail]"
+SLOW_CUE, TASK_CUE, FAIL_CUE, MARKDOWN_CUE = "[slow]", "[task]", "[fail]", "[markdown]"
 WORD_DELAY_ENV = "MEMORY_AGENT_TEST_WORD_DELAY_MS"
+MARKDOWN_CODE = 'def cook(minutes: int = 9) -> str:\n    return f"pasta for {minutes} minutes, stirred every minute so that it never sticks to the pot"'
+MARKDOWN_REPLY = f"""## Dinner plan
+
+Here is a **short** plan with `inline code` and ordinary words that should wrap between words, never inside them.
+
+- Monday: *pasta* with tomatoes
+- Tuesday: vegetables and rice
+
+1. Boil the water
+2. Add the pasta
+
+```python
+{MARKDOWN_CODE}
+```
+
+| Day | Dish | Notes |
+|---|---|---|
+| Monday | Pasta | quick |
+
+A long address: https://example.com/a/really/long/path/that/wraps/instead/of/making/the/page/scroll/sideways/0123456789
+
+<script>window.__injected = "script"</script>
+<img src="x" onerror="window.__injected = 'onerror'">
+<a href="#" onclick="window.__injected = 'onclick'">a handler</a> and [a bad link](javascript:window.__injected='link')
+"""
 
 
 # --------------------------------------------------------------------------- the server-side test model
@@ -71,6 +98,11 @@ def _make_test_model():
     class HttpTestModel(SlowOfflineChatModel):
         model_name: str = TEST_MODEL
         delay_ms: int = 150
+
+        def _respond(self, messages) -> str:
+            if _is_chat_reply(messages) and MARKDOWN_CUE in _current_user_text(messages):
+                return MARKDOWN_REPLY
+            return super()._respond(messages)
 
         def delay_for(self, messages) -> float:
             if not _is_chat_reply(messages):
@@ -176,9 +208,11 @@ def server_env(database_url: str, model: str, extra: dict[str, str] | None = Non
     return env
 
 
-def start_server(database_url: str, *, model: str = TEST_MODEL, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 180) -> LiveServer:
-    """Start ``memory-agent serve`` and return once every worker answers /healthz."""
-    port = free_port()
+def start_server(
+    database_url: str, *, model: str = TEST_MODEL, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 180, port: int | None = None
+) -> LiveServer:
+    """Start ``memory-agent serve`` and return once every worker answers /healthz (``port``: to restart one)."""
+    port = port or free_port()
     log_path = Path(tempfile.mkstemp(prefix="ma-serve-", suffix=".log")[1])
     log_file = log_path.open("wb")
     process = subprocess.Popen(
