@@ -43,6 +43,7 @@ from core.context import Context
 from core.messages import current_turn, stopped_reply
 from storage import chat_runs
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
+from memory.memory_writer import retract_taught_by
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class TurnRunner:
         ctx = self.context()
         if self.spec.kind == "message":
             await self._finish_pending_memory_update(ctx)
+        branch_before = await self._message_ids() if self.spec.fork_from else set()
         mark = await mark_thread(self.pool, self.spec.thread_id)
         await chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes))
         if self.stop_requested:
@@ -169,6 +171,12 @@ class TurnRunner:
             return await self._take_back(mark, "stopped")
         self.committed = True
 
+        if branch_before:  # an edit or a regeneration: undo what only the abandoned branch taught,
+            # before this branch's memory update, so what it teaches is not taken for a duplicate of that.
+            abandoned = sorted(branch_before - await self._message_ids())
+            retracted = await retract_taught_by(self.graph.store, self.spec.user_id, abandoned)
+            if retracted.facts or retracted.tasks:
+                self.emit("memory", {"retracted": {"facts": retracted.facts, "tasks": retracted.tasks}})
         await self._memory_phase(ctx, forward=True)
         state = await self.graph.aget_state(self.config)
         await chat_runs.finish(self.pool, self.run_id, "finished")
@@ -177,6 +185,10 @@ class TurnRunner:
         metrics.TURNS.inc()
         self.emit("done", self._done_payload(state.values, elapsed))
         return "finished"
+
+    async def _message_ids(self) -> set[str]:
+        state = await self.graph.aget_state(self.config)
+        return {m.id for m in state.values.get("messages", []) if m.id}
 
     # ------------------------------------------------------------------ phases
     async def _reply_phase(self, ctx: Context) -> None:

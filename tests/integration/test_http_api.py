@@ -440,6 +440,17 @@ def test_editing_a_message_forks_the_chat_and_later_messages_leave_the_models_vi
     assert len(client.get(f"/chats/{chat_id}").json()["messages"]) == 6
 
 
+def test_an_edit_retracts_what_only_the_edited_away_message_taught_and_the_passport_ends_with_one_task(client):
+    chat_id = new_chat(client)
+    say(client, chat_id, "Remind me to renew my passport next week")
+    assert [t["description"] for t in client.get("/memory/tasks").json()["tasks"]] == ["renew my passport next week"]
+    first = client.get(f"/chats/{chat_id}").json()["messages"][0]
+
+    final(stream(client, "PUT", f"/chats/{chat_id}/messages/{first['id']}", {"text": "Remind me to renew my passport tomorrow"}))
+    tasks = client.get("/memory/tasks").json()["tasks"]
+    assert [(t["description"], t["status"]) for t in tasks] == [("renew my passport tomorrow", "open")]
+
+
 def test_editing_the_first_message_regenerates_the_whole_chat(client):
     chat_id = new_chat(client)
     say(client, chat_id, "hello there")
