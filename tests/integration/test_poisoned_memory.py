@@ -5,11 +5,18 @@ because of one."""
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
 
+from app.chat_session import ChatSession
+from app.memory_report import memory_snapshot, render_snapshot
 from core.context import Context
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import Fact
@@ -17,6 +24,7 @@ from graph.assembly import compile_graph
 from llm.chat_model import register_model, unregister_model
 from memory import queries
 from memory.user_memory import (
+    delete_invalid_item,
     get_user_document,
     invalid_items,
     list_chats,
@@ -25,6 +33,7 @@ from memory.user_memory import (
     put_fact,
     search_facts,
 )
+from tests.conftest import REPO_ROOT
 from tests.support.graph_turns import metric, new_thread, stream_turn
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
@@ -124,3 +133,52 @@ async def test_an_item_whose_id_is_not_its_key_is_invalid(backend, user_id):
     (item,) = await invalid_items(backend.store, user_id)
     assert (item.kind, item.key) == ("facts", "stray")
     assert "'someone-else' is not the item's key 'stray'" in item.error
+
+
+async def test_memory_views_list_invalid_items_with_key_and_error_and_they_can_be_deleted(backend, user_id):
+    await poison(backend.store, user_id)
+    await put_fact(backend.store, user_id, Fact(id="f1", text="Keeps bees"))
+
+    snap = await memory_snapshot(backend.store, user_id)
+    assert [f["text"] for f in snap["facts"]] == ["Keeps bees"]
+    listed = {(i["kind"], i["key"]): i for i in snap["invalid"]}
+    assert set(listed) == {("profile", "profile"), ("facts", "poison-fact"), ("tasks", "poison-task"), ("chats", "poison-chat")}
+    assert listed[("facts", "poison-fact")]["value"] == BAD_FACT
+    assert "status: Input should be 'open', 'in_progress' or 'done'" in listed[("tasks", "poison-task")]["error"]
+    text = render_snapshot(snap)
+    assert "Invalid items (4)" in text and "facts poison-fact: id: Field required" in text
+
+    # The chat's /memory shows the same.
+    err = io.StringIO()
+    session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, err=err)
+    await session.command("/memory")
+    assert "tasks poison-task:" in err.getvalue()
+
+    with pytest.raises(ValueError, match="is valid"):
+        await delete_invalid_item(backend.store, user_id, "facts", "f1")
+    assert await delete_invalid_item(backend.store, user_id, "chats", "poison-chat") is True
+    assert await delete_invalid_item(backend.store, user_id, "chats", "poison-chat") is False
+    assert {i.key for i in await invalid_items(backend.store, user_id)} == {"profile", "poison-fact", "poison-task"}
+
+
+def run_cli(args: list[str], database_url: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DATABASE_URL": database_url}
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=180)
+
+
+async def test_cli_memory_show_lists_invalid_items_and_delete_invalid_removes_one(backend, user_id):
+    await poison(backend.store, user_id)
+    await put_fact(backend.store, user_id, Fact(id="f1", text="Keeps bees"))
+
+    shown = run_cli(["memory", "show", "--user", user_id], backend.url)
+    assert shown.returncode == 0, shown.stderr
+    assert "Keeps bees" in shown.stdout and "facts poison-fact: id: Field required" in shown.stdout
+    as_json = json.loads(run_cli(["memory", "show", "--user", user_id, "--json"], backend.url).stdout)
+    assert {i["key"] for i in as_json["invalid"]} == {"profile", "poison-fact", "poison-task", "poison-chat"}
+
+    deleted = run_cli(["memory", "delete-invalid", "--user", user_id, "facts", "poison-fact"], backend.url)
+    assert deleted.returncode == 0, deleted.stderr
+    assert await backend.store.aget(facts_ns(user_id), "poison-fact") is None
+    refused = run_cli(["memory", "delete-invalid", "--user", user_id, "facts", "f1"], backend.url)
+    assert refused.returncode == 1 and "is valid" in refused.stderr
+    assert await backend.store.aget(facts_ns(user_id), "f1") is not None
