@@ -35,6 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--user", default=_default_user())
     show.add_argument("--json", action="store_true", help="print JSON")
     show.add_argument("--all", action="store_true", help="include superseded facts")
+    drop = mem_sub.add_parser("delete-invalid", help="delete a stored item that does not validate (listed by `memory show`)")
+    drop.add_argument("--user", default=_default_user())
+    drop.add_argument("kind", choices=["profile", "facts", "tasks", "chats"])
+    drop.add_argument("key", help="the item's key, as `memory show` lists it")
 
     sub.add_parser("doctor", help="check the database, pgvector, model and embeddings")
 
@@ -96,6 +100,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
             from app.chat_session import run_chat
 
             return await run_chat(backend, user_id=args.user, chat_id=args.chat_id, new=args.new, model=args.model)
+        if args.command == "memory" and args.memory_command == "delete-invalid":
+            return await _delete_invalid(backend.store, args.user, args.kind, args.key)
         if args.command == "memory":
             from app.memory_report import memory_snapshot, render_snapshot
 
@@ -114,6 +120,22 @@ async def _dispatch(args: argparse.Namespace) -> int:
             print(report.summary())
             return 0 if report.ok else 1
     return 2
+
+
+async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
+    from memory.memory_writer import delete_invalid
+    from memory.user_memory import ItemIsValid
+
+    try:
+        deleted = await delete_invalid(store, user, kind, key)
+    except ItemIsValid as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not deleted:
+        print(f"error: user {user} has no {kind} item {key!r}", file=sys.stderr)
+        return 1
+    print(f"Deleted the invalid {kind} item {key!r} of user {user}.")
+    return 0
 
 
 async def _reindex() -> int:

@@ -2,7 +2,8 @@
 
 Codes clients can branch on:
 401 ``unauthorized`` · 403 ``forbidden`` · 404 ``not_found`` · 409 ``reply_in_progress``,
-``confirmation_pending``, ``no_pending_confirmation`` · 413 ``message_too_long`` ·
+``confirmation_pending``, ``no_pending_confirmation``, ``invalid_item`` (a stored item that does not
+validate: delete it), ``item_is_valid`` · 413 ``message_too_long`` ·
 422 ``invalid_message``, ``invalid_request`` · 500 ``internal_error`` · 503 ``database_unavailable``.
 """
 

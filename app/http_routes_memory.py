@@ -3,6 +3,10 @@
 Edits take the user's memory write lock (storage.user_write_lock), the same one the
 agent's memory update holds, so an edit and an extraction never interleave their
 read-modify-write steps. PATCH of a fact or task re-embeds it (a store put).
+
+A stored item that does not validate (memory.user_memory) is listed under ``invalid``
+with its key and error, can be deleted (by its own route or ``/memory/invalid``), and
+cannot be patched (409 ``invalid_item``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from app.http_schemas import (
     ErrorResponse,
     FactList,
     FactPatch,
+    InvalidItemList,
+    InvalidItemOut,
     Me,
     TaskList,
     TaskPatch,
@@ -24,11 +30,37 @@ from app.http_schemas import (
 from app.http_services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
-from memory.memory_writer import delete_item, edit_fact, edit_task, edit_user_document
-from memory.user_memory import get_user_document, list_facts, list_tasks
+from memory.memory_writer import delete_invalid, delete_item, edit_fact, edit_task, edit_user_document
+from memory.user_memory import (
+    InvalidItem,
+    ItemIsValid,
+    NAMESPACES,
+    Kind,
+    check_item,
+    get_user_document,
+    invalid_items,
+    list_facts,
+    list_tasks,
+)
 
 router = APIRouter(tags=["memory"])
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+_ITEM_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}}
+
+
+def _invalid_out(items: list[InvalidItem]) -> list[InvalidItemOut]:
+    return [InvalidItemOut(kind=i.kind, key=i.key, error=i.error, value=i.value, updated_at=i.updated_at) for i in items]
+
+
+async def _stored(services: Services, user: str, kind: Kind, key: str, what: str):
+    """The stored item as its model; 404 when absent, 409 when it does not validate (it can only be deleted)."""
+    item = await services.backend.store.aget(NAMESPACES[kind](user), key)
+    if item is None:
+        raise not_found(f"{what} {key}")
+    parsed, error = check_item(kind, item)
+    if error is not None:
+        raise ApiError(409, "invalid_item", f"{what} {key} is stored in an invalid form ({error}); it can only be deleted.")
+    return parsed
 
 
 # --------------------------------------------------------------------------- profile and preferences
@@ -77,14 +109,21 @@ async def get_facts(
     user: str = Depends(current_user),
     services: Services = Depends(get_services),
 ):
-    return FactList(facts=await list_facts(services.backend.store, user, include_superseded=include_superseded))
+    store = services.backend.store
+    facts = await list_facts(store, user, include_superseded=include_superseded)
+    return FactList(facts=facts, invalid=_invalid_out(await invalid_items(store, user, ("facts",))))
 
 
-@router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ERRORS)
+async def _fact(services: Services, user: str, fact_id: str) -> Fact:
+    return await _stored(services, user, "facts", fact_id, "Fact")
+
+
+@router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ITEM_ERRORS)
 async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Correct a fact; a new text is re-embedded, so recall finds it by its new meaning."""
     if body.text is not None and not body.text.strip():
         raise ApiError(422, "invalid_request", "A fact's text cannot be empty.")
+    await _fact(services, user, fact_id)  # 404 when absent, 409 when stored invalid
     fact = await edit_fact(services.backend.store, user, fact_id, text=body.text, importance=body.importance, tags=body.tags)
     if fact is None:
         raise not_found(f"Fact {fact_id}")
@@ -93,9 +132,16 @@ async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_
 
 @router.delete("/memory/facts/{fact_id}", response_model=Deleted, responses=_ERRORS)
 async def delete_fact(fact_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Delete a fact, valid or not."""
     if not await delete_item(services.backend.store, user, "facts", fact_id):
         raise not_found(f"Fact {fact_id}")
     return Deleted(deleted={"facts": 1})
+
+
+async def _exists(services: Services, namespace: tuple[str, ...], key: str, what: str) -> None:
+    # Existence only: an item that does not validate must stay deletable.
+    if await services.backend.store.aget(namespace, key) is None:
+        raise not_found(f"{what} {key}")
 
 
 # --------------------------------------------------------------------------- tasks
@@ -105,14 +151,21 @@ async def get_tasks(
     user: str = Depends(current_user),
     services: Services = Depends(get_services),
 ):
-    return TaskList(tasks=await list_tasks(services.backend.store, user, include_done=include_done))
+    store = services.backend.store
+    tasks = await list_tasks(store, user, include_done=include_done)
+    return TaskList(tasks=tasks, invalid=_invalid_out(await invalid_items(store, user, ("tasks",))))
 
 
-@router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ERRORS)
+async def _task(services: Services, user: str, task_id: str) -> Task:
+    return await _stored(services, user, "tasks", task_id, "Task")
+
+
+@router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ITEM_ERRORS)
 async def patch_task(task_id: str, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Change a task's description, status or due date (null clears the due date)."""
     if body.description is not None and not body.description.strip():
         raise ApiError(422, "invalid_request", "A task's description cannot be empty.")
+    await _task(services, user, task_id)  # 404 when absent, 409 when stored invalid
     task = await edit_task(services.backend.store, user, task_id, {k: getattr(body, k) for k in body.model_fields_set})
     if task is None:
         raise not_found(f"Task {task_id}")
@@ -121,9 +174,29 @@ async def patch_task(task_id: str, body: TaskPatch, user: str = Depends(current_
 
 @router.delete("/memory/tasks/{task_id}", response_model=Deleted, responses=_ERRORS)
 async def delete_task(task_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Delete a task, valid or not."""
     if not await delete_item(services.backend.store, user, "tasks", task_id):
         raise not_found(f"Task {task_id}")
     return Deleted(deleted={"tasks": 1})
+
+
+# --------------------------------------------------------------------------- invalid items
+@router.get("/memory/invalid", response_model=InvalidItemList, responses=_ERRORS)
+async def get_invalid(user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Every stored item of the caller (profile, facts, tasks, chat records) that does not validate."""
+    return InvalidItemList(invalid=_invalid_out(await invalid_items(services.backend.store, user)))
+
+
+@router.delete("/memory/invalid/{kind}/{key}", response_model=Deleted, responses=_ITEM_ERRORS)
+async def delete_invalid(kind: Kind, key: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Delete one item listed by GET /memory/invalid (409 ``item_is_valid`` when it validates)."""
+    try:
+        deleted = await delete_invalid(services.backend.store, user, kind, key)
+    except ItemIsValid as exc:
+        raise ApiError(409, "item_is_valid", str(exc)) from exc
+    if not deleted:
+        raise not_found(f"{kind} item {key}")
+    return Deleted(deleted={kind: 1})
 
 
 # --------------------------------------------------------------------------- the caller

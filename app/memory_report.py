@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.user_memory import get_user_document, list_chats, list_facts, list_tasks
+from memory.user_memory import get_user_document, invalid_items, list_chats, list_facts, list_tasks
+
+DELETE_HINT = "memory-agent memory delete-invalid KIND KEY"
 
 
 async def memory_snapshot(store, user_id: str, *, include_superseded: bool = False) -> dict[str, Any]:
@@ -12,6 +14,7 @@ async def memory_snapshot(store, user_id: str, *, include_superseded: bool = Fal
     facts = await list_facts(store, user_id, include_superseded=include_superseded)
     tasks = await list_tasks(store, user_id)
     chats = await list_chats(store, user_id)
+    invalid = await invalid_items(store, user_id)
     return {
         "user_id": user_id,
         "profile": doc.profile.model_dump(mode="json", exclude_defaults=True),
@@ -22,6 +25,7 @@ async def memory_snapshot(store, user_id: str, *, include_superseded: bool = Fal
             {"thread_id": c.thread_id, "title": c.title, "last_activity": c.last_activity.isoformat(), "messages": c.message_count}
             for c in chats
         ],
+        "invalid": [{"kind": i.kind, "key": i.key, "error": i.error, "value": i.value} for i in invalid],
     }
 
 
@@ -44,4 +48,8 @@ def render_snapshot(snap: dict[str, Any]) -> str:
     lines.append(f"Chats ({len(snap['chats'])}):")
     for c in snap["chats"][:20]:
         lines.append(f"  - {c['thread_id']}  {c['title']}  ({c['messages']} messages, {c['last_activity'][:16]})")
+    if snap.get("invalid"):
+        lines.append(f"Invalid items ({len(snap['invalid'])}), ignored by the agent; delete one with `{DELETE_HINT}`:")
+        for i in snap["invalid"]:
+            lines.append(f"  - {i['kind']} {i['key']}: {i['error']}")
     return "\n".join(lines)

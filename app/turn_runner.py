@@ -232,11 +232,17 @@ class TurnRunner:
         # Late writes of the cancelled node must not land after the rollback (storage.fenced_saver).
         saver = getattr(self.graph, "checkpointer", None)
         fenced = hasattr(saver, "close_thread")
-        if fenced:
-            await asyncio.wait_for(saver.close_thread(self.spec.thread_id, mark.checkpoint_id), FENCE_WAIT_SECONDS)
-        removed = await asyncio.shield(rollback_thread(self.pool, mark))
-        if fenced:
-            saver.reopen_thread(self.spec.thread_id, mark.checkpoint_id, removed)
+        removed: list[str] = []
+        try:
+            if fenced:
+                await asyncio.wait_for(saver.close_thread(self.spec.thread_id, mark.checkpoint_id), FENCE_WAIT_SECONDS)
+            removed = await asyncio.shield(rollback_thread(self.pool, mark))
+        finally:
+            # Whatever happened, lift the fence: left closed it would drop every later checkpoint
+            # of this chat in this process. After a failed rollback nothing was removed, so
+            # nothing newer than the head stays fenced.
+            if fenced:
+                saver.reopen_thread(self.spec.thread_id, mark.checkpoint_id, removed)
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
         if status == "stopped":
             kept = await self._keep_stopped_turn(mark)

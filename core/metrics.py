@@ -1,4 +1,5 @@
-"""Prometheus metrics of the agent: turns, node latency, tokens, memories written, extraction failures.
+"""Prometheus metrics of the agent: turns, node latency, tokens, memories written, extraction failures,
+invalid stored items.
 
 In a multi-process server set PROMETHEUS_MULTIPROC_DIR so workers share the figures.
 """
@@ -22,6 +23,10 @@ TOKENS_IN = Counter("memory_agent_tokens_in_total", "Prompt tokens sent to model
 TOKENS_OUT = Counter("memory_agent_tokens_out_total", "Completion tokens received from models", ["purpose"])
 MEMORIES_WRITTEN = Counter("memory_agent_memories_written_total", "Memories written", ["kind"])
 EXTRACTION_FAILURES = Counter("memory_agent_extraction_failures_total", "Extraction replies that failed validation twice")
+# Each invalid item once per process (memory.user_memory), not on every read of it.
+INVALID_ITEMS = Counter(
+    "memory_agent_invalid_items_total", "Stored memory items skipped because they do not match their schema", ["kind"]
+)
 SUMMARY_FAILURES = Counter("memory_agent_summary_failures_total", "Summary folds that failed validation twice")
 
 

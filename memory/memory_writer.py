@@ -43,7 +43,7 @@ from core.schemas import (
     text_hash,
     utcnow,
 )
-from memory.user_memory import get_chat, get_user_document, parse_fact, parse_task, put_chat, search_facts, search_tasks
+from memory.user_memory import delete_invalid_item, get_chat, get_user_document, parse_fact, parse_item, parse_task, put_chat, search_facts, search_tasks
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: dateti
 
 
 async def _facts_where(tx, user_id: str, field_name: str, values: list[str]) -> list[Fact]:
-    return [f for f in (parse_fact(k, v) for k, v in await items_where(tx, facts_ns(user_id), field_name, values)) if f]
+    return [f for f in (parse_fact(user_id, k, v) for k, v in await items_where(tx, facts_ns(user_id), field_name, values)) if f]
 
 
 async def _apply_facts(
@@ -211,7 +211,7 @@ async def _apply_facts(
     for nf in new_facts:
         if nf.supersedes and nf.supersedes not in active:
             item = await tx.aget(facts_ns(user_id), nf.supersedes)
-            named = parse_fact(nf.supersedes, item.value) if item else None
+            named = parse_item("facts", item) if item else None
             if named and named.status == "active":
                 active[named.id] = named
     by_hash = {f.hash or text_hash(f.text): f for f in active.values()}
@@ -298,7 +298,7 @@ async def _apply_tasks(
         target = staged.get(upd.task_id or "")
         if target is None and upd.task_id:
             item = await tx.aget(tasks_ns(user_id), upd.task_id)
-            target = parse_task(upd.task_id, item.value) if item else None
+            target = parse_item("tasks", item) if item else None
         similar = [(staged.get(t.id, t), s) for t, s in await search_tasks(tx, user_id, upd.description, limit=3)]
         open_similar = [(t, s) for t, s in similar if t.status in ("open", "in_progress")]
         if target is None and upd.action != "add":
@@ -337,7 +337,7 @@ async def _apply_tasks(
 
 async def _tasks_with_hash(tx, user_id: str, h: str) -> list[tuple[Task, float]]:
     found = await items_where(tx, tasks_ns(user_id), "hash", [h], status=None, limit=5)
-    return [(t, 1.0) for t in (parse_task(k, v) for k, v in found) if t]
+    return [(t, 1.0) for t in (parse_task(user_id, k, v) for k, v in found) if t]
 
 
 def _dedupe_batch(facts: list[NewFact]) -> list[NewFact]:
@@ -374,14 +374,14 @@ async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now:
     async with user_transaction(store, user_id) as tx:
         ops: list[PutOp] = []
         for key, value in await items_where(tx, facts_ns(user_id), "source_message_id", message_ids, limit=200):
-            fact = parse_fact(key, value)
+            fact = parse_fact(user_id, key, value)
             if fact is None or fact.mentions > 1:
                 continue
             fact.status, fact.valid_to, fact.updated_at = "superseded", now, now
             ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=False))
             done.facts.append(fact.text)
         for key, value in await items_where(tx, tasks_ns(user_id), "source_message_id", message_ids, status=None, limit=200):
-            task = parse_task(key, value)
+            task = parse_task(user_id, key, value)
             if task is None or task.status == "retracted":
                 continue
             task.status, task.updated_at = "retracted", now
@@ -422,7 +422,7 @@ async def edit_fact(
         await embed_ahead(store, [text])
     async with user_transaction(store, user_id) as tx:
         item = await tx.aget(facts_ns(user_id), fact_id)
-        fact = parse_fact(fact_id, item.value) if item else None
+        fact = parse_item("facts", item) if item else None
         if fact is None:
             return None
         if text is not None:
@@ -443,7 +443,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
         await embed_ahead(store, [description])
     async with user_transaction(store, user_id) as tx:
         item = await tx.aget(tasks_ns(user_id), task_id)
-        task = parse_task(task_id, item.value) if item else None
+        task = parse_item("tasks", item) if item else None
         if task is None:
             return None
         now = utcnow()
@@ -496,3 +496,9 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
             record.title, record.title_by_user = title, True
         await put_chat(tx, user_id, record)
     return record
+
+
+async def delete_invalid(store, user_id: str, kind: str, key: str) -> bool:
+    """Delete one stored item that does not validate (ItemIsValid when it does); False when absent."""
+    async with user_transaction(store, user_id) as tx:
+        return await delete_invalid_item(tx, user_id, kind, key)

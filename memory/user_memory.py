@@ -1,42 +1,130 @@
-"""Reading one user's long-term memory from the store (profile, facts, tasks, chats)."""
+"""Reading one user's long-term memory from the store (profile, facts, tasks, chats).
+
+Every read goes through :func:`parse_item`: the store API lets a client write any JSON into
+a user's namespaces, so an item that does not validate against its model (or whose id is
+not its key) is skipped, logged and counted once (``memory_agent_invalid_items_total``),
+and never breaks a turn. :func:`invalid_items` lists such items for the memory views, and
+:func:`delete_invalid_item` removes one.
+"""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
 
-from langgraph.store.base import BaseStore, SearchItem
+from langgraph.store.base import BaseStore, Item, SearchItem
 from pydantic import BaseModel, ValidationError
 
+from core.metrics import INVALID_ITEMS
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
 
-PAGE = 200
-M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
 
+PAGE = 200
+Kind = Literal["profile", "facts", "tasks", "chats"]
+KINDS: tuple[Kind, ...] = ("profile", "facts", "tasks", "chats")
+MODELS: dict[str, type[BaseModel]] = {"profile": UserDocument, "facts": Fact, "tasks": Task, "chats": ChatRecord}
+# The field that must equal the store key (None: the profile has one fixed key).
+ID_FIELDS: dict[str, str | None] = {"profile": None, "facts": "id", "tasks": "id", "chats": "thread_id"}
+NAMESPACES = {"profile": profile_ns, "facts": facts_ns, "tasks": tasks_ns, "chats": chats_ns}
 
-def _parse(model: type[M], key: str, value: Any) -> M | None:
-    """The item as ``model``, or None when it does not validate (an item written around our writer)."""
+
+@dataclass(frozen=True)
+class InvalidItem:
+    """A stored item of a user that does not match its model: readers skip it."""
+
+    kind: Kind
+    key: str
+    error: str
+    value: Any
+    updated_at: datetime | None = None
+
+
+class ItemIsValid(ValueError):
+    """Refusing to delete an item as invalid: it validates (delete it the ordinary way)."""
+
+
+# (namespace, key, updated_at) of the invalid items already logged and counted by this process.
+_reported: set[tuple[tuple[str, ...], str, str]] = set()
+_REPORTED_MAX = 10_000  # a bound on the memory the set may take; past it, items may be logged again
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "value"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def check_item(kind: Kind, item: Item) -> tuple[BaseModel | None, str | None]:
+    """The item as its model, or None and why it does not validate."""
     try:
-        return model.model_validate(value)
+        parsed = MODELS[kind].model_validate(item.value)
     except ValidationError as exc:
-        log.warning("skipping invalid %s item %s: %s", model.__name__, key, exc.errors()[0].get("msg"))
-        return None
+        return None, _describe(exc)
+    id_field = ID_FIELDS[kind]
+    if id_field is not None and getattr(parsed, id_field) != item.key:
+        # Readers and writers address an item by its id; one stored under another key is unreachable.
+        return None, f"{id_field}: {getattr(parsed, id_field)!r} is not the item's key {item.key!r}"
+    return parsed, None
 
 
-def parse_fact(key: str, value: Any) -> Fact | None:
-    return _parse(Fact, key, value)
+def _report(kind: Kind, item: Item, error: str) -> None:
+    mark = (tuple(item.namespace), item.key, item.updated_at.isoformat() if item.updated_at else "")
+    if mark in _reported:
+        return
+    if len(_reported) >= _REPORTED_MAX:
+        _reported.clear()
+    _reported.add(mark)
+    INVALID_ITEMS.labels(kind=kind).inc()
+    log.warning("skipping invalid %s item %r in %s: %s", kind, item.key, "/".join(item.namespace), error)
 
 
-def parse_task(key: str, value: Any) -> Task | None:
-    return _parse(Task, key, value)
+def parse_item(kind: Kind, item: Item) -> Any:
+    """The store item as its model, or None (logged and counted once) when it does not validate.
+
+    The one place items of a user's memory are parsed: every reader uses it.
+    """
+    parsed, error = check_item(kind, item)
+    if error is not None:
+        _report(kind, item, error)
+    return parsed
+
+
+_NO_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _row_item(kind: Kind, user_id: str, key: str, value: Any) -> Item:
+    """A store item from a raw SQL row (storage.store_lookups), for parse_item."""
+    return Item(value=value, key=key, namespace=NAMESPACES[kind](user_id), created_at=_NO_TIME, updated_at=_NO_TIME)
+
+
+def parse_fact(user_id: str, key: str, value: Any) -> Fact | None:
+    return parse_item("facts", _row_item("facts", user_id, key, value))
+
+
+def parse_task(user_id: str, key: str, value: Any) -> Task | None:
+    return parse_item("tasks", _row_item("tasks", user_id, key, value))
+
+
+def _parse_all(kind: Kind, items: list[Item]) -> list[Any]:
+    return [p for p in (parse_item(kind, i) for i in items) if p is not None]
+
+
+def _parse_hits(kind: Kind, hits: list[SearchItem]) -> list[tuple[Any, float]]:
+    return [(p, float(h.score or 0.0)) for h in hits if (p := parse_item(kind, h)) is not None]
 
 
 async def get_user_document(store: BaseStore, user_id: str) -> UserDocument:
+    """The profile document; an invalid one reads as empty (the next write replaces it)."""
     item = await store.aget(profile_ns(user_id), PROFILE_KEY)
-    return UserDocument.model_validate(item.value) if item else UserDocument()
+    doc = parse_item("profile", item) if item else None
+    return doc if doc is not None else UserDocument()
 
 
 async def put_user_document(store: BaseStore, user_id: str, doc: UserDocument) -> None:
@@ -57,7 +145,7 @@ async def _all(store: BaseStore, namespace: tuple[str, ...], **kwargs: Any) -> l
 
 async def list_facts(store: BaseStore, user_id: str, *, include_superseded: bool = False) -> list[Fact]:
     filt = None if include_superseded else {"status": "active"}
-    facts = [Fact.model_validate(i.value) for i in await _all(store, facts_ns(user_id), filter=filt)]
+    facts: list[Fact] = _parse_all("facts", await _all(store, facts_ns(user_id), filter=filt))
     return sorted(facts, key=lambda f: f.created_at)
 
 
@@ -66,7 +154,7 @@ async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int
     if not query.strip():
         return []
     hits = await store.asearch(facts_ns(user_id), query=query, filter={"status": "active"}, limit=limit)
-    return [(f, float(h.score or 0.0)) for h in hits if (f := parse_fact(h.key, h.value))]
+    return _parse_hits("facts", hits)
 
 
 async def put_fact(store: BaseStore, user_id: str, fact: Fact) -> None:
@@ -78,7 +166,7 @@ async def delete_fact(store: BaseStore, user_id: str, fact_id: str) -> None:
 
 
 async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True) -> list[Task]:
-    tasks = [Task.model_validate(i.value) for i in await _all(store, tasks_ns(user_id))]
+    tasks: list[Task] = _parse_all("tasks", await _all(store, tasks_ns(user_id)))
     # Retracted tasks (taught by an edited-away message) are history: never listed as the user's tasks.
     tasks = [t for t in tasks if t.status != "retracted" and (include_done or t.status != "done")]
     return sorted(tasks, key=lambda t: t.created_at)
@@ -89,7 +177,7 @@ async def list_open_tasks(store: BaseStore, user_id: str, *, limit: int = 10) ->
     found: list[Task] = []
     for status in ("in_progress", "open"):
         items = await store.asearch(tasks_ns(user_id), filter={"status": status}, limit=limit)
-        found += [t for i in items if (t := parse_task(i.key, i.value))]
+        found += _parse_all("tasks", items)
     return sorted(found, key=lambda t: t.updated_at, reverse=True)[:limit]
 
 
@@ -97,12 +185,12 @@ async def search_tasks(store: BaseStore, user_id: str, query: str, *, limit: int
     if not query.strip():
         return []
     hits = await store.asearch(tasks_ns(user_id), query=query, limit=limit)
-    return [(t, float(h.score or 0.0)) for h in hits if (t := parse_task(h.key, h.value))]
+    return _parse_hits("tasks", hits)
 
 
 async def get_task(store: BaseStore, user_id: str, task_id: str) -> Task | None:
     item = await store.aget(tasks_ns(user_id), task_id)
-    return parse_task(task_id, item.value) if item else None
+    return parse_item("tasks", item) if item else None
 
 
 async def put_task(store: BaseStore, user_id: str, task: Task) -> None:
@@ -111,7 +199,7 @@ async def put_task(store: BaseStore, user_id: str, task: Task) -> None:
 
 async def get_chat(store: BaseStore, user_id: str, thread_id: str) -> ChatRecord | None:
     item = await store.aget(chats_ns(user_id), thread_id)
-    return ChatRecord.model_validate(item.value) if item else None
+    return parse_item("chats", item) if item else None
 
 
 async def put_chat(store: BaseStore, user_id: str, chat: ChatRecord) -> None:
@@ -120,7 +208,7 @@ async def put_chat(store: BaseStore, user_id: str, chat: ChatRecord) -> None:
 
 
 async def list_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:
-    chats = [ChatRecord.model_validate(i.value) for i in await _all(store, chats_ns(user_id))]
+    chats: list[ChatRecord] = _parse_all("chats", await _all(store, chats_ns(user_id)))
     return sorted(chats, key=lambda c: c.last_activity, reverse=True)
 
 
@@ -128,7 +216,39 @@ async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int
     if not query.strip():
         return []
     hits = await store.asearch(chats_ns(user_id), query=query, limit=limit)
-    return [(ChatRecord.model_validate(h.value), float(h.score or 0.0)) for h in hits if h.score is not None]
+    return _parse_hits("chats", [h for h in hits if h.score is not None])
+
+
+async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] = KINDS) -> list[InvalidItem]:
+    """The user's stored items of these kinds that do not validate (what every reader skips)."""
+    found: list[InvalidItem] = []
+    for kind in kinds:
+        if kind == "profile":
+            item = await store.aget(profile_ns(user_id), PROFILE_KEY)
+            items: list[Item] = [item] if item else []
+        else:
+            items = list(await _all(store, NAMESPACES[kind](user_id)))
+        for item in items:
+            _, error = check_item(kind, item)
+            if error is not None:
+                _report(kind, item, error)
+                found.append(InvalidItem(kind, item.key, error, item.value, item.updated_at))
+    return found
+
+
+async def delete_invalid_item(store: BaseStore, user_id: str, kind: Kind, key: str) -> bool:
+    """Delete one invalid item; False when there is none under ``key``, ItemIsValid when it validates."""
+    if kind not in MODELS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}")
+    namespace = NAMESPACES[kind](user_id)
+    item = await store.aget(namespace, key)
+    if item is None:
+        return False
+    _, error = check_item(kind, item)
+    if error is None:
+        raise ItemIsValid(f"The {kind} item {key!r} is valid; it is not deleted as invalid.")
+    await store.adelete(namespace, key)
+    return True
 
 
 def age_days(when: datetime | None, now: datetime) -> float:

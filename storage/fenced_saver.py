@@ -14,6 +14,10 @@ So taking a turn back goes:
    rollback removed (ids in ``(head, newest removed]``: ids are time-ordered, so a
    later run's checkpoints are all newer and pass) and expires after ``FENCE_SECONDS``.
 
+The caller reopens in a ``finally`` (app.turn_runner), so a rollback that fails still
+lifts the fence; and a closed fence expires by itself after ``CLOSED_FENCE_SECONDS``, so
+a caller that never reopens cannot silence a chat for the life of the process.
+
 Fences are per process: the late write comes from the process that ran the turn.
 """
 
@@ -26,7 +30,10 @@ from dataclasses import dataclass
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 FENCE_SECONDS = 60.0
+# Longer than any wait for in-flight writes plus a rollback (both are seconds at most).
+CLOSED_FENCE_SECONDS = 300.0
 ERROR_CHANNEL = "__error__"  # the channel LangGraph records a failed or cancelled task's error on
+_clock = time.monotonic  # a module attribute, so a test can move fence time alone
 
 
 @dataclass(frozen=True)
@@ -55,13 +62,17 @@ class FencedPostgresSaver(AsyncPostgresSaver):
 
     # ------------------------------------------------------------------ fences
     async def close_thread(self, thread_id: str, head: str | None) -> None:
-        """Drop this process' further writes newer than ``head``; wait for those in flight."""
-        self._fences[thread_id] = Fence(head, None, float("inf"))
+        """Drop this process' further writes newer than ``head``; wait for those in flight.
+
+        Call :meth:`reopen_thread` afterwards whatever happens (the fence expires anyway).
+        """
+        self._fences[thread_id] = Fence(head, None, _clock() + CLOSED_FENCE_SECONDS)
         if self._in_flight.get(thread_id):
             await self._idle.setdefault(thread_id, asyncio.Event()).wait()
 
     def reopen_thread(self, thread_id: str, head: str | None, removed: list[str]) -> None:
-        now = time.monotonic()
+        """Shrink the fence to what the rollback ``removed`` (nothing newer than ``head`` when it failed)."""
+        now = _clock()
         self._fences = {t: f for t, f in self._fences.items() if f.expires > now}
         if removed or head is not None:
             self._fences[thread_id] = Fence(head, max(removed) if removed else head, now + FENCE_SECONDS)
@@ -72,7 +83,7 @@ class FencedPostgresSaver(AsyncPostgresSaver):
         conf = (config or {}).get("configurable", {})
         thread_id = str(conf.get("thread_id"))
         fence = self._fences.get(thread_id)
-        if fence is not None and fence.expires < time.monotonic():
+        if fence is not None and fence.expires < _clock():
             fence = None
         return thread_id, conf.get("checkpoint_id"), fence
 

@@ -8,6 +8,7 @@ reply can be stopped mid-stream, "[task] …" proposes a task and waits for a co
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
@@ -602,6 +603,58 @@ def test_tasks_can_be_listed_changed_and_deleted(client):
     assert error_of(client.patch("/memory/tasks/nope", json={"status": "done"})) == (404, "not_found")
     assert client.delete(f"/memory/tasks/{task['id']}").json() == {"deleted": {"tasks": 1}}
     assert client.get("/memory/tasks").json()["tasks"] == []
+
+
+def invalid_item_counts(server) -> dict[str, float]:
+    """memory_agent_invalid_items_total by kind, summed over the workers."""
+    counts: dict[str, float] = {}
+    for line in server.client().get("/metrics").text.splitlines():
+        match = re.match(r'memory_agent_invalid_items_total\{kind="(\w+)"\} (\S+)', line)
+        if match:
+            counts[match.group(1)] = float(match.group(2))
+    return counts
+
+
+async def test_invalid_items_written_through_the_store_never_break_a_turn_and_are_listed_counted_and_deletable(server, client, account, minilm):
+    """Items a client wrote into its own namespaces through the store API, that do not match the schema."""
+    from core.namespaces import facts_ns, profile_ns, tasks_ns
+    from memory.backend import open_memory
+
+    user, _ = account
+    bad_fact = {"text": "x", "status": "active"}
+    async with open_memory(server.database_url, minilm) as backend:
+        await backend.store.aput(facts_ns(user), "poison-fact", bad_fact)
+        await backend.store.aput(tasks_ns(user), "poison-task", {"description": "water the plants", "status": "someday"})
+        await backend.store.aput(profile_ns(user), "profile", {"profile": {"name": ["not", "a", "name"]}}, index=False)
+    before = invalid_item_counts(server)
+
+    chat_id = new_chat(client)
+    assert final(say(client, chat_id, "I have a dog named Rex")).name == "done"
+
+    facts = client.get("/memory/facts").json()
+    assert [f["text"] for f in facts["facts"]] == ["Has a dog named Rex"]
+    (bad,) = facts["invalid"]
+    assert (bad["kind"], bad["key"], bad["value"]) == ("facts", "poison-fact", bad_fact) and "id: Field required" in bad["error"]
+    assert error_of(client.patch("/memory/facts/poison-fact", json={"text": "y"})) == (409, "invalid_item")
+    assert client.delete("/memory/facts/poison-fact").json() == {"deleted": {"facts": 1}}
+    assert client.get("/memory/facts").json()["invalid"] == []
+
+    tasks = client.get("/memory/tasks").json()
+    assert tasks["tasks"] == [] and [t["key"] for t in tasks["invalid"]] == ["poison-task"]
+    assert client.delete("/memory/tasks/poison-task").json() == {"deleted": {"tasks": 1}}
+
+    assert client.get("/memory/profile").json()["name"] is None  # the invalid document reads as empty
+    (profile,) = client.get("/memory/invalid").json()["invalid"]
+    assert (profile["kind"], profile["key"]) == ("profile", "profile") and "profile.name" in profile["error"]
+    assert client.delete("/memory/invalid/profile/profile").json() == {"deleted": {"profile": 1}}
+    assert error_of(client.delete("/memory/invalid/profile/profile")) == (404, "not_found")
+    valid_id = client.get("/memory/facts").json()["facts"][0]["id"]
+    assert error_of(client.delete(f"/memory/invalid/facts/{valid_id}")) == (409, "item_is_valid")
+    assert client.get("/memory/invalid").json() == {"invalid": []}
+
+    after = invalid_item_counts(server)
+    for kind in ("facts", "tasks", "profile"):
+        assert after.get(kind, 0) >= before.get(kind, 0) + 1, (kind, before, after)
 
 
 # --------------------------------------------------------------------------- deleting
