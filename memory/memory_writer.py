@@ -94,6 +94,23 @@ def contradicts(new_text: str, old_text: str) -> bool:
     return slot is not None and slot_of(old_text) == slot and not refines(new_text, old_text)
 
 
+def preference_in_words(key: str, value: Any) -> list[str]:
+    """A preference as a person would say it ("prefers bullet points"), never "prefers_bullets = True"."""
+    if key == "other_notes":
+        return [str(v) for v in value]
+    if key == "prefers_bullets":
+        return ["prefers bullet points" if value else "prefers no bullet points"]
+    if key == "code_examples":
+        return ["wants code examples" if value else "wants no code examples"]
+    if key == "answer_length":
+        return [f"prefers {value} answers"]
+    if key == "language":
+        return [f"prefers answers in {value}"]
+    if key == "tone":
+        return [f"prefers a {value} tone"]
+    return [f"prefers {key.replace('_', ' ')}: {value}"]
+
+
 @dataclass
 class WriteReport:
     facts_added: list[str] = field(default_factory=list)
@@ -118,7 +135,7 @@ class WriteReport:
         for key, value in self.profile_changes.items():
             parts.append(f"{key} = {', '.join(value) if isinstance(value, list) else value}")
         for key, value in self.preference_changes.items():
-            parts.append(f"prefers {key} = {', '.join(map(str, value)) if isinstance(value, list) else value}")
+            parts += preference_in_words(key, value)
         parts += [f"+ {t}" for t in self.facts_added]
         parts += [f"~ {t}" for t in self.facts_merged]
         parts += [f"{s['old']} → {s['new']}" for s in self.facts_superseded]

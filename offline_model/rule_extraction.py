@@ -436,6 +436,21 @@ def _hi_im(m: re.Match[str], b: _Builder, casual: bool) -> None:
         b.set_profile("name", value)
 
 
+_STATES = frozenset(
+    "tired fine good great ok okay sorry sure back here ready busy hungry happy sad new done excited bored confused "
+    "lost sick late early home free stuck curious worried afraid glad interested single married retired".split()
+)
+
+
+# "Hi! I'm Maya" arrives as two sentences: a sentence that is only "I'm <Name>" names the speaker.
+@_rule(r"^\s*I(?:'m| am) (?P<x>[A-Z][a-z'-]+(?: [A-Z][a-z'-]+)?)\s*[.!]?\s*$")
+def _bare_i_am(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    value = m.group("x")
+    first = value.split()[0].lower()
+    if first not in _NATIONALITIES and not _language(first) and first not in _STOPWORDS and first not in _STATES:
+        b.set_profile("name", value)
+
+
 @_rule(r"\bcall me\s+(?P<x>.+)")
 def _call_me(m: re.Match[str], b: _Builder, casual: bool) -> None:
     value = _proper_value(_cut(m.group("x")), False, max_words=3)  # must be capitalized: "call me tomorrow"
@@ -609,6 +624,15 @@ def _native_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
 
 
 # --- how to answer
+_PROGRAMMING_LANGUAGES = {
+    name.lower(): name
+    for name in (
+        "Python", "JavaScript", "TypeScript", "Java", "Go", "Rust", "C++", "C#", "C", "Ruby", "PHP", "Kotlin",
+        "Swift", "Scala", "SQL", "Bash", "R", "Haskell", "Elixir", "Dart", "Lua", "Julia",
+    )
+}
+
+
 def _style(fragment: str, b: _Builder, negative: bool) -> bool:
     """Answer-style preferences in a fragment; True when one was found."""
     low = fragment.lower()
@@ -630,6 +654,9 @@ def _style(fragment: str, b: _Builder, negative: bool) -> bool:
     if re.search(r"\bcode (?:examples?|samples?|snippets?)\b|\bexamples? (?:in|with) code\b", low):
         b.set_pref("code_examples", not negative)
         found = True
+        code_language = re.search(r"\b(?:in|using)\s+(" + "|".join(map(re.escape, _PROGRAMMING_LANGUAGES)) + r")(?![\w+#])", low)
+        if code_language and not negative:  # the object matters: "code examples in Python"
+            b.note(f"Prefers code examples in {_PROGRAMMING_LANGUAGES[code_language.group(1)]}")
     tone = re.search(r"\b(formal|informal|casual|friendly|funny|humorous|serious|direct|polite|warm)\b (?:tone|style)\b", low)
     if tone and not negative:
         b.set_pref("tone", tone.group(1))

@@ -837,7 +837,11 @@ function parsed(field, raw) {
   const text = raw.trim();
   if (!text || text === "—") return LIST_FIELDS.has(field) ? [] : null;
   if (LIST_FIELDS.has(field)) return text.split(",").map((s) => s.trim()).filter(Boolean);
-  if (BOOL_FIELDS.has(field)) return /^(y|yes|true|1)$/i.test(text);
+  if (BOOL_FIELDS.has(field)) {
+    if (/^(y|yes|true|1)$/i.test(text)) return true;
+    if (/^(n|no|false|0)$/i.test(text)) return false;
+    throw new Error(`${label(field)} takes yes or no, not “${text}”. Nothing was changed.`);
+  }
   return text;
 }
 

@@ -367,3 +367,16 @@ def test_family_sentence_with_my_x_is_y_is_a_high_importance_fact():
 
 def test_one_word_need_is_not_a_task():
     assert extract_with_rules("I need to go.").task_updates == []
+
+
+def test_a_greeting_then_i_am_name_sets_the_name_but_states_and_nationalities_do_not():
+    assert extract_with_rules("Hi! I'm Maya").profile_updates.name == "Maya"
+    assert extract_with_rules("Hello. I am Noa Levi.").profile_updates.name == "Noa Levi"
+    for text in ("I'm Italian.", "I'm Tired", "I'm Back!"):
+        assert extract_with_rules(text).profile_updates.name is None, text
+
+
+def test_code_examples_in_a_language_keep_the_language():
+    prefs = extract_with_rules("I prefer code examples in Python").new_preferences
+    assert prefs.code_examples is True and prefs.other_notes == ["Prefers code examples in Python"]
+    assert extract_with_rules("no code examples in Java please").new_preferences.other_notes == []
