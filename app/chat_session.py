@@ -178,7 +178,7 @@ class ChatSession:
         elif name == "/forget":
             await self._forget(arg.strip())
         else:
-            self.note(HELP)
+            self.note(f"Unknown command {name}. {HELP}")
         return True
 
     async def _forget(self, what: str) -> None:

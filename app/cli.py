@@ -20,6 +20,7 @@ def _default_user() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-agent", description="A chat agent whose memory lives in Postgres.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the agent does")
+    parser.add_argument("--version", action="version", version=f"memory-agent {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="chat (interactive on a terminal; one message per line from a pipe)")
@@ -49,7 +50,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
     for name, (_, help_text) in MODULE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
+    parser.commands = dict(sub.choices)  # for per-command usage on a bad option
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memory-agent")
+    except PackageNotFoundError:  # run from a checkout that was not installed
+        return "(not installed)"
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost parser of the command given, so a bad option shows that command's usage."""
+    command = parser.commands.get(getattr(args, "command", None) or "", parser)
+    inner = getattr(args, "memory_command", None)
+    if inner and command._subparsers is not None:
+        for action in command._subparsers._group_actions:
+            command = action.choices.get(inner, command)
+    return command
 
 
 # Commands that live in their own modules, imported only when used (keeps `chat` fast to start).
@@ -78,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return asyncio.run(_dispatch(args))
     except MemoryAgentError as exc:

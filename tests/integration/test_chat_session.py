@@ -78,3 +78,9 @@ async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(ses
     await s.send("yes")
     assert await list_tasks(backend.store, user_id) == []
     assert await list_chats(backend.store, user_id) == []
+
+
+async def test_an_unknown_command_is_named(session):
+    s, out, err = session
+    await s.command("/forgot")
+    assert "Unknown command /forgot." in err.getvalue()
