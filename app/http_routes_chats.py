@@ -51,8 +51,8 @@ from app.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import validate_user_text
 from app.turn_runner import TurnSpec
-from storage import chat_runs
-from memory.chat_admin import delete_chat
+from storage import chat_runs, thread_owners
+from memory.chat_admin import delete_chat, owned_chats
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
@@ -195,7 +195,8 @@ def hit(r: RankedChat) -> SearchHit:
 @router.get("/chats", response_model=ChatList, responses=_ERRORS)
 async def list_user_chats(user: str = Depends(current_user), services: Services = Depends(get_services)):
     """The caller's chats, most recently active first."""
-    return ChatList(chats=[chat_summary(c) for c in await list_chats(services.backend.store, user)])
+    chats = await owned_chats(services.backend.pool, user, await list_chats(services.backend.store, user))
+    return ChatList(chats=[chat_summary(c) for c in chats])
 
 
 @router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
@@ -205,6 +206,7 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]
     chat = ChatRecord(thread_id=str(uuid.uuid4()), title=(body.title or "").strip() or "New chat", persona=body.persona)
+    await thread_owners.create(services.backend.pool, chat.thread_id, user)
     await put_chat(services.backend.store, user, chat)
     for text in texts:
         async with claimed(services, chat.thread_id, user, "create") as run_id:
