@@ -24,7 +24,8 @@ from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
 from core.schemas import SummaryBoard
-from memory.chat_admin import forget_user_everywhere, user_thread_ids
+from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
+from storage import thread_owners
 from memory.user_memory import delete_fact, list_chats, list_facts, list_tasks, search_facts
 
 DIM, RESET = "\033[2m", "\033[0m"
@@ -78,10 +79,21 @@ class ChatSession:
             else:
                 self.note("Nothing was deleted.")
             return None
+        if not await self._own_thread():
+            return None
         pending = await self.pending_confirmation()
         if pending is not None and answer in YES | NO:
             return await self._run(Command(resume={"approved": answer in YES}))
         return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]})
+
+    async def _own_thread(self) -> bool:
+        """Record this user as the chat's owner on its first turn; refuse another user's chat."""
+        try:
+            await thread_owners.claim(self.backend.pool, self.thread_id, self.user_id)
+        except thread_owners.ThreadTaken as exc:
+            print(f"error: {exc} Start a new chat with /new.", file=self.err, flush=True)
+            return False
+        return True
 
     async def pending_confirmation(self) -> dict | None:
         state = await self.graph.aget_state(self.config)
@@ -170,7 +182,7 @@ class ChatSession:
             folds = state.values.get("summary_folds", 0)
             self.note(board.render() + f"\n({folds} folds)" if not board.is_empty() else "No summary yet: the whole chat still fits the model's view.")
         elif name == "/chats":
-            chats = await list_chats(store, self.user_id)
+            chats = await owned_chats(self.backend.pool, self.user_id, await list_chats(store, self.user_id))
             self.note("\n".join(f"{'*' if c.thread_id == self.thread_id else ' '} {c.thread_id}  {c.title}  ({c.message_count} messages)" for c in chats) or "No chats yet.")
         elif name == "/new":
             self.thread_id = str(uuid.uuid4())
@@ -203,7 +215,7 @@ class ChatSession:
 
 
 async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:
-    chats = await list_chats(backend.store, user_id)
+    chats = await owned_chats(backend.pool, user_id, await list_chats(backend.store, user_id))
     return chats[0].thread_id if chats else None
 
 

@@ -2,8 +2,8 @@
 
 A key comes as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>`` and maps to
 its user through :func:`storage.api_keys.verify_key` (401 when missing, unknown or
-revoked). A chat belongs to the user whose ``chats`` namespace records it: another
-user's chat is 403, a chat nobody has is 404.
+revoked). A chat belongs to the user the server recorded as its owner
+(``storage.thread_owners``): another user's chat is 403, a chat nobody has is 404.
 
 ``MEMORY_AGENT_AUTH=off`` switches keys off for local development: every caller is
 user ``local``. The default is on.
@@ -18,8 +18,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from app.http_errors import ApiError
 from app.http_services import Services, get_services
+from storage import thread_owners
 from storage.api_keys import verify_key
-from memory.chat_admin import chat_owner
 from core.schemas import ChatRecord
 from memory.user_memory import get_chat
 
@@ -59,9 +59,10 @@ async def current_user(
 
 async def owned_chat(chat_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)) -> ChatRecord:
     """The caller's chat ``chat_id``: 404 when no one has it, 403 when it is someone else's."""
-    chat = await get_chat(services.backend.store, user, chat_id)
-    if chat is not None:
-        return chat
-    if await chat_owner(services.backend.pool, chat_id) is not None:
+    owner = await thread_owners.owner_of(services.backend.pool, chat_id)
+    if owner is None:
+        raise ApiError(404, "not_found", f"No chat with id {chat_id}.")
+    if owner != user:
         raise ApiError(403, "forbidden", "This chat belongs to another user.")
-    raise ApiError(404, "not_found", f"No chat with id {chat_id}.")
+    # A thread started elsewhere (LangGraph Server, the CLI) has its record after its first reply.
+    return await get_chat(services.backend.store, user, chat_id) or ChatRecord(thread_id=chat_id)

@@ -56,8 +56,8 @@ from app.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import validate_user_text
 from app.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
-from storage import chat_runs
-from memory.chat_admin import delete_chat
+from storage import chat_runs, thread_owners
+from memory.chat_admin import delete_chat, owned_chats
 from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
@@ -205,7 +205,8 @@ def hit(r: RankedChat) -> SearchHit:
 @router.get("/chats", response_model=ChatList, responses=_ERRORS)
 async def list_user_chats(user: str = Depends(current_user), services: Services = Depends(get_services)):
     """The caller's chats, most recently active first."""
-    return ChatList(chats=[chat_summary(c) for c in await list_chats(services.backend.store, user)])
+    chats = await owned_chats(services.backend.pool, user, await list_chats(services.backend.store, user))
+    return ChatList(chats=[chat_summary(c) for c in chats])
 
 
 @router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
@@ -216,6 +217,7 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]
     title = (body.title or "").strip()
     chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
+    await thread_owners.create(services.backend.pool, chat.thread_id, user)
     await put_chat(services.backend.store, user, chat)
     for text in texts:
         async with claimed(services, chat.thread_id, user, "create") as run_id:

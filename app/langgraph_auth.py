@@ -20,19 +20,33 @@ assistants plus the graph's built-in ones, and store namespaces under
 ``("users", <their id>)``. Runs always use the caller's memory: the run's
 ``context.user_id`` is overwritten with the caller. Creating crons is refused (see
 :func:`on_cron_change`). Anything else is denied.
+
+Thread ownership is also written to ``storage.thread_owners``, the table the chat
+API, forget-me and MCP trust (a chat of ``memory-agent serve`` on the same database
+is a thread with checkpoints but no LangGraph thread record). Creating a thread
+under an id that has an owner or checkpoints is refused (409), and a run on a
+thread whose id is another user's (or has history nobody owns) is refused, so a
+known chat id cannot be turned into a thread of one's own.
+
+Store writes: chat records are the server's (refused); profile, facts and tasks are
+validated against their schemas (``app/store_writes.py``).
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph_sdk import Auth
 
+from app.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
 from core.auth_user import LOCAL_USER, is_studio_user, memory_user_of
-from storage.api_keys import verify_key
 from core.namespaces import user_root
+from storage import thread_owners
+from storage.api_keys import verify_key
 
 OWNER_KEY = "owner"
 # Set by the server on the assistants it creates for each graph in langgraph.json.
@@ -65,12 +79,18 @@ def _forbidden(detail: str) -> Auth.exceptions.HTTPException:
     return Auth.exceptions.HTTPException(status_code=403, detail=detail)
 
 
-async def _user_of_key(key: str) -> str | None:
+@asynccontextmanager
+async def _pool():
     from app.langgraph_server import shared_backend
 
     # Normally the pool the checkpointer already holds open; opened here only if not.
     async with shared_backend().use() as backend:
-        return await verify_key(backend.pool, key)
+        yield backend.pool
+
+
+async def _user_of_key(key: str) -> str | None:
+    async with _pool() as pool:
+        return await verify_key(pool, key)
 
 
 @auth.authenticate
@@ -106,11 +126,22 @@ def _owned_metadata(value: dict, owner: str) -> None:
     metadata[OWNER_KEY] = owner
 
 
+def _thread_key(thread_id: Any) -> str:
+    """The id as the checkpointer and our tables spell it (the server passes a UUID)."""
+    return str(uuid.UUID(str(thread_id)))
+
+
 # --------------------------------------------------------------------------- threads and runs
 @auth.on.threads.create
 async def on_thread_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create.value):
     owner = caller(ctx)
     _owned_metadata(value, owner)
+    # Recorded before the server creates the thread: a refusal here leaves nothing behind.
+    async with _pool() as pool:
+        try:
+            await thread_owners.create(pool, _thread_key(value["thread_id"]), owner)
+        except thread_owners.ThreadExists as exc:
+            raise Auth.exceptions.HTTPException(status_code=409, detail=str(exc)) from exc
     return {OWNER_KEY: owner}
 
 
@@ -118,6 +149,17 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thr
 async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create_run.value):
     owner = caller(ctx)
     _owned_metadata(value, owner)
+    if value.get("thread_id") is not None:  # None: a stateless run, on a new thread of its own
+        thread_id = _thread_key(value["thread_id"])
+        async with _pool() as pool:
+            try:
+                # A run may create its thread (if_not_exists="create"): then it is a first claim, and
+                # history without an owner cannot be told from another user's chat, so it is refused.
+                await thread_owners.claim(pool, thread_id, owner, adopt_history=False)
+            except thread_owners.ThreadTaken as exc:
+                if exc.owner is not None:  # as the server answers for another user's thread
+                    raise Auth.exceptions.HTTPException(status_code=404, detail=f"Thread with ID {thread_id} not found") from exc
+                raise Auth.exceptions.HTTPException(status_code=409, detail=str(exc)) from exc
     # The graph reads Context.user_id: make it the caller's, whatever the client sent.
     # Mutated in place: the server builds the run from these very dicts after this handler.
     kwargs = value.get("kwargs")
@@ -208,9 +250,31 @@ def _scoped(namespace: tuple[str, ...] | list[str] | None, owner: str, *, widen_
     raise _forbidden(f"Store namespace {'.'.join(ns) or '()'} is outside your own ({'.'.join(root)}).")
 
 
-@auth.on.store(actions=["put", "get", "delete"])
-async def on_store_item(ctx: Auth.types.AuthContext, value: Any):
+@auth.on.store(actions=["get"])
+async def on_store_get(ctx: Auth.types.AuthContext, value: Any):
     value["namespace"] = _scoped(value.get("namespace"), caller(ctx), widen_prefix=False)
+
+
+@auth.on.store(actions=["put"])
+async def on_store_put(ctx: Auth.types.AuthContext, value: Any):
+    namespace = value["namespace"] = _scoped(value.get("namespace"), caller(ctx), widen_prefix=False)
+    try:
+        item, index = checked_put(namespace, value.get("key"), value.get("value"))
+    except ReadOnlyNamespace as exc:
+        raise _forbidden(str(exc)) from exc
+    except InvalidItem as exc:
+        raise Auth.exceptions.HTTPException(status_code=422, detail=str(exc)) from exc
+    # Stored as the server stores it (the server builds the write from this very dict).
+    value["value"], value["index"], value["ttl"] = item, index, None
+
+
+@auth.on.store(actions=["delete"])
+async def on_store_delete(ctx: Auth.types.AuthContext, value: Any):
+    namespace = value["namespace"] = _scoped(value.get("namespace"), caller(ctx), widen_prefix=False)
+    try:
+        check_delete(namespace)
+    except ReadOnlyNamespace as exc:
+        raise _forbidden(str(exc)) from exc
 
 
 @auth.on.store(actions=["search", "list_namespaces"])

@@ -1,7 +1,8 @@
-"""Who owns a chat, taking a turn back, deleting a chat, and forgetting a user everywhere.
+"""Taking a turn back, deleting a chat, and forgetting a user everywhere.
 
-A chat is a LangGraph thread (``thread_id`` = chat id) whose owner is recorded by
-its record in the owner's ``chats`` store namespace.
+A chat is a LangGraph thread (``thread_id`` = chat id) whose owner is the row the
+server wrote in ``storage.thread_owners`` (not the record in a ``chats`` store
+namespace, which only helps find the chat by topic).
 
 Taking a turn back (a stopped or failed reply): checkpoint ids are time-ordered
 (uuid6), the same order the saver lists them in, so everything a run wrote is what
@@ -13,13 +14,14 @@ checkpoint points to.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from storage import api_keys
-from storage import chat_runs
+from storage import api_keys, chat_runs, thread_owners
 from storage.user_transaction import lock_key
-from core.namespaces import ROOT, chats_ns, user_root
+from core.namespaces import chats_ns, user_root
+from core.schemas import ChatRecord
 
 GC_BLOBS = """
 DELETE FROM checkpoint_blobs b
@@ -31,21 +33,21 @@ WHERE b.thread_id = %s AND NOT EXISTS (
 """
 
 
+async def owned_ids(db, user_id: str, thread_ids: Iterable[str]) -> set[str]:
+    """The ids among ``thread_ids`` the server recorded as ``user_id``'s. ``db`` is the pool or our
+    Postgres store; any other store has no ownership records, so nothing is provably the user's."""
+    pool = db if isinstance(db, AsyncConnectionPool) else thread_owners.pool_of(db)
+    return await thread_owners.owned_among(pool, user_id, thread_ids) if pool is not None else set()
+
+
+async def owned_chats(db, user_id: str, chats: Sequence[ChatRecord]) -> list[ChatRecord]:
+    """Only the user's own chats: a record in their ``chats`` namespace proves nothing by itself."""
+    mine = await owned_ids(db, user_id, (c.thread_id for c in chats))
+    return [c for c in chats if c.thread_id in mine]
+
+
 def _prefix(namespace: tuple[str, ...]) -> str:
     return ".".join(namespace)  # how the Postgres store keys namespaces
-
-
-async def chat_owner(pool: AsyncConnectionPool, thread_id: str) -> str | None:
-    """The user whose ``chats`` namespace records this thread, or None."""
-    async with pool.connection() as conn:
-        rows = await (
-            await conn.execute(
-                "SELECT prefix FROM store WHERE key = %s AND left(prefix, %s) = %s AND right(prefix, 6) = '.chats'",
-                (thread_id, len(ROOT) + 1, ROOT + "."),
-            )
-        ).fetchall()
-    owners = [r["prefix"].split(".")[1] for r in rows if r["prefix"].count(".") == 2]
-    return owners[0] if owners else None
 
 
 @dataclass(frozen=True)
@@ -104,23 +106,23 @@ async def rollback_thread(pool: AsyncConnectionPool, mark: ThreadMark) -> list[s
 
 
 async def delete_chat(backend, user_id: str, thread_id: str) -> None:
-    """The thread's checkpoints (all three tables), its record in the chats namespace, its run rows."""
+    """The thread's checkpoints (all three tables), its record in the chats namespace, its run rows,
+    and last its owner row (so a failure half-way leaves a chat its owner can still delete)."""
     await backend.checkpointer.adelete_thread(thread_id)
     await backend.store.adelete(chats_ns(user_id), thread_id)
     await chat_runs.delete_thread_runs(backend.pool, thread_id)
+    await thread_owners.release(backend.pool, thread_id)
 
 
-async def user_thread_ids(backend, user_id: str) -> set[str]:
-    """Every thread of the user: recorded chats plus any thread a run of theirs touched."""
-    root = _prefix(chats_ns(user_id))
-    async with backend.pool.connection() as conn:
-        rows = await (await conn.execute("SELECT key FROM store WHERE prefix = %s", (root,))).fetchall()
-    return {r["key"] for r in rows} | await chat_runs.user_threads(backend.pool, user_id)
+async def user_thread_ids(backend, user_id: str) -> list[str]:
+    """Every thread of the user, as the server recorded it (never from the user's own store items)."""
+    return await thread_owners.threads_of(backend.pool, user_id)
 
 
 async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
-    """Delete everything of one user: threads and checkpoints, every store namespace under
-    ``("users", user_id)`` (vectors go with their items), API keys and run rows."""
+    """Delete everything of one user: the threads they own and their checkpoints, every store
+    namespace under ``("users", user_id)`` (vectors go with their items), API keys, run rows
+    and ownership rows."""
     threads = await user_thread_ids(backend, user_id)
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)
@@ -135,4 +137,5 @@ async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
         items = cur.rowcount
     keys = await api_keys.delete_user_keys(backend.pool, user_id)
     runs = await chat_runs.delete_user_runs(backend.pool, user_id)
+    await thread_owners.release_all(backend.pool, user_id)
     return {"chats": len(threads), "memories": items, "api_keys": keys, "runs": runs}

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Literal
 
 from core.schemas import ChatRecord, utcnow
+from memory.chat_admin import owned_ids
 from memory.user_memory import age_days, search_chats
 
 W_SIMILARITY, W_RECENCY = 0.8, 0.2
@@ -78,4 +79,6 @@ def decide(ranked: list[RankedChat]) -> ChatSearch:
 
 async def find_chat(store, user_id: str, query: str, *, now: datetime | None = None) -> ChatSearch:
     hits = await search_chats(store, user_id, query, limit=20)
+    mine = await owned_ids(store, user_id, (c.thread_id for c, _ in hits))
+    hits = [(c, s) for c, s in hits if c.thread_id in mine]
     return decide(rank(hits, now or utcnow()))

@@ -2,9 +2,10 @@
 tools (``nodes/tools.py``) and the MCP tools (``app/mcp_server.py``).
 
 Each function is scoped to one ``user_id``: it reads only that user's store
-namespaces, and only the threads listed in that user's ``chats`` namespace. A chat
-id that is not one of the user's chats is "not found", never read, so knowing
-another user's thread id gives nothing away.
+namespaces, and only the threads the server recorded as that user's
+(``storage.thread_owners``; a record in the user's ``chats`` namespace alone proves
+nothing). A chat id that is not one of the user's chats is "not found", never read,
+so knowing another user's thread id gives nothing away.
 
 Where things come from:
 - chat records (title, dates, searchable summary text): the store, ``chats`` namespace;
@@ -30,6 +31,7 @@ from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from memory import chat_search
+from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
@@ -291,14 +293,19 @@ async def _user_chat(store: BaseStore, user_id: str, chat_id: str | None, curren
     if current is not None and chat_id == current.thread_id:
         return current.record(await get_chat(store, user_id, chat_id))
     if chat_id is None:
-        chats = await list_chats(store, user_id)
+        chats = await _own_chats(store, user_id)
         if not chats:
             raise ChatNotFound("This user has no chats yet.")
         return chats[0]
-    chat = await get_chat(store, user_id, chat_id)
-    if chat is None:
+    if not await owned_ids(store, user_id, [chat_id]):
         raise ChatNotFound(f"No chat '{chat_id}' among this user's chats.")
-    return chat
+    # Owned but not yet summarized (started elsewhere): its record comes after the first reply.
+    return await get_chat(store, user_id, chat_id) or ChatRecord(thread_id=chat_id)
+
+
+async def _own_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:
+    """The user's chat records, newest first, of the threads they own."""
+    return await owned_chats(store, user_id, await list_chats(store, user_id))
 
 
 def _chat_id(chat_id: str | None) -> str | None:
@@ -408,7 +415,7 @@ async def search_conversation_history(
     """
     limit = _clamp(limit)
     window = parse_time_range(time_range)
-    chats_all = await list_chats(store, user_id)
+    chats_all = await _own_chats(store, user_id)
     if current is not None and all(c.thread_id != current.thread_id for c in chats_all):
         chats_all.insert(0, current.record(None))
     in_range = [c for c in chats_all if window.admits(c)]  # newest first
@@ -516,7 +523,7 @@ async def recall_context(
     if chat_id is not None:
         chats = [await _user_chat(store, user_id, chat_id, current)]
     else:
-        chats = (await list_chats(store, user_id))[:RECALL_CHAT_LIMIT]
+        chats = (await _own_chats(store, user_id))[:RECALL_CHAT_LIMIT]
     items: list[RecalledItem] = []
 
     if context_type == "tasks":
@@ -595,9 +602,11 @@ async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 
     """
     limit, now = _clamp(limit), utcnow()
     if not query.strip():
-        recent = [(c, 0.0) for c in (await list_chats(store, user_id))[:limit]]
+        recent = [(c, 0.0) for c in (await _own_chats(store, user_id))[:limit]]
         return ChatSearch(query=query, chats=[_chat_match(r) for r in chat_search.rank(recent, now)])
     hits = await search_chat_summaries(store, user_id, query, limit=max(20, limit * 3))
+    mine = await owned_ids(store, user_id, (c.thread_id for c, _ in hits))
+    hits = [(c, s) for c, s in hits if c.thread_id in mine]
     ranked = [r for r in chat_search.rank(hits, now) if r.similarity >= chat_search.MIN_SIMILARITY]
     return ChatSearch(query=query, chats=[_chat_match(r) for r in ranked[:limit]])
 

@@ -21,6 +21,7 @@ from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.summarizer import fold_summary, make_title, recompress_summary
 from memory.memory_writer import save_chat_record
 from memory.user_memory import get_chat
+from storage import thread_owners
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,16 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
 
 async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> None:
     store = runtime.store
+    # A thread run without an owner yet (the CLI, evals, a kept stateless run) becomes the
+    # run's user's, so its record and its ownership agree. Entry points check before the run;
+    # this only refuses to file another user's chat among this user's.
+    pool = thread_owners.pool_of(store)
+    if pool is not None:
+        try:
+            await thread_owners.claim(pool, thread_id, ctx.user_id)
+        except thread_owners.ThreadTaken as exc:
+            log.warning("chat record not written: %s", exc)
+            return
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
     if chat.title == "New chat" and not chat.title_by_user:
         first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)

@@ -276,12 +276,6 @@ async def wait_until_final(pool: AsyncConnectionPool, run_id: str, timeout: floa
         await asyncio.sleep(0.05)
 
 
-async def user_threads(pool: AsyncConnectionPool, user_id: str) -> set[str]:
-    async with pool.connection() as conn:
-        rows = await (await conn.execute("SELECT DISTINCT thread_id FROM memory_agent_runs WHERE user_id = %s", (user_id,))).fetchall()
-    return {r["thread_id"] for r in rows}
-
-
 async def delete_thread_runs(pool: AsyncConnectionPool, thread_id: str) -> int:
     async with pool.connection() as conn:
         cur = await conn.execute("DELETE FROM memory_agent_runs WHERE thread_id = %s", (thread_id,))

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from app.chat_session import ChatSession
 from llm.chat_model import register_model, unregister_model
 from memory.user_memory import list_chats, list_tasks
+from storage import thread_owners
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 
@@ -84,3 +85,18 @@ async def test_an_unknown_command_is_named(session):
     s, out, err = session
     await s.command("/forgot")
     assert "Unknown command /forgot." in err.getvalue()
+
+
+async def test_a_chat_is_its_first_users_and_another_user_cannot_continue_it(session, backend, user_id):
+    s, out, err = session
+    assert await s.send("hello") == "Sure."
+    assert await thread_owners.owner_of(backend.pool, s.thread_id) == user_id
+    before = (await s.graph.aget_state(s.config)).values["messages"]
+
+    other = ChatSession(
+        backend, f"u{uuid.uuid4().hex[:12]}", s.thread_id, interactive=False,
+        out=io.StringIO(), err=io.StringIO(), context_overrides=s.context_overrides,
+    )
+    assert await other.send("What did I say before?") is None
+    assert "belongs to another user" in other.err.getvalue()
+    assert (await s.graph.aget_state(s.config)).values["messages"] == before  # nothing written to it

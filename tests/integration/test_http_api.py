@@ -702,7 +702,7 @@ async def test_forget_me_leaves_no_row_of_the_user_in_any_table(server, account,
 
     # Per-user and per-thread rows exist in the checkpoint tables and the store before.
     before = rows_mentioning(server.database_url, [user, *chats])
-    assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "store", "memory_agent_api_keys", "memory_agent_runs"} <= set(before), before
+    assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "store", "memory_agent_api_keys", "memory_agent_runs", "memory_agent_thread_owners"} <= set(before), before
     vectors_before = db_rows(server.database_url, "SELECT count(*) FROM store_vectors WHERE prefix LIKE %s", (f"users.{user}.%",))[0][0]
     assert vectors_before > 0
 

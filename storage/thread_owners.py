@@ -1,0 +1,180 @@
+"""Who owns each thread (chat): one row per thread, written only by our server code.
+
+Ownership used to be read from a record in the caller's own ``("users", U, "chats")``
+store namespace, which any client of the LangGraph store API can write. This table
+is the one source of truth instead: the chat API, forget-me, the read queries (MCP and
+the agent's tools) and the LangGraph auth handlers all ask it.
+
+The rule lives here, in SQL, so no caller can get it wrong:
+
+- :func:`create` takes a brand-new id: refused when the id has an owner row or any
+  checkpoint (a thread someone else already wrote to);
+- :func:`claim` (a run on a thread) inserts the row when there is none
+  (``INSERT … ON CONFLICT DO NOTHING``) and then compares: a thread owned by another user
+  is refused. Two concurrent first claims have exactly one winner (the primary key).
+  With ``adopt_history=False`` a thread that has checkpoints but no owner is refused too.
+
+Rows go when the chat is deleted (:func:`release`) or its owner is forgotten
+(:func:`release_all`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from psycopg_pool import AsyncConnectionPool
+
+from core.errors import MemoryAgentError
+from core.namespaces import ROOT
+
+log = logging.getLogger(__name__)
+
+TABLE = "memory_agent_thread_owners"
+
+CREATE = (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    thread_id text PRIMARY KEY,
+    owner text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+)""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (owner)",
+)
+
+# Once, when the table is first created on a database that already has chats: the owner is
+# whoever the server-written run rows and the chat records agree on. A thread two users lay
+# claim to (possibly a forged record) stays without owner, so nobody reaches it through the API.
+BACKFILL = f"""
+WITH claims AS (
+    SELECT key AS thread_id, split_part(prefix, '.', 2) AS owner FROM store
+    WHERE split_part(prefix, '.', 1) = %(root)s AND split_part(prefix, '.', 3) = 'chats'
+      AND split_part(prefix, '.', 4) = ''
+    UNION
+    SELECT thread_id, user_id FROM memory_agent_runs
+), agreed AS (
+    SELECT thread_id, min(owner) AS owner, count(DISTINCT owner) AS owners FROM claims GROUP BY thread_id
+), inserted AS (
+    INSERT INTO {TABLE} (thread_id, owner)
+    SELECT thread_id, owner FROM agreed WHERE owners = 1
+    ON CONFLICT (thread_id) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM inserted) AS owned, (SELECT count(*) FROM agreed WHERE owners > 1) AS disputed
+"""
+
+# A new owner row, unless the thread already has checkpoints (history written before any owner).
+INSERT_IF_NO_HISTORY = f"""
+INSERT INTO {TABLE} (thread_id, owner)
+SELECT %(thread_id)s, %(owner)s
+WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = %(thread_id)s)
+ON CONFLICT (thread_id) DO NOTHING
+RETURNING owner
+"""
+INSERT = f"INSERT INTO {TABLE} (thread_id, owner) VALUES (%(thread_id)s, %(owner)s) ON CONFLICT (thread_id) DO NOTHING RETURNING owner"
+
+
+class ThreadExists(MemoryAgentError):
+    """A new thread was asked for under an id that is already in use."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"Thread {thread_id} already exists: create the thread without an id, or with a new one.")
+
+
+class ThreadTaken(MemoryAgentError, PermissionError):
+    """The thread is another user's, or has history that no one owns."""
+
+    def __init__(self, thread_id: str, owner: str | None) -> None:
+        self.thread_id, self.owner = thread_id, owner
+        if owner is None:
+            message = f"Thread {thread_id} has history but no recorded owner; it cannot be taken over."
+        else:
+            message = f"Thread {thread_id} belongs to another user."
+        super().__init__(message)
+
+
+def pool_of(store) -> AsyncConnectionPool | None:
+    """The connection pool behind our Postgres store (``memory.backend.make_store``), else None."""
+    conn = getattr(store, "conn", None) if isinstance(store, AsyncPostgresStore) else None
+    return conn if isinstance(conn, AsyncConnectionPool) else None
+
+
+async def setup(pool: AsyncConnectionPool) -> None:
+    """Idempotent; run by the backend's set-up under its schema lock, after the saver's, the
+    store's and the run records' (the one-time backfill reads them)."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT to_regclass(%s) IS NULL AS missing", (TABLE,))).fetchone()
+        for statement in CREATE:
+            await conn.execute(statement)
+        if row["missing"]:
+            counts = await (await conn.execute(BACKFILL, {"root": ROOT})).fetchone()
+            if counts["owned"] or counts["disputed"]:
+                log.warning(
+                    "thread owners recorded for %d existing chats; %d chats claimed by several users were left "
+                    "without owner (no one reaches them through the API)",
+                    counts["owned"],
+                    counts["disputed"],
+                )
+
+
+async def owner_of(pool: AsyncConnectionPool, thread_id: str) -> str | None:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(f"SELECT owner FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+    return row["owner"] if row else None
+
+
+async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
+    """Record ``owner`` for a new thread; ThreadExists when the id is already owned or has history."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
+    if row is None:
+        raise ThreadExists(thread_id)
+
+
+async def claim(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_history: bool = True) -> str:
+    """Make sure ``owner`` owns the thread, recording it when no one does yet; returns the owner.
+
+    ThreadTaken when another user owns it, or (``adopt_history=False``, for callers that cannot
+    tell a new thread from someone else's old one) when it has checkpoints but no owner.
+    """
+    params = {"thread_id": thread_id, "owner": owner}
+    async with pool.connection() as conn:
+        row = await (await conn.execute(INSERT if adopt_history else INSERT_IF_NO_HISTORY, params)).fetchone()
+        if row is None:
+            # Autocommit: this statement sees the row a concurrent claim just committed.
+            row = await (await conn.execute(f"SELECT owner FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+    current = row["owner"] if row else None
+    if current != owner:
+        raise ThreadTaken(thread_id, current)
+    return owner
+
+
+async def threads_of(pool: AsyncConnectionPool, owner: str) -> list[str]:
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(f"SELECT thread_id FROM {TABLE} WHERE owner = %s ORDER BY created_at", (owner,))).fetchall()
+    return [r["thread_id"] for r in rows]
+
+
+async def owned_among(pool: AsyncConnectionPool, owner: str, thread_ids: Iterable[str]) -> set[str]:
+    """The subset of ``thread_ids`` that ``owner`` owns."""
+    ids = list(dict.fromkeys(thread_ids))
+    if not ids:
+        return set()
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(f"SELECT thread_id FROM {TABLE} WHERE owner = %s AND thread_id = ANY(%s)", (owner, ids))
+        ).fetchall()
+    return {r["thread_id"] for r in rows}
+
+
+async def release(pool: AsyncConnectionPool, thread_id: str) -> None:
+    """Forget who owned a deleted thread."""
+    async with pool.connection() as conn:
+        await conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
+
+
+async def release_all(pool: AsyncConnectionPool, owner: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
+        return cur.rowcount
