@@ -35,6 +35,7 @@ validated against their schemas (``app/store_writes.py``).
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
@@ -43,6 +44,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from app.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
+from core.context import server_safety_settings
 from core.auth_user import LOCAL_USER, is_studio_user, memory_user_of
 from core.namespaces import user_root
 from storage import thread_owners
@@ -70,6 +72,15 @@ auth_mode()  # a misspelt mode stops the server at start-up instead of failing e
 
 auth = Auth()
 
+# Without a key (optional mode) a browser page of any site could act as the local user: only
+# Studio's own origin and pages on this machine may call (langgraph.json sets the same for CORS).
+STUDIO_ORIGIN = "https://smith.langchain.com"
+LOOPBACK_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?$")
+
+
+def origin_allowed(origin: str) -> bool:
+    return origin == STUDIO_ORIGIN or bool(LOOPBACK_ORIGIN.match(origin))
+
 
 def _unauthorized(detail: str) -> Auth.exceptions.HTTPException:
     return Auth.exceptions.HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
@@ -94,7 +105,10 @@ async def _user_of_key(key: str) -> str | None:
 
 
 @auth.authenticate
-async def authenticate(authorization: str | None = None) -> Auth.types.MinimalUserDict:
+async def authenticate(authorization: str | None = None, headers: Mapping | None = None) -> Auth.types.MinimalUserDict:
+    origin = _header(headers, "origin")
+    if origin and auth_mode() != "required" and not origin_allowed(origin):
+        raise _forbidden(f"Requests from {origin} are refused: without API keys only Studio and pages on this machine may call.")
     if not authorization or not authorization.strip():
         if auth_mode() == "required":
             raise _unauthorized("Missing API key: send 'Authorization: Bearer <key>' (create one with `memory-agent keys create --user U`).")
@@ -106,6 +120,14 @@ async def authenticate(authorization: str | None = None) -> Auth.types.MinimalUs
     if user_id is None:
         raise _unauthorized("Invalid or revoked API key.")
     return {"identity": user_id, "display_name": user_id, "permissions": [], "is_authenticated": True}
+
+
+def _header(headers: Mapping | None, name: str) -> str:
+    for key, value in (headers or {}).items():
+        key = key.decode("latin-1") if isinstance(key, bytes) else str(key)
+        if key.lower() == name:
+            return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    return ""
 
 
 def caller(ctx: Auth.types.AuthContext) -> str:
@@ -168,6 +190,8 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
         if not isinstance(context, dict):
             context = kwargs["context"] = {}
         context["user_id"] = owner
+        # Message size, tool steps and budgets are the server's, never the client's.
+        context.update(server_safety_settings())
         config = kwargs.get("config")
         if isinstance(config, dict):
             configurable = config.get("configurable")

@@ -20,6 +20,21 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+# Settings that protect the server (message size, tool steps, budgets): no Context may go above
+# these ceilings, and the LangGraph auth handlers fix them to the server's own values, whatever a
+# client sends (app.langgraph_auth).
+SAFETY_CEILINGS: dict[str, int] = {
+    "max_message_chars": 100_000,
+    "max_tool_steps": 10,
+    "rag_top_k": 20,
+    "rag_token_budget": 8_000,
+    "user_context_token_budget": 8_000,
+    "max_context_tokens": 64_000,
+    "max_summary_tokens": 8_000,
+    "max_facts": 30,
+}
+
+
 @dataclass(kw_only=True)
 class Context:
     """Settings for one turn. Environment variables give the defaults where noted."""
@@ -93,10 +108,20 @@ class Context:
         for f in fields(self):
             if f.type in ("int", int) and isinstance(getattr(self, f.name), str):
                 setattr(self, f.name, int(getattr(self, f.name)))
+        for name, ceiling in SAFETY_CEILINGS.items():
+            value = getattr(self, name)
+            if not 0 <= value <= ceiling:
+                raise ValueError(f"{name} must be between 0 and {ceiling:,} (got {value:,})")
         if self.tail_size < 1:
             raise ValueError("tail_size must be at least 1: the newest message is never folded")
         if self.summary_window < self.tail_size:
             raise ValueError("summary_window must be at least tail_size")
+
+
+def server_safety_settings() -> dict[str, int]:
+    """The server's own values of the safety settings (the defaults, from the environment where noted)."""
+    defaults = Context()
+    return {name: getattr(defaults, name) for name in SAFETY_CEILINGS}
 
 
 def get_context(runtime: Runtime[Context] | None) -> Context:

@@ -256,3 +256,77 @@ async def test_with_auth_required_neither_a_missing_key_nor_studio_gets_in_but_a
     (alice, alice_key), _ = api_keys.items()
     thread = await client_for(strict_server, alice_key).threads.create()
     assert thread["metadata"]["owner"] == alice
+
+
+async def test_a_client_cannot_lift_the_servers_message_size_or_tool_limits(dev_server, api_keys):
+    (alice, alice_key), _ = api_keys.items()
+    client = client_for(dev_server, alice_key)
+    thread_id = (await client.threads.create())["thread_id"]
+    too_long = "word " * 10_000  # 50,000 characters: over the server's 20,000
+    await client.runs.wait(
+        thread_id, GRAPH, input={"messages": [human(too_long)]},
+        context={"max_message_chars": 1_000_000_000, "max_tool_steps": 1000, "rag_token_budget": 10**9},
+    )
+    state = await client.threads.get_state(thread_id)
+    assert "too long" in (state["values"].get("error") or ""), state["values"].get("error")
+    assert too_long not in texts(state)  # refused and not kept
+
+
+async def test_without_keys_only_studio_and_pages_on_this_machine_may_call(dev_server):
+    anonymous = dev_server.url + "/threads/search"
+    for origin in ("https://evil.example", "http://foreign.test:8000", "null"):
+        refused = httpx.post(anonymous, json={}, headers={"Origin": origin}, timeout=30)
+        assert refused.status_code == 403, (origin, refused.text)
+        assert "access-control-allow-origin" not in refused.headers
+    for origin in ("https://smith.langchain.com", "http://localhost:3000", "http://127.0.0.1:8123"):
+        assert httpx.post(anonymous, json={}, headers={"Origin": origin}, timeout=30).status_code == 200, origin
+    assert httpx.post(anonymous, json={}, timeout=30).status_code == 200  # no browser, no Origin: the CLI and SDK
+
+
+@pytest.mark.browser
+async def test_a_page_of_another_site_cannot_read_or_write_the_local_users_memory_in_chromium(dev_server, memory, tmp_path):
+    """As a browser really does it: a page on foreign.test (resolved to this machine) calls the dev server."""
+    import http.server
+    import threading
+
+    from playwright.async_api import async_playwright
+
+    page_dir = tmp_path / "site"
+    page_dir.mkdir()
+    (page_dir / "index.html").write_text("<!doctype html><title>foreign</title>")
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(page_dir), **k)  # noqa: E731
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    port = site.server_address[1]
+    script = """async (api) => {
+        const out = {};
+        try { const r = await fetch(api + "/store/items?namespace=users.local.profile&key=profile"); out.read = r.status; }
+        catch (e) { out.read = "blocked"; }
+        try {
+            const r = await fetch(api + "/store/items", {method: "PUT", headers: {"Content-Type": "application/json"},
+                body: JSON.stringify({namespace: ["users", "local", "facts"], key: "planted", value: {id: "planted", text: "Planted by a foreign page"}})});
+            out.write = r.status;
+        } catch (e) { out.write = "blocked"; }
+        try {  // a "simple" request: no preflight; only the server itself can refuse it
+            const r = await fetch(api + "/threads", {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"}, body: "{}"});
+            out.simple = r.type;
+        } catch (e) { out.simple = "blocked"; }
+        return out;
+    }"""
+    try:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(
+                executable_path="/usr/bin/chromium",
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                      "--disable-component-update", "--no-first-run", "--host-resolver-rules=MAP foreign.test 127.0.0.1"],
+            )
+            page = await browser.new_page()
+            threads_before = len(await client_for(dev_server, None).threads.search(limit=1000))
+            await page.goto(f"http://foreign.test:{port}/index.html")
+            result = await page.evaluate(script, dev_server.url)
+            await browser.close()
+    finally:
+        site.shutdown()
+    assert result["read"] == "blocked" and result["write"] == "blocked", result
+    assert await memory.store.aget(("users", "local", "facts"), "planted") is None
+    assert len(await client_for(dev_server, None).threads.search(limit=1000)) == threads_before
