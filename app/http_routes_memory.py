@@ -30,7 +30,7 @@ from app.http_schemas import (
 from app.http_services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
-from memory.memory_writer import delete_invalid, delete_item, edit_fact, edit_task, edit_user_document
+from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory.user_memory import (
     InvalidItem,
     ItemIsValid,
@@ -191,7 +191,7 @@ async def get_invalid(user: str = Depends(current_user), services: Services = De
 async def delete_invalid(kind: Kind, key: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete one item listed by GET /memory/invalid (409 ``item_is_valid`` when it validates)."""
     try:
-        deleted = await delete_invalid(services.backend.store, user, kind, key)
+        deleted = await delete_invalid_memory(services.backend.store, user, kind, key)
     except ItemIsValid as exc:
         raise ApiError(409, "item_is_valid", str(exc)) from exc
     if not deleted:

@@ -144,7 +144,7 @@ async def test_memory_views_list_invalid_items_with_key_and_error_and_they_can_b
     listed = {(i["kind"], i["key"]): i for i in snap["invalid"]}
     assert set(listed) == {("profile", "profile"), ("facts", "poison-fact"), ("tasks", "poison-task"), ("chats", "poison-chat")}
     assert listed[("facts", "poison-fact")]["value"] == BAD_FACT
-    assert "status: Input should be 'open', 'in_progress' or 'done'" in listed[("tasks", "poison-task")]["error"]
+    assert "status: Input should be 'open', 'in_progress', 'done' or 'retracted'" in listed[("tasks", "poison-task")]["error"]
     text = render_snapshot(snap)
     assert "Invalid items (4)" in text and "facts poison-fact: id: Field required" in text
 
