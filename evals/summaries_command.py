@@ -10,12 +10,13 @@ results.csv, charts and report.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
 import prompts
+from evals.compaction_overrides import CompactionOverrides, compaction_settings
 from evals.datasets import load_dataset
 from evals.eval_database import open_eval_workspace
 from evals.experiment import ExampleSpec, langsmith_enabled, run_experiments
@@ -25,7 +26,6 @@ from evals.summary_evaluators import SUMMARY_EVALUATORS, make_judge_evaluator
 from evals.summary_records import reference_of
 from evals.summary_target import SummaryRunSettings, make_summary_target
 from evals.terminal import progress_tracker
-from core.context import Context
 from llm.chat_model import OFFLINE, load_chat_model, model_label, resolve_model_name
 
 __all__ = ["SummaryOptions", "run_summaries", "TABLE_KEYS", "WINNER_KEYS"]
@@ -44,10 +44,7 @@ class SummaryOptions:
     judge_model: str | None = None
     limit: int | None = None
     out: Path | None = None
-    window: int | None = None
-    tail: int | None = None
-    max_context_tokens: int | None = None
-    max_summary_tokens: int | None = None
+    compaction: CompactionOverrides = field(default_factory=CompactionOverrides)
     closing_fold: bool = True
     max_probes: int | None = None
     concurrency: int = 8
@@ -56,17 +53,6 @@ class SummaryOptions:
     seed: int = 0
     upload: bool | None = None  # None: upload when LANGSMITH_API_KEY is set
     progress: bool = True
-
-
-def _context(opts: SummaryOptions, user_id: str) -> Context:
-    defaults = Context()
-    return Context(
-        user_id=user_id,
-        summary_window=opts.window or defaults.summary_window,
-        tail_size=opts.tail or defaults.tail_size,
-        max_context_tokens=opts.max_context_tokens or defaults.max_context_tokens,
-        max_summary_tokens=opts.max_summary_tokens or defaults.max_summary_tokens,
-    )
 
 
 def _notes(offline: bool, reader: str | None, judge: str | None, closing_fold: bool) -> list[str]:
@@ -127,7 +113,7 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
     async with open_eval_workspace(run_id, opts.database_url) as workspace:
         settings = SummaryRunSettings(
             model=model_spec,
-            context=_context(opts, workspace.user("summaries")),
+            context=opts.compaction.context(workspace.user("summaries")),
             run_id=run_id,
             reader_model=reader_spec,
             closing_fold=opts.closing_fold,
@@ -159,7 +145,6 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
         )
         for run in runs
     ]
-    ctx = settings.context
     results = EvalResults(
         command="summaries",
         dataset=opts.dataset,
@@ -167,10 +152,7 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
         model=model_label(load_chat_model(model_spec)),
         offline=offline,
         settings={
-            "summary_window": ctx.summary_window,
-            "tail_size": ctx.tail_size,
-            "max_context_tokens": ctx.max_context_tokens,
-            "max_summary_tokens": ctx.max_summary_tokens,
+            **compaction_settings(settings.context),
             "closing_fold": opts.closing_fold,
             "reader_model": reader_spec,
             "judge_model": opts.judge_model,
