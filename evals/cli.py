@@ -21,7 +21,7 @@ import prompts
 from evals.datasets import DATASETS
 
 if TYPE_CHECKING:
-    from evals.compaction_overrides import CompactionOverrides
+    from evals.options import CompactionOverrides
 
 __all__ = ["build_parser", "main"]
 
@@ -118,7 +118,7 @@ def _common_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _compaction_options(args: argparse.Namespace) -> CompactionOverrides:
-    from evals.compaction_overrides import CompactionOverrides  # imports the graph's Context: only for a run, not --help
+    from evals.options import CompactionOverrides  # imports the graph's Context: only for a run, not --help
 
     return CompactionOverrides(window=args.window, tail=args.tail, max_context_tokens=args.max_context_tokens, max_summary_tokens=args.max_summary_tokens)
 

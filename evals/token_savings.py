@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
-from evals.compaction_overrides import CompactionOverrides, compaction_settings
+from evals.options import CompactionOverrides, compaction_settings
 from evals.conversation_replay import human_speaker, session_header
 from evals.datasets import load_dataset
 from evals.datasets.schema import Conversation

@@ -1,13 +1,29 @@
-"""The compaction settings an eval may override, shared by the summaries and tokens commands."""
+"""Options the eval commands share: those of a variant comparison, and the compaction settings a run may override."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from core.context import Context
 
-__all__ = ["CompactionOverrides", "compaction_settings"]
+__all__ = ["CompactionOverrides", "ComparisonOptions", "compaction_settings"]
+
+
+@dataclass(kw_only=True)
+class ComparisonOptions:
+    """What the commands comparing variants in LangSmith experiments (summaries, extraction) all take."""
+
+    variants: list[str]
+    dataset: str = "builtin"
+    limit: int | None = None
+    out: Path | None = None
+    database_url: str | None = None
+    experiment_prefix: str
+    seed: int = 0  # of the bootstrap
+    upload: bool | None = None  # None: upload when LANGSMITH_API_KEY is set
+    progress: bool = True
 
 
 @dataclass
