@@ -140,12 +140,17 @@ def caller(ctx: Auth.types.AuthContext) -> str:
     return user_id
 
 
+def _dict_at(parent: dict, key: str) -> dict:
+    """``parent[key]``, made a new dict first when it is not one, so a field can be set in it in place."""
+    child = parent.get(key)
+    if not isinstance(child, dict):
+        child = parent[key] = {}
+    return child
+
+
 def _owned_metadata(value: dict, owner: str) -> None:
     """Stamp the owner on the value's metadata (whatever the client put there)."""
-    metadata = value.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = value["metadata"] = {}
-    metadata[OWNER_KEY] = owner
+    _dict_at(value, "metadata")[OWNER_KEY] = owner
 
 
 def _thread_key(thread_id: Any) -> str:
@@ -186,18 +191,13 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
     # Mutated in place: the server builds the run from these very dicts after this handler.
     kwargs = value.get("kwargs")
     if isinstance(kwargs, dict):
-        context = kwargs.get("context")
-        if not isinstance(context, dict):
-            context = kwargs["context"] = {}
+        context = _dict_at(kwargs, "context")
         context["user_id"] = owner
         # Message size, tool steps and budgets are the server's, never the client's.
         context.update(server_safety_settings())
         config = kwargs.get("config")
         if isinstance(config, dict):
-            configurable = config.get("configurable")
-            if not isinstance(configurable, dict):
-                configurable = config["configurable"] = {}
-            configurable["user_id"] = owner
+            _dict_at(config, "configurable")["user_id"] = owner
     return {OWNER_KEY: owner}
 
 

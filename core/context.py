@@ -20,6 +20,16 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+def _setting(default: Any, description: str) -> Any:
+    """A Context field; Studio shows ``description`` next to it in the settings form."""
+    return field(default=default, metadata={"description": description})
+
+
+def _env_setting(env_name: str, default: str, description: str) -> Any:
+    """A Context field whose default is read from ``env_name`` when a Context is made."""
+    return field(default_factory=lambda: _env(env_name, default), metadata={"description": description})
+
+
 # Settings that protect the server (message size, tool steps, budgets): no Context may go above
 # these ceilings, and the LangGraph auth handlers fix them to the server's own values, whatever a
 # client sends (app.langgraph_auth).
@@ -39,63 +49,33 @@ SAFETY_CEILINGS: dict[str, int] = {
 class Context:
     """Settings for one turn. Environment variables give the defaults where noted."""
 
-    user_id: str = field(
-        default="local",
-        metadata={"description": "Whose memory this turn reads and writes. Under auth it is set by the server, never by the client."},
+    user_id: str = _setting("local", "Whose memory this turn reads and writes. Under auth it is set by the server, never by the client.")
+    model: str = _env_setting(
+        "MEMORY_AGENT_MODEL",
+        "auto",
+        "Chat model: any init_chat_model string such as 'openai:gpt-4.1-mini', "
+        "'offline' for the built-in rule-based model, or 'auto' (OpenAI when OPENAI_API_KEY or "
+        "OPENAI_BASE_URL is set, else offline). Env: MEMORY_AGENT_MODEL.",
     )
-    model: str = field(
-        default_factory=lambda: _env("MEMORY_AGENT_MODEL", "auto"),
-        metadata={
-            "description": "Chat model: any init_chat_model string such as 'openai:gpt-4.1-mini', "
-            "'offline' for the built-in rule-based model, or 'auto' (OpenAI when OPENAI_API_KEY or "
-            "OPENAI_BASE_URL is set, else offline). Env: MEMORY_AGENT_MODEL."
-        },
+    persona: str = _setting("assistant", "Named persona from prompts/personas (assistant, tutor, planner).")
+    system_prompt: str = _setting("", "Overrides the persona's system prompt when not empty.")
+    summary_prompt: str = _env_setting(
+        "MEMORY_AGENT_SUMMARY_PROMPT",
+        "structured",
+        "Summarization prompt variant from prompts/summary_variants (narrative, structured, fact_preserving).",
     )
-    persona: str = field(
-        default="assistant",
-        metadata={"description": "Named persona from prompts/personas (assistant, tutor, planner)."},
-    )
-    system_prompt: str = field(
-        default="",
-        metadata={"description": "Overrides the persona's system prompt when not empty."},
-    )
-    summary_prompt: str = field(
-        default_factory=lambda: _env("MEMORY_AGENT_SUMMARY_PROMPT", "structured"),
-        metadata={"description": "Summarization prompt variant from prompts/summary_variants (narrative, structured, fact_preserving)."},
-    )
-    summary_window: int = field(
-        default=30,
-        metadata={"description": "Fold the oldest messages once more than this many are unsummarized."},
-    )
-    tail_size: int = field(
-        default=12,
-        metadata={"description": "How many of the newest messages stay raw after a fold."},
-    )
-    max_context_tokens: int = field(
-        default=6000,
-        metadata={"description": "Token budget of the unsummarized conversation; passing it also triggers a fold."},
-    )
-    max_summary_tokens: int = field(
-        default=600,
-        metadata={"description": "The running summary is re-compressed (summary of summaries) when it grows past this."},
-    )
-    max_message_chars: int = field(
-        default=20000,
-        metadata={"description": "Longest user message accepted; longer ones are refused with a clear error."},
-    )
-    extract_every_n_turns: int = field(
-        default=1,
-        metadata={"description": "Run memory extraction every N user turns (cost control). 0 disables it."},
-    )
-    max_facts: int = field(default=7, metadata={"description": "At most this many facts go into the prompt (at least 3 when stored)."})
-    rag_collection: str = field(
-        default="",
-        metadata={"description": "Knowledge-base collection to search ('' searches all)."},
-    )
-    rag_top_k: int = field(default=6, metadata={"description": "How many knowledge chunks at most go into the prompt."})
-    rag_token_budget: int = field(default=1200, metadata={"description": "Token budget of the relevant-knowledge section."})
-    user_context_token_budget: int = field(default=800, metadata={"description": "Token budget of the user-context section."})
-    max_tool_steps: int = field(default=4, metadata={"description": "Most model→tool round trips in one reply."})
+    summary_window: int = _setting(30, "Fold the oldest messages once more than this many are unsummarized.")
+    tail_size: int = _setting(12, "How many of the newest messages stay raw after a fold.")
+    max_context_tokens: int = _setting(6000, "Token budget of the unsummarized conversation; passing it also triggers a fold.")
+    max_summary_tokens: int = _setting(600, "The running summary is re-compressed (summary of summaries) when it grows past this.")
+    max_message_chars: int = _setting(20000, "Longest user message accepted; longer ones are refused with a clear error.")
+    extract_every_n_turns: int = _setting(1, "Run memory extraction every N user turns (cost control). 0 disables it.")
+    max_facts: int = _setting(7, "At most this many facts go into the prompt (at least 3 when stored).")
+    rag_collection: str = _setting("", "Knowledge-base collection to search ('' searches all).")
+    rag_top_k: int = _setting(6, "How many knowledge chunks at most go into the prompt.")
+    rag_token_budget: int = _setting(1200, "Token budget of the relevant-knowledge section.")
+    user_context_token_budget: int = _setting(800, "Token budget of the user-context section.")
+    max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> "Context":

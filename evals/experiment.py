@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import io
 import json
 import logging
@@ -36,10 +37,11 @@ from typing import Any
 
 from langsmith import Client, aevaluate
 from langsmith.schemas import Example
+from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ExampleSpec", "ExperimentRow", "ExperimentRun", "langsmith_enabled", "run_experiments"]
+__all__ = ["ExampleSpec", "ExperimentRow", "ExperimentRun", "Score", "langsmith_enabled", "record_evaluator", "run_experiments"]
 
 _NAMESPACE = uuid.UUID("6f1e5d0a-4b7c-4a53-9a11-6d2f1c9e0b21")
 _URL = re.compile(r"https?://\S+")
@@ -69,6 +71,38 @@ class ExperimentRun:
     experiment_name: str
     rows: list[ExperimentRow] = field(default_factory=list)
     url: str | None = None
+
+
+Score = dict[str, object]  # {"key": ..., "score": ...}, what an evaluator returns a list of
+
+
+def record_evaluator(output_model: type[BaseModel], reference_model: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Makes ``fn(output, reference) -> list[Score]`` (sync or async), which reads the two records, a LangSmith
+    evaluator ``(outputs, reference_outputs)`` over their dicts. A failed target (no outputs) scores nothing."""
+
+    def records(outputs: dict | None, reference_outputs: dict | None) -> tuple[Any, Any] | None:
+        if not outputs or not reference_outputs:
+            return None
+        return output_model.model_validate(outputs), reference_model.model_validate(reference_outputs)
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            async def evaluator(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
+                parsed = records(outputs, reference_outputs)
+                return [] if parsed is None else await fn(*parsed)
+
+        else:
+
+            def evaluator(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
+                parsed = records(outputs, reference_outputs)
+                return [] if parsed is None else fn(*parsed)
+
+        # Not functools.wraps: LangSmith picks what to pass by the parameter names it finds in the signature.
+        evaluator.__name__, evaluator.__qualname__, evaluator.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        return evaluator
+
+    return wrap
 
 
 def langsmith_enabled() -> bool:

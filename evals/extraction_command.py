@@ -8,19 +8,18 @@ version); each runs as its own LangSmith experiment like the summaries eval.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Console
 
 from evals.datasets import load_dataset
 from evals.eval_database import open_eval_workspace
-from evals.experiment import ExampleSpec, run_experiments
+from evals.experiment import ExampleSpec
+from evals.options import ComparisonOptions
 from evals.extraction_evaluators import extraction_cost, make_fact_match_evaluator
 from evals.extraction_records import extraction_reference, speakers_to_replay
 from evals.extraction_target import ExtractionRunSettings, make_extraction_target
-from evals.results import EvalResults, aggregate_variant, failure_notes, judge_variants
-from evals.run_output import RunClock, default_out_dir, new_run_id, write_comparison
-from evals.terminal import progress_tracker
+from evals.results import EvalResults, aggregate_variant, failure_notes
+from evals.run_output import RunClock, comparison_results, default_out_dir, new_run_id, run_with_progress, write_comparison
 from llm.chat_model import OFFLINE, resolve_model_name
 from embeddings import resolve_embeddings
 
@@ -32,21 +31,13 @@ CHART_KEYS = ["fact_f1", "fact_precision", "fact_recall", "facts_extracted", "du
 WINNER_KEYS = ["fact_f1", "fact_precision", "fact_recall"]
 
 
-@dataclass
-class ExtractionOptions:
-    variants: list[str]
-    dataset: str = "builtin"
-    limit: int | None = None
-    out: Path | None = None
+@dataclass(kw_only=True)
+class ExtractionOptions(ComparisonOptions):
     threshold: float = 0.7
     duplicate_threshold: float = 0.85
     max_turns: int | None = None
     first_speaker_only: bool = False
-    database_url: str | None = None
     experiment_prefix: str = "memory-agent-extraction"
-    seed: int = 0
-    upload: bool | None = None
-    progress: bool = True
 
 
 def _notes(opts: ExtractionOptions, offline: bool) -> list[str]:
@@ -95,32 +86,30 @@ async def run_extraction(opts: ExtractionOptions, console: Console) -> EvalResul
     settings = ExtractionRunSettings(run_id=run_id, max_turns=opts.max_turns)
 
     async with open_eval_workspace(run_id, opts.database_url) as workspace:
-        with progress_tracker(console, opts.progress) as tracker:
-            per_conversation = [min(c.n_turns, opts.max_turns or c.n_turns) * len(s) for c, s in plans]
-            for v in variants:
-                tracker.add(v, sum(per_conversation))
-            runs, ls_dataset = await run_experiments(
-                kind="extraction",
-                dataset_label=Path(opts.dataset).stem,
-                variants=variants,
-                examples=examples,
-                make_target=lambda variant: make_extraction_target(settings, workspace, variant, tracker),
-                evaluators=evaluators,
-                experiment_prefix=opts.experiment_prefix,
-                metadata={"threshold": opts.threshold, "max_turns": opts.max_turns},
-                upload=opts.upload,
-            )
-            for v in variants:
-                tracker.finish(v)
+        runs, ls_dataset = await run_with_progress(
+            opts,
+            console,
+            kind="extraction",
+            variants=variants,
+            examples=examples,
+            evaluators=evaluators,
+            metadata={"threshold": opts.threshold, "max_turns": opts.max_turns},
+            turns=sum(min(c.n_turns, opts.max_turns or c.n_turns) * len(s) for c, s in plans),
+            make_target=lambda variant, tracker: make_extraction_target(settings, workspace, variant, tracker),
+        )
 
     def sample(outputs: dict | None) -> str:
         speakers = (outputs or {}).get("speakers") or []
         return "\n".join(f"[{s['speaker']}] {m}" for s in speakers for m in s["memories"][:15])
 
     aggregated = [aggregate_variant(run, {r.key: {"sample": sample(r.outputs)} for r in run.rows}, seed=opts.seed) for run in runs]
-    results = EvalResults(
+    results = comparison_results(
+        opts,
+        aggregated,
+        winner_keys=WINNER_KEYS,
+        langsmith_dataset=ls_dataset,
+        clock=clock,
         command="extraction",
-        dataset=opts.dataset,
         conversations=[c.id for c, _ in plans],
         model=", ".join(variants),
         offline=all(v == OFFLINE for v in variants),
@@ -133,13 +122,7 @@ async def run_extraction(opts: ExtractionOptions, console: Console) -> EvalResul
             "bootstrap": "2000 resamples over conversations, seed %d" % opts.seed,
         },
         primary_metric="fact_f1",
-        variants=aggregated,
-        winners=judge_variants(aggregated, WINNER_KEYS, seed=opts.seed),
-        langsmith_dataset=ls_dataset,
-        langsmith_uploaded=ls_dataset is not None,
         notes=_notes(opts, all(v == OFFLINE for v in variants)) + failure_notes(aggregated),
-        started_at=clock.started_at,
-        wall_seconds=clock.seconds(),
     )
     write_comparison(results, out_dir, console, table_keys=TABLE_KEYS, chart_keys=CHART_KEYS, scatter=False)
     return results

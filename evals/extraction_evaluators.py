@@ -9,29 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from evals.experiment import Score, record_evaluator
 from evals.extraction_records import ExtractionOutput, ExtractionReference
 from evals.fact_matching import count_duplicates, match_facts, with_subject
 from evals.pricing import estimate_cost
 
 __all__ = ["extraction_cost", "make_fact_match_evaluator"]
 
-Score = dict[str, object]
-
-
-def _parse(outputs: dict | None, reference_outputs: dict | None):
-    if not outputs or not reference_outputs:
-        return None
-    return ExtractionOutput.model_validate(outputs), ExtractionReference.model_validate(reference_outputs)
+_evaluator = record_evaluator(ExtractionOutput, ExtractionReference)
 
 
 def make_fact_match_evaluator(embed: Callable[[list[str]], list[list[float]]], threshold: float, duplicate_threshold: float):
     """An evaluator scoring memories against gold facts with ``embed`` (MiniLM's ``embed_documents``)."""
 
-    def fact_match(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
-        parsed = _parse(outputs, reference_outputs)
-        if parsed is None:
-            return []
-        out, ref = parsed
+    @_evaluator
+    def fact_match(out: ExtractionOutput, ref: ExtractionReference) -> list[Score]:
         extracted = matched = gold_total = duplicates = 0
         for s in out.speakers:
             replayed = set(s.replayed_turn_ids)
@@ -62,11 +54,8 @@ def make_fact_match_evaluator(embed: Callable[[list[str]], list[list[float]]], t
     return fact_match
 
 
-def extraction_cost(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
-    parsed = _parse(outputs, reference_outputs)
-    if parsed is None:
-        return []
-    out, _ = parsed
+@_evaluator
+def extraction_cost(out: ExtractionOutput, ref: ExtractionReference) -> list[Score]:
     writer = {k: sum(s.writer.get(k, 0) for s in out.speakers) for k in ("facts_merged", "duplicates_dropped")}
     scores: list[Score] = [
         {"key": "extract_calls", "score": out.calls},

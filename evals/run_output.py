@@ -1,22 +1,26 @@
-"""Where a run's files go and how they are written: results.json, results.csv, charts, report.md."""
+"""A comparison run's bookkeeping: its id and clock, its experiments with progress bars, its results and where
+they are written (results.json, results.csv, charts, report.md)."""
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from evals.charts import bar_chart, retention_vs_tokens
 from evals.datasets.paths import REPO_ROOT
 from evals.report import comparison_report
-from evals.results import EvalResults, write_csv
-from evals.terminal import results_table
+from evals.experiment import ExampleSpec, ExperimentRun, run_experiments
+from evals.options import ComparisonOptions
+from evals.results import EvalResults, VariantResult, judge_variants, write_csv
+from evals.terminal import ProgressTracker, progress_tracker, results_table
 
-__all__ = ["RunClock", "default_out_dir", "new_run_id", "write_comparison"]
+__all__ = ["RunClock", "comparison_results", "default_out_dir", "new_run_id", "run_with_progress", "write_comparison"]
 
 
 def new_run_id() -> str:
@@ -36,6 +40,54 @@ class RunClock:
 
     def seconds(self) -> float:
         return time.perf_counter() - self._start
+
+
+async def run_with_progress(
+    opts: ComparisonOptions,
+    console: Console,
+    *,
+    kind: str,
+    variants: Sequence[str],
+    examples: Sequence[ExampleSpec],
+    evaluators: Sequence[Callable[..., Any]],
+    metadata: dict[str, Any],
+    turns: int,
+    make_target: Callable[[str, ProgressTracker], Callable[[dict], Awaitable[dict]]],
+) -> tuple[list[ExperimentRun], str | None]:
+    """``run_experiments`` with one progress bar a variant, ``turns`` long, which the variant's target advances."""
+    with progress_tracker(console, opts.progress) as tracker:
+        for v in variants:
+            tracker.add(v, turns)
+        runs, langsmith_dataset = await run_experiments(
+            kind=kind,
+            dataset_label=Path(opts.dataset).stem,
+            variants=variants,
+            examples=examples,
+            make_target=lambda variant: make_target(variant, tracker),
+            evaluators=evaluators,
+            experiment_prefix=opts.experiment_prefix,
+            metadata=metadata,
+            upload=opts.upload,
+        )
+        for v in variants:
+            tracker.finish(v)
+    return runs, langsmith_dataset
+
+
+def comparison_results(
+    opts: ComparisonOptions, variants: list[VariantResult], *, winner_keys: Sequence[str], langsmith_dataset: str | None, clock: RunClock, **fields: Any
+) -> EvalResults:
+    """The results of a variant comparison: the winners by the paired bootstrap, where it went, how long it took."""
+    return EvalResults(
+        dataset=opts.dataset,
+        variants=variants,
+        winners=judge_variants(variants, winner_keys, seed=opts.seed),
+        langsmith_dataset=langsmith_dataset,
+        langsmith_uploaded=langsmith_dataset is not None,
+        started_at=clock.started_at,
+        wall_seconds=clock.seconds(),
+        **fields,
+    )
 
 
 def write_comparison(

@@ -10,22 +10,20 @@ results.csv, charts and report.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from rich.console import Console
 
 import prompts
+from evals.options import CompactionOverrides, ComparisonOptions, compaction_settings
 from evals.datasets import load_dataset
 from evals.eval_database import open_eval_workspace
-from evals.experiment import ExampleSpec, langsmith_enabled, run_experiments
-from evals.results import EvalResults, aggregate_variant, failure_notes, judge_variants
-from evals.run_output import RunClock, default_out_dir, new_run_id, write_comparison
+from evals.experiment import ExampleSpec, langsmith_enabled
+from evals.results import EvalResults, aggregate_variant, failure_notes
+from evals.run_output import RunClock, comparison_results, default_out_dir, new_run_id, run_with_progress, write_comparison
 from evals.summary_evaluators import SUMMARY_EVALUATORS, make_judge_evaluator
 from evals.summary_records import reference_of
 from evals.summary_target import SummaryRunSettings, make_summary_target
-from evals.terminal import progress_tracker
-from core.context import Context
 from llm.chat_model import OFFLINE, load_chat_model, model_label, resolve_model_name
 
 __all__ = ["SummaryOptions", "run_summaries", "TABLE_KEYS", "WINNER_KEYS"]
@@ -35,38 +33,16 @@ WINNER_KEYS = ["retention", "judge", "rouge1", "rougeL", "stability"]
 CHART_KEYS = ["retention", "judge", "rouge1", "rougeL", "stability", "summary_tokens", "compression_ratio", "seconds_per_fold"]
 
 
-@dataclass
-class SummaryOptions:
-    variants: list[str]
-    dataset: str = "builtin"
+@dataclass(kw_only=True)
+class SummaryOptions(ComparisonOptions):
     model: str | None = None
     reader_model: str | None = None
     judge_model: str | None = None
-    limit: int | None = None
-    out: Path | None = None
-    window: int | None = None
-    tail: int | None = None
-    max_context_tokens: int | None = None
-    max_summary_tokens: int | None = None
+    compaction: CompactionOverrides = field(default_factory=CompactionOverrides)
     closing_fold: bool = True
     max_probes: int | None = None
     concurrency: int = 8
-    database_url: str | None = None
     experiment_prefix: str = "memory-agent-summaries"
-    seed: int = 0
-    upload: bool | None = None  # None: upload when LANGSMITH_API_KEY is set
-    progress: bool = True
-
-
-def _context(opts: SummaryOptions, user_id: str) -> Context:
-    defaults = Context()
-    return Context(
-        user_id=user_id,
-        summary_window=opts.window or defaults.summary_window,
-        tail_size=opts.tail or defaults.tail_size,
-        max_context_tokens=opts.max_context_tokens or defaults.max_context_tokens,
-        max_summary_tokens=opts.max_summary_tokens or defaults.max_summary_tokens,
-    )
 
 
 def _notes(offline: bool, reader: str | None, judge: str | None, closing_fold: bool) -> list[str]:
@@ -127,29 +103,23 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
     async with open_eval_workspace(run_id, opts.database_url) as workspace:
         settings = SummaryRunSettings(
             model=model_spec,
-            context=_context(opts, workspace.user("summaries")),
+            context=opts.compaction.context(workspace.user("summaries")),
             run_id=run_id,
             reader_model=reader_spec,
             closing_fold=opts.closing_fold,
             concurrency=opts.concurrency,
         )
-        with progress_tracker(console, opts.progress) as tracker:
-            total = sum(c.n_turns for c in conversations)
-            for v in opts.variants:
-                tracker.add(v, total)
-            runs, ls_dataset = await run_experiments(
-                kind="summaries",
-                dataset_label=Path(opts.dataset).stem,
-                variants=opts.variants,
-                examples=examples,
-                make_target=lambda variant: make_summary_target(settings, workspace.store, variant, tracker),
-                evaluators=evaluators,
-                experiment_prefix=opts.experiment_prefix,
-                metadata={"model": model_spec, "reader": reader_spec, "window": settings.context.summary_window, "tail": settings.context.tail_size},
-                upload=opts.upload,
-            )
-            for v in opts.variants:
-                tracker.finish(v)
+        runs, ls_dataset = await run_with_progress(
+            opts,
+            console,
+            kind="summaries",
+            variants=opts.variants,
+            examples=examples,
+            evaluators=evaluators,
+            metadata={"model": model_spec, "reader": reader_spec, "window": settings.context.summary_window, "tail": settings.context.tail_size},
+            turns=sum(c.n_turns for c in conversations),
+            make_target=lambda variant, tracker: make_summary_target(settings, workspace.store, variant, tracker),
+        )
 
     variants = [
         aggregate_variant(
@@ -159,18 +129,18 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
         )
         for run in runs
     ]
-    ctx = settings.context
-    results = EvalResults(
+    results = comparison_results(
+        opts,
+        variants,
+        winner_keys=WINNER_KEYS,
+        langsmith_dataset=ls_dataset,
+        clock=clock,
         command="summaries",
-        dataset=opts.dataset,
         conversations=[c.id for c in conversations],
         model=model_label(load_chat_model(model_spec)),
         offline=offline,
         settings={
-            "summary_window": ctx.summary_window,
-            "tail_size": ctx.tail_size,
-            "max_context_tokens": ctx.max_context_tokens,
-            "max_summary_tokens": ctx.max_summary_tokens,
+            **compaction_settings(settings.context),
             "closing_fold": opts.closing_fold,
             "reader_model": reader_spec,
             "judge_model": opts.judge_model,
@@ -178,15 +148,9 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
             "bootstrap": "2000 resamples over conversations, seed %d" % opts.seed,
         },
         primary_metric="retention",
-        variants=variants,
-        winners=judge_variants(variants, WINNER_KEYS, seed=opts.seed),
-        langsmith_dataset=ls_dataset,
-        langsmith_uploaded=ls_dataset is not None,
         notes=_notes(offline, reader_spec, opts.judge_model, opts.closing_fold)
         + failure_notes(variants)
         + ([] if (ls_dataset or not langsmith_enabled()) else ["LANGSMITH_API_KEY is set but upload was turned off."]),
-        started_at=clock.started_at,
-        wall_seconds=clock.seconds(),
     )
     write_comparison(results, out_dir, console, table_keys=TABLE_KEYS, chart_keys=CHART_KEYS, scatter=True)
     return results

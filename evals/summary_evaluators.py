@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from statistics import mean
 
+from evals.experiment import Score, record_evaluator
 from evals.metrics import content_tokens, count_tokens, lexical_recall, rouge_scores, score_qa
 from evals.pricing import estimate_cost
 from evals.summary_reader import judge_all
@@ -39,13 +40,7 @@ ADVERSARIAL = 5
 #: An item of an earlier board "survives" when this share of its content words is in the later board.
 SURVIVAL_RECALL = 0.8
 
-Score = dict[str, object]
-
-
-def _parse(outputs: dict | None, reference_outputs: dict | None) -> tuple[SummaryOutput, SummaryReference] | None:
-    if not outputs or not reference_outputs:
-        return None  # the target failed: nothing to score
-    return SummaryOutput.model_validate(outputs), SummaryReference.model_validate(reference_outputs)
+_evaluator = record_evaluator(SummaryOutput, SummaryReference)
 
 
 def _gold_for_recall(probe: ProbeRecord) -> str:
@@ -64,12 +59,9 @@ def _means(prefix: str, per_probe: list[tuple[int, float]]) -> list[Score]:
     return scores
 
 
-def retention(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
+@_evaluator
+def retention(out: SummaryOutput, ref: SummaryReference) -> list[Score]:
     """Lexical recall of gold answers in the summary; reader token F1 when answers exist (cat 5 apart)."""
-    parsed = _parse(outputs, reference_outputs)
-    if parsed is None:
-        return []
-    out, ref = parsed
     answerable = [p for p in ref.probes if p.category != ADVERSARIAL]
     lexical = [(p.category, lexical_recall(_gold_for_recall(p), out.summary)) for p in answerable]
     scores = _means("retention_lexical", lexical)
@@ -90,22 +82,18 @@ def retention(outputs: dict | None, reference_outputs: dict | None) -> list[Scor
     return scores
 
 
-def rouge_agreement(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
+@_evaluator
+def rouge_agreement(out: SummaryOutput, ref: SummaryReference) -> list[Score]:
     """ROUGE-1/2/L F-measure of the final summary against the reference summaries (best reference)."""
-    parsed = _parse(outputs, reference_outputs)
-    if parsed is None or not parsed[1].references:
+    if not ref.references:
         return []
-    out, ref = parsed
     rouge = rouge_scores(out.summary, ref.references)
     return [{"key": k, "score": v.fmeasure} for k, v in rouge.items()]
 
 
-def summary_cost(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
+@_evaluator
+def summary_cost(out: SummaryOutput, ref: SummaryReference) -> list[Score]:
     """Summary size, compression, calls, tokens, time per fold, estimated cost."""
-    parsed = _parse(outputs, reference_outputs)
-    if parsed is None:
-        return []
-    out, _ = parsed
     summary_tokens = count_tokens(out.summary)
     scores: list[Score] = [
         {"key": "summary_tokens", "score": summary_tokens},
@@ -143,12 +131,12 @@ def _survival(items: list[str], later_text: str) -> float | None:
     return mean(1.0 if lexical_recall(i, later_text) >= SURVIVAL_RECALL else 0.0 for i in items)
 
 
-def fold_stability(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
+@_evaluator
+def fold_stability(out: SummaryOutput, ref: SummaryReference) -> list[Score]:
     """How much of what earlier folds kept is still there later (needs two folds or more)."""
-    parsed = _parse(outputs, reference_outputs)
-    if parsed is None or len(parsed[0].folds) < 2:
+    if len(out.folds) < 2:
         return []
-    folds = parsed[0].folds
+    folds = out.folds
     rendered = [SummaryBoard.model_validate(f.board).render() for f in folds]
     to_end, to_next = [], []
     for i, fold in enumerate(folds[:-1]):
@@ -170,11 +158,10 @@ def make_judge_evaluator(
 ) -> Callable[[dict | None, dict | None], Awaitable[list[Score]]]:
     """An async evaluator: the judge labels each reader answer (cat 5 apart) CORRECT or WRONG."""
 
-    async def llm_judge(outputs: dict | None, reference_outputs: dict | None) -> list[Score]:
-        parsed = _parse(outputs, reference_outputs)
-        if parsed is None or parsed[0].answers is None:
+    @_evaluator
+    async def llm_judge(out: SummaryOutput, ref: SummaryReference) -> list[Score]:
+        if out.answers is None:
             return []
-        out, ref = parsed
         answers = {a.question_id: a.answer for a in out.answers or []}
         probes = [p for p in ref.probes if p.category != ADVERSARIAL and p.question_id in answers]
         labels = await judge_all(

@@ -22,7 +22,7 @@ session's first user message starts with its ``[session N, date]`` header.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
+from evals.options import CompactionOverrides, compaction_settings
 from evals.conversation_replay import human_speaker, session_header
 from evals.datasets import load_dataset
 from evals.datasets.schema import Conversation
@@ -60,10 +61,7 @@ class TokenOptions:
     max_turns: int | None = None
     model: str = "offline"
     out: Path | None = None
-    window: int | None = None
-    tail: int | None = None
-    max_context_tokens: int | None = None
-    max_summary_tokens: int | None = None
+    compaction: CompactionOverrides = field(default_factory=CompactionOverrides)
     database_url: str | None = None
     progress: bool = True
 
@@ -122,18 +120,6 @@ def user_messages(conversation: Conversation) -> list[str]:
             out.append(f"{session_header(session)} {turn.text}" if first and session.date else turn.text)
             first = False
     return out
-
-
-def _context(opts: TokenOptions, user_id: str, model: str) -> Context:
-    d = Context()
-    return Context(
-        user_id=user_id,
-        model=model,
-        summary_window=opts.window or d.summary_window,
-        tail_size=opts.tail or d.tail_size,
-        max_context_tokens=opts.max_context_tokens or d.max_context_tokens,
-        max_summary_tokens=opts.max_summary_tokens or d.max_summary_tokens,
-    )
 
 
 async def _replay(graph, conversation: Conversation, ctx: Context, thread_id: str, texts: list[str], tick) -> tuple[list[TurnTokens], int]:
@@ -197,7 +183,7 @@ async def run_token_savings(opts: TokenOptions, console: Console) -> TokenResult
         with progress_tracker(console, opts.progress) as tracker:
             tracker.add("tokens", sum(len(t) for _, t in plans))
             for conversation, texts in plans:
-                ctx = _context(opts, workspace.user("tokens", conversation.id), model)
+                ctx = opts.compaction.context(workspace.user("tokens", conversation.id), model=model)
                 thread = workspace.thread("tokens", conversation.id)
                 turns, folds = await _replay(
                     graph, conversation, ctx, thread, texts, lambda n, cid=conversation.id: tracker.turn("tokens", cid, n)
@@ -213,15 +199,11 @@ async def run_token_savings(opts: TokenOptions, console: Console) -> TokenResult
             tracker.finish("tokens")
     sent = sum(c.sent_total for c in per_conversation)
     full = sum(c.full_total for c in per_conversation)
-    d = _context(opts, "local", model)
     results = TokenResults(
         dataset=opts.dataset,
         model=model_label(load_chat_model(model)),
         settings={
-            "summary_window": d.summary_window,
-            "tail_size": d.tail_size,
-            "max_context_tokens": d.max_context_tokens,
-            "max_summary_tokens": d.max_summary_tokens,
+            **compaction_settings(opts.compaction.context("local")),
             "max_turns": opts.max_turns,
         },
         conversations=per_conversation,

@@ -61,30 +61,25 @@ class FileOutcome:
     seconds: float = 0.0
 
 
+def _files_with(status: str) -> property:
+    """A report property: the outcomes of the files that ended with ``status``."""
+
+    def files(report: IngestReport) -> list[FileOutcome]:
+        return [f for f in report.files if f.status == status]
+
+    return property(files, doc=f"The files whose outcome is {status!r}.")
+
+
 @dataclass
 class IngestReport:
     collection: str
     files: list[FileOutcome] = field(default_factory=list)
     seconds: float = 0.0
 
-    def _with(self, status: str) -> list[FileOutcome]:
-        return [f for f in self.files if f.status == status]
-
-    @property
-    def added(self) -> list[FileOutcome]:
-        return self._with(ADDED)
-
-    @property
-    def replaced(self) -> list[FileOutcome]:
-        return self._with(REPLACED)
-
-    @property
-    def skipped(self) -> list[FileOutcome]:
-        return self._with(SKIPPED)
-
-    @property
-    def failed(self) -> list[FileOutcome]:
-        return self._with(FAILED)
+    added = _files_with(ADDED)
+    replaced = _files_with(REPLACED)
+    skipped = _files_with(SKIPPED)
+    failed = _files_with(FAILED)
 
     @property
     def chunks_written(self) -> int:

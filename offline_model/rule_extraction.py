@@ -13,6 +13,7 @@ language of the message; the values (names, places) keep the user's spelling.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any, Callable
 
 from core.schemas import (
@@ -473,60 +474,45 @@ def _lives_in(b: _Builder, place: str, *, moved: bool) -> None:
         b.fact(f"Moved to {place}", "high", ["location"])
 
 
-@_rule(rf"(?:\bI (?:currently |now |still )?live|{_I_AM} (?:currently |now )?living|\bI (?:currently |now )?reside) in\s+(?P<x>.+)")
-def _live(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
-    if place:
-        _lives_in(b, place, moved=False)
+def _named_place(x: str, casual: bool) -> str | None:
+    return _proper_value(_cut(x, tail=_LOCATION_TAIL), casual, max_words=5)
 
 
-@_rule(rf"(?:\bI|{_I_HAVE}) (?:just |recently |finally )?moved to\s+(?P<x>.+)")
-def _moved(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
-    if place:
-        _lives_in(b, place, moved=True)
+def _capitalized_place(x: str, casual: bool) -> str | None:
+    # Italian "sono di" also reads "sono di buon umore": only a capitalized name counts, even in casual text.
+    return _proper_value(_cut(x, tail=_LOCATION_TAIL), False, max_words=4)
 
 
-@_rule(rf"(?:{_I_AM}|\bI come) (?:originally )?from\s+(?P<x>.+)")
-def _from(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
-    if place:
-        b.fact(f"Is from {place}", "high", ["location"])
+def _hebrew_place(x: str, casual: bool) -> str | None:
+    place = _cut(x, tail=_LOCATION_TAIL)
+    return " ".join(place.split()[:3]) if place else None
 
 
-@_rule(r"\b(?:vivo|abito) (?:a|ad|in)\s+(?P<x>.+)")
-def _live_it(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
-    if place:
-        _lives_in(b, place, moved=False)
+def _is_from(b: _Builder, place: str) -> None:
+    b.fact(f"Is from {place}", "high", ["location"])
 
 
-@_rule(r"\bmi sono (?:appena )?trasferit[oaie] (?:a|ad|in)\s+(?P<x>.+)")
-def _moved_it(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
-    if place:
-        _lives_in(b, place, moved=True)
+def _place_rule(read: Callable[[str, bool], str | None], record: Callable[[_Builder, str], None]) -> Rule:
+    def rule(m: re.Match[str], b: _Builder, casual: bool) -> None:
+        place = read(m.group("x"), casual)
+        if place:
+            record(b, place)
+
+    return rule
 
 
-@_rule(r"\bsono (?:originari[oa] )?di\s+(?P<x>.+)")
-def _from_it(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), False, max_words=4)
-    if place:
-        b.fact(f"Is from {place}", "high", ["location"])
-
-
-@_rule(r"אני (?:גר|גרה|גרים|גרות)\s+ב[-־]?\s*(?P<x>.+)")
-def _live_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _cut(m.group("x"), tail=_LOCATION_TAIL)
-    if place:
-        _lives_in(b, " ".join(place.split()[:3]), moved=False)
-
-
-@_rule(r"(?:עברתי|עברנו) (?:לגור ב|דירה ל)[-־]?\s*(?P<x>.+)")
-def _moved_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    place = _cut(m.group("x"), tail=_LOCATION_TAIL)
-    if place:
-        _lives_in(b, " ".join(place.split()[:3]), moved=True)
+# In registration order, which matters: the first location set wins.
+for _pattern, _read, _record in (
+    (rf"(?:\bI (?:currently |now |still )?live|{_I_AM} (?:currently |now )?living|\bI (?:currently |now )?reside) in\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),
+    (rf"(?:\bI|{_I_HAVE}) (?:just |recently |finally )?moved to\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),
+    (rf"(?:{_I_AM}|\bI come) (?:originally )?from\s+(?P<x>.+)", _named_place, _is_from),
+    (r"\b(?:vivo|abito) (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),
+    (r"\bmi sono (?:appena )?trasferit[oaie] (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),
+    (r"\bsono (?:originari[oa] )?di\s+(?P<x>.+)", _capitalized_place, _is_from),
+    (r"אני (?:גר|גרה|גרים|גרות)\s+ב[-־]?\s*(?P<x>.+)", _hebrew_place, partial(_lives_in, moved=False)),
+    (r"(?:עברתי|עברנו) (?:לגור ב|דירה ל)[-־]?\s*(?P<x>.+)", _hebrew_place, partial(_lives_in, moved=True)),
+):
+    _rule(_pattern)(_place_rule(_read, _record))
 
 
 # --- role

@@ -42,36 +42,26 @@ class BuiltPrompt:
         return sum(self.section_tokens.values())
 
 
+def _field_lines(fields: dict[str, Any]) -> list[str]:
+    """``- key: value`` for each field that has a value (list values comma-joined)."""
+    return [f"- {key}: {', '.join(value) if isinstance(value, list) else value}" for key, value in fields.items() if value not in (None, "", [])]
+
+
+def _task_line(task: dict[str, Any]) -> str:
+    due = f", due {task['due']}" if task.get("due") else ""
+    return f"- [{task['id']}] {task['description']} ({task['status']}{due})"
+
+
 def render_user_context(loaded: dict[str, Any]) -> str:
     """Profile, preferences, ranked facts, open tasks and related chats as labelled lines."""
-    lines: list[str] = []
-    profile = {k: v for k, v in (loaded.get("profile") or {}).items() if v not in (None, "", [])}
-    if profile:
-        lines.append("Profile:")
-        for key, value in profile.items():
-            lines.append(f"- {key}: {', '.join(value) if isinstance(value, list) else value}")
-    prefs = {k: v for k, v in (loaded.get("preferences") or {}).items() if v not in (None, "", [])}
-    if prefs:
-        lines.append("Preferences:")
-        for key, value in prefs.items():
-            lines.append(f"- {key}: {', '.join(value) if isinstance(value, list) else value}")
-    facts = loaded.get("facts") or []
-    if facts:
-        lines.append("Facts (most relevant first):")
-        for f in facts:
-            lines.append(f"- {f['text']}")
-    tasks = loaded.get("tasks") or []
-    if tasks:
-        lines.append("Open tasks:")
-        for t in tasks:
-            due = f", due {t['due']}" if t.get("due") else ""
-            lines.append(f"- [{t['id']}] {t['description']} ({t['status']}{due})")
-    chats = loaded.get("related_chats") or []
-    if chats:
-        lines.append("Related earlier chats:")
-        for c in chats:
-            lines.append(f"- \"{c['title']}\": {c['summary_snippet']}")
-    return "\n".join(lines)
+    sections = (
+        ("Profile:", _field_lines(loaded.get("profile") or {})),
+        ("Preferences:", _field_lines(loaded.get("preferences") or {})),
+        ("Facts (most relevant first):", [f"- {f['text']}" for f in loaded.get("facts") or []]),
+        ("Open tasks:", [_task_line(t) for t in loaded.get("tasks") or []]),
+        ("Related earlier chats:", [f"- \"{c['title']}\": {c['summary_snippet']}" for c in loaded.get("related_chats") or []]),
+    )
+    return "\n".join(line for heading, items in sections if items for line in (heading, *items))
 
 
 KNOWLEDGE_SEPARATOR = "\n\n"

@@ -13,18 +13,16 @@ import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 
-import prompts
 from app.chat_session import ChatSession
 from graph.assembly import compile_graph
 from core.context import Context
 from core.text_validation import validate_user_text
-from llm.chat_model import register_model, unregister_model
 from memory.backend import open_memory
 from core.errors import InvalidMessage
 from memory.user_memory import get_chat, get_user_document, list_chats, list_facts, list_tasks
 from tests.support.graph_turns import new_thread
 from tests.support.embedded_postgres import throwaway_postgres, with_database
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
 MEGABYTE_MESSAGE = "x" * (1024 * 1024)
 
@@ -42,24 +40,14 @@ def extraction_for(said: str) -> dict:
     }
 
 
-def default_responder(kind, messages):
-    if kind == "extract":
-        return extraction_for(prompts.between(str(messages[-1].content), prompts.USER_MESSAGE_TAG))
-    if kind == "title":
-        return {"title": "Chat"}
-    if kind == "fold":
-        return {"summary": "earlier turns"}
-    return "Answered."
+default_responder = plain_answers(extract=extraction_for, title="Chat", summary="earlier turns", reply="Answered.")
 
 
 @pytest.fixture
 def scripted():
     holder = {"responder": default_responder}
-    name = f"scripted-{uuid.uuid4().hex[:6]}"
-    model = ScriptedChatModel(responder=lambda kind, messages: holder["responder"](kind, messages))
-    register_model(name, model)
-    yield name, model, holder
-    unregister_model(name)
+    with registered_scripted_model(lambda kind, messages: holder["responder"](kind, messages)) as (name, model):
+        yield name, model, holder
 
 
 # ---------------------------------------------------------------- refused messages

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
+from dataclasses import dataclass
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph.state import CompiledStateGraph
 
 import prompts
 from graph.assembly import compile_graph
 from core.context import Context
 from core.tokens import count_message_tokens, count_tokens
-from llm.chat_model import register_model, unregister_model
 from core.schemas import SummaryBoard
 from tests.support.graph_turns import metric, new_thread
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
 WINDOW, TAIL = 30, 12
 TURN = re.compile(r"turn (\d+):")
@@ -30,6 +30,10 @@ RECOMPRESS_MARK = "has grown too long"
 def user_text(n: int) -> str:
     tool = " [tool] what facts do you have on me?" if n % 7 == 0 else " tell me something about this number."
     return f"turn {n}:{tool}"
+
+
+def numbered(numbers, say=lambda n: f"turn {n}: number {n}.") -> list[str]:
+    return [say(n) for n in numbers]
 
 
 def turns_in(text: str) -> list[int]:
@@ -69,12 +73,33 @@ def counting_responder(kind, messages):
 
 @pytest.fixture
 def scripted(request):
-    responder = getattr(request, "param", counting_responder)
-    name = f"scripted-{uuid.uuid4().hex[:6]}"
-    model = ScriptedChatModel(responder=responder)
-    register_model(name, model)
-    yield name, model
-    unregister_model(name)
+    with registered_scripted_model(getattr(request, "param", counting_responder)) as scripted:
+        yield scripted
+
+
+@dataclass
+class Chat:
+    """One thread of the compiled graph, with the scripted model and a test's compaction settings."""
+
+    graph: CompiledStateGraph
+    config: dict
+    ctx: Context
+
+    async def send(self, texts: list[str]) -> None:
+        """Each text a user turn, run to its end before the next."""
+        for text in texts:
+            await self.graph.ainvoke({"messages": [HumanMessage(text)]}, self.config, context=self.ctx)
+
+    async def values(self) -> dict:
+        return (await self.graph.aget_state(self.config)).values
+
+
+@pytest.fixture
+def new_chat(backend, user_id, scripted):
+    def new_chat(**settings) -> Chat:
+        return Chat(compile_graph(backend.checkpointer, backend.store), new_thread(), Context(user_id=user_id, model=scripted[0], **settings))
+
+    return new_chat
 
 
 def assert_tool_pairs_whole(messages) -> None:
@@ -89,16 +114,13 @@ def assert_tool_pairs_whole(messages) -> None:
             open_calls.discard(m.tool_call_id)
 
 
-async def test_eighty_turns_fold_incrementally_within_window_plus_tail(backend, user_id, scripted):
-    name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name, summary_window=WINDOW, tail_size=TAIL, max_context_tokens=100_000)
-    config = new_thread()
+async def test_eighty_turns_fold_incrementally_within_window_plus_tail(new_chat, scripted):
+    _, model = scripted
+    chat = new_chat(summary_window=WINDOW, tail_size=TAIL, max_context_tokens=100_000)
     turns = 80
-    for n in range(1, turns + 1):
-        await graph.ainvoke({"messages": [HumanMessage(user_text(n))]}, config, context=ctx)
+    await chat.send(numbered(range(1, turns + 1), user_text))
 
-    values = (await graph.aget_state(config)).values
+    values = await chat.values()
     tool_turns = [n for n in range(1, turns + 1) if n % 7 == 0]
 
     # --- the full history is all still there, in order
@@ -168,13 +190,10 @@ def bulky_fold_responder(kind, messages):
 
 
 @pytest.mark.parametrize("scripted", [bulky_fold_responder], indirect=True)
-async def test_summary_of_summaries_keeps_the_board_under_max_summary_tokens(backend, user_id, scripted):
-    name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name, summary_window=8, tail_size=4, max_summary_tokens=60, max_context_tokens=100_000)
-    config = new_thread()
-    for n in range(1, 21):
-        await graph.ainvoke({"messages": [HumanMessage(f"turn {n}: number {n}.")]}, config, context=ctx)
+async def test_summary_of_summaries_keeps_the_board_under_max_summary_tokens(new_chat, scripted):
+    _, model = scripted
+    chat = new_chat(summary_window=8, tail_size=4, max_summary_tokens=60, max_context_tokens=100_000)
+    await chat.send(numbered(range(1, 21)))
 
     recompressions = [c for c in model.calls_of("fold") if is_recompress(c)]
     assert recompressions, "the long board was never re-compressed"
@@ -182,7 +201,7 @@ async def test_summary_of_summaries_keeps_the_board_under_max_summary_tokens(bac
         body = str(call[-1].content)
         assert prompts.between(body, prompts.NEW_MESSAGES_TAG) == ""  # the board alone, no messages
         assert "under 60 tokens" in call[0].content
-    board = SummaryBoard.model_validate((await graph.aget_state(config)).values["summary"])
+    board = SummaryBoard.model_validate((await chat.values())["summary"])
     assert count_tokens(board.render()) <= 60
 
 
@@ -193,23 +212,19 @@ def failing_recompress_responder(kind, messages):
 
 
 @pytest.mark.parametrize("scripted", [failing_recompress_responder], indirect=True)
-async def test_a_failed_recompression_still_advances_the_fold(backend, user_id, scripted):
+async def test_a_failed_recompression_still_advances_the_fold(new_chat, scripted):
     """The fold itself succeeded: its messages must not be folded again (and fail again) every turn."""
-    name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name, summary_window=8, tail_size=4, max_summary_tokens=20, max_context_tokens=100_000)
-    config = new_thread()
+    _, model = scripted
+    chat = new_chat(summary_window=8, tail_size=4, max_summary_tokens=20, max_context_tokens=100_000)
     before = metric("memory_agent_summary_failures_total")
-    for n in range(1, 8):
-        await graph.ainvoke({"messages": [HumanMessage(f"turn {n}: number {n}.")]}, config, context=ctx)
-    values = (await graph.aget_state(config)).values
+    await chat.send(numbered(range(1, 8)))
+    values = await chat.values()
     # window 8, tail 4: after turn 5 the first 6 messages (turns 1-3) fold; recompression fails twice.
     assert values["summary_folds"] == 1 and values["summarized_through"] is not None
     assert SummaryBoard.model_validate(values["summary"]).key_facts == ["turn 1", "turn 2", "turn 3"]
     assert metric("memory_agent_summary_failures_total") == before + 1
     # Later turns fold only newer messages.
-    for n in range(8, 11):
-        await graph.ainvoke({"messages": [HumanMessage(f"turn {n}: number {n}.")]}, config, context=ctx)
+    await chat.send(numbered(range(8, 11)))
     real_folds = [fold_inputs(c)[1] for c in model.calls_of("fold") if not is_recompress(c)]
     assert [turns_in(t) for t in real_folds] == [[1, 2, 3], [4, 5, 6]]
 
@@ -227,39 +242,33 @@ def invalid_folds_first(count: int):
 
 
 @pytest.mark.parametrize("scripted", [invalid_folds_first(2)], indirect=True)
-async def test_a_failed_fold_keeps_summary_and_cursor_and_folds_later(backend, user_id, scripted):
-    name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name, summary_window=6, tail_size=2, max_context_tokens=100_000)
-    config = new_thread()
-    for n in range(1, 5):  # the fold due after turn 4 fails (twice: first try and repair)
-        await graph.ainvoke({"messages": [HumanMessage(f"turn {n}: hi")]}, config, context=ctx)
-    values = (await graph.aget_state(config)).values
+async def test_a_failed_fold_keeps_summary_and_cursor_and_folds_later(new_chat):
+    chat = new_chat(summary_window=6, tail_size=2, max_context_tokens=100_000)
+    await chat.send(numbered(range(1, 5), lambda n: f"turn {n}: hi"))  # the fold due after turn 4 fails (twice: first try and repair)
+    values = await chat.values()
     assert not values.get("summary") and values.get("summarized_through") is None and values.get("summary_folds", 0) == 0
-    await graph.ainvoke({"messages": [HumanMessage("turn 5: hi")]}, config, context=ctx)
-    values = (await graph.aget_state(config)).values
+    await chat.send(["turn 5: hi"])
+    values = await chat.values()
     assert values["summary_folds"] == 1
     assert SummaryBoard.model_validate(values["summary"]).key_facts == ["turn 1", "turn 2", "turn 3", "turn 4"]
 
 
-async def test_a_few_huge_messages_trigger_a_token_budget_fold(backend, user_id, scripted):
-    name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
+async def test_a_few_huge_messages_trigger_a_token_budget_fold(new_chat, scripted):
+    _, model = scripted
     budget = 2500
-    ctx = Context(user_id=user_id, model=name, summary_window=WINDOW, tail_size=TAIL, max_context_tokens=budget)
-    config = new_thread()
+    chat = new_chat(summary_window=WINDOW, tail_size=TAIL, max_context_tokens=budget)
     huge = lambda n: f"turn {n}: " + ("This is a long paragraph about the harbour and its ships. " * 140)  # ~2000 tokens
-    await graph.ainvoke({"messages": [HumanMessage(huge(1))]}, config, context=ctx)
-    values = (await graph.aget_state(config)).values
+    await chat.send([huge(1)])
+    values = await chat.values()
     assert values.get("summary_folds", 0) == 0  # one huge message alone: the current turn is never folded
 
-    await graph.ainvoke({"messages": [HumanMessage(huge(2))]}, config, context=ctx)
-    values = (await graph.aget_state(config)).values
+    await chat.send([huge(2)])
+    values = await chat.values()
     assert values["summary_folds"] == 1  # 4 messages, far below the window, but over the token budget
     (fold,) = [c for c in model.calls_of("fold") if not is_recompress(c)]
     assert turns_in(fold_inputs(fold)[1]) == [1]  # the old turn; the newest human turn stays raw
 
-    await graph.ainvoke({"messages": [HumanMessage("turn 3: and a short one.")]}, config, context=ctx)
+    await chat.send(["turn 3: and a short one."])
     reply = model.calls_of("reply")[-1]
     visible = [m for m in reply if not isinstance(m, SystemMessage)]
     assert "turn 1:" not in json.dumps([m.content for m in visible])  # folded, so not shown raw again
@@ -267,14 +276,10 @@ async def test_a_few_huge_messages_trigger_a_token_budget_fold(backend, user_id,
     assert count_message_tokens(visible) <= budget
 
 
-async def test_the_summary_and_full_history_survive_a_new_graph_instance(backend, user_id, scripted):
+async def test_the_summary_and_full_history_survive_a_new_graph_instance(backend, new_chat):
     """Everything compaction keeps lives in the Postgres checkpoint, not in the process."""
-    name, _ = scripted
-    ctx = Context(user_id=user_id, model=name, summary_window=6, tail_size=2, max_context_tokens=100_000)
-    config = new_thread()
-    first = compile_graph(backend.checkpointer, backend.store)
-    for n in range(1, 6):
-        await first.ainvoke({"messages": [HumanMessage(f"turn {n}: hi")]}, config, context=ctx)
+    chat = new_chat(summary_window=6, tail_size=2, max_context_tokens=100_000)
+    await chat.send(numbered(range(1, 6), lambda n: f"turn {n}: hi"))
     again = compile_graph(backend.checkpointer, backend.store)
-    values = (await again.aget_state(config)).values
+    values = (await again.aget_state(chat.config)).values
     assert values["summary_folds"] == 1 and len(values["messages"]) == 10

@@ -8,15 +8,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-import uuid
 
 import pytest
 
 import prompts
 from evals.cli import main
-from llm.chat_model import register_model, unregister_model
 from core.schemas import SummaryBoard
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
 FACT_PRESERVING_MARK = "LOSE NO CONCRETE DETAIL"  # a phrase only prompts/summary_variants/fact_preserving.md has
 
@@ -72,11 +70,8 @@ def responder(kind, messages):
 
 @pytest.fixture
 def scripted():
-    name = f"scripted-eval-{uuid.uuid4().hex[:6]}"
-    model = ScriptedChatModel(responder=responder)
-    register_model(name, model)
-    yield name, model
-    unregister_model(name)
+    with registered_scripted_model(responder) as scripted:
+        yield scripted
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from langchain_core.messages import HumanMessage
 
 from graph.assembly import compile_graph
 from core.context import Context
-from llm.chat_model import register_model, unregister_model
 from memory.user_memory import get_user_document, list_facts
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
 EXTRACTIONS = {
     "My name is Dana.": {**empty_extraction(), "profile_updates": {"name": "Dana"}},
@@ -24,28 +23,15 @@ EXTRACTIONS = {
 }
 
 
-def user_message_of(messages) -> str:
-    body = str(messages[-1].content)
-    return body.split("<user_message>\n", 1)[1].split("\n</user_message>", 1)[0]
-
-
-def responder(kind, messages):
-    if kind == "extract":
-        return EXTRACTIONS.get(user_message_of(messages), empty_extraction())
-    if kind == "title":
-        return {"title": "About Dana"}
-    if kind == "fold":
-        return {"summary": "Dana introduced herself."}
-    return "Noted."
+responder = plain_answers(
+    extract=lambda said: EXTRACTIONS.get(said, empty_extraction()), title="About Dana", summary="Dana introduced herself.", reply="Noted."
+)
 
 
 @pytest.fixture
 def scripted():
-    name = f"scripted-{uuid.uuid4().hex[:6]}"
-    model = ScriptedChatModel(responder=responder)
-    register_model(name, model)
-    yield name, model
-    unregister_model(name)
+    with registered_scripted_model(responder) as scripted:
+        yield scripted
 
 
 async def test_facts_stated_over_turns_are_stored_and_reach_a_later_prompt(backend, user_id, scripted):

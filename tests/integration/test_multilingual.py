@@ -11,12 +11,11 @@ from langchain_core.messages import HumanMessage
 import prompts
 from graph.assembly import compile_graph
 from core.context import Context
-from llm.chat_model import register_model, unregister_model
 from core.schemas import SummaryBoard
 from memory.user_memory import get_chat, get_user_document, list_facts, search_chats, search_facts
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, stream_pieces, structured_answer  # noqa: F401
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
 HEBREW_MESSAGE = "שלום! אני גר בחיפה, ויש לי כלב בשם רקס."
 HEBREW_FACTS = ["גר בחיפה", "יש לו כלב בשם רקס"]
@@ -94,11 +93,8 @@ def italian_model():
             return {"title": "Presentazioni a Roma"}
         return "Piacere di conoscerti!"
 
-    name = f"scripted-{uuid.uuid4().hex[:6]}"
-    model = ScriptedChatModel(responder=responder)
-    register_model(name, model)
-    yield name, model
-    unregister_model(name)
+    with registered_scripted_model(responder) as scripted:
+        yield scripted
 
 
 async def test_italian_round_trips_through_extraction_store_summary_and_next_prompt(backend, user_id, italian_model):

@@ -269,19 +269,31 @@ class Event:
     data: dict[str, Any]
 
 
-def parse_events(lines: Iterator[str]) -> Iterator[Event]:
-    name, data = None, []
-    for line in lines:
+class _EventFraming:
+    """SSE framing, one line at a time, for the sync and the async reader alike."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.data: list[str] = []
+
+    def feed(self, line: str) -> Event | None:
+        """The event a blank line completes; comment lines (":") and other fields are skipped."""
         if line == "":
-            if data:
-                yield Event(name or "message", json.loads("\n".join(data)))
-            name, data = None, []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("event:"):
-            name = line[6:].strip()
+            event = Event(self.name or "message", json.loads("\n".join(self.data))) if self.data else None
+            self.name, self.data = None, []
+            return event
+        if line.startswith("event:"):
+            self.name = line[6:].strip()
         elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
+            self.data.append(line[5:].lstrip(" "))
+        return None
+
+
+def parse_events(lines: Iterator[str]) -> Iterator[Event]:
+    framing = _EventFraming()
+    for line in lines:
+        if (event := framing.feed(line)) is not None:
+            yield event
 
 
 def stream(client: httpx.Client, method: str, path: str, body: dict) -> list[Event]:
@@ -302,18 +314,10 @@ async def astream(client: httpx.AsyncClient, method: str, path: str, body: dict)
 
 
 async def aparse_events(lines: AsyncIterator[str]) -> AsyncIterator[Event]:
-    name, data = None, []
+    framing = _EventFraming()
     async for line in lines:
-        if line == "":
-            if data:
-                yield Event(name or "message", json.loads("\n".join(data)))
-            name, data = None, []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
+        if (event := framing.feed(line)) is not None:
+            yield event
 
 
 class HttpError(Exception):

@@ -9,6 +9,8 @@ reply, summarize, title and extraction calls of a turn.
 from __future__ import annotations
 
 import json
+import uuid
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -18,6 +20,7 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
 import prompts
+from llm.chat_model import register_model, unregister_model
 
 Responder = Callable[[str, list[BaseMessage]], "AIMessage | str | dict"]
 
@@ -88,6 +91,35 @@ class ScriptedChatModel(GenericFakeChatModel):
 
     def calls_of(self, kind: str) -> list[list[BaseMessage]]:
         return [m for k, m in self.calls if k == kind]
+
+
+def plain_answers(*, extract: Callable[[str], dict], title: str, summary: str, reply: str) -> Responder:
+    """A responder for tests whose turns need plain answers: the extraction is ``extract`` of the user
+    message, a title call gets ``title``, a fold a board of ``summary`` alone, a reply ``reply``."""
+
+    def respond(kind: str, messages: list[BaseMessage]) -> str | dict:
+        if kind == "extract":
+            return extract(prompts.between(str(messages[-1].content), prompts.USER_MESSAGE_TAG))
+        if kind == "title":
+            return {"title": title}
+        if kind == "fold":
+            return {"summary": summary}
+        return reply
+
+    return respond
+
+
+@contextmanager
+def registered_scripted_model(responder: Responder) -> Iterator[tuple[str, ScriptedChatModel]]:
+    """A ScriptedChatModel answering through ``responder``, registered under a fresh name (what
+    ``Context.model`` takes) until the block ends; yields the name and the model."""
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    model = ScriptedChatModel(responder=responder)
+    register_model(name, model)
+    try:
+        yield name, model
+    finally:
+        unregister_model(name)
 
 
 def empty_extraction() -> dict:

@@ -9,27 +9,20 @@ from evals.datasets import Conversation, Session, Turn, load_builtin
 from evals.token_savings import user_messages
 
 
+def session(index: int, date: str, *turns: tuple[str, str]) -> Session:
+    """A session of ``(speaker, text)`` turns, with LoCoMo's turn ids (D<session>:<turn>)."""
+    return Session(
+        index=index, date=date, turns=[Turn(speaker=who, text=text, turn_id=f"D{index}:{i}") for i, (who, text) in enumerate(turns, 1)]
+    )
+
+
 def two_speakers() -> Conversation:
     return Conversation(
         id="c1",
         source="locomo",
         sessions=[
-            Session(
-                index=1,
-                date="1:56 pm on 8 May, 2023",
-                turns=[
-                    Turn(speaker="Caroline", text="I went to a support group.", turn_id="D1:1"),
-                    Turn(speaker="Melanie", text="That sounds great!", turn_id="D1:2"),
-                ],
-            ),
-            Session(
-                index=2,
-                date="9:00 am on 25 May, 2023",
-                turns=[
-                    Turn(speaker="Melanie", text="I painted a sunrise.", turn_id="D2:1"),
-                    Turn(speaker="Caroline", text="Lovely.", turn_id="D2:2"),
-                ],
-            ),
+            session(1, "1:56 pm on 8 May, 2023", ("Caroline", "I went to a support group."), ("Melanie", "That sounds great!")),
+            session(2, "9:00 am on 25 May, 2023", ("Melanie", "I painted a sunrise."), ("Caroline", "Lovely.")),
         ],
     )
 

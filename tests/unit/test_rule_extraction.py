@@ -48,17 +48,23 @@ def test_my_name_is_never_becomes_a_fact():
     assert extract_with_rules("My name is Dana.").new_facts == []
 
 
-# --------------------------------------------------------------------------- location
-def test_i_live_in_sets_location_and_a_high_importance_lives_in_fact():
-    result = extract_with_rules("I live in Haifa.")
-    assert result.profile_updates.location == "Haifa"
-    assert fact(result, "Lives in Haifa").importance == "high"
-
-
-def test_multiword_place_stops_at_punctuation_and_time_phrases():
-    result = extract_with_rules("I'm living in Tel Aviv with my wife since 2020.")
-    assert result.profile_updates.location == "Tel Aviv"
-    assert "Lives in Tel Aviv" in fact_texts(result)
+# --------------------------------------------------------------------------- location and role
+@pytest.mark.parametrize(
+    ("message", "field", "value", "fact_text"),
+    [
+        pytest.param("I live in Haifa.", "location", "Haifa", "Lives in Haifa", id="i-live-in"),
+        pytest.param(
+            "I'm living in Tel Aviv with my wife since 2020.", "location", "Tel Aviv", "Lives in Tel Aviv",
+            id="a-multiword-place-stops-at-punctuation-and-time-phrases",
+        ),
+        pytest.param("I work as a nurse at Rambam.", "role", "nurse", "Works as a nurse", id="i-work-as-a"),
+        pytest.param("I'm a software engineer.", "role", "software engineer", "Works as a software engineer", id="i-am-a-role-noun-at-sentence-end"),
+    ],
+)
+def test_a_stated_place_or_role_sets_its_profile_field_and_a_high_importance_fact(message, field, value, fact_text):
+    result = extract_with_rules(message)
+    assert getattr(result.profile_updates, field) == value
+    assert fact(result, fact_text).importance == "high"
 
 
 def test_i_moved_to_adds_lives_in_and_moved_to_facts():
@@ -113,18 +119,6 @@ def test_hebrew_location_stops_before_the_and_prefix():
 
 
 # --------------------------------------------------------------------------- role
-def test_i_work_as_a_sets_role_and_works_as_fact():
-    result = extract_with_rules("I work as a nurse at Rambam.")
-    assert result.profile_updates.role == "nurse"
-    assert fact(result, "Works as a nurse").importance == "high"
-
-
-def test_i_am_a_role_noun_at_sentence_end_sets_role():
-    result = extract_with_rules("I'm a software engineer.")
-    assert result.profile_updates.role == "software engineer"
-    assert "Works as a software engineer" in fact_texts(result)
-
-
 @pytest.mark.parametrize("message", ["I'm a big fan of jazz.", "I'm a nurse fan club member", "I'm a happy person."])
 def test_i_am_a_is_conservative(message):
     result = extract_with_rules(message)
