@@ -1,0 +1,125 @@
+"""Hostile and malformed input on a live server (`memory-agent serve` on a real Postgres).
+
+Text that cannot be stored (a NUL, a lone surrogate) or is too long is refused with 422 and
+says why, wherever it comes in: body fields and path ids.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.http_server import create_keys, new_user, start_server, stream
+
+NUL = "a\x00b"
+NUL_ID = "a%00b"  # the same, in a path (a client percent-encodes it; the server decodes it)
+
+
+@pytest.fixture(scope="module")
+def server(new_database):
+    live = start_server(new_database("hostile"), workers=1)
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+async def client(server):
+    user = new_user()
+    key = (await create_keys(server.database_url, [user]))[user]
+    with server.client(key) as c:
+        yield c
+
+
+def refused(response, *, mentions: str) -> str:
+    """The 422 error message, after checking the error's shape and that it says what is wrong."""
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and mentions in error["message"], error
+    return error["message"]
+
+
+def new_chat(client, **body) -> str:
+    response = client.post("/chats", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["chat"]["id"]
+
+
+def learned_fact(client) -> dict:
+    chat_id = new_chat(client)
+    stream(client, "POST", f"/chats/{chat_id}/messages", {"text": "I have a dog named Rex"})
+    (fact,) = client.get("/memory/facts").json()["facts"]
+    return fact
+
+
+# --------------------------------------------------------------------------- the eight inputs that answered 500
+def test_a_nul_in_a_chat_id_is_422(client):
+    for method, path in (("GET", "/chats/{}"), ("DELETE", "/chats/{}"), ("POST", "/chats/{}/stop")):
+        message = refused(client.request(method, path.format(NUL_ID)), mentions="NUL character")
+        assert "chat_id" in message
+
+
+def test_a_nul_in_a_fact_id_is_422(client):
+    refused(client.patch(f"/memory/facts/{NUL_ID}", json={"importance": "high"}), mentions="NUL character")
+    refused(client.delete(f"/memory/facts/{NUL_ID}"), mentions="NUL character")
+
+
+def test_a_nul_in_a_task_id_is_422(client):
+    refused(client.patch(f"/memory/tasks/{NUL_ID}", json={"status": "done"}), mentions="NUL character")
+    refused(client.delete(f"/memory/tasks/{NUL_ID}"), mentions="NUL character")
+
+
+def test_a_nul_in_a_chat_title_is_422_and_no_chat_is_created(client):
+    message = refused(client.post("/chats", json={"title": NUL}), mentions="NUL character (position 1)")
+    assert "title" in message
+    assert client.get("/chats").json()["chats"] == []
+
+
+def test_a_nul_in_a_profile_field_is_422_and_the_profile_is_unchanged(client):
+    assert client.patch("/memory/profile", json={"name": "Dana"}).status_code == 200
+    refused(client.patch("/memory/profile", json={"name": NUL}), mentions="NUL character")
+    refused(client.patch("/memory/profile", json={"goals": ["learn Italian", NUL]}), mentions="NUL character")
+    assert client.get("/memory/profile").json()["name"] == "Dana"
+
+
+def test_a_nul_in_a_preference_is_422(client):
+    refused(client.patch("/memory/preferences", json={"tone": NUL}), mentions="NUL character")
+    refused(client.patch("/memory/preferences", json={"other_notes": [NUL]}), mentions="NUL character")
+    assert client.get("/memory/preferences").json()["tone"] is None
+
+
+def test_a_nul_in_a_fact_text_is_422_and_the_fact_is_unchanged(client):
+    fact = learned_fact(client)
+    refused(client.patch(f"/memory/facts/{fact['id']}", json={"text": NUL}), mentions="NUL character")
+    refused(client.patch(f"/memory/facts/{fact['id']}", json={"tags": [NUL]}), mentions="NUL character")
+    assert client.get("/memory/facts").json()["facts"] == [fact]
+
+
+def test_a_lone_surrogate_in_the_profile_is_422(client):
+    # JSON may spell a lone surrogate as an escape; Python decodes it into a str UTF-8 cannot encode.
+    body = b'{"name": "Dana \\ud800"}'
+    response = client.patch("/memory/profile", content=body, headers={"content-type": "application/json"})
+    refused(response, mentions="lone surrogate (position 5)")
+    assert client.get("/memory/profile").json()["name"] is None
+
+
+def test_nul_in_other_text_is_422_too(client):
+    chat_id = new_chat(client)
+    refused(client.get("/chats/search", params={"q": NUL}), mentions="NUL character")
+    refused(client.put(f"/chats/{chat_id}/messages/{NUL_ID}", json={"text": "hi"}), mentions="NUL character")
+    refused(client.post(f"/chats/{chat_id}/resume", json={"approved": True, "interrupt_id": NUL}), mentions="NUL character")
+    refused(client.post("/chats", json={"persona": NUL}), mentions="NUL character")
+
+
+# --------------------------------------------------------------------------- lengths
+def test_every_stored_string_and_list_has_a_length_limit(client):
+    refused(client.patch("/memory/profile", json={"name": "x" * 201}), mentions="201 characters long; the limit is 200")
+    refused(client.patch("/memory/profile", json={"goals": ["g"] * 51}), mentions="51 items; the limit is 50")
+    refused(client.patch("/memory/profile", json={"goals": ["g" * 501]}), mentions="the limit is 500")
+    refused(client.patch("/memory/preferences", json={"other_notes": ["n"] * 51}), mentions="the limit is 50")
+    refused(client.post("/chats", json={"title": "t" * 201}), mentions="the limit is 200")
+    refused(client.patch(f"/memory/tasks/{'i' * 201}", json={"status": "done"}), mentions="the limit is 200")
+    fact = learned_fact(client)
+    refused(client.patch(f"/memory/facts/{fact['id']}", json={"text": "f" * 2001}), mentions="the limit is 2,000")
+    refused(client.patch(f"/memory/facts/{fact['id']}", json={"tags": ["t"] * 21}), mentions="the limit is 20")
+    # At the limits, everything is taken.
+    assert client.patch("/memory/profile", json={"name": "x" * 200, "goals": ["g" * 500] * 50}).status_code == 200
+    assert client.patch(f"/memory/facts/{fact['id']}", json={"text": "f" * 2000}).status_code == 200
