@@ -27,8 +27,9 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 import prompts
+from app.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http_auth import auth_enabled
-from app.http_errors import error_body, install_error_handlers
+from app.http_errors import install_error_handlers
 from app.http_routes_chats import router as chats_router
 from app.http_routes_memory import router as memory_router
 from app.http_schemas import Health, PersonaList, PersonaOut
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parent / "web"
 PLUGINS_ENV = "MEMORY_AGENT_MODEL_PLUGINS"
 POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"
-MAX_BODY_BYTES = 1_000_000  # a little over the longest message (20,000 characters) in any encoding, with room
 
 
 def load_model_plugins() -> None:
@@ -77,8 +77,7 @@ async def lifespan(app: FastAPI):
 
 
 class WorkerHeaders:
-    """ASGI middleware: every response says which worker answered (``X-Worker-Pid``), and
-    bodies announced larger than MAX_BODY_BYTES are refused before they are read."""
+    """ASGI middleware: every response says which worker answered (``X-Worker-Pid``)."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -87,15 +86,6 @@ class WorkerHeaders:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            response = JSONResponse(
-                error_body("request_too_large", f"The request body is larger than {MAX_BODY_BYTES:,} bytes."),
-                status_code=413,
-                headers={"X-Worker-Pid": self.pid.decode()},
-            )
-            return await response(scope, receive, send)
-
         async def send_with_pid(message):
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
@@ -125,6 +115,8 @@ def create_app() -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    # Inside WorkerHeaders (a 413 names its worker too), outside the rest: before authentication and parsing.
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(WorkerHeaders)
     app.include_router(chats_router)
     app.include_router(memory_router)

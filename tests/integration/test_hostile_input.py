@@ -1,13 +1,18 @@
 """Hostile and malformed input on a live server (`memory-agent serve` on a real Postgres).
 
 Text that cannot be stored (a NUL, a lone surrogate) or is too long is refused with 422 and
-says why, wherever it comes in: body fields and path ids.
+says why, wherever it comes in: body fields and path ids. Bodies are counted as they arrive
+and refused with 413 the moment they pass the limit, before authentication and parsing.
 """
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 
+from app.body_limit import MAX_BODY_BYTES
 from tests.support.http_server import create_keys, new_user, start_server, stream
 
 NUL = "a\x00b"
@@ -123,3 +128,75 @@ def test_every_stored_string_and_list_has_a_length_limit(client):
     # At the limits, everything is taken.
     assert client.patch("/memory/profile", json={"name": "x" * 200, "goals": ["g" * 500] * 50}).status_code == 200
     assert client.patch(f"/memory/facts/{fact['id']}", json={"text": "f" * 2000}).status_code == 200
+
+
+# --------------------------------------------------------------------------- the body limit
+def raw_request(server, head: str) -> socket.socket:
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(head.encode())
+    return sock
+
+
+def read_response(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_a_chunked_body_over_the_limit_is_refused_before_it_is_read_whole_without_a_key(server):
+    """No key, no Content-Length: the 413 comes while the client is still sending, a little past the limit."""
+    total = 20 * MAX_BODY_BYTES
+    piece = b"x" * 64 * 1024
+    sock = raw_request(
+        server,
+        "POST /chats HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+    )
+    sent, answer = 0, b""
+    try:
+        while sent < total:
+            try:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            except (BrokenPipeError, ConnectionResetError):
+                break  # the server closed the connection after answering
+            sent += len(piece)
+            sock.settimeout(0.02)  # paces the sending, and looks for an early answer
+            try:
+                answer = sock.recv(65536)
+            except (TimeoutError, socket.timeout):
+                continue
+            break
+        sock.settimeout(10)
+        answer += read_response(sock)
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"request_too_large" in answer and b"connection: close" in answer.lower()
+    assert sent < total / 4, f"the answer came only after {sent:,} of {total:,} bytes"
+
+
+def test_a_sized_body_over_the_limit_is_refused_before_any_of_it_is_sent(server):
+    sock = raw_request(
+        server,
+        f"POST /chats HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {50 * MAX_BODY_BYTES}\r\n\r\n",
+    )
+    try:
+        answer = read_response(sock)  # no body byte was sent: the answer cannot have waited for it
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 413") and b"request_too_large" in answer
+
+
+def test_a_chunked_body_within_the_limit_is_handled_as_usual(client):
+    def pieces():
+        yield b'{"title": "Sent in '
+        time.sleep(0.05)
+        yield b'pieces"}'
+
+    response = client.post("/chats", content=pieces(), headers={"content-type": "application/json"})
+    assert response.status_code == 201 and response.json()["chat"]["title"] == "Sent in pieces"
+    assert response.request.headers["transfer-encoding"] == "chunked"
