@@ -22,9 +22,11 @@ import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import psycopg
 from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from psycopg_pool import PoolTimeout
 
 import prompts
 from app.body_limit import MAX_BODY_BYTES, BodyLimit
@@ -95,6 +97,19 @@ class WorkerHeaders:
         return await self.app(scope, receive, send_with_pid)
 
 
+# The page holds the user's key: no other site may frame it (clickjacking).
+NO_FRAMING = {"Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY"}
+
+
+def database_problem(exc: BaseException) -> str:
+    """/healthz's description of a failed database check, without the exception's own text."""
+    if isinstance(exc, PoolTimeout):
+        return "no database connection within 5 s: the database is down or every connection is busy"
+    if isinstance(exc, psycopg.OperationalError):
+        return "the database refused or dropped the connection"
+    return f"the database check failed ({type(exc).__name__}); see the server log"
+
+
 def metrics_payload() -> bytes:
     from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 
@@ -131,7 +146,9 @@ def create_app() -> FastAPI:
             async with services.backend.pool.connection(timeout=5) as conn:
                 await conn.execute("SELECT 1")
         except Exception as exc:
-            body = Health(status="unavailable", database=f"{type(exc).__name__}: {exc}"[:300], worker_pid=os.getpid())
+            # What is wrong, in words; the exception text (hosts, paths, users) stays in the server log.
+            log.warning("health check: the database is unavailable: %r", exc)
+            body = Health(status="unavailable", database=database_problem(exc), worker_pid=os.getpid())
             return JSONResponse(body.model_dump(), status_code=503)
         return Health(status="ok", database="ok", worker_pid=os.getpid())
 
@@ -144,7 +161,7 @@ def create_app() -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def index():
-        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **NO_FRAMING})
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     return app

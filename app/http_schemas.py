@@ -170,7 +170,7 @@ class PersonaList(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
-    database: str
+    database: str = Field(description="ok, or what is wrong with it in words (the exception itself is only logged).")
     worker_pid: int
 
 

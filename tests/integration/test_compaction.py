@@ -199,14 +199,14 @@ async def test_a_failed_recompression_still_advances_the_fold(backend, user_id, 
     graph = compile_graph(backend.checkpointer, backend.store)
     ctx = Context(user_id=user_id, model=name, summary_window=8, tail_size=4, max_summary_tokens=20, max_context_tokens=100_000)
     config = new_thread()
-    before = metric("memory_agent_summary_failures_total")
+    before = metric("memory_agent_summary_failures_total", {"kind": "invalid_output"})
     for n in range(1, 8):
         await graph.ainvoke({"messages": [HumanMessage(f"turn {n}: number {n}.")]}, config, context=ctx)
     values = (await graph.aget_state(config)).values
     # window 8, tail 4: after turn 5 the first 6 messages (turns 1-3) fold; recompression fails twice.
     assert values["summary_folds"] == 1 and values["summarized_through"] is not None
     assert SummaryBoard.model_validate(values["summary"]).key_facts == ["turn 1", "turn 2", "turn 3"]
-    assert metric("memory_agent_summary_failures_total") == before + 1
+    assert metric("memory_agent_summary_failures_total", {"kind": "invalid_output"}) == before + 1
     # Later turns fold only newer messages.
     for n in range(8, 11):
         await graph.ainvoke({"messages": [HumanMessage(f"turn {n}: number {n}.")]}, config, context=ctx)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from app.body_limit import MAX_BODY_BYTES
+from tests.support.embedded_postgres import throwaway_postgres
 from tests.support.http_server import create_keys, new_user, start_server, stream
 
 NUL = "a\x00b"
@@ -200,3 +201,39 @@ def test_a_chunked_body_within_the_limit_is_handled_as_usual(client):
     response = client.post("/chats", content=pieces(), headers={"content-type": "application/json"})
     assert response.status_code == 201 and response.json()["chat"]["title"] == "Sent in pieces"
     assert response.request.headers["transfer-encoding"] == "chunked"
+
+
+# --------------------------------------------------------------------------- the page, health and metrics
+def test_the_page_may_not_be_framed_by_another_site(server):
+    response = server.client().get("/")
+    assert response.status_code == 200
+    assert response.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert response.headers["x-frame-options"] == "DENY"
+
+
+def test_metrics_list_every_kind_of_summary_and_extraction_failure(server):
+    body = server.client().get("/metrics").text
+    for metric in ("memory_agent_extraction_failures_total", "memory_agent_summary_failures_total"):
+        for kind in ("invalid_output", "provider", "database", "internal"):
+            assert f'{metric}{{kind="{kind}"}}' in body, (metric, kind)
+
+
+def test_healthz_says_what_is_wrong_without_the_exception_text():
+    with throwaway_postgres("ma-hz-") as pg:
+        live = start_server(pg.get_uri(), workers=1)
+        try:
+            assert live.client().get("/healthz").json()["database"] == "ok"
+            from pgserver._commands import pg_ctl
+
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pg.pgdata, user=pg.system_user)  # the database goes away under the server
+            response = live.client(timeout=30).get("/healthz")
+            assert response.status_code == 503
+            body = response.json()
+            assert body["status"] == "unavailable"
+            assert body["database"] in (
+                "no database connection within 5 s: the database is down or every connection is busy",
+                "the database refused or dropped the connection",
+            ), body
+            assert str(pg.pgdata) not in response.text and "psycopg" not in response.text.lower()
+        finally:
+            live.stop()
