@@ -11,18 +11,19 @@ import hashlib
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 
 from core.text_validation import (
     LIST_ITEMS,
     NAME_CHARS,
-    TEXT_CHARS,
+    STORED,
     BoundedText,
     Identifier,
     LongText,
     ShortText,
+    StorableText,
     TextList,
     at_most_items,
 )
@@ -51,7 +52,20 @@ TaskStatus = Literal["open", "in_progress", "done"]
 Tags = TextList(max_items=20, item_chars=NAME_CHARS)
 Notes = TextList()
 SUMMARY_CHARS = 20000
-SummaryItems = TextList(max_items=200, item_chars=TEXT_CHARS)
+# A summary board's size is governed by max_summary_tokens (an oversized board is recompressed);
+# a hard cap here would make a long chat's fold fail on every turn instead.
+SummaryItems = list[StorableText]
+
+
+class StoredModel(BaseModel):
+    """A document of the store. ``model_validate`` (how the store's dicts are read back) reads it as
+    stored: length limits were checked when it was written, and one lowered or added since
+    (or a list grown by merges) must not make a user's memory unreadable. Building one from
+    new values (the constructor) checks them all."""
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, context: Any | None = None, **kwargs: Any):
+        return super().model_validate(obj, context=STORED if context is None else context, **kwargs)
 
 
 # --------------------------------------------------------------------------- profile
@@ -81,7 +95,7 @@ class Preferences(BaseModel):
     other_notes: Notes = Field(default_factory=list)
 
 
-class UserDocument(BaseModel):
+class UserDocument(StoredModel):
     """The single store document holding profile and preferences (namespace ``profile``)."""
 
     profile: Profile = Field(default_factory=Profile)
@@ -90,7 +104,7 @@ class UserDocument(BaseModel):
 
 
 # --------------------------------------------------------------------------- facts
-class Fact(BaseModel):
+class Fact(StoredModel):
     """One atomic statement about the user, stored as its own indexed store item."""
 
     id: Identifier
@@ -114,7 +128,7 @@ class Fact(BaseModel):
 
 
 # --------------------------------------------------------------------------- tasks
-class Task(BaseModel):
+class Task(StoredModel):
     id: Identifier
     description: LongText
     status: TaskStatus = "open"
@@ -128,7 +142,7 @@ class Task(BaseModel):
 
 
 # --------------------------------------------------------------------------- chats
-class ChatRecord(BaseModel):
+class ChatRecord(StoredModel):
     """Per-thread record in the ``chats`` namespace: lets a user find a chat by topic."""
 
     thread_id: Identifier
@@ -145,7 +159,7 @@ class ChatRecord(BaseModel):
 class SummaryBoard(BaseModel):
     """The running summary of one thread, structured so each part can be recalled alone."""
 
-    summary: BoundedText(SUMMARY_CHARS) = Field("", description="A few sentences: what the conversation has covered so far.")
+    summary: StorableText = Field("", description="A few sentences: what the conversation has covered so far.")
     key_facts: SummaryItems = Field(default_factory=list, description="Concrete facts worth keeping (names, numbers, dates, decisions).")
     entities: SummaryItems = Field(default_factory=list, description="People, places and organizations mentioned.")
     topics: SummaryItems = Field(default_factory=list, description="Short topic labels.")

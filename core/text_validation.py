@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from core.errors import InvalidMessage
@@ -55,8 +55,19 @@ def storable(text: str) -> str:
     return text
 
 
+STORED = {"stored": True}
+"""Validation context for reading back what is already stored (core.schemas.StoredModel): it was
+checked on its way in, and a limit introduced or lowered since must not make memory unreadable."""
+
+
+def _reading_stored(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and info.context.get("stored") is True
+
+
 def _at_most_chars(max_chars: int):
-    def check(text: str) -> str:
+    def check(text: str, info: ValidationInfo) -> str:
+        if _reading_stored(info):
+            return text
         storable(text)
         if len(text) > max_chars:
             raise PydanticCustomError(
@@ -70,8 +81,8 @@ def _at_most_chars(max_chars: int):
 
 
 def at_most_items(max_items: int):
-    def check(items: list) -> list:
-        if len(items) > max_items:
+    def check(items: list, info: ValidationInfo) -> list:
+        if len(items) > max_items and not _reading_stored(info):
             raise PydanticCustomError(
                 "too_many_items", "The list has {count} items; the limit is {limit}.", {"count": len(items), "limit": max_items}
             )
@@ -80,9 +91,12 @@ def at_most_items(max_items: int):
     return check
 
 
-def _identifier(text: str) -> str:
-    _at_most_chars(ID_CHARS)(text)
-    if not text.strip():
+_id_chars = _at_most_chars(ID_CHARS)
+
+
+def _identifier(text: str, info: ValidationInfo) -> str:
+    _id_chars(text, info)
+    if not text.strip() and not _reading_stored(info):
         raise PydanticCustomError("empty_identifier", "The id is empty.")
     return text
 
@@ -96,6 +110,9 @@ def TextList(max_items: int = LIST_ITEMS, item_chars: int = LINE_CHARS) -> Any: 
     """``list[str]`` of at most ``max_items`` storable items of at most ``item_chars`` characters."""
     return Annotated[list[BoundedText(item_chars)], AfterValidator(at_most_items(max_items))]
 
+
+StorableText = Annotated[str, AfterValidator(storable)]
+"""Text without a length limit of its own (its size is bounded elsewhere), but storable."""
 
 Identifier = Annotated[str, AfterValidator(_identifier)]
 """An id sent by a client (path parameter or body field): storable, not blank, at most ID_CHARS."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 import socket
 import time
 
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from app.body_limit import MAX_BODY_BYTES
 from tests.support.embedded_postgres import throwaway_postgres
@@ -129,6 +131,26 @@ def test_every_stored_string_and_list_has_a_length_limit(client):
     # At the limits, everything is taken.
     assert client.patch("/memory/profile", json={"name": "x" * 200, "goals": ["g" * 500] * 50}).status_code == 200
     assert client.patch(f"/memory/facts/{fact['id']}", json={"text": "f" * 2000}).status_code == 200
+
+
+async def test_memory_stored_over_a_limit_stays_readable_and_editable(server):
+    """Limits check what comes in; a list grown by merges (or written before a limit) must not lock a user out."""
+    user = new_user()
+    key = (await create_keys(server.database_url, [user]))[user]
+    goals = [f"goal {n}" for n in range(60)]
+    fact = {"id": "f1", "text": "Has many interests", "tags": [f"tag{n}" for n in range(30)], "hash": "h1", "status": "active"}
+    with psycopg.connect(server.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO store (prefix, key, value) VALUES (%s, 'profile', %s), (%s, 'f1', %s)",
+            (f"users.{user}.profile", Jsonb({"profile": {"name": "x" * 300, "goals": goals}}), f"users.{user}.facts", Jsonb(fact)),
+        )
+    with server.client(key) as client:
+        assert client.get("/memory/profile").json()["goals"] == goals
+        patched = client.patch("/memory/profile", json={"name": "Dana"})
+        assert patched.status_code == 200 and patched.json()["goals"] == goals and patched.json()["name"] == "Dana"
+        assert [len(f["tags"]) for f in client.get("/memory/facts").json()["facts"]] == [30]
+        chat_id = new_chat(client)
+        assert stream(client, "POST", f"/chats/{chat_id}/messages", {"text": "What do you know about me?"})[-1].name == "done"
 
 
 # --------------------------------------------------------------------------- the body limit
