@@ -48,7 +48,7 @@ Importance = Literal["low", "medium", "high"]
 IMPORTANCE_WEIGHT: dict[str, float] = {"low": 0.3, "medium": 0.6, "high": 1.0}
 TaskStatus = Literal["open", "in_progress", "done"]
 
-# Every stored string and list is bounded and storable (no NUL, no lone surrogate): core.text_validation.
+# Every string and list that comes in is bounded and storable (no NUL, no lone surrogate): core.text_validation.
 Tags = TextList(max_items=20, item_chars=NAME_CHARS)
 Notes = TextList()
 SUMMARY_CHARS = 20000

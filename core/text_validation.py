@@ -91,16 +91,6 @@ def at_most_items(max_items: int):
     return check
 
 
-_id_chars = _at_most_chars(ID_CHARS)
-
-
-def _identifier(text: str, info: ValidationInfo) -> str:
-    _id_chars(text, info)
-    if not text.strip() and not _reading_stored(info):
-        raise PydanticCustomError("empty_identifier", "The id is empty.")
-    return text
-
-
 def BoundedText(max_chars: int) -> Any:  # noqa: N802 - used as a type
     """``str`` that is storable and at most ``max_chars`` characters long."""
     return Annotated[str, AfterValidator(_at_most_chars(max_chars))]
@@ -114,8 +104,9 @@ def TextList(max_items: int = LIST_ITEMS, item_chars: int = LINE_CHARS) -> Any: 
 StorableText = Annotated[str, AfterValidator(storable)]
 """Text without a length limit of its own (its size is bounded elsewhere), but storable."""
 
-Identifier = Annotated[str, AfterValidator(_identifier)]
-"""An id sent by a client (path parameter or body field): storable, not blank, at most ID_CHARS."""
+Identifier = BoundedText(ID_CHARS)
+"""An id (path parameter, body field, model output): storable, at most ID_CHARS. A blank one is
+allowed: models often send "" for "none", and an unknown id is a 404 where it is looked up."""
 
 ShortText = BoundedText(NAME_CHARS)
 LongText = BoundedText(TEXT_CHARS)
