@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="add documents (.md .txt .html .pdf, or folders) to the knowledge base")
     ingest.add_argument("paths", nargs="+")
     ingest.add_argument("--collection", default="default")
+    ingest.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="also ingest what symbolic links inside the given folders point to outside them (skipped by default)",
+    )
 
     sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
     for name, (_, help_text) in MODULE_COMMANDS.items():
@@ -137,7 +142,9 @@ async def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "ingest":
             import knowledge
 
-            report = await knowledge.ingest(backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection)
+            report = await knowledge.ingest(
+                backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection, follow_symlinks=args.follow_symlinks
+            )
             print(report.summary())
             return 0 if report.ok else 1
     return 2

@@ -22,13 +22,16 @@ import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import psycopg
 from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from psycopg_pool import PoolTimeout
 
 import prompts
+from app.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http_auth import auth_enabled
-from app.http_errors import error_body, install_error_handlers
+from app.http_errors import install_error_handlers
 from app.http_routes_chats import router as chats_router
 from app.http_routes_memory import router as memory_router
 from app.http_schemas import Health, PersonaList, PersonaOut
@@ -44,7 +47,6 @@ log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parent / "web"
 PLUGINS_ENV = "MEMORY_AGENT_MODEL_PLUGINS"
 POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"
-MAX_BODY_BYTES = 1_000_000  # a little over the longest message (20,000 characters) in any encoding, with room
 
 
 def load_model_plugins() -> None:
@@ -77,8 +79,7 @@ async def lifespan(app: FastAPI):
 
 
 class WorkerHeaders:
-    """ASGI middleware: every response says which worker answered (``X-Worker-Pid``), and
-    bodies announced larger than MAX_BODY_BYTES are refused before they are read."""
+    """ASGI middleware: every response says which worker answered (``X-Worker-Pid``)."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -87,15 +88,6 @@ class WorkerHeaders:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            response = JSONResponse(
-                error_body("request_too_large", f"The request body is larger than {MAX_BODY_BYTES:,} bytes."),
-                status_code=413,
-                headers={"X-Worker-Pid": self.pid.decode()},
-            )
-            return await response(scope, receive, send)
-
         async def send_with_pid(message):
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
@@ -103,6 +95,19 @@ class WorkerHeaders:
             await send(message)
 
         return await self.app(scope, receive, send_with_pid)
+
+
+# The page holds the user's key: no other site may frame it (clickjacking).
+NO_FRAMING = {"Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY"}
+
+
+def database_problem(exc: BaseException) -> str:
+    """/healthz's description of a failed database check, without the exception's own text."""
+    if isinstance(exc, PoolTimeout):
+        return "no database connection within 5 s: the database is down or every connection is busy"
+    if isinstance(exc, psycopg.OperationalError):
+        return "the database refused or dropped the connection"
+    return f"the database check failed ({type(exc).__name__}); see the server log"
 
 
 def metrics_payload() -> bytes:
@@ -125,6 +130,8 @@ def create_app() -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    # Inside WorkerHeaders (a 413 names its worker too), outside the rest: before authentication and parsing.
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(WorkerHeaders)
     app.include_router(chats_router)
     app.include_router(memory_router)
@@ -139,7 +146,9 @@ def create_app() -> FastAPI:
             async with services.backend.pool.connection(timeout=5) as conn:
                 await conn.execute("SELECT 1")
         except Exception as exc:
-            body = Health(status="unavailable", database=f"{type(exc).__name__}: {exc}"[:300], worker_pid=os.getpid())
+            # What is wrong, in words; the exception text (hosts, paths, users) stays in the server log.
+            log.warning("health check: the database is unavailable: %r", exc)
+            body = Health(status="unavailable", database=database_problem(exc), worker_pid=os.getpid())
             return JSONResponse(body.model_dump(), status_code=503)
         return Health(status="ok", database="ok", worker_pid=os.getpid())
 
@@ -152,7 +161,7 @@ def create_app() -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def index():
-        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **NO_FRAMING})
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     return app

@@ -21,6 +21,7 @@ from app.http_services import Services, get_services
 from storage import thread_owners
 from storage.api_keys import verify_key
 from core.schemas import ChatRecord
+from core.text_validation import Identifier
 from memory.user_memory import get_chat
 
 AUTH_ENV = "MEMORY_AGENT_AUTH"
@@ -57,7 +58,7 @@ async def current_user(
     return user
 
 
-async def owned_chat(chat_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)) -> ChatRecord:
+async def owned_chat(chat_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)) -> ChatRecord:
     """The caller's chat ``chat_id``: 404 when no one has it, 403 when it is someone else's."""
     owner = await thread_owners.owner_of(services.backend.pool, chat_id)
     if owner is None:

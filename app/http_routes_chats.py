@@ -24,9 +24,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import Annotated, AsyncIterator
 
 from fastapi import APIRouter, Depends, Query
+from pydantic import AfterValidator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
@@ -54,7 +55,7 @@ from app.http_schemas import (
 from app.http_services import Services, get_services
 from app.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
-from core.text_validation import validate_user_text
+from core.text_validation import Identifier, storable, validate_user_text
 from app.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_runs, thread_owners
 from memory.chat_admin import delete_chat, owned_chats
@@ -231,7 +232,7 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
 
 @router.get("/chats/search", response_model=ChatSearchResult, responses=_ERRORS)
 async def search_user_chats(
-    q: str = Query(..., min_length=1, max_length=500, description="What the chat was about."),
+    q: Annotated[str, Query(min_length=1, max_length=500, description="What the chat was about."), AfterValidator(storable)],
     user: str = Depends(current_user),
     services: Services = Depends(get_services),
 ):
@@ -352,7 +353,7 @@ async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services 
 
 @router.put("/chats/{chat_id}/messages/{message_id}", responses={200: EVENTS_DOC, **_TURN_ERRORS})
 async def edit_message(
-    message_id: str,
+    message_id: Identifier,
     body: MessageIn,
     chat: ChatRecord = Depends(owned_chat),
     user: str = Depends(current_user),

@@ -30,6 +30,7 @@ from app.http_schemas import (
 from app.http_services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
+from core.text_validation import Identifier
 from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory.user_memory import (
     InvalidItem,
@@ -119,7 +120,7 @@ async def _fact(services: Services, user: str, fact_id: str) -> Fact:
 
 
 @router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ITEM_ERRORS)
-async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def patch_fact(fact_id: Identifier, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Correct a fact; a new text is re-embedded, so recall finds it by its new meaning."""
     if body.text is not None and not body.text.strip():
         raise ApiError(422, "invalid_request", "A fact's text cannot be empty.")
@@ -131,7 +132,7 @@ async def patch_fact(fact_id: str, body: FactPatch, user: str = Depends(current_
 
 
 @router.delete("/memory/facts/{fact_id}", response_model=Deleted, responses=_ERRORS)
-async def delete_fact(fact_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def delete_fact(fact_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete a fact, valid or not."""
     if not await delete_item(services.backend.store, user, "facts", fact_id):
         raise not_found(f"Fact {fact_id}")
@@ -161,7 +162,7 @@ async def _task(services: Services, user: str, task_id: str) -> Task:
 
 
 @router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ITEM_ERRORS)
-async def patch_task(task_id: str, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def patch_task(task_id: Identifier, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Change a task's description, status or due date (null clears the due date)."""
     if body.description is not None and not body.description.strip():
         raise ApiError(422, "invalid_request", "A task's description cannot be empty.")
@@ -173,7 +174,7 @@ async def patch_task(task_id: str, body: TaskPatch, user: str = Depends(current_
 
 
 @router.delete("/memory/tasks/{task_id}", response_model=Deleted, responses=_ERRORS)
-async def delete_task(task_id: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def delete_task(task_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete a task, valid or not."""
     if not await delete_item(services.backend.store, user, "tasks", task_id):
         raise not_found(f"Task {task_id}")

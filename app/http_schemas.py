@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.schemas import Fact, SummaryBoard, Task, TaskStatus
+from core.schemas import Fact, SummaryBoard, Tags, Task, TaskStatus
+from core.text_validation import Identifier, LongText, ShortText
 
 MAX_FIRST_MESSAGES = 10
 
@@ -26,10 +27,10 @@ class ErrorResponse(BaseModel):
 class ChatCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(
-        None, max_length=200, description="A title chosen by the user: kept, never replaced by a generated one. Omitted: the agent titles the chat."
+    title: ShortText | None = Field(
+        None, description="A title chosen by the user: kept, never replaced by a generated one. Omitted: the agent titles the chat."
     )
-    persona: str = Field("assistant", description="A persona from GET /personas.")
+    persona: ShortText = Field("assistant", description="A persona from GET /personas.")
     messages: list[str] = Field(
         default_factory=list,
         max_length=MAX_FIRST_MESSAGES,
@@ -50,7 +51,7 @@ class ResumeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     approved: bool = Field(description="The answer to the pending confirmation.")
-    interrupt_id: str | None = Field(None, description="Which pending confirmation; all of them when omitted.")
+    interrupt_id: Identifier | None = Field(None, description="Which pending confirmation; all of them when omitted.")
 
 
 class ChatPatch(BaseModel):
@@ -151,17 +152,17 @@ class Deleted(BaseModel):
 class FactPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str | None = Field(None, min_length=1, max_length=2000)
+    text: LongText | None = None
     importance: Literal["low", "medium", "high"] | None = None
-    tags: list[str] | None = None
+    tags: Tags | None = None
 
 
 class TaskPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    description: str | None = Field(None, min_length=1, max_length=2000)
+    description: LongText | None = None
     status: TaskStatus | None = None
-    due: str | None = None
+    due: ShortText | None = None
 
 
 class InvalidItemOut(BaseModel):
@@ -202,7 +203,7 @@ class PersonaList(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
-    database: str
+    database: str = Field(description="ok, or what is wrong with it in words (the exception itself is only logged).")
     worker_pid: int
 
 

@@ -29,6 +29,7 @@ from memory import queries as q
 from memory.backend import MemoryBackend, open_memory
 from core.errors import MemoryAgentError
 from core.namespaces import user_root
+from core.text_validation import LINE_CHARS, BoundedText, Identifier, ShortText
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ DEFAULT_PORT = 8765
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
+# Arguments are validated like every text entering the system (core.text_validation): bounded, no NUL.
+Query = BoundedText(LINE_CHARS)
 ChatId = Annotated[
-    str | None,
+    Identifier | None,
     Field(description="Id of one of the user's chats (chat_id from search_chats or search results). Omit for the most recent chat."),
 ]
 Limit = Annotated[int, Field(ge=1, le=q.MAX_LIMIT, description="Most results to return (per list).")]
@@ -70,9 +73,9 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     async def search_conversation_history(
-        query: Annotated[str, Field(min_length=1, description="What to look for: words or a description of the topic.")],
+        query: Annotated[Query, Field(min_length=1, description="What to look for: words or a description of the topic.")],
         time_range: Annotated[
-            str,
+            ShortText,
             Field(description=f"Only chats active in this window: {q.TIME_RANGE_HELP}."),
         ] = "all",
         limit: Limit = 10,
@@ -99,7 +102,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
             Field(description="Which kind of context to recall."),
         ],
         chat_id: Annotated[
-            str | None,
+            Identifier | None,
             Field(description="Recall from this chat only. Omit to recall from all of the user's chats."),
         ] = None,
     ) -> q.RecalledContext:
@@ -111,7 +114,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     async def search_chats(
-        query: Annotated[str, Field(description="Topic to look for. An empty query lists the most recent chats.")] = "",
+        query: Annotated[Query, Field(description="Topic to look for. An empty query lists the most recent chats.")] = "",
         limit: Limit = 10,
     ) -> q.ChatSearch:
         """Find the user's chats about a topic, ranked by similarity of the chat's summary to the query and by

@@ -70,6 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
+    # Before anything imports core.metrics: a metric made without the directory stays in this
+    # process' memory, and with one worker (run in this process) /metrics would show nothing.
+    metrics_dir, created = metrics_directory()
+    try:
+        return _serve(args)
+    finally:
+        if created:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _serve(args) -> int:
     import uvicorn
 
     from app.http_auth import auth_enabled
@@ -94,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
             f"make another with `memory-agent keys create --user {LOCAL_USER}`.",
             flush=True,
         )
-    metrics_dir, created = metrics_directory()
     # uvicorn re-raises SIGTERM once it has shut down; turn it into an exit that runs `finally`.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
@@ -109,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     except KeyboardInterrupt:
         return 130
-    finally:
-        if created:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 

@@ -11,9 +11,22 @@ import hashlib
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
+
+from core.text_validation import (
+    LIST_ITEMS,
+    NAME_CHARS,
+    STORED,
+    BoundedText,
+    Identifier,
+    LongText,
+    ShortText,
+    StorableText,
+    TextList,
+    at_most_items,
+)
 
 
 def utcnow() -> datetime:
@@ -35,6 +48,25 @@ Importance = Literal["low", "medium", "high"]
 IMPORTANCE_WEIGHT: dict[str, float] = {"low": 0.3, "medium": 0.6, "high": 1.0}
 TaskStatus = Literal["open", "in_progress", "done"]
 
+# Every string and list that comes in is bounded and storable (no NUL, no lone surrogate): core.text_validation.
+Tags = TextList(max_items=20, item_chars=NAME_CHARS)
+Notes = TextList()
+SUMMARY_CHARS = 20000
+# A summary board's size is governed by max_summary_tokens (an oversized board is recompressed);
+# a hard cap here would make a long chat's fold fail on every turn instead.
+SummaryItems = list[StorableText]
+
+
+class StoredModel(BaseModel):
+    """A document of the store. ``model_validate`` (how the store's dicts are read back) reads it as
+    stored: length limits were checked when it was written, and one lowered or added since
+    (or a list grown by merges) must not make a user's memory unreadable. Building one from
+    new values (the constructor) checks them all."""
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, context: Any | None = None, **kwargs: Any):
+        return super().model_validate(obj, context=STORED if context is None else context, **kwargs)
+
 
 # --------------------------------------------------------------------------- profile
 class Profile(BaseModel):
@@ -42,12 +74,12 @@ class Profile(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    name: str | None = None
-    native_language: str | None = None
-    level: str | None = None
-    role: str | None = None
-    location: str | None = None
-    goals: list[str] = Field(default_factory=list)
+    name: ShortText | None = None
+    native_language: ShortText | None = None
+    level: ShortText | None = None
+    role: ShortText | None = None
+    location: ShortText | None = None
+    goals: Notes = Field(default_factory=list)
 
 
 class Preferences(BaseModel):
@@ -55,15 +87,15 @@ class Preferences(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    language: str | None = None
+    language: ShortText | None = None
     answer_length: Literal["short", "medium", "long"] | None = None
     code_examples: bool | None = None
-    tone: str | None = None
+    tone: ShortText | None = None
     prefers_bullets: bool | None = None
-    other_notes: list[str] = Field(default_factory=list)
+    other_notes: Notes = Field(default_factory=list)
 
 
-class UserDocument(BaseModel):
+class UserDocument(StoredModel):
     """The single store document holding profile and preferences (namespace ``profile``)."""
 
     profile: Profile = Field(default_factory=Profile)
@@ -72,23 +104,23 @@ class UserDocument(BaseModel):
 
 
 # --------------------------------------------------------------------------- facts
-class Fact(BaseModel):
+class Fact(StoredModel):
     """One atomic statement about the user, stored as its own indexed store item."""
 
-    id: str
-    text: str
+    id: Identifier
+    text: LongText
     importance: Importance = "medium"
-    tags: list[str] = Field(default_factory=list)
-    hash: str = ""
-    slot: str | None = None
+    tags: Tags = Field(default_factory=list)
+    hash: ShortText = ""
+    slot: ShortText | None = None
     """The single-valued slot the fact fills ("lives in", "works as"), so a new value finds the old by index."""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     last_used: datetime | None = None
-    source_thread: str | None = None
-    source_message_id: str | None = None
+    source_thread: Identifier | None = None
+    source_message_id: Identifier | None = None
     # Contradictions supersede instead of deleting, so history stays auditable.
-    superseded_by: str | None = None
+    superseded_by: Identifier | None = None
     valid_to: datetime | None = None
     # Stored so the store's equality filter can hide superseded facts from recall.
     status: Literal["active", "superseded"] = "active"
@@ -96,31 +128,31 @@ class Fact(BaseModel):
 
 
 # --------------------------------------------------------------------------- tasks
-class Task(BaseModel):
-    id: str
-    description: str
+class Task(StoredModel):
+    id: Identifier
+    description: LongText
     # "retracted": taught only by a message the user edited away or regenerated; kept, never shown.
     status: Literal["open", "in_progress", "done", "retracted"] = "open"
-    due: str | None = None
-    hash: str = ""
+    due: ShortText | None = None
+    hash: ShortText = ""
     """text_hash of the description, for exact-duplicate lookups by index."""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None
-    source_thread: str | None = None
-    source_message_id: str | None = None
+    source_thread: Identifier | None = None
+    source_message_id: Identifier | None = None
 
 
 # --------------------------------------------------------------------------- chats
-class ChatRecord(BaseModel):
+class ChatRecord(StoredModel):
     """Per-thread record in the ``chats`` namespace: lets a user find a chat by topic."""
 
-    thread_id: str
-    title: str = "New chat"
-    title_topics: list[str] = Field(default_factory=list)
+    thread_id: Identifier
+    title: ShortText = "New chat"
+    title_topics: Notes = Field(default_factory=list)
     title_by_user: bool = False  # a title the user set is never replaced by a generated one
-    summary_text: str = ""
-    persona: str | None = None
+    summary_text: BoundedText(SUMMARY_CHARS) = ""
+    persona: ShortText | None = None
     message_count: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     last_activity: datetime = Field(default_factory=utcnow)
@@ -130,12 +162,12 @@ class ChatRecord(BaseModel):
 class SummaryBoard(BaseModel):
     """The running summary of one thread, structured so each part can be recalled alone."""
 
-    summary: str = Field("", description="A few sentences: what the conversation has covered so far.")
-    key_facts: list[str] = Field(default_factory=list, description="Concrete facts worth keeping (names, numbers, dates, decisions).")
-    entities: list[str] = Field(default_factory=list, description="People, places and organizations mentioned.")
-    topics: list[str] = Field(default_factory=list, description="Short topic labels.")
-    action_items: list[str] = Field(default_factory=list, description="Things someone agreed or asked to do.")
-    pending_questions: list[str] = Field(default_factory=list, description="Questions not answered yet.")
+    summary: StorableText = Field("", description="A few sentences: what the conversation has covered so far.")
+    key_facts: SummaryItems = Field(default_factory=list, description="Concrete facts worth keeping (names, numbers, dates, decisions).")
+    entities: SummaryItems = Field(default_factory=list, description="People, places and organizations mentioned.")
+    topics: SummaryItems = Field(default_factory=list, description="Short topic labels.")
+    action_items: SummaryItems = Field(default_factory=list, description="Things someone agreed or asked to do.")
+    pending_questions: SummaryItems = Field(default_factory=list, description="Questions not answered yet.")
 
     def is_empty(self) -> bool:
         return not (self.summary or self.key_facts or self.entities or self.topics or self.action_items or self.pending_questions)
@@ -159,10 +191,10 @@ class SummaryBoard(BaseModel):
 
 # --------------------------------------------------------------------------- extraction
 class NewFact(BaseModel):
-    text: str = Field(description="One atomic fact about the user, in third person, e.g. 'Lives in Haifa'.")
+    text: LongText = Field(description="One atomic fact about the user, in third person, e.g. 'Lives in Haifa'.")
     importance: Importance = "medium"
-    tags: list[str] = Field(default_factory=list)
-    supersedes: str | None = Field(None, description="Id of an existing fact this one replaces (a contradiction or an update).")
+    tags: Tags = Field(default_factory=list)
+    supersedes: Identifier | None = Field(None, description="Id of an existing fact this one replaces (a contradiction or an update).")
 
     @field_validator("text")
     @classmethod
@@ -205,19 +237,19 @@ PreferencesPatch = patch_model(Preferences, "Only the preference fields sent cha
 
 class TaskUpdate(BaseModel):
     action: Literal["add", "update", "complete"]
-    description: str = Field(description="What the task is (for add), or how to recognise it (for update/complete).")
-    task_id: str | None = Field(None, description="Id of an existing task, when known.")
+    description: LongText = Field(description="What the task is (for add), or how to recognise it (for update/complete).")
+    task_id: Identifier | None = Field(None, description="Id of an existing task, when known.")
     status: TaskStatus | None = None
-    due: str | None = None
+    due: ShortText | None = None
 
 
 class ExtractionResult(BaseModel):
     """The one structured reply of the extraction call."""
 
-    new_facts: list[NewFact] = Field(default_factory=list)
+    new_facts: Annotated[list[NewFact], AfterValidator(at_most_items(LIST_ITEMS))] = Field(default_factory=list)
     new_preferences: PreferenceUpdates = Field(default_factory=PreferenceUpdates)
     profile_updates: ProfileUpdates = Field(default_factory=ProfileUpdates)
-    task_updates: list[TaskUpdate] = Field(default_factory=list)
+    task_updates: Annotated[list[TaskUpdate], AfterValidator(at_most_items(LIST_ITEMS))] = Field(default_factory=list)
 
     def is_empty(self) -> bool:
         return (
@@ -229,4 +261,4 @@ class ExtractionResult(BaseModel):
 
 
 class ChatTitle(BaseModel):
-    title: str = Field(description="A short title (2-6 words) naming what the chat is about.")
+    title: ShortText = Field(description="A short title (2-6 words) naming what the chat is about.")

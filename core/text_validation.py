@@ -1,10 +1,115 @@
-"""Checks on a user message before it may enter a thread."""
+"""The one validation point for text that enters the system: messages, titles, memory fields, ids.
+
+Postgres cannot store a NUL character, and a lone surrogate is not Unicode (it has no
+UTF-8 form): both are refused here, with where they are, instead of failing later
+inside the database. Every string and list also has a length limit.
+
+The pydantic types (``BoundedText``, ``TextList``, ``Identifier``) are used by the
+stored models (core.schemas), the HTTP bodies and the HTTP path ids. Their limits are
+checked by validators rather than JSON-schema keywords (maxLength, maxItems), because
+the same models are sent to chat models as structured-output schemas, and providers'
+strict modes refuse those keywords.
+"""
 
 from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from core.errors import InvalidMessage
 
 DEFAULT_MAX_CHARS = 20000
+
+# Limits of stored fields; generous for people, small enough to keep rows and prompts sane.
+ID_CHARS = 200
+"""Ids: chat, message, fact, task, interrupt (ours are UUIDs, 36 characters)."""
+NAME_CHARS = 200
+"""One short value: a profile field, a preference, a title, a tag, a due date."""
+LINE_CHARS = 500
+"""One item of a list: a goal, a note, a topic."""
+TEXT_CHARS = 2000
+"""A fact or a task description."""
+LIST_ITEMS = 50
+"""Items of any stored list (goals, notes, tags, topics)."""
+
+
+def unstorable_reason(text: str) -> str | None:
+    """Why ``text`` cannot be stored (a NUL, a lone surrogate), or None when it can."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        return f"contains a NUL character (position {nul}), which cannot be stored"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"contains a lone surrogate (position {exc.start}), which is not valid Unicode"
+    return None
+
+
+def storable(text: str) -> str:
+    """A pydantic after-validator: ``text`` unchanged, or a validation error saying what is wrong."""
+    reason = unstorable_reason(text)
+    if reason is not None:
+        raise PydanticCustomError("unstorable_text", "The text {reason}.", {"reason": reason})
+    return text
+
+
+STORED = {"stored": True}
+"""Validation context for reading back what is already stored (core.schemas.StoredModel): it was
+checked on its way in, and a limit introduced or lowered since must not make memory unreadable."""
+
+
+def _reading_stored(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and info.context.get("stored") is True
+
+
+def _at_most_chars(max_chars: int):
+    def check(text: str, info: ValidationInfo) -> str:
+        if _reading_stored(info):
+            return text
+        storable(text)
+        if len(text) > max_chars:
+            raise PydanticCustomError(
+                "text_too_long",
+                "The text is {length} characters long; the limit is {limit}.",
+                {"length": f"{len(text):,}", "limit": f"{max_chars:,}"},
+            )
+        return text
+
+    return check
+
+
+def at_most_items(max_items: int):
+    def check(items: list, info: ValidationInfo) -> list:
+        if len(items) > max_items and not _reading_stored(info):
+            raise PydanticCustomError(
+                "too_many_items", "The list has {count} items; the limit is {limit}.", {"count": len(items), "limit": max_items}
+            )
+        return items
+
+    return check
+
+
+def BoundedText(max_chars: int) -> Any:  # noqa: N802 - used as a type
+    """``str`` that is storable and at most ``max_chars`` characters long."""
+    return Annotated[str, AfterValidator(_at_most_chars(max_chars))]
+
+
+def TextList(max_items: int = LIST_ITEMS, item_chars: int = LINE_CHARS) -> Any:  # noqa: N802 - used as a type
+    """``list[str]`` of at most ``max_items`` storable items of at most ``item_chars`` characters."""
+    return Annotated[list[BoundedText(item_chars)], AfterValidator(at_most_items(max_items))]
+
+
+StorableText = Annotated[str, AfterValidator(storable)]
+"""Text without a length limit of its own (its size is bounded elsewhere), but storable."""
+
+Identifier = BoundedText(ID_CHARS)
+"""An id (path parameter, body field, model output): storable, at most ID_CHARS. A blank one is
+allowed: models often send "" for "none", and an unknown id is a 404 where it is looked up."""
+
+ShortText = BoundedText(NAME_CHARS)
+LongText = BoundedText(TEXT_CHARS)
 
 
 def validate_user_text(text: object, max_chars: int = DEFAULT_MAX_CHARS) -> str:
@@ -16,12 +121,9 @@ def validate_user_text(text: object, max_chars: int = DEFAULT_MAX_CHARS) -> str:
             raise InvalidMessage(f"The message is not valid UTF-8 (bad byte at position {exc.start}).") from exc
     if not isinstance(text, str):
         raise InvalidMessage(f"The message must be text, not {type(text).__name__}.")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidMessage(f"The message contains characters that are not valid Unicode (position {exc.start}).") from exc
-    if "\x00" in text:
-        raise InvalidMessage("The message contains a NUL character, which cannot be stored.")
+    reason = unstorable_reason(text)
+    if reason is not None:
+        raise InvalidMessage(f"The message {reason}.")
     if not text.strip():
         raise InvalidMessage("The message is empty.")
     if len(text) > max_chars:

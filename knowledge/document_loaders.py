@@ -100,12 +100,33 @@ def is_supported(path: str | Path) -> bool:
     return Path(path).suffix.lower() in SUPPORTED_EXTENSIONS
 
 
-def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[DocumentLoadError]]:
+class SymlinkSkipped(DocumentLoadError):
+    """A symbolic link found in a folder that leads out of it: not ingested unless asked."""
+
+    def __init__(self, path: Path, target: Path, root: Path) -> None:
+        self.target = str(target)
+        super().__init__(
+            path,
+            f"a symbolic link to {target}, outside {root}; not followed (pass --follow-symlinks to include it)",
+        )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) -> tuple[list[Path], list[DocumentLoadError]]:
     """Files to ingest, in a stable order, plus errors for paths that cannot be used.
 
     Directories are walked recursively for the supported extensions (hidden files and
     folders are skipped). A file named explicitly with an unsupported extension is an
     error, a missing path too. Duplicates are listed once.
+
+    A path given here is used as given, even when it is a link (it was named). Inside a
+    folder, a symbolic link that leads out of it (to a file, or to a folder) is not
+    followed unless ``follow_symlinks``, and comes back as a :class:`SymlinkSkipped`
+    error: a link to ``/etc/passwd`` dropped in a shared folder must not reach the
+    knowledge base every user retrieves from. Links that stay inside are followed.
     """
     files: list[Path] = []
     errors: list[DocumentLoadError] = []
@@ -120,12 +141,8 @@ def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[Document
     for raw in paths:
         p = Path(raw).expanduser()
         if p.is_dir():
-            found: list[Path] = []
-            for root, dirnames, filenames in os.walk(p):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in filenames:
-                    if not name.startswith(".") and is_supported(name):
-                        found.append(Path(root) / name)
+            found, skipped = _walk(p, follow_symlinks)
+            errors.extend(skipped)
             for f in sorted(found):
                 add(f)
         elif p.is_file():
@@ -138,6 +155,42 @@ def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[Document
         else:
             errors.append(DocumentLoadError(p, "no such file or directory"))
     return files, errors
+
+
+def _walk(folder: Path, follow_symlinks: bool) -> tuple[list[Path], list[SymlinkSkipped]]:
+    """Supported, non-hidden files under ``folder``, and the links leading out of it that were skipped."""
+    root = folder.resolve()
+    found: list[Path] = []
+    skipped: list[SymlinkSkipped] = []
+    visited: set[Path] = set()  # followed links may form a cycle
+
+    def leaves(path: Path) -> bool:
+        if not path.is_symlink():
+            return False
+        target = path.resolve()
+        if _inside(target, root):
+            return False
+        if not follow_symlinks:
+            skipped.append(SymlinkSkipped(path, target, folder))
+        return not follow_symlinks
+
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=follow_symlinks):
+        real = Path(dirpath).resolve()
+        if real in visited:
+            dirnames[:] = []
+            continue
+        visited.add(real)
+        kept = []
+        for name in sorted(dirnames):
+            sub = Path(dirpath) / name
+            if not name.startswith(".") and not leaves(sub):
+                kept.append(name)  # unfollowed, a link to a folder inside is not walked: its files are found on their own path
+        dirnames[:] = kept
+        for name in filenames:
+            path = Path(dirpath) / name
+            if not name.startswith(".") and is_supported(name) and not leaves(path):
+                found.append(path)
+    return found, skipped
 
 
 def _unsupported(path: Path) -> DocumentLoadError:

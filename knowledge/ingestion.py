@@ -20,6 +20,7 @@ from knowledge.chunking import DEFAULT_OVERLAP_TOKENS, DEFAULT_TARGET_TOKENS, ch
 from knowledge.document_loaders import (
     DocumentLoadError,
     LoadedDocument,
+    SymlinkSkipped,
     expand_paths,
     file_sha256,
     load_document,
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 ADDED = "added"
 REPLACED = "replaced"
 SKIPPED = "skipped-unchanged"
+SKIPPED_LINK = "skipped-symlink"
 FAILED = "failed"
 
 
@@ -51,13 +53,13 @@ class FileOutcome:
     path: str
     source: str | None
     status: str
-    """``added``, ``replaced``, ``skipped-unchanged`` or ``failed``."""
+    """``added``, ``replaced``, ``skipped-unchanged``, ``skipped-symlink`` or ``failed``."""
     chunks: int = 0
     """Chunks the document has now (for ``skipped-unchanged``: the chunks it already had)."""
     previous_chunks: int = 0
     """For ``replaced``: how many chunks were removed."""
     reason: str | None = None
-    """For ``failed``: why."""
+    """For ``failed`` and ``skipped-symlink``: why."""
     seconds: float = 0.0
 
 
@@ -79,6 +81,7 @@ class IngestReport:
     added = _files_with(ADDED)
     replaced = _files_with(REPLACED)
     skipped = _files_with(SKIPPED)
+    skipped_links = _files_with(SKIPPED_LINK)
     failed = _files_with(FAILED)
 
     @property
@@ -90,13 +93,17 @@ class IngestReport:
         return not self.failed
 
     def summary(self) -> str:
-        """A one-line summary plus one line per failure, for the CLI."""
+        """A one-line summary plus one line per skipped link and per failure, for the CLI."""
         head = (
             f"collection {self.collection!r}: {len(self.added)} added, {len(self.replaced)} replaced, "
-            f"{len(self.skipped)} unchanged, {len(self.failed)} failed; "
+            f"{len(self.skipped)} unchanged, {len(self.skipped_links)} links skipped, {len(self.failed)} failed; "
             f"{self.chunks_written} chunks written in {self.seconds:.1f}s"
         )
-        return "\n".join([head] + [f"  failed: {f.path}: {f.reason}" for f in self.failed])
+        return "\n".join(
+            [head]
+            + [f"  skipped: {f.path}: {f.reason}" for f in self.skipped_links]
+            + [f"  failed: {f.path}: {f.reason}" for f in self.failed]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"collection": self.collection, "seconds": self.seconds, "files": [asdict(f) for f in self.files]}
@@ -150,6 +157,7 @@ async def ingest(
     *,
     target_tokens: int = DEFAULT_TARGET_TOKENS,
     overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+    follow_symlinks: bool = False,
 ) -> IngestReport:
     """Load, chunk, embed and store files (directories are walked recursively).
 
@@ -157,15 +165,18 @@ async def ingest(
     ``knowledge_documents`` upserted), so a failure never leaves half a document. A file
     whose bytes are unchanged since it was ingested into ``collection`` is skipped; a
     changed one replaces its chunks. Failures are reported per file, never raised.
+    Symbolic links in a folder that lead out of it are skipped and reported, unless
+    ``follow_symlinks`` (see :func:`knowledge.document_loaders.expand_paths`).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     collection = (collection or DEFAULT_COLLECTION).strip() or DEFAULT_COLLECTION
     started = time.perf_counter()
     report = IngestReport(collection=collection)
-    files, errors = expand_paths(paths)
+    files, errors = expand_paths(paths, follow_symlinks=follow_symlinks)
     for error in errors:
-        report.files.append(FileOutcome(path=error.path, source=None, status=FAILED, reason=error.reason))
+        status = SKIPPED_LINK if isinstance(error, SymlinkSkipped) else FAILED
+        report.files.append(FileOutcome(path=error.path, source=None, status=status, reason=error.reason))
 
     async with _conn(pool) as conn:
         dims = await _column_dims(conn)

@@ -14,12 +14,14 @@ from core.schemas import ChatRecord, SummaryBoard
 
 FOCUS_SHIFT_OVERLAP = 1 / 3
 PROVISIONAL_WORDS = 7
+PROVISIONAL_CHARS = 80
 
 
 def provisional_title(first_user_message: str) -> str:
     words = first_user_message.split()
     title = " ".join(words[:PROVISIONAL_WORDS]).strip(" ,.;:!?")
-    return (title + ("…" if len(words) > PROVISIONAL_WORDS else "")) or "New chat"
+    cut = len(words) > PROVISIONAL_WORDS or len(title) > PROVISIONAL_CHARS  # a long "word" (a URL, a paste) too
+    return (title[:PROVISIONAL_CHARS].rstrip() + ("…" if cut else "")) or "New chat"
 
 
 def topic_overlap(a: list[str], b: list[str]) -> float:

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
 from core.messages import current_turn, is_stopped
-from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_tokens_used, timed
+from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_failure, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
 from llm.chat_model import load_chat_model
@@ -41,6 +41,16 @@ async def related_memories(store, user_id: str, user_text: str, reply_text: str)
 
 
 async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
+    try:
+        return await _extract_memories(state, runtime)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # reading related memories or writing the result failed
+        count_failure(EXTRACTION_FAILURES, exc)
+        raise
+
+
+async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
     if ctx.extract_every_n_turns <= 0 or state.user_turns % ctx.extract_every_n_turns != 0:
         return {"memory_written": {"skipped": f"extraction runs every {ctx.extract_every_n_turns} turns"}}
@@ -61,8 +71,8 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
         except Exception as exc:
             # Write nothing rather than half an update; the turn still has its answer (already
             # streamed and checkpointed), so a failed memory call must not fail the run.
+            count_failure(EXTRACTION_FAILURES, exc, model_call=True)
             if isinstance(exc, ModelOutputError):
-                EXTRACTION_FAILURES.inc()
                 log.warning("memory extraction failed; nothing written: %s", exc)
                 reason = str(exc)
             else:  # the provider failed (HTTP error, timeout)

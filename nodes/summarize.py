@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from nodes.compaction import plan_fold, unsummarized
 from core.context import Context, get_context, thread_id_of
-from core.metrics import SUMMARY_FAILURES, count_tokens_used, timed
+from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
 from core.tokens import count_tokens
@@ -40,6 +40,16 @@ def searchable_text(board: SummaryBoard, messages) -> str:
 
 
 async def summarize(state: State, runtime: Runtime[Context]) -> dict:
+    try:
+        return await _summarize(state, runtime)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # what the steps below do not handle themselves (the chat record's write)
+        count_failure(SUMMARY_FAILURES, exc)
+        raise
+
+
+async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
     board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
     update: dict = {}
@@ -64,8 +74,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         except Exception as exc:
             # Keep the old summary and cursor: the same messages are folded on a later turn.
             # A provider failure (HTTP error, timeout) must not fail a turn that already has its answer.
-            if isinstance(exc, ModelOutputError):
-                SUMMARY_FAILURES.inc()
+            count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("summary fold skipped: %s", exc, exc_info=not isinstance(exc, ModelOutputError))
             emit({"event": "summary", "error": str(exc)})
         else:
@@ -91,8 +100,7 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
         raise
     except Exception as exc:
         # Dropping the fold here would refold (and fail on) the same messages every turn.
-        if isinstance(exc, ModelOutputError):
-            SUMMARY_FAILURES.inc()
+        count_failure(SUMMARY_FAILURES, exc, model_call=True)
         log.warning("summary recompression skipped; keeping the longer summary: %s", exc)
         return board
     count_tokens_used("summarize", again.input_tokens, again.output_tokens)
@@ -124,6 +132,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
         except GraphBubbleUp:
             raise
         except Exception as exc:  # invalid output or a provider failure: keep the current title
+            count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("chat title not updated: %s", exc)
     chat.summary_text = searchable_text(board, unsummarized(state.messages, cursor or state.summarized_through))
     chat.message_count = len(state.messages)

@@ -74,6 +74,7 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
             ) from exc
         directory.parent.mkdir(parents=True, exist_ok=True)
         try:
+            forget_dead_handles(directory)
             _embedded[directory] = pgserver.get_server(directory)
         except Exception as exc:
             raise DatabaseUnreachable(
@@ -82,6 +83,34 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
                 "or set DATABASE_URL to another Postgres."
             ) from exc
     return _embedded[directory].get_uri()  # type: ignore[attr-defined]
+
+
+def forget_dead_handles(pgdata: Path) -> list[int]:
+    """Take the pids of exited processes out of pgserver's handle list; return them.
+
+    pgserver stops the server when the last process in ``pgdata/.handle_pids.json`` exits
+    cleanly. A process killed (SIGKILL, a crash) never removes itself, so without this every
+    later clean exit would see it still listed and leave Postgres running for good.
+    """
+    import psutil
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    def exited(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    handles = DiskList(pgdata / ".handle_pids.json")
+    with PostgresServer._lock:  # pgserver's own inter-process lock over that list
+        pids = handles.get()
+        dead = [pid for pid in pids if exited(pid)]
+        if dead:
+            handles.put([pid for pid in pids if pid not in dead])
+    if dead:
+        log.info("embedded Postgres: forgot %d process(es) that exited without letting go: %s", len(dead), dead)
+    return dead
 
 
 def database_url() -> str:

@@ -57,8 +57,8 @@ def scripted():
         ("", "The message is empty."),
         ("   \n\t ", "The message is empty."),
         (MEGABYTE_MESSAGE, "The message is too long: 1,048,576 characters, the limit is 20,000 (Context.max_message_chars)."),
-        ("ok \ud800 broken", "The message contains characters that are not valid Unicode (position 3)."),
-        ("nul \x00 byte", "The message contains a NUL character, which cannot be stored."),
+        ("ok \ud800 broken", "The message contains a lone surrogate (position 3), which is not valid Unicode."),
+        ("nul \x00 byte", "The message contains a NUL character (position 4), which cannot be stored."),
     ],
     ids=["empty", "blank", "one_megabyte", "lone_surrogate", "nul"],
 )

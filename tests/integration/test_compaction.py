@@ -216,13 +216,13 @@ async def test_a_failed_recompression_still_advances_the_fold(new_chat, scripted
     """The fold itself succeeded: its messages must not be folded again (and fail again) every turn."""
     _, model = scripted
     chat = new_chat(summary_window=8, tail_size=4, max_summary_tokens=20, max_context_tokens=100_000)
-    before = metric("memory_agent_summary_failures_total")
+    before = metric("memory_agent_summary_failures_total", {"kind": "invalid_output"})
     await chat.send(numbered(range(1, 8)))
     values = await chat.values()
     # window 8, tail 4: after turn 5 the first 6 messages (turns 1-3) fold; recompression fails twice.
     assert values["summary_folds"] == 1 and values["summarized_through"] is not None
     assert SummaryBoard.model_validate(values["summary"]).key_facts == ["turn 1", "turn 2", "turn 3"]
-    assert metric("memory_agent_summary_failures_total") == before + 1
+    assert metric("memory_agent_summary_failures_total", {"kind": "invalid_output"}) == before + 1
     # Later turns fold only newer messages.
     await chat.send(numbered(range(8, 11)))
     real_folds = [fold_inputs(c)[1] for c in model.calls_of("fold") if not is_recompress(c)]

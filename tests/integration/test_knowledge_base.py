@@ -240,6 +240,42 @@ async def test_a_failing_file_is_reported_and_the_others_are_still_ingested(kb, 
     assert [r["source"] for r in stored] == [source_name(tmp_path / "good.md")]
 
 
+async def test_a_symlink_out_of_the_folder_is_skipped_and_reported_unless_asked(kb, tmp_path, hash384):
+    folder, outside = tmp_path / "docs", tmp_path / "private"
+    (folder / "inner").mkdir(parents=True)
+    outside.mkdir()
+    (folder / "guide.md").write_text("# Guide\n\nHow to start.")
+    secret = outside / "passwd.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash")
+    (outside / "notes.md").write_text("# Notes\n\nPrivate notes.")
+    (folder / "passwd.txt").symlink_to(secret)  # a link to a file outside
+    (folder / "elsewhere").symlink_to(outside, target_is_directory=True)  # a link to a folder outside
+    (folder / "inner" / "same-guide.md").symlink_to(folder / "guide.md")  # a link that stays inside
+
+    report = await knowledge.ingest(kb.pool, hash384, [folder], collection="links")
+
+    stored = await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'links'")
+    assert [r["source"] for r in stored] == [source_name(folder / "guide.md")]
+    skipped = {Path(f.path).name: f.reason for f in report.skipped_links}
+    assert set(skipped) == {"passwd.txt", "elsewhere"}
+    assert str(secret) in skipped["passwd.txt"] and "--follow-symlinks" in skipped["passwd.txt"]
+    summary = report.summary()
+    assert "2 links skipped" in summary and f"skipped: {folder / 'passwd.txt'}" in summary
+    assert report.ok  # skipping is not a failure
+
+    followed = await knowledge.ingest(kb.pool, hash384, [folder], collection="links-followed", follow_symlinks=True)
+    assert followed.skipped_links == [] and len(followed.added) == 3  # the guide, the linked file, the linked folder's note
+    contents = await fetch(kb.pool, "SELECT content FROM knowledge_chunks WHERE collection = 'links-followed'")
+    assert any("root:x:0:0" in r["content"] for r in contents)
+
+
+def test_ingest_has_a_follow_symlinks_flag():
+    from app.cli import build_parser
+
+    assert build_parser().parse_args(["ingest", "docs"]).follow_symlinks is False
+    assert build_parser().parse_args(["ingest", "docs", "--follow-symlinks"]).follow_symlinks is True
+
+
 async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_replaces_its_chunks(kb, tmp_path, hash384):
     doc = tmp_path / "versions.md"
     doc.write_text("# One\n\nfirst section\n\n# Two\n\nsecond section\n\n# Three\n\nthird section")

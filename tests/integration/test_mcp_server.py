@@ -359,6 +359,10 @@ async def exercise_every_tool(session: ClientSession, seed: Seed) -> None:
     assert_nothing_of_bob(refused.content[0].text)
     bad_range = await session.call_tool("search_conversation_history", {"query": "ferry", "time_range": "eventually"})
     assert bad_range.is_error and "time_range" in bad_range.content[0].text
+    nul = await session.call_tool("search_conversation_history", {"query": "fer\x00ry"})
+    assert nul.is_error and "NUL character" in nul.content[0].text
+    too_long = await session.call_tool("search_chats", {"query": "x" * 501})
+    assert too_long.is_error and "the limit is 500" in too_long.content[0].text
 
 
 async def test_stdio_server_serves_only_its_users_memory(seeded):

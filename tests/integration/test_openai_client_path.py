@@ -36,6 +36,7 @@ from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
 
 EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
 FAILURES = "memory_agent_extraction_failures_total"
+INVALID = {"kind": "invalid_output"}
 
 
 def facts(*texts: str, importance: str = "medium", **extra) -> dict:
@@ -195,11 +196,11 @@ async def test_malformed_json_twice_writes_nothing_counts_a_failure_and_the_turn
 ):
     truncated = '{"new_facts": [{"text": "Lives in Haifa", "importance": "hi'
     openai_stub.reset(responder(reply="Nice to meet you.", extract=lambda r: StubReply(content=truncated)))
-    before = metric(FAILURES)
+    before = metric(FAILURES, INVALID)
     turn = await stream_turn(graph, "I live in Haifa.", new_thread(), Context(user_id=user_id, model=openai_model))
 
     assert turn.final_reply.content == "Nice to meet you." and turn.streamed_reply == "Nice to meet you."
-    assert metric(FAILURES) == before + 1
+    assert metric(FAILURES, INVALID) == before + 1
     assert "invalid twice" in turn.values["memory_written"]["error"]
     assert "invalid twice" in turn.events_of("memory")[0]["error"]
     assert await list_facts(backend.store, user_id, include_superseded=True) == []
@@ -222,11 +223,11 @@ async def test_malformed_reply_fixed_by_the_repair_is_written(graph, backend, us
         return StubReply(content=prose)
 
     openai_stub.reset(responder(extract=extract))
-    before = metric(FAILURES)
+    before = metric(FAILURES, INVALID)
     turn = await stream_turn(graph, "My cat is called Luna.", new_thread(), Context(user_id=user_id, model=openai_model))
 
     assert [f.text for f in await list_facts(backend.store, user_id)] == ["Has a cat named Luna"]
-    assert metric(FAILURES) == before
+    assert metric(FAILURES, INVALID) == before
     assert turn.values["memory_written"]["facts_added"] == ["Has a cat named Luna"]
     _, repair = openai_stub.requests_of("extract")
     assert repair.messages[-2]["content"] == prose

@@ -1,0 +1,75 @@
+"""The embedded Postgres (pgserver) stops when the last process using it exits cleanly,
+also after an earlier process was killed and never let go of it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import REPO_ROOT
+
+START_AND_WAIT = """
+import sys, time
+from pathlib import Path
+from storage.postgres import start_embedded_postgres
+start_embedded_postgres(Path(sys.argv[1]))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+START_QUERY_AND_EXIT = """
+import sys
+from pathlib import Path
+import psycopg
+from storage.postgres import start_embedded_postgres
+url = start_embedded_postgres(Path(sys.argv[1]))
+with psycopg.connect(url) as conn:
+    assert conn.execute("SELECT 1").fetchone() == (1,)
+"""
+
+
+def postmaster(pgdata: Path) -> psutil.Process | None:
+    pid_file = pgdata / "postmaster.pid"
+    if not pid_file.exists():
+        return None
+    try:
+        process = psutil.Process(int(pid_file.read_text().split()[0]))
+    except psutil.NoSuchProcess:
+        return None
+    return process if process.is_running() and process.status() != psutil.STATUS_ZOMBIE else None
+
+
+def test_a_clean_exit_stops_the_server_after_an_earlier_process_was_killed():
+    data = Path(tempfile.mkdtemp(prefix="ma-pgx-"))  # short: the socket lives in it
+    pgdata = data / "pgdata"
+    try:
+        # An unclean exit: a process starts the embedded Postgres and is killed.
+        killed = subprocess.Popen([sys.executable, "-c", START_AND_WAIT, str(data)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+        assert killed.stdout.readline().strip() == "ready"
+        killed.kill()
+        killed.wait(timeout=30)
+        server = postmaster(pgdata)
+        assert server is not None  # Postgres outlives it,
+        assert json.loads((pgdata / ".handle_pids.json").read_text()) == [killed.pid]  # and its dead pid stays listed
+
+        # A clean run afterwards: joins the running server, uses it, exits normally.
+        clean = subprocess.run([sys.executable, "-c", START_QUERY_AND_EXIT, str(data)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert clean.returncode == 0, clean.stderr
+
+        deadline = time.monotonic() + 30
+        while postmaster(pgdata) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert postmaster(pgdata) is None, "the clean exit left the embedded Postgres running"
+        assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
+    finally:
+        left = postmaster(pgdata)
+        if left is not None:
+            left.kill()
+        shutil.rmtree(data, ignore_errors=True)
