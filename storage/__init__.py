@@ -1,0 +1,1 @@
+"""Where the memory lives: Postgres access below the memory and graph code."""
