@@ -17,6 +17,7 @@ from memory.embedding_record import check_or_record
 from memory.embeddings import EmbeddingsInfo, resolve_embeddings
 from memory.namespaces import INDEXED_FIELDS
 from memory.postgres import DatabaseInfo, database_url, open_pool, prepare_database
+from storage import vector_search
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ async def set_up_schema(
                 await check_or_record(pool, embeddings.name, embeddings.dims)
             await saver.setup()
             await store.setup()
+            await vector_search.setup(pool)
             await knowledge_base.setup(pool, dims)
             await api_keys.setup(pool)
         finally:
