@@ -1,12 +1,20 @@
 """Time whole chat turns through the compiled graph (not a pytest test).
 
-    python -m benchmarks.bench_turn [--turns 40] [--facts 200]
+    python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--other-users 0 [--other-facts 1000]]
 
 Runs on a throwaway embedded Postgres with the real embeddings (all-MiniLM-L6-v2
 in numpy) and the offline model, so the figures are the agent's own overhead:
 memory recall, retrieval, prompt building, summary folds, extraction and the
 Postgres writes — everything but the LLM's own latency. Prints p50/p95 per node
 and per turn, plus the machine.
+
+The stored facts are bulk-loaded, not written one by one: a few hundred distinct fact
+texts are embedded with the real model, and each stored fact reuses one of those vectors
+with a little noise (its text numbered to stay distinct). ``--other-users`` puts that many
+other users, ``--other-facts`` facts each, in the same tables. The shared HNSW index is
+built once after the load, and a user large enough for its own index
+(``storage.vector_search.LARGE_NAMESPACE``) gets it before the turns, as its first search
+would start it. Seeding progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections import defaultdict
+from datetime import datetime, timedelta, timezone
 
 from langchain_core.messages import HumanMessage
 
@@ -35,20 +45,102 @@ MESSAGES = [
     "I'm learning Italian, my level is A2.",
 ]
 
+# Distinct fact texts to embed (subjects × details): the stored facts are variations of these.
+SUBJECTS = [
+    "Likes", "Is allergic to", "Plays", "Collects", "Wants to learn", "Reads about", "Travels often to",
+    "Cooks", "Works on", "Volunteers at", "Owns", "Dislikes", "Practises", "Grew up near", "Saves money for",
+]
+DETAILS = [
+    "Italian food", "peanuts", "the violin", "vintage stamps", "Japanese", "ancient history", "Lisbon",
+    "vegan curries", "a mobile app", "the animal shelter", "an old Vespa", "crowded beaches", "yoga",
+    "the Sea of Galilee", "a new laptop", "jazz records", "mountain biking", "board games", "sourdough bread",
+    "astronomy",
+]
+IMPORTANCE = ("low", "medium", "high")
+BLOCK = 10_000
+
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]
 
 
-async def run(turns: int, facts: int) -> None:
+def note(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class FactSeeder:
+    """Facts with stored embeddings: real vectors of a few hundred texts, plus small noise."""
+
+    def __init__(self, embeddings, seed: int = 3) -> None:
+        import numpy as np
+
+        self.texts = [f"{s} {d}" for s in SUBJECTS for d in DETAILS]
+        self.base = np.asarray(embeddings.embed_documents(self.texts), dtype=np.float32)
+        self.rng = np.random.default_rng(seed)
+
+    def items(self, user_id: str, count: int) -> list:
+        import numpy as np
+
+        from core.namespaces import facts_ns
+        from core.schemas import Fact, text_hash
+        from storage.bulk_load import BulkItem
+
+        now = datetime.now(timezone.utc)
+        pick = self.rng.integers(0, len(self.texts), count)
+        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        ages = self.rng.uniform(0, 365, count)
+        levels = self.rng.integers(0, 3, count)
+        out = []
+        for i in range(count):
+            text = f"{self.texts[pick[i]]} (note {i})"
+            when = now - timedelta(days=float(ages[i]))
+            fact = Fact(id=str(uuid.uuid4()), text=text, importance=IMPORTANCE[levels[i]], hash=text_hash(text), created_at=when, updated_at=when)
+            out.append(BulkItem(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), vectors[i], created_at=when))
+        return out
+
+
+async def seed(backend, user: str, facts: int, other_users: int, other_facts: int) -> None:
+    from storage.bulk_load import copy_items
+    from storage.vector_search import LARGE_NAMESPACE, ensure_namespace_index
+
+    total = facts + other_users * other_facts
+    if not total:
+        return
+    started = time.perf_counter()
+    seeder = FactSeeder(backend.embeddings.embeddings)
+    note(f"embedded {len(seeder.texts)} distinct fact texts in {time.perf_counter() - started:.1f} s; loading {total:,} facts")
+    owners = [(user, facts)] + [(f"other{i:05d}", other_facts) for i in range(other_users)]
+    async with backend.pool.connection() as conn:
+        index = await (await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'")).fetchone()
+        # A bulk build of the shared HNSW index is many times faster than row-by-row inserts.
+        await conn.execute("DROP INDEX store_vectors_embedding_idx")
+        done = 0
+        for owner, count in owners:
+            for first in range(0, count, BLOCK):
+                loaded = await copy_items(conn, seeder.items(owner, min(BLOCK, count - first)))
+                done += loaded
+                if done // 50_000 != (done - loaded) // 50_000 or done == total:
+                    note(f"loaded {done:,}/{total:,} facts ({time.perf_counter() - started:.0f} s)")
+        note("building the shared HNSW index")
+        await conn.execute("SET maintenance_work_mem = '1GB'")
+        await conn.execute(index["indexdef"])
+        await conn.execute("RESET maintenance_work_mem")
+        await conn.execute("VACUUM ANALYZE store")
+        await conn.execute("VACUUM ANALYZE store_vectors")
+    if facts >= LARGE_NAMESPACE:
+        note(f"building the user's own HNSW index ({facts:,} facts)")
+        await ensure_namespace_index(backend.pool, ("users", user, "facts"))
+    note(f"seeded in {time.perf_counter() - started:.0f} s")
+
+
+async def run(turns: int, facts: int, other_users: int, other_facts: int) -> None:
     import pgserver
 
     from graph.assembly import compile_graph
     from core.context import Context
     from memory.backend import open_memory
-    from memory.memory_writer import apply_extraction
-    from core.schemas import ExtractionResult, NewFact
 
     directory = tempfile.mkdtemp(prefix="ma-bench-")
     server = pgserver.get_server(directory, cleanup_mode="delete")
@@ -56,9 +148,7 @@ async def run(turns: int, facts: int) -> None:
         async with open_memory(server.get_uri()) as backend:
             graph = compile_graph(backend.checkpointer, backend.store)
             user = f"bench-{uuid.uuid4().hex[:6]}"
-            if facts:
-                seed = ExtractionResult(new_facts=[NewFact(text=f"Fact number {i}: likes topic {i * 7 % 97}") for i in range(facts)])
-                await apply_extraction(backend.store, user, seed)
+            await seed(backend, user, facts, other_users, other_facts)
             ctx = Context(user_id=user, model="offline")
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             per_node: dict[str, list[float]] = defaultdict(list)
@@ -76,8 +166,9 @@ async def run(turns: int, facts: int) -> None:
         server.cleanup()
         shutil.rmtree(directory, ignore_errors=True)
 
+    others = f", other users: {other_users:,} × {other_facts:,} facts" if other_users else ""
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"turns: {turns}, stored facts: {facts}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
+    print(f"turns: {turns}, stored facts: {facts}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
     print(f"{'step':<18}{'p50 ms':>10}{'p95 ms':>10}")
     for node, values in per_node.items():
         print(f"{node:<18}{statistics.median(values):>10.1f}{pct(values, 0.95):>10.1f}")
@@ -88,8 +179,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--facts", type=int, default=200, help="facts stored before the run")
+    parser.add_argument("--other-users", type=int, default=0, help="other users with facts in the same tables")
+    parser.add_argument("--other-facts", type=int, default=1000, help="facts of each other user")
     args = parser.parse_args()
-    asyncio.run(run(args.turns, args.facts))
+    if min(args.turns, args.facts, args.other_users, args.other_facts) < 0 or args.turns == 0:
+        parser.error("counts must be positive")
+    asyncio.run(run(args.turns, args.facts, args.other_users, args.other_facts))
 
 
 if __name__ == "__main__":

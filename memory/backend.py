@@ -12,7 +12,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 import knowledge
-from storage import api_keys, chat_runs, store_lookups, thread_owners
+from storage import api_keys, chat_runs, store_lookups, thread_owners, vector_search
 from embeddings.cache import CachedEmbeddings
 from embeddings.record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
@@ -62,6 +62,7 @@ async def set_up_schema(
         await saver.setup()
         await store.setup()
         await store_lookups.setup(pool)
+        await vector_search.setup(pool)
         await knowledge.setup(pool, dims)
         await api_keys.setup(pool)
         await chat_runs.setup(pool)

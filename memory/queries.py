@@ -35,7 +35,7 @@ from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
-from memory.user_memory import get_chat, list_chats, list_facts
+from memory.user_memory import nearest_items, get_chat, list_chats, list_facts
 from memory.user_memory import search_chats as search_chat_summaries
 from memory.user_memory import list_tasks as list_stored_tasks
 
@@ -427,7 +427,7 @@ async def search_conversation_history(
     # The window is applied after the vector search: look further down the ranking when it is narrow.
     fetch = max(20, limit * 3) if window.label == "all" else max(100, limit * 3)
     summaries: list[SummaryHit] = []
-    for hit in await store.asearch(chats_ns(user_id), query=query, limit=fetch):
+    for hit in await nearest_items(store, chats_ns(user_id), query, limit=fetch):
         chat = admitted.get(hit.key)
         if chat is None or hit.score is None or hit.score < MIN_SUMMARY_SIMILARITY:
             continue

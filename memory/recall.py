@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from langgraph.store.base import PutOp
+from langgraph.store.base import PutOp, SearchItem
+from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
-from memory.user_memory import age_days, get_user_document, list_open_tasks, search_chats, search_facts, search_tasks
+from storage import vector_search
+from memory.user_memory import parse_item, age_days, get_user_document, list_open_tasks, search_chats, search_facts, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -37,6 +39,14 @@ CANDIDATES = 50
 RELATED_CHAT_SIMILARITY = 0.5
 TASK_SIMILARITY = 0.3
 TASK_WORDS = re.compile(r"\b(task|tasks|todo|to-do|remind|reminder|plan|list)\b", re.I)
+
+
+WEIGHTS = vector_search.ScoreWeights(W_SIMILARITY, W_IMPORTANCE, W_RECENCY, RECENCY_HALF_LIFE_DAYS, dict(IMPORTANCE_WEIGHT))
+
+
+def _parsed_with(items: list[SearchItem]) -> list[tuple[Fact | None, float]]:
+    """Each item as a Fact (None when it does not validate), kept in step with its row."""
+    return [(parse_item("facts", i), float(i.score or 0.0)) for i in items]
 
 
 @dataclass
@@ -58,8 +68,19 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
     Bounded whatever the user has stored: a user with fewer facts than CANDIDATES has all of them ranked.
     """
     now = now or utcnow()
-    similar = await search_facts(store, user_id, query, limit=max(CANDIDATES, max_facts * 3))
-    scored = [ScoredFact(f, s, fact_score(s, f, now)) for f, s in similar]
+    candidates = max(CANDIDATES, max_facts * 3)
+    embeddings = getattr(store, "embeddings", None)
+    if isinstance(store, AsyncPostgresStore) and embeddings is not None and query.strip():
+        # In SQL: the nearest candidates of this user's facts, scored there (storage.vector_search).
+        vector = await embeddings.aembed_query(query)
+        ranked = await vector_search.rank_memories(
+            store.conn, facts_ns(user_id), vector, now=now, weights=WEIGHTS, candidates=candidates, limit=candidates, filter={"status": "active"}
+        )
+        items = [SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=r.similarity) for r in ranked]
+        scored = [ScoredFact(f, s, r.score) for (f, s), r in zip(_parsed_with(items), ranked) if f is not None]
+    else:
+        similar = await search_facts(store, user_id, query, limit=candidates)
+        scored = [ScoredFact(f, s, fact_score(s, f, now)) for f, s in similar]
     scored.sort(key=lambda s: (-s.score, s.fact.created_at))
     chosen = scored[:MIN_FACTS] + [s for s in scored[MIN_FACTS:] if s.similarity >= MIN_SIMILARITY]
     return chosen[:max_facts]

@@ -15,9 +15,11 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from langgraph.store.base import BaseStore, Item, SearchItem
+from langgraph.store.postgres.aio import AsyncPostgresStore
 from pydantic import BaseModel, ValidationError
 
 from core.metrics import INVALID_ITEMS
+from storage import vector_search
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
 
@@ -116,6 +118,23 @@ def _parse_all(kind: Kind, items: list[Item]) -> list[Any]:
     return [p for p in (parse_item(kind, i) for i in items) if p is not None]
 
 
+async def nearest_items(
+    store: BaseStore, namespace: tuple[str, ...], query: str, *, limit: int, filter: dict | None = None
+) -> list[SearchItem]:
+    """The namespace's items nearest to ``query``. On Postgres through storage.vector_search: only
+    this user's vectors are compared (the store's shared HNSW index, filtered afterwards, returns too
+    few or wrong rows when many users share the table; benchmarks/bench_recall.py)."""
+    embeddings = getattr(store, "embeddings", None)
+    if isinstance(store, AsyncPostgresStore) and embeddings is not None:
+        vector = await embeddings.aembed_query(query)
+        matches = await vector_search.search_memories(store.conn, namespace, vector, k=limit, filter=filter)
+        return [
+            SearchItem(namespace=m.namespace, key=m.key, value=m.value, created_at=m.created_at, updated_at=m.updated_at, score=m.similarity)
+            for m in matches
+        ]
+    return await store.asearch(namespace, query=query, filter=filter, limit=limit)
+
+
 def _parse_hits(kind: Kind, hits: list[SearchItem]) -> list[tuple[Any, float]]:
     return [(p, float(h.score or 0.0)) for h in hits if (p := parse_item(kind, h)) is not None]
 
@@ -153,7 +172,7 @@ async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int
     """Active facts by semantic similarity to ``query`` (cosine, 0..1)."""
     if not query.strip():
         return []
-    hits = await store.asearch(facts_ns(user_id), query=query, filter={"status": "active"}, limit=limit)
+    hits = await nearest_items(store, facts_ns(user_id), query, filter={"status": "active"}, limit=limit)
     return _parse_hits("facts", hits)
 
 
@@ -184,7 +203,7 @@ async def list_open_tasks(store: BaseStore, user_id: str, *, limit: int = 10) ->
 async def search_tasks(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[Task, float]]:
     if not query.strip():
         return []
-    hits = await store.asearch(tasks_ns(user_id), query=query, limit=limit)
+    hits = await nearest_items(store, tasks_ns(user_id), query, limit=limit)
     return _parse_hits("tasks", hits)
 
 
@@ -215,7 +234,7 @@ async def list_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:
 async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[ChatRecord, float]]:
     if not query.strip():
         return []
-    hits = await store.asearch(chats_ns(user_id), query=query, limit=limit)
+    hits = await nearest_items(store, chats_ns(user_id), query, limit=limit)
     return _parse_hits("chats", [h for h in hits if h.score is not None])
 
 

@@ -1,0 +1,441 @@
+"""One user's nearest memories in the store tables every user shares.
+
+The store (langgraph's ``AsyncPostgresStore``) keeps every user's items in one ``store``
+table and their embeddings in one ``store_vectors`` table, with one HNSW index over all of
+them. pgvector 0.6.2 (the embedded Postgres) has no iterative index scans: an HNSW scan
+yields at most ``hnsw.ef_search`` (≤ 1,000) rows of the whole table, and only then is the
+user's namespace filtered, so with 1,000 users it returns fewer than k of the user's rows,
+or the wrong ones. ``benchmarks/bench_recall.py`` measures it (recall@10 0.07 to 0.70).
+
+So the shared HNSW index is never used. Two plans, both per namespace:
+
+- **Exact** (every namespace below ``LARGE_NAMESPACE`` items): the namespace's vectors are
+  read through a btree on ``store_vectors.prefix`` (one bitmap heap scan), every distance
+  computed, and the nearest joined to their items in distance order until ``k`` pass the
+  filter. Cost grows with the user's own memories, never with everyone's; the answer is
+  exact. The distances are computed in a MATERIALIZED step, which also keeps the planner
+  from turning the ORDER BY into a scan of the shared HNSW index.
+- **The namespace's own HNSW index** (namespaces of ``LARGE_NAMESPACE`` items or more, where
+  an exact scan costs tens of milliseconds per thousand items): a partial HNSW index whose
+  predicate is the namespace, so every row it yields is the user's and ``ef_search`` bounds
+  the user's rows, not the table's. Approximate (recall@10 ≥ 0.99 measured); when fewer than
+  ``k`` of its rows pass the filter the exact plan answers instead. The first exact search
+  of a namespace that large starts building its index in the background
+  (``ensure_namespace_index``, also callable directly, e.g. after a bulk import).
+
+``rank_memories`` is recall's ranking in SQL: the ``candidates`` most similar memories,
+then ``score = w_sim·similarity + w_imp·importance + w_rec·recency`` over that bounded set
+(the formula of ``memory/recall.py``). Items whose importance or timestamps do not parse
+are skipped, never an error: one bad item must not break a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, AsyncIterator, Mapping, Sequence
+
+from psycopg import AsyncConnection, sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+log = logging.getLogger(__name__)
+
+MAX_K = 1000
+# From this many embedded items on, a namespace gets its own HNSW index (see the docstring).
+LARGE_NAMESPACE = 5_000
+# Rows the namespace's HNSW index yields per search (hnsw.ef_search), before the filter.
+ANN_EF_SEARCH = 200
+# As langgraph builds the shared index (memory/backend.py make_store); cosine, like our queries.
+ANN_INDEX_PARAMS = "m = 16, ef_construction = 64"
+# Serves both arms of the namespace condition (= and LIKE 'ns.%'); the primary key's
+# default collation cannot serve the LIKE.
+PREFIX_INDEX = "store_vectors_prefix_idx"
+
+# Timestamps in item values are ISO-8601 JSON strings. One that is not (Postgres alone
+# would take 'yesterday' or 'epoch') or does not parse yields NULL, not an error.
+# PARALLEL UNSAFE: its exception block opens a subtransaction, which no parallel query may.
+SAFE_TIMESTAMPTZ = r"""
+CREATE OR REPLACE FUNCTION memory_agent_try_timestamptz(t text) RETURNS timestamptz
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE AS $$
+BEGIN
+    IF t !~ '^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN t::timestamptz;
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END $$
+"""
+
+# (prefix, key, distance) of the namespace's embedded items: all of them (exact), or the
+# nearest ANN_EF_SEARCH through its own HNSW index, whose partial-index predicate is this
+# very condition with the namespace written in (the planner uses a partial index only
+# when it can prove the query's WHERE implies the predicate).
+_SCORED_EXACT = r"""
+        SELECT sv.prefix, sv.key, min(sv.embedding <=> %(query)s::vector) AS distance
+        FROM store_vectors sv
+        WHERE sv.prefix = %(ns)s OR sv.prefix LIKE %(ns_like)s ESCAPE '\'
+        GROUP BY sv.prefix, sv.key
+"""
+_SCORED_ANN = r"""
+        SELECT near.prefix, near.key, min(near.distance) AS distance
+        FROM (
+            SELECT sv.prefix, sv.key, sv.embedding <=> %(query)s::vector AS distance
+            FROM store_vectors sv
+            WHERE {namespace}
+            ORDER BY sv.embedding <=> %(query)s::vector
+            LIMIT %(ann_limit)s
+        ) near
+        GROUP BY near.prefix, near.key
+"""
+
+# The scored items joined to ``store`` in distance order until ``k`` pass the filter: a
+# nested loop that stops early, so about k rows of ``store`` are read, not all of them.
+_NEAREST = r"""
+    WITH scored AS MATERIALIZED ({scored})
+    SELECT s.prefix, s.key, s.value, s.created_at, s.updated_at, c.distance,
+        (SELECT count(*) FROM scored) AS scanned
+    FROM (SELECT prefix, key, distance FROM scored ORDER BY distance, key) c
+    JOIN store s ON s.prefix = c.prefix AND s.key = c.key
+    WHERE s.value @> %(filter)s AND (s.expires_at IS NULL OR s.expires_at > now())
+    ORDER BY c.distance, c.key
+    LIMIT %(k)s
+"""
+
+_SEARCH = """
+SELECT prefix, key, value, created_at, updated_at, 1 - distance AS similarity, scanned
+FROM ({nearest}) nearest
+ORDER BY distance, key
+"""
+
+_RANK = """
+WITH best AS ({nearest}),
+parsed AS (
+    SELECT b.prefix, b.key, b.value, b.created_at, b.updated_at, b.scanned, 1 - b.distance AS similarity,
+        (%(levels)s::jsonb ->> CASE WHEN b.value ? 'importance' THEN b.value ->> 'importance' ELSE 'medium' END)::float8
+            AS importance,
+        memory_agent_try_timestamptz(b.value ->> 'last_used') AS last_used,
+        memory_agent_try_timestamptz(b.value ->> 'updated_at') AS value_updated_at,
+        memory_agent_try_timestamptz(b.value ->> 'created_at') AS value_created_at
+    FROM best b
+    -- a timestamp that is present but does not parse makes the item invalid: skip it
+    WHERE (b.value ->> 'last_used' IS NULL OR memory_agent_try_timestamptz(b.value ->> 'last_used') IS NOT NULL)
+      AND (b.value ->> 'updated_at' IS NULL OR memory_agent_try_timestamptz(b.value ->> 'updated_at') IS NOT NULL)
+      AND (b.value ->> 'created_at' IS NULL OR memory_agent_try_timestamptz(b.value ->> 'created_at') IS NOT NULL)
+),
+ranked AS (
+    -- recency = exp(-age · ln 2 / half-life), age in days since last use (else update), ≥ 0
+    SELECT p.*,
+        exp(-greatest(0, extract(epoch FROM (%(now)s::timestamptz
+            - coalesce(p.last_used, p.value_updated_at, %(now)s::timestamptz)))::float8 / 86400.0)
+            * ln(2) / %(half_life)s) AS recency
+    FROM parsed p
+    WHERE p.importance IS NOT NULL
+)
+SELECT prefix, key, value, created_at, updated_at, scanned, similarity, importance, recency,
+    %(w_sim)s * similarity + %(w_imp)s * importance + %(w_rec)s * recency AS score
+FROM ranked
+ORDER BY score DESC, coalesce(value_created_at, %(now)s::timestamptz), key
+LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class VectorMatch:
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    similarity: float  # cosine, 1 = same direction
+
+
+@dataclass(frozen=True)
+class RankedMemory(VectorMatch):
+    importance: float  # the level's weight, 0..1
+    recency: float  # exp(-age·ln2 / half-life), 0..1
+    score: float
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    """The terms of recall's score (``memory/recall.py`` passes its own)."""
+
+    similarity: float
+    importance: float
+    recency: float
+    half_life_days: float
+    importance_levels: Mapping[str, float]
+
+
+async def setup(pool: AsyncConnectionPool) -> None:
+    """Idempotent: what the queries here need beyond the store's own schema.
+
+    The index is built CONCURRENTLY (writes go on meanwhile), so ``pool`` must hand out
+    autocommit connections, as ``memory.postgres.open_pool`` does.
+    """
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(SAFE_TIMESTAMPTZ)
+        await _create_index(cur, PREFIX_INDEX, f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {PREFIX_INDEX} ON store_vectors USING btree (prefix text_pattern_ops)")
+
+
+async def search_memories(
+    db: AsyncConnectionPool | AsyncConnection,
+    namespace: Sequence[str],
+    query: Sequence[float],
+    *,
+    k: int = 10,
+    filter: Mapping[str, Any] | None = None,
+) -> list[VectorMatch]:
+    """The ``k`` items under ``namespace`` (and its sub-namespaces) nearest to ``query``.
+
+    Only the namespace's items are compared. ``filter`` keeps items whose value contains
+    it (``{"status": "active"}``). ``db`` may be a connection inside the caller's
+    transaction. Exact below ``LARGE_NAMESPACE`` items, approximate above (module docstring).
+    """
+    params = _params(namespace, query, k, filter)
+    rows = await _nearest(db, namespace, _SEARCH, params, k)
+    return [VectorMatch(**_common(r)) for r in rows]
+
+
+async def rank_memories(
+    db: AsyncConnectionPool | AsyncConnection,
+    namespace: Sequence[str],
+    query: Sequence[float],
+    *,
+    now: datetime,
+    weights: ScoreWeights,
+    candidates: int = 50,
+    limit: int = 7,
+    filter: Mapping[str, Any] | None = None,
+) -> list[RankedMemory]:
+    """Recall's ranking in one query: the ``candidates`` most similar items, scored, best ``limit``.
+
+    Ties go to the older item (``created_at`` in the value), as in ``memory/recall.py``.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    if not now.tzinfo:
+        raise ValueError("now must be timezone-aware")
+    if weights.half_life_days <= 0:
+        raise ValueError("the recency half-life must be positive")
+    params = _params(namespace, query, candidates, filter) | {
+        "now": now,
+        "limit": limit,
+        "levels": Jsonb(dict(weights.importance_levels)),
+        "half_life": float(weights.half_life_days),
+        "w_sim": float(weights.similarity),
+        "w_imp": float(weights.importance),
+        "w_rec": float(weights.recency),
+    }
+    # Enough candidates reached the scoring unless fewer than min(candidates, limit) came back.
+    rows = await _nearest(db, namespace, _RANK, params, min(candidates, limit))
+    return [RankedMemory(**_common(r), importance=r["importance"], recency=r["recency"], score=r["score"]) for r in rows]
+
+
+async def ensure_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[str], *, min_items: int | None = None) -> bool:
+    """Give ``namespace`` its own HNSW index when it holds at least ``min_items`` vectors
+    (default ``LARGE_NAMESPACE``).
+
+    Returns whether the index exists afterwards. Built CONCURRENTLY (the user keeps
+    writing), under an advisory lock so that one process builds it; another process
+    asking meanwhile gets False at once. Takes about a minute per 100,000 items on 2 cores.
+    """
+    path = _path(namespace)
+    name = namespace_index_name(namespace)
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (name,))
+        if not (await cur.fetchone())["got"]:
+            return False
+        try:
+            await cur.execute(
+                r"SELECT count(*) AS n FROM store_vectors WHERE prefix = %s OR prefix LIKE %s ESCAPE '\'",
+                (path, _escape_like(path) + ".%"),
+            )
+            if (await cur.fetchone())["n"] < (LARGE_NAMESPACE if min_items is None else min_items):
+                return await _index_is_valid(cur, name)
+            predicate = _namespace_condition(conn, path, column="prefix", for_params=False)
+            # An in-memory graph builds several times faster; about 2 kB per 384-d item.
+            await cur.execute("SET maintenance_work_mem = '256MB'")
+            try:
+                log.info("building the HNSW index %s of namespace %s", name, path)
+                await _create_index(
+                    cur,
+                    name,
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON store_vectors "
+                    f"USING hnsw (embedding vector_cosine_ops) WITH ({ANN_INDEX_PARAMS}) WHERE {predicate}",
+                )
+            finally:
+                await cur.execute("RESET maintenance_work_mem")
+            _index_state[_state_key(conn, namespace)] = (True, time.monotonic())
+            return True
+        finally:
+            await cur.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+
+
+async def drop_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[str]) -> None:
+    """Drop the namespace's own HNSW index, if any (e.g. when the user is forgotten)."""
+    async with pool.connection() as conn:
+        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {namespace_index_name(namespace)}")
+        _index_state.pop(_state_key(conn, namespace), None)
+
+
+def namespace_index_name(namespace: Sequence[str]) -> str:
+    return "store_vectors_ns_" + hashlib.sha256(_path(namespace).encode()).hexdigest()[:24]
+
+
+# --------------------------------------------------------------------------- plans
+async def _nearest(
+    db: AsyncConnectionPool | AsyncConnection, namespace: Sequence[str], outer: str, params: dict[str, Any], enough: int
+) -> list[dict[str, Any]]:
+    """Run ``outer`` over the namespace's own HNSW index if it has one, else exactly."""
+    async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
+        indexed = await _has_own_index(conn, cur, namespace)
+        if indexed:
+            scored = _SCORED_ANN.format(namespace=_namespace_condition(conn, params["ns"], column="sv.prefix", for_params=True))
+            # One round trip: BEGIN, SET LOCAL (the setting ends with the transaction), the
+            # query, COMMIT. Inside a caller's transaction, a savepoint instead.
+            async with conn.pipeline(), conn.transaction():
+                await cur.execute(f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}")
+                await cur.execute(
+                    outer.format(nearest=_NEAREST.format(scored=scored)), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False
+                )
+            rows = await cur.fetchall()
+            # Too few of the index's rows passed the filter: the exact plan finds the rest.
+            if len(rows) >= enough:
+                return rows
+        # prepare=False: planned for these values every time. A prepared statement may switch
+        # to a generic plan, which cannot use the prefix index for the LIKE arm (a 1,000x
+        # slower sequential scan, measured).
+        await cur.execute(outer.format(nearest=_NEAREST.format(scored=_SCORED_EXACT)), params, prepare=False)
+        rows = await cur.fetchall()
+    if not indexed and rows and rows[0]["scanned"] >= LARGE_NAMESPACE and isinstance(db, AsyncConnectionPool):
+        _index_in_background(db, namespace)
+    return rows
+
+
+_building: dict[str, asyncio.Task] = {}
+
+
+def _index_in_background(pool: AsyncConnectionPool, namespace: Sequence[str]) -> None:
+    name = namespace_index_name(namespace)
+    if name in _building:
+        return
+
+    async def build() -> None:
+        try:
+            await ensure_namespace_index(pool, namespace)
+        except Exception:  # the searches stay exact meanwhile; the next large one retries
+            log.exception("building the HNSW index of namespace %s failed", ".".join(namespace))
+        finally:
+            _building.pop(name, None)
+
+    _building[name] = asyncio.get_running_loop().create_task(build())
+
+
+# Whether a namespace has its own index, per database, remembered for INDEX_STATE_TTL
+# seconds so that most searches are one round trip. A stale "yes" (the index was dropped
+# meanwhile) is safe: the namespace condition still holds, and too few rows fall back
+# to the exact plan; a stale "no" costs an exact scan.
+INDEX_STATE_TTL = 30.0
+_index_state: dict[tuple[Any, ...], tuple[bool, float]] = {}
+
+
+def _state_key(conn: AsyncConnection, namespace: Sequence[str]) -> tuple[Any, ...]:
+    return (conn.info.host, conn.info.port, conn.info.dbname, namespace_index_name(namespace))
+
+
+async def _has_own_index(conn: AsyncConnection, cur, namespace: Sequence[str]) -> bool:
+    key = _state_key(conn, namespace)
+    known = _index_state.get(key)
+    if known is not None and time.monotonic() - known[1] < INDEX_STATE_TTL:
+        return known[0]
+    valid = await _index_is_valid(cur, key[-1])
+    _index_state[key] = (valid, time.monotonic())
+    return valid
+
+
+async def _index_is_valid(cur, name: str) -> bool:
+    await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,))
+    row = await cur.fetchone()
+    return bool(row and row["indisvalid"])
+
+
+async def _create_index(cur, name: str, ddl: str) -> None:
+    # An interrupted concurrent build leaves an invalid index that IF NOT EXISTS would keep.
+    await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,))
+    row = await cur.fetchone()
+    if row is not None and not row["indisvalid"]:
+        await cur.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+    await cur.execute(ddl)
+
+
+def _namespace_condition(conn: AsyncConnection, path: str, *, column: str, for_params: bool) -> str:
+    """``(col = 'ns' OR col LIKE 'ns.%' ESCAPE '\\')`` with the namespace written in, quoted."""
+    exact = sql.Literal(path).as_string(conn)
+    below = sql.Literal(_escape_like(path) + ".%").as_string(conn)
+    condition = f"({column} = {exact} OR {column} LIKE {below} ESCAPE '\\')"
+    # In a query with parameters a literal '%' must be doubled; in DDL it must not.
+    return condition.replace("%", "%%") if for_params else condition
+
+
+# --------------------------------------------------------------------------- helpers
+def _path(namespace: Sequence[str]) -> str:
+    if not namespace or any(not isinstance(part, str) or not part or "." in part for part in namespace):
+        raise ValueError(f"invalid namespace {tuple(namespace)!r}: its parts must be non-empty strings, without '.'")
+    return ".".join(namespace)
+
+
+def _params(namespace: Sequence[str], query: Sequence[float], k: int, filter: Mapping[str, Any] | None) -> dict[str, Any]:
+    path = _path(namespace)
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be between 1 and {MAX_K}, not {k}")
+    return {
+        "query": _vector_text(query),
+        "ns": path,
+        "ns_like": _escape_like(path) + ".%",
+        "filter": Jsonb(dict(filter or {})),
+        "k": k,
+    }
+
+
+def _vector_text(query: Sequence[float]) -> str:
+    values = [float(x) for x in query]
+    if not values:
+        raise ValueError("the query vector is empty")
+    if not all(math.isfinite(x) for x in values):
+        raise ValueError("the query vector has a NaN or infinite value")
+    # repr keeps every digit of a float32, so Postgres sees the caller's vector exactly.
+    return "[" + ",".join(repr(x) for x in values) + "]"
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _common(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "namespace": tuple(row["prefix"].split(".")),
+        "key": row["key"],
+        "value": row["value"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "similarity": float(row["similarity"]),
+    }
+
+
+@asynccontextmanager
+async def _connection(db: AsyncConnectionPool | AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    if isinstance(db, AsyncConnectionPool):
+        async with db.connection() as conn:
+            yield conn
+    else:
+        yield db
