@@ -39,8 +39,8 @@ SAFETY_CEILINGS: dict[str, int] = {
     "rag_top_k": 20,
     "rag_token_budget": 8_000,
     "user_context_token_budget": 8_000,
-    "max_context_tokens": 64_000,
-    "max_summary_tokens": 8_000,
+    "max_context_tokens": 200_000,
+    "max_summary_tokens": 20_000,
     "max_facts": 30,
 }
 

@@ -19,12 +19,12 @@ from psycopg.rows import dict_row
 
 from memory.backend import open_memory
 from core.namespaces import facts_ns, tasks_ns
-from memory.recall import fact_score
+from memory.recall import WEIGHTS, fact_score
 from core.schemas import Fact
 from memory.user_memory import put_fact, search_facts
 from storage.bulk_load import BulkItem, copy_items
 from storage import vector_search
-from storage.vector_search import ScoreWeights, ensure_namespace_index, namespace_index_name, rank_memories, search_memories
+from storage.vector_search import ensure_namespace_index, namespace_index_name, rank_memories, search_memories
 
 DIMS = 384
 USERS, PER_USER, TOPICS = 200, 30, 6
@@ -243,7 +243,7 @@ async def test_rank_memories_scores_exactly_as_recalls_python_formula(backend, u
         items.append(BulkItem(facts_ns(user_id), key, fact_value(key, importance=importance, updated=updated, last_used=last_used, created=created), vectors[key]))
     await write(backend.pool, items)
 
-    ranked = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, limit=10, filter={"status": "active"})
+    ranked = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, weights=WEIGHTS, limit=10, filter={"status": "active"})
 
     facts = {it.key: Fact.model_validate(it.value) for it in items}
     python = sorted(
@@ -252,7 +252,7 @@ async def test_rank_memories_scores_exactly_as_recalls_python_formula(backend, u
     )
     assert [m.key for m in ranked] == [key for _, _, key in python]
     assert [m.score for m in ranked] == pytest.approx([score for score, _, _ in python], abs=1e-6)
-    weights = ScoreWeights.recall()
+    weights = WEIGHTS
     for m in ranked:
         assert m.similarity == pytest.approx(float(vectors[m.key] @ query), abs=1e-6)
         assert m.importance == weights.importance_levels[facts[m.key].importance]
@@ -275,9 +275,9 @@ async def test_rank_memories_scores_only_the_most_similar_candidates(backend, us
     score = {it.key: fact_score(float(it.embedding @ query), Fact.model_validate(it.value), NOW) for it in (*near, far)}
     assert score["far"] > max(score[n.key] for n in near)
 
-    ranked = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, candidates=3, limit=4)
+    ranked = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, weights=WEIGHTS, candidates=3, limit=4)
     assert sorted(m.key for m in ranked) == ["near0", "near1", "near2"]
-    wider = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, candidates=4, limit=4)
+    wider = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, weights=WEIGHTS, candidates=4, limit=4)
     assert wider[0].key == "far"
 
 
@@ -288,7 +288,7 @@ async def test_rank_memories_skips_items_that_do_not_validate_and_ranks_the_rest
     bad_time = {**fact_value("bad-time"), "last_used": "yesterday"}
     bad_month = {**fact_value("bad-month"), "updated_at": "2026-13-45T00:00:00Z"}
     await write(backend.pool, [BulkItem(facts_ns(user_id), v["id"], v, unit(rng.standard_normal(DIMS))) for v in (good, bad_importance, bad_time, bad_month)])
-    ranked = await rank_memories(backend.pool, facts_ns(user_id), unit(rng.standard_normal(DIMS)), now=NOW)
+    ranked = await rank_memories(backend.pool, facts_ns(user_id), unit(rng.standard_normal(DIMS)), now=NOW, weights=WEIGHTS)
     assert [m.key for m in ranked] == ["good"]
 
 
@@ -303,7 +303,7 @@ async def test_bad_arguments_are_refused_with_a_clear_error(backend, user_id):
     with pytest.raises(ValueError, match="invalid namespace"):
         await search_memories(backend.pool, ("users", "a.b"), good)
     with pytest.raises(ValueError, match="timezone-aware"):
-        await rank_memories(backend.pool, facts_ns(user_id), good, now=datetime(2026, 1, 1))
+        await rank_memories(backend.pool, facts_ns(user_id), good, now=datetime(2026, 1, 1), weights=WEIGHTS)
     await write(backend.pool, [BulkItem(facts_ns(user_id), "one", fact_value("one"), unit(np.ones(DIMS)))])
     with pytest.raises(psycopg.errors.DataException, match="dimensions"):  # pgvector's own message
         await search_memories(backend.pool, facts_ns(user_id), [0.1, 0.2, 0.3])
