@@ -339,8 +339,8 @@ async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services 
             return StopResult(stopped=False, status="finished", run_id=active.run_id, message="The reply had already finished; memory is being updated.")
         return StopResult(stopped=False, status="idle", run_id=active.run_id if active else None, message="No reply is running on this chat.")
     services.runs.stop_local(run.run_id)  # at once when this worker runs it; otherwise its poller sees the row
-    final = await chat_runs.wait_until_final(pool, run.run_id, timeout=STOP_WAIT_SECONDS)
-    status = final.status if final else "stopped"
+    # (A dead worker's run is taken back here, as soon as its heartbeat has expired.)
+    status = await services.runs.wait_stopped(run, timeout=STOP_WAIT_SECONDS)
     messages = {
         "stopped": STOPPED_DISCARDED if run.kind == "resume" else STOPPED_KEPT,
         "finished": "The reply had already finished.",
@@ -425,4 +425,4 @@ async def stop_all_user_runs(services: Services, user: str) -> None:
     runs = await chat_runs.request_stop_for_user(pool, user)
     for run in runs:
         services.runs.stop_local(run.run_id)
-    await asyncio.gather(*(chat_runs.wait_until_final(pool, r.run_id, timeout=STOP_WAIT_SECONDS) for r in runs))
+    await asyncio.gather(*(services.runs.wait_stopped(r, timeout=STOP_WAIT_SECONDS) for r in runs))
