@@ -197,6 +197,8 @@ class ActiveRuns:
     def _beats(self) -> dict[str, str | None]:
         beats: dict[str, str | None] = {}
         for run_id, handle in self.runs.items():
+            if handle.runner.aborted:
+                continue  # its row must expire, so that a live worker takes the turn back
             parts = handle.runner.streamed
             beats[run_id] = "".join(parts) if len(parts) != self._sent.get(run_id) else None
             self._sent[run_id] = len(parts)

@@ -131,14 +131,18 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
 
 
 async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
+    # A dead worker's run is taken back first, as a claim would: the chat then shows its turn kept
+    # as a stopped one, and never says "a reply is being written" for a reply nobody writes.
+    active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
+    if active is not None and active.stale:
+        await services.runs.reap(chat.thread_id)
+        active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
     state = await services.graph.aget_state(config_of(chat.thread_id))
     values = state.values or {}
     messages = list(values.get("messages", []))
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
     board = SummaryBoard.model_validate(values.get("summary") or {})
-    # Not a dead worker's leftover row: the page would say "a reply is being written" forever.
-    active = await chat_runs.live_run(services.backend.pool, chat.thread_id)
     return ChatDetail(
         chat=chat_summary(chat),
         messages=[message_out(m, {v.id for v in view}) for m in messages],
@@ -150,7 +154,7 @@ async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
             message_ids=[m.id for m in view],
         ),
         pending_interrupts=[PendingInterrupt(id=i.id, value=i.value) for i in (state.interrupts or ())],
-        running=active is not None,
+        running=active is not None and not active.stale,
     )
 
 
