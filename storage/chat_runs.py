@@ -26,8 +26,6 @@ process' memory.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -248,20 +246,6 @@ async def active_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None
     return _row(row) if row else None
 
 
-async def live_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
-    """The active run whose worker still answers: exactly when a new claim would be refused.
-    (A dead worker's row stays active until a live worker takes it over.)"""
-    async with pool.connection() as conn:
-        row = await (
-            await conn.execute(
-                f"{_SELECT} WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing') "
-                "AND heartbeat_at >= now() - make_interval(secs => %s)",
-                (thread_id, STALE_AFTER_SECONDS),
-            )
-        ).fetchone()
-    return _row(row) if row else None
-
-
 async def get_run(pool: AsyncConnectionPool, run_id: str) -> RunRow | None:
     async with pool.connection() as conn:
         row = await (await conn.execute(f"{_SELECT} WHERE run_id = %s", (run_id,))).fetchone()
@@ -324,16 +308,6 @@ async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None])
         )
     ).fetchall()
     return {str(r["run_id"]): r["status"] for r in rows}
-
-
-async def wait_until_final(pool: AsyncConnectionPool, run_id: str, timeout: float = 15.0) -> RunRow | None:
-    """Poll until the run has a final status (or the timeout passes); the last row seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        run = await get_run(pool, run_id)
-        if run is None or run.status in FINAL or time.monotonic() >= deadline:
-            return run
-        await asyncio.sleep(0.05)
 
 
 async def user_threads(pool: AsyncConnectionPool, user_id: str) -> set[str]:

@@ -22,6 +22,7 @@ import pytest
 from storage.chat_runs import STALE_AFTER_SECONDS
 from tests.support.embedded_postgres import throwaway_postgres, with_database
 from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_user, reply_text, start_server, stream
+from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (pytest fixtures)
 
 # Replies of the servers that meet a fault come at 300 ms a word; to a user it knows nothing
 # about, the offline model echoes this message: ~30 words, still streaming when the fault hits.
@@ -206,3 +207,90 @@ async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its
         ).fetchall()
     assert rows[-3:] == [("message", "abandoned"), ("recover", "stopped"), ("message", "finished")]
     print(f"\n/stop answered {stop_answered:.1f}s after the kill; the other chat was reaped {reaped:.1f}s after it")
+
+
+async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_update_the_reaper_completes(database, survivor, minilm):
+    """A worker killed after the commit point leaves its run ``committing`` and the thread paused
+    before ``summarize`` (the reply saved, memory not yet updated): that state is made here, and
+    the live server's reaper, with nobody touching the chat, completes the memory update."""
+    from langchain_core.messages import HumanMessage
+
+    from core.context import Context
+    from graph.assembly import compile_graph
+    from memory.backend import open_memory
+
+    user = new_user()
+    key = (await create_keys(database, [user]))[user]
+    with survivor.client(key) as client:
+        chat_id = new_chat(client)
+    async with open_memory(database, minilm) as backend:
+        graph = compile_graph(backend.checkpointer, backend.store)
+        config = {"configurable": {"thread_id": chat_id}}
+        async for _ in graph.astream(
+            {"messages": [HumanMessage("I have a dog named Rex")]}, config, context=Context(user_id=user, model="offline"),
+            interrupt_before=["summarize"],
+        ):
+            pass
+        assert (await graph.aget_state(config)).next == ("summarize",)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker, heartbeat_at) "
+            "VALUES (gen_random_uuid(), %s, %s, 'message', 'committing', 'elsewhere:1', now() - make_interval(secs => %s))",
+            (chat_id, user, STALE_AFTER_SECONDS + 1),
+        )
+    wait_until_reaped(database, chat_id, time.monotonic())
+    with survivor.client(key) as client:
+        assert [f["text"] for f in client.get("/memory/facts").json()["facts"]] == ["Has a dog named Rex"]
+        detail = client.get(f"/chats/{chat_id}").json()
+        assert [m["role"] for m in detail["messages"]] == ["user", "assistant"] and not detail["messages"][1]["stopped"]
+    with psycopg.connect(database) as conn:
+        rows = conn.execute("SELECT kind, status FROM memory_agent_runs WHERE thread_id = %s ORDER BY started_at", (chat_id,)).fetchall()
+    assert rows == [("message", "abandoned"), ("recover", "finished")]
+
+
+# --------------------------------------------------------------------------- a provider that does not answer
+async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_and_the_chat_is_as_before(
+    backend, user_id, openai_stub, monkeypatch
+):
+    """Through the runner the API and the CLI use; the real openai client against the stub."""
+    from langchain_core.messages import HumanMessage
+
+    from app.active_runs import ActiveRuns
+    from app.turn_runner import TurnSpec
+    from graph.assembly import compile_graph
+    from storage.fenced_saver import FencedPostgresSaver
+    from tests.support.openai_stub_server import StubReply, structured_answer
+
+    monkeypatch.setenv("MEMORY_AGENT_MODEL_TIMEOUT", "1")
+    model = f"openai:stub-{uuid.uuid4().hex[:8]}"
+    late = {"on": True}
+
+    def answer(request):
+        if request.kind == "reply":
+            return StubReply(content="Too late.", delay_seconds=3 if late["on"] else 0)
+        if request.kind == "extract":
+            return structured_answer(request, {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []})
+        return structured_answer(request, {"summary": "A chat.", "topics": ["chat"]} if request.kind == "fold" else {"title": "A chat"})
+
+    openai_stub.reset(answer)
+    runs = ActiveRuns(compile_graph(FencedPostgresSaver(backend.pool), backend.store), backend.pool)
+    thread_id = str(uuid.uuid4())
+
+    async def turn(text: str) -> list[tuple[str, dict]]:
+        run_id = await runs.claim(thread_id, user_id, "message")
+        graph_input = {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}
+        spec = TurnSpec(thread_id, user_id, "assistant", "message", graph_input, user_text=text, context={"model": model})
+        return await runs.launch(run_id, spec).collect()
+
+    started = time.monotonic()
+    events = await turn("I live in Haifa")
+    waited = time.monotonic() - started
+    name, data = events[-1]
+    assert name == "error" and data["code"] == "reply_failed" and "timed out" in data["message"].lower(), events
+    assert data["text"] == "I live in Haifa"  # offered back to send again
+    assert len(openai_stub.requests_of("reply")) == 3  # the first try and the client's two retries, 1 s each
+    assert waited < 20
+    assert (await runs.graph.aget_state({"configurable": {"thread_id": thread_id}})).values.get("messages") is None  # as before
+
+    late["on"] = False
+    assert (await turn("I live in Haifa"))[-1][0] == "done"  # the same message, once the provider answers
