@@ -77,6 +77,7 @@ DATABASE_LOST = (
     "The database stopped answering during this reply. Once it is back, the chat keeps your message "
     "and the reply as far as it got, marked as stopped (memory learns nothing from it)."
 )
+DATABASE_LOST_UNSAVED = "The database stopped answering before your message was saved; send it again once the database is back."
 DATABASE_LOST_COMMITTED = "The reply was saved, but the database stopped answering during the memory update; it is completed once the database is back."
 WORKER_DIED = "stopped: its worker stopped answering"
 
@@ -139,6 +140,7 @@ class TurnRunner:
         self.streamed: list[str] = []  # the reply's text so far, kept if the user stops it
         self.failure: BaseException | None = None  # what made the run fail, for callers that explain it
         self.aborted = False
+        self.head_recorded = False  # from here on a live worker can keep the turn if this one cannot
         self._reply_task: asyncio.Task | None = None
         self._main: asyncio.Task | None = None
 
@@ -166,7 +168,8 @@ class TurnRunner:
         if self.committed:
             self.emit("error", {"code": "database_unavailable", "message": DATABASE_LOST_COMMITTED})
         else:
-            self.emit("error", {"code": "database_unavailable", "message": DATABASE_LOST, "text": self.spec.user_text})
+            message = DATABASE_LOST if self.head_recorded else DATABASE_LOST_UNSAVED
+            self.emit("error", {"code": "database_unavailable", "message": message, "text": self.spec.user_text})
         if self._main is not None:
             self._main.cancel()
 
@@ -218,6 +221,7 @@ class TurnRunner:
         branch_before = await self._message_ids() if self.spec.fork_from else set()
         mark = await self._step(mark_thread(self.pool, self.spec.thread_id))
         await self._step(chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes), self.spec.recorded()))
+        self.head_recorded = True
         if self.stop_requested:
             return await self._take_back(mark, "stopped")
 
