@@ -1,4 +1,5 @@
-"""The turns running in this server process, and how a stop request reaches them.
+"""The turns running in this process, how a stop request reaches them, and who finishes
+the runs of dead workers.
 
 Each run executes in its own asyncio task, independent of the HTTP request that
 started it: a client that disconnects does not cancel its reply (the reply is saved
@@ -7,7 +8,18 @@ and shows up when the chat is opened again); only ``/stop`` does.
 A stop may arrive at any worker. The worker that receives it marks the run's row
 ``stopping`` (see :mod:`storage.chat_runs`) and, when the run is its own, stops it at
 once. Every worker also polls its own runs' rows every ``POLL_SECONDS`` (refreshing
-their heartbeat in the same UPDATE) and stops those marked ``stopping``.
+their heartbeat and saving each reply as far as it streamed, in the same UPDATE) and
+stops those marked ``stopping``. The heartbeat has a connection of its own: when it
+fails for ``DATABASE_LOST_SECONDS`` the database is gone, and every run of this worker
+is aborted: its client gets an ``error`` event at once instead of waiting on a pool.
+
+Dead workers: a run whose heartbeat expired is taken over by a live worker, which takes
+its half-turn back as a stopped one (:meth:`app.turn_runner.TurnRunner.recover`). The
+servers' reaper looks every ``REAP_EVERY_SECONDS``; a claim or a ``/stop`` on the chat
+does it at once.
+
+The CLI runs its turns through this class too: one lock per chat, whichever window or
+server the message comes from.
 """
 
 from __future__ import annotations
@@ -16,16 +28,24 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass, field
+
+import psycopg
 
 from app.turn_runner import TurnRunner, TurnSpec
 from storage import chat_runs
-from memory.chat_admin import ThreadMark, rollback_thread
+from storage.postgres import CONNECTION_KWARGS
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.2
+HEARTBEAT_TIMEOUT_SECONDS = 2.0
+DATABASE_LOST_SECONDS = 3.0  # no heartbeat got through for this long: the database is gone
+REAP_EVERY_SECONDS = 5.0
+CLAIM_WAIT_SECONDS = 10.0  # how long a claim waits for another worker's take-back of a dead run
 SHUTDOWN_GRACE_SECONDS = 10.0
+TERMINAL = ("done", "interrupt", "error")
 
 
 def worker_id() -> str:
@@ -34,16 +54,27 @@ def worker_id() -> str:
 
 @dataclass
 class RunHandle:
-    """A run's events, in order; ``None`` marks the end."""
+    """A run's events, in order; ``None`` marks the end, which follows the run's terminal event
+    at once (the run's bookkeeping may go on after it, but the client is not kept waiting)."""
 
     run_id: str
     spec: TurnSpec
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     task: asyncio.Task | None = None
     runner: TurnRunner | None = None
+    ended: bool = False
 
     def put(self, name: str, data: dict) -> None:
+        if self.ended:
+            return  # e.g. a run's own error after abort() already ended the stream
         self.queue.put_nowait((name, data))
+        if name in TERMINAL:
+            self.end()
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.queue.put_nowait(None)
 
     async def events(self):
         while True:
@@ -62,21 +93,32 @@ class ActiveRuns:
         self.pool = pool
         self.worker = worker_id()
         self.runs: dict[str, RunHandle] = {}
+        self.recovering: set[str] = set()  # recover runs of this worker (heartbeated like the others)
         self._poller: asyncio.Task | None = None
+        self._reaper: asyncio.Task | None = None
+        self._beat_conn: psycopg.AsyncConnection | None = None
+        self._beats_failing_since: float | None = None
+        self._sent: dict[str, int] = {}  # how much of each reply the heartbeat has saved
 
     async def claim(self, thread_id: str, user_id: str, kind: str) -> str:
         """Claim the thread for a run (RunInProgress when another is active).
 
-        A reply whose worker died mid-way is taken back first, as if it had been stopped,
-        so the thread holds no half-done turn. (One that died after its reply was complete
-        only missed its memory update, which the next message completes.)
+        A run of a dead worker (its heartbeat expired) is taken over first: its half-turn is
+        kept as a stopped one, so the thread holds no half-done turn and nothing is lost.
         """
-        claim = await chat_runs.start_run(self.pool, thread_id, user_id, kind, self.worker)
-        for dead in claim.abandoned:
-            if dead.reply_unfinished and dead.head_recorded:
-                removed = await rollback_thread(self.pool, ThreadMark(dead.thread_id, dead.head_checkpoint, frozenset(dead.head_writes)))
-                log.warning("run %s on thread %s was abandoned by its worker; took back %d checkpoints", dead.run_id, thread_id, len(removed))
-        return claim.run_id
+        deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+        while True:
+            try:
+                return await chat_runs.start_run(self.pool, thread_id, user_id, kind, self.worker)
+            except chat_runs.RunInProgress as busy:
+                if time.monotonic() > deadline:
+                    raise
+                if busy.run.stale:
+                    await self.reap(thread_id)
+                elif busy.run.kind == chat_runs.RECOVER:
+                    await asyncio.sleep(0.1)  # another worker is taking a dead run back: a moment
+                else:
+                    raise
 
     def launch(self, run_id: str, spec: TurnSpec) -> RunHandle:
         handle = RunHandle(run_id, spec)
@@ -91,7 +133,8 @@ class ActiveRuns:
             await handle.runner.run()
         finally:
             self.runs.pop(handle.run_id, None)
-            handle.queue.put_nowait(None)
+            self._sent.pop(handle.run_id, None)
+            handle.end()
 
     def stop_local(self, run_id: str) -> bool:
         handle = self.runs.get(run_id)
@@ -100,25 +143,114 @@ class ActiveRuns:
         handle.runner.stop()
         return True
 
-    # ------------------------------------------------------------------ polling
+    # ------------------------------------------------------------------ dead workers
+    def start_reaper(self) -> None:
+        """Look for dead workers' runs every REAP_EVERY_SECONDS (servers; the CLI reaps only the chat it claims)."""
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._reap_forever(), name="run-reaper")
+
+    async def _reap_forever(self) -> None:
+        while True:
+            try:
+                await self.reap()
+            except Exception as exc:  # the database may be down: try again next round
+                log.warning("looking for dead workers' runs failed: %s", exc)
+            await asyncio.sleep(REAP_EVERY_SECONDS)
+
+    async def reap(self, thread_id: str | None = None) -> list[chat_runs.Abandoned]:
+        """Take over the runs with an expired heartbeat (of one thread, or all) and finish them."""
+        taken = await asyncio.wait_for(chat_runs.take_over_stale(self.pool, self.worker, thread_id), HEARTBEAT_TIMEOUT_SECONDS * 3)
+        for dead in taken:
+            self.recovering.add(dead.recovery_run_id)
+            self._ensure_poller()
+            try:
+                runner = TurnRunner(
+                    graph=self.graph, pool=self.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None
+                )
+                await runner.recover(dead)
+            finally:
+                self.recovering.discard(dead.recovery_run_id)
+        return taken
+
+    async def wait_stopped(self, run: chat_runs.RunRow, timeout: float) -> str:
+        """After a stop request: wait for the run to end. A run whose worker is dead is taken back
+        here and now, as soon as its heartbeat has expired. The run's status at the end."""
+        # Long enough for a dead worker's heartbeat to expire: then the answer is "stopped" too.
+        deadline = time.monotonic() + max(timeout, chat_runs.STALE_AFTER_SECONDS + 2)
+        while True:
+            row = await chat_runs.get_run(self.pool, run.run_id)
+            if row is None or not row.active:
+                return "stopped" if row is not None and row.status == "abandoned" else (row.status if row else "stopped")
+            if row.stale:
+                taken = await self.reap(row.thread_id)
+                if any(d.run_id == run.run_id for d in taken):
+                    return "stopped"
+            if time.monotonic() >= deadline:
+                return row.status
+            await asyncio.sleep(0.05)
+
+    # ------------------------------------------------------------------ heartbeat and stop polling
     def _ensure_poller(self) -> None:
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll(), name="stop-poller")
 
+    def _beats(self) -> dict[str, str | None]:
+        beats: dict[str, str | None] = {}
+        for run_id, handle in self.runs.items():
+            if handle.runner.aborted:
+                continue  # its row must expire, so that a live worker takes the turn back
+            parts = handle.runner.streamed
+            beats[run_id] = "".join(parts) if len(parts) != self._sent.get(run_id) else None
+            self._sent[run_id] = len(parts)
+        return beats | {run_id: None for run_id in self.recovering}
+
+    async def _heartbeat(self, beats: dict[str, str | None]) -> dict[str, str]:
+        if self._beat_conn is None:
+            self._beat_conn = await psycopg.AsyncConnection.connect(self.pool.conninfo, connect_timeout=2, **CONNECTION_KWARGS)
+        return await chat_runs.heartbeat(self._beat_conn, beats)
+
     async def _poll(self) -> None:
-        while self.runs:
+        self._beats_failing_since = None
+        while self.runs or self.recovering:
+            beats = self._beats()
             try:
-                statuses = await chat_runs.heartbeat(self.pool, list(self.runs))
+                statuses = await asyncio.wait_for(self._heartbeat(beats), HEARTBEAT_TIMEOUT_SECONDS)
+            except Exception as exc:
+                self._sent.clear()  # send the whole replies again next time
+                await self._close_beat_conn()  # broken, or cut mid-statement: connect anew
+                self._database_failing(exc)
+            else:
+                self._beats_failing_since = None
                 for run_id, status in statuses.items():
                     if status == "stopping":
                         self.stop_local(run_id)
-            except Exception:  # a database hiccup must not end polling for good
-                log.exception("polling run statuses failed")
             await asyncio.sleep(POLL_SECONDS)
+        await self._close_beat_conn()
+
+    def _database_failing(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if self._beats_failing_since is None:
+            self._beats_failing_since = now
+            log.warning("heartbeat failed: %s", str(exc) or type(exc).__name__)
+        if now - self._beats_failing_since >= DATABASE_LOST_SECONDS:
+            for handle in list(self.runs.values()):
+                if not handle.runner.aborted:
+                    log.error("the database has not answered for %.0fs: ending run %s", now - self._beats_failing_since, handle.run_id)
+                    handle.runner.abort()
+
+    async def _close_beat_conn(self) -> None:
+        conn, self._beat_conn = self._beat_conn, None
+        if conn is not None and not conn.closed:
+            try:
+                await asyncio.wait_for(conn.close(), HEARTBEAT_TIMEOUT_SECONDS)
+            except Exception:
+                pass
 
     # ------------------------------------------------------------------ shutdown
     async def close(self) -> None:
         """Stop every reply still running (kept as far as they got, like a user's stop) and wait for the memory updates."""
+        if self._reaper is not None:
+            self._reaper.cancel()
         handles = list(self.runs.values())
         for handle in handles:
             handle.runner.stop("stopped: the server shut down")
@@ -129,3 +261,4 @@ class ActiveRuns:
                 task.cancel()
         if self._poller is not None:
             self._poller.cancel()
+        await self._close_beat_conn()

@@ -3,20 +3,32 @@
 On a terminal replies stream token by token and a dim line shows what was
 remembered. From a pipe each input line is one message and each reply is printed
 on one stdout line (notes go to stderr), so scripts and tests can drive it.
+
+Turns run exactly as the HTTP API runs them (app.active_runs, app.turn_runner): the same
+per-chat run lock, so a second window on a busy chat is told so and nothing is lost, and
+the same stop. Ctrl-C during a reply stops the reply, not the program: the message and
+the reply so far stay in the chat, the reply marked stopped (memory learns nothing from
+it). Ctrl-C at the prompt quits.
 """
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TextIO
 
 import psycopg
-from langchain_core.messages import AIMessageChunk, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
+from app.active_runs import ActiveRuns
 from app.memory_report import memory_snapshot, render_snapshot
+from app.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
 from core.text_validation import validate_user_text
@@ -27,11 +39,17 @@ from core.schemas import SummaryBoard
 from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
 from storage import thread_owners
 from memory.user_memory import delete_fact, list_chats, list_facts, list_tasks, search_facts
+from storage import chat_runs
+from storage.fenced_saver import FencedPostgresSaver
 
 DIM, RESET = "\033[2m", "\033[0m"
 HELP = "Commands: /memory /summary /chats /new /forget [text] /quit"
 YES = {"y", "yes", "ok", "confirm", "approve"}
 NO = {"n", "no", "cancel", "decline"}
+BUSY = (
+    "error: this chat is busy in another window (a reply is being written there). Your message was not sent; "
+    "send it again once that reply is done, or start another chat with /new."
+)
 
 
 @dataclass
@@ -46,8 +64,17 @@ class ChatSession:
     confirming_forget: bool = False
 
     def __post_init__(self) -> None:
-        self.graph = compile_graph(self.backend.checkpointer, self.backend.store)
         self.context = Context(user_id=self.user_id, **self.context_overrides)
+
+    @cached_property
+    def graph(self):
+        # The servers' saver, fenced against late writes of a stopped reply (storage.fenced_saver).
+        # (Built on first use: the saver wants a running event loop.)
+        return compile_graph(FencedPostgresSaver(self.backend.pool), self.backend.store)
+
+    @cached_property
+    def runs(self) -> ActiveRuns:
+        return ActiveRuns(self.graph, self.backend.pool)
 
     @property
     def config(self) -> dict:
@@ -83,8 +110,8 @@ class ChatSession:
             return None
         pending = await self.pending_confirmation()
         if pending is not None and answer in YES | NO:
-            return await self._run(Command(resume={"approved": answer in YES}))
-        return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]})
+            return await self._run(Command(resume={"approved": answer in YES}), "resume")
+        return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}, "message", text)
 
     async def _own_thread(self) -> bool:
         """Record this user as the chat's owner on its first turn; refuse another user's chat."""
@@ -102,40 +129,48 @@ class ChatSession:
                 return interrupt.value
         return None
 
-    async def _run(self, graph_input) -> str | None:
+    async def _run(self, graph_input, kind: str, text: str = "") -> str | None:
+        """One turn under the chat's run lock; None when it was refused or failed."""
+        try:
+            run_id = await self.runs.claim(self.thread_id, self.user_id, kind)
+        except chat_runs.RunInProgress:
+            print(BUSY, file=self.err, flush=True)
+            return None
+        except (psycopg.Error, TimeoutError) as exc:
+            await self._report_database_failure(exc, answered=False)
+            return None
+        spec = TurnSpec(self.thread_id, self.user_id, self.context.persona, kind, graph_input, user_text=text, context=self.context_overrides)
+        handle = self.runs.launch(run_id, spec)
         reply_parts: list[str] = []
         memory_lines: list[str] = []
-        try:
-            async for mode, chunk in self.graph.astream(
-                graph_input, self.config, context=self.context, stream_mode=["messages", "custom"]
-            ):
-                if mode == "messages":
-                    message, meta = chunk
-                    if meta.get("langgraph_node") == "reply" and isinstance(message, AIMessageChunk) and message.content:
-                        piece = message.content if isinstance(message.content, str) else ""
-                        reply_parts.append(piece)
-                        if self.interactive:
-                            print(piece, end="", file=self.out, flush=True)
-                elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") == "memory":
-                    memory_lines.append(chunk.get("described") or f"memory not updated: {chunk.get('error')}")
-        except psycopg.Error as exc:
-            await self._report_database_failure(exc)
+        end: tuple[str, dict] = ("error", {"code": "turn_failed", "message": "The turn ended without an answer."})
+        with ctrl_c_stops(handle.runner):
+            async for name, data in handle.events():
+                if name == "token":
+                    reply_parts.append(data["text"])
+                    if self.interactive:
+                        print(data["text"], end="", file=self.out, flush=True)
+                elif name == "memory":
+                    memory_lines.append(data.get("described") or f"memory not updated: {data.get('error')}")
+                elif name in ("done", "interrupt", "error"):
+                    end = (name, data)
+            await handle.task  # its bookkeeping too, before the next prompt
+        name, data = end
+        reply = data.get("reply") or "".join(reply_parts)
+        if name == "error" and data.get("code") != "stopped":
+            if self.interactive and reply_parts:
+                print(file=self.out, flush=True)
+            await self._report_failure(handle.runner, data)
             return None
-        state = await self.graph.aget_state(self.config)
-        if state.values.get("error"):
-            print(f"error: {state.values['error']}", file=self.err, flush=True)
-            return None
-        reply = "".join(reply_parts)
-        if not reply and state.values.get("messages"):  # a model that does not stream
-            last = state.values["messages"][-1]
-            if last.type == "ai" and not getattr(last, "tool_calls", None):
-                reply = last.content if isinstance(last.content, str) else str(last.content)
-                if self.interactive:
-                    print(reply, end="", file=self.out)
         if self.interactive:
+            if not reply_parts and reply:  # a model that does not stream
+                print(reply, end="", file=self.out)
             print(file=self.out, flush=True)
-        elif reply:
+        elif reply or name == "error":
             print(reply.replace("\n", " "), file=self.out, flush=True)
+        if name == "error":  # stopped by Ctrl-C (or /stop through the API), as the API's stop leaves it
+            self.note(data["message"])
+            return reply
         for line in memory_lines:
             self.note(f"  remembered: {line}")
         pending = await self.pending_confirmation()
@@ -151,17 +186,18 @@ class ChatSession:
             return
         try:
             answer = input(f"{question} ").strip().casefold()
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):
             answer = "no"
-        await self._run(Command(resume={"approved": answer in YES}))
+        await self._run(Command(resume={"approved": answer in YES}), "resume")
 
-    async def _report_database_failure(self, exc: Exception) -> None:
+    async def _report_failure(self, runner: TurnRunner, event: dict) -> None:
+        if isinstance(runner.failure, psycopg.Error):
+            await self._report_database_failure(runner.failure, answered=event.get("code") == "memory_update_failed")
+        else:
+            print(f"error: {event.get('message')}", file=self.err, flush=True)
+
+    async def _report_database_failure(self, exc: Exception, *, answered: bool) -> None:
         detail = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
-        try:
-            state = await self.graph.aget_state(self.config)
-            answered = bool(state.values.get("messages")) and state.values["messages"][-1].type == "ai"
-        except psycopg.Error:
-            answered = False
         if answered:
             hint = "The reply was saved, but the memories of this turn were not (nothing half-written was kept)."
         else:
@@ -270,3 +306,18 @@ async def _scripted(session: ChatSession, stdin) -> int:
             failures += 1
     return 1 if failures else 0
 
+
+@contextmanager
+def ctrl_c_stops(runner: TurnRunner):
+    """While a reply runs, Ctrl-C (SIGINT) stops the reply instead of the program; afterwards
+    it raises KeyboardInterrupt again, so Ctrl-C at the prompt quits."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, runner.stop, "stopped by the user (Ctrl-C)")
+    except (RuntimeError, ValueError, NotImplementedError):  # not the main thread, or no signals here
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)  # back to Python's default: KeyboardInterrupt

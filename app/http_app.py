@@ -65,6 +65,7 @@ async def lifespan(app: FastAPI):
         # The backend's saver class with a fence against late writes of stopped runs (storage.fenced_saver).
         graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
         runs = ActiveRuns(graph, backend.pool)
+        runs.start_reaper()  # dead workers' runs are finished by the live ones
         app.state.services = Services(
             backend=backend,
             graph=graph,

@@ -132,14 +132,18 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
 
 
 async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
+    # A dead worker's run is taken back first, as a claim would: the chat then shows its turn kept
+    # as a stopped one, and never says "a reply is being written" for a reply nobody writes.
+    active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
+    if active is not None and active.stale:
+        await services.runs.reap(chat.thread_id)
+        active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
     state = await services.graph.aget_state(config_of(chat.thread_id))
     values = state.values or {}
     messages = list(values.get("messages", []))
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
     board = SummaryBoard.model_validate(values.get("summary") or {})
-    # Not a dead worker's leftover row: the page would say "a reply is being written" forever.
-    active = await chat_runs.live_run(services.backend.pool, chat.thread_id)
     return ChatDetail(
         chat=chat_summary(chat),
         messages=[message_out(m, {v.id for v in view}) for m in messages],
@@ -151,7 +155,7 @@ async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
             message_ids=[m.id for m in view],
         ),
         pending_interrupts=[PendingInterrupt(id=i.id, value=i.value) for i in (state.interrupts or ())],
-        running=active is not None,
+        running=active is not None and not active.stale,
     )
 
 
@@ -342,8 +346,8 @@ async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services 
             return StopResult(stopped=False, status="finished", run_id=active.run_id, message="The reply had already finished; memory is being updated.")
         return StopResult(stopped=False, status="idle", run_id=active.run_id if active else None, message="No reply is running on this chat.")
     services.runs.stop_local(run.run_id)  # at once when this worker runs it; otherwise its poller sees the row
-    final = await chat_runs.wait_until_final(pool, run.run_id, timeout=STOP_WAIT_SECONDS)
-    status = final.status if final else "stopped"
+    # (A dead worker's run is taken back here, as soon as its heartbeat has expired.)
+    status = await services.runs.wait_stopped(run, timeout=STOP_WAIT_SECONDS)
     messages = {
         "stopped": STOPPED_DISCARDED if run.kind == "resume" else STOPPED_KEPT,
         "finished": "The reply had already finished.",
@@ -428,4 +432,4 @@ async def stop_all_user_runs(services: Services, user: str) -> None:
     runs = await chat_runs.request_stop_for_user(pool, user)
     for run in runs:
         services.runs.stop_local(run.run_id)
-    await asyncio.gather(*(chat_runs.wait_until_final(pool, r.run_id, timeout=STOP_WAIT_SECONDS) for r in runs))
+    await asyncio.gather(*(services.runs.wait_stopped(r, timeout=STOP_WAIT_SECONDS) for r in runs))

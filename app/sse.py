@@ -21,9 +21,10 @@ EVENTS_DOC = {
     "`summary` {folded_messages, summary}, `interrupt` {run_id, interrupts: [{id, value}]}, "
     "`done` {run_id, message_id, user_message_id, reply, usage, tokens_in, tokens_out, memory_written, elapsed_ms}, "
     "`error` {code, message, text?, message_id?, user_message_id?, reply?}: codes stopped, reply_failed, turn_failed, "
-    "refused, memory_update_failed (`text` gives a discarded message back; a stopped reply is kept as far as it got: "
-    "`message_id`, `user_message_id` and `reply` name it, and memory learns nothing from it). "
-    "Exactly one of done, interrupt or error ends the stream.",
+    "refused, memory_update_failed, database_unavailable (`text` gives a discarded message back; a stopped reply is kept "
+    "as far as it got: `message_id`, `user_message_id` and `reply` name it, and memory learns nothing from it; after "
+    "database_unavailable the turn is kept as a stopped one once the database is back). "
+    "Exactly one of done, interrupt or error ends the stream, and the stream ends right after it.",
     "content": {"text/event-stream": {"schema": {"type": "string"}}},
 }
 

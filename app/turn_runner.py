@@ -23,6 +23,13 @@ node) ends the run with an ``interrupt`` event; ``Command(resume=…)`` continue
 in a new run. A failure in the reply phase is taken back entirely (the ``error`` event
 carries the message's text so a client can offer it again).
 
+Streams always end: every database step of the bookkeeping runs under
+``DB_STEP_SECONDS``, and when the database stops answering altogether the worker's
+heartbeat notices within seconds and :meth:`TurnRunner.abort` sends ``error`` at once.
+What such a run leaves behind is finished by a live worker once the database answers
+(:meth:`TurnRunner.recover`, the same take-back as a stop: the turn is kept, its reply
+marked stopped, as far as the last heartbeat saved it).
+
 Events: ``token``, ``memory``, ``summary``, ``interrupt``, ``done``, ``error``.
 """
 
@@ -32,8 +39,8 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, TypeVar
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from prometheus_client import Counter, Histogram
@@ -49,6 +56,10 @@ log = logging.getLogger(__name__)
 
 MEMORY_NODES = ("summarize", "extract_memories")
 FENCE_WAIT_SECONDS = 10.0
+# One bookkeeping step (a run row update, a rollback): past this the database is taken for
+# gone and the step for failed; what it left undone is a live worker's reaper's job.
+DB_STEP_SECONDS = 5.0
+T = TypeVar("T")
 
 TURN_SECONDS = Histogram(
     "memory_agent_api_turn_seconds",
@@ -62,6 +73,13 @@ Emit = Callable[[str, dict], None]
 
 STOPPED_KEPT = "Stopped. The reply so far is kept, marked as stopped; memory learns nothing from a stopped turn (regenerate it to have it learned)."
 STOPPED_DISCARDED = "Stopped. The reply was discarded and the chat is as it was before."
+DATABASE_LOST = (
+    "The database stopped answering during this reply. Once it is back, the chat keeps your message "
+    "and the reply as far as it got, marked as stopped (memory learns nothing from it)."
+)
+DATABASE_LOST_UNSAVED = "The database stopped answering before your message was saved; send it again once the database is back."
+DATABASE_LOST_COMMITTED = "The reply was saved, but the database stopped answering during the memory update; it is completed once the database is back."
+WORKER_DIED = "stopped: its worker stopped answering"
 
 
 @dataclass
@@ -73,6 +91,29 @@ class TurnSpec:
     graph_input: Any  # {"messages": [HumanMessage]} or a Command
     fork_from: dict | None = None  # a checkpoint config to start from (edit)
     user_text: str = ""
+    context: dict = field(default_factory=dict)  # Context fields besides user and persona (the CLI's --model)
+
+    def recorded(self) -> chat_runs.RecordedTurn:
+        """What another worker needs to keep this turn as a stopped one if this worker dies."""
+        messages = self.graph_input.get("messages") if isinstance(self.graph_input, dict) else None
+        human = messages[-1] if messages else None
+        fork = (self.fork_from or {}).get("configurable", {}).get("checkpoint_id")
+        return chat_runs.RecordedTurn(
+            persona=self.persona,
+            message_id=human.id if human is not None else None,
+            text=human.text if human is not None else "",
+            fork_checkpoint=fork,
+        )
+
+    @classmethod
+    def of_abandoned(cls, dead: chat_runs.Abandoned) -> "TurnSpec":
+        """The turn a dead worker's run was answering, as it recorded it."""
+        turn = dead.turn or chat_runs.RecordedTurn()
+        fork = None
+        if turn.fork_checkpoint:
+            fork = {"configurable": {"thread_id": dead.thread_id, "checkpoint_ns": "", "checkpoint_id": turn.fork_checkpoint}}
+        graph_input = {"messages": [HumanMessage(turn.text, id=turn.message_id)]} if turn.message_id else None
+        return cls(dead.thread_id, dead.user_id, turn.persona, dead.kind, graph_input, fork_from=fork, user_text=turn.text)
 
 
 def _chunk_text(message: AIMessageChunk) -> str:
@@ -97,14 +138,18 @@ class TurnRunner:
         self.stop_reason = "stopped by the user"
         self.committed = False  # past the commit point: the reply is complete and stays
         self.streamed: list[str] = []  # the reply's text so far, kept if the user stops it
+        self.failure: BaseException | None = None  # what made the run fail, for callers that explain it
+        self.aborted = False
+        self.head_recorded = False  # from here on a live worker can keep the turn if this one cannot
         self._reply_task: asyncio.Task | None = None
+        self._main: asyncio.Task | None = None
 
     @property
     def config(self) -> dict:
         return {"configurable": {"thread_id": self.spec.thread_id}}
 
     def context(self) -> Context:
-        return Context(user_id=self.spec.user_id, persona=self.spec.persona)
+        return Context(**{"user_id": self.spec.user_id, "persona": self.spec.persona, **self.spec.context})
 
     def stop(self, reason: str = "stopped by the user") -> None:
         """Stop the reply phase (no effect once the reply is complete)."""
@@ -113,34 +158,70 @@ class TurnRunner:
         if self._reply_task is not None and not self._reply_task.done():
             self._reply_task.cancel()
 
+    def abort(self) -> None:
+        """The database stopped answering: say so now and end the run. Its row is left as it is;
+        once the database is back a live worker takes the turn back as a stopped one (:meth:`recover`),
+        or completes its memory update if the reply was already complete."""
+        if self.aborted:
+            return
+        self.aborted = True
+        if self.committed:
+            self.emit("error", {"code": "database_unavailable", "message": DATABASE_LOST_COMMITTED})
+        else:
+            message = DATABASE_LOST if self.head_recorded else DATABASE_LOST_UNSAVED
+            self.emit("error", {"code": "database_unavailable", "message": message, "text": self.spec.user_text})
+        if self._main is not None:
+            self._main.cancel()
+
+    async def _step(self, work: Awaitable[T]) -> T:
+        """A bookkeeping step under DB_STEP_SECONDS (TimeoutError past it)."""
+        return await asyncio.wait_for(work, DB_STEP_SECONDS)
+
+    async def _finish_row(self, status: str, detail: str | None = None) -> None:
+        """Record the run's final status; a database that does not answer leaves it to the reaper."""
+        try:
+            await self._step(chat_runs.finish(self.pool, self.run_id, status, detail=detail))
+        except Exception as exc:
+            log.warning("run %s: could not record %s (%s); a live worker's reaper will", self.run_id, status, exc)
+
     # ------------------------------------------------------------------ the run
     async def run(self) -> str:
         """Run the turn; returns the run's final status. Never raises for a failed turn."""
         started = time.perf_counter()
         status = "failed"
+        self._main = asyncio.create_task(self._run(started))
         try:
-            status = await self._run(started)
+            status = await self._main
             return status
+        except asyncio.CancelledError:
+            if not self.aborted:
+                raise  # this run itself was cancelled (server shutdown)
+            return status  # abort() has told the client; the row stays for the reaper
         except Exception as exc:
             log.exception("turn %s failed", self.run_id)
-            await chat_runs.finish(self.pool, self.run_id, "failed", detail=f"{type(exc).__name__}: {exc}"[:500])
+            self.failure = exc
+            # The event first: its words do not depend on the bookkeeping after it.
             if self.committed:  # the reply is complete and saved; the memory update is what failed
                 self.emit("error", {"code": "memory_update_failed", "message": f"The reply was saved, but updating memory failed: {exc}"})
             else:
                 self.emit("error", {"code": "turn_failed", "message": f"The turn failed: {exc}", "text": self.spec.user_text})
+            await self._finish_row("failed", detail=f"{type(exc).__name__}: {exc}"[:500])
             return status
         finally:
             RUN_OUTCOMES.labels(kind=self.spec.kind, outcome=status).inc()
-            # A run that ended any other way than the paths above must not keep the chat locked.
-            await asyncio.shield(chat_runs.finish(self.pool, self.run_id, "failed", detail="ended without a final status"))
+            # A run that ended any other way than the paths above must not keep the chat locked
+            # (an aborted one keeps its row active on purpose: the reaper takes it back).
+            if not self.aborted:
+                await asyncio.shield(self._finish_row("failed", detail="ended without a final status"))
 
     async def _run(self, started: float) -> str:
         ctx = self.context()
         if self.spec.kind == "message":
             await self._finish_pending_memory_update(ctx)
         branch_before = await self._message_ids() if self.spec.fork_from else set()
-        mark = await mark_thread(self.pool, self.spec.thread_id)
-        await chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes))
+        mark = await self._step(mark_thread(self.pool, self.spec.thread_id))
+        await self._step(chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes), self.spec.recorded()))
+        self.head_recorded = True
         if self.stop_requested:
             return await self._take_back(mark, "stopped")
 
@@ -153,21 +234,22 @@ class TurnRunner:
             return await self._take_back(mark, "stopped")
         except Exception as exc:
             log.exception("reply phase of run %s failed", self.run_id)
+            self.failure = exc
             return await self._take_back(mark, "failed", exc)
         if self.stop_requested:
             return await self._take_back(mark, "stopped")
 
         state = await self.graph.aget_state(self.config)
         if state.values.get("error"):  # load_context refused the message and removed it again
-            await chat_runs.finish(self.pool, self.run_id, "failed", detail=state.values["error"])
+            await self._finish_row("failed", detail=state.values["error"])
             self.emit("error", {"code": "refused", "message": state.values["error"]})
             return "failed"
         if state.interrupts:
-            if not await chat_runs.transition(self.pool, self.run_id, "interrupted", when=("running",)):
+            if not await self._step(chat_runs.transition(self.pool, self.run_id, "interrupted", when=("running",))):
                 return await self._take_back(mark, "stopped")
             self.emit("interrupt", {"run_id": self.run_id, "interrupts": _interrupts(state)})
             return "interrupted"
-        if not await chat_runs.transition(self.pool, self.run_id, "committing", when=("running",)):
+        if not await self._step(chat_runs.transition(self.pool, self.run_id, "committing", when=("running",))):
             return await self._take_back(mark, "stopped")
         self.committed = True
 
@@ -179,7 +261,7 @@ class TurnRunner:
                 self.emit("memory", {"retracted": {"facts": retracted.facts, "tasks": retracted.tasks}})
         await self._memory_phase(ctx, forward=True)
         state = await self.graph.aget_state(self.config)
-        await chat_runs.finish(self.pool, self.run_id, "finished")
+        await self._finish_row("finished")
         elapsed = time.perf_counter() - started
         TURN_SECONDS.labels(kind=self.spec.kind).observe(elapsed)
         metrics.TURNS.inc()
@@ -236,7 +318,8 @@ class TurnRunner:
         try:
             if fenced:
                 await asyncio.wait_for(saver.close_thread(self.spec.thread_id, mark.checkpoint_id), FENCE_WAIT_SECONDS)
-            removed = await asyncio.shield(rollback_thread(self.pool, mark))
+            # (A rollback cut by the timeout is one transaction: it happened whole or not at all.)
+            removed = await self._step(asyncio.shield(rollback_thread(self.pool, mark)))
         finally:
             # Whatever happened, lift the fence: left closed it would drop every later checkpoint
             # of this chat in this process. After a failed rollback nothing was removed, so
@@ -246,13 +329,13 @@ class TurnRunner:
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
         if status == "stopped":
             kept = await self._keep_stopped_turn(mark)
-            await chat_runs.finish(self.pool, self.run_id, status, detail=self.stop_reason)
+            await self._finish_row(status, detail=self.stop_reason)
             if kept is not None:
                 self.emit("error", {"code": "stopped", "message": STOPPED_KEPT, **kept})
             else:
                 self.emit("error", {"code": "stopped", "message": STOPPED_DISCARDED, "text": self.spec.user_text})
             return status
-        await chat_runs.finish(self.pool, self.run_id, status, detail=f"{type(exc).__name__}: {exc}"[:500])
+        await self._finish_row(status, detail=f"{type(exc).__name__}: {exc}"[:500])
         self.emit("error", {"code": "reply_failed", "message": f"The reply failed and was discarded: {exc}", "text": self.spec.user_text})
         return status
 
@@ -273,6 +356,29 @@ class TurnRunner:
         await self.graph.aupdate_state(base, {"messages": [human, reply]}, as_node="reply")
         await self._memory_phase(self.context(), forward=False)
         return {"message_id": reply.id, "user_message_id": human.id, "reply": reply.text}
+
+    # ------------------------------------------------------------------ a dead worker's run
+    async def recover(self, dead: chat_runs.Abandoned) -> str:
+        """Finish what a dead worker's run left (this runner's ``run_id`` is the recover run
+        holding the thread): a reply cut short is taken back and kept as a stopped turn, exactly
+        as a user's stop keeps it, with the reply as far as its last heartbeat saved it; a
+        complete reply gets the memory update it missed."""
+        self.stop_requested, self.stop_reason = True, WORKER_DIED
+        try:
+            if dead.reply_unfinished and dead.head_recorded:
+                self.streamed = [dead.partial_reply]
+                mark = ThreadMark(dead.thread_id, dead.head_checkpoint, frozenset(dead.head_writes))
+                status = await self._take_back(mark, "stopped")
+                log.warning("run %s on thread %s was abandoned by its worker; its turn is kept as a stopped one", dead.run_id, dead.thread_id)
+                return status
+            # Nothing of its reply was written yet, or the reply was complete: only a memory update may be missing.
+            await self._finish_pending_memory_update(self.context())
+            await self._finish_row("finished", detail=f"took over run {dead.run_id}")
+            return "finished"
+        except Exception as exc:
+            log.exception("taking back run %s failed", dead.run_id)
+            await self._finish_row("failed", detail=f"{type(exc).__name__}: {exc}"[:500])
+            return "failed"
 
     def _done_payload(self, values: dict, elapsed: float) -> dict:
         human, reply = current_turn(values.get("messages", []))

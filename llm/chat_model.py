@@ -13,6 +13,10 @@ log = logging.getLogger(__name__)
 OFFLINE = "offline"
 AUTO = "auto"
 DEFAULT_OPENAI_MODEL = "openai:gpt-4.1-mini"
+# Seconds an OpenAI-compatible provider may take to answer (per attempt; the client retries twice).
+# Without it the client waits ten minutes a try, and the user watches a reply that never comes.
+TIMEOUT_ENV = "MEMORY_AGENT_MODEL_TIMEOUT"
+DEFAULT_TIMEOUT_SECONDS = 60.0
 
 _lock = threading.Lock()
 _cache: dict[str, BaseChatModel] = {}
@@ -79,6 +83,7 @@ def _create(name: str) -> BaseChatModel:
     if provider in (None, "openai"):
         # Token usage in streamed replies, for the cost figures.
         kwargs["stream_usage"] = True
+        kwargs["timeout"] = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_SECONDS)
     try:
         return init_chat_model(name, **kwargs)
     except Exception as exc:

@@ -14,27 +14,34 @@ process' memory.
 - Commit point: once the reply is complete the worker flips ``running`` to
   ``committing`` before it updates memory. Both flips are conditional UPDATEs, so a
   stop and a commit racing each other have exactly one winner.
-- A worker that died leaves a row whose heartbeat stops; after ``STALE_AFTER_SECONDS``
-  the next claim on the thread marks it ``abandoned``. Each run records the thread's
-  head when it starts (``head_checkpoint``), so what a reply died in the middle of can
-  be taken back like a stopped one (see app.active_runs).
+- A worker that died leaves a row whose heartbeat stops. After ``STALE_AFTER_SECONDS``
+  a live worker takes it over (:func:`take_over_stale`: its periodic reaper, a claim
+  on the thread, or a ``/stop``): the dead row becomes ``abandoned`` and a ``recover``
+  row of the live worker holds the thread while it takes the half-turn back as a
+  stopped one (see app.active_runs). For that each run records the thread's head when
+  it starts (``head_checkpoint``), the turn it answers (``turn``: the user's message,
+  the fork point of an edit), and its heartbeat saves the reply as far as it streamed
+  (``partial_reply``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
 
 
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
-STALE_AFTER_SECONDS = 20
+# Heartbeats come every 0.2 s (app.active_runs); a worker silent this long is dead. With the
+# reaper's period this frees a dead worker's chat within STALE_AFTER + REAP_EVERY (20 s).
+STALE_AFTER_SECONDS = 15
+RECOVER = "recover"  # the kind of a live worker's run that takes a dead one's turn back
 KEEP_FINISHED_DAYS = 7
 
 CREATE = (
@@ -51,34 +58,48 @@ CREATE = (
     detail text,
     head_recorded boolean NOT NULL DEFAULT false,
     head_checkpoint text,
-    head_writes text[] NOT NULL DEFAULT '{}'
+    head_writes text[] NOT NULL DEFAULT '{}',
+    turn jsonb,
+    partial_reply text
 )""",
+    # Tables created before dead runs were kept as stopped turns.
+    "ALTER TABLE memory_agent_runs ADD COLUMN IF NOT EXISTS turn jsonb",
+    "ALTER TABLE memory_agent_runs ADD COLUMN IF NOT EXISTS partial_reply text",
     "CREATE UNIQUE INDEX IF NOT EXISTS memory_agent_runs_one_active "
     "ON memory_agent_runs (thread_id) WHERE status IN ('running', 'stopping', 'committing')",
     "CREATE INDEX IF NOT EXISTS memory_agent_runs_user ON memory_agent_runs (user_id)",
 )
 
 
+class RecordedTurn(BaseModel):
+    """What a run answers, recorded when it starts: enough for another worker to keep the
+    turn as a stopped one when this worker dies."""
+
+    persona: str = "assistant"
+    message_id: str | None = None  # the user's message (None: a resume, which is taken back whole)
+    text: str = ""
+    fork_checkpoint: str | None = None  # an edit's or a regeneration's fork point
+
+
 @dataclass(frozen=True)
 class Abandoned:
-    """A run whose worker stopped answering, as it was when the next claim found it."""
+    """A run whose worker stopped answering, as it was when a live worker took it over."""
 
     run_id: str
     thread_id: str
+    user_id: str
+    kind: str
     was: str  # its status then: running / stopping (reply unfinished) or committing (reply complete)
     head_recorded: bool
     head_checkpoint: str | None
     head_writes: list[str]
+    turn: RecordedTurn | None
+    partial_reply: str
+    recovery_run_id: str  # the live worker's run holding the thread while it takes this one back
 
     @property
     def reply_unfinished(self) -> bool:
         return self.was in ("running", "stopping")
-
-
-@dataclass(frozen=True)
-class Claim:
-    run_id: str
-    abandoned: list[Abandoned]
 
 
 class RunInProgress(Exception):
@@ -101,6 +122,16 @@ class RunRow:
     heartbeat_at: datetime
     finished_at: datetime | None
     detail: str | None
+    stale: bool = False  # its heartbeat expired: its worker is dead
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+
+# Every read of a row says whether its worker still answers.
+_SELECT = f"SELECT *, heartbeat_at < now() - make_interval(secs => {STALE_AFTER_SECONDS}) AS stale FROM memory_agent_runs"
+_RETURNING = f"RETURNING *, heartbeat_at < now() - make_interval(secs => {STALE_AFTER_SECONDS}) AS stale"
 
 
 def _row(r: dict) -> RunRow:
@@ -118,14 +149,10 @@ async def setup(pool: AsyncConnectionPool) -> None:
         )
 
 
-async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kind: str, worker: str) -> Claim:
-    """Claim the thread for a new run; RunInProgress when one is active.
-
-    Runs of dead workers found on the way are marked abandoned and returned, so the
-    caller can take back what they left half done.
-    """
+async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kind: str, worker: str) -> str:
+    """Claim the thread for a new run; its id. RunInProgress when one is active (a dead
+    worker's too: ``RunInProgress.run.stale`` says so, see :func:`take_over_stale`)."""
     run_id = str(uuid.uuid4())
-    abandoned: list[Abandoned] = []
     for attempt in (1, 2, 3):
         try:
             async with pool.connection() as conn:
@@ -134,49 +161,77 @@ async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kin
                     "VALUES (%s, %s, %s, %s, 'running', %s)",
                     (run_id, thread_id, user_id, kind, worker),
                 )
-            return Claim(run_id, abandoned)
+            return run_id
         except psycopg.errors.UniqueViolation:
-            stale = await _abandon_stale(pool, thread_id)
-            abandoned.extend(stale)
-            if stale:
-                continue
             active = await active_run(pool, thread_id)
-            if active is None and attempt < 3:  # it finished meanwhile
-                continue
-            if active is None:
+            if active is not None:
+                raise RunInProgress(active) from None
+            if attempt == 3:
                 raise
-            raise RunInProgress(active)
+            # it finished meanwhile: try again
     raise RuntimeError("unreachable")
 
 
-async def _abandon_stale(pool: AsyncConnectionPool, thread_id: str) -> list[Abandoned]:
-    async with pool.connection() as conn:
-        rows = await (
+async def take_over_stale(pool: AsyncConnectionPool, worker: str, thread_id: str | None = None, limit: int = 20) -> list[Abandoned]:
+    """Take over the active runs whose heartbeat expired (of one thread, or any): each becomes
+    ``abandoned`` and, in the same transaction, a ``recover`` run of ``worker`` holds its thread
+    (so no new message lands before the half-turn is taken back). The recover run carries the
+    dead one's head, turn and partial reply, so that if ``worker`` dies too the next taker
+    repeats the same take-back. Rows another worker is taking over are skipped."""
+    async with pool.connection() as conn, conn.transaction():
+        dead = await (
             await conn.execute(
                 """
                 WITH stale AS (
                     SELECT run_id, status FROM memory_agent_runs
-                    WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing')
+                    WHERE status IN ('running', 'stopping', 'committing')
                       AND heartbeat_at < now() - make_interval(secs => %s)
-                    FOR UPDATE
+                      AND (%s::text IS NULL OR thread_id = %s)
+                    ORDER BY heartbeat_at LIMIT %s
+                    FOR UPDATE SKIP LOCKED
                 )
                 UPDATE memory_agent_runs r
                 SET status = 'abandoned', finished_at = now(), detail = 'its worker stopped answering while ' || stale.status
                 FROM stale WHERE r.run_id = stale.run_id
-                RETURNING r.run_id, r.thread_id, stale.status AS was, r.head_recorded, r.head_checkpoint, r.head_writes
+                RETURNING r.run_id, r.thread_id, r.user_id, r.kind, stale.status AS was, r.head_recorded,
+                          r.head_checkpoint, r.head_writes, r.turn, r.partial_reply
                 """,
-                (thread_id, STALE_AFTER_SECONDS),
+                (STALE_AFTER_SECONDS, thread_id, thread_id, limit),
             )
         ).fetchall()
-    return [Abandoned(**{**r, "run_id": str(r["run_id"])}) for r in rows]
+        taken: list[Abandoned] = []
+        for r in dead:
+            recovery = str(uuid.uuid4())
+            await conn.execute(
+                "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker, detail, "
+                "head_recorded, head_checkpoint, head_writes, turn, partial_reply) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    recovery, r["thread_id"], r["user_id"], RECOVER,
+                    "running" if r["was"] in ("running", "stopping") else "committing",  # what a later taker must redo
+                    worker, f"taking back run {r['run_id']}", r["head_recorded"], r["head_checkpoint"], r["head_writes"],
+                    Jsonb(r["turn"]) if r["turn"] is not None else None, r["partial_reply"],
+                ),
+            )
+            turn = RecordedTurn.model_validate(r["turn"]) if r["turn"] is not None else None
+            taken.append(
+                Abandoned(
+                    run_id=str(r["run_id"]), thread_id=r["thread_id"], user_id=r["user_id"], kind=r["kind"], was=r["was"],
+                    head_recorded=r["head_recorded"], head_checkpoint=r["head_checkpoint"], head_writes=list(r["head_writes"]),
+                    turn=turn, partial_reply=r["partial_reply"] or "", recovery_run_id=recovery,
+                )
+            )
+    return taken
 
 
-async def record_head(pool: AsyncConnectionPool, run_id: str, checkpoint_id: str | None, writes: list[str]) -> None:
-    """Where the thread stood when the run began (what taking the run back returns to)."""
+async def record_head(
+    pool: AsyncConnectionPool, run_id: str, checkpoint_id: str | None, writes: list[str], turn: RecordedTurn | None = None
+) -> None:
+    """Where the thread stood when the run began (what taking the run back returns to), and the turn it answers."""
     async with pool.connection() as conn:
         await conn.execute(
-            "UPDATE memory_agent_runs SET head_recorded = true, head_checkpoint = %s, head_writes = %s WHERE run_id = %s",
-            (checkpoint_id, writes, run_id),
+            "UPDATE memory_agent_runs SET head_recorded = true, head_checkpoint = %s, head_writes = %s, turn = %s WHERE run_id = %s",
+            (checkpoint_id, writes, Jsonb(turn.model_dump()) if turn is not None else None, run_id),
         )
 
 
@@ -184,22 +239,8 @@ async def active_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None
     async with pool.connection() as conn:
         row = await (
             await conn.execute(
-                "SELECT * FROM memory_agent_runs WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing')",
+                f"{_SELECT} WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing')",
                 (thread_id,),
-            )
-        ).fetchone()
-    return _row(row) if row else None
-
-
-async def live_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
-    """The active run whose worker still answers: exactly when a new claim would be refused.
-    (A dead worker's row stays active until the next claim marks it abandoned.)"""
-    async with pool.connection() as conn:
-        row = await (
-            await conn.execute(
-                "SELECT * FROM memory_agent_runs WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing') "
-                "AND heartbeat_at >= now() - make_interval(secs => %s)",
-                (thread_id, STALE_AFTER_SECONDS),
             )
         ).fetchone()
     return _row(row) if row else None
@@ -207,7 +248,7 @@ async def live_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
 
 async def get_run(pool: AsyncConnectionPool, run_id: str) -> RunRow | None:
     async with pool.connection() as conn:
-        row = await (await conn.execute("SELECT * FROM memory_agent_runs WHERE run_id = %s", (run_id,))).fetchone()
+        row = await (await conn.execute(f"{_SELECT} WHERE run_id = %s", (run_id,))).fetchone()
     return _row(row) if row else None
 
 
@@ -234,7 +275,7 @@ async def request_stop(pool: AsyncConnectionPool, thread_id: str) -> RunRow | No
     async with pool.connection() as conn:
         row = await (
             await conn.execute(
-                "UPDATE memory_agent_runs SET status = 'stopping' WHERE thread_id = %s AND status = 'running' RETURNING *",
+                f"UPDATE memory_agent_runs SET status = 'stopping' WHERE thread_id = %s AND status = 'running' {_RETURNING}",
                 (thread_id,),
             )
         ).fetchone()
@@ -245,35 +286,30 @@ async def request_stop_for_user(pool: AsyncConnectionPool, user_id: str) -> list
     async with pool.connection() as conn:
         rows = await (
             await conn.execute(
-                "UPDATE memory_agent_runs SET status = 'stopping' WHERE user_id = %s AND status = 'running' RETURNING *",
+                f"UPDATE memory_agent_runs SET status = 'stopping' WHERE user_id = %s AND status = 'running' {_RETURNING}",
                 (user_id,),
             )
         ).fetchall()
     return [_row(r) for r in rows]
 
 
-async def heartbeat(pool: AsyncConnectionPool, run_ids: list[str]) -> dict[str, str]:
-    """Refresh the heartbeat of this worker's runs; returns their statuses (to spot stop requests)."""
-    if not run_ids:
+async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None]) -> dict[str, str]:
+    """Refresh the heartbeat of this worker's runs, saving each reply as far as it streamed
+    (None: unchanged since the last beat); returns their statuses (to spot stop requests).
+
+    On a connection of its own (app.active_runs): a busy pool must not look like a dead worker."""
+    if not beats:
         return {}
-    async with pool.connection() as conn:
-        rows = await (
-            await conn.execute(
-                "UPDATE memory_agent_runs SET heartbeat_at = now() WHERE run_id = ANY(%s::uuid[]) RETURNING run_id, status",
-                (run_ids,),
-            )
-        ).fetchall()
+    rows = await (
+        await conn.execute(
+            "UPDATE memory_agent_runs r SET heartbeat_at = now(), partial_reply = COALESCE(b.text, r.partial_reply) "
+            "FROM unnest(%s::uuid[], %s::text[]) AS b(run_id, text) WHERE r.run_id = b.run_id RETURNING r.run_id, r.status",
+            (list(beats), list(beats.values())),
+        )
+    ).fetchall()
     return {str(r["run_id"]): r["status"] for r in rows}
 
 
-async def wait_until_final(pool: AsyncConnectionPool, run_id: str, timeout: float = 15.0) -> RunRow | None:
-    """Poll until the run has a final status (or the timeout passes); the last row seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        run = await get_run(pool, run_id)
-        if run is None or run.status in FINAL or time.monotonic() >= deadline:
-            return run
-        await asyncio.sleep(0.05)
 
 
 async def delete_thread_runs(pool: AsyncConnectionPool, thread_id: str) -> int:

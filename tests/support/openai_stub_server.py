@@ -11,6 +11,7 @@ Bound to 127.0.0.1 on a free port, served by uvicorn in a background thread.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -47,6 +48,7 @@ class StubReply:
     tool_calls: list[StubToolCall] = field(default_factory=list)
     error_status: int | None = None
     error_message: str = "stub error"
+    delay_seconds: float = 0.0  # a provider slow to answer: nothing is sent before this
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str, id: str | None = None) -> StubReply:
@@ -213,6 +215,8 @@ class OpenAIStub:
                 reply = _as_reply(self.responder(recorded))
             except Exception as exc:  # surfaces in the test as an API error with the reason
                 return JSONResponse({"error": {"message": f"responder failed: {exc!r}", "type": "stub_error"}}, status_code=500)
+            if reply.delay_seconds:
+                await asyncio.sleep(reply.delay_seconds)
             if reply.error_status:
                 return JSONResponse({"error": {"message": reply.error_message, "type": "stub_error"}}, status_code=reply.error_status)
             model = body.get("model", "stub")
