@@ -4,6 +4,7 @@
                                  [--model M] [--reader-model R] [--judge-model J] [--limit N] [--out DIR]
     memory-agent eval extraction --variants offline,openai:gpt-4.1-mini [--dataset ...] [--threshold 0.7]
     memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
+    memory-agent eval retrieval  [--dataset PATH] [--calibrate]
 
 See evals/README.md for what each number means.
 """
@@ -73,7 +74,7 @@ def _langsmith(p: argparse.ArgumentParser, prefix: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memory-agent eval", description="Evaluate summarization prompts, memory extraction and token savings.")
+    parser = argparse.ArgumentParser(prog="memory-agent eval", description="Evaluate summarization prompts, memory extraction, token savings and knowledge retrieval.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the eval does")
     sub = parser.add_subparsers(dest="eval_command", required=True)
 
@@ -105,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-turns", type=_positive, help="replay only the first N user turns of each conversation")
     _common(t, default_dataset="builtin")
     _compaction(t)
+
+    r = sub.add_parser("retrieval", help="knowledge given to related vs unrelated messages (the relevance gate)")
+    r.add_argument("--dataset", type=Path, help="a labelled retrieval set (default: evals/data/retrieval_queries.json)")
+    r.add_argument("--calibrate", action="store_true", help="also fit the gate's floors on the calibration split and print them")
+    r.add_argument("--out", type=Path, help="output folder (default: eval-results/retrieval-<run id>)")
+    r.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its collection is removed at the end")
     return parser
 
 
@@ -162,6 +169,11 @@ async def _run(args: argparse.Namespace) -> int:
             console,
         )
         return _status(results)
+    if args.eval_command == "retrieval":
+        from evals.retrieval_eval import RetrievalOptions, run_retrieval
+
+        await run_retrieval(RetrievalOptions(dataset=args.dataset, out=args.out, database_url=args.database_url, calibrate=args.calibrate), console)
+        return 0
     from evals.token_savings import TokenOptions, run_token_savings
 
     await run_token_savings(
