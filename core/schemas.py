@@ -116,6 +116,7 @@ class ChatRecord(BaseModel):
     thread_id: str
     title: str = "New chat"
     title_topics: list[str] = Field(default_factory=list)
+    title_by_user: bool = False  # a title the user set is never replaced by a generated one
     summary_text: str = ""
     persona: str | None = None
     message_count: int = 0
