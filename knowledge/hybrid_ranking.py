@@ -35,8 +35,10 @@ class RelevanceGate:
     * it matches the query's words in full text (any content word) and its similarity is
       at least ``min_similarity_text_match``: shared words are weak evidence alone (a chat
       about dinner shares "ideas" with a README) but they vouch for a middling similarity; or
-    * it holds *every* word of a query that has content words (``whole_match``): a product
-      code or a term looked up on its own ("XR-2291-B", "scontrino"), which short texts embed poorly.
+    * the query is a lookup of at most three content words and the chunk holds every one of them
+      (``whole_match``): a product code or a term looked up on its own ("XR-2291-B", "scontrino"),
+      which embeds poorly. (A longer question must be similar: its words can all appear in a
+      chunk that merely quotes it.)
 
     The two floors are calibrated for all-MiniLM-L6-v2 by ``memory-agent eval retrieval
     --calibrate`` on the calibration half of ``evals/data/retrieval_queries.json`` (the

@@ -4,6 +4,7 @@ then diversified with MMR within ``k`` chunks and a token budget (see :mod:`know
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,8 @@ class RetrievedChunk(BaseModel):
     text_match: bool = False
     """The chunk matches a word of the query that is not a stop word or filler."""
     whole_match: bool = False
-    """The chunk holds every word of the query, and the query has words beyond stop words and filler."""
+    """The query is a lookup (at most ``LOOKUP_MAX_WORDS`` words beyond stop words and filler) and the
+    chunk holds every word of it."""
     tokens: int
     """Tokens of the chunk as the prompt renders it, separator included (what counts against the budget)."""
     metadata: dict[str, Any] = {}
@@ -64,6 +66,17 @@ class RetrievedChunk(BaseModel):
     def citation(self) -> str:
         return f"{self.source}#{self.chunk_index}"
 
+
+
+# A query of at most this many content words is a lookup ("XR-2291-B", "scontrino"): a chunk
+# holding all of them is evidence enough. A longer question must be similar to the chunk: its
+# words can all appear in a chunk that only quotes it.
+LOOKUP_MAX_WORDS = 3
+_QUERY_WORD = re.compile(r"[\w-]+")
+
+
+def content_words(query: str) -> list[str]:
+    return [w for w in _QUERY_WORD.findall(query.casefold()) if w not in STOP_WORDS and len(w.strip("-")) > 1]
 
 
 _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, metadata, embedding"
@@ -255,7 +268,8 @@ async def _fused(
     text_rank = {cid: i for i, cid in enumerate(text_ids, start=1)}
     # Matches of stop words and filler alone (a query of only those) are no evidence of relevance.
     text_match = {r["id"] for r in text_rows if r["has_content"]}
-    whole_match = {r["id"] for r in text_rows if r["has_content"] and r["whole_match"]}
+    lookup = 0 < len(content_words(query)) <= LOOKUP_MAX_WORDS
+    whole_match = {r["id"] for r in text_rows if lookup and r["has_content"] and r["whole_match"]}
     fused = [(cid, score) for cid, score in fused if cid in by_id]  # a chunk replaced meanwhile is gone
     if not fused:
         return [], np.zeros((0, dims), dtype=np.float32)
