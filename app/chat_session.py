@@ -9,6 +9,10 @@ per-chat run lock, so a second window on a busy chat is told so and nothing is l
 the same stop. Ctrl-C during a reply stops the reply, not the program: the message and
 the reply so far stay in the chat, the reply marked stopped (memory learns nothing from
 it). Ctrl-C at the prompt quits.
+
+Chats are switched with ``/chats`` (numbered), ``/open N`` or ``/open <words>``, or in plain
+words: "go back to the chat about the bank" offers the one clear match (switched after a
+yes) or lists several to pick from by number; such a message is not sent to the model.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from datetime import datetime
 from typing import TextIO
 
 import psycopg
@@ -35,15 +40,19 @@ from core.text_validation import validate_user_text
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
-from core.schemas import SummaryBoard
+from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
+from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
 from memory.user_memory import delete_fact, list_chats, list_facts, list_tasks, search_facts
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 
 DIM, RESET = "\033[2m", "\033[0m"
-HELP = "Commands: /memory /summary /chats /new /forget [text] /quit"
+HELP = (
+    "Commands: /memory /summary /chats /open N|words /new /forget [text] /quit "
+    "(or say \"go back to the chat about …\")"
+)
 YES = {"y", "yes", "ok", "confirm", "approve"}
 NO = {"n", "no", "cancel", "decline"}
 BUSY = (
@@ -62,6 +71,10 @@ class ChatSession:
     err: TextIO = sys.stderr
     context_overrides: dict = field(default_factory=dict)
     confirming_forget: bool = False
+    listed: list[ChatRecord] = field(default_factory=list)
+    """The chats the last /chats showed, in its numbering (what /open N refers to)."""
+    offered: list[ChatRecord] = field(default_factory=list)
+    """Chats offered for a switch: one awaits a yes, several a number."""
 
     def __post_init__(self) -> None:
         self.context = Context(user_id=self.user_id, **self.context_overrides)
@@ -106,6 +119,11 @@ class ChatSession:
             else:
                 self.note("Nothing was deleted.")
             return None
+        if self.offered and await self._answer_offer(answer):
+            return None
+        if (topic := switch_request(text)) is not None:
+            await self._offer_switch(topic)
+            return None
         if not await self._own_thread():
             return None
         pending = await self.pending_confirmation()
@@ -121,6 +139,45 @@ class ChatSession:
             print(f"error: {exc} Start a new chat with /new.", file=self.err, flush=True)
             return False
         return True
+
+    # ------------------------------------------------------------------ finding and switching chats
+    async def _offer_switch(self, topic: str) -> None:
+        """Answer "go back to the chat about X": one clear match is offered for a yes, several are listed."""
+        found = await find_chat(self.backend.store, self.user_id, chat_query(topic))
+        others = [c.chat for c in found.candidates if c.chat.thread_id != self.thread_id]
+        if found.outcome == "one" and found.candidates[0].chat.thread_id == self.thread_id:
+            self.note(f"You are in that chat already: '{found.candidates[0].chat.title}'.")
+        elif found.outcome == "one" or len(others) == 1:
+            self.offered = others[:1]
+            self.note(f"Switch to {describe(others[0])}? (yes/no)")
+        elif others:
+            self.offered = others
+            self.note(f"Chats that may be about {topic!r}:\n{numbered(others, self.thread_id)}\nWhich one? (a number, or no)")
+        else:
+            self.note(f"No earlier chat seems to be about {topic!r}. /chats lists them all.")
+
+    async def _answer_offer(self, answer: str) -> bool:
+        """True when ``answer`` settled the offer; anything else drops it and is an ordinary message."""
+        offered, self.offered = self.offered, []
+        if answer in NO:
+            self.note("Staying in this chat.")
+            return True
+        if len(offered) == 1 and answer in YES:
+            await self.switch_to(offered[0])
+            return True
+        if len(offered) > 1 and answer.isdigit() and 1 <= int(answer) <= len(offered):
+            await self.switch_to(offered[int(answer) - 1])
+            return True
+        return False
+
+    async def switch_to(self, chat: ChatRecord) -> None:
+        self.thread_id = chat.thread_id
+        self.note(f"Switched to {describe(chat)}.")
+        state = await self.graph.aget_state(self.config)
+        for m in (state.values.get("messages") or [])[-2:]:
+            who = "you" if m.type == "human" else "agent"
+            text = " ".join(m.text.split())
+            self.note(f"  {who}> {text[:200]}{'…' if len(text) > 200 else ''}")
 
     async def pending_confirmation(self) -> dict | None:
         state = await self.graph.aget_state(self.config)
@@ -218,8 +275,10 @@ class ChatSession:
             folds = state.values.get("summary_folds", 0)
             self.note(board.render() + f"\n({folds} folds)" if not board.is_empty() else "No summary yet: the whole chat still fits the model's view.")
         elif name == "/chats":
-            chats = await owned_chats(self.backend.pool, self.user_id, await list_chats(store, self.user_id))
-            self.note("\n".join(f"{'*' if c.thread_id == self.thread_id else ' '} {c.thread_id}  {c.title}  ({c.message_count} messages)" for c in chats) or "No chats yet.")
+            self.listed = await owned_chats(self.backend.pool, self.user_id, await list_chats(store, self.user_id))
+            self.note(numbered(self.listed, self.thread_id) or "No chats yet.")
+        elif name == "/open":
+            await self._open(arg.strip())
         elif name == "/new":
             self.thread_id = str(uuid.uuid4())
             self.note(f"New chat {self.thread_id}")
@@ -228,6 +287,26 @@ class ChatSession:
         else:
             self.note(f"Unknown command {name}. {HELP}")
         return True
+
+    async def _open(self, what: str) -> None:
+        if not what:
+            self.note("Usage: /open N (a number /chats shows) or /open <words about the chat>.")
+            return
+        if what.isdigit():
+            chats = self.listed or await owned_chats(self.backend.pool, self.user_id, await list_chats(self.backend.store, self.user_id))
+            if not 1 <= int(what) <= len(chats):
+                self.note(f"No chat {what}: /chats numbers them 1 to {len(chats)}." if chats else "No chats yet.")
+                return
+            await self.switch_to(chats[int(what) - 1])
+            return
+        found = await find_chat(self.backend.store, self.user_id, chat_query(what))
+        if found.outcome == "one":
+            await self.switch_to(found.candidates[0].chat)
+        elif found.outcome == "several":
+            self.offered = [c.chat for c in found.candidates]
+            self.note(f"Chats that may be about {what!r}:\n{numbered(self.offered, self.thread_id)}\nWhich one? (a number, or no)")
+        else:
+            self.note(f"No chat seems to be about {what!r}. /chats lists them all.")
 
     async def _forget(self, what: str) -> None:
         store = self.backend.store
@@ -248,6 +327,27 @@ class ChatSession:
         fact = hits[0][0]
         await delete_fact(store, self.user_id, fact.id)
         self.note(f"Forgot: {fact.text}")
+
+
+def _ago(when: datetime, now: datetime) -> str:
+    seconds = max(0, int((now - when).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
+def describe(chat: ChatRecord) -> str:
+    return f"'{chat.title}' ({chat.message_count} messages, {_ago(chat.last_activity, utcnow())})"
+
+
+def numbered(chats: list[ChatRecord], current: str | None = None) -> str:
+    """One line per chat, numbered from 1 (what /open N takes); the current chat is starred."""
+    now = utcnow()
+    return "\n".join(
+        f"{i:>2}. {'*' if c.thread_id == current else ' '} {c.title}  ({c.message_count} messages, {_ago(c.last_activity, now)})"
+        for i, c in enumerate(chats, start=1)
+    )
 
 
 async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:

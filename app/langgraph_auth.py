@@ -4,15 +4,16 @@ Authentication: ``Authorization: Bearer <API key>`` (``memory-agent keys create 
 makes the caller user U. A wrong, revoked or malformed key is always a 401.
 Without a header it depends on ``MEMORY_AGENT_AUTH``:
 
-* ``optional`` — the caller is the local user (``local``, the CLI's default user);
+* ``optional`` — the caller is the Studio user (``studio``, or ``$MEMORY_AGENT_STUDIO_USER``),
+  never the CLI's and web page's ``local``, so what is tried here stays out of their memory;
 * ``required`` — 401.
 
 The default is ``optional`` under ``langgraph dev`` (which marks itself with
 ``LANGSMITH_LANGGRAPH_API_VARIANT=local_dev``) and ``required`` anywhere else.
 
 LangGraph Studio reaches ``langgraph dev`` through the server's own Studio backend
-(``x-auth-scheme: langsmith``), which checks nothing; Studio is therefore treated as
-the local user in ``optional`` mode and refused in ``required`` mode.
+(``x-auth-scheme: langsmith``), which checks nothing; Studio is therefore the Studio
+user in ``optional`` mode and refused in ``required`` mode.
 
 Authorization: each user sees only their own threads and runs (an ``owner`` metadata
 key set on create, filtered on every read/search/update/delete), their own
@@ -45,7 +46,7 @@ from langgraph_sdk import Auth
 
 from app.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
 from core.context import server_safety_settings
-from core.auth_user import LOCAL_USER, is_studio_user, memory_user_of
+from core.auth_user import is_studio_user, memory_user_of, studio_user
 from core.namespaces import user_root
 from storage import thread_owners
 from storage.api_keys import verify_key
@@ -68,7 +69,8 @@ def auth_mode(environ: Mapping[str, str] = os.environ) -> str:
     return configured
 
 
-auth_mode()  # a misspelt mode stops the server at start-up instead of failing every request
+auth_mode()  # a misspelt mode (or Studio user) stops the server at start-up instead of failing every request
+studio_user()
 
 auth = Auth()
 
@@ -112,7 +114,8 @@ async def authenticate(authorization: str | None = None, headers: Mapping | None
     if not authorization or not authorization.strip():
         if auth_mode() == "required":
             raise _unauthorized("Missing API key: send 'Authorization: Bearer <key>' (create one with `memory-agent keys create --user U`).")
-        return {"identity": LOCAL_USER, "display_name": LOCAL_USER, "permissions": [], "is_authenticated": True}
+        anonymous = studio_user()
+        return {"identity": anonymous, "display_name": anonymous, "permissions": [], "is_authenticated": True}
     scheme, _, key = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise _unauthorized("Malformed Authorization header: expected 'Bearer <key>'.")

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from core.auth_user import STUDIO_USER_ENV, studio_user
 from storage.postgres import data_dir, redact
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help=f"port (default: {DEFAULT_PORT}, or a free one if it is taken)")
+    parser.add_argument(
+        "--user",
+        help="the memory user Studio and key-less requests act as (default: $MEMORY_AGENT_STUDIO_USER, else 'studio'; "
+        "'local' shares the CLI's and the web page's memory)",
+    )
     parser.add_argument(
         "--reload",
         action="store_true",
@@ -131,10 +137,10 @@ def dev_auth_mode(env: dict[str, str]) -> str:
     return auth_mode({**env, "LANGSMITH_LANGGRAPH_API_VARIANT": "local_dev"})
 
 
-AUTH_DESCRIPTIONS = {
-    "required": "required: every request needs 'Authorization: Bearer <key>' (memory-agent keys create --user U); Studio is refused",
-    "optional": "optional: Studio and requests without a key act as user 'local'; API keys act as their user",
-}
+def describe_auth(mode: str, user: str) -> str:
+    if mode == "required":
+        return "required: every request needs 'Authorization: Bearer <key>' (memory-agent keys create --user U); Studio is refused"
+    return f"optional: Studio and requests without a key act as user '{user}'; API keys act as their user"
 
 
 def wait_until_ready(process: subprocess.Popen, base_url: str, *, hint_after: float = 60) -> bool:
@@ -161,9 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {CONFIG} not found: `memory-agent studio` runs from a checkout of the project.", file=sys.stderr)
         return 2
     env = server_env(dict(os.environ))
+    if args.user is not None:
+        env[STUDIO_USER_ENV] = args.user.strip()
     try:
         mode = dev_auth_mode(env)
-    except ValueError as exc:  # a misspelt MEMORY_AGENT_AUTH
+        user = studio_user(env)
+    except ValueError as exc:  # a misspelt MEMORY_AGENT_AUTH, an unusable user id
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -176,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"Starting langgraph dev on {base_url} …", flush=True)
     print(f"  memory: {describe_memory(env)}")
-    print(f"  auth:   {AUTH_DESCRIPTIONS[mode]}", flush=True)
+    print(f"  auth:   {describe_auth(mode, user)}", flush=True)
     if args.host not in LOOPBACK and mode == "optional":
         print(
-            "  warning: listening beyond this machine with optional auth: anyone who can reach it acts as 'local'. "
+            f"  warning: listening beyond this machine with optional auth: anyone who can reach it acts as '{user}'. "
             "Set MEMORY_AGENT_AUTH=required.",
             flush=True,
         )

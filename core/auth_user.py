@@ -8,19 +8,33 @@ The server hands the authenticated user to the graph in
 no such user and ``Context.user_id`` — set by our own trusted code — is used.
 
 LangGraph Studio, on ``langgraph dev``, is let in by the server's own Studio
-backend as a ``StudioUser`` without credentials; it stands for the local
-developer, so it maps to the local user (the auth handlers refuse it when
-``MEMORY_AGENT_AUTH=required``).
+backend as a ``StudioUser`` without credentials. It acts as a user of its own,
+``studio`` (``$MEMORY_AGENT_STUDIO_USER`` names another), so personas tried in
+Studio never touch the memory of ``local``, the CLI's and the web page's default
+user. The auth handlers refuse Studio when ``MEMORY_AGENT_AUTH=required``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from langgraph_sdk.auth.types import StudioUser
 
 LOCAL_USER = "local"
+STUDIO_USER = "studio"
+STUDIO_USER_ENV = "MEMORY_AGENT_STUDIO_USER"
+
+
+def studio_user(environ: Mapping[str, str] = os.environ) -> str:
+    """The memory user LangGraph Studio acts as: ``$MEMORY_AGENT_STUDIO_USER``, else ``studio``."""
+    configured = (environ.get(STUDIO_USER_ENV) or "").strip()
+    if not configured:
+        return STUDIO_USER
+    if "." in configured or "/" in configured:  # the store's namespace rule (core.namespaces)
+        raise ValueError(f"{STUDIO_USER_ENV}={configured!r} is not a usable user id: it may not contain '.' or '/'")
+    return configured
 
 
 def is_studio_user(user: Any) -> bool:
@@ -35,7 +49,7 @@ def memory_user_of(user: Any) -> str | None:
     if user is None:
         return None
     if is_studio_user(user):
-        return LOCAL_USER
+        return studio_user()
     identity = user.get("identity") if isinstance(user, Mapping) else getattr(user, "identity", None)
     return str(identity) if identity else None
 

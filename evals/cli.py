@@ -4,6 +4,8 @@
                                  [--model M] [--reader-model R] [--judge-model J] [--limit N] [--out DIR]
     memory-agent eval extraction --variants offline,openai:gpt-4.1-mini [--dataset ...] [--threshold 0.7]
     memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
+    memory-agent eval retrieval  [--dataset PATH] [--calibrate]
+    memory-agent eval chats      [--dataset PATH] [--model M] [--limit N]
 
 See evals/README.md for what each number means.
 """
@@ -77,7 +79,7 @@ def _langsmith(p: argparse.ArgumentParser, prefix: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memory-agent eval", description="Evaluate summarization prompts, memory extraction and token savings.")
+    parser = argparse.ArgumentParser(prog="memory-agent eval", description="Evaluate summarization prompts, memory extraction, token savings, knowledge retrieval and finding chats.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the eval does")
     sub = parser.add_subparsers(dest="eval_command", required=True)
 
@@ -109,6 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-turns", type=_positive, help="replay only the first N user turns of each conversation")
     _common(t, default_dataset="builtin")
     _compaction(t)
+
+    r = sub.add_parser("retrieval", help="knowledge given to related vs unrelated messages (the relevance gate)")
+    r.add_argument("--dataset", type=Path, help="a labelled retrieval set (default: evals/data/retrieval_queries.json)")
+    r.add_argument("--calibrate", action="store_true", help="also fit the gate's floors on the calibration split and print them")
+    r.add_argument("--out", type=Path, help="output folder (default: eval-results/retrieval-<run id>)")
+    r.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its collection is removed at the end")
+
+    c = sub.add_parser("chats", help="finding a chat from a paraphrased request (top-1), before any fold")
+    c.add_argument("--dataset", type=Path, help="a chat-finding set (default: evals/data/chat_finding.json)")
+    c.add_argument("--model", default="offline", help="chat model the chats are replayed with (default: offline)")
+    c.add_argument("--limit", type=_positive, help="use only the first N chats (and the requests for them)")
+    c.add_argument("--out", type=Path, help="output folder (default: eval-results/chats-<run id>)")
+    c.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its user is deleted at the end")
     return parser
 
 
@@ -161,6 +176,17 @@ async def _run(args: argparse.Namespace) -> int:
             **_experiment_options(args),
         )
         return _status(await run_extraction(options, console))
+    if args.eval_command == "retrieval":
+        from evals.retrieval_eval import RetrievalOptions, run_retrieval
+
+        await run_retrieval(RetrievalOptions(dataset=args.dataset, out=args.out, database_url=args.database_url, calibrate=args.calibrate), console)
+        return 0
+    if args.eval_command == "chats":
+        from evals.chat_finding_eval import ChatFindingOptions, run_chat_finding
+
+        options = ChatFindingOptions(dataset=args.dataset, model=args.model, out=args.out, database_url=args.database_url, limit=args.limit)
+        await run_chat_finding(options, console)
+        return 0
     from evals.token_savings import TokenOptions, run_token_savings
 
     options = TokenOptions(max_turns=args.max_turns, model=args.model, compaction=_compaction_options(args), **_common_options(args))

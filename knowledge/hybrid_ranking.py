@@ -9,10 +9,13 @@
   ``duplicate_threshold``) are never picked: plain MMR with λ = 0.7 still lets an exact
   copy of the best chunk beat a merely good, different one. A token budget is respected
   by skipping candidates that no longer fit.
+* :class:`RelevanceGate` decides which fused candidates may reach the prompt at all: RRF
+  and MMR only order candidates, and the best of an unrelated lot is still unrelated.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Hashable, Sequence, TypeVar
 
 import numpy as np
@@ -20,6 +23,41 @@ import numpy as np
 K = TypeVar("K", bound=Hashable)
 
 RRF_K = 60
+
+
+@dataclass(frozen=True)
+class RelevanceGate:
+    """Which candidates are related to the query at all (a chunk failing it never reaches the prompt).
+
+    A candidate passes when
+
+    * its cosine similarity to the query is at least ``min_similarity``; or
+    * it matches the query's words in full text (any content word) and its similarity is
+      at least ``min_similarity_text_match``: shared words are weak evidence alone (a chat
+      about dinner shares "ideas" with a README) but they vouch for a middling similarity; or
+    * the query is a lookup of at most three content words and the chunk holds every one of them
+      (``whole_match``): a product code or a term looked up on its own ("XR-2291-B", "scontrino"),
+      which embeds poorly. (A longer question must be similar: its words can all appear in a
+      chunk that merely quotes it.)
+
+    The two floors are calibrated for all-MiniLM-L6-v2 by ``memory-agent eval retrieval
+    --calibrate`` on the calibration half of ``evals/data/retrieval_queries.json`` (the
+    figures and the held-out half are in the README). Another embedding model has another
+    scale of cosines: calibrate again for it.
+    """
+
+    min_similarity: float = 0.36
+    min_similarity_text_match: float = 0.32
+
+    def admits(self, similarity: float | None, *, text_match: bool, whole_match: bool) -> bool:
+        if whole_match:
+            return True
+        if similarity is None:  # a chunk without a vector (mid-reindex): only words can vouch for it
+            return False
+        return similarity >= self.min_similarity or (text_match and similarity >= self.min_similarity_text_match)
+
+
+RELEVANCE_GATE = RelevanceGate()
 
 
 def reciprocal_rank_fusion(

@@ -4,6 +4,7 @@ then diversified with MMR within ``k`` chunks and a token budget (see :mod:`know
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import numpy as np
@@ -11,15 +12,16 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, computed_field
 
-from knowledge.hybrid_ranking import RRF_K, cosine_similarities, mmr_select, reciprocal_rank_fusion
+from knowledge.hybrid_ranking import RELEVANCE_GATE, RRF_K, RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
 from prompts.reply_prompt import chunk_cost
 from knowledge.schema import HNSW_MAX_EF_SEARCH, _conn, _dims_mismatch, _distance_sql, _row
 
 log = logging.getLogger(__name__)
 
-# Function words dropped from the OR-ed full-text query ('simple' keeps them in the
-# index, so matching them would make nearly every chunk a "hit"). English and Italian;
-# when a query has nothing else, its words are used as they are.
+# Function words and conversational filler dropped from the OR-ed full-text query ('simple'
+# keeps them in the index, so matching them would make nearly every chunk a "hit", and a "hi"
+# would find the README's `echo hi`). English, Italian, a little Hebrew; when a query has
+# nothing else, its words are used as they are, but they are no evidence for the relevance gate.
 STOP_WORDS: frozenset[str] = frozenset(
     """
     a an and are as at be been but by can could did do does for from had has have how i if in into is it
@@ -27,6 +29,8 @@ STOP_WORDS: frozenset[str] = frozenset(
     was we were what when where which who whom why will with would you your
     il lo la i gli le un uno una di da del della dei delle in con su per tra fra e ed o che chi come
     dove quando perché non è sono si ci mi ti vi al allo alla ai agli alle nel nella nei nelle
+    hi hello hey thanks thank ok okay yes yeah yep nope bye goodbye please sure cool great lol
+    ciao grazie prego sì salve שלום תודה כן לא
     """.split()
 )
 
@@ -48,6 +52,11 @@ class RetrievedChunk(BaseModel):
     rrf_score: float
     vector_similarity: float | None = None
     """Cosine similarity between the query and the chunk."""
+    text_match: bool = False
+    """The chunk matches a word of the query that is not a stop word or filler."""
+    whole_match: bool = False
+    """The query is a lookup (at most ``LOOKUP_MAX_WORDS`` words beyond stop words and filler) and the
+    chunk holds every word of it."""
     tokens: int
     """Tokens of the chunk as the prompt renders it, separator included (what counts against the budget)."""
     metadata: dict[str, Any] = {}
@@ -59,6 +68,17 @@ class RetrievedChunk(BaseModel):
 
 
 
+# A query of at most this many content words is a lookup ("XR-2291-B", "scontrino"): a chunk
+# holding all of them is evidence enough. A longer question must be similar to the chunk: its
+# words can all appear in a chunk that only quotes it.
+LOOKUP_MAX_WORDS = 3
+_QUERY_WORD = re.compile(r"[\w-]+")
+
+
+def content_words(query: str) -> list[str]:
+    return [w for w in _QUERY_WORD.findall(query.casefold()) if w not in STOP_WORDS and len(w.strip("-")) > 1]
+
+
 _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, metadata, embedding"
 
 # Words of the query (as the 'simple' parser sees them: hyphenated codes are kept whole
@@ -66,6 +86,7 @@ _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, me
 # A plain AND of all words (plainto/websearch_to_tsquery) finds too little for natural
 # questions. Ranking: chunks matching the whole query as websearch_to_tsquery reads it
 # (all words, "quoted phrases") first, then by cover density over the OR-ed words.
+# has_content: the query kept a word that is not a stop word (else its matches prove nothing).
 _TEXT_SEARCH_SQL = """
 WITH lexemes AS (
     SELECT lexeme FROM unnest(to_tsvector('simple', %(q)s)) AS t(lexeme, positions, weights)
@@ -82,6 +103,7 @@ WITH lexemes AS (
 )
 SELECT c.id,
        (c.tsv @@ q.whole) AS whole_match,
+       EXISTS (SELECT 1 FROM kept) AS has_content,
        ts_rank_cd(c.tsv, q.any_word, 1) AS rank
 FROM knowledge_chunks c, q
 WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {collection_filter}
@@ -131,21 +153,59 @@ async def search(
     token_budget: int = 1200,
     candidates: int = 50,
     mmr_lambda: float = 0.7,
+    gate: RelevanceGate | None = RELEVANCE_GATE,
 ) -> list[RetrievedChunk]:
-    """Hybrid search: vectors + full text, fused (RRF, k=60), diversified (MMR).
+    """Hybrid search: vectors + full text, fused (RRF, k=60), gated for relevance, diversified (MMR).
 
     Returns at most ``k`` chunks whose ``content`` fits in ``token_budget`` approximate
-    tokens together, most relevant first. A blank query or an empty knowledge base (or
-    collection) returns ``[]`` without calling the embeddings.
+    tokens together, most relevant first; only chunks the relevance ``gate`` admits, so an
+    unrelated query gets ``[]`` (``gate=None``: every fused candidate may be chosen). A blank
+    query or an empty knowledge base (or collection) returns ``[]`` without calling the embeddings.
     """
-    query = (query or "").replace("\x00", " ")  # Postgres text cannot hold NUL
-    if not query.strip() or k <= 0 or token_budget <= 0:
+    if k <= 0 or token_budget <= 0:
         return []
+    fused, vectors = await _fused(pool, embeddings, query, collection=collection, k=k, candidates=candidates)
+    if gate is not None:
+        admitted = [
+            i for i, c in enumerate(fused)
+            if gate.admits(c.vector_similarity, text_match=c.text_match, whole_match=c.whole_match)
+        ]
+        log.debug("knowledge search %r: %d of %d fused candidates pass the relevance gate", query[:80], len(admitted), len(fused))
+        fused, vectors = [fused[i] for i in admitted], vectors[admitted]
+    if not fused:
+        return []
+    chosen = mmr_select(
+        vectors,
+        [c.rrf_score for c in fused],
+        k=k,
+        lambda_mult=mmr_lambda,
+        token_costs=[c.tokens for c in fused],
+        token_budget=token_budget,
+    )
+    return [fused[i] for i in chosen]
+
+
+async def fused_candidates(
+    pool: AsyncConnectionPool, embeddings, query: str, *, collection: str | None = None, k: int = 6, candidates: int = 50
+) -> list[RetrievedChunk]:
+    """Every candidate :func:`search` with the same ``k`` would choose from, in RRF order, before
+    the relevance gate and MMR (what ``memory-agent eval retrieval --calibrate`` fits the gate on)."""
+    fused, _ = await _fused(pool, embeddings, query, collection=collection, k=k, candidates=candidates)
+    return fused
+
+
+async def _fused(
+    pool: AsyncConnectionPool, embeddings, query: str, *, collection: str | None, k: int, candidates: int
+) -> tuple[list[RetrievedChunk], np.ndarray]:
+    """The fused candidates (best RRF first, at most ``max(4k, 20)``) and their vectors."""
+    query = (query or "").replace("\x00", " ")  # Postgres text cannot hold NUL
+    if not query.strip():
+        return [], np.zeros((0, 1), dtype=np.float32)
     candidates = max(1, candidates)
     async with _conn(pool) as conn:
         probe = await _probe(conn, collection)
     if not probe["has_chunks"]:
-        return []
+        return [], np.zeros((0, 1), dtype=np.float32)
     dims = int(probe["dims"])
 
     qvec = np.asarray(await embeddings.aembed_query(query), dtype=np.float32)
@@ -189,14 +249,15 @@ async def search(
                     await conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
                     exact = True
                     vector_ids = [_row(r)["id"] for r in await (await conn.execute(vector_sql, params)).fetchall()]
-            text_ids = [_row(r)["id"] for r in await (await conn.execute(text_sql, params)).fetchall()]
+            text_rows = [_row(r) for r in await (await conn.execute(text_sql, params)).fetchall()]
+            text_ids = [r["id"] for r in text_rows]
             log.debug("knowledge search %r in %s: %d vector%s and %d text candidates",
                       query[:80], collection or "all collections", len(vector_ids),
                       " (exact scan)" if exact else "", len(text_ids))
 
             fused = reciprocal_rank_fusion([vector_ids, text_ids], k=RRF_K)[:pool_size]
             if not fused:
-                return []
+                return [], np.zeros((0, dims), dtype=np.float32)
             async with conn.cursor(binary=True) as cur:  # binary: vectors arrive as float32 buffers
                 await cur.execute(
                     f"SELECT {_CHUNK_COLUMNS} FROM knowledge_chunks WHERE id = ANY(%s)", ([cid for cid, _ in fused],)
@@ -205,29 +266,19 @@ async def search(
 
     vector_rank = {cid: i for i, cid in enumerate(vector_ids, start=1)}
     text_rank = {cid: i for i, cid in enumerate(text_ids, start=1)}
+    # Matches of stop words and filler alone (a query of only those) are no evidence of relevance.
+    text_match = {r["id"] for r in text_rows if r["has_content"]}
+    lookup = 0 < len(content_words(query)) <= LOOKUP_MAX_WORDS
+    whole_match = {r["id"] for r in text_rows if lookup and r["has_content"] and r["whole_match"]}
     fused = [(cid, score) for cid, score in fused if cid in by_id]  # a chunk replaced meanwhile is gone
     if not fused:
-        return []
-    ids = [cid for cid, _ in fused]
-    vectors = np.stack([_as_vector(by_id[cid]["embedding"], dims) for cid in ids])
+        return [], np.zeros((0, dims), dtype=np.float32)
+    vectors = np.stack([_as_vector(by_id[cid]["embedding"], dims) for cid, _ in fused])
     similarity = cosine_similarities(qvec, vectors)
-    costs = [
-        chunk_cost(f"{by_id[cid]['source']}#{by_id[cid]['chunk_index']}", by_id[cid]["heading_path"], by_id[cid]["content"])
-        for cid in ids
-    ]
-    chosen = mmr_select(
-        vectors,
-        [score for _, score in fused],
-        k=k,
-        lambda_mult=mmr_lambda,
-        token_costs=costs,
-        token_budget=token_budget,
-    )
-    results: list[RetrievedChunk] = []
-    for i in chosen:
-        cid, score = fused[i]
+    chunks: list[RetrievedChunk] = []
+    for i, (cid, score) in enumerate(fused):
         r = by_id[cid]
-        results.append(
+        chunks.append(
             RetrievedChunk(
                 id=cid,
                 source=r["source"],
@@ -239,10 +290,10 @@ async def search(
                 text_rank=text_rank.get(cid),
                 rrf_score=score,
                 vector_similarity=None if r["embedding"] is None else float(similarity[i]),
-                tokens=costs[i],
+                text_match=cid in text_match,
+                whole_match=cid in whole_match,
+                tokens=chunk_cost(f"{r['source']}#{r['chunk_index']}", r["heading_path"], r["content"]),
                 metadata=r["metadata"] or {},
             )
         )
-    return results
-
-
+    return chunks, vectors

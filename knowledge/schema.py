@@ -211,6 +211,18 @@ async def list_documents(pool: AsyncConnectionPool, collection: str | None = Non
     return [KnowledgeDocument(**_row(r)) for r in rows]
 
 
+async def list_sections(pool: AsyncConnectionPool, collection: str) -> list[tuple[str, str]]:
+    """``(source, heading_path)`` of every chunk of ``collection``, in document order."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT source, heading_path FROM knowledge_chunks WHERE collection = %s ORDER BY source, chunk_index",
+                (collection,),
+            )
+        ).fetchall()
+    return [(r["source"], r["heading_path"]) for r in map(_row, rows)]
+
+
 async def stats(pool: AsyncConnectionPool) -> dict[str, Any]:
     """``{"documents": n, "chunks": n, "collections": {name: {"documents": n, "chunks": n}}}``."""
     async with pool.connection() as conn:

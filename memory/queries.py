@@ -143,8 +143,11 @@ class ChatMatch(BaseModel):
     title: str
     summary_snippet: str
     similarity: float
+    words: float = Field(0.0, description="Share of the query's content words the chat contains.")
     recency: float = Field(description=f"0.5^(days since the last activity / {chat_search.RECENCY_HALF_LIFE_DAYS:g}).")
-    score: float = Field(description=f"{chat_search.W_SIMILARITY} · similarity + {chat_search.W_RECENCY} · recency.")
+    score: float = Field(
+        description=f"{chat_search.W_SIMILARITY} · similarity + {chat_search.W_WORDS} · words + {chat_search.W_RECENCY} · recency."
+    )
     message_count: int
     created_at: datetime
     last_activity: datetime
@@ -586,6 +589,7 @@ def _chat_match(ranked: chat_search.RankedChat) -> ChatMatch:
         title=chat.title,
         summary_snippet=_clip(chat.summary_text, 300),
         similarity=round(ranked.similarity, 3),
+        words=round(ranked.words, 3),
         recency=round(ranked.recency, 3),
         score=round(ranked.score, 3),
         message_count=chat.message_count,
@@ -596,7 +600,7 @@ def _chat_match(ranked: chat_search.RankedChat) -> ChatMatch:
 
 async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 10) -> ChatSearch:
     """The user's chats about ``query``, ranked as everywhere else a chat is looked up
-    (memory.chat_search: weighted similarity of the chat's summary and recency).
+    (memory.chat_search: weighted similarity of the chat's summary, shared words and recency).
 
     A blank query lists the most recent chats. Chats below the similarity floor are left out.
     """
@@ -607,7 +611,7 @@ async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 
     hits = await search_chat_summaries(store, user_id, query, limit=max(20, limit * 3))
     mine = await owned_ids(store, user_id, (c.thread_id for c, _ in hits))
     hits = [(c, s) for c, s in hits if c.thread_id in mine]
-    ranked = [r for r in chat_search.rank(hits, now) if r.similarity >= chat_search.MIN_SIMILARITY]
+    ranked = [r for r in chat_search.rank(hits, now, query) if r.similarity >= chat_search.MIN_SIMILARITY]
     return ChatSearch(query=query, chats=[_chat_match(r) for r in ranked[:limit]])
 
 

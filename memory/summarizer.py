@@ -74,3 +74,11 @@ async def recompress_summary(
 async def make_title(model: BaseChatModel, board: SummaryBoard, config: RunnableConfig | None = None) -> StructuredResult[ChatTitle]:
     body = prompts.tagged(prompts.CHAT_SUMMARY_TAG, board.render())
     return await invoke_structured(model, ChatTitle, [SystemMessage(prompts.text("title")), HumanMessage(body)], config=config)
+
+
+async def make_first_title(
+    model: BaseChatModel, exchange: Sequence[BaseMessage], config: RunnableConfig | None = None
+) -> StructuredResult[ChatTitle]:
+    """A title from the chat's first exchange (its first user message and reply), before any summary exists."""
+    body = prompts.tagged(prompts.CHAT_SUMMARY_TAG, render_transcript(exchange))
+    return await invoke_structured(model, ChatTitle, [SystemMessage(prompts.text("title")), HumanMessage(body)], config=config)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -14,11 +14,11 @@ from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used, tim
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
 from core.tokens import count_tokens
-from llm.chat_model import load_chat_model
-from memory.chat_titles import needs_model_title, provisional_title
+from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
+from memory.chat_titles import keyword_title, needs_model_title
 from core.errors import ModelOutputError
 from core.schemas import ChatRecord, SummaryBoard, utcnow
-from memory.summarizer import fold_summary, make_title, recompress_summary
+from memory.summarizer import fold_summary, make_first_title, make_title, recompress_summary
 from memory.memory_writer import save_chat_record
 from memory.user_memory import get_chat
 from storage import thread_owners
@@ -26,15 +26,20 @@ from storage import thread_owners
 log = logging.getLogger(__name__)
 
 RECENT_SEARCH_CHARS = 600
+OPENING_SEARCH_CHARS = 300
 
 
-
-def searchable_text(board: SummaryBoard, messages) -> str:
-    """What a chat is found by: the summary board plus the newest user lines not yet folded."""
+def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> str:
+    """What a chat is found by, most telling first (the embedding reads ~256 tokens): its title,
+    its opening message, the summary board once there is one, and the newest user lines not yet folded."""
     recent_user = [m.text for m in messages if isinstance(m, HumanMessage)]
     tail = " / ".join(recent_user[-6:])[-RECENT_SEARCH_CHARS:]
-    parts = [board.render()] if not board.is_empty() else []
-    if tail:
+    parts = [title.strip()] if title.strip() and title != "New chat" else []
+    if opening.strip():
+        parts.append(f"Opening: {opening.strip()[:OPENING_SEARCH_CHARS]}")
+    if not board.is_empty():
+        parts.append(board.render())
+    if tail and tail != opening.strip()[-RECENT_SEARCH_CHARS:]:
         parts.append(f"Recently: {tail}")
     return "\n".join(parts)
 
@@ -120,10 +125,9 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
             log.warning("chat record not written: %s", exc)
             return
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
-    if chat.title == "New chat" and not chat.title_by_user:
-        first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
-        if first is not None:
-            chat.title = provisional_title(first.text)
+    first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
+    if chat.title == "New chat" and not chat.title_by_user and first is not None:
+        chat.title = await _first_title(model, ctx, state.messages, first)
     if needs_model_title(chat, board):
         try:
             titled = await make_title(model, board, config=NOSTREAM)
@@ -134,7 +138,28 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
         except Exception as exc:  # invalid output or a provider failure: keep the current title
             count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("chat title not updated: %s", exc)
-    chat.summary_text = searchable_text(board, unsummarized(state.messages, cursor or state.summarized_through))
+    chat.summary_text = searchable_text(
+        board, unsummarized(state.messages, cursor or state.summarized_through), title=chat.title, opening=first.text if first else ""
+    )
     chat.message_count = len(state.messages)
     chat.last_activity = utcnow()
     await save_chat_record(store, ctx.user_id, chat)
+
+
+async def _first_title(model, ctx: Context, messages, first: HumanMessage) -> str:
+    """The title of a new chat, from its first exchange: the model's when there is a model and a
+    reply, else (offline, no reply yet, or the call failed) a keyword title of the opening message."""
+    offline = resolve_model_name(ctx.model).startswith(OFFLINE)  # "offline" and "offline-slow…"
+    start = messages.index(first)
+    reply = next((m for m in messages[start + 1 :] if isinstance(m, AIMessage) and m.text.strip() and not m.tool_calls), None)
+    if offline or reply is None:
+        return keyword_title(first.text)
+    try:
+        titled = await make_first_title(model, [first, reply], config=NOSTREAM)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # invalid output or a provider failure: the keyword title will do
+        log.warning("chat title from the first exchange failed; using a keyword title: %s", exc)
+        return keyword_title(first.text)
+    count_tokens_used("title", titled.input_tokens, titled.output_tokens)
+    return titled.value.title.strip()[:120] or keyword_title(first.text)

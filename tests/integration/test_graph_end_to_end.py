@@ -62,3 +62,28 @@ async def test_graph_runs_with_no_context_given(backend):
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
     out = await graph.ainvoke({"messages": [HumanMessage("hello there")]}, config)
     assert out["messages"][-1].content.startswith("(offline model)")
+
+
+async def test_an_unrelated_turn_gets_no_knowledge_and_a_related_one_does(backend, user_id, scripted):
+    from pathlib import Path
+
+    import knowledge
+    from prompts.reply_prompt import KNOWLEDGE_HEADER, parse_sections
+
+    name, model = scripted
+    collection = f"kb-{uuid.uuid4().hex[:8]}"
+    report = await knowledge.ingest(backend.pool, backend.embeddings.embeddings, [Path(__file__).parents[1] / "fixtures" / "kb"], collection)
+    assert report.ok, report.summary()
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=name, rag_collection=collection)
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+    def knowledge_section() -> str:
+        return parse_sections([call for kind, call in model.calls if kind == "reply"][-1][0].text)[KNOWLEDGE_HEADER]
+
+    state = await graph.ainvoke({"messages": [HumanMessage("I'm hungry, any ideas for dinner?")]}, config, context=ctx)
+    assert state["retrieved_chunks"] == [] and knowledge_section() == ""  # the section only says "(none)"
+
+    state = await graph.ainvoke({"messages": [HumanMessage("The hub's status light stays dark and it won't turn on")]}, config, context=ctx)
+    assert state["retrieved_chunks"][0]["heading_path"].endswith("The hub does not power on")
+    assert "XR-2291-B" in knowledge_section()

@@ -367,15 +367,40 @@ async def test_search_respects_the_collection_boundary(kb, tmp_path):
     recipe.write_text("# Risotto\n\nToast the carnaroli rice, add saffron broth slowly and stir. XR-2291-B is not an ingredient.")
     await knowledge.ingest(kb.pool, kb.embeddings, [recipe], collection="recipes")
 
-    in_recipes = await knowledge.search(kb.pool, kb.embeddings, "XR-2291-B power adapter", collection="recipes")
+    # The boundary, not relevance, is under test: the gate is off (the recipe only shares the code).
+    in_recipes = await knowledge.search(kb.pool, kb.embeddings, "XR-2291-B power adapter", collection="recipes", gate=None)
     assert in_recipes and {r.collection for r in in_recipes} == {"recipes"}
     assert {r.source for r in in_recipes} == {source_name(recipe)}
 
-    in_default = await knowledge.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", collection="default")
+    # Without the relevance gate: the default collection's best candidates for a query it has nothing about.
+    in_default = await knowledge.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", collection="default", gate=None)
     assert in_default and all(r.collection == "default" and r.source != source_name(recipe) for r in in_default)
+    assert await knowledge.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", collection="default") == []
 
     everywhere = await knowledge.search(kb.pool, kb.embeddings, "carnaroli rice with saffron", k=20)
     assert source_name(recipe) in {r.source for r in everywhere}
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["I'm hungry, any ideas for dinner?", "My name is Lee.", "thanks!", "Should we store the click events as Parquet or Avro?"],
+)
+async def test_an_unrelated_message_gets_no_knowledge_at_all(kb, message):
+    assert await knowledge.search(kb.pool, kb.embeddings, message) == []
+    assert await knowledge.search(kb.pool, kb.embeddings, message, gate=None)  # there were candidates to refuse
+
+
+async def test_a_related_message_still_gets_its_section_through_the_gate(kb):
+    results = await knowledge.search(kb.pool, kb.embeddings, "the hub's light stays dark and it will not turn on")
+    assert results and results[0].heading_path == "Installation > Troubleshooting > The hub does not power on"
+    assert all(knowledge.RELEVANCE_GATE.admits(r.vector_similarity, text_match=r.text_match, whole_match=r.whole_match) for r in results)
+
+
+async def test_a_lone_product_code_passes_the_gate_on_its_words_though_it_embeds_poorly(kb):
+    [code] = await knowledge.search(kb.pool, kb.embeddings, "XR-2291-B", k=1)
+    assert code.whole_match and code.vector_similarity < knowledge.RELEVANCE_GATE.min_similarity
+    # A greeting is filler: matching it is no evidence (nor is "thanks" in any document).
+    assert not any(r.text_match for r in await knowledge.search(kb.pool, kb.embeddings, "hello thanks", gate=None))
 
 
 async def test_an_empty_knowledge_base_returns_nothing_without_calling_the_embeddings(new_database, hash384):

@@ -21,7 +21,8 @@ from storage.api_keys import create_key
 from memory.backend import open_memory
 from core.namespaces import facts_ns, profile_ns
 from storage.postgres import open_pool
-from memory.user_memory import get_user_document, list_chats
+from core.schemas import UserDocument
+from memory.user_memory import get_user_document, list_chats, put_user_document
 from tests.support.langgraph_dev_server import start_dev_server
 
 GRAPH = "memory_agent"
@@ -211,7 +212,7 @@ async def test_a_run_writes_memory_under_the_authenticated_user_whatever_user_id
     assert await memory.store.alist_namespaces(prefix=("users", "someone-else")) == []
 
 
-async def test_a_wrong_key_is_refused_while_no_key_means_the_local_user_in_dev_mode(dev_server, api_keys):
+async def test_a_wrong_key_is_refused_while_no_key_means_the_studio_user_in_dev_mode(dev_server, api_keys):
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await client_for(dev_server, "ma_00000000_not-a-real-key").threads.search()
     assert refused.value.response.status_code == 401
@@ -221,19 +222,32 @@ async def test_a_wrong_key_is_refused_while_no_key_means_the_local_user_in_dev_m
 
     anonymous = client_for(dev_server, None)
     thread = await anonymous.threads.create()
-    assert thread["metadata"]["owner"] == "local"
+    assert thread["metadata"]["owner"] == "studio"
     (alice, alice_key), _ = api_keys.items()
     with pytest.raises(httpx.HTTPStatusError) as denied:
         await client_for(dev_server, alice_key).threads.get(thread["thread_id"])
     assert denied.value.response.status_code in (403, 404)
 
 
-async def test_studio_requests_act_as_the_local_user_in_dev_mode(dev_server):
+async def test_studio_acts_as_its_own_user_so_a_persona_tried_there_leaves_the_local_users_profile_alone(dev_server, memory):
+    # The CLI's and the web page's user, with a profile of their own.
+    local_before = UserDocument.model_validate({"profile": {"name": "Lee", "location": "Oslo"}})
+    await put_user_document(memory.store, "local", local_before)
     # Studio reaches `langgraph dev` with the LangSmith auth scheme, which the dev server does not verify.
-    studio = get_client(url=dev_server.url, headers={"x-auth-scheme": "langsmith"})
+    studio = get_client(url=dev_server.url, headers={"x-auth-scheme": "langsmith"}, timeout=httpx.Timeout(RUN_TIMEOUT, connect=10))
     thread = await studio.threads.create()
-    assert thread["metadata"]["owner"] == "local"
+    assert thread["metadata"]["owner"] == "studio"
     assert await studio.threads.get(thread["thread_id"])
+    await studio.runs.wait(
+        thread["thread_id"], GRAPH, input={"messages": [human("My name is Zorro and I live in Quito.")]},
+        context={"user_id": "local"},  # what a client sends does not choose the user
+    )
+
+    studio_doc = await get_user_document(memory.store, "studio")
+    assert (studio_doc.profile.name, studio_doc.profile.location) == ("Zorro", "Quito")
+    assert thread["thread_id"] in {c.thread_id for c in await list_chats(memory.store, "studio")}
+    assert await get_user_document(memory.store, "local") == local_before
+    assert thread["thread_id"] not in {c.thread_id for c in await list_chats(memory.store, "local")}
 
 
 @pytest.fixture(scope="module")

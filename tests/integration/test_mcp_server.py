@@ -290,7 +290,8 @@ async def test_chat_search_ranks_by_similarity_and_recency(seeded):
     found = await q.search_chats(b.store, seeded.alice, "ferry to a Greek island", 10)
     assert found.chats[0].chat_id == seeded.chats["crete"]
     top = found.chats[0]
-    assert top.score == pytest.approx(chat_search.W_SIMILARITY * top.similarity + chat_search.W_RECENCY * top.recency, abs=0.002)
+    weighted = chat_search.W_SIMILARITY * top.similarity + chat_search.W_WORDS * top.words + chat_search.W_RECENCY * top.recency
+    assert top.score == pytest.approx(weighted, abs=0.002)
     assert top.recency > 0.99  # active seconds ago
     recent = await q.search_chats(b.store, seeded.alice, "", 10)
     assert [c.chat_id for c in recent.chats] == [seeded.chats["sourdough"], seeded.chats["crete"]]

@@ -38,7 +38,10 @@ OFFLINE_ENV = {
     "PYTHONUNBUFFERED": "1",
 }
 # A developer's model or LangSmith settings must not leak into the server under test.
-SCRUBBED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "MEMORY_AGENT_AUTH")
+SCRUBBED_ENV = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "MEMORY_AGENT_AUTH",
+    "MEMORY_AGENT_STUDIO_USER",
+)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

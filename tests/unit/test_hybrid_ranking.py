@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowledge.hybrid_ranking import cosine_similarities, mmr_select, reciprocal_rank_fusion
+from knowledge.hybrid_ranking import RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
 
 # --------------------------------------------------------------------------- RRF
 
@@ -111,3 +111,25 @@ def test_mmr_validates_its_inputs():
 def test_cosine_similarities_ignore_vector_length():
     sims = cosine_similarities([2, 0], [[1, 0], [0, 3], [-5, 0]])
     assert sims == pytest.approx([1.0, 0.0, -1.0])
+
+
+# --------------------------------------------------------------------------- relevance gate
+
+
+def test_the_gate_admits_a_close_chunk_on_similarity_alone():
+    gate = RelevanceGate(min_similarity=0.36, min_similarity_text_match=0.32)
+    assert gate.admits(0.36, text_match=False, whole_match=False)
+    assert not gate.admits(0.35, text_match=False, whole_match=False)
+
+
+def test_shared_words_vouch_only_for_a_middling_similarity_not_a_low_one():
+    gate = RelevanceGate(min_similarity=0.36, min_similarity_text_match=0.32)
+    assert gate.admits(0.33, text_match=True, whole_match=False)
+    assert not gate.admits(0.28, text_match=True, whole_match=False)  # "I live in Haifa" vs the README's quickstart
+
+
+def test_a_chunk_holding_every_word_of_the_query_passes_whatever_its_similarity():
+    gate = RelevanceGate()
+    assert gate.admits(0.05, text_match=True, whole_match=True)  # a product code looked up on its own
+    assert gate.admits(None, text_match=True, whole_match=True)
+    assert not gate.admits(None, text_match=True, whole_match=False)  # no vector, no full match: no evidence
