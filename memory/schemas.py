@@ -11,7 +11,7 @@ import hashlib
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -123,6 +123,9 @@ class ChatRecord(BaseModel):
 class SummaryBoard(BaseModel):
     """The running summary of one thread, structured so each part can be recalled alone."""
 
+    # Output cap of a fold: the summary budget (600 by default) plus the lists, with room to spare.
+    max_output_tokens: ClassVar[int] = 1200
+
     summary: str = Field("", description="A few sentences: what the conversation has covered so far.")
     key_facts: list[str] = Field(default_factory=list, description="Concrete facts worth keeping (names, numbers, dates, decisions).")
     entities: list[str] = Field(default_factory=list, description="People, places and organizations mentioned.")
@@ -202,6 +205,9 @@ class TaskUpdate(BaseModel):
 class ExtractionResult(BaseModel):
     """The one structured reply of the extraction call."""
 
+    # A turn yields a handful of short facts; a model looping on a field stops here, not at its context.
+    max_output_tokens: ClassVar[int] = 768
+
     new_facts: list[NewFact] = Field(default_factory=list)
     new_preferences: PreferenceUpdates = Field(default_factory=PreferenceUpdates)
     profile_updates: ProfileUpdates = Field(default_factory=ProfileUpdates)
@@ -217,4 +223,6 @@ class ExtractionResult(BaseModel):
 
 
 class ChatTitle(BaseModel):
+    max_output_tokens: ClassVar[int] = 64
+
     title: str = Field(description="A short title (2-6 words) naming what the chat is about.")
