@@ -21,6 +21,7 @@ from graph.assembly import compile_graph
 from graph.context import Context
 from graph.input_validation import validate_user_text
 from llm.chat_model import offline_notice
+from llm.text_tool_calls import CallTextFilter
 from memory.backend import MemoryBackend
 from memory.errors import InvalidMessage
 from memory.schemas import SummaryBoard
@@ -83,6 +84,14 @@ class ChatSession:
     async def _run(self, graph_input) -> str | None:
         reply_parts: list[str] = []
         memory_lines: list[str] = []
+        calls = CallTextFilter()  # a tool call a model wrote as text is never printed
+
+        def show(piece: str) -> None:
+            if piece:
+                reply_parts.append(piece)
+                if self.interactive:
+                    print(piece, end="", file=self.out, flush=True)
+
         try:
             async for mode, chunk in self.graph.astream(
                 graph_input, self.config, context=self.context, stream_mode=["messages", "custom"]
@@ -90,12 +99,10 @@ class ChatSession:
                 if mode == "messages":
                     message, meta = chunk
                     if meta.get("langgraph_node") == "reply" and isinstance(message, AIMessageChunk) and message.content:
-                        piece = message.content if isinstance(message.content, str) else ""
-                        reply_parts.append(piece)
-                        if self.interactive:
-                            print(piece, end="", file=self.out, flush=True)
+                        show(calls.feed(message.id, message.content if isinstance(message.content, str) else ""))
                 elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") == "memory":
                     memory_lines.append(chunk.get("described") or f"memory not updated: {chunk.get('error')}")
+            show(calls.finish())
         except psycopg.Error as exc:
             await self._report_database_failure(exc)
             return None

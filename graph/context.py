@@ -16,6 +16,9 @@ from langgraph.runtime import Runtime
 from graph.auth_user import effective_user_id
 
 
+_OFF = {"off", "0", "false", "no"}
+
+
 def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
@@ -81,6 +84,13 @@ class Context:
     rag_token_budget: int = field(default=1200, metadata={"description": "Token budget of the relevant-knowledge section."})
     user_context_token_budget: int = field(default=800, metadata={"description": "Token budget of the user-context section."})
     max_tool_steps: int = field(default=4, metadata={"description": "Most model→tool round trips in one reply."})
+    tools: bool = field(
+        default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on").strip().casefold() not in _OFF,
+        metadata={
+            "description": "Offer the memory and task tools to the model. Turn off for small local models "
+            "that write tool calls as text or pick tools at random. Env: MEMORY_AGENT_TOOLS=off."
+        },
+    )
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> "Context":
@@ -93,6 +103,8 @@ class Context:
         for f in fields(self):
             if f.type in ("int", int) and isinstance(getattr(self, f.name), str):
                 setattr(self, f.name, int(getattr(self, f.name)))
+            if f.type in ("bool", bool) and isinstance(getattr(self, f.name), str):
+                setattr(self, f.name, getattr(self, f.name).strip().casefold() not in _OFF)
         if self.tail_size < 1:
             raise ValueError("tail_size must be at least 1: the newest message is never folded")
         if self.summary_window < self.tail_size:

@@ -33,6 +33,7 @@ from prometheus_client import Counter, Histogram
 from graph import metrics
 from graph.context import Context
 from graph.messages import current_turn, text_of
+from llm.text_tool_calls import CallTextFilter
 from memory import chat_runs
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
 from memory.user_write_lock import UserWriteLocks
@@ -86,6 +87,7 @@ class TurnRunner:
         self.stop_requested = False
         self.committed = False  # past the commit point: the reply is complete and stays
         self._reply_task: asyncio.Task | None = None
+        self._calls = CallTextFilter()  # tool calls a model wrote as text never reach the client
 
     @property
     def config(self) -> dict:
@@ -177,6 +179,8 @@ class TurnRunner:
             interrupt_before=["summarize"],
         ):
             self._forward(mode, chunk)
+        if text := self._calls.finish():
+            self.emit("token", {"text": text})
 
     async def _memory_phase(self, ctx: Context, *, forward: bool) -> None:
         async with self.locks.hold(self.spec.user_id):
@@ -196,7 +200,7 @@ class TurnRunner:
         if mode == "messages":
             message, meta = chunk
             if meta.get("langgraph_node") == "reply" and isinstance(message, AIMessageChunk):
-                text = _chunk_text(message)
+                text = self._calls.feed(message.id, _chunk_text(message))
                 if text:
                     self.emit("token", {"text": text})
         elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") in ("memory", "summary"):
