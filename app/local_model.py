@@ -95,8 +95,8 @@ def runtime_installed(python: str = sys.executable) -> bool:
 
 
 def cached_wheel() -> Path | None:
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    found = sorted(glob.glob(str(wheel_dir() / f"llama_cpp_python-{RUNTIME_VERSION}-{tag}-*.whl")))
+    # The build tags it py3-none-linux_x86_64 (it loads its shared library with ctypes, no CPython ABI).
+    found = sorted(glob.glob(str(wheel_dir() / f"llama_cpp_python-{RUNTIME_VERSION}-*.whl")))
     return Path(found[-1]) if found else None
 
 
@@ -266,7 +266,9 @@ def start_server(
 ) -> LocalServer:
     """``python -m llama_cpp.server`` on a loopback port; returns once it answers /v1/models."""
     port = port or free_port()
-    threads = threads or os.cpu_count() or 2
+    # One thread per core; on a machine busy with other work 1 thread is much faster than 2 (llama.cpp's
+    # threads wait for each other at every step), so MEMORY_AGENT_LOCAL_THREADS can say so.
+    threads = threads or int(os.environ.get("MEMORY_AGENT_LOCAL_THREADS") or 0) or min(os.cpu_count() or 2, 8)
     log_path = cache_dir() / "logs" / f"server-{spec.key}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [

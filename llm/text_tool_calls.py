@@ -30,7 +30,8 @@ __all__ = [
     "with_text_calls_resolved",
 ]
 
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+# Qwen's <tool_call>; <tools> is a small model echoing the tool list of its prompt (never for the user).
+_TAGGED = re.compile(r"<(tool_call|tools|function_call)>\s*(.*?)\s*(?:</\1>|$)", re.S)
 _FENCED = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.S)
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _FUNCTION_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -59,7 +60,10 @@ def _call_of(obj: Any) -> tuple[str, Any] | None:
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("function"), dict):  # {"type": "function", "function": {"name", "arguments"}}
-        return _call_of(obj["function"])
+        inner = obj["function"]
+        name = inner.get("name")
+        args = next((inner[k] for k in _ARG_KEYS if k in inner), {})  # a tool definition echoed back counts too
+        return (name, args) if isinstance(name, str) and name else None
     name = obj.get("name", obj.get("tool"))
     if not isinstance(name, str) or not name or not set(obj) <= _CALL_KEYS:
         return None
@@ -110,17 +114,15 @@ def _bare_calls(text: str) -> tuple[list[tuple[str, Any]], str]:
 
 
 def find_text_calls(text: str) -> TextCalls:
-    """The calls written in ``text``: ``<tool_call>`` blocks, fenced blocks, or bare JSON call objects."""
+    """The calls written in ``text``: ``<tool_call>`` blocks, fenced blocks, and bare JSON call objects."""
     if not text or not text.strip():
         return TextCalls(prose=text or "")
-    tagged = list(_TAGGED.finditer(text))
-    if tagged:
-        # A <tool_call> block is a call whatever its body; a broken body counts as an invalid call.
-        calls = [c for m in tagged for c in (_calls_in_json(m.group(1)) or [("", m.group(1))])]
-        return TextCalls(calls, _TAGGED.sub("", text).strip())
     calls: list[tuple[str, Any]] = []
-    prose = text
-    for m in _FENCED.finditer(text):
+    for m in _TAGGED.finditer(text):
+        # A tagged block is a call whatever its body; a broken body counts as an invalid call.
+        calls += _calls_in_json(m.group(2)) or [("", m.group(2))]
+    prose = _TAGGED.sub("", text)
+    for m in _FENCED.finditer(prose):
         found = _calls_in_json(m.group(1).strip())
         if found:
             calls += found
@@ -197,8 +199,8 @@ def _summed_usage(a: AIMessage, b: AIMessage) -> dict | None:
 
 
 # --------------------------------------------------------------------------- streaming
-_OPENER = re.compile(r"<tool_call>|```|\{\s*\"|\[\s*\{")
-_PARTIAL_OPENER = re.compile(r"(?:<(?:t(?:o(?:o(?:l(?:_(?:c(?:a(?:l(?:l)?)?)?)?)?)?)?)?)?|`{1,2}|\{\s*|\[\s*)$")
+_OPENER = re.compile(r"<(?:tool_call|tools|function_call)>|```|\{\s*\"|\[\s*\{")
+_PARTIAL_OPENER = re.compile(r"(?:<[a-z_]{0,13}|`{1,2}|\{\s*|\[\s*)$")
 
 
 class CallTextFilter:
@@ -253,9 +255,10 @@ class CallTextFilter:
 
 def _block_end(text: str) -> int | None:
     """End of the part ``text`` opens with (a <tool_call>, a fence, JSON), or None while it is open."""
-    if text.startswith("<tool_call>"):
-        close = text.find("</tool_call>")
-        return None if close < 0 else close + len("</tool_call>")
+    tag = re.match(r"<(tool_call|tools|function_call)>", text)
+    if tag:
+        close = text.find(f"</{tag.group(1)}>")
+        return None if close < 0 else close + len(tag.group(1)) + 3
     if text.startswith("```"):
         close = text.find("```", 3)
         return None if close < 0 else close + 3

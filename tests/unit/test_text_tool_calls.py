@@ -54,3 +54,16 @@ def test_a_new_message_releases_the_last_ones_held_text():
 )
 def test_what_counts_as_a_call(text, calls):
     assert find_text_calls(text).calls == calls
+
+
+def test_a_small_model_echoing_its_tool_list_and_a_call_of_no_such_tool_shows_nothing():
+    """What Qwen2.5-Coder 0.5B answered behind llama-cpp-python to "use the add_task tool"."""
+    echoed = (
+        '<tools>\n{"type": "function", "function": {"name": "add_task", "description": "Add a task", "parameters": '
+        '{"type": "object", "properties": {"description": {"type": "string"}}, "required": ["description"]}}}\n</tools>\n\n'
+        '{"name": "buy milk", "arguments": {"description": "Buy milk from the supermarket."}}'
+    )
+    found = find_text_calls(echoed)
+    assert [name for name, _ in found.calls] == ["add_task", "buy milk"] and found.prose == ""
+    for size in (1, 5, 1000):
+        assert streamed(echoed, size).strip() == ""

@@ -1,0 +1,139 @@
+"""The agent on a real instruction-tuned model (Qwen2.5-Coder Instruct, llama-cpp-python's server, 2 cores).
+
+Mechanics only: what reaches Postgres, what the next process sends the model, that
+replies stream, that a fold and a confirmed task change go through, that a refused
+``json_schema`` is recovered from, that no tool-call JSON is shown. Wording is the
+model's business.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.types import Command
+
+from graph.assembly import compile_graph
+from graph.context import Context
+from llm.chat_model import load_chat_model
+from llm.structured import invoke_structured, remembered_mode
+from memory.backend import open_memory
+from memory.extractor import build_extraction_messages
+from memory.schemas import ExtractionResult, SummaryBoard
+from memory.user_memory import get_user_document, list_facts, list_tasks
+from tests.conftest import REPO_ROOT
+from tests.support.graph_turns import new_thread, stream_turn
+
+CALL_TEXT = re.compile(r'<tool_call>|"arguments"\s*:|"parameters"\s*:|\{\s*"name"\s*:')
+
+
+def run_cli(lines: list[str], database_url: str, env: dict[str, str], user: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "chat", "--user", user, "--new"],
+        input="".join(f"{line}\n" for line in lines).encode(),
+        capture_output=True,
+        cwd=REPO_ROOT,
+        env={**base, **env, "DATABASE_URL": database_url},
+        timeout=900,
+    )
+
+
+async def stored_memory(url: str, minilm, user: str) -> list[str]:
+    """Every fact text and profile value stored for ``user``."""
+    async with open_memory(url, minilm) as backend:
+        facts = [f.text for f in await list_facts(backend.store, user)]
+        profile = (await get_user_document(backend.store, user)).profile.model_dump(exclude_none=True)
+    values = [v for v in profile.values() if isinstance(v, str)] + [g for g in profile.get("goals", [])]
+    return facts + values
+
+
+async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_prompt(
+    recording_proxy, local_server, new_database, minilm
+):
+    url, user = new_database("llmcli"), f"u{uuid.uuid4().hex[:8]}"
+    env = {"OPENAI_BASE_URL": recording_proxy.base_url, "OPENAI_API_KEY": "local", "MEMORY_AGENT_MODEL": local_server.model_name}
+    first = run_cli(["My name is Dana and I live in Haifa."], url, env, user)
+    assert first.returncode == 0, first.stderr.decode()
+    assert "memory not updated" not in first.stderr.decode(), first.stderr.decode()
+
+    stored = await stored_memory(url, minilm, user)
+    assert stored, f"nothing stored; the extraction calls were: {[r.body for r in recording_proxy.requests_of('extract')]}"
+
+    recording_proxy.requests.clear()
+    second = run_cli(["Where do I live?"], url, env, user)
+    assert second.returncode == 0, second.stderr.decode()
+    system = recording_proxy.requests_of("reply")[0].messages[0]["content"]
+    user_context = system.split("## User context", 1)[1]
+    assert all(item in user_context for item in stored), (stored, user_context)
+
+
+async def test_the_reply_streams_token_by_token_from_the_real_server(backend, user_id, real_model):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=real_model, tools=False, extract_every_n_turns=0)
+    turn = await stream_turn(graph, "Say hello in one short sentence.", new_thread(), ctx)
+
+    assert len(turn.tokens) > 2  # several chunks, not one block
+    assert turn.streamed_reply == turn.final_reply.content and turn.final_reply.content.strip()
+    assert turn.other_tokens == []
+    assert turn.values["turn_usage"]["output_tokens"] > 0
+
+
+async def test_a_summary_fold_with_the_real_model_writes_a_valid_board(backend, user_id, real_model):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=real_model, tools=False, extract_every_n_turns=0, summary_window=2, tail_size=1)
+    config = new_thread()
+    await stream_turn(graph, "I am planning a trip to Rome in May with my sister Noa.", config, ctx)
+    turn = await stream_turn(graph, "We want to see the Colosseum and eat good pasta.", config, ctx)
+
+    folds = [e for e in turn.events_of("summary") if "folded_messages" in e]
+    assert folds and folds[0]["folded_messages"] > 0, turn.events
+    board = SummaryBoard.model_validate(turn.values["summary"])
+    assert not board.is_empty() and turn.values["summarized_through"]
+
+
+async def test_a_task_tool_call_asks_for_confirmation_and_yes_adds_the_task(backend, user_id, real_model):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=real_model, extract_every_n_turns=0)
+    config = new_thread()
+    turn = await stream_turn(graph, "Use the add_task tool to add this task to my list: buy milk.", config, ctx)
+
+    asked = [i.value for i in turn.interrupts]
+    assert asked and asked[0]["type"] == "task_change" and asked[0]["action"] == "add", turn.values["messages"][-1]
+    assert await list_tasks(backend.store, user_id) == []  # nothing before the answer
+    await stream_turn(graph, Command(resume={"approved": True}), config, ctx)
+    tasks = await list_tasks(backend.store, user_id)
+    assert [t.description for t in tasks] == [asked[0]["description"]]
+
+
+async def test_a_refused_json_schema_is_recovered_from_and_remembered(real_model, local_server):
+    model = load_chat_model(real_model)
+    messages = build_extraction_messages("My name is Dana and I live in Haifa.", "Nice to meet you, Dana!", {})
+    first = await invoke_structured(model, ExtractionResult, messages)
+
+    assert any(e.startswith("auto refused") and "response_format" in e for e in first.errors), first.errors
+    assert first.method in ("function_calling", "json_mode", "text")
+    assert remembered_mode(model) == first.method
+    second = await invoke_structured(
+        model, ExtractionResult, [SystemMessage("Extract facts."), HumanMessage("I have a dog named Rex.")]
+    )
+    assert not any("refused" in e for e in second.errors)  # straight to the mode that works
+
+
+async def test_no_tool_call_json_reaches_the_user(local_server, new_database):
+    url, user = new_database("llmtools"), f"u{uuid.uuid4().hex[:8]}"
+    lines = [
+        "What tasks do I have? Check with your tools.",
+        "Search our conversation history for the word milk.",
+        "Remind me to call my mother tomorrow.",
+        "no",
+    ]
+    result = run_cli(lines, url, local_server.env(), user)
+    assert result.returncode == 0, result.stderr.decode()
+    shown = result.stdout.decode()
+    assert len(shown.strip().splitlines()) >= 3, shown
+    assert not CALL_TEXT.search(shown), shown
