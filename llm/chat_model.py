@@ -80,6 +80,10 @@ def _create(name: str) -> BaseChatModel:
         # Token usage in streamed replies, for the cost figures.
         kwargs["stream_usage"] = True
     try:
+        if provider in (None, "openai") and not is_openai_endpoint(os.environ.get("OPENAI_BASE_URL")):
+            from llm.compatible_openai import CompatibleChatOpenAI
+
+            return CompatibleChatOpenAI(model=name.split(":", 1)[1] if provider else name, **kwargs)
         return init_chat_model(name, **kwargs)
     except Exception as exc:
         raise ValueError(

@@ -163,3 +163,13 @@ def test_the_http_token_stream_never_carries_a_call_written_as_text(new_database
         server.stop()
     assert reply_text(events) == final(events).data["reply"] == "Your tasks: No tasks."
     assert not any("tool_call" in e.data.get("text", "") for e in events if e.name == "token")
+
+
+async def test_a_tool_loop_completes_on_a_server_as_strict_as_llama_cpp(cli, openai_stub):
+    """It refuses (HTTP 500) an assistant message with null content, which is how a tool-only message was sent."""
+    openai_stub.reset(script(lambda r: f"Facts: {tool_results(r)[-1]}" if tool_results(r) else WRITTEN["tagged"]))
+    openai_stub.like_llama_cpp()
+    session, out, err = cli()
+    assert await session.send("What do you know about me?") == "Facts: No facts stored."
+    call_message = openai_stub.requests_of("reply")[-1].messages[-2]
+    assert call_message["role"] == "assistant" and call_message["content"] == "" and call_message["tool_calls"]

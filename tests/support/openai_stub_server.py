@@ -170,6 +170,12 @@ def llama_cpp_refusal(request: StubRequest, accepted_formats: set[str]) -> str |
     Its request model allows only ``text`` and ``json_object``; FastAPI's validation error
     is caught by its route handler and returned as an internal server error.
     """
+    for i, m in enumerate(request.messages):  # its message models want a string content on assistant messages
+        if m.get("role") == "assistant" and m.get("content") is None:
+            return (
+                "1 validation error:\n  {'type': 'string_type', 'loc': ('body', 'messages', "
+                f"{i}, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}}"
+            )
     kind = (request.response_format or {}).get("type")
     if kind is None or kind in accepted_formats:
         return None
@@ -209,7 +215,7 @@ class OpenAIStub:
         self.honours_tool_choice = True
 
     def like_llama_cpp(self) -> "OpenAIStub":
-        """Refuse ``json_schema`` with HTTP 500 as llama-cpp-python's server does."""
+        """Refuse ``json_schema`` and a null assistant content with HTTP 500 as llama-cpp-python's server does."""
         self.accepted_formats = {"text", "json_object"}
         return self
 
