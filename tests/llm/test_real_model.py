@@ -8,15 +8,18 @@ model's business.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 import sys
 import uuid
 
+import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
+from app.chat_session import ChatSession
 from graph.assembly import compile_graph
 from graph.context import Context
 from llm.chat_model import load_chat_model
@@ -27,6 +30,9 @@ from memory.schemas import ExtractionResult, SummaryBoard
 from memory.user_memory import get_user_document, list_facts, list_tasks
 from tests.conftest import REPO_ROOT
 from tests.support.graph_turns import new_thread, stream_turn
+
+# A turn is several model calls of ~1,000 prompt tokens: minutes on a busy 2-core machine.
+pytestmark = pytest.mark.timeout(1800)
 
 CALL_TEXT = re.compile(r'<tool_call>|"arguments"\s*:|"parameters"\s*:|\{\s*"name"\s*:')
 
@@ -57,12 +63,14 @@ async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_p
 ):
     url, user = new_database("llmcli"), f"u{uuid.uuid4().hex[:8]}"
     env = {"OPENAI_BASE_URL": recording_proxy.base_url, "OPENAI_API_KEY": "local", "MEMORY_AGENT_MODEL": local_server.model_name}
+    env["MEMORY_AGENT_TOOLS"] = "off"  # this test is about memory across processes; a small model may call add_task
     first = run_cli(["My name is Dana and I live in Haifa."], url, env, user)
     assert first.returncode == 0, first.stderr.decode()
     assert "memory not updated" not in first.stderr.decode(), first.stderr.decode()
 
     stored = await stored_memory(url, minilm, user)
-    assert stored, f"nothing stored; the extraction calls were: {[r.body for r in recording_proxy.requests_of('extract')]}"
+    sent = [(r.kind, r.body.get("response_format"), r.body.get("tool_choice")) for r in recording_proxy.requests]
+    assert stored, f"nothing stored; requests: {sent}; stdout: {first.stdout.decode()}; stderr: {first.stderr.decode()}"
 
     recording_proxy.requests.clear()
     second = run_cli(["Where do I live?"], url, env, user)
@@ -75,9 +83,9 @@ async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_p
 async def test_the_reply_streams_token_by_token_from_the_real_server(backend, user_id, real_model):
     graph = compile_graph(backend.checkpointer, backend.store)
     ctx = Context(user_id=user_id, model=real_model, tools=False, extract_every_n_turns=0)
-    turn = await stream_turn(graph, "Say hello in one short sentence.", new_thread(), ctx)
+    turn = await stream_turn(graph, "Count from one to ten in words, separated by commas.", new_thread(), ctx)
 
-    assert len(turn.tokens) > 2  # several chunks, not one block
+    assert len(turn.tokens) >= 5  # many chunks, not one block
     assert turn.streamed_reply == turn.final_reply.content and turn.final_reply.content.strip()
     assert turn.other_tokens == []
     assert turn.values["turn_usage"]["output_tokens"] > 0
@@ -124,16 +132,19 @@ async def test_a_refused_json_schema_is_recovered_from_and_remembered(real_model
     assert not any("refused" in e for e in second.errors)  # straight to the mode that works
 
 
-async def test_no_tool_call_json_reaches_the_user(local_server, new_database):
-    url, user = new_database("llmtools"), f"u{uuid.uuid4().hex[:8]}"
-    lines = [
-        "What tasks do I have? Check with your tools.",
-        "Search our conversation history for the word milk.",
-        "Remind me to call my mother tomorrow.",
-        "no",
-    ]
-    result = run_cli(lines, url, local_server.env(), user)
-    assert result.returncode == 0, result.stderr.decode()
-    shown = result.stdout.decode()
-    assert len(shown.strip().splitlines()) >= 3, shown
+async def test_no_tool_call_json_reaches_the_user(backend, user_id, real_model):
+    """The CLI's chat session (what a pipe or a terminal shows) on prompts that invite tool use."""
+    out, err = io.StringIO(), io.StringIO()
+    # Memory calls are not what this test is about: extraction off keeps it to the reply calls.
+    overrides = {"model": real_model, "extract_every_n_turns": 0}
+    session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides=overrides)
+    for line in ("What tasks do I have? Check with your tools.", "Search our conversation history for the word milk."):
+        await session.send(line)
+        if await session.pending_confirmation():
+            await session.send("no")
+
+    shown = out.getvalue()
+    assert len(shown.strip().splitlines()) >= 2, (shown, err.getvalue())
     assert not CALL_TEXT.search(shown), shown
+    stored = (await session.graph.aget_state(session.config)).values["messages"]
+    assert not any(CALL_TEXT.search(m.text) for m in stored if m.type == "ai"), [m.text for m in stored]
