@@ -62,20 +62,24 @@ def _call_of(obj: Any) -> tuple[str, Any] | None:
     if isinstance(obj.get("function"), dict):  # {"type": "function", "function": {"name", "arguments"}}
         inner = obj["function"]
         name = inner.get("name")
-        args = next((inner[k] for k in _ARG_KEYS if k in inner), {})  # a tool definition echoed back counts too
-        return (name, args) if isinstance(name, str) and name else None
+        # A tool definition echoed back ({"name", "description", "parameters"}) counts as a call too: never shown.
+        return (name, _arguments(inner)) if isinstance(name, str) and name else None
     name = obj.get("name", obj.get("tool"))
     if not isinstance(name, str) or not name or not set(obj) <= _CALL_KEYS:
         return None
     if not any(k in obj for k in _ARG_KEYS) and not _FUNCTION_NAME.fullmatch(name):
         return None  # {"name": "Dana"} is data; {"name": "recall_context"} is a call without arguments
+    return name, _arguments(obj)
+
+
+def _arguments(obj: dict) -> Any:
     args = next((obj[k] for k in _ARG_KEYS if k in obj), {})
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
+            return json.loads(args) if args.strip() else {}
         except json.JSONDecodeError:
-            pass  # left a string: invalid arguments, still a call-shaped text
-    return name, args
+            return args  # left a string: invalid arguments, still a call-shaped text
+    return args
 
 
 def _calls_in_json(text: str) -> list[tuple[str, Any]] | None:

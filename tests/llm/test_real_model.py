@@ -22,6 +22,7 @@ from langgraph.types import Command
 from app.chat_session import ChatSession
 from graph.assembly import compile_graph
 from graph.context import Context
+from graph.prompt_builder import render_user_context
 from llm.chat_model import load_chat_model
 from llm.structured import invoke_structured, remembered_mode
 from memory.backend import open_memory
@@ -50,12 +51,16 @@ def run_cli(lines: list[str], database_url: str, env: dict[str, str], user: str)
 
 
 async def stored_memory(url: str, minilm, user: str) -> list[str]:
-    """Every fact text and profile value stored for ``user``."""
+    """What is stored for ``user`` (profile, preferences, facts, open tasks), as the prompt's user context shows it."""
     async with open_memory(url, minilm) as backend:
-        facts = [f.text for f in await list_facts(backend.store, user)]
-        profile = (await get_user_document(backend.store, user)).profile.model_dump(exclude_none=True)
-    values = [v for v in profile.values() if isinstance(v, str)] + [g for g in profile.get("goals", [])]
-    return facts + values
+        doc = await get_user_document(backend.store, user)
+        loaded = {
+            "profile": doc.profile.model_dump(mode="json"),
+            "preferences": doc.preferences.model_dump(mode="json"),
+            "facts": [{"text": f.text} for f in await list_facts(backend.store, user)],
+            "tasks": [t.model_dump(mode="json") for t in await list_tasks(backend.store, user, include_done=False)],
+        }
+    return [line for line in render_user_context(loaded).splitlines() if line.startswith("- ")]
 
 
 async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_prompt(
@@ -88,7 +93,6 @@ async def test_the_reply_streams_token_by_token_from_the_real_server(backend, us
     assert len(turn.tokens) >= 5  # many chunks, not one block
     assert turn.streamed_reply == turn.final_reply.content and turn.final_reply.content.strip()
     assert turn.other_tokens == []
-    assert turn.values["turn_usage"]["output_tokens"] > 0
 
 
 async def test_a_summary_fold_with_the_real_model_writes_a_valid_board(backend, user_id, real_model):
