@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -328,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.local_command == "serve":
+            # A `kill` must stop the model server too, not leave it running without its parent.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
             say(f"Serving {spec.alias} at {server.base_url} (Ctrl-C stops). Use it with:")
             print("  " + " ".join(f"{k}={v}" for k, v in server.env().items()) + " memory-agent chat", flush=True)
             return server.process.wait()
