@@ -241,7 +241,13 @@ class LocalServer:
         return f"openai:{self.spec.alias}"
 
     def env(self) -> dict[str, str]:
-        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": "local", "MEMORY_AGENT_MODEL": self.model_name}
+        # Replies capped too: a small model that loops would otherwise generate until its 8k context is full.
+        return {
+            "OPENAI_BASE_URL": self.base_url,
+            "OPENAI_API_KEY": "local",
+            "MEMORY_AGENT_MODEL": self.model_name,
+            "MEMORY_AGENT_MAX_REPLY_TOKENS": os.environ.get("MEMORY_AGENT_MAX_REPLY_TOKENS", "1024"),
+        }
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -84,6 +84,13 @@ class Context:
     rag_token_budget: int = field(default=1200, metadata={"description": "Token budget of the relevant-knowledge section."})
     user_context_token_budget: int = field(default=800, metadata={"description": "Token budget of the user-context section."})
     max_tool_steps: int = field(default=4, metadata={"description": "Most model→tool round trips in one reply."})
+    max_reply_tokens: int = field(
+        default_factory=lambda: int(_env("MEMORY_AGENT_MAX_REPLY_TOKENS", "0")),
+        metadata={
+            "description": "Most tokens one reply may generate (0: the model's own limit). Small local models "
+            "sometimes loop until their context is full. Env: MEMORY_AGENT_MAX_REPLY_TOKENS."
+        },
+    )
     tools: bool = field(
         default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on").strip().casefold() not in _OFF,
         metadata={

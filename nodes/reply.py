@@ -12,7 +12,7 @@ from graph.messages import last_human_index
 from graph.metrics import count_tokens_used, timed
 from graph.prompt_builder import PromptBudgets, build_prompt
 from graph.state import State
-from llm.chat_model import load_chat_model, model_label
+from llm.chat_model import load_chat_model, model_label, with_output_cap
 from llm.text_tool_calls import answer_in_plain_words, with_text_calls_resolved
 from memory.schemas import SummaryBoard
 from nodes.tools import agent_tools
@@ -76,6 +76,8 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
     # Tool calls and results of this turn follow the current message (the bounded tool loop).
     messages = with_every_call_answered([*built.messages, *this_turn])
     base_model = load_chat_model(ctx.model)
+    if ctx.max_reply_tokens:
+        base_model = with_output_cap(base_model, ctx.max_reply_tokens)
     model = base_model
     tools = agent_tools() if ctx.tools else []
     can_call_tools = bool(tools) and state.tool_steps < ctx.max_tool_steps

@@ -173,3 +173,12 @@ async def test_a_tool_loop_completes_on_a_server_as_strict_as_llama_cpp(cli, ope
     assert await session.send("What do you know about me?") == "Facts: No facts stored."
     call_message = openai_stub.requests_of("reply")[-1].messages[-2]
     assert call_message["role"] == "assistant" and call_message["content"] == "" and call_message["tool_calls"]
+
+
+async def test_a_reply_cap_rides_on_the_reply_call(cli, openai_stub):
+    """Small local models can loop until their context is full: `memory-agent local` caps replies."""
+    openai_stub.reset(script(lambda r: "Short."))
+    session, _, _ = cli(max_reply_tokens=256)
+    await session.send("Hi")
+    (request,) = openai_stub.requests_of("reply")
+    assert request.body["max_tokens"] == 256 and request.body["max_completion_tokens"] == 256

@@ -67,7 +67,7 @@ async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_p
     recording_proxy, local_server, new_database, minilm
 ):
     url, user = new_database("llmcli"), f"u{uuid.uuid4().hex[:8]}"
-    env = {"OPENAI_BASE_URL": recording_proxy.base_url, "OPENAI_API_KEY": "local", "MEMORY_AGENT_MODEL": local_server.model_name}
+    env = {**local_server.env(), "OPENAI_BASE_URL": recording_proxy.base_url}
     env["MEMORY_AGENT_TOOLS"] = "off"  # this test is about memory across processes; a small model may call add_task
     first = run_cli(["My name is Dana and I live in Haifa."], url, env, user)
     assert first.returncode == 0, first.stderr.decode()
