@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: chat test test-unit test-integration doctor serve studio bench install clean
+.PHONY: chat chat-local test test-llm test-unit test-integration doctor serve studio bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,20 @@ install: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/memory-agent chat $(ARGS)
 
+# A real model on this machine, offline (Qwen2.5-Coder 0.5B; LOCAL_MODEL=1.5b for the larger one).
+# The first run builds llama-cpp-python (~14 min on 2 cores) and assembles the model; both are cached.
+LOCAL_MODEL ?= 0.5b
+chat-local: $(STAMP)
+	$(BIN)/memory-agent local chat --model $(LOCAL_MODEL) $(ARGS)
+
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
+
+# The real-model tier (not part of `make test`): prepares the runtime and model as chat-local does,
+# then runs tests/llm against a llama-cpp-python server.
+test-llm: $(STAMP)
+	$(BIN)/memory-agent local prepare --model $(LOCAL_MODEL)
+	$(BIN)/python -m pytest tests/llm $(ARGS)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(ARGS)

@@ -86,6 +86,7 @@ MODULE_COMMANDS = {
     "mcp": ("app.mcp_server", "serve the memory tools over MCP (stdio or streamable HTTP)"),
     "keys": ("app.api_keys", "create, list and revoke API keys of the chat API"),
     "eval": ("evals.cli", "evaluate summarization prompts, extraction and token savings"),
+    "local": ("app.local_model", "a real model on this machine, offline: prepare, serve, or chat on it"),
 }
 
 

@@ -49,6 +49,7 @@ from core import metrics
 from core.context import Context
 from core.messages import current_turn, stopped_reply
 from storage import chat_runs
+from llm.text_tool_calls import CallTextFilter
 from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
 from memory.memory_writer import retract_taught_by
 
@@ -143,6 +144,7 @@ class TurnRunner:
         self.head_recorded = False  # from here on a live worker can keep the turn if this one cannot
         self._reply_task: asyncio.Task | None = None
         self._main: asyncio.Task | None = None
+        self._calls = CallTextFilter()  # tool calls a model wrote as text never reach the client
 
     @property
     def config(self) -> dict:
@@ -283,6 +285,9 @@ class TurnRunner:
             interrupt_before=["summarize"],
         ):
             self._forward(mode, chunk)
+        if text := self._calls.finish():
+            self.streamed.append(text)
+            self.emit("token", {"text": text})
 
     async def _memory_phase(self, ctx: Context, *, forward: bool) -> None:
         # The memory writer serializes this user's writes itself (storage.user_transaction).
@@ -302,7 +307,7 @@ class TurnRunner:
         if mode == "messages":
             message, meta = chunk
             if meta.get("langgraph_node") == "reply" and isinstance(message, AIMessageChunk):
-                text = _chunk_text(message)
+                text = self._calls.feed(message.id, _chunk_text(message))
                 if text:
                     self.streamed.append(text)
                     self.emit("token", {"text": text})

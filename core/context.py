@@ -16,6 +16,9 @@ from langgraph.runtime import Runtime
 from core.auth_user import effective_user_id
 
 
+_OFF = {"off", "0", "false", "no"}
+
+
 def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
@@ -76,6 +79,20 @@ class Context:
     rag_token_budget: int = _setting(1200, "Token budget of the relevant-knowledge section.")
     user_context_token_budget: int = _setting(800, "Token budget of the user-context section.")
     max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")
+    max_reply_tokens: int = field(
+        default_factory=lambda: int(_env("MEMORY_AGENT_MAX_REPLY_TOKENS", "0")),
+        metadata={
+            "description": "Most tokens one reply may generate (0: the model's own limit). Small local models "
+            "sometimes loop until their context is full. Env: MEMORY_AGENT_MAX_REPLY_TOKENS."
+        },
+    )
+    tools: bool = field(
+        default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on").strip().casefold() not in _OFF,
+        metadata={
+            "description": "Offer the memory and task tools to the model. Turn off for small local models "
+            "that write tool calls as text or pick tools at random. Env: MEMORY_AGENT_TOOLS=off."
+        },
+    )
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> "Context":
@@ -88,6 +105,8 @@ class Context:
         for f in fields(self):
             if f.type in ("int", int) and isinstance(getattr(self, f.name), str):
                 setattr(self, f.name, int(getattr(self, f.name)))
+            if f.type in ("bool", bool) and isinstance(getattr(self, f.name), str):
+                setattr(self, f.name, getattr(self, f.name).strip().casefold() not in _OFF)
         for name, ceiling in SAFETY_CEILINGS.items():
             value = getattr(self, name)
             if not 0 <= value <= ceiling:

@@ -11,7 +11,7 @@ import hashlib
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -162,6 +162,9 @@ class ChatRecord(StoredModel):
 class SummaryBoard(BaseModel):
     """The running summary of one thread, structured so each part can be recalled alone."""
 
+    # Output cap of a fold: the summary budget (600 by default) plus the lists, with room to spare.
+    max_output_tokens: ClassVar[int] = 1200
+
     summary: StorableText = Field("", description="A few sentences: what the conversation has covered so far.")
     key_facts: SummaryItems = Field(default_factory=list, description="Concrete facts worth keeping (names, numbers, dates, decisions).")
     entities: SummaryItems = Field(default_factory=list, description="People, places and organizations mentioned.")
@@ -246,6 +249,9 @@ class TaskUpdate(BaseModel):
 class ExtractionResult(BaseModel):
     """The one structured reply of the extraction call."""
 
+    # A turn yields a handful of short facts; a model looping on a field stops here, not at its context.
+    max_output_tokens: ClassVar[int] = 768
+
     new_facts: Annotated[list[NewFact], AfterValidator(at_most_items(LIST_ITEMS))] = Field(default_factory=list)
     new_preferences: PreferenceUpdates = Field(default_factory=PreferenceUpdates)
     profile_updates: ProfileUpdates = Field(default_factory=ProfileUpdates)
@@ -261,4 +267,6 @@ class ExtractionResult(BaseModel):
 
 
 class ChatTitle(BaseModel):
+    max_output_tokens: ClassVar[int] = 64
+
     title: ShortText = Field(description="A short title (2-6 words) naming what the chat is about.")

@@ -22,6 +22,7 @@ kept in the results.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import io
@@ -174,6 +175,32 @@ def _scores(evaluation_results: dict) -> tuple[dict[str, float], list[str]]:
     return out, errors
 
 
+def _not_applicable_as_empty_results(evaluator: Callable[..., Any]) -> Callable[..., Any]:
+    """The evaluator with "nothing to score" (``[]``) said the way langsmith accepts.
+
+    Our evaluators return ``[]`` when a metric does not apply (no probes, a single fold);
+    langsmith raises on an empty list ("Expected a non-empty dict"), which turned every
+    DialogSum row into an evaluator error. ``{"results": []}`` is its empty result.
+    """
+
+    def adapt(result: Any) -> Any:
+        return {"results": []} if isinstance(result, list) and not result else result
+
+    if inspect.iscoroutinefunction(evaluator):
+
+        @functools.wraps(evaluator)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            return adapt(await evaluator(*args, **kwargs))
+
+        return async_wrapper
+
+    @functools.wraps(evaluator)  # keeps the signature langsmith maps its arguments by
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return adapt(evaluator(*args, **kwargs))
+
+    return wrapper
+
+
 async def run_experiments(
     *,
     kind: str,
@@ -205,7 +232,7 @@ async def run_experiments(
             results = await aevaluate(
                 make_target(variant),
                 data=data,
-                evaluators=list(evaluators),
+                evaluators=[_not_applicable_as_empty_results(e) for e in evaluators],
                 experiment_prefix=f"{experiment_prefix}-{variant}",
                 metadata={**metadata, "variant": variant, "eval": kind},
                 max_concurrency=0,  # conversations one after another: one database, comparable timings

@@ -16,7 +16,7 @@ Both are separate from the summarizer under test; pass any model spec
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -46,6 +46,8 @@ JUDGE_SYSTEM = (
 
 
 class JudgeVerdict(BaseModel):
+    max_output_tokens: ClassVar[int] = 200
+
     reasoning: str = Field(description="One short sentence explaining the label.")
     label: Literal["CORRECT", "WRONG"]
 

@@ -85,6 +85,10 @@ def _create(name: str) -> BaseChatModel:
         kwargs["stream_usage"] = True
         kwargs["timeout"] = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_SECONDS)
     try:
+        if provider in (None, "openai") and not is_openai_endpoint(os.environ.get("OPENAI_BASE_URL")):
+            from llm.compatible_openai import CompatibleChatOpenAI
+
+            return CompatibleChatOpenAI(model=name.split(":", 1)[1] if provider else name, **kwargs)
         return init_chat_model(name, **kwargs)
     except Exception as exc:
         raise ValueError(
@@ -99,3 +103,39 @@ def model_label(model: BaseChatModel) -> str:
         if isinstance(value, str) and value:
             return value
     return type(model).__name__
+
+
+def server_of(model: BaseChatModel) -> str | None:
+    """The base URL a model talks to (None: the provider's default endpoint, or in-process)."""
+    inner = getattr(model, "inner", None)  # a forwarding wrapper (the evals' metered model)
+    if isinstance(inner, BaseChatModel):
+        return server_of(inner)
+    for attr in ("openai_api_base", "base_url", "api_base"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value.rstrip("/")
+    client = getattr(model, "root_async_client", None) or getattr(model, "root_client", None)
+    value = getattr(client, "base_url", None)  # OPENAI_BASE_URL is read by the SDK client, not langchain
+    return str(value).rstrip("/") if value else None
+
+
+def is_openai_endpoint(server: str | None) -> bool:
+    return server is None or "api.openai.com" in server
+
+
+def with_output_cap(model: BaseChatModel, max_tokens: int) -> BaseChatModel:
+    """The same model generating at most ``max_tokens`` tokens per call.
+
+    langchain-openai sends the cap as ``max_completion_tokens``, which OpenAI wants but
+    llama-cpp-python's server (and older local servers) silently ignore; behind a custom
+    base URL the classic ``max_tokens`` rides along in the body too, so every server caps.
+    """
+    inner = getattr(model, "inner", None)
+    if isinstance(inner, BaseChatModel):
+        return model.model_copy(update={"inner": with_output_cap(inner, max_tokens)})
+    if "max_tokens" not in type(model).model_fields:
+        return model  # in-process models (offline, scripted) have nothing to cap
+    update: dict = {"max_tokens": max_tokens}
+    if "extra_body" in type(model).model_fields and not is_openai_endpoint(server_of(model)):
+        update["extra_body"] = {**(getattr(model, "extra_body", None) or {}), "max_tokens": max_tokens}
+    return model.model_copy(update=update)

@@ -3,6 +3,13 @@
 Works with models that support structured output natively (OpenAI json_schema or
 tool calling, the offline model) and with models that only return text: their reply
 is parsed strictly as one JSON object and validated with the pydantic schema.
+
+Servers differ in what they accept: llama-cpp-python's answers HTTP 500 to a
+``json_schema`` response format, some ignore a forced tool. When a server refuses a
+mode the call falls back along json_schema -> function_calling -> json_mode -> text,
+and the mode that worked is remembered per model and base URL for the process.
+Every call is capped (``max_tokens`` sized to the schema), so a model that loops
+stops early instead of filling its context.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -20,12 +28,18 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
 from core.errors import ModelOutputError
+from llm.chat_model import model_label, server_of, with_output_cap
+from llm.shape_repair import coerce_shapes
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
 METHODS = ("auto", "json_schema", "function_calling", "json_mode", "text")
+# The order a refused mode falls back in; "auto" is the model's own default (json_schema for OpenAI).
+FALLBACK_ORDER = ("auto", "json_schema", "function_calling", "json_mode", "text")
+DEFAULT_OUTPUT_TOKENS = 1024
+MAX_TOKENS_ENV = "MEMORY_AGENT_STRUCTURED_MAX_TOKENS"
 
 
 @dataclass
@@ -44,6 +58,84 @@ def configured_method() -> str:
     if method not in METHODS:
         raise ValueError(f"MEMORY_AGENT_STRUCTURED_OUTPUT must be one of {', '.join(METHODS)}, not {method!r}")
     return method
+
+
+def output_cap(schema: type[BaseModel]) -> int:
+    """Most tokens a structured reply of ``schema`` may take: the schema's own size, or the env override."""
+    value = os.environ.get(MAX_TOKENS_ENV)
+    if value:
+        if not value.isdigit() or int(value) < 16:
+            raise ValueError(f"{MAX_TOKENS_ENV} must be a whole number of at least 16, not {value!r}")
+        return int(value)
+    return int(getattr(schema, "max_output_tokens", DEFAULT_OUTPUT_TOKENS))
+
+
+# --------------------------------------------------------------------------- the mode each server takes
+_modes_lock = threading.Lock()
+_working_modes: dict[tuple[str, str | None], str] = {}
+
+
+def _server_key(model: BaseChatModel) -> tuple[str, str | None]:
+    return model_label(model), server_of(model)
+
+
+def remembered_mode(model: BaseChatModel) -> str | None:
+    """The mode a refusal moved this model and server to, for this process (None: no refusal seen)."""
+    with _modes_lock:
+        return _working_modes.get(_server_key(model))
+
+
+def forget_modes() -> None:
+    """Forget what servers refused (tests; a restarted server may accept more)."""
+    with _modes_lock:
+        _working_modes.clear()
+
+
+def _remember(model: BaseChatModel, refused: str, mode: str, reason: str) -> None:
+    key = _server_key(model)
+    with _modes_lock:
+        if _working_modes.get(key) == mode:
+            return
+        _working_modes[key] = mode
+    # Once per model and server: every later call starts at the mode that works.
+    log.warning(
+        "Model %s at %s refused structured output mode %s (%s); using %s from now on in this process.",
+        key[0], key[1] or "its default endpoint", refused, reason[:200], mode,
+    )
+
+
+def _start_mode(model: BaseChatModel, method: str) -> str:
+    remembered = remembered_mode(model)
+    if remembered is None or method == "text":
+        return method
+    return max(method, remembered, key=FALLBACK_ORDER.index)
+
+
+def _next_mode(mode: str) -> str:
+    # "auto" and "json_schema" are the same request for OpenAI-compatible servers: skip the twin.
+    after = "json_schema" if mode == "auto" else mode
+    return FALLBACK_ORDER[FALLBACK_ORDER.index(after) + 1]
+
+
+class ModeRefused(Exception):
+    """The server refused this structured-output mode (not the model's answer being wrong)."""
+
+
+def _refusal_reason(exc: Exception, mode: str) -> str | None:
+    """Why ``exc`` means the server refuses ``mode``, or None when it is another failure.
+
+    An HTTP error whose message names the request field of the mode (llama-cpp-python:
+    500 with a validation error on ``response_format``; others 400/422). An overloaded
+    or broken server says nothing about response_format and is not a refusal.
+    """
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or status < 400:
+        return None
+    text = str(exc).casefold()
+    words = ("tool_choice", "tools", "function") if mode == "function_calling" else ("response_format", "json_schema", "json_object")
+    if any(w in text for w in words):
+        return f"HTTP {status}: {str(exc)}"
+    return None
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
@@ -90,7 +182,15 @@ def _raw_from_error(exc: Exception) -> AIMessage | None:
         for err in exc.errors():
             if not err.get("loc") and isinstance(err.get("input"), str):  # the whole reply, not a field
                 return AIMessage(err["input"])
+    completion = getattr(exc, "completion", None)  # openai's LengthFinishReasonError keeps the cut reply
+    choices = getattr(completion, "choices", None) or []
+    if choices:
+        return AIMessage(getattr(choices[0].message, "content", None) or "")
     return None
+
+
+def _is_cut_at_cap(exc: Exception) -> bool:
+    return type(exc).__name__ == "LengthFinishReasonError"
 
 
 def _raw_text(raw: BaseMessage | None) -> str:
@@ -117,6 +217,23 @@ def _non_streaming(model: BaseChatModel) -> BaseChatModel:
     return model
 
 
+def _body_text(text: str) -> str:
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    return fenced.group(1) if fenced else body
+
+
+def _coerced(raw: BaseMessage | None, schema: type[T]) -> T | None:
+    """The reply validated after fixing unambiguous shape slips, or None (its JSON is framed strictly too)."""
+    body = _body_text(_raw_text(raw))
+    if not body.startswith("{"):
+        return None
+    try:
+        return schema.model_validate(coerce_shapes(json.loads(body), schema))
+    except (ValueError, ValidationError):
+        return None
+
+
 async def _text_mode(
     model: BaseChatModel, schema: type[T], messages: list[BaseMessage], config: RunnableConfig | None
 ) -> tuple[T | None, AIMessage, str | None]:
@@ -127,6 +244,48 @@ async def _text_mode(
         return None, raw, str(exc)
 
 
+async def _one_mode(
+    model: BaseChatModel, schema: type[T], messages: list[BaseMessage], mode: str, config: RunnableConfig | None
+) -> tuple[T | None, BaseMessage | None, str | None]:
+    """One call in ``mode``: (parsed, raw, error). Raises ModeRefused when the server refuses the mode."""
+    if mode == "text":
+        try:
+            return await _text_mode(model, schema, messages, config)
+        except Exception as exc:
+            if _is_cut_at_cap(exc):
+                return None, _raw_from_error(exc), "the reply was cut at the output cap"
+            raise
+    kwargs = {} if mode == "auto" else {"method": mode}
+    call_messages = messages
+    if mode == "json_mode":
+        # JSON mode carries no schema (and OpenAI refuses it unless the prompt says "JSON"): state it.
+        call_messages = _with_instruction(messages, _json_instruction(schema))
+    runnable = model.with_structured_output(schema, include_raw=True, **kwargs)  # NotImplementedError: text
+    try:
+        out = await runnable.ainvoke(call_messages, config=config)
+    except ValueError as exc:
+        # The openai SDK parses json_schema replies itself (also when streaming) and raises
+        # before langchain's include_raw fallback sees them: invalid output, so repair it.
+        out = {"raw": _raw_from_error(exc), "parsed": None, "parsing_error": exc}
+    except Exception as exc:
+        if _is_cut_at_cap(exc):
+            return None, _raw_from_error(exc), f"the reply was cut at the output cap ({exc})"
+        reason = _refusal_reason(exc, mode)
+        if reason:
+            raise ModeRefused(reason) from exc
+        raise
+    raw, parsed = out.get("raw"), out.get("parsed")
+    err = out.get("parsing_error")
+    if parsed is None and err is None and mode == "function_calling" and not getattr(raw, "tool_calls", None):
+        # The tool was forced and none came back: the server ignores tool_choice. Its text may still be the answer.
+        salvaged = _coerced(raw, schema)
+        if salvaged is not None:
+            return salvaged, raw, None
+        raise ModeRefused("no tool call although one was forced")
+    error = str(err) if err else (None if parsed is not None else "the model returned no structured output")
+    return parsed, raw, error
+
+
 async def invoke_structured(
     model: BaseChatModel,
     schema: type[T],
@@ -134,46 +293,38 @@ async def invoke_structured(
     *,
     method: str | None = None,
     config: RunnableConfig | None = None,
+    max_tokens: int | None = None,
 ) -> StructuredResult[T]:
-    """Call the model once for ``schema``; repair once on invalid output; raise ModelOutputError otherwise."""
-    method = method or configured_method()
-    model = _non_streaming(model)
-    result = StructuredResult[T](value=None, attempts=0, method=method)  # type: ignore[arg-type]
-    parsed: T | None = None
-    raw: BaseMessage | None = None
-    error: str | None = None
+    """Call the model once for ``schema``; repair once on invalid output; raise ModelOutputError otherwise.
 
-    if method != "text":
-        kwargs = {} if method == "auto" else {"method": method}
-        call_messages = messages
-        if method == "json_mode":
-            # JSON mode carries no schema (and OpenAI refuses it unless the prompt says "JSON"): state it.
-            call_messages = _with_instruction(messages, _json_instruction(schema))
+    A mode the server refuses does not count as an attempt: the call moves on to the next mode.
+    """
+    method = method or configured_method()
+    model = with_output_cap(_non_streaming(model), max_tokens or output_cap(schema))
+    mode = _start_mode(model, method)
+    result = StructuredResult[T](value=None, attempts=1, method=mode)  # type: ignore[arg-type]
+    while True:
         try:
-            runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
+            parsed, raw, error = await _one_mode(model, schema, messages, mode, config)
         except NotImplementedError:
-            runnable = None
-            result.method = "text"
-        if runnable is not None:
-            try:
-                out = await runnable.ainvoke(call_messages, config=config)
-            except ValueError as exc:
-                # The openai SDK parses json_schema replies itself (also when streaming) and raises
-                # before langchain's include_raw fallback sees them: invalid output, so repair it.
-                out = {"raw": _raw_from_error(exc), "parsed": None, "parsing_error": exc}
+            mode = "text"  # the model has no native structured output: not a refusal worth logging
+            continue
+        except ModeRefused as refused:
             result.calls += 1
-            raw, parsed = out.get("raw"), out.get("parsed")
-            err = out.get("parsing_error")
-            error = str(err) if err else (None if parsed is not None else "the model returned no structured output")
-    if method == "text" or result.method == "text":
-        result.method = "text"
-        parsed, raw, error = await _text_mode(model, schema, messages, config)
-        result.calls += 1
-    result.attempts = 1
+            result.errors.append(f"{mode} refused: {refused}")
+            next_mode = _next_mode(mode)
+            _remember(model, mode, next_mode, str(refused))
+            mode = next_mode
+            continue
+        break
+    result.method = mode
+    result.calls += 1
     i, o = _usage(raw)
     result.input_tokens += i
     result.output_tokens += o
 
+    if parsed is None:
+        parsed = _coerced(raw, schema)
     if parsed is None:
         result.errors.append(error or "invalid output")
         # One repair: show the model its own output and the validation error, ask for JSON only.
@@ -182,7 +333,12 @@ async def invoke_structured(
             AIMessage(_raw_text(raw) or "(empty reply)"),
             HumanMessage(f"That reply was not valid: {error}\nCorrect it. " + _json_instruction(schema)),
         ]
-        repaired = await model.ainvoke(repair, config=config)
+        try:
+            repaired = await model.ainvoke(repair, config=config)
+        except Exception as exc:
+            if not _is_cut_at_cap(exc):
+                raise
+            repaired = _raw_from_error(exc) or AIMessage("")
         result.calls += 1
         result.attempts = 2
         i, o = _usage(repaired)
@@ -191,9 +347,11 @@ async def invoke_structured(
         try:
             parsed = parse_json_strict(_raw_text(repaired), schema)
         except (ValueError, ValidationError) as exc:
-            result.errors.append(str(exc))
-            raise ModelOutputError(
-                f"The model's {schema.__name__} was invalid twice (after one repair attempt): {str(exc)[:300]}"
-            ) from exc
+            parsed = _coerced(repaired, schema)
+            if parsed is None:
+                result.errors.append(str(exc))
+                raise ModelOutputError(
+                    f"The model's {schema.__name__} was invalid twice (after one repair attempt): {str(exc)[:300]}"
+                ) from exc
     result.value = parsed
     return result

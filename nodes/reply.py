@@ -12,7 +12,8 @@ from core.messages import last_human_index
 from core.metrics import count_tokens_used, timed
 from prompts.reply_prompt import PromptBudgets, build_prompt
 from core.state import State
-from llm.chat_model import load_chat_model, model_label
+from llm.chat_model import load_chat_model, model_label, with_output_cap
+from llm.text_tool_calls import answer_in_plain_words, with_text_calls_resolved
 from core.schemas import SummaryBoard
 from nodes.tools import agent_tools
 
@@ -75,9 +76,11 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
     # Tool calls and results of this turn follow the current message (the bounded tool loop).
     messages = with_every_call_answered([*built.messages, *this_turn])
     base_model = load_chat_model(ctx.model)
+    if ctx.max_reply_tokens:
+        base_model = with_output_cap(base_model, ctx.max_reply_tokens)
     model = base_model
-    tools = agent_tools()
-    can_call_tools = state.tool_steps < ctx.max_tool_steps
+    tools = agent_tools() if ctx.tools else []
+    can_call_tools = bool(tools) and state.tool_steps < ctx.max_tool_steps
     if can_call_tools:
         try:
             model = model.bind_tools(tools)
@@ -85,6 +88,10 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             pass  # a model without tool calling still answers
     with timed("reply"):
         response: AIMessage = await model.ainvoke(messages)
+        # Small local models write calls as text: a valid one becomes the call, any other is never shown.
+        response, needs_plain_answer = with_text_calls_resolved(response, tools if can_call_tools else [])
+        if needs_plain_answer:
+            response = await answer_in_plain_words(base_model, messages, response)
     if response.tool_calls and not can_call_tools:
         # Out of tool budget: keep the text, drop the calls, so no call is left unanswered.
         response = AIMessage(
@@ -102,7 +109,7 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             "prompt_tokens_estimated": built.total_tokens,
             "input_tokens": turn_usage.get("input_tokens", 0) + usage.get("input_tokens", 0),
             "output_tokens": turn_usage.get("output_tokens", 0) + usage.get("output_tokens", 0),
-            "model_calls": turn_usage.get("model_calls", 0) + 1,
+            "model_calls": turn_usage.get("model_calls", 0) + (2 if needs_plain_answer else 1),
         }
     )
     update: dict = {"messages": [response], "turn_usage": turn_usage}

@@ -166,6 +166,28 @@ def openai_rule_violation(request: StubRequest) -> str | None:
     return None
 
 
+def llama_cpp_refusal(request: StubRequest, accepted_formats: set[str]) -> str | None:
+    """What llama-cpp-python's server says (as HTTP 500) to a response_format type it does not take.
+
+    Its request model allows only ``text`` and ``json_object``; FastAPI's validation error
+    is caught by its route handler and returned as an internal server error.
+    """
+    for i, m in enumerate(request.messages):  # its message models want a string content on assistant messages
+        if m.get("role") == "assistant" and m.get("content") is None:
+            return (
+                "1 validation error:\n  {'type': 'string_type', 'loc': ('body', 'messages', "
+                f"{i}, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}}"
+            )
+    kind = (request.response_format or {}).get("type")
+    if kind is None or kind in accepted_formats:
+        return None
+    allowed = " or ".join(f"'{k}'" for k in sorted(accepted_formats))
+    return (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+        f"'msg': \"Input should be {allowed}\", 'input': '{kind}', 'ctx': {{'expected': \"{allowed}\"}}}}"
+    )
+
+
 def stream_pieces(text: str) -> list[str]:
     """Split text the way a model streams it: one word (with its trailing space) per chunk."""
     return re.findall(r"\S+\s*|\s+", text)
@@ -177,6 +199,9 @@ class OpenAIStub:
     def __init__(self) -> None:
         self.responder: Responder = lambda request: "stub reply"
         self.requests: list[StubRequest] = []
+        # Server capabilities (as llama-cpp-python: accepted_formats={"text", "json_object"}).
+        self.accepted_formats: set[str] | None = None  # None: every response_format type
+        self.honours_tool_choice = True  # False: a forced tool comes back as JSON text, as small local models do
         self._lock = threading.Lock()
         self.app = self._build_app()
         self._server: uvicorn.Server | None = None
@@ -188,6 +213,13 @@ class OpenAIStub:
         with self._lock:
             self.requests.clear()
         self.responder = responder or (lambda request: "stub reply")
+        self.accepted_formats = None
+        self.honours_tool_choice = True
+
+    def like_llama_cpp(self) -> "OpenAIStub":
+        """Refuse ``json_schema`` and a null assistant content with HTTP 500 as llama-cpp-python's server does."""
+        self.accepted_formats = {"text", "json_object"}
+        return self
 
     def requests_of(self, kind: str) -> list[StubRequest]:
         with self._lock:
@@ -211,8 +243,14 @@ class OpenAIStub:
             rejected = openai_rule_violation(recorded)
             if rejected:
                 return JSONResponse({"error": {"message": rejected, "type": "invalid_request_error"}}, status_code=400)
+            if self.accepted_formats is not None and (refused := llama_cpp_refusal(recorded, self.accepted_formats)):
+                return JSONResponse(
+                    {"error": {"message": refused, "type": "internal_server_error", "param": None, "code": None}}, status_code=500
+                )
             try:
                 reply = _as_reply(self.responder(recorded))
+                if reply.tool_calls and not self.honours_tool_choice and isinstance(body.get("tool_choice"), dict):
+                    reply = StubReply(content=reply.tool_calls[0].arguments_json())  # the forced call written as text
             except Exception as exc:  # surfaces in the test as an API error with the reason
                 return JSONResponse({"error": {"message": f"responder failed: {exc!r}", "type": "stub_error"}}, status_code=500)
             if reply.delay_seconds:

@@ -78,3 +78,33 @@ def test_the_dataset_name_changes_with_its_content_so_an_upload_is_reused_only_f
     changed = [EXAMPLES[0], ExampleSpec(key="c2", inputs={"key": "c2", "text": "bye!"}, outputs={"expected": "bye"})]
     assert dataset_name("summaries", "locomo7", changed) != again
     assert again.startswith("memory-agent-summaries-locomo7-")
+
+
+def not_applicable(outputs: dict | None, reference_outputs: dict | None) -> list[dict]:
+    return []  # as retention without probes (DialogSum) and fold_stability with one fold answer
+
+
+async def test_an_evaluator_with_nothing_to_score_is_not_an_evaluator_error(no_network):
+    """DialogSum has no probes and short chats fold once: retention and fold_stability return []."""
+
+    def make_target(variant: str):
+        async def target(inputs: dict) -> dict:
+            return {"text": inputs["text"]}
+
+        return target
+
+    async def async_not_applicable(outputs: dict | None, reference_outputs: dict | None) -> list[dict]:
+        return []  # as the LLM judge without reader answers
+
+    (run,), _ = await run_experiments(
+        kind="test",
+        dataset_label="unit",
+        variants=["same"],
+        examples=EXAMPLES,
+        make_target=make_target,
+        evaluators=[not_applicable, async_not_applicable, exact],
+        experiment_prefix="unit",
+        metadata={},
+    )
+    assert [r.evaluator_errors for r in run.rows] == [[], []]
+    assert [r.scores for r in run.rows] == [{"exact": 0.0}, {"exact": 1.0}]

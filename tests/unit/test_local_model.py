@@ -1,0 +1,67 @@
+"""Assembling a model from chunk packages: joined in chunk order, checked, and nothing kept when the check fails."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from app import local_model
+from app.local_model import LocalModelError, ModelSpec, assemble_model
+
+CHUNKS = [b"first-", b"second-", b"third"]
+
+
+def spec_for(data: bytes, packages: int = 3) -> ModelSpec:
+    return ModelSpec(
+        key="tiny",
+        alias="tiny-model",
+        file_name="tiny.gguf",
+        packages=tuple(f"tiny-model-part{i}==0.1.0" for i in range(1, packages + 1)),
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(local_model.CACHE_ENV, str(tmp_path))
+    folder = tmp_path / "downloads" / "tiny"
+    folder.mkdir(parents=True)
+    # As the real packages: the chunk of package i is data/partNN.bin; written in reverse to prove the order is NN's.
+    for i, chunk in reversed(list(enumerate(CHUNKS, start=1))):
+        with zipfile.ZipFile(folder / f"tiny_model_part{i}-0.1.0-py3-none-any.whl", "w") as zf:
+            zf.writestr(f"tiny_model_part{i}/__init__.py", "")
+            zf.writestr(f"tiny_model_part{i}/data/part{i:02d}.bin", chunk)
+    return tmp_path
+
+
+def test_chunks_are_joined_in_order_checked_and_reused(cache, monkeypatch):
+    spec = spec_for(b"".join(CHUNKS))
+    path = assemble_model(spec)
+    assert path.read_bytes() == b"first-second-third" and path.parent == cache / "models"
+
+    monkeypatch.setattr(local_model, "_chunks", lambda *a: pytest.fail("a verified model is not assembled again"))
+    assert assemble_model(spec) == path
+
+
+def test_a_hash_mismatch_is_a_clear_error_and_leaves_no_model(cache):
+    spec = spec_for(b"first-second-thirD")
+    with pytest.raises(LocalModelError, match="does not match"):
+        assemble_model(spec)
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_a_missing_chunk_is_named(cache):
+    (cache / "downloads" / "tiny" / "tiny_model_part2-0.1.0-py3-none-any.whl").unlink()
+    spec = spec_for(b"".join(CHUNKS))
+    with pytest.raises(LocalModelError):
+        local_model._chunks(cache / "downloads" / "tiny", spec)
+
+
+def test_the_weight_packages_are_pinned_and_the_default_is_the_small_model():
+    assert local_model.DEFAULT_MODEL == "0.5b"
+    assert [len(m.packages) for m in local_model.MODELS.values()] == [6, 22]
+    assert all("==" in p for m in local_model.MODELS.values() for p in m.packages)

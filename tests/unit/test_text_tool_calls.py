@@ -1,0 +1,69 @@
+"""Finding tool calls written as text, and holding them out of a token stream, whatever the chunking."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm.text_tool_calls import CallTextFilter, find_text_calls
+
+CALL = json.dumps({"name": "add_task", "arguments": {"description": "Renew passport"}})
+
+
+def streamed(text: str, size: int) -> str:
+    f = CallTextFilter()
+    shown = "".join(f.feed("m1", text[i : i + size]) for i in range(0, len(text), size))
+    return shown + f.finish()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (CALL, ""),
+        (f"  {CALL}\n", "  \n"),
+        (f"<tool_call>\n{CALL}\n</tool_call>", ""),
+        (f"Sure.\n```json\n{CALL}\n```\nAdding it.", "Sure.\n\nAdding it."),
+        (f"I will add it: {CALL} now.", "I will add it:  now."),
+        ("A JSON example: {\"city\": \"Haifa\"} and ```python\nprint({'a': 1})\n```", None),
+        ("Set braces { like this } and `code` and a < b.", None),
+        ("Unfinished <tool_c", None),
+    ],
+)
+def test_calls_are_held_out_of_the_stream_and_everything_else_is_shown(text, shown, size):
+    assert streamed(text, size) == (text if shown is None else shown)
+
+
+def test_a_new_message_releases_the_last_ones_held_text():
+    f = CallTextFilter()
+    assert f.feed("m1", "Count to ```") == "Count to "
+    assert f.feed("m2", "Next") == "```Next"
+
+
+@pytest.mark.parametrize(
+    ("text", "calls"),
+    [
+        ('{"name": "recall_context", "parameters": {"context_type": "facts"}}', [("recall_context", {"context_type": "facts"})]),
+        ('{"name": "get_conversation_summary"}', [("get_conversation_summary", {})]),
+        ('[{"name": "a_b", "arguments": "{\\"x\\": 1}"}, {"name": "c_d", "args": {}}]', [("a_b", {"x": 1}), ("c_d", {})]),
+        ('{"name": "Dana", "city": "Haifa"}', []),  # data, not a call
+        ('{"name": "Dana"}', []),
+        ("No calls here.", []),
+    ],
+)
+def test_what_counts_as_a_call(text, calls):
+    assert find_text_calls(text).calls == calls
+
+
+def test_a_small_model_echoing_its_tool_list_and_a_call_of_no_such_tool_shows_nothing():
+    """What Qwen2.5-Coder 0.5B answered behind llama-cpp-python to "use the add_task tool"."""
+    echoed = (
+        '<tools>\n{"type": "function", "function": {"name": "add_task", "description": "Add a task", "parameters": '
+        '{"type": "object", "properties": {"description": {"type": "string"}}, "required": ["description"]}}}\n</tools>\n\n'
+        '{"name": "buy milk", "arguments": {"description": "Buy milk from the supermarket."}}'
+    )
+    found = find_text_calls(echoed)
+    assert [name for name, _ in found.calls] == ["add_task", "buy milk"] and found.prose == ""
+    for size in (1, 5, 1000):
+        assert streamed(echoed, size).strip() == ""
