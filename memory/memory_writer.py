@@ -175,32 +175,30 @@ async def apply_extraction(
     return report
 
 
+def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes: dict) -> bool:
+    """Set the changed scalar fields of one document section and extend its list field with
+    the entries not already there (compared normalized); record what changed; True when any did."""
+    changed = False
+    for name, value in updates.items():
+        if name == list_field:
+            known = {normalize_text(x) for x in getattr(section, list_field)}
+            added = [v for v in value if normalize_text(v) not in known]
+            if added:
+                getattr(section, list_field).extend(added)
+                changes[list_field] = added
+                changed = True
+        elif value not in unset and getattr(section, name) != value:
+            setattr(section, name, value)
+            changes[name] = value
+            changed = True
+    return changed
+
+
 async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list) -> None:
     """Profile and preferences: one document, changed fields only."""
     doc = await get_user_document(tx, user_id)
-    doc_changed = False
-    for name, value in result.profile_updates.model_dump().items():
-        if name == "goals":
-            new_goals = [g for g in value if normalize_text(g) not in {normalize_text(x) for x in doc.profile.goals}]
-            if new_goals:
-                doc.profile.goals.extend(new_goals)
-                report.profile_changes["goals"] = new_goals
-                doc_changed = True
-        elif value not in (None, "") and getattr(doc.profile, name) != value:
-            setattr(doc.profile, name, value)
-            report.profile_changes[name] = value
-            doc_changed = True
-    for name, value in result.new_preferences.model_dump().items():
-        if name == "other_notes":
-            notes = [n for n in value if normalize_text(n) not in {normalize_text(x) for x in doc.preferences.other_notes}]
-            if notes:
-                doc.preferences.other_notes.extend(notes)
-                report.preference_changes["other_notes"] = notes
-                doc_changed = True
-        elif value is not None and getattr(doc.preferences, name) != value:
-            setattr(doc.preferences, name, value)
-            report.preference_changes[name] = value
-            doc_changed = True
+    doc_changed = _merge_fields(doc.profile, result.profile_updates.model_dump(), "goals", (None, ""), report.profile_changes)
+    doc_changed = _merge_fields(doc.preferences, result.new_preferences.model_dump(), "other_notes", (None,), report.preference_changes) or doc_changed
     if doc_changed:
         doc.updated_at = now
         ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
