@@ -20,7 +20,7 @@ from evals.options import ComparisonOptions
 from evals.results import EvalResults, VariantResult, judge_variants, write_csv
 from evals.terminal import ProgressTracker, progress_tracker, results_table
 
-__all__ = ["RunClock", "comparison_results", "default_out_dir", "new_run_id", "run_with_progress", "write_comparison"]
+__all__ = ["RunClock", "comparison_results", "default_out_dir", "new_run_id", "run_with_progress", "write_comparison", "write_results_json"]
 
 
 def new_run_id() -> str:
@@ -31,6 +31,12 @@ def new_run_id() -> str:
 def default_out_dir(command: str, run_id: str) -> Path:
     """``eval-results/<command>-<run id>`` in the repository (git-ignored)."""
     return REPO_ROOT / "eval-results" / f"{command}-{run_id}"
+
+
+def write_results_json(results: Any, out_dir: Path) -> None:
+    """``results.json`` (a pydantic model, indented) in ``out_dir``, created when missing."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(results.model_dump_json(indent=2), encoding="utf-8")
 
 
 class RunClock:
