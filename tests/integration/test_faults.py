@@ -22,7 +22,7 @@ import pytest
 from storage.chat_runs import STALE_AFTER_SECONDS
 from tests.support.embedded_postgres import throwaway_postgres, with_database
 from tests.support.graph_turns import turn_paused_before_summarize
-from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_chat, new_user, reply_text, say, start_server
+from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_chat, new_user, reply_text, running_server, say, start_server
 from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (pytest fixtures)
 
 # Replies of the servers that meet a fault come at 300 ms a word; to a user it knows nothing
@@ -149,9 +149,8 @@ def database(new_database):
 @pytest.fixture(scope="module")
 def survivor(database):
     """The server that stays up while another one on the same database is killed."""
-    live = start_server(database, workers=1)
-    yield live
-    live.stop()
+    with running_server(database, workers=1) as live:
+        yield live
 
 
 async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its_run_answers(database, survivor):

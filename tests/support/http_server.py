@@ -252,11 +252,20 @@ def live_server_fixture(database: str, **options):
 
     @pytest.fixture(scope="module")
     def server(new_database):
-        live = start_server(new_database(database), **options)
-        yield live
-        live.stop()
+        with running_server(new_database(database), **options) as live:
+            yield live
 
     return server
+
+
+@contextmanager
+def running_server(database_url: str, **options) -> Iterator[LiveServer]:
+    """``start_server`` (same options), stopped on leaving the block."""
+    live = start_server(database_url, **options)
+    try:
+        yield live
+    finally:
+        live.stop()
 
 
 # --------------------------------------------------------------------------- API keys
