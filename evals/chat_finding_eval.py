@@ -155,11 +155,9 @@ async def run_chat_finding(opts: ChatFindingOptions, console: Console) -> ChatFi
         wrong_single=sum(r.outcome == "one" and r.offered != [r.expected] for r in results) / n,
         not_found=sum(r.expected not in r.offered for r in results if r.outcome != "one") / n,
         requests=results,
-        started_at=clock.started_at,
-        wall_seconds=round(clock.seconds(), 1),
+        **clock.timing(),
     )
-    out_dir = opts.out or default_out_dir("chats", run_id)
-    write_results_json(out, out_dir)
+    out_dir = write_results_json(out, opts.out or default_out_dir("chats", run_id))
     _print(out, console, out_dir)
     return out
 

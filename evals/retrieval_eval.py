@@ -344,11 +344,9 @@ async def run_retrieval(opts: RetrievalOptions, console: Console) -> RetrievalRe
         figures=[split_figures(results, s) for s in SPLITS],
         calibration=fit,
         queries=results,
-        started_at=clock.started_at,
-        wall_seconds=round(clock.seconds(), 1),
+        **clock.timing(),
     )
-    out_dir = opts.out or default_out_dir("retrieval", run_id)
-    write_results_json(out, out_dir)
+    out_dir = write_results_json(out, opts.out or default_out_dir("retrieval", run_id))
     _print(out, console, out_dir)
     return out
 
