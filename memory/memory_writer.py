@@ -43,7 +43,7 @@ from core.schemas import (
     text_hash,
     utcnow,
 )
-from memory.user_memory import delete_invalid_item, get_chat, get_user_document, parse_fact, parse_item, parse_task, put_chat, search_facts, search_tasks
+from memory.user_memory import NAMESPACES, delete_invalid_item, get_chat, get_user_document, parse_fact, parse_item, parse_task, put_chat, search_facts, search_tasks
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +204,12 @@ async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: dateti
         ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
 
 
+async def _valid_stored(tx, kind: str, user_id: str, key: str):
+    """The user's stored ``kind`` item ``key`` as its model; None when absent or invalid."""
+    item = await tx.aget(NAMESPACES[kind](user_id), key)
+    return parse_item(kind, item) if item else None
+
+
 async def _facts_where(tx, user_id: str, field_name: str, values: list[str]) -> list[Fact]:
     return [f for f in (parse_fact(user_id, k, v) for k, v in await items_where(tx, facts_ns(user_id), field_name, values)) if f]
 
@@ -225,8 +231,7 @@ async def _apply_facts(
         by_slot.setdefault(f.slot or "", []).append(f)
     for nf in new_facts:
         if nf.supersedes and nf.supersedes not in active:
-            item = await tx.aget(facts_ns(user_id), nf.supersedes)
-            named = parse_item("facts", item) if item else None
+            named = await _valid_stored(tx, "facts", user_id, nf.supersedes)
             if named and named.status == "active":
                 active[named.id] = named
     by_hash = {f.hash or text_hash(f.text): f for f in active.values()}
@@ -312,8 +317,7 @@ async def _apply_tasks(
         wanted = normalize_text(upd.description)
         target = staged.get(upd.task_id or "")
         if target is None and upd.task_id:
-            item = await tx.aget(tasks_ns(user_id), upd.task_id)
-            target = parse_item("tasks", item) if item else None
+            target = await _valid_stored(tx, "tasks", user_id, upd.task_id)
         similar = [(staged.get(t.id, t), s) for t, s in await search_tasks(tx, user_id, upd.description, limit=3)]
         open_similar = [(t, s) for t, s in similar if t.status in ("open", "in_progress")]
         if target is None and upd.action != "add":
@@ -436,8 +440,7 @@ async def edit_fact(
         text = text.strip()
         await embed_ahead(store, [text])
     async with user_transaction(store, user_id) as tx:
-        item = await tx.aget(facts_ns(user_id), fact_id)
-        fact = parse_item("facts", item) if item else None
+        fact = await _valid_stored(tx, "facts", user_id, fact_id)
         if fact is None:
             return None
         if text is not None:
@@ -457,8 +460,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
     if description:
         await embed_ahead(store, [description])
     async with user_transaction(store, user_id) as tx:
-        item = await tx.aget(tasks_ns(user_id), task_id)
-        task = parse_item("tasks", item) if item else None
+        task = await _valid_stored(tx, "tasks", user_id, task_id)
         if task is None:
             return None
         now = utcnow()
