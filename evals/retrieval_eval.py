@@ -31,7 +31,7 @@ import knowledge
 from core.context import Context
 from evals.datasets.paths import REPO_ROOT
 from evals.eval_database import open_eval_workspace
-from evals.run_output import RunClock, default_out_dir, new_run_id
+from evals.run_output import RunClock, default_out_dir, new_run_id, write_results_json
 from knowledge.hybrid_ranking import RelevanceGate
 
 __all__ = [
@@ -344,12 +344,9 @@ async def run_retrieval(opts: RetrievalOptions, console: Console) -> RetrievalRe
         figures=[split_figures(results, s) for s in SPLITS],
         calibration=fit,
         queries=results,
-        started_at=clock.started_at,
-        wall_seconds=round(clock.seconds(), 1),
+        **clock.timing(),
     )
-    out_dir = opts.out or default_out_dir("retrieval", run_id)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(out.model_dump_json(indent=2), encoding="utf-8")
+    out_dir = write_results_json(out, opts.out or default_out_dir("retrieval", run_id))
     _print(out, console, out_dir)
     return out
 

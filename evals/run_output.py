@@ -20,7 +20,7 @@ from evals.options import ComparisonOptions
 from evals.results import EvalResults, VariantResult, judge_variants, write_csv
 from evals.terminal import ProgressTracker, progress_tracker, results_table
 
-__all__ = ["RunClock", "comparison_results", "default_out_dir", "new_run_id", "run_with_progress", "write_comparison"]
+__all__ = ["RunClock", "comparison_results", "default_out_dir", "new_run_id", "run_with_progress", "write_comparison", "write_results_json"]
 
 
 def new_run_id() -> str:
@@ -33,6 +33,13 @@ def default_out_dir(command: str, run_id: str) -> Path:
     return REPO_ROOT / "eval-results" / f"{command}-{run_id}"
 
 
+def write_results_json(results: Any, out_dir: Path) -> Path:
+    """``results.json`` (a pydantic model, indented) in ``out_dir``, created when missing; ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(results.model_dump_json(indent=2), encoding="utf-8")
+    return out_dir
+
+
 class RunClock:
     def __init__(self) -> None:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -40,6 +47,10 @@ class RunClock:
 
     def seconds(self) -> float:
         return time.perf_counter() - self._start
+
+    def timing(self) -> dict[str, Any]:
+        """``started_at`` and ``wall_seconds`` (to a tenth) for a results model."""
+        return {"started_at": self.started_at, "wall_seconds": round(self.seconds(), 1)}
 
 
 async def run_with_progress(

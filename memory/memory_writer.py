@@ -43,7 +43,7 @@ from core.schemas import (
     text_hash,
     utcnow,
 )
-from memory.user_memory import delete_invalid_item, get_chat, get_user_document, parse_fact, parse_item, parse_task, put_chat, search_facts, search_tasks
+from memory.user_memory import NAMESPACES, delete_invalid_item, get_chat, get_user_document, parse_fact, parse_item, parse_task, put_chat, search_facts, search_tasks
 
 log = logging.getLogger(__name__)
 
@@ -175,35 +175,39 @@ async def apply_extraction(
     return report
 
 
+def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes: dict) -> bool:
+    """Set the changed scalar fields of one document section and extend its list field with
+    the entries not already there (compared normalized); record what changed; True when any did."""
+    changed = False
+    for name, value in updates.items():
+        if name == list_field:
+            known = {normalize_text(x) for x in getattr(section, list_field)}
+            added = [v for v in value if normalize_text(v) not in known]
+            if added:
+                getattr(section, list_field).extend(added)
+                changes[list_field] = added
+                changed = True
+        elif value not in unset and getattr(section, name) != value:
+            setattr(section, name, value)
+            changes[name] = value
+            changed = True
+    return changed
+
+
 async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list) -> None:
     """Profile and preferences: one document, changed fields only."""
     doc = await get_user_document(tx, user_id)
-    doc_changed = False
-    for name, value in result.profile_updates.model_dump().items():
-        if name == "goals":
-            new_goals = [g for g in value if normalize_text(g) not in {normalize_text(x) for x in doc.profile.goals}]
-            if new_goals:
-                doc.profile.goals.extend(new_goals)
-                report.profile_changes["goals"] = new_goals
-                doc_changed = True
-        elif value not in (None, "") and getattr(doc.profile, name) != value:
-            setattr(doc.profile, name, value)
-            report.profile_changes[name] = value
-            doc_changed = True
-    for name, value in result.new_preferences.model_dump().items():
-        if name == "other_notes":
-            notes = [n for n in value if normalize_text(n) not in {normalize_text(x) for x in doc.preferences.other_notes}]
-            if notes:
-                doc.preferences.other_notes.extend(notes)
-                report.preference_changes["other_notes"] = notes
-                doc_changed = True
-        elif value is not None and getattr(doc.preferences, name) != value:
-            setattr(doc.preferences, name, value)
-            report.preference_changes[name] = value
-            doc_changed = True
+    doc_changed = _merge_fields(doc.profile, result.profile_updates.model_dump(), "goals", (None, ""), report.profile_changes)
+    doc_changed = _merge_fields(doc.preferences, result.new_preferences.model_dump(), "other_notes", (None,), report.preference_changes) or doc_changed
     if doc_changed:
         doc.updated_at = now
         ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
+
+
+async def _valid_stored(tx, kind: str, user_id: str, key: str):
+    """The user's stored ``kind`` item ``key`` as its model; None when absent or invalid."""
+    item = await tx.aget(NAMESPACES[kind](user_id), key)
+    return parse_item(kind, item) if item else None
 
 
 async def _facts_where(tx, user_id: str, field_name: str, values: list[str]) -> list[Fact]:
@@ -227,8 +231,7 @@ async def _apply_facts(
         by_slot.setdefault(f.slot or "", []).append(f)
     for nf in new_facts:
         if nf.supersedes and nf.supersedes not in active:
-            item = await tx.aget(facts_ns(user_id), nf.supersedes)
-            named = parse_item("facts", item) if item else None
+            named = await _valid_stored(tx, "facts", user_id, nf.supersedes)
             if named and named.status == "active":
                 active[named.id] = named
     by_hash = {f.hash or text_hash(f.text): f for f in active.values()}
@@ -314,8 +317,7 @@ async def _apply_tasks(
         wanted = normalize_text(upd.description)
         target = staged.get(upd.task_id or "")
         if target is None and upd.task_id:
-            item = await tx.aget(tasks_ns(user_id), upd.task_id)
-            target = parse_item("tasks", item) if item else None
+            target = await _valid_stored(tx, "tasks", user_id, upd.task_id)
         similar = [(staged.get(t.id, t), s) for t, s in await search_tasks(tx, user_id, upd.description, limit=3)]
         open_similar = [(t, s) for t, s in similar if t.status in ("open", "in_progress")]
         if target is None and upd.action != "add":
@@ -438,8 +440,7 @@ async def edit_fact(
         text = text.strip()
         await embed_ahead(store, [text])
     async with user_transaction(store, user_id) as tx:
-        item = await tx.aget(facts_ns(user_id), fact_id)
-        fact = parse_item("facts", item) if item else None
+        fact = await _valid_stored(tx, "facts", user_id, fact_id)
         if fact is None:
             return None
         if text is not None:
@@ -459,8 +460,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
     if description:
         await embed_ahead(store, [description])
     async with user_transaction(store, user_id) as tx:
-        item = await tx.aget(tasks_ns(user_id), task_id)
-        task = parse_item("tasks", item) if item else None
+        task = await _valid_stored(tx, "tasks", user_id, task_id)
         if task is None:
             return None
         now = utcnow()

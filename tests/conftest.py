@@ -28,10 +28,15 @@ from tests.support.embedded_postgres import throwaway_postgres, with_database  #
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+# Each test under one of these folders gets the folder's mark (``-m "not integration"``, ``-m llm``).
+FOLDER_MARKS = {"/integration/": "integration", "/llm/": "llm"}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "/integration/" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
+        for folder, mark in FOLDER_MARKS.items():
+            if folder in str(item.fspath):
+                item.add_marker(getattr(pytest.mark, mark))
 
 
 @pytest.fixture(scope="session")

@@ -12,21 +12,18 @@ from app.chat_session import ChatSession
 from llm.chat_model import register_model, unregister_model
 from memory.user_memory import list_chats, list_tasks
 from storage import thread_owners
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers
 
 
-def responder(kind, messages):
-    if kind == "extract":
-        return empty_extraction()
-    if kind == "title":
-        return {"title": "Errands"}
-    if kind == "fold":
-        return {"summary": "errands"}
+def reply_to(messages):
     if isinstance(messages[-1], ToolMessage):
         return f"Tool said: {messages[-1].content}"
     if "passport" in str(messages[-1].content):
         return AIMessage("", tool_calls=[{"name": "add_task", "args": {"description": "Renew passport"}, "id": f"c{uuid.uuid4().hex[:6]}"}])
     return "Sure."
+
+
+responder = plain_answers(extract=lambda _: empty_extraction(), title="Errands", summary="errands", reply=reply_to)
 
 
 @pytest.fixture

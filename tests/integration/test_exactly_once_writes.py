@@ -18,12 +18,11 @@ from langchain_core.messages import HumanMessage
 
 from core.context import Context
 from graph.assembly import compile_graph
-from llm.chat_model import register_model, unregister_model
 from memory.backend import open_memory
 from memory.user_memory import get_user_document, list_facts
 from tests.conftest import REPO_ROOT
 from tests.support.graph_turns import new_thread
-from tests.support.scripted_model import ScriptedChatModel
+from tests.support.scripted_model import registered_scripted_model
 
 TRIALS = 20
 # One fact per CLI round, unlike each other (near duplicates would merge, by design, and blur the count).
@@ -49,10 +48,8 @@ def racing_extractions(kind, messages):
 
 @pytest.fixture
 def racing_model():
-    name = f"race-{uuid.uuid4().hex[:6]}"
-    register_model(name, ScriptedChatModel(responder=racing_extractions))
-    yield name
-    unregister_model(name)
+    with registered_scripted_model(racing_extractions) as (name, _):
+        yield name
 
 
 async def test_concurrent_extractions_through_the_graph_store_each_fact_once_and_lose_no_field(backend, racing_model):

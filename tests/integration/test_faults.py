@@ -21,7 +21,8 @@ import pytest
 
 from storage.chat_runs import STALE_AFTER_SECONDS
 from tests.support.embedded_postgres import throwaway_postgres, with_database
-from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_user, reply_text, start_server, stream
+from tests.support.graph_turns import turn_paused_before_summarize
+from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_chat, new_user, reply_text, running_server, say, start_server
 from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (pytest fixtures)
 
 # Replies of the servers that meet a fault come at 300 ms a word; to a user it knows nothing
@@ -30,16 +31,6 @@ SLOW = {WORD_DELAY_ENV: "300"}
 SLOW_MESSAGE = "I have a dog named Rex, a cat called Tom, two goldfish and a garden full of tomatoes, beans and sunflowers"
 FIRST = "hello"  # a first turn that teaches memory nothing (so the next reply is the long echo)
 REAPED_WITHIN_SECONDS = 30
-
-
-def new_chat(client) -> str:
-    response = client.post("/chats", json={})
-    assert response.status_code == 201, response.text
-    return response.json()["chat"]["id"]
-
-
-def say(client, chat_id: str, text: str):
-    return stream(client, "POST", f"/chats/{chat_id}/messages", {"text": text})
 
 
 def slow_replies(server, key: str, *chat_ids: str, tokens: int = 5) -> list[BackgroundStream]:
@@ -158,9 +149,8 @@ def database(new_database):
 @pytest.fixture(scope="module")
 def survivor(database):
     """The server that stays up while another one on the same database is killed."""
-    live = start_server(database, workers=1)
-    yield live
-    live.stop()
+    with running_server(database, workers=1) as live:
+        yield live
 
 
 async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its_run_answers(database, survivor):
@@ -213,25 +203,11 @@ async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_u
     """A worker killed after the commit point leaves its run ``committing`` and the thread paused
     before ``summarize`` (the reply saved, memory not yet updated): that state is made here, and
     the live server's reaper, with nobody touching the chat, completes the memory update."""
-    from langchain_core.messages import HumanMessage
-
-    from core.context import Context
-    from graph.assembly import compile_graph
-    from memory.backend import open_memory
-
     user = new_user()
     key = (await create_keys(database, [user]))[user]
     with survivor.client(key) as client:
         chat_id = new_chat(client)
-    async with open_memory(database, minilm) as backend:
-        graph = compile_graph(backend.checkpointer, backend.store)
-        config = {"configurable": {"thread_id": chat_id}}
-        async for _ in graph.astream(
-            {"messages": [HumanMessage("I have a dog named Rex")]}, config, context=Context(user_id=user, model="offline"),
-            interrupt_before=["summarize"],
-        ):
-            pass
-        assert (await graph.aget_state(config)).next == ("summarize",)
+    await turn_paused_before_summarize(database, minilm, user, chat_id)
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker, heartbeat_at) "

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from app.body_limit import MAX_BODY_BYTES
 from tests.support.embedded_postgres import throwaway_postgres
-from tests.support.http_server import create_keys, new_user, start_server, stream
+from tests.support.http_server import create_keys, new_chat, new_user, start_server, stream
 
 NUL = "a\x00b"
 NUL_ID = "a%00b"  # the same, in a path (a client percent-encodes it; the server decodes it)
@@ -43,12 +43,6 @@ def refused(response, *, mentions: str) -> str:
     error = response.json()["error"]
     assert error["code"] == "invalid_request" and mentions in error["message"], error
     return error["message"]
-
-
-def new_chat(client, **body) -> str:
-    response = client.post("/chats", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()["chat"]["id"]
 
 
 def learned_fact(client) -> dict:

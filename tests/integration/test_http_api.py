@@ -17,31 +17,29 @@ import psycopg
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.support.graph_turns import turn_paused_before_summarize
 from tests.support.http_server import (
     BackgroundStream,
     client_on_worker,
-    create_keys,
     final,
+    live_server_fixture,
+    new_account,
+    new_chat,
     new_user,
     reply_text,
+    say,
     start_server,
     stream,
 )
 
 
-@pytest.fixture(scope="module")
-def server(new_database):
-    live = start_server(new_database("http"))
-    yield live
-    live.stop()
+server = live_server_fixture("http")
 
 
 @pytest.fixture
 async def account(server):
     """A fresh user and their API key."""
-    user = new_user()
-    keys = await create_keys(server.database_url, [user])
-    return user, keys[user]
+    return await new_account(server)
 
 
 @pytest.fixture
@@ -52,18 +50,7 @@ def client(server, account):
 
 @pytest.fixture
 async def stranger(server):
-    user = new_user()
-    return user, (await create_keys(server.database_url, [user]))[user]
-
-
-def new_chat(client, **body) -> str:
-    response = client.post("/chats", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()["chat"]["id"]
-
-
-def say(client, chat_id: str, text: str):
-    return stream(client, "POST", f"/chats/{chat_id}/messages", {"text": text})
+    return await new_account(server)
 
 
 def error_of(response) -> tuple[int, str]:
@@ -826,23 +813,9 @@ async def test_a_live_workers_run_blocks_the_chat_and_a_dead_workers_half_reply_
 
 async def test_a_turn_left_before_its_memory_update_is_completed_by_the_next_message(server, client, account, minilm):
     """A worker that died between reply and memory update leaves the thread paused before summarize."""
-    from langchain_core.messages import HumanMessage
-
-    from graph.assembly import compile_graph
-    from core.context import Context
-    from memory.backend import open_memory
-
     user, _ = account
     chat_id = new_chat(client)
-    async with open_memory(server.database_url, minilm) as backend:
-        graph = compile_graph(backend.checkpointer, backend.store)
-        config = {"configurable": {"thread_id": chat_id}}
-        async for _ in graph.astream(
-            {"messages": [HumanMessage("I have a dog named Rex")]}, config, context=Context(user_id=user, model="offline"),
-            interrupt_before=["summarize"],
-        ):
-            pass
-        assert (await graph.aget_state(config)).next == ("summarize",)
+    await turn_paused_before_summarize(server.database_url, minilm, user, chat_id)
     assert len(client.get(f"/chats/{chat_id}").json()["messages"]) == 2
     assert client.get("/memory/facts").json()["facts"] == []
 

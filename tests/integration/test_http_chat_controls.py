@@ -11,36 +11,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.http_server import BackgroundStream, HttpError, create_keys, final, new_user, reply_text, start_server, stream
+from tests.support.http_server import BackgroundStream, HttpError, final, live_server_fixture, new_account, new_chat, reply_text, say, stream
 
 
-@pytest.fixture(scope="module")
-def server(new_database):
-    live = start_server(new_database("controls"))
-    yield live
-    live.stop()
+server = live_server_fixture("controls")
 
 
 @pytest.fixture
 async def key(server):
-    user = new_user()
-    return (await create_keys(server.database_url, [user]))[user]
+    return (await new_account(server))[1]
 
 
 @pytest.fixture
 def client(server, key):
     with server.client(key) as c:
         yield c
-
-
-def new_chat(client, **body) -> str:
-    response = client.post("/chats", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()["chat"]["id"]
-
-
-def say(client, chat_id: str, text: str):
-    return stream(client, "POST", f"/chats/{chat_id}/messages", {"text": text})
 
 
 def messages_of(client, chat_id: str) -> list[dict]:

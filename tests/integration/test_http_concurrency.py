@@ -16,7 +16,7 @@ import time
 import psycopg
 import pytest
 
-from tests.support.http_server import astream, client_on_worker, create_keys, final, new_user, start_server, stream
+from tests.support.http_server import astream, client_on_worker, create_keys, final, live_server_fixture, new_account, new_user, stream
 
 USERS = 4
 CHATS_PER_USER = 5
@@ -24,17 +24,12 @@ TURNS = 10
 PETS = ["Rex", "Bella", "Max", "Luna"]
 
 
-@pytest.fixture(scope="module")
-def server(new_database):
-    live = start_server(new_database("conc"), model="offline")
-    yield live
-    live.stop()
+server = live_server_fixture("conc", model="offline")
 
 
 @pytest.fixture
 async def key(server):
-    user = new_user()
-    return (await create_keys(server.database_url, [user]))[user]
+    return (await new_account(server))[1]
 
 
 def turns_total(metrics_text: str) -> float:

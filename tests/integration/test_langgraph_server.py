@@ -23,7 +23,7 @@ from core.namespaces import facts_ns, profile_ns
 from storage.postgres import open_pool
 from core.schemas import UserDocument
 from memory.user_memory import get_user_document, list_chats, put_user_document
-from tests.support.langgraph_dev_server import start_dev_server
+from tests.support.langgraph_dev_server import running_dev_server
 
 GRAPH = "memory_agent"
 NODES = {"load_context", "retrieve", "reply", "summarize", "extract_memories"}
@@ -48,12 +48,9 @@ async def api_keys(server_db) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dev_server(server_db, api_keys, tmp_path_factory):
-    server = start_dev_server(server_db, tmp_path_factory.mktemp("langgraph-dev"), timeout=240)
-    print(f"\nlanggraph dev answered /ok after {server.startup_seconds:.1f}s")
-    try:
+    with running_dev_server(server_db, tmp_path_factory.mktemp("langgraph-dev"), timeout=240) as server:
+        print(f"\nlanggraph dev answered /ok after {server.startup_seconds:.1f}s")
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -252,11 +249,8 @@ async def test_studio_acts_as_its_own_user_so_a_persona_tried_there_leaves_the_l
 
 @pytest.fixture(scope="module")
 def strict_server(server_db, tmp_path_factory):
-    server = start_dev_server(server_db, tmp_path_factory.mktemp("langgraph-strict"), extra_env={"MEMORY_AGENT_AUTH": "required"}, timeout=240)
-    try:
+    with running_dev_server(server_db, tmp_path_factory.mktemp("langgraph-strict"), extra_env={"MEMORY_AGENT_AUTH": "required"}, timeout=240) as server:
         yield server
-    finally:
-        server.stop()
 
 
 async def test_with_auth_required_neither_a_missing_key_nor_studio_gets_in_but_a_valid_key_does(strict_server, api_keys):

@@ -74,13 +74,19 @@ async def test_a_provider_error_in_extraction_is_counted_and_the_turn_keeps_its_
 FOLD_SOON = dict(summary_window=8, tail_size=4, max_context_tokens=100_000)  # turn 5 folds turns 1-3
 
 
-@pytest.mark.parametrize("scripted", ["fold"], indirect=True)
-async def test_a_provider_error_in_a_summary_fold_is_counted(backend, user_id, scripted):
+async def five_turns_folding_soon(backend, user_id: str, scripted):
+    """Five turns "turn n: number n." on a new thread under FOLD_SOON; the graph and the thread's config."""
     graph = compile_graph(backend.checkpointer, backend.store)
     ctx, config = Context(user_id=user_id, model=scripted, **FOLD_SOON), new_thread()
-    before = counts(SUMMARY)
     for n in range(1, 6):
         await graph.ainvoke({"messages": [("user", f"turn {n}: number {n}.")]}, config, context=ctx)
+    return graph, config
+
+
+@pytest.mark.parametrize("scripted", ["fold"], indirect=True)
+async def test_a_provider_error_in_a_summary_fold_is_counted(backend, user_id, scripted):
+    before = counts(SUMMARY)
+    graph, config = await five_turns_folding_soon(backend, user_id, scripted)
     values = (await graph.aget_state(config)).values
     assert values.get("summarized_through") is None and values.get("summary_folds", 0) == 0  # refolded later
     assert counts(SUMMARY) == plus_one(before, "provider")
@@ -88,11 +94,8 @@ async def test_a_provider_error_in_a_summary_fold_is_counted(backend, user_id, s
 
 @pytest.mark.parametrize("scripted", ["title"], indirect=True)
 async def test_a_provider_error_while_titling_a_chat_is_counted(backend, user_id, scripted):
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx, config = Context(user_id=user_id, model=scripted, **FOLD_SOON), new_thread()
     before = counts(SUMMARY)
-    for n in range(1, 6):
-        await graph.ainvoke({"messages": [("user", f"turn {n}: number {n}.")]}, config, context=ctx)
+    graph, config = await five_turns_folding_soon(backend, user_id, scripted)
     assert (await graph.aget_state(config)).values["summary_folds"] == 1  # the fold itself worked
     chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])
     assert chat.title == "turn 1: number 1"  # the provisional title stays

@@ -25,8 +25,8 @@ from core.schemas import ChatRecord, text_hash
 from memory import queries as q
 from memory.backend import open_memory
 from memory.user_memory import search_facts
-from tests.support.http_server import create_keys, new_user, start_server
-from tests.support.langgraph_dev_server import start_dev_server
+from tests.support.http_server import create_keys, new_user, running_server
+from tests.support.langgraph_dev_server import running_dev_server
 
 GRAPH = "memory_agent"
 SECRET = "My locker code is Nightingale 4417."
@@ -39,20 +39,14 @@ def shared_db(new_database) -> str:
 
 @pytest.fixture(scope="module")
 def serve(shared_db):
-    live = start_server(shared_db, workers=1)
-    yield live
-    live.stop()
+    with running_server(shared_db, workers=1) as live:
+        yield live
 
 
 @pytest.fixture(scope="module")
 def studio(shared_db, serve, tmp_path_factory):
-    server = start_dev_server(
-        shared_db, tmp_path_factory.mktemp("forgery-dev"), extra_env={"MEMORY_AGENT_AUTH": "required"}, timeout=240
-    )
-    try:
+    with running_dev_server(shared_db, tmp_path_factory.mktemp("forgery-dev"), extra_env={"MEMORY_AGENT_AUTH": "required"}, timeout=240) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from core.context import Context
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import Fact
 from graph.assembly import compile_graph
-from llm.chat_model import register_model, unregister_model
 from memory import queries
 from memory.user_memory import (
     delete_invalid_item,
@@ -35,7 +34,7 @@ from memory.user_memory import (
 )
 from tests.conftest import REPO_ROOT
 from tests.support.graph_turns import metric, new_thread, stream_turn
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
 INVALID = "memory_agent_invalid_items_total"
 BAD_FACT = {"text": "x", "status": "active"}  # no id: not a Fact
@@ -77,10 +76,8 @@ def responder(kind, messages):
 
 @pytest.fixture
 def scripted():
-    name = f"scripted-{uuid.uuid4().hex[:6]}"
-    register_model(name, ScriptedChatModel(responder=responder))
-    yield name
-    unregister_model(name)
+    with registered_scripted_model(responder) as (name, _):
+        yield name
 
 
 async def test_turns_succeed_and_write_memory_over_invalid_items_counted_and_logged_once(backend, user_id, scripted, caplog):

@@ -19,22 +19,19 @@ from core.context import Context
 from graph.assembly import compile_graph
 from llm.chat_model import register_model, unregister_model
 from storage.fenced_saver import FencedPostgresSaver
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers
 
 FAIL_CUE = "[fail]"
 
 
-def responder(kind, messages):
-    if kind == "extract":
-        return empty_extraction()
-    if kind == "title":
-        return {"title": "Fence test"}
-    if kind == "fold":
-        return {"summary": "A test chat."}
+def reply_to(messages):
     last_human = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     if FAIL_CUE in str(last_human.content):
         raise RuntimeError("the provider failed mid-reply")
     return f"Reply to: {last_human.content}"
+
+
+responder = plain_answers(extract=lambda _: empty_extraction(), title="Fence test", summary="A test chat.", reply=reply_to)
 
 
 @pytest.fixture

@@ -18,12 +18,6 @@ from app.local_model import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, 
 from tests.support.openai_stub_server import OpenAIStub, StubReply, StubRequest, StubToolCall
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if "/llm/" in str(item.fspath):
-            item.add_marker(pytest.mark.llm)
-
-
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[LocalServer]:
     spec = MODELS[os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL)]

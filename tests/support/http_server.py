@@ -245,6 +245,29 @@ def start_server(
     return server
 
 
+def live_server_fixture(database: str, **options):
+    """A module-scoped ``server`` fixture: ``start_server`` on a new database named ``database``
+    (``options`` as ``start_server``'s), stopped after the module. Assign it as ``server = ...``."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def server(new_database):
+        with running_server(new_database(database), **options) as live:
+            yield live
+
+    return server
+
+
+@contextmanager
+def running_server(database_url: str, **options) -> Iterator[LiveServer]:
+    """``start_server`` (same options), stopped on leaving the block."""
+    live = start_server(database_url, **options)
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
 # --------------------------------------------------------------------------- API keys
 async def create_keys(database_url: str, users: list[str]) -> dict[str, str]:
     """One API key per user, straight into the server's database."""
@@ -260,6 +283,12 @@ async def create_keys(database_url: str, users: list[str]) -> dict[str, str]:
 
 def new_user() -> str:
     return f"u{uuid.uuid4().hex[:12]}"
+
+
+async def new_account(server: LiveServer) -> tuple[str, str]:
+    """A fresh user of ``server`` and their API key."""
+    user = new_user()
+    return user, (await create_keys(server.database_url, [user]))[user]
 
 
 # --------------------------------------------------------------------------- Server-Sent Events
@@ -325,6 +354,17 @@ class HttpError(Exception):
         self.status = response.status_code
         self.body = response.json()
         super().__init__(f"{self.status}: {self.body}")
+
+
+def new_chat(client: httpx.Client, **body) -> str:
+    """POST /chats (201 expected); the new chat's id."""
+    response = client.post("/chats", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["chat"]["id"]
+
+
+def say(client: httpx.Client, chat_id: str, text: str) -> list[Event]:
+    return stream(client, "POST", f"/chats/{chat_id}/messages", {"text": text})
 
 
 def reply_text(events: list[Event]) -> str:

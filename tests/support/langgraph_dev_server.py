@@ -21,8 +21,10 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 
@@ -159,3 +161,13 @@ def start_dev_server(
         raise
     server.startup_seconds = time.perf_counter() - started
     return server
+
+
+@contextmanager
+def running_dev_server(database_url: str, workdir: Path, **options) -> Iterator[DevServer]:
+    """``start_dev_server`` (same options), stopped on leaving the block."""
+    server = start_dev_server(database_url, workdir, **options)
+    try:
+        yield server
+    finally:
+        server.stop()

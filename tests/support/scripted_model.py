@@ -93,9 +93,12 @@ class ScriptedChatModel(GenericFakeChatModel):
         return [m for k, m in self.calls if k == kind]
 
 
-def plain_answers(*, extract: Callable[[str], dict], title: str, summary: str, reply: str) -> Responder:
+def plain_answers(
+    *, extract: Callable[[str], dict], title: str, summary: str, reply: str | Callable[[list[BaseMessage]], "AIMessage | str"]
+) -> Responder:
     """A responder for tests whose turns need plain answers: the extraction is ``extract`` of the user
-    message, a title call gets ``title``, a fold a board of ``summary`` alone, a reply ``reply``."""
+    message, a title call gets ``title``, a fold a board of ``summary`` alone, a reply ``reply``
+    (or, when callable, ``reply(messages)``)."""
 
     def respond(kind: str, messages: list[BaseMessage]) -> str | dict:
         if kind == "extract":
@@ -104,7 +107,7 @@ def plain_answers(*, extract: Callable[[str], dict], title: str, summary: str, r
             return {"title": title}
         if kind == "fold":
             return {"summary": summary}
-        return reply
+        return reply(messages) if callable(reply) else reply
 
     return respond
 
