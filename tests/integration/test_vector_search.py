@@ -317,3 +317,14 @@ async def test_a_bulk_load_with_an_existing_key_writes_nothing(backend, user_id)
         await write(backend.pool, batch)
     found = await search_memories(backend.pool, facts_ns(user_id), unit(rng.standard_normal(DIMS)), k=10)
     assert [m.key for m in found] == ["dup"]
+
+
+async def test_bulk_loaded_items_are_read_by_the_store_like_items_it_wrote(backend, user_id):
+    text = "Keeps bees on the roof of her building"
+    vector = await backend.embeddings.embeddings.aembed_query(text)
+    value = fact_value("bees") | {"text": text}
+    await write(backend.pool, [BulkItem(facts_ns(user_id), "bees", value, vector)])
+    item = await backend.store.aget(facts_ns(user_id), "bees")
+    assert item is not None and item.value == value
+    hits = await backend.store.asearch(facts_ns(user_id), query=text, limit=1)
+    assert [h.key for h in hits] == ["bees"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
