@@ -213,7 +213,7 @@ class ChatSession:
                     end = (name, data)
             await handle.task  # its bookkeeping too, before the next prompt
         name, data = end
-        reply = data.get("reply") or "".join(reply_parts)
+        reply = "".join(reply_parts) or data.get("reply")  # all the turn said, words around a tool call too
         if name == "error" and data.get("code") != "stopped":
             if self.interactive and reply_parts:
                 print(file=self.out, flush=True)

@@ -100,7 +100,8 @@ async def recall_context(
         chat_id=current.thread_id if in_chat else None, current=current,
     )
     lines = [f"- [{i.id}] {i.text} ({i.status})" if i.status else f"- {i.text}" for i in found.items]
-    return "\n".join(lines) or f"No {context_type.replace('_', ' ')} recorded."
+    empty = {"facts": "No facts stored.", "tasks": "No tasks."}.get(context_type, f"No {context_type.replace('_', ' ')} recorded.")
+    return "\n".join(lines) or empty
 
 
 async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) -> str:

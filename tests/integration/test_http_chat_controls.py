@@ -81,7 +81,7 @@ def test_a_stopped_first_message_titles_the_chat_stays_and_can_be_regenerated_or
     events = stop_mid_stream(server, key, chat_id, "[slow] Plan a week of dinners for two people")
     chat = client.get(f"/chats/{chat_id}").json()
     assert [m["role"] for m in chat["messages"]] == ["user", "assistant"]
-    assert chat["chat"]["title"].startswith("[slow] Plan a week of dinners")
+    assert chat["chat"]["title"] not in ("", "New chat")  # titled from its first exchange, stopped or not
 
     # The chat's first turn has a "before" to fork from: regenerate, then edit it.
     done = final(stream(client, "POST", f"/chats/{chat_id}/messages/{final(events).data['message_id']}/regenerate", {}))
@@ -187,7 +187,7 @@ def test_a_title_given_at_creation_is_the_users_title(client):
     chat = client.post("/chats", json={"title": "Taxes 2025", "messages": ["My name is Dana"]}).json()["chat"]
     assert (chat["title"], chat["title_set_by_user"]) == ("Taxes 2025", True)
     untitled = client.post("/chats", json={"messages": ["My name is Dana"]}).json()["chat"]
-    assert untitled["title_set_by_user"] is False and untitled["title"] == "My name is Dana"
+    assert untitled["title_set_by_user"] is False and untitled["title"] not in ("", "New chat")  # the agent's title
 
 
 def test_bad_renames_are_refused_clearly(server, client):

@@ -98,7 +98,7 @@ async def test_a_provider_error_while_titling_a_chat_is_counted(backend, user_id
     graph, config = await five_turns_folding_soon(backend, user_id, scripted)
     assert (await graph.aget_state(config)).values["summary_folds"] == 1  # the fold itself worked
     chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])
-    assert chat.title == "turn 1: number 1"  # the provisional title stays
+    assert chat.title == "Turn 1"  # the keyword title of the first exchange stays
     assert counts(SUMMARY) == plus_one(before, "provider")
 
 
