@@ -531,3 +531,21 @@ async def test_a_server_that_dies_mid_reply_is_said_plainly_and_the_page_recover
         await pages.close()
         live.stop()
     assert pages.errors == []
+
+
+async def test_a_yes_no_preference_refuses_any_other_answer_and_saves_nothing(page):
+    if not await shown(page, "memory-panel"):
+        await page.click(tid("toggle-memory"))
+        await wait_shown(page, "memory-panel")
+    bullets = page.locator(f'{tid("preferences")} dd').nth(4)  # PREFERENCE_FIELDS: prefers_bullets
+    assert (await page.locator(f'{tid("preferences")} dt').nth(4).text_content()) == "prefers bullets"
+    await bullets.click()
+    await page.fill(tid("inline-input"), "maybe")
+    await page.press(tid("inline-input"), "Enter")
+    await page.wait_for_function("document.querySelector('[data-testid=composer-status]').textContent.includes('yes or no')")
+    assert "Nothing was changed" in await page.text_content(tid("composer-status"))
+    assert (await bullets.text_content()).strip() == "—"  # not saved as "no"
+    await bullets.click()
+    await page.fill(tid("inline-input"), "yes")
+    await page.press(tid("inline-input"), "Enter")
+    await page.wait_for_function("document.querySelectorAll('[data-testid=preferences] dd')[4].textContent.trim() === 'yes'")
