@@ -18,6 +18,10 @@ from app.local_model import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, 
 from tests.support.openai_stub_server import OpenAIStub, StubReply, StubRequest, StubToolCall
 
 
+# Replies in this tier are short questions' answers; a model that loops stops here, not at 1,024 tokens.
+TEST_REPLY_CAP = "300"
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "/llm/" in str(item.fspath):
@@ -42,6 +46,7 @@ def real_model(local_server, monkeypatch) -> str:
 
     for key, value in local_server.env().items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MEMORY_AGENT_MAX_REPLY_TOKENS", TEST_REPLY_CAP)
     forget_modes()
     with chat_model._lock:
         chat_model._cache.clear()
