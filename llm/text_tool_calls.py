@@ -95,6 +95,9 @@ def _calls_in_json(text: str) -> list[tuple[str, Any]] | None:
     return calls  # type: ignore[return-value]
 
 
+_LOOSE_CALL = re.compile(
+    r'\{\s*"(?:name|tool)"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters|args|input)"\s*:|"function"\s*:\s*\{\s*"name"\s*:'
+)
 _JSON_START = re.compile(r"\{\s*\"|\[\s*\{")
 
 
@@ -133,6 +136,9 @@ def find_text_calls(text: str) -> TextCalls:
             prose = prose.replace(m.group(0), "")
     bare, prose = _bare_calls(prose)
     calls += bare
+    if not calls and (loose := _LOOSE_CALL.search(prose)):
+        # Broken JSON that still reads as a call (cut at the output cap, bad escapes): an invalid call.
+        return TextCalls([("", prose[loose.start() :])], prose[: loose.start()].strip())
     return TextCalls(calls, prose.strip() if calls else text)
 
 

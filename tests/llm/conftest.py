@@ -18,6 +18,10 @@ from app.local_model import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, 
 from tests.support.openai_stub_server import OpenAIStub, StubReply, StubRequest, StubToolCall
 
 
+# Replies in this tier are short questions' answers; a model that loops stops here, not at 1,024 tokens.
+TEST_REPLY_CAP = "300"
+
+
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[LocalServer]:
     spec = MODELS[os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL)]
@@ -36,6 +40,7 @@ def real_model(local_server, monkeypatch) -> str:
 
     for key, value in local_server.env().items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MEMORY_AGENT_MAX_REPLY_TOKENS", TEST_REPLY_CAP)
     forget_modes()
     with chat_model._lock:
         chat_model._cache.clear()

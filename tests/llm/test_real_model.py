@@ -30,6 +30,7 @@ from memory.extractor import build_extraction_messages
 from core.schemas import ExtractionResult, SummaryBoard
 from memory.user_memory import get_user_document, list_facts, list_tasks
 from tests.conftest import REPO_ROOT
+from tests.llm.conftest import TEST_REPLY_CAP
 from tests.support.graph_turns import new_thread, stream_turn
 
 # A turn is several model calls of ~1,000 prompt tokens: minutes on a busy 2-core machine.
@@ -67,7 +68,7 @@ async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_p
     recording_proxy, local_server, new_database, minilm
 ):
     url, user = new_database("llmcli"), f"u{uuid.uuid4().hex[:8]}"
-    env = {**local_server.env(), "OPENAI_BASE_URL": recording_proxy.base_url}
+    env = {**local_server.env(), "OPENAI_BASE_URL": recording_proxy.base_url, "MEMORY_AGENT_MAX_REPLY_TOKENS": TEST_REPLY_CAP}
     env["MEMORY_AGENT_TOOLS"] = "off"  # this test is about memory across processes; a small model may call add_task
     first = run_cli(["My name is Dana and I live in Haifa."], url, env, user)
     assert first.returncode == 0, first.stderr.decode()
@@ -140,7 +141,7 @@ async def test_no_tool_call_json_reaches_the_user(backend, user_id, real_model):
     """The CLI's chat session (what a pipe or a terminal shows) on prompts that invite tool use."""
     out, err = io.StringIO(), io.StringIO()
     # Memory calls are not what this test is about: extraction off keeps it to the reply calls.
-    overrides = {"model": real_model, "extract_every_n_turns": 0}
+    overrides = {"model": real_model, "extract_every_n_turns": 0, "max_tool_steps": 2}
     session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides=overrides)
     for line in ("What tasks do I have? Check with your tools.", "Search our conversation history for the word milk."):
         await session.send(line)

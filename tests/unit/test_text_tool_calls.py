@@ -67,3 +67,15 @@ def test_a_small_model_echoing_its_tool_list_and_a_call_of_no_such_tool_shows_no
     assert [name for name, _ in found.calls] == ["add_task", "buy milk"] and found.prose == ""
     for size in (1, 5, 1000):
         assert streamed(echoed, size).strip() == ""
+
+
+def test_broken_json_that_reads_as_a_call_is_an_invalid_call_and_never_streamed():
+    """What 0.5B wrote on "What tasks do I have?": calls with a runaway string, cut at the output cap."""
+    broken = (
+        'Let me look. {"name": "add_task", "arguments": "{\\"description\\": \\"Add a task\\", \\"due\\": null}\\"} '
+        '{"name": "update_task", "arguments": "{\\"description\\": \\"Change a'
+    )
+    found = find_text_calls(broken)
+    assert found.found and found.prose == "Let me look." and found.calls[0][0] == ""
+    for size in (1, 4, 1000):
+        assert streamed(broken, size).strip() == "Let me look."
