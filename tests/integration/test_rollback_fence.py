@@ -52,7 +52,10 @@ async def runs(backend):
 async def run_turn(runs: ActiveRuns, thread_id: str, user_id: str, text: str) -> list[tuple[str, dict]]:
     run_id = await runs.claim(thread_id, user_id, "message")
     spec = TurnSpec(thread_id, user_id, "assistant", "message", {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}, user_text=text)
-    return await runs.launch(run_id, spec).collect()
+    handle = runs.launch(run_id, spec)
+    events = await handle.collect()
+    await handle.task  # its bookkeeping too (the stream ends before the run's row is final)
+    return events
 
 
 async def saved_messages(runs: ActiveRuns, thread_id: str) -> list:
