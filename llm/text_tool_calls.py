@@ -136,9 +136,11 @@ def find_text_calls(text: str) -> TextCalls:
             prose = prose.replace(m.group(0), "")
     bare, prose = _bare_calls(prose)
     calls += bare
-    if not calls and (loose := _LOOSE_CALL.search(prose)):
-        # Broken JSON that still reads as a call (cut at the output cap, bad escapes): an invalid call.
-        return TextCalls([("", prose[loose.start() :])], prose[: loose.start()].strip())
+    if loose := _LOOSE_CALL.search(prose):
+        # JSON that still reads as a call but is not one (cut at the output cap, stray keys, bad escapes,
+        # maybe after valid calls): an invalid call, and everything after it goes with it.
+        calls.append(("", prose[loose.start() :]))
+        prose = prose[: loose.start()]
     return TextCalls(calls, prose.strip() if calls else text)
 
 

@@ -79,3 +79,14 @@ def test_broken_json_that_reads_as_a_call_is_an_invalid_call_and_never_streamed(
     assert found.found and found.prose == "Let me look." and found.calls[0][0] == ""
     for size in (1, 4, 1000):
         assert streamed(broken, size).strip() == "Let me look."
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_a_valid_call_followed_by_call_shaped_junk_keeps_neither_in_the_text(size):
+    """0.5B behind llama-cpp-python: one good call, then calls whose strings swallow stray keys."""
+    good = '{"name": "search_conversation_history", "arguments": {"query": "tasks", "time_range": "all"}}'
+    junk = '{"name": "add_task", "arguments": "{\\"description\\": \\"Add\\"} {"name": "x", "task_id": null}'
+    found = find_text_calls(f"{good}\n  {junk}")
+    assert [n for n, _ in found.calls] == ["search_conversation_history", ""] and found.prose == ""
+    assert streamed(f"{good}\n  {junk}", size).strip() == ""
+    assert streamed('{"name": "add_task", "arguments": "x", "task_id": null}', size) == ""  # valid JSON, a key no call has
