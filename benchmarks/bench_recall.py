@@ -313,6 +313,7 @@ async def measure(
     from langgraph.store.postgres.aio import AsyncPostgresStore
 
     from core.namespaces import INDEXED_FIELDS
+    from memory import recall
     from storage.postgres import open_pool
     from storage import vector_search
 
@@ -345,7 +346,7 @@ async def measure(
 
     async def ranked(u, q):
         found = await vector_search.rank_memories(
-            pool, corpus.namespace(u), q, now=datetime.now(timezone.utc), limit=k, filter={"status": "active"}
+            pool, corpus.namespace(u), q, now=datetime.now(timezone.utc), weights=recall.WEIGHTS, limit=k, filter={"status": "active"}
         )
         return [m.key for m in found]
 
