@@ -18,9 +18,9 @@ from typing import Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from storage import api_keys, chat_runs, thread_owners
+from storage import api_keys, chat_runs, thread_owners, vector_search
 from storage.user_transaction import lock_key
-from core.namespaces import chats_ns, user_root
+from core.namespaces import chats_ns, user_namespaces, user_root
 from core.schemas import ChatRecord
 
 GC_BLOBS = """
@@ -135,6 +135,9 @@ async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
             "DELETE FROM store WHERE prefix = %s OR left(prefix, %s) = %s", (root, len(root) + 1, root + ".")
         )
         items = cur.rowcount
+    # A large namespace has an HNSW index of its own; its rows are gone, so is it.
+    for namespace in user_namespaces(user_id):
+        await vector_search.drop_namespace_index(backend.pool, namespace)
     keys = await api_keys.delete_user_keys(backend.pool, user_id)
     runs = await chat_runs.delete_user_runs(backend.pool, user_id)
     await thread_owners.release_all(backend.pool, user_id)

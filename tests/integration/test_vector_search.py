@@ -328,3 +328,22 @@ async def test_bulk_loaded_items_are_read_by_the_store_like_items_it_wrote(backe
     assert item is not None and item.value == value
     hits = await backend.store.asearch(facts_ns(user_id), query=text, limit=1)
     assert [h.key for h in hits] == ["bees"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_forgetting_a_user_drops_the_hnsw_index_of_their_large_namespace(backend):
+    from memory.chat_admin import forget_user_everywhere
+
+    user = f"forget{uuid.uuid4().hex[:8]}"
+    rng = np.random.default_rng(11)
+    vectors = unit(rng.standard_normal((50, DIMS)))
+    await write(backend.pool, [BulkItem(facts_ns(user), k, fact_value(k), v) for k, v in ((uuid.uuid4().hex, v) for v in vectors)])
+    assert await ensure_namespace_index(backend.pool, facts_ns(user), min_items=50)
+    name = namespace_index_name(facts_ns(user))
+
+    async def exists() -> bool:
+        async with backend.pool.connection() as conn:
+            return await (await conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,))).fetchone() is not None
+
+    assert await exists()
+    await forget_user_everywhere(backend, user)
+    assert not await exists()  # before: the index (and its predicate naming the user) outlived them
