@@ -16,6 +16,7 @@ user's other chats go in when they clearly relate (similarity ≥ 0.5).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from dataclasses import dataclass
@@ -115,22 +116,26 @@ async def load_user_context(
 ) -> dict[str, Any]:
     """Everything load_context puts in the turn, as JSON-friendly dicts (shown in Studio)."""
     now = utcnow()
-    doc = await get_user_document(store, user_id)
-    ranked = await rank_facts(store, user_id, query, max_facts=max_facts, now=now)
-    await mark_used(store, user_id, [s.fact for s in ranked], now)
+    # load_context runs before the first token: the reads that do not need the message's vector
+    # overlap its embedding (a thread), and the searches then share the cached vector.
+    embeddings = getattr(store, "embeddings", None)
+    warm = embeddings.aembed_query(query) if embeddings is not None and query.strip() else asyncio.sleep(0)
+    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_open_tasks(store, user_id, limit=10), warm)
 
     # A few open tasks always show; more only when they relate to the message (or it is about tasks).
-    open_tasks = await list_open_tasks(store, user_id, limit=10)
-    if TASK_WORDS.search(query) or len(open_tasks) <= 3:
+    task_search = None if TASK_WORDS.search(query) or len(open_tasks) <= 3 else search_tasks(store, user_id, query, limit=10)
+    ranked, similar_chats, similar_tasks = await asyncio.gather(
+        rank_facts(store, user_id, query, max_facts=max_facts, now=now),
+        search_chats(store, user_id, query, limit=5),
+        task_search if task_search is not None else asyncio.sleep(0, result=None),
+    )
+    await mark_used(store, user_id, [s.fact for s in ranked], now)
+    if similar_tasks is None:
         tasks = open_tasks
     else:
-        tasks = [t for t, s in await search_tasks(store, user_id, query, limit=10) if s >= TASK_SIMILARITY and t.status in ("open", "in_progress")][:5]
+        tasks = [t for t, s in similar_tasks if s >= TASK_SIMILARITY and t.status in ("open", "in_progress")][:5]
 
-    chats = [
-        (c, s)
-        for c, s in await search_chats(store, user_id, query, limit=5)
-        if c.thread_id != thread_id and s >= RELATED_CHAT_SIMILARITY
-    ][:2]
+    chats = [(c, s) for c, s in similar_chats if c.thread_id != thread_id and s >= RELATED_CHAT_SIMILARITY][:2]
     return {
         "profile": doc.profile.model_dump(mode="json"),
         "preferences": doc.preferences.model_dump(mode="json"),
