@@ -1,0 +1,46 @@
+"""The benchmarks still run and keep their output format (at toy sizes: figures come from `make bench`).
+
+A benchmark nobody runs rots silently: bench_recall broke when rank_memories gained an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def run(module: str, *args: str, tmp_path) -> str:
+    env = {**os.environ, "MEMORY_AGENT_DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def table(stdout: str, first_column: str) -> dict[str, list[str]]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_column))
+    return {line[:18].strip(): line[18:].split() for line in lines[start + 1 :] if line.strip()}
+
+
+def test_bench_turn_prints_p50_and_p95_per_node_then_the_whole_turn(tmp_path):
+    out = run("benchmarks.bench_turn", "--turns", "2", "--facts", "30", "--other-users", "2", "--other-facts", "20", tmp_path=tmp_path)
+    rows = table(out, "step")
+    assert list(rows)[:5] == ["load_context", "retrieve", "reply", "summarize", "extract_memories"]
+    assert list(rows)[-1] == "whole turn"
+    assert all(len(v) == 2 and all(float(x) > 0 for x in v) for v in rows.values()), rows
+
+
+def test_bench_recall_reports_recall_and_latency_of_each_plan(tmp_path):
+    out = run(
+        "benchmarks.bench_recall", "--memories", "600", "--users", "6", "--queries", "5", "--ef-search", "40",
+        "--db-dir", str(tmp_path / "recall"), tmp_path=tmp_path,
+    )
+    lines = [line for line in out.splitlines() if "memories" in line and "ms" not in line and "across" not in line]
+    assert any("search_memories" in line for line in lines), out
+    exact = next(line for line in lines if "search_memories" in line)
+    assert float(exact.split()[-4]) == 1.0, exact  # the exact per-user plan finds the true top 10
