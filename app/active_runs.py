@@ -211,6 +211,16 @@ class ActiveRuns:
 
     async def _poll(self) -> None:
         self._beats_failing_since = None
+        while True:
+            await self._beat_while_running()
+            await self._close_beat_conn()
+            # A run launched while the connection closed found this poller not done yet and
+            # started none: beat for it too. (No await between this check and the task's end,
+            # so no launch can fall between them.)
+            if not (self.runs or self.recovering):
+                return
+
+    async def _beat_while_running(self) -> None:
         while self.runs or self.recovering:
             beats = self._beats()
             try:
@@ -225,7 +235,6 @@ class ActiveRuns:
                     if status == "stopping":
                         self.stop_local(run_id)
             await asyncio.sleep(POLL_SECONDS)
-        await self._close_beat_conn()
 
     def _database_failing(self, exc: BaseException) -> None:
         now = time.monotonic()
