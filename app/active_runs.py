@@ -55,7 +55,12 @@ def worker_id() -> str:
 @dataclass
 class RunHandle:
     """A run's events, in order; ``None`` marks the end, which follows the run's terminal event
-    at once (the run's bookkeeping may go on after it, but the client is not kept waiting)."""
+    at once (the run's bookkeeping may go on after it, but the client is not kept waiting).
+
+    ``accepted`` is set once the run has recorded the turn it answers (from then on, if this
+    worker dies, a live one keeps the turn), or when the stream ends before that: the HTTP
+    API answers only then, so a client that got an answer never loses its message to a
+    worker that died before recording it (without an answer the message is still the client's)."""
 
     run_id: str
     spec: TurnSpec
@@ -63,6 +68,7 @@ class RunHandle:
     task: asyncio.Task | None = None
     runner: TurnRunner | None = None
     ended: bool = False
+    accepted: asyncio.Event = field(default_factory=asyncio.Event)
 
     def put(self, name: str, data: dict) -> None:
         if self.ended:
@@ -75,6 +81,7 @@ class RunHandle:
         if not self.ended:
             self.ended = True
             self.queue.put_nowait(None)
+        self.accepted.set()
 
     async def events(self):
         while True:
@@ -122,7 +129,9 @@ class ActiveRuns:
 
     def launch(self, run_id: str, spec: TurnSpec) -> RunHandle:
         handle = RunHandle(run_id, spec)
-        handle.runner = TurnRunner(graph=self.graph, pool=self.pool, run_id=run_id, spec=spec, emit=handle.put)
+        handle.runner = TurnRunner(
+            graph=self.graph, pool=self.pool, run_id=run_id, spec=spec, emit=handle.put, on_recorded=handle.accepted.set
+        )
         self.runs[run_id] = handle
         handle.task = asyncio.create_task(self._execute(handle), name=f"turn-{run_id}")
         self._ensure_poller()

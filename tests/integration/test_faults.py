@@ -212,6 +212,31 @@ async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its
     print(f"\n/stop answered {stop_answered:.1f}s after the kill; the other chat was reaped {reaped:.1f}s after it")
 
 
+async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message(database, survivor):
+    """The answer (200, the stream opening) comes only once the run has recorded the turn, so a
+    worker killed right after it can no longer lose a message its client saw accepted: a live
+    worker keeps it as a stopped turn (an empty reply). Killed earlier, the client gets no
+    answer at all, and the message is still the client's to send again."""
+    user = new_user()
+    key = (await create_keys(database, [user]))[user]
+    doomed = start_server(database, workers=1, env=SLOW)
+    try:
+        with doomed.client(key) as c:
+            chat_id = new_chat(c)
+            with c.stream("POST", f"/chats/{chat_id}/messages", json={"text": SLOW_MESSAGE}) as response:
+                assert response.status_code == 200
+                os.kill(doomed.process.pid, signal.SIGKILL)
+                killed = time.monotonic()
+        doomed.process.wait(timeout=10)
+    finally:
+        doomed.stop()
+    with survivor.client(key, timeout=60) as client:
+        detail = wait_until_usable(client, chat_id, killed)
+    assert [m["role"] for m in detail["messages"]] == ["user", "assistant"], detail["messages"]
+    question, kept = detail["messages"]
+    assert question["content"] == SLOW_MESSAGE and kept["stopped"] is True
+
+
 async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_update_the_reaper_completes(database, survivor, minilm):
     """A worker killed after the commit point leaves its run ``committing`` and the thread paused
     before ``summarize`` (the reply saved, memory not yet updated): that state is made here, and
