@@ -161,25 +161,35 @@ class ActiveRuns:
     async def _reap_forever(self) -> None:
         while True:
             try:
-                await self.reap()
+                taken = await self.reap()
             except Exception as exc:  # the database may be down: try again next round
                 log.warning("looking for dead workers' runs failed: %s", exc)
-            await asyncio.sleep(REAP_EVERY_SECONDS)
+                taken = []
+            if len(taken) < chat_runs.TAKE_OVER_AT_ONCE:  # (a full round: more may be waiting, look again now)
+                await asyncio.sleep(REAP_EVERY_SECONDS)
 
     async def reap(self, thread_id: str | None = None) -> list[chat_runs.Abandoned]:
-        """Take over the runs with an expired heartbeat (of one thread, or all) and finish them."""
+        """Take over the runs with an expired heartbeat (of one thread, or all) and finish them.
+
+        The take-backs run side by side: a worker that died with many runs frees every chat
+        in about the time of one take-back, not of all of them in turn. Each is heartbeated
+        from the moment it is taken over, so no other worker takes it for a dead one meanwhile;
+        and it goes on if the caller (a request) is cancelled."""
         taken = await asyncio.wait_for(chat_runs.take_over_stale(self.pool, self.worker, thread_id), HEARTBEAT_TIMEOUT_SECONDS * 3)
-        for dead in taken:
-            self.recovering.add(dead.recovery_run_id)
+        if taken:
+            self.recovering.update(dead.recovery_run_id for dead in taken)
             self._ensure_poller()
-            try:
-                runner = TurnRunner(
-                    graph=self.graph, pool=self.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None
-                )
-                await runner.recover(dead)
-            finally:
-                self.recovering.discard(dead.recovery_run_id)
+            await asyncio.shield(asyncio.gather(*(self._recover(dead) for dead in taken)))
         return taken
+
+    async def _recover(self, dead: chat_runs.Abandoned) -> None:
+        try:
+            runner = TurnRunner(
+                graph=self.graph, pool=self.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None
+            )
+            await runner.recover(dead)
+        finally:
+            self.recovering.discard(dead.recovery_run_id)
 
     async def wait_stopped(self, run: chat_runs.RunRow, timeout: float) -> str:
         """After a stop request: wait for the run to end. A run whose worker is dead is taken back
