@@ -55,7 +55,12 @@ def worker_id() -> str:
 @dataclass
 class RunHandle:
     """A run's events, in order; ``None`` marks the end, which follows the run's terminal event
-    at once (the run's bookkeeping may go on after it, but the client is not kept waiting)."""
+    at once (the run's bookkeeping may go on after it, but the client is not kept waiting).
+
+    ``accepted`` is set once the run has recorded the turn it answers (from then on, if this
+    worker dies, a live one keeps the turn), or when the stream ends before that: the HTTP
+    API answers only then, so a client that got an answer never loses its message to a
+    worker that died before recording it (without an answer the message is still the client's)."""
 
     run_id: str
     spec: TurnSpec
@@ -63,6 +68,7 @@ class RunHandle:
     task: asyncio.Task | None = None
     runner: TurnRunner | None = None
     ended: bool = False
+    accepted: asyncio.Event = field(default_factory=asyncio.Event)
 
     def put(self, name: str, data: dict) -> None:
         if self.ended:
@@ -75,6 +81,7 @@ class RunHandle:
         if not self.ended:
             self.ended = True
             self.queue.put_nowait(None)
+        self.accepted.set()
 
     async def events(self):
         while True:
@@ -122,7 +129,9 @@ class ActiveRuns:
 
     def launch(self, run_id: str, spec: TurnSpec) -> RunHandle:
         handle = RunHandle(run_id, spec)
-        handle.runner = TurnRunner(graph=self.graph, pool=self.pool, run_id=run_id, spec=spec, emit=handle.put)
+        handle.runner = TurnRunner(
+            graph=self.graph, pool=self.pool, run_id=run_id, spec=spec, emit=handle.put, on_recorded=handle.accepted.set
+        )
         self.runs[run_id] = handle
         handle.task = asyncio.create_task(self._execute(handle), name=f"turn-{run_id}")
         self._ensure_poller()
@@ -152,25 +161,35 @@ class ActiveRuns:
     async def _reap_forever(self) -> None:
         while True:
             try:
-                await self.reap()
+                taken = await self.reap()
             except Exception as exc:  # the database may be down: try again next round
                 log.warning("looking for dead workers' runs failed: %s", exc)
-            await asyncio.sleep(REAP_EVERY_SECONDS)
+                taken = []
+            if len(taken) < chat_runs.TAKE_OVER_AT_ONCE:  # (a full round: more may be waiting, look again now)
+                await asyncio.sleep(REAP_EVERY_SECONDS)
 
     async def reap(self, thread_id: str | None = None) -> list[chat_runs.Abandoned]:
-        """Take over the runs with an expired heartbeat (of one thread, or all) and finish them."""
+        """Take over the runs with an expired heartbeat (of one thread, or all) and finish them.
+
+        The take-backs run side by side: a worker that died with many runs frees every chat
+        in about the time of one take-back, not of all of them in turn. Each is heartbeated
+        from the moment it is taken over, so no other worker takes it for a dead one meanwhile;
+        and it goes on if the caller (a request) is cancelled."""
         taken = await asyncio.wait_for(chat_runs.take_over_stale(self.pool, self.worker, thread_id), HEARTBEAT_TIMEOUT_SECONDS * 3)
-        for dead in taken:
-            self.recovering.add(dead.recovery_run_id)
+        if taken:
+            self.recovering.update(dead.recovery_run_id for dead in taken)
             self._ensure_poller()
-            try:
-                runner = TurnRunner(
-                    graph=self.graph, pool=self.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None
-                )
-                await runner.recover(dead)
-            finally:
-                self.recovering.discard(dead.recovery_run_id)
+            await asyncio.shield(asyncio.gather(*(self._recover(dead) for dead in taken)))
         return taken
+
+    async def _recover(self, dead: chat_runs.Abandoned) -> None:
+        try:
+            runner = TurnRunner(
+                graph=self.graph, pool=self.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None
+            )
+            await runner.recover(dead)
+        finally:
+            self.recovering.discard(dead.recovery_run_id)
 
     async def wait_stopped(self, run: chat_runs.RunRow, timeout: float) -> str:
         """After a stop request: wait for the run to end. A run whose worker is dead is taken back
@@ -211,6 +230,16 @@ class ActiveRuns:
 
     async def _poll(self) -> None:
         self._beats_failing_since = None
+        while True:
+            await self._beat_while_running()
+            await self._close_beat_conn()
+            # A run launched while the connection closed found this poller not done yet and
+            # started none: beat for it too. (No await between this check and the task's end,
+            # so no launch can fall between them.)
+            if not (self.runs or self.recovering):
+                return
+
+    async def _beat_while_running(self) -> None:
         while self.runs or self.recovering:
             beats = self._beats()
             try:
@@ -225,7 +254,6 @@ class ActiveRuns:
                     if status == "stopping":
                         self.stop_local(run_id)
             await asyncio.sleep(POLL_SECONDS)
-        await self._close_beat_conn()
 
     def _database_failing(self, exc: BaseException) -> None:
         now = time.monotonic()

@@ -304,7 +304,7 @@ async def send_message(
                 f"The agent is waiting for a confirmation on this chat; answer it with POST /chats/{chat.thread_id}/resume first.",
             )
         handle = services.runs.launch(run_id, turn_spec(chat, user, "message", new_user_message(text), user_text=text))
-    return sse_response(handle)
+    return await sse_response(handle)
 
 
 @router.post("/chats/{chat_id}/resume", responses={200: EVENTS_DOC, **_ERRORS, 409: {"model": ErrorResponse}})
@@ -330,7 +330,7 @@ async def resume_chat(
         else:  # several changes proposed at once: the same answer for all
             command = Command(resume={i.id: answer for i in pending})
         handle = services.runs.launch(run_id, turn_spec(chat, user, "resume", command))
-    return sse_response(handle)
+    return await sse_response(handle)
 
 
 @router.post("/chats/{chat_id}/stop", response_model=StopResult, responses=_ERRORS)
@@ -368,7 +368,7 @@ async def edit_message(
     async with claimed(services, chat.thread_id, user, "edit") as run_id:
         base = await checkpoint_before(services.graph, chat.thread_id, message_id)
         handle = services.runs.launch(run_id, turn_spec(chat, user, "edit", new_user_message(text), user_text=text, fork_from=base))
-    return sse_response(handle)
+    return await sse_response(handle)
 
 
 @router.post("/chats/{chat_id}/messages/{message_id}/regenerate", responses={200: EVENTS_DOC, **_TURN_ERRORS})
@@ -386,7 +386,7 @@ async def regenerate_reply(
         base = await checkpoint_before(services.graph, chat.thread_id, human.id)
         # The same message (same id) again: only the reply is new.
         handle = services.runs.launch(run_id, turn_spec(chat, user, "regenerate", {"messages": [human]}, user_text=human.text, fork_from=base))
-    return sse_response(handle)
+    return await sse_response(handle)
 
 
 async def question_of(graph, chat_id: str, reply_id: str) -> HumanMessage:

@@ -47,7 +47,10 @@ async def event_stream(handle: RunHandle) -> AsyncIterator[str]:
         yield format_event(*item)
 
 
-def sse_response(handle: RunHandle) -> StreamingResponse:
+async def sse_response(handle: RunHandle) -> StreamingResponse:
+    """The run's events as a streamed answer, once the run has recorded its turn (or ended):
+    a client given a 200 has its message kept even if this worker dies the next moment."""
+    await handle.accepted.wait()
     return StreamingResponse(
         event_stream(handle),
         media_type="text/event-stream",

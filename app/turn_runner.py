@@ -129,12 +129,13 @@ def _interrupts(state) -> list[dict]:
 
 
 class TurnRunner:
-    def __init__(self, *, graph, pool, run_id: str, spec: TurnSpec, emit: Emit) -> None:
+    def __init__(self, *, graph, pool, run_id: str, spec: TurnSpec, emit: Emit, on_recorded: Callable[[], None] | None = None) -> None:
         self.graph = graph
         self.pool = pool
         self.run_id = run_id
         self.spec = spec
         self.emit = emit
+        self.on_recorded = on_recorded  # called once the turn is recorded (a live worker can keep it from then on)
         self.stop_requested = False
         self.stop_reason = "stopped by the user"
         self.committed = False  # past the commit point: the reply is complete and stays
@@ -224,6 +225,8 @@ class TurnRunner:
         mark = await self._step(mark_thread(self.pool, self.spec.thread_id))
         await self._step(chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes), self.spec.recorded()))
         self.head_recorded = True
+        if self.on_recorded is not None:
+            self.on_recorded()
         if self.stop_requested:
             return await self._take_back(mark, "stopped")
 

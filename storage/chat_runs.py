@@ -43,6 +43,7 @@ FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released"
 STALE_AFTER_SECONDS = 15
 RECOVER = "recover"  # the kind of a live worker's run that takes a dead one's turn back
 KEEP_FINISHED_DAYS = 7
+TAKE_OVER_AT_ONCE = 20  # dead runs one take-over claims (a reaper round that got this many looks again at once)
 
 CREATE = (
     """CREATE TABLE IF NOT EXISTS memory_agent_runs (
@@ -172,7 +173,9 @@ async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kin
     raise RuntimeError("unreachable")
 
 
-async def take_over_stale(pool: AsyncConnectionPool, worker: str, thread_id: str | None = None, limit: int = 20) -> list[Abandoned]:
+async def take_over_stale(
+    pool: AsyncConnectionPool, worker: str, thread_id: str | None = None, limit: int = TAKE_OVER_AT_ONCE
+) -> list[Abandoned]:
     """Take over the active runs whose heartbeat expired (of one thread, or any): each becomes
     ``abandoned`` and, in the same transaction, a ``recover`` run of ``worker`` holds its thread
     (so no new message lands before the half-turn is taken back). The recover run carries the

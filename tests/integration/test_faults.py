@@ -9,6 +9,7 @@ nothing from it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -34,7 +35,7 @@ REAPED_WITHIN_SECONDS = 30
 
 
 def slow_replies(server, key: str, *chat_ids: str, tokens: int = 5) -> list[BackgroundStream]:
-    """Slow replies on these chats, once each has streamed ``tokens`` and a heartbeat has saved them."""
+    """Slow replies on these chats, once each has streamed ``tokens`` and a heartbeat has saved some of it."""
     running = [BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": SLOW_MESSAGE}) for chat_id in chat_ids]
     deadline = time.monotonic() + 60
     for reply in running:
@@ -42,10 +43,22 @@ def slow_replies(server, key: str, *chat_ids: str, tokens: int = 5) -> list[Back
         while sum(e.name == "token" for e in reply.events) < tokens:
             assert time.monotonic() < deadline and not reply.error, "the reply stopped streaming"
             time.sleep(0.05)
-    time.sleep(0.5)  # (heartbeats come every 0.2 s)
+    for chat_id in chat_ids:  # what a take-back keeps: the reply as far as a heartbeat saved it
+        while not saved_reply(server.database_url, chat_id):
+            assert time.monotonic() < deadline, "no heartbeat saved the reply"
+            time.sleep(0.05)
     for reply in running:
         assert not any(e.name in ("done", "error") for e in reply.events), "the reply ended before the fault"
     return running
+
+
+def saved_reply(database_url: str, chat_id: str) -> str:
+    """The reply of the chat's running run as far as its heartbeats have saved it."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT partial_reply FROM memory_agent_runs WHERE thread_id = %s AND status = 'running'", (chat_id,)
+        ).fetchone()
+    return (row[0] or "") if row else ""
 
 
 def wait_until_usable(client, chat_id: str, since: float, timeout: float = REAPED_WITHIN_SECONDS) -> dict:
@@ -199,6 +212,31 @@ async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its
     print(f"\n/stop answered {stop_answered:.1f}s after the kill; the other chat was reaped {reaped:.1f}s after it")
 
 
+async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message(database, survivor):
+    """The answer (200, the stream opening) comes only once the run has recorded the turn, so a
+    worker killed right after it can no longer lose a message its client saw accepted: a live
+    worker keeps it as a stopped turn (an empty reply). Killed earlier, the client gets no
+    answer at all, and the message is still the client's to send again."""
+    user = new_user()
+    key = (await create_keys(database, [user]))[user]
+    doomed = start_server(database, workers=1, env=SLOW)
+    try:
+        with doomed.client(key) as c:
+            chat_id = new_chat(c)
+            with c.stream("POST", f"/chats/{chat_id}/messages", json={"text": SLOW_MESSAGE}) as response:
+                assert response.status_code == 200
+                os.kill(doomed.process.pid, signal.SIGKILL)
+                killed = time.monotonic()
+        doomed.process.wait(timeout=10)
+    finally:
+        doomed.stop()
+    with survivor.client(key, timeout=60) as client:
+        detail = wait_until_usable(client, chat_id, killed)
+    assert [m["role"] for m in detail["messages"]] == ["user", "assistant"], detail["messages"]
+    question, kept = detail["messages"]
+    assert question["content"] == SLOW_MESSAGE and kept["stopped"] is True
+
+
 async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_update_the_reaper_completes(database, survivor, minilm):
     """A worker killed after the commit point leaves its run ``committing`` and the thread paused
     before ``summarize`` (the reply saved, memory not yet updated): that state is made here, and
@@ -270,3 +308,58 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
 
     late["on"] = False
     assert (await turn("I live in Haifa"))[-1][0] == "done"  # the same message, once the provider answers
+
+
+# --------------------------------------------------------------------------- the heartbeat poller winding down
+async def test_a_run_launched_while_the_heartbeat_poller_winds_down_still_gets_heartbeats(backend, user_id):
+    """The poller ends when its worker has no run left, closing its connection on the way out.
+    A run launched during that close found the poller not yet done and started none: it went
+    without heartbeats, so a dying database never aborted it (its stream stayed open for a
+    minute) and a live worker's reaper would have taken it for a dead one after 15 s."""
+    from langchain_core.messages import HumanMessage
+
+    from app.active_runs import ActiveRuns
+    from app.turn_runner import TurnSpec
+    from graph.assembly import compile_graph
+    from storage.fenced_saver import FencedPostgresSaver
+
+    runs = ActiveRuns(compile_graph(FencedPostgresSaver(backend.pool), backend.store), backend.pool)
+    closing, go_on = asyncio.Event(), asyncio.Event()
+    close_for_real = runs._close_beat_conn
+
+    async def close_slowly() -> None:  # the poller's way out, held open until the next run is launched
+        if not runs.runs and not closing.is_set():
+            closing.set()
+            await go_on.wait()
+        await close_for_real()
+
+    runs._close_beat_conn = close_slowly
+
+    async def launch(thread_id: str, text: str, model: str):
+        run_id = await runs.claim(thread_id, user_id, "message")
+        spec = TurnSpec(thread_id, user_id, "assistant", "message", {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]},
+                        user_text=text, context={"model": model})
+        return run_id, runs.launch(run_id, spec)
+
+    try:
+        _, first = await launch(str(uuid.uuid4()), "hello", "offline")
+        assert (await first.collect())[-1][0] == "done"
+        await asyncio.wait_for(closing.wait(), 10)  # no run left: the poller is on its way out
+        thread_id = str(uuid.uuid4())
+        run_id, second = await launch(thread_id, SLOW_MESSAGE, "offline-slow:500")
+        go_on.set()
+
+        async def saved_by_a_heartbeat() -> bool:  # only heartbeats save a reply as far as it streamed
+            async with backend.pool.connection() as conn:
+                row = await (await conn.execute("SELECT status, partial_reply FROM memory_agent_runs WHERE run_id = %s", (run_id,))).fetchone()
+            assert row["status"] == "running", row  # (the reply takes ~15 s)
+            return bool(row["partial_reply"])
+
+        deadline = time.monotonic() + 5
+        while not await saved_by_a_heartbeat():
+            assert time.monotonic() < deadline, "the run launched while the poller wound down got no heartbeat"
+            await asyncio.sleep(0.1)
+        runs.stop_local(run_id)
+        assert (await second.collect())[-1][0] == "error"  # stopped
+    finally:
+        await runs.close()

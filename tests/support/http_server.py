@@ -177,9 +177,10 @@ class LiveServer:
         limits = httpx.Limits(max_keepalive_connections=0) if fresh_connections else httpx.Limits()
         return httpx.Client(base_url=self.url, headers=headers, timeout=timeout, limits=limits)
 
-    def async_client(self, key: str | None = None, *, timeout: float = 120) -> httpx.AsyncClient:
+    def async_client(self, key: str | None = None, *, timeout: float = 120, fresh_connections: bool = False) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout, limits=httpx.Limits(max_connections=200))
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=0 if fresh_connections else None)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout, limits=limits)
 
     def stop(self) -> None:
         if self.process.poll() is None:
