@@ -31,30 +31,44 @@ class RelevanceGate:
 
     A candidate passes when
 
-    * its cosine similarity to the query is at least ``min_similarity``; or
+    * its cosine similarity to the query is at least ``min_similarity``: similar enough on its
+      own, with no word in common; or
     * it matches the query's words in full text (any content word) and its similarity is
       at least ``min_similarity_text_match``: shared words are weak evidence alone (a chat
       about dinner shares "ideas" with a README) but they vouch for a middling similarity; or
+    * it holds at least ``min_coverage`` of the query's content words, each weighed by its
+      rarity in the searched chunks (``coverage``, idf-weighted), and its similarity is at
+      least ``min_similarity_covered``: most of a question's distinctive words in one chunk is
+      strong evidence for a chunk that embeds poorly (a settings table, a "to change X, go to
+      Y" table), but not alone: a chunk can quote a whole unrelated question (this README quotes
+      the eval's chit-chat), and then the vectors disagree; or
     * the query is a lookup of at most three content words and the chunk holds every one of them
       (``whole_match``): a product code or a term looked up on its own ("XR-2291-B", "scontrino"),
       which embeds poorly. (A longer question must be similar: its words can all appear in a
       chunk that merely quotes it.)
 
-    The two floors are calibrated for all-MiniLM-L6-v2 by ``memory-agent eval retrieval
-    --calibrate`` on the calibration half of ``evals/data/retrieval_queries.json`` (the
-    figures and the held-out half are in the README). Another embedding model has another
-    scale of cosines: calibrate again for it.
+    The three similarity floors are calibrated for all-MiniLM-L6-v2 by ``memory-agent eval
+    retrieval --calibrate`` on the calibration half of ``evals/data/retrieval_queries.json`` (the
+    figures and the held-out half are in the README); ``min_coverage`` (half the question's
+    weight) is a design choice, not fitted. Another embedding model has another scale of
+    cosines: calibrate again for it.
     """
 
-    min_similarity: float = 0.36
-    min_similarity_text_match: float = 0.32
+    min_similarity: float = 0.38
+    min_similarity_text_match: float = 0.34
+    min_similarity_covered: float = 0.21
+    min_coverage: float = 0.5
 
-    def admits(self, similarity: float | None, *, text_match: bool, whole_match: bool) -> bool:
+    def admits(self, similarity: float | None, *, text_match: bool, whole_match: bool, coverage: float = 0.0) -> bool:
         if whole_match:
             return True
         if similarity is None:  # a chunk without a vector (mid-reindex): only words can vouch for it
             return False
-        return similarity >= self.min_similarity or (text_match and similarity >= self.min_similarity_text_match)
+        return (
+            similarity >= self.min_similarity
+            or (text_match and similarity >= self.min_similarity_text_match)
+            or (text_match and coverage >= self.min_coverage and similarity >= self.min_similarity_covered)
+        )
 
 
 RELEVANCE_GATE = RelevanceGate()

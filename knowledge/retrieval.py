@@ -54,6 +54,9 @@ class RetrievedChunk(BaseModel):
     """Cosine similarity between the query and the chunk."""
     text_match: bool = False
     """The chunk matches a word of the query that is not a stop word or filler."""
+    text_coverage: float = 0.0
+    """The share of the query's words (stop words and filler aside), each weighed by its rarity
+    in the searched chunks (idf), that the chunk holds: 1.0 when it holds them all."""
     whole_match: bool = False
     """The query is a lookup (at most ``LOOKUP_MAX_WORDS`` words beyond stop words and filler) and the
     chunk holds every word of it."""
@@ -85,8 +88,13 @@ _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, me
 # *and* as parts), minus stop words and one-letter words, OR-ed into one tsquery.
 # A plain AND of all words (plainto/websearch_to_tsquery) finds too little for natural
 # questions. Ranking: chunks matching the whole query as websearch_to_tsquery reads it
-# (all words, "quoted phrases") first, then by cover density over the OR-ed words.
+# (all words, "quoted phrases") first, then BM25 over the OR-ed words: each word counts by
+# its rarity in the searched chunks (idf), so "wording" or "mcp" outweighs "change" or "agent",
+# which plain cover density (ts_rank_cd) counted alike. No length normalization (b = 0):
+# the chunker caps chunks at a few hundred tokens, and the averages it would need cost a scan.
 # has_content: the query kept a word that is not a stop word (else its matches prove nothing).
+# coverage: the share of the kept words' idf the chunk holds (0 without kept words), the
+# relevance gate's measure of how much of the question a chunk's words answer.
 _TEXT_SEARCH_SQL = """
 WITH lexemes AS (
     SELECT lexeme FROM unnest(to_tsvector('simple', %(q)s)) AS t(lexeme, positions, weights)
@@ -94,22 +102,43 @@ WITH lexemes AS (
     SELECT lexeme FROM lexemes
     WHERE NOT (lexeme = ANY(%(stop)s::text[])) AND (char_length(lexeme) > 1 OR lexeme ~ '^[0-9]$')
 ), terms AS (
-    SELECT lexeme FROM kept
+    SELECT lexeme, true AS is_kept FROM kept
     UNION ALL
-    SELECT lexeme FROM lexemes WHERE NOT EXISTS (SELECT 1 FROM kept)
+    SELECT lexeme, false FROM lexemes WHERE NOT EXISTS (SELECT 1 FROM kept)
 ), q AS (
     SELECT (SELECT string_agg(quote_literal(lexeme), ' | ') FROM terms)::tsquery AS any_word,
            websearch_to_tsquery('simple', %(q)s) AS whole
+), docs AS (
+    SELECT count(*)::float8 AS n FROM knowledge_chunks c WHERE true {collection_filter}
+), idf AS (
+    SELECT t.lexeme, t.is_kept, ln(1 + (d.n - f.df + 0.5) / (f.df + 0.5)) AS idf
+    FROM terms t CROSS JOIN docs d
+    CROSS JOIN LATERAL (
+        SELECT count(*)::float8 AS df FROM knowledge_chunks c
+        WHERE c.tsv @@ quote_literal(t.lexeme)::tsquery {collection_filter}
+    ) f
+), matched AS (
+    SELECT c.id, (c.tsv @@ q.whole) AS whole_match, c.tsv
+    FROM knowledge_chunks c, q
+    WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {collection_filter}
+), scored AS (
+    SELECT m.id, m.whole_match,
+           sum(i.idf * (u.tf * (%(k1)s + 1)) / (u.tf + %(k1)s)) AS bm25,
+           sum(i.idf) FILTER (WHERE i.is_kept) AS kept_idf
+    FROM matched m
+    CROSS JOIN LATERAL (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf FROM unnest(m.tsv)) u
+    JOIN idf i ON i.lexeme = u.lexeme
+    GROUP BY m.id, m.whole_match
 )
-SELECT c.id,
-       (c.tsv @@ q.whole) AS whole_match,
+SELECT s.id, s.whole_match,
        EXISTS (SELECT 1 FROM kept) AS has_content,
-       ts_rank_cd(c.tsv, q.any_word, 1) AS rank
-FROM knowledge_chunks c, q
-WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {collection_filter}
-ORDER BY whole_match DESC, rank DESC, c.id
+       s.bm25 AS rank,
+       coalesce(s.kept_idf / nullif((SELECT sum(idf) FROM idf WHERE is_kept), 0), 0) AS coverage
+FROM scored s
+ORDER BY s.whole_match DESC, s.bm25 DESC, s.id
 LIMIT %(limit)s
 """
+BM25_K1 = 1.2
 
 
 async def _probe(conn: psycopg.AsyncConnection, collection: str | None) -> dict:
@@ -168,7 +197,7 @@ async def search(
     if gate is not None:
         admitted = [
             i for i, c in enumerate(fused)
-            if gate.admits(c.vector_similarity, text_match=c.text_match, whole_match=c.whole_match)
+            if gate.admits(c.vector_similarity, text_match=c.text_match, whole_match=c.whole_match, coverage=c.text_coverage)
         ]
         log.debug("knowledge search %r: %d of %d fused candidates pass the relevance gate", query[:80], len(admitted), len(fused))
         fused, vectors = [fused[i] for i in admitted], vectors[admitted]
@@ -176,13 +205,25 @@ async def search(
         return []
     chosen = mmr_select(
         vectors,
-        [c.rrf_score for c in fused],
+        mmr_relevance(fused),
         k=k,
         lambda_mult=mmr_lambda,
         token_costs=[c.tokens for c in fused],
         token_budget=token_budget,
     )
     return [fused[i] for i in chosen]
+
+
+def mmr_relevance(chunks: list[RetrievedChunk]) -> list[float]:
+    """The relevance MMR weighs against redundancy: the cosine similarity to the query, the scale
+    of the redundancy term (chunk-to-chunk cosine). RRF scores are no use there: with k = 60 they
+    differ by a few per cent across the pool, so divided by their maximum they are all ~1 and MMR
+    picked by diversity alone, passing over the closest chunk when it resembled an earlier pick.
+    The fusion still decides which candidates MMR sees; a chunk holding every word of a lookup
+    (``whole_match``), whose vector says little, counts as relevant as the closest one."""
+    sims = [max(0.0, c.vector_similarity or 0.0) for c in chunks]
+    top = max(sims, default=0.0) or 1.0
+    return [top if c.whole_match else s for c, s in zip(chunks, sims)]
 
 
 async def fused_candidates(
@@ -224,7 +265,8 @@ async def _fused(
     text_sql = _TEXT_SEARCH_SQL.format(
         collection_filter="AND c.collection = %(collection)s" if collection is not None else ""
     )
-    params = {"qvec": qvec, "q": query, "collection": collection, "limit": candidates, "stop": list(STOP_WORDS)}
+    params = {"qvec": qvec, "q": query, "collection": collection, "limit": candidates, "stop": list(STOP_WORDS),
+              "k1": BM25_K1}
     pool_size = max(4 * k, 20)
 
     async with _conn(pool) as conn:
@@ -268,6 +310,7 @@ async def _fused(
     text_rank = {cid: i for i, cid in enumerate(text_ids, start=1)}
     # Matches of stop words and filler alone (a query of only those) are no evidence of relevance.
     text_match = {r["id"] for r in text_rows if r["has_content"]}
+    coverage = {r["id"]: float(r["coverage"] or 0.0) for r in text_rows if r["has_content"]}
     lookup = 0 < len(content_words(query)) <= LOOKUP_MAX_WORDS
     whole_match = {r["id"] for r in text_rows if lookup and r["has_content"] and r["whole_match"]}
     fused = [(cid, score) for cid, score in fused if cid in by_id]  # a chunk replaced meanwhile is gone
@@ -291,6 +334,7 @@ async def _fused(
                 rrf_score=score,
                 vector_similarity=None if r["embedding"] is None else float(similarity[i]),
                 text_match=cid in text_match,
+                text_coverage=round(coverage.get(cid, 0.0), 6),
                 whole_match=cid in whole_match,
                 tokens=chunk_cost(f"{r['source']}#{r['chunk_index']}", r["heading_path"], r["content"]),
                 metadata=r["metadata"] or {},

@@ -501,3 +501,14 @@ async def test_reembed_changes_the_dimensions_and_search_works_with_the_new_mode
         assert results[0].heading_path == "Alpha" and results[0].vector_rank == 1
     finally:
         await pool.close()
+
+
+async def test_full_text_ranks_by_the_rarity_of_the_words_matched_and_reports_their_coverage(kb):
+    # "hub" is in most install-guide chunks, "microwave" in one: that one ranks first in full text.
+    query = "should the hub be kept away from microwave ovens"
+    results = await knowledge.search(kb.pool, kb.embeddings, query, collection="default", k=20, token_budget=10_000, gate=None)
+    by_text = sorted((r for r in results if r.text_rank is not None), key=lambda r: r.text_rank)
+    assert by_text[0].heading_path.endswith("The hub loses its Wi-Fi connection")
+    # It holds every word of the question the documents have; the others only the common "hub".
+    assert len(by_text) > 1 and by_text[0].text_coverage > 0.5 > max(r.text_coverage for r in by_text[1:])
+    assert all(r.text_coverage == 0.0 for r in results if r.text_rank is None)

@@ -42,6 +42,7 @@ async def test_the_eval_reports_unrelated_and_related_figures_with_and_without_t
     assert json.loads((tmp_path / "out" / "results.json").read_text())["command"] == "retrieval"
     printed = console.export_text()
     assert "unrelated with any chunk" in printed and "Targets:" in printed
+    assert "held-out met" in printed or "held-out MISSED" in printed  # each split is judged, not only "all"
     # The eval's collection is gone again.
     pool = await open_pool(url, max_size=1)
     try:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from knowledge.hybrid_ranking import RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
+from knowledge.retrieval import RetrievedChunk, mmr_relevance
 
 # --------------------------------------------------------------------------- RRF
 
@@ -133,3 +134,38 @@ def test_a_chunk_holding_every_word_of_the_query_passes_whatever_its_similarity(
     assert gate.admits(0.05, text_match=True, whole_match=True)  # a product code looked up on its own
     assert gate.admits(None, text_match=True, whole_match=True)
     assert not gate.admits(None, text_match=True, whole_match=False)  # no vector, no full match: no evidence
+
+
+def test_most_of_the_questions_weighted_words_vouch_for_a_low_similarity_but_not_a_negligible_one():
+    gate = RelevanceGate(min_similarity=0.38, min_similarity_text_match=0.34, min_similarity_covered=0.19, min_coverage=0.5)
+    # A settings table holding "rag_top_k" and "default": it embeds poorly, but its words are the question's.
+    assert gate.admits(0.2, text_match=True, whole_match=False, coverage=0.6)
+    assert not gate.admits(0.2, text_match=True, whole_match=False, coverage=0.4)  # a few common words only
+    # A chunk quoting a whole unrelated question: every word, but the vectors disagree.
+    assert not gate.admits(0.07, text_match=True, whole_match=False, coverage=1.0)
+    # Coverage is a property of a full-text match; without one it vouches for nothing.
+    assert not gate.admits(0.2, text_match=False, whole_match=False, coverage=1.0)
+
+
+# --------------------------------------------------------------------------- MMR's relevance
+
+
+def _chunk(cid: int, similarity: float | None, *, whole_match: bool = False, rrf: float = 0.03):
+    return RetrievedChunk(
+        id=cid, source="doc.md", chunk_index=cid, heading_path="", content="x", collection="default",
+        rrf_score=rrf, vector_similarity=similarity, whole_match=whole_match, text_match=whole_match, tokens=10,
+    )
+
+
+def test_mmr_weighs_cosine_relevance_so_the_closest_chunk_is_not_passed_over_for_diversity():
+    # RRF scores a few per cent apart; the second candidate is by far the closest to the query
+    # but resembles the first. On RRF relevance MMR took the first and a diverse third.
+    chunks = [_chunk(1, 0.39, rrf=0.0307), _chunk(2, 0.62, rrf=0.0305), _chunk(3, 0.40, rrf=0.0300)]
+    vectors = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, 0.0, 1.0]])
+    on_rrf = mmr_select(vectors, [c.rrf_score for c in chunks], k=2)
+    on_cosine = mmr_select(vectors, mmr_relevance(chunks), k=2)
+    assert 1 not in on_rrf and on_cosine[0] == 1
+
+
+def test_a_chunk_holding_a_whole_lookup_counts_as_relevant_as_the_closest_one():
+    assert mmr_relevance([_chunk(1, 0.5), _chunk(2, 0.05, whole_match=True), _chunk(3, None), _chunk(4, -0.1)]) == [0.5, 0.5, 0.0, 0.0]
