@@ -40,8 +40,8 @@ class RelevanceGate:
       rarity in the searched chunks (``coverage``, idf-weighted), and its similarity is at
       least ``min_similarity_covered``: most of a question's distinctive words in one chunk is
       strong evidence for a chunk that embeds poorly (a settings table, a "to change X, go to
-      Y" table), but not alone: a chunk can quote a whole unrelated question (this README quotes
-      the eval's chit-chat), and then the vectors disagree; or
+      Y" table), but not alone: a chunk can quote a whole unrelated question, and then the vectors
+      disagree; or
     * the query is a lookup of at most three content words and the chunk holds every one of them
       (``whole_match``): a product code or a term looked up on its own ("XR-2291-B", "scontrino"),
       which embeds poorly. (A longer question must be similar: its words can all appear in a
@@ -56,7 +56,7 @@ class RelevanceGate:
 
     min_similarity: float = 0.38
     min_similarity_text_match: float = 0.34
-    min_similarity_covered: float = 0.21
+    min_similarity_covered: float = 0.14
     min_coverage: float = 0.5
 
     def admits(self, similarity: float | None, *, text_match: bool, whole_match: bool, coverage: float = 0.0) -> bool:
