@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reader-model", help="model answering probe questions from the summary (default: --model unless offline)")
     s.add_argument("--judge-model", help="model labelling the reader's answers CORRECT/WRONG (default: no judge)")
     s.add_argument("--max-probes", type=_positive, help="at most N probe questions per conversation (reader/judge cost)")
+    s.add_argument("--max-sessions", type=_positive, help="cut each conversation after its first N sessions (probes kept only when their evidence lies there)")
     s.add_argument("--no-closing-fold", action="store_true", help="do not fold the last raw messages at the end")
     s.add_argument("--concurrency", type=_positive, default=8, help="parallel reader/judge calls (default 8)")
     _common(s)
@@ -158,6 +159,7 @@ async def _run(args: argparse.Namespace) -> int:
             compaction=_compaction_options(args),
             closing_fold=not args.no_closing_fold,
             max_probes=args.max_probes,
+            max_sessions=args.max_sessions,
             concurrency=args.concurrency,
             **_common_options(args),
             **_experiment_options(args),

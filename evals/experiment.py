@@ -246,6 +246,8 @@ async def run_experiments(
                 outputs = row["run"].outputs if row["run"] is not None else None
                 error = getattr(row["run"], "error", None) if row["run"] is not None else "no run recorded"
                 scores, evaluator_errors = _scores(row["evaluation_results"])
+                if error:  # the evaluators had no output to read: the target's error says why, once
+                    evaluator_errors = []
                 run.rows.append(ExperimentRow(_key_of(row["example"]), outputs, scores, error, evaluator_errors))
         urls = _URL.findall(captured.getvalue())
         run.url = urls[0] if upload and urls else None

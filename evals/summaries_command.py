@@ -41,12 +41,19 @@ class SummaryOptions(ComparisonOptions):
     compaction: CompactionOverrides = field(default_factory=CompactionOverrides)
     closing_fold: bool = True
     max_probes: int | None = None
+    max_sessions: int | None = None  # cut each conversation after its first N sessions
     concurrency: int = 8
     experiment_prefix: str = "memory-agent-summaries"
 
 
-def _notes(offline: bool, reader: str | None, judge: str | None, closing_fold: bool) -> list[str]:
+def _notes(offline: bool, reader: str | None, judge: str | None, closing_fold: bool, max_sessions: int | None = None) -> list[str]:
     notes = []
+    if max_sessions:
+        notes.append(
+            f"Each conversation was cut after its first {max_sessions} session(s); only probes whose evidence lies in "
+            "the kept sessions were asked, and ROUGE compares with the kept sessions' summaries only (whole-conversation "
+            "references were dropped)."
+        )
     if offline:
         notes.append(
             "OFFLINE RUN: the summarizer was the built-in offline model, whose folds are the extractive fallback "
@@ -77,6 +84,8 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
     conversations = load_dataset(opts.dataset, limit=opts.limit)
     if not conversations:
         raise ValueError(f"dataset {opts.dataset!r} has no conversations")
+    if opts.max_sessions:
+        conversations = [c.first_sessions(opts.max_sessions) for c in conversations]
     model_spec = resolve_model_name(opts.model)
     offline = model_spec == OFFLINE
     reader_spec = opts.reader_model or (None if offline else model_spec) or opts.judge_model
@@ -121,10 +130,19 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
             make_target=lambda variant, tracker: make_summary_target(settings, workspace.store, variant, tracker),
         )
 
+    probes_asked = {e.key: len(e.outputs["probes"]) for e in examples}
     variants = [
         aggregate_variant(
             run,
-            {r.key: {"sample": (r.outputs or {}).get("summary", ""), "errors": (r.outputs or {}).get("errors", [])} for r in run.rows},
+            {
+                r.key: {
+                    "sample": (r.outputs or {}).get("summary", ""),
+                    "errors": (r.outputs or {}).get("errors", []),
+                    "messages": (r.outputs or {}).get("messages"),
+                    "probes": probes_asked.get(r.key),
+                }
+                for r in run.rows
+            },
             seed=opts.seed,
         )
         for run in runs
@@ -145,10 +163,11 @@ async def run_summaries(opts: SummaryOptions, console: Console) -> EvalResults:
             "reader_model": reader_spec,
             "judge_model": opts.judge_model,
             "max_probes_per_conversation": opts.max_probes,
+            "max_sessions": opts.max_sessions,
             "bootstrap": "2000 resamples over conversations, seed %d" % opts.seed,
         },
         primary_metric="retention",
-        notes=_notes(offline, reader_spec, opts.judge_model, opts.closing_fold)
+        notes=_notes(offline, reader_spec, opts.judge_model, opts.closing_fold, opts.max_sessions)
         + failure_notes(variants)
         + ([] if (ls_dataset or not langsmith_enabled()) else ["LANGSMITH_API_KEY is set but upload was turned off."]),
     )

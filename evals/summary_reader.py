@@ -22,12 +22,16 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from llm.chat_model import with_output_cap
 from llm.structured import invoke_structured
 from core.errors import ModelOutputError
 
-__all__ = ["JudgeVerdict", "READER_REFUSAL", "answer_from_summary", "answer_all", "judge_answer", "judge_all"]
+__all__ = ["JudgeVerdict", "READER_MAX_TOKENS", "READER_REFUSAL", "answer_from_summary", "answer_all", "judge_answer", "judge_all"]
 
 READER_REFUSAL = "No information available"
+#: Output cap of a reader answer: a short phrase is asked for, and a small local model that
+#: ignores that (or loops) would otherwise generate until its context is full.
+READER_MAX_TOKENS = 64
 
 READER_SYSTEM = (
     "You answer questions about an earlier conversation using ONLY the memory summary given to you. "
@@ -54,7 +58,7 @@ class JudgeVerdict(BaseModel):
 
 async def answer_from_summary(model: BaseChatModel, summary: str, question: str) -> str:
     body = f"<summary>\n{summary or '(empty summary)'}\n</summary>\n\nQuestion: {question}"
-    reply = await model.ainvoke([SystemMessage(READER_SYSTEM), HumanMessage(body)])
+    reply = await with_output_cap(model, READER_MAX_TOKENS).ainvoke([SystemMessage(READER_SYSTEM), HumanMessage(body)])
     return reply.text.strip()
 
 

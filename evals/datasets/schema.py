@@ -186,6 +186,36 @@ class Conversation(_Model):
             problems.append(f"session summaries for unknown sessions: {extra}")
         return problems
 
+    def first_sessions(self, n: int) -> Conversation:
+        """The conversation cut after its first ``n`` sessions, with only the gold data the kept part supports.
+
+        Kept: probes whose evidence turns all lie in the kept sessions (a probe
+        without evidence is dropped: nothing says the kept part answers it), gold
+        facts of kept sessions or turns, session summaries of kept sessions.
+        Whole-conversation reference summaries are dropped (they describe the
+        parts that were cut). A conversation with at most ``n`` sessions is
+        returned unchanged.
+        """
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        if len(self.sessions) <= n:
+            return self
+        sessions = self.sessions[:n]
+        kept_turns = {t.turn_id for s in sessions for t in s.turns if t.turn_id}
+        kept_indexes = {s.index for s in sessions}
+        return self.model_copy(
+            update={
+                "sessions": sessions,
+                "probes": [p for p in self.probes if p.evidence and all(e in kept_turns for e in p.evidence)],
+                "reference_summaries": [],
+                "session_summaries": {k: v for k, v in self.session_summaries.items() if k in kept_indexes},
+                "gold_facts": [
+                    f for f in self.gold_facts if (f.turn_id in kept_turns if f.turn_id else f.session in kept_indexes)
+                ],
+                "metadata": {**self.metadata, "sessions_kept": n, "sessions_total": len(self.sessions)},
+            }
+        )
+
     def evidence_turns(self, probe: Probe) -> list[Turn]:
         """The turns a probe's evidence ids point at (unknown ids skipped)."""
         return [t for e in probe.evidence if (t := self.turn(e)) is not None]

@@ -171,3 +171,22 @@ def test_eval_tokens_reports_prompt_tokens_against_the_full_history(tmp_path, ev
     report = (out / "report.md").read_text()
     assert "prompt tokens saved" in report and "Mem0" in report
     assert (out / "results.csv").is_file() and list(out.glob("tokens_*.png"))
+
+
+def test_eval_summaries_max_sessions_replays_only_the_first_sessions_and_says_so(tmp_path, eval_db):
+    out = tmp_path / "cut"
+    code = main(
+        ["summaries", "--limit", "1", "--variants", "structured", "--model", "offline", "--max-sessions", "1",
+         "--window", "8", "--tail", "4", "--out", str(out), "--database-url", eval_db, "--no-progress", "--no-upload"]
+    )
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["max_sessions"] == 1
+    (conversation,) = results["variants"][0]["conversations"]
+    from evals.datasets import load_builtin
+
+    whole = load_builtin()[0]
+    assert conversation["details"]["messages"] == len(whole.sessions[0].turns)  # session 1 only
+    assert conversation["details"]["probes"] == sum(1 for p in whole.probes if p.evidence and all(e.startswith("D1:") for e in p.evidence))
+    assert conversation["details"]["probes"] < len(whole.probes)
+    assert "cut after its first 1 session(s)" in (out / "report.md").read_text()

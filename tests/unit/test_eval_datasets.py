@@ -292,3 +292,75 @@ def test_unrecognised_file_content_is_rejected(tmp_path):
     path.write_text('{"foo": 1}\n')
     with pytest.raises(ValueError, match="unrecognised"):
         load_dataset(str(path))
+
+
+# ---------------------------------------------------------------- cutting a conversation after N sessions
+
+
+def _three_session_conversation() -> Conversation:
+    from evals.datasets import GoldFact, Probe, Session, Turn
+
+    sessions = [
+        Session(index=i, date=f"day {i}", turns=[Turn(speaker="user", text=f"s{i} t{n}", turn_id=f"D{i}:{n}") for n in (1, 2)])
+        for i in (1, 2, 3)
+    ]
+    return Conversation(
+        id="c",
+        source="test",
+        sessions=sessions,
+        probes=[
+            Probe(question="in 1", answer="a", category=4, evidence=["D1:2"]),
+            Probe(question="in 1 and 2", answer="a", category=1, evidence=["D1:1", "D2:2"]),
+            Probe(question="in 1 and 3", answer="a", category=1, evidence=["D1:1", "D3:1"]),
+            Probe(question="no evidence", answer="a", category=3),
+        ],
+        reference_summaries=["the whole conversation"],
+        session_summaries={1: "one", 2: "two", 3: "three"},
+        gold_facts=[
+            GoldFact(text="by turn 2", turn_id="D2:1", session=2),
+            GoldFact(text="by turn 3", turn_id="D3:2", session=3),
+            GoldFact(text="by session 1", session=1),
+            GoldFact(text="by session 3", session=3),
+        ],
+    )
+
+
+def test_first_sessions_keeps_only_the_gold_data_the_kept_sessions_support():
+    cut = _three_session_conversation().first_sessions(2)
+
+    assert [s.index for s in cut.sessions] == [1, 2] and cut.n_turns == 4
+    assert [p.question for p in cut.probes] == ["in 1", "in 1 and 2"]  # evidence in session 3 or none: dropped
+    assert cut.reference_summaries == []  # they describe the sessions that were cut
+    assert cut.session_summaries == {1: "one", 2: "two"}
+    assert [f.text for f in cut.gold_facts] == ["by turn 2", "by session 1"]
+    assert cut.metadata["sessions_kept"] == 2 and cut.metadata["sessions_total"] == 3
+    assert cut.check() == []
+
+
+def test_first_sessions_leaves_a_short_enough_conversation_whole_and_refuses_zero():
+    conv = _three_session_conversation()
+    assert conv.first_sessions(3) is conv
+    with pytest.raises(ValueError):
+        conv.first_sessions(0)
+
+
+@needs_evaldata
+def test_first_sessions_of_locomo_asks_only_what_the_first_sessions_answer(locomo):
+    conv = locomo[0]
+    cut = conv.first_sessions(2)
+    kept = {t.turn_id for t in cut.all_turns()}
+    assert cut.n_turns == len(conv.sessions[0].turns) + len(conv.sessions[1].turns)
+    assert cut.probes and len(cut.probes) < len(conv.probes)
+    assert all(p.evidence and set(p.evidence) <= kept for p in cut.probes)
+    assert any(not set(p.evidence) <= kept for p in conv.probes)  # the whole conversation has probes the cut cannot answer
+    assert set(cut.session_summaries) == {1, 2}
+    assert cut.gold_facts and all(f.session in (1, 2) for f in cut.gold_facts)
+
+
+def test_eval_summaries_cli_takes_max_sessions():
+    from evals.cli import build_parser
+
+    args = build_parser().parse_args(["summaries", "--max-sessions", "2"])
+    assert args.max_sessions == 2
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["summaries", "--max-sessions", "0"])

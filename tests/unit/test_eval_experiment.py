@@ -67,6 +67,7 @@ async def test_each_variant_is_scored_by_the_same_plain_evaluators_offline(no_ne
     assert [r.key for r in upper.rows] == ["c1", "c2"]
     assert upper.rows[0].scores == {"exact": 1.0}
     assert upper.rows[1].error and upper.rows[1].scores == {}
+    assert upper.rows[1].evaluator_errors == []  # a failed conversation is reported once, by its error
     assert [r.scores["exact"] for r in same.rows] == [0.0, 1.0]
     assert same.rows[0].evaluator_errors and "evaluator bug" in same.rows[0].evaluator_errors[0]
     assert upper.experiment_name == "unit-upper (local, not uploaded)"
