@@ -39,6 +39,8 @@ RUNTIME = f"llama-cpp-python=={RUNTIME_VERSION}"
 CACHE_ENV = "MEMORY_AGENT_CACHE"
 WHEEL_CACHE_ENV = "MEMORY_AGENT_WHEEL_CACHE"
 DEFAULT_CONTEXT = 8192
+# Seconds one call to the local server may take (a 1.5B structured call on a busy 2-core machine takes minutes).
+LOCAL_TIMEOUT_SECONDS = 600
 
 
 class LocalModelError(MemoryAgentError):
@@ -246,11 +248,14 @@ class LocalServer:
 
     def env(self) -> dict[str, str]:
         # Replies capped too: a small model that loops would otherwise generate until its 8k context is full.
+        # A long time limit: the server answers one request at a time and keeps generating for a client that
+        # gave up, so the client's retry after a 60 s timeout only queues a second copy behind the first.
         return {
             "OPENAI_BASE_URL": self.base_url,
             "OPENAI_API_KEY": "local",
             "MEMORY_AGENT_MODEL": self.model_name,
             "MEMORY_AGENT_MAX_REPLY_TOKENS": os.environ.get("MEMORY_AGENT_MAX_REPLY_TOKENS", "1024"),
+            "MEMORY_AGENT_MODEL_TIMEOUT": os.environ.get("MEMORY_AGENT_MODEL_TIMEOUT", str(LOCAL_TIMEOUT_SECONDS)),
         }
 
     def log(self) -> str:
@@ -272,21 +277,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def thread_counts(threads: int | None = None, batch_threads: int | None = None) -> tuple[int, int]:
+    """llama.cpp threads for generating and for reading the prompt.
+
+    Generating a token is hundreds of small steps and every thread waits for the slowest at each one:
+    on a 2-core machine with other work, 2 threads generated 0.4 tok/s where 1 made 17-20 (0.5B, load
+    5-7). So generation gets half the cores (at least 1); the prompt, read in large batches, gets them
+    all. MEMORY_AGENT_LOCAL_THREADS and MEMORY_AGENT_LOCAL_BATCH_THREADS override either.
+    """
+    cores = min(os.cpu_count() or 2, 8)
+    threads = threads or int(os.environ.get("MEMORY_AGENT_LOCAL_THREADS") or 0) or max(1, cores // 2)
+    batch_threads = batch_threads or int(os.environ.get("MEMORY_AGENT_LOCAL_BATCH_THREADS") or 0) or max(cores, threads)
+    return threads, batch_threads
+
+
 def start_server(
-    spec: ModelSpec, path: Path, *, port: int | None = None, n_ctx: int = DEFAULT_CONTEXT, threads: int | None = None, timeout: float = 120
+    spec: ModelSpec,
+    path: Path,
+    *,
+    port: int | None = None,
+    n_ctx: int = DEFAULT_CONTEXT,
+    threads: int | None = None,
+    batch_threads: int | None = None,
+    timeout: float = 120,
 ) -> LocalServer:
     """``python -m llama_cpp.server`` on a loopback port; returns once it answers /v1/models."""
     port = port or free_port()
-    # One thread per core; on a machine busy with other work 1 thread is much faster than 2 (llama.cpp's
-    # threads wait for each other at every step), so MEMORY_AGENT_LOCAL_THREADS can say so.
-    threads = threads or int(os.environ.get("MEMORY_AGENT_LOCAL_THREADS") or 0) or min(os.cpu_count() or 2, 8)
+    threads, batch_threads = thread_counts(threads, batch_threads)
     log_path = cache_dir() / "logs" / f"server-{spec.key}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(path), "--model_alias", spec.alias,
         "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(batch_threads),
     ]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -72,7 +72,13 @@ class Context:
     max_context_tokens: int = _setting(6000, "Token budget of the unsummarized conversation; passing it also triggers a fold.")
     max_summary_tokens: int = _setting(600, "The running summary is re-compressed (summary of summaries) when it grows past this.")
     max_message_chars: int = _setting(20000, "Longest user message accepted; longer ones are refused with a clear error.")
-    extract_every_n_turns: int = _setting(1, "Run memory extraction every N user turns (cost control). 0 disables it.")
+    extract_every_n_turns: int = field(
+        default_factory=lambda: int(_env("MEMORY_AGENT_EXTRACT_EVERY_N_TURNS", "1")),
+        metadata={
+            "description": "Run memory extraction every N user turns (cost control: an extraction is a model call of "
+            "~1,300 prompt tokens, tens of seconds on a local CPU model). 0 disables it. Env: MEMORY_AGENT_EXTRACT_EVERY_N_TURNS."
+        },
+    )
     max_facts: int = _setting(7, "At most this many facts go into the prompt (at least 3 when stored).")
     rag_collection: str = _setting("", "Knowledge-base collection to search ('' searches all).")
     rag_top_k: int = _setting(6, "How many knowledge chunks at most go into the prompt.")

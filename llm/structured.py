@@ -20,7 +20,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -199,10 +199,107 @@ def _raw_text(raw: BaseMessage | None) -> str:
     tool_calls = getattr(raw, "tool_calls", None)
     if tool_calls:
         return json.dumps(tool_calls[0].get("args", {}), ensure_ascii=False)
+    broken = getattr(raw, "invalid_tool_calls", None)
+    if broken and isinstance(broken[0].get("args"), str) and not _text_of(raw).strip():
+        return broken[0]["args"]  # a forced call whose arguments are not JSON (cut at the cap): what the model wrote
+    return _text_of(raw)
+
+
+def _text_of(raw: BaseMessage) -> str:
     content = raw.content
     if isinstance(content, list):
         return "".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
     return str(content)
+
+
+def _was_cut(raw: BaseMessage | None) -> bool:
+    return (getattr(raw, "response_metadata", None) or {}).get("finish_reason") == "length"
+
+
+def _complete_prefix(text: str) -> Any:
+    """The JSON value of ``text`` cut short, up to its last complete item, with its open brackets closed.
+
+    A small model that loops on a list ("Rome", "Rome", ...) is stopped by the output cap mid-item;
+    everything before that item is still what it meant. None when no cut point parses.
+    """
+    body = text.strip()
+    if not body.startswith("{"):
+        return None
+    # Cut points: just before a comma outside strings (the items before it are complete), latest first.
+    cuts, in_string, escaped = [], False, False
+    for i, ch in enumerate(body):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == ",":
+            cuts.append(i)
+    for cut in reversed(cuts):
+        head = body[:cut]
+        closers = _closers(head)
+        if closers is None:
+            continue
+        try:
+            return json.loads(head + closers)
+        except ValueError:
+            continue
+    return None
+
+
+def _closers(head: str) -> str | None:
+    stack, in_string, escaped = [], False, False
+    for ch in head:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if not stack:
+                return None
+            stack.pop()
+    return None if in_string else "".join(reversed(stack))
+
+
+def _without_repeats(value: Any) -> Any:
+    """Lists with repeated items (a looping model) keep the first of each."""
+    if isinstance(value, dict):
+        return {k: _without_repeats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        seen, out = set(), []
+        for item in value:
+            key = json.dumps(item, sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                out.append(_without_repeats(item))
+        return out
+    return value
+
+
+def _salvaged(raw: BaseMessage | None, schema: type[T]) -> T | None:
+    """A reply cut at the output cap, kept up to its last complete item when that validates (repeats dropped)."""
+    if not _was_cut(raw):
+        return None
+    data = _complete_prefix(_body_text(_raw_text(raw)))
+    if data is None:
+        return None
+    try:
+        return schema.model_validate(coerce_shapes(_without_repeats(data), schema))
+    except (ValueError, ValidationError):
+        return None
 
 
 def _non_streaming(model: BaseChatModel) -> BaseChatModel:
@@ -276,6 +373,9 @@ async def _one_mode(
         raise
     raw, parsed = out.get("raw"), out.get("parsed")
     err = out.get("parsing_error")
+    if parsed is None and err is None and getattr(raw, "invalid_tool_calls", None):
+        # The forced call came back with arguments that are not JSON (cut at the cap): the model's output, not a refusal.
+        return None, raw, "the call's arguments are not valid JSON" + (" (cut at the output cap)" if _was_cut(raw) else "")
     if parsed is None and err is None and mode == "function_calling" and not getattr(raw, "tool_calls", None):
         # The tool was forced and none came back: the server ignores tool_choice. Its text may still be the answer.
         salvaged = _coerced(raw, schema)
@@ -324,7 +424,7 @@ async def invoke_structured(
     result.output_tokens += o
 
     if parsed is None:
-        parsed = _coerced(raw, schema)
+        parsed = _coerced(raw, schema) or _salvaged(raw, schema)
     if parsed is None:
         result.errors.append(error or "invalid output")
         # One repair: show the model its own output and the validation error, ask for JSON only.

@@ -26,6 +26,7 @@ from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
     StubReply,
     StubRequest,
+    StubToolCall,
     openai_stub,
     openai_stub_server,
     structured_answer,
@@ -205,3 +206,29 @@ async def test_the_extraction_prompt_reaches_a_refusing_server_in_the_fallback_m
     assert [m["role"] for m in last.messages] == ["system", "user"]
     assert "validates against this JSON schema" in last.messages[0]["content"]
     assert prompts.USER_MESSAGE_TAG in last.text_of("user")
+
+
+async def test_a_board_cut_at_the_cap_by_a_looping_model_is_kept_up_to_its_last_complete_item(openai_stub, openai_model, monkeypatch):
+    # The 0.5B model folding two turns repeated list items until the 1,200-token cap, and did so again when asked
+    # to repair: the fold failed every time. What it wrote before the cut is a valid board.
+    monkeypatch.setenv("MEMORY_AGENT_STRUCTURED_OUTPUT", "function_calling")
+    cut = '{"summary": "Planning a trip to Rome with Noa.", "entities": ["Rome", "Noa", "Rome", "Noa", "Ro'
+    openai_stub.responder = lambda r: StubReply(tool_calls=[StubToolCall("SummaryBoard", cut)], finish_reason="length")
+    model = load_chat_model(openai_model)
+    result = await invoke_structured(model, SummaryBoard, [SystemMessage("Fold."), HumanMessage("We go to Rome.")])
+    assert result.value.summary == "Planning a trip to Rome with Noa." and result.value.entities == ["Rome", "Noa"]
+    assert len(openai_stub.requests) == 1  # no repair call
+
+
+async def test_a_reply_cut_mid_way_that_is_not_a_complete_object_still_goes_to_the_repair(openai_stub, openai_model, monkeypatch):
+    monkeypatch.setenv("MEMORY_AGENT_STRUCTURED_OUTPUT", "function_calling")
+    answers = iter([
+        StubReply(tool_calls=[StubToolCall("ChatTitle", '{"title": "Trip to Ro')], finish_reason="length"),
+        StubReply(content='{"title": "Trip to Rome"}'),
+    ])
+    openai_stub.responder = lambda r: next(answers)
+    model = load_chat_model(openai_model)
+    result = await invoke_structured(model, ChatTitle, [SystemMessage("Title."), HumanMessage("We go to Rome.")])
+    assert result.value.title == "Trip to Rome" and result.attempts == 2
+    # The repair shows the model what it wrote (the cut arguments), not an empty reply.
+    assert any('{"title": "Trip to Ro' in str(m["content"]) for m in openai_stub.requests[-1].messages)

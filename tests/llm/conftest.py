@@ -18,8 +18,11 @@ from app.local_model import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, 
 from tests.support.openai_stub_server import OpenAIStub, StubReply, StubRequest, StubToolCall
 
 
-# Replies in this tier are short questions' answers; a model that loops stops here, not at 1,024 tokens.
-TEST_REPLY_CAP = "300"
+# Replies in this tier are short questions' answers; a model that loops stops here, not at 1,024 tokens
+# (every reply token is also read again by the next call's prompt: a fold, a title, the next turn).
+TEST_REPLY_CAP = "128"
+# The tier's longest call is ~1,300 prompt tokens plus a 1,200-token output cap: 4k holds it (8k is the default).
+TEST_CONTEXT = 4096
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +30,7 @@ def local_server() -> Iterator[LocalServer]:
     spec = MODELS[os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL)]
     if not runtime_installed():
         pytest.fail("llama-cpp-python is not installed: run `make test-llm` (it runs `memory-agent local prepare` first)")
-    server = start_server(spec, assemble_model(spec))
+    server = start_server(spec, assemble_model(spec), n_ctx=TEST_CONTEXT)
     yield server
     server.stop()
 

@@ -49,6 +49,7 @@ class StubReply:
     error_status: int | None = None
     error_message: str = "stub error"
     delay_seconds: float = 0.0  # a provider slow to answer: nothing is sent before this
+    finish_reason: str | None = None  # "length": the reply was cut at the output cap
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str, id: str | None = None) -> StubReply:
@@ -284,7 +285,7 @@ class OpenAIStub:
             "created": int(time.time()),
             "model": model,
             "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop", "logprobs": None}
+                {"index": 0, "message": message, "finish_reason": reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"), "logprobs": None}
             ],
             "usage": usage_of(request, reply),
         }
@@ -314,7 +315,7 @@ class OpenAIStub:
             args = call.arguments_json()
             for start in range(0, len(args), 7):  # arguments arrive in small fragments
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": args[start : start + 7]}}]})
-        yield chunk({}, finish="tool_calls" if reply.tool_calls else "stop")
+        yield chunk({}, finish=reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
         if include_usage:
             yield chunk(None, usage=usage_of(request, reply))
         yield "data: [DONE]\n\n"

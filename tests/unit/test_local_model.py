@@ -65,3 +65,28 @@ def test_the_weight_packages_are_pinned_and_the_default_is_the_small_model():
     assert local_model.DEFAULT_MODEL == "0.5b"
     assert [len(m.packages) for m in local_model.MODELS.values()] == [6, 22]
     assert all("==" in p for m in local_model.MODELS.values() for p in m.packages)
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(1, (1, 1)), (2, (1, 2)), (8, (4, 8)), (32, (4, 8))])
+def test_generation_gets_half_the_cores_and_the_prompt_all_of_them(monkeypatch, cores, expected):
+    # 2 generating threads on a busy 2-core machine wait for each other at every step (0.4 tok/s against 17-20).
+    monkeypatch.delenv("MEMORY_AGENT_LOCAL_THREADS", raising=False)
+    monkeypatch.delenv("MEMORY_AGENT_LOCAL_BATCH_THREADS", raising=False)
+    monkeypatch.setattr(local_model.os, "cpu_count", lambda: cores)
+    assert local_model.thread_counts() == expected
+
+
+def test_thread_settings_override_the_defaults(monkeypatch):
+    monkeypatch.setenv("MEMORY_AGENT_LOCAL_THREADS", "2")
+    monkeypatch.setenv("MEMORY_AGENT_LOCAL_BATCH_THREADS", "1")
+    assert local_model.thread_counts() == (2, 1)
+    assert local_model.thread_counts(3, 4) == (3, 4)
+
+
+def test_clients_of_the_local_server_wait_long_instead_of_queueing_retries(monkeypatch, tmp_path):
+    # The server keeps generating for a client that timed out; a retry would queue a second copy behind it.
+    monkeypatch.delenv("MEMORY_AGENT_MODEL_TIMEOUT", raising=False)
+    server = local_model.LocalServer(local_model.MODELS["0.5b"], process=None, port=1234, log_path=tmp_path / "log")
+    assert server.env()["MEMORY_AGENT_MODEL_TIMEOUT"] == str(local_model.LOCAL_TIMEOUT_SECONDS)
+    monkeypatch.setenv("MEMORY_AGENT_MODEL_TIMEOUT", "30")
+    assert server.env()["MEMORY_AGENT_MODEL_TIMEOUT"] == "30"
