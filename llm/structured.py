@@ -226,20 +226,7 @@ def _complete_prefix(text: str) -> Any:
     if not body.startswith("{"):
         return None
     # Cut points: just before a comma outside strings (the items before it are complete), latest first.
-    cuts, in_string, escaped = [], False, False
-    for i, ch in enumerate(body):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch == ",":
-            cuts.append(i)
+    cuts = [i for i, ch in _outside_strings(body)[0] if ch == ","]
     for cut in reversed(cuts):
         head = body[:cut]
         closers = _closers(head)
@@ -252,9 +239,10 @@ def _complete_prefix(text: str) -> Any:
     return None
 
 
-def _closers(head: str) -> str | None:
-    stack, in_string, escaped = [], False, False
-    for ch in head:
+def _outside_strings(text: str) -> tuple[list[tuple[int, str]], bool]:
+    """The (index, character) pairs of ``text`` that lie outside JSON strings, and whether it ends inside one."""
+    out, in_string, escaped = [], False, False
+    for i, ch in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -262,16 +250,26 @@ def _closers(head: str) -> str | None:
                 escaped = True
             elif ch == '"':
                 in_string = False
-            continue
-        if ch == '"':
+        elif ch == '"':
             in_string = True
-        elif ch in "[{":
+        else:
+            out.append((i, ch))
+    return out, in_string
+
+
+def _closers(head: str) -> str | None:
+    chars, open_string = _outside_strings(head)
+    if open_string:
+        return None
+    stack = []
+    for _, ch in chars:
+        if ch in "[{":
             stack.append("]" if ch == "[" else "}")
         elif ch in "]}":
             if not stack:
                 return None
             stack.pop()
-    return None if in_string else "".join(reversed(stack))
+    return "".join(reversed(stack))
 
 
 def _without_repeats(value: Any) -> Any:
