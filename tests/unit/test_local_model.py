@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -90,3 +95,37 @@ def test_clients_of_the_local_server_wait_long_instead_of_queueing_retries(monke
     assert server.env()["MEMORY_AGENT_MODEL_TIMEOUT"] == str(local_model.LOCAL_TIMEOUT_SECONDS)
     monkeypatch.setenv("MEMORY_AGENT_MODEL_TIMEOUT", "30")
     assert server.env()["MEMORY_AGENT_MODEL_TIMEOUT"] == "30"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_dies_with_the_process_that_started_it_even_on_sigkill():
+    # A test run or chat killed from outside (a CI timeout) left its 1-2 GB model server running.
+    parent = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import os, subprocess, sys, time\n"
+            "from app.local_model import die_with_parent\n"
+            "me = os.getpid()\n"
+            "child = subprocess.Popen(['sleep', '120'], preexec_fn=lambda: die_with_parent(me))\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(120)\n"
+        )],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.05)
+    survived = _alive(child)
+    if survived:
+        os.kill(child, signal.SIGKILL)
+    assert not survived
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"  # a zombie waiting for init has ended
+    except FileNotFoundError:
+        return False
