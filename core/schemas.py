@@ -13,7 +13,7 @@ import unicodedata
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from core.text_validation import (
     LIST_ITEMS,
@@ -207,13 +207,41 @@ class NewFact(BaseModel):
         return v.strip()
 
 
-class PreferenceUpdates(Preferences):
+# What a model writes into a field it has nothing for (the 1.5B filled every profile field, "location":
+# "unknown" among them): no statement, so the field stays unchanged.
+NOT_STATED = frozenset({"", "-", "?", "n/a", "na", "none", "null", "nil", "unknown", "unspecified", "not specified",
+                        "not stated", "not provided", "not mentioned", "not given", "not available", "tbd"})  # fmt: skip
+
+
+def is_not_stated(value: str, field: str) -> bool:
+    """A placeholder such as "unknown", or the field's own name ("location": "location")."""
+    said = " ".join(value.strip().strip(".!").casefold().replace("_", " ").split())
+    return said in NOT_STATED or said == field.replace("_", " ")
+
+
+class _StatedOnly(BaseModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_placeholders(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kept: dict[str, Any] = {}
+        for field, value in data.items():
+            if isinstance(value, str) and is_not_stated(value, field):
+                continue
+            if isinstance(value, list):
+                value = [v for v in value if not (isinstance(v, str) and is_not_stated(v, field))]
+            kept[field] = value
+        return kept
+
+
+class PreferenceUpdates(_StatedOnly, Preferences):
     """Only the preference fields the user expressed this turn; None means unchanged."""
 
     model_config = ConfigDict(extra="forbid")
 
 
-class ProfileUpdates(Profile):
+class ProfileUpdates(_StatedOnly, Profile):
     """Only the profile fields the user stated this turn; None means unchanged."""
 
     model_config = ConfigDict(extra="forbid")

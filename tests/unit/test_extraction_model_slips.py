@@ -1,0 +1,49 @@
+"""What small models get wrong in an extraction does not become memory: a copied prompt example, a placeholder value."""
+
+from __future__ import annotations
+
+from memory.extractor import EXAMPLE_FACTS, extract
+from core.schemas import ExtractionResult
+from tests.support.scripted_model import ScriptedChatModel
+
+
+def model_answering(answer: dict) -> ScriptedChatModel:
+    return ScriptedChatModel(responder=lambda kind, messages: answer)
+
+
+def facts(*texts: str) -> dict:
+    return {"new_facts": [{"text": t} for t in texts]}
+
+
+def test_the_examples_are_read_from_the_prompt_and_the_schema():
+    assert "Lives in Haifa" in EXAMPLE_FACTS and "Has a dog named Rex" in EXAMPLE_FACTS
+
+
+async def test_an_example_fact_the_user_never_spoke_of_is_dropped_and_the_real_one_kept():
+    # What Qwen2.5-Coder-1.5B answered for "I have a jeep" in function-calling mode.
+    result = await extract(model_answering(facts("Lives in Haifa", "Has a jeep")), "I have a jeep", "Nice!", {})
+    assert [f.text for f in result.value.new_facts] == ["Has a jeep"]
+
+
+async def test_an_example_fact_the_user_did_state_is_kept():
+    said = "I live in haifa with my dog Rex."
+    result = await extract(model_answering(facts("Lives in Haifa", "Has a dog named Rex")), said, "Hi!", {})
+    assert [f.text for f in result.value.new_facts] == ["Lives in Haifa", "Has a dog named Rex"]
+
+
+async def test_placeholder_profile_values_leave_the_fields_unchanged():
+    # The 1.5B filled every profile field of an MSC speaker who had stated none: "location": "unknown".
+    answer = {
+        "profile_updates": {"name": "Dana", "location": "unknown", "level": "Not specified", "role": "role", "goals": ["N/A", "run a marathon"]},
+        "new_preferences": {"tone": "none", "language": "Italian"},
+    }  # fmt: skip
+    result = await extract(model_answering(answer), "I'm Dana, I want to run a marathon. Reply in Italian.", "Ciao!", {})
+    profile, preferences = result.value.profile_updates, result.value.new_preferences
+    assert (profile.name, profile.location, profile.level, profile.role, profile.goals) == ("Dana", None, None, None, ["run a marathon"])
+    assert (preferences.tone, preferences.language) == (None, "Italian")
+
+
+def test_a_real_value_that_contains_a_placeholder_word_is_kept():
+    result = ExtractionResult.model_validate({"profile_updates": {"location": "Unknown Mortal Orchestra's home town", "role": "none-profit founder"}})
+    assert result.profile_updates.location == "Unknown Mortal Orchestra's home town"
+    assert result.profile_updates.role == "none-profit founder"
