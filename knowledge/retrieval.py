@@ -219,16 +219,29 @@ async def search(
     return [fused[i] for i in chosen]
 
 
-def mmr_relevance(chunks: list[RetrievedChunk]) -> list[float]:
-    """The relevance MMR weighs against redundancy: the cosine similarity to the query, the scale
-    of the redundancy term (chunk-to-chunk cosine). RRF scores are no use there: with k = 60 they
-    differ by a few per cent across the pool, so divided by their maximum they are all ~1 and MMR
-    picked by diversity alone, passing over the closest chunk when it resembled an earlier pick.
-    The fusion still decides which candidates MMR sees; a chunk holding every word of a lookup
-    (``whole_match``), whose vector says little, counts as relevant as the closest one."""
-    sims = [max(0.0, c.vector_similarity or 0.0) for c in chunks]
-    top = max(sims, default=0.0) or 1.0
-    return [top if c.whole_match else s for c, s in zip(chunks, sims)]
+# How much the share of the question's weighted words a chunk holds (``text_coverage``, 0..1) adds
+# to its cosine in MMR's relevance. Chosen on the calibration split of the retrieval eval (the
+# smallest of the weights that did best there; see the README's knowledge-base section).
+MMR_COVERAGE_WEIGHT = 0.3
+
+
+def mmr_relevance(chunks: list[RetrievedChunk], coverage_weight: float = MMR_COVERAGE_WEIGHT) -> list[float]:
+    """The relevance MMR weighs against redundancy: the cosine similarity to the query (the scale
+    of the redundancy term, chunk-to-chunk cosine) plus ``coverage_weight`` times the share of the
+    question's rarity-weighted words the chunk holds.
+
+    RRF scores are no use there: with k = 60 they differ by a few per cent across the pool, so
+    divided by their maximum they are all ~1 and MMR picked by diversity alone, passing over the
+    closest chunk when it resembled an earlier pick. Cosine alone passes over the chunk that holds
+    the question's words but embeds poorly (a table, a diagram, a command block) when a few
+    merely similar chunks fill the token budget first: the section answering "how do I use an
+    OpenAI model instead of the offline model" holds most of its words at cosine 0.29, behind
+    three chunks at 0.40–0.50 that hold a third of them. The fusion still decides which
+    candidates MMR sees; a chunk holding every word of a lookup (``whole_match``), whose vector
+    says little, counts as relevant as the most relevant one."""
+    scores = [max(0.0, c.vector_similarity or 0.0) + coverage_weight * c.text_coverage for c in chunks]
+    top = max(scores, default=0.0) or 1.0
+    return [top if c.whole_match else s for c, s in zip(chunks, scores)]
 
 
 async def fused_candidates(
