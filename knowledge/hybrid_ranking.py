@@ -56,7 +56,7 @@ class RelevanceGate:
 
     min_similarity: float = 0.38
     min_similarity_text_match: float = 0.34
-    min_similarity_covered: float = 0.14
+    min_similarity_covered: float = 0.13
     min_coverage: float = 0.5
 
     def admits(self, similarity: float | None, *, text_match: bool, whole_match: bool, coverage: float = 0.0) -> bool:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, computed_field
 
 from knowledge.hybrid_ranking import RELEVANCE_GATE, RRF_K, RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
 from prompts.reply_prompt import chunk_cost
-from knowledge.schema import HNSW_MAX_EF_SEARCH, _conn, _dims_mismatch, _distance_sql, _row
+from knowledge.schema import HNSW_MAX_EF_SEARCH, TEXT_VECTOR_FUNCTION, _conn, _dims_mismatch, _distance_sql, _row
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +84,14 @@ def content_words(query: str) -> list[str]:
 
 _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, metadata, embedding"
 
-# Words of the query (as the 'simple' parser sees them: hyphenated codes are kept whole
-# *and* as parts), minus stop words and one-letter words, OR-ed into one tsquery.
+# Words of the query as the stored vectors hold them (knowledge.schema.TEXT_VECTOR_FUNCTION: the
+# 'simple' parser's lexemes, hyphenated codes whole *and* as parts, identifiers such as
+# rag_top_k or nodes/load_context.py whole, by segment and by word), minus stop words and
+# one-letter words, OR-ed into one tsquery.
 # A plain AND of all words (plainto/websearch_to_tsquery) finds too little for natural
 # questions. Ranking: chunks matching the whole query as websearch_to_tsquery reads it
-# (all words, "quoted phrases") first, then BM25 over the OR-ed words: each word counts by
+# (all words, "quoted phrases"), or holding every kept word (an identifier's words have no
+# positions to match a phrase with), first, then BM25 over the OR-ed words: each word counts by
 # its rarity in the searched chunks (idf), so "wording" or "mcp" outweighs "change" or "agent",
 # which plain cover density (ts_rank_cd) counted alike. No length normalization (b = 0):
 # the chunker caps chunks at a few hundred tokens, and the averages it would need cost a scan.
@@ -97,7 +100,7 @@ _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, me
 # relevance gate's measure of how much of the question a chunk's words answer.
 _TEXT_SEARCH_SQL = """
 WITH lexemes AS (
-    SELECT lexeme FROM unnest(to_tsvector('simple', %(q)s)) AS t(lexeme, positions, weights)
+    SELECT lexeme FROM unnest({text_vector}('', %(q)s)) AS t(lexeme, positions, weights)
 ), kept AS (
     SELECT lexeme FROM lexemes
     WHERE NOT (lexeme = ANY(%(stop)s::text[])) AND (char_length(lexeme) > 1 OR lexeme ~ '^[0-9]$')
@@ -122,7 +125,9 @@ WITH lexemes AS (
     FROM knowledge_chunks c, q
     WHERE q.any_word IS NOT NULL AND c.tsv @@ q.any_word {collection_filter}
 ), scored AS (
-    SELECT m.id, m.whole_match,
+    SELECT m.id,
+           m.whole_match OR (EXISTS (SELECT 1 FROM kept) AND count(*) FILTER (WHERE i.is_kept) = (SELECT count(*) FROM kept))
+               AS whole_match,
            sum(i.idf * (u.tf * (%(k1)s + 1)) / (u.tf + %(k1)s)) AS bm25,
            sum(i.idf) FILTER (WHERE i.is_kept) AS kept_idf
     FROM matched m
@@ -214,16 +219,29 @@ async def search(
     return [fused[i] for i in chosen]
 
 
-def mmr_relevance(chunks: list[RetrievedChunk]) -> list[float]:
-    """The relevance MMR weighs against redundancy: the cosine similarity to the query, the scale
-    of the redundancy term (chunk-to-chunk cosine). RRF scores are no use there: with k = 60 they
-    differ by a few per cent across the pool, so divided by their maximum they are all ~1 and MMR
-    picked by diversity alone, passing over the closest chunk when it resembled an earlier pick.
-    The fusion still decides which candidates MMR sees; a chunk holding every word of a lookup
-    (``whole_match``), whose vector says little, counts as relevant as the closest one."""
-    sims = [max(0.0, c.vector_similarity or 0.0) for c in chunks]
-    top = max(sims, default=0.0) or 1.0
-    return [top if c.whole_match else s for c, s in zip(chunks, sims)]
+# How much the share of the question's weighted words a chunk holds (``text_coverage``, 0..1) adds
+# to its cosine in MMR's relevance. Chosen on the calibration split of the retrieval eval (the
+# smallest of the weights that did best there; see the README's knowledge-base section).
+MMR_COVERAGE_WEIGHT = 0.3
+
+
+def mmr_relevance(chunks: list[RetrievedChunk], coverage_weight: float = MMR_COVERAGE_WEIGHT) -> list[float]:
+    """The relevance MMR weighs against redundancy: the cosine similarity to the query (the scale
+    of the redundancy term, chunk-to-chunk cosine) plus ``coverage_weight`` times the share of the
+    question's rarity-weighted words the chunk holds.
+
+    RRF scores are no use there: with k = 60 they differ by a few per cent across the pool, so
+    divided by their maximum they are all ~1 and MMR picked by diversity alone, passing over the
+    closest chunk when it resembled an earlier pick. Cosine alone passes over the chunk that holds
+    the question's words but embeds poorly (a table, a diagram, a command block) when a few
+    merely similar chunks fill the token budget first: the section answering "how do I use an
+    OpenAI model instead of the offline model" holds most of its words at cosine 0.29, behind
+    three chunks at 0.40–0.50 that hold a third of them. The fusion still decides which
+    candidates MMR sees; a chunk holding every word of a lookup (``whole_match``), whose vector
+    says little, counts as relevant as the most relevant one."""
+    scores = [max(0.0, c.vector_similarity or 0.0) + coverage_weight * c.text_coverage for c in chunks]
+    top = max(scores, default=0.0) or 1.0
+    return [top if c.whole_match else s for c, s in zip(chunks, scores)]
 
 
 async def fused_candidates(
@@ -263,7 +281,8 @@ async def _fused(
         ORDER BY {distance}
         LIMIT %(limit)s"""
     text_sql = _TEXT_SEARCH_SQL.format(
-        collection_filter="AND c.collection = %(collection)s" if collection is not None else ""
+        collection_filter="AND c.collection = %(collection)s" if collection is not None else "",
+        text_vector=TEXT_VECTOR_FUNCTION,
     )
     params = {"qvec": qvec, "q": query, "collection": collection, "limit": candidates, "stop": list(STOP_WORDS),
               "k1": BM25_K1}

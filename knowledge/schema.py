@@ -15,6 +15,14 @@ words *in English only*: Hebrew or Italian text would be stemmed wrongly or not 
 and product codes such as ``XR-2291-B`` could be mangled. ``'simple'`` keeps every token
 (Hebrew included: the default parser treats non-ASCII letters as letters), so exact terms
 in any language match, and the vector side handles paraphrases and inflections.
+
+The parser does cut identifiers, though: ``rag_top_k`` becomes the common words ``rag``, ``top``
+and ``k``, and a path such as ``nodes/load_context.py`` stays one token whose words (``nodes``)
+match nothing. So the stored vector is :data:`TEXT_VECTOR_FUNCTION` of the text: the parser's
+lexemes plus, for every identifier (letters and digits joined by ``_ . / -``), the identifier
+whole, its ``/``- and ``.``-separated segments, and its words. The query gets the same treatment
+(:mod:`knowledge.retrieval`), so a question naming ``rag_top_k`` matches the one chunk that holds
+``rag_top_k`` on a rare word of its own, not on three common ones.
 """
 
 from __future__ import annotations
@@ -41,6 +49,34 @@ HNSW_MAX_VECTOR_DIMS = 2000
 HNSW_MAX_HALFVEC_DIMS = 4000
 HNSW_MAX_EF_SEARCH = 1000
 INDEX_NAME = "knowledge_chunks_embedding_hnsw"
+
+# The full-text vector of a chunk (and of a query): the 'simple' parser's lexemes, plus each
+# identifier (letters or digits joined by _ . / -) whole, its segments between / or . or both
+# (a path's file name, a dotted name's last part), and its words, as extra lexemes without
+# positions ("nodes/load_context.py" adds load_context.py, nodes/load_context, load_context,
+# nodes, load, context, py; "Context.rag_top_k", which the parser reads as the host name
+# "context.rag" then "top" and "k", adds rag_top_k and rag).
+# The stored column is generated from it: changing the body needs a new name (the stored vectors
+# are only recomputed when the column's expression changes; see _migrate_text_vector).
+TEXT_VECTOR_FUNCTION = "knowledge_text_vector"
+_IDENTIFIER_PATTERN = "[[:alnum:]]+(?:[_./-]+[[:alnum:]]+)+"
+_TEXT_VECTOR_SQL = f"""
+CREATE OR REPLACE FUNCTION {TEXT_VECTOR_FUNCTION}(heading text, body text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT to_tsvector('simple'::regconfig, coalesce(heading, '') || ' ' || coalesce(body, ''))
+        || array_to_tsvector(ARRAY(
+            SELECT DISTINCT lexeme
+            FROM regexp_matches(lower(coalesce(heading, '') || ' ' || coalesce(body, '')), '{_IDENTIFIER_PATTERN}', 'g') AS m,
+                 LATERAL (
+                     SELECT m[1]
+                     UNION ALL SELECT regexp_split_to_table(m[1], '/+')
+                     UNION ALL SELECT regexp_split_to_table(m[1], '[.]+')
+                     UNION ALL SELECT regexp_split_to_table(m[1], '[./]+')
+                     UNION ALL SELECT regexp_split_to_table(m[1], '[_./-]+')
+                 ) AS parts(lexeme)
+            WHERE lexeme <> ''
+        ))
+$fn$"""
 
 
 @dataclass(frozen=True)
@@ -126,6 +162,26 @@ def _dims_mismatch(existing: int, dims: int) -> EmbeddingMismatch:
     )
 
 
+_TSV_EXPRESSION = f"{TEXT_VECTOR_FUNCTION}(heading_path, content)"
+
+
+async def _migrate_text_vector(conn: psycopg.AsyncConnection) -> None:
+    """A table made before identifiers were indexed gets the column regenerated (its GIN index
+    goes with it and is made again by the caller): one rewrite of the table, once."""
+    row = await (
+        await conn.execute(
+            """SELECT pg_get_expr(d.adbin, d.adrelid) AS expression
+               FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+               WHERE d.adrelid = 'knowledge_chunks'::regclass AND a.attname = 'tsv'"""
+        )
+    ).fetchone()
+    if row is not None and TEXT_VECTOR_FUNCTION in (_row(row)["expression"] or ""):
+        return
+    log.info("Regenerating the knowledge base's full-text column (identifiers are now indexed whole and by part).")
+    await conn.execute("ALTER TABLE knowledge_chunks DROP COLUMN IF EXISTS tsv")
+    await conn.execute(f"ALTER TABLE knowledge_chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS ({_TSV_EXPRESSION}) STORED")
+
+
 async def setup(pool: AsyncConnectionPool, dims: int) -> None:
     """Create the knowledge-base tables and indexes (idempotent).
 
@@ -140,6 +196,7 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> None:
             raise _dims_mismatch(existing, dims)
         halfvec = await _has_halfvec(conn)
         async with conn.transaction():
+            await conn.execute(_TEXT_VECTOR_SQL)
             await conn.execute(
                 f"""
                 CREATE TABLE IF NOT EXISTS knowledge_chunks (
@@ -153,12 +210,12 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> None:
                     metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
                     embedding vector({int(dims)}),
                     -- 'simple': lower-casing only, so codes and any language match (see module docstring)
-                    tsv tsvector GENERATED ALWAYS AS
-                        (to_tsvector('simple', coalesce(heading_path, '') || ' ' || content)) STORED,
+                    tsv tsvector GENERATED ALWAYS AS ({_TSV_EXPRESSION}) STORED,
                     created_at timestamptz NOT NULL DEFAULT now(),
                     CONSTRAINT knowledge_chunks_position_key UNIQUE (collection, source, chunk_index)
                 )"""
             )
+            await _migrate_text_vector(conn)
             await conn.execute("CREATE INDEX IF NOT EXISTS knowledge_chunks_tsv_gin ON knowledge_chunks USING gin (tsv)")
             await conn.execute(
                 """

@@ -512,3 +512,90 @@ async def test_full_text_ranks_by_the_rarity_of_the_words_matched_and_reports_th
     # It holds every word of the question the documents have; the others only the common "hub".
     assert len(by_text) > 1 and by_text[0].text_coverage > 0.5 > max(r.text_coverage for r in by_text[1:])
     assert all(r.text_coverage == 0.0 for r in results if r.text_rank is None)
+
+
+# --------------------------------------------------------------------------- identifiers
+
+SETTINGS_DOC = """# Settings
+
+| field | default | meaning |
+| --- | --- | --- |
+| `max_facts` | `7` | facts in the prompt at most |
+| `rag_collection` | `""` | knowledge-base collection (`""` = all) |
+| `rag_top_k` | `6` | knowledge chunks at most |
+| `rag_token_budget` | `1200` | tokens of the knowledge section |
+
+# Ranking
+
+Retrieval (RAG) ranks the candidates and keeps the top ones. The top of the vector list and the
+top of the full-text list are fused, and the RAG step keeps the top chunks by default. A RAG
+answer quotes the top chunk first.
+
+# Nodes
+
+The retrieve step lives in `nodes/retrieve.py`; the prompt is assembled in `prompts/reply_prompt.py`.
+"""
+
+
+@pytest.fixture(scope="module")
+async def settings_kb(kb, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("identifiers")
+    (folder / "settings.md").write_text(SETTINGS_DOC)
+    report = await knowledge.ingest(kb.pool, kb.embeddings, [folder], collection="identifiers")
+    assert report.ok, report.summary()
+    return SimpleNamespace(pool=kb.pool, embeddings=kb.embeddings, collection="identifiers")
+
+
+async def test_an_identifier_in_a_question_matches_the_chunk_naming_it_not_its_common_words(settings_kb):
+    # The parser cuts rag_top_k into "rag", "top", "k": the prose about the top RAG chunks held those
+    # words more often and ranked first. The identifier is a rare word of its own now.
+    query = "What does rag_top_k do?"
+    results = await knowledge.search(
+        settings_kb.pool, settings_kb.embeddings, query, collection=settings_kb.collection, k=10, token_budget=10_000, gate=None
+    )
+    by_text = sorted((r for r in results if r.text_rank is not None), key=lambda r: r.text_rank)
+    assert by_text[0].heading_path == "Settings" and "`rag_top_k`" in by_text[0].content
+    prose = next(r for r in by_text if r.heading_path == "Ranking")
+    assert by_text[0].text_coverage == 1.0 > prose.text_coverage
+
+    gated = await knowledge.search(settings_kb.pool, settings_kb.embeddings, query, collection=settings_kb.collection)
+    assert "Settings" in {r.heading_path for r in gated}
+
+
+async def test_a_word_inside_a_path_matches_the_chunk_naming_the_path(settings_kb):
+    # The parser keeps nodes/retrieve.py as one token: "retrieve" alone matched nothing in it.
+    results = await knowledge.search(
+        settings_kb.pool, settings_kb.embeddings, "reply_prompt", collection=settings_kb.collection, gate=None
+    )
+    assert results and results[0].heading_path == "Nodes" and results[0].whole_match
+    for words in ("nodes retrieve", "retrieve.py", "prompts/reply_prompt.py", "reply_prompt.py"):
+        found = await knowledge.search(settings_kb.pool, settings_kb.embeddings, words, collection=settings_kb.collection)
+        assert found and found[0].heading_path == "Nodes" and found[0].whole_match, words
+
+
+async def test_setup_regenerates_an_old_full_text_column_so_identifiers_are_indexed(new_database, hash384):
+    pool = await new_kb(new_database, 384)
+    try:
+        # The column as tables made before identifiers were indexed have it.
+        async with pool.connection() as conn:
+            await conn.execute("ALTER TABLE knowledge_chunks DROP COLUMN tsv")
+            await conn.execute(
+                "ALTER TABLE knowledge_chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
+                "(to_tsvector('simple', coalesce(heading_path, '') || ' ' || content)) STORED"
+            )
+            await conn.execute(
+                "INSERT INTO knowledge_chunks (collection, source, chunk_index, content, file_sha256) "
+                "VALUES ('default', 'old.md', 0, 'Set `rag_top_k` in nodes/retrieve.py', 'x')"
+            )
+        has = "SELECT tsv @@ quote_literal(%s)::tsquery AS hit FROM knowledge_chunks"
+        assert not (await fetch(pool, has, "rag_top_k"))[0]["hit"]
+
+        await knowledge.setup(pool, 384)
+        await knowledge.setup(pool, 384)  # once is enough
+
+        for lexeme in ("rag_top_k", "nodes/retrieve.py", "retrieve.py", "retrieve", "nodes", "rag"):
+            assert (await fetch(pool, has, lexeme))[0]["hit"], lexeme
+        indexes = {r["indexname"] for r in await fetch(pool, "SELECT indexname FROM pg_indexes WHERE tablename = 'knowledge_chunks'")}
+        assert "knowledge_chunks_tsv_gin" in indexes
+    finally:
+        await pool.close()

@@ -150,10 +150,12 @@ def test_most_of_the_questions_weighted_words_vouch_for_a_low_similarity_but_not
 # --------------------------------------------------------------------------- MMR's relevance
 
 
-def _chunk(cid: int, similarity: float | None, *, whole_match: bool = False, rrf: float = 0.03):
+def _chunk(cid: int, similarity: float | None, *, whole_match: bool = False, rrf: float = 0.03, coverage: float = 0.0,
+           tokens: int = 10):
     return RetrievedChunk(
         id=cid, source="doc.md", chunk_index=cid, heading_path="", content="x", collection="default",
-        rrf_score=rrf, vector_similarity=similarity, whole_match=whole_match, text_match=whole_match, tokens=10,
+        rrf_score=rrf, vector_similarity=similarity, whole_match=whole_match, text_match=whole_match or coverage > 0,
+        text_coverage=coverage, tokens=tokens,
     )
 
 
@@ -169,3 +171,24 @@ def test_mmr_weighs_cosine_relevance_so_the_closest_chunk_is_not_passed_over_for
 
 def test_a_chunk_holding_a_whole_lookup_counts_as_relevant_as_the_closest_one():
     assert mmr_relevance([_chunk(1, 0.5), _chunk(2, 0.05, whole_match=True), _chunk(3, None), _chunk(4, -0.1)]) == [0.5, 0.5, 0.0, 0.0]
+
+
+def test_a_chunk_holding_most_of_the_questions_words_is_packed_before_merely_similar_ones_fill_the_budget():
+    # Room for two chunks. Two are similar to the question but hold a third of its weighted words;
+    # the third holds most of them and embeds poorly (a quickstart's command block). On cosine alone
+    # the budget was full before it came up.
+    chunks = [
+        _chunk(1, 0.50, coverage=0.40, tokens=360),
+        _chunk(2, 0.40, coverage=0.27, tokens=330),
+        _chunk(3, 0.29, coverage=0.80, tokens=310),
+    ]
+    vectors = np.eye(3)
+    costs = [c.tokens for c in chunks]
+    on_cosine = mmr_select(vectors, [c.vector_similarity for c in chunks], k=6, token_costs=costs, token_budget=700)
+    assert on_cosine == [0, 1]
+    assert mmr_select(vectors, mmr_relevance(chunks), k=6, token_costs=costs, token_budget=700) == [0, 2]
+
+
+def test_coverage_adds_to_the_cosine_in_mmrs_relevance():
+    assert mmr_relevance([_chunk(1, 0.4, coverage=0.5), _chunk(2, 0.5)], coverage_weight=0.2) == pytest.approx([0.5, 0.5])
+    assert mmr_relevance([_chunk(1, 0.4, coverage=1.0), _chunk(2, None, coverage=1.0)], coverage_weight=0.0) == [0.4, 0.0]
