@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import unicodedata
 from dataclasses import replace
 from typing import Any
 
@@ -14,7 +15,8 @@ from langchain_core.runnables import RunnableConfig
 
 import prompts
 from llm.structured import StructuredResult, invoke_structured
-from core.schemas import ExtractionResult, NewFact
+from core.schemas import ExtractionResult, NewFact, ProfileUpdates
+from memory.queries import STOPWORDS
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,8 @@ async def extract(
     model: BaseChatModel, user_message: str, reply: str, stored: dict[str, Any], config: RunnableConfig | None = None
 ) -> StructuredResult[ExtractionResult]:
     result = await invoke_structured(model, ExtractionResult, build_extraction_messages(user_message, reply, stored), config=config)
-    return replace(result, value=drop_echoed_examples(result.value, user_message))
+    value = drop_unstated_profile_values(drop_echoed_examples(result.value, user_message), user_message)
+    return replace(result, value=value)
 
 
 def _names(text: str) -> set[str]:
@@ -63,3 +66,51 @@ def drop_echoed_examples(result: ExtractionResult, user_message: str) -> Extract
         log.warning("extraction: dropped %d fact(s) copied from the prompt's examples", len(result.new_facts) - len(kept))
         return result.model_copy(update={"new_facts": kept})
     return result
+
+
+def _folded_words(text: str) -> list[str]:
+    plain = unicodedata.normalize("NFKD", text.casefold())
+    return re.findall(r"\w+", "".join(c for c in plain if not unicodedata.combining(c)))
+
+
+def _stated(value: str, said: list[str]) -> bool:
+    """Some word of ``value`` is in the message: whole when short ("A2"), else its first four letters
+    inside a word of the message ("Italian" in "italiano"; Hebrew "חיפה" in "בחיפה", in Haifa)."""
+    for word in _folded_words(value):
+        if word in STOPWORDS:
+            continue
+        if len(word) <= 3:
+            if word in said:
+                return True
+        elif any(word[:4] in w for w in said):
+            return True
+    return False
+
+
+def drop_unstated_profile_values(result: ExtractionResult, user_message: str) -> ExtractionResult:
+    """``result`` without profile values the user's message does not contain.
+
+    The profile holds what the user said about themselves; the 1.5B filled every field of an MSC
+    speaker who had only said "I have a jeep" (name "bot_0", location Haifa, role "assistant", level
+    "intermediate"). A value none of whose words is in the message is a guess, not a statement; what
+    a larger model rightly infers ("München" → Munich) is lost from the profile, and is still free to
+    arrive as a fact.
+    """
+    said = _folded_words(user_message)
+    kept: dict = {}
+    dropped: list[str] = []
+    for field in ProfileUpdates.model_fields:
+        value = getattr(result.profile_updates, field)
+        if isinstance(value, str) and not _stated(value, said):
+            dropped.append(field)
+            continue
+        if isinstance(value, list):
+            stated = [v for v in value if _stated(v, said)]
+            if len(stated) < len(value):
+                dropped.append(field)
+            value = stated
+        kept[field] = value
+    if not dropped:
+        return result
+    log.warning("extraction: dropped profile value(s) the user did not state: %s", ", ".join(dropped))
+    return result.model_copy(update={"profile_updates": ProfileUpdates.model_validate(kept)})

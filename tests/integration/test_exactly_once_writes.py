@@ -59,8 +59,8 @@ async def test_concurrent_extractions_through_the_graph_store_each_fact_once_and
         user = f"race-{uuid.uuid4().hex[:8]}"
         ctx = Context(user_id=user, model=racing_model)
         await asyncio.gather(
-            graph.ainvoke({"messages": [HumanMessage("side A: I have a dog named Rex")]}, new_thread(), context=ctx),
-            graph.ainvoke({"messages": [HumanMessage("side B: I have a dog named Rex")]}, new_thread(), context=ctx),
+            graph.ainvoke({"messages": [HumanMessage("side A: I'm Dana and I have a dog named Rex")]}, new_thread(), context=ctx),
+            graph.ainvoke({"messages": [HumanMessage("side B: I live in Haifa and I have a dog named Rex")]}, new_thread(), context=ctx),
         )
         rex = [f for f in await list_facts(backend.store, user) if f.text == "Has a dog named Rex"]
         duplicated += len(rex) != 1

@@ -35,13 +35,13 @@ from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 A_SECRETS = ("Tiberias", "codename", "Nightingale", "dentist")  # words only A ever used
 A_SAYS = [
-    "I live in Tiberias.",
+    "I'm Avital and I live in Tiberias.",
     "My project codename is Nightingale.",
     "I must book the dentist.",
     "Nightingale ships in May.",
 ]
 A_EXTRACTIONS = {
-    "I live in Tiberias.": {"new_facts": [{"text": "Lives in Tiberias", "importance": "high"}], "profile_updates": {"location": "Tiberias", "name": "Avital"}},
+    "I'm Avital and I live in Tiberias.": {"new_facts": [{"text": "Lives in Tiberias", "importance": "high"}], "profile_updates": {"location": "Tiberias", "name": "Avital"}},
     "My project codename is Nightingale.": {"new_facts": [{"text": "Works on a project with codename Nightingale"}]},
     "I must book the dentist.": {"task_updates": [{"action": "add", "description": "Book the dentist"}]},
 }

@@ -47,3 +47,30 @@ def test_a_real_value_that_contains_a_placeholder_word_is_kept():
     result = ExtractionResult.model_validate({"profile_updates": {"location": "Unknown Mortal Orchestra's home town", "role": "none-profit founder"}})
     assert result.profile_updates.location == "Unknown Mortal Orchestra's home town"
     assert result.profile_updates.role == "none-profit founder"
+
+
+async def test_profile_values_the_user_never_stated_are_dropped():
+    # What the 1.5B answered for an MSC speaker who said only this: every profile field filled.
+    answer = {
+        "profile_updates": {"name": "bot_0", "location": "Haifa", "role": "assistant", "level": "intermediate",
+                            "native_language": "english", "goals": ["to be a helpful assistant"]},
+    }  # fmt: skip
+    result = await extract(model_answering(answer), "What kind of car do you own? I have a jeep.", "A Subaru.", {})
+    assert result.value.profile_updates.model_dump(exclude_defaults=True) == {}
+
+
+async def test_stated_profile_values_are_kept_in_any_language_or_form():
+    answer = {
+        "profile_updates": {"name": "Dana", "location": "Tel Aviv", "role": "nurse", "level": "A2",
+                            "native_language": "Italian", "goals": ["learn Hebrew", "become a surgeon"]},
+    }  # fmt: skip
+    said = "Sono Dana, italiana. I work as a nurse in tel-aviv, my Hebrew is A2 and I want to learn hebrew properly."
+    profile = (await extract(model_answering(answer), said, "Shalom!", {})).value.profile_updates
+    assert (profile.name, profile.location, profile.role, profile.level, profile.native_language) == ("Dana", "Tel Aviv", "nurse", "A2", "Italian")
+    assert profile.goals == ["learn Hebrew"]  # the surgeon was never mentioned
+
+
+async def test_a_hebrew_place_with_a_prefix_letter_is_stated():
+    answer = {"profile_updates": {"location": "חיפה"}}
+    result = await extract(model_answering(answer), "שלום! אני גר בחיפה", "נעים מאוד", {})
+    assert result.value.profile_updates.location == "חיפה"
