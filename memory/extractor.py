@@ -49,7 +49,8 @@ async def extract(
     model: BaseChatModel, user_message: str, reply: str, stored: dict[str, Any], config: RunnableConfig | None = None
 ) -> StructuredResult[ExtractionResult]:
     result = await invoke_structured(model, ExtractionResult, build_extraction_messages(user_message, reply, stored), config=config)
-    value = drop_unstated_profile_values(drop_echoed_examples(result.value, user_message), user_message)
+    value = drop_echoed_examples(result.value, user_message)
+    value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
     return replace(result, value=value)
 
 
@@ -87,7 +88,7 @@ def _stated(value: str, said: list[str]) -> bool:
     return False
 
 
-def drop_unstated_profile_values(result: ExtractionResult, user_message: str) -> ExtractionResult:
+def drop_unstated_profile_values(result: ExtractionResult, user_message: str, stored_profile: dict[str, Any] | None = None) -> ExtractionResult:
     """``result`` without profile values the user's message does not contain.
 
     The profile holds what the user said about themselves; the 1.5B filled every field of an MSC
@@ -97,20 +98,23 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str) ->
     arrive as a fact.
     """
     said = _folded_words(user_message)
+    stored_profile = stored_profile or {}
     kept: dict = {}
-    dropped: list[str] = []
+    invented: list[str] = []  # a stored value sent again changes nothing: dropped without a warning
     for field in ProfileUpdates.model_fields:
-        value = getattr(result.profile_updates, field)
+        value, before = getattr(result.profile_updates, field), stored_profile.get(field)
         if isinstance(value, str) and not _stated(value, said):
-            dropped.append(field)
+            if value != before:
+                invented.append(field)
             continue
         if isinstance(value, list):
             stated = [v for v in value if _stated(v, said)]
-            if len(stated) < len(value):
-                dropped.append(field)
+            if any(v not in (before or []) for v in value if v not in stated):
+                invented.append(field)
             value = stated
         kept[field] = value
-    if not dropped:
+    if invented:
+        log.warning("extraction: dropped profile value(s) the user did not state: %s", ", ".join(invented))
+    if kept == result.profile_updates.model_dump():
         return result
-    log.warning("extraction: dropped profile value(s) the user did not state: %s", ", ".join(dropped))
     return result.model_copy(update={"profile_updates": ProfileUpdates.model_validate(kept)})

@@ -74,3 +74,12 @@ async def test_a_hebrew_place_with_a_prefix_letter_is_stated():
     answer = {"profile_updates": {"location": "חיפה"}}
     result = await extract(model_answering(answer), "שלום! אני גר בחיפה", "נעים מאוד", {})
     assert result.value.profile_updates.location == "חיפה"
+
+
+async def test_a_stored_value_sent_again_is_dropped_without_a_warning(caplog):
+    # The 1.5B repeats the stored profile in every extraction; only invented values are worth a warning.
+    answer = {"profile_updates": {"name": "Dana", "location": "Haifa", "role": "nurse"}}
+    stored = {"profile": {"name": "Dana", "location": "Haifa"}}
+    result = await extract(model_answering(answer), "I work as a nurse at Rambam hospital.", "Great!", stored)
+    assert result.value.profile_updates.model_dump(exclude_defaults=True) == {"role": "nurse"}
+    assert "did not state" not in caplog.text
