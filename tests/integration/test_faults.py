@@ -114,7 +114,10 @@ def kill_postgres(server) -> None:
     master = psutil.Process(server.get_pid())
     processes = [master, *master.children(recursive=True)]
     for process in processes:
-        process.kill()
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:  # a backend that noticed its postmaster die and left first
+            pass
     psutil.wait_procs(processes, timeout=10)
 
 
