@@ -225,24 +225,21 @@ def _complete_prefix(text: str) -> Any:
     body = text.strip()
     if not body.startswith("{"):
         return None
-    # Cut points: just before a comma outside strings (the items before it are complete), latest first.
-    cuts = [i for i, ch in _outside_strings(body)[0] if ch == ","]
-    for cut in reversed(cuts):
-        head = body[:cut]
-        closers = _closers(head)
-        if closers is None:
-            continue
+    for cut, closers in reversed(_cut_points(body)):
         try:
-            return json.loads(head + closers)
+            return json.loads(body[:cut] + closers)
         except ValueError:
             continue
     return None
 
 
-def _outside_strings(text: str) -> tuple[list[tuple[int, str]], bool]:
-    """The (index, character) pairs of ``text`` that lie outside JSON strings, and whether it ends inside one."""
-    out, in_string, escaped = [], False, False
-    for i, ch in enumerate(text):
+def _cut_points(body: str) -> list[tuple[int, str]]:
+    """Each comma outside JSON strings (the items before it are complete), with the brackets that
+    close what is open there; one pass, so a long cut reply is not rescanned per comma."""
+    points: list[tuple[int, str]] = []
+    stack: list[str] = []
+    in_string = escaped = False
+    for i, ch in enumerate(body):
         if in_string:
             if escaped:
                 escaped = False
@@ -252,24 +249,15 @@ def _outside_strings(text: str) -> tuple[list[tuple[int, str]], bool]:
                 in_string = False
         elif ch == '"':
             in_string = True
-        else:
-            out.append((i, ch))
-    return out, in_string
-
-
-def _closers(head: str) -> str | None:
-    chars, open_string = _outside_strings(head)
-    if open_string:
-        return None
-    stack = []
-    for _, ch in chars:
-        if ch in "[{":
+        elif ch in "[{":
             stack.append("]" if ch == "[" else "}")
         elif ch in "]}":
-            if not stack:
-                return None
+            if not stack:  # more closed than opened: nothing after this can be closed
+                break
             stack.pop()
-    return "".join(reversed(stack))
+        elif ch == ",":
+            points.append((i, "".join(reversed(stack))))
+    return points
 
 
 def _without_repeats(value: Any) -> Any:
