@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -37,3 +38,31 @@ def stopped_reply(text: str, message_id: str) -> AIMessage:
 
 def is_stopped(message: BaseMessage | None) -> bool:
     return isinstance(message, AIMessage) and bool(message.response_metadata.get(STOPPED_MARK))
+
+
+# Every message carries the time it was said, as ISO 8601 UTC in response_metadata (ours to
+# annotate, never sent to a provider): the episodic index, the API, the page, the CLI and the
+# excerpts the model sees read it from here. An import stamps the source's own times.
+SENT_AT = "sent_at"
+
+
+def sent_at(message: BaseMessage) -> "datetime | None":
+    """When the message was said, or None for a message from before times were kept."""
+    raw = (message.response_metadata or {}).get(SENT_AT)
+    if not raw:
+        return None
+    try:
+        when = datetime.fromisoformat(str(raw))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def stamp_sent_at(message: BaseMessage, when: "datetime | None" = None) -> BaseMessage:
+    """Give ``message`` its time (now unless ``when``), keeping one it already has."""
+    if sent_at(message) is None:
+        moment = when or datetime.now(timezone.utc)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        message.response_metadata = {**(message.response_metadata or {}), SENT_AT: moment.astimezone(timezone.utc).isoformat()}
+    return message
