@@ -272,7 +272,10 @@ async function copyText(text) {
     return true;
   } catch (_) {
     // No clipboard API (plain http on another host than localhost): the old way.
-    const area = el("textarea", { style: "position:fixed;opacity:0", "aria-hidden": "true" });
+    const area = el("textarea", { "aria-hidden": "true" });
+    // Set through the CSSOM: the page's CSP refuses style attributes.
+    area.style.position = "fixed";
+    area.style.opacity = "0";
     area.value = text;
     document.body.append(area);
     area.select();
