@@ -17,7 +17,7 @@ The rule lives here, in SQL, so no caller can get it wrong:
 Rows go when the chat is deleted (:func:`release`) or its owner is forgotten
 (:func:`release_all`). Both also announce it (``NOTIFY`` on :data:`RELEASED_CHANNEL`,
 sent when the deletion commits), so a running LangGraph server drops its own records of
-those threads (:func:`released`; app/langgraph_http.py listens).
+those threads (:func:`released`; app/studio/server_app.py listens).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from app.langgraph_auth import auth_mode
+from app.studio.auth import auth_mode
 from storage import thread_owners
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ async def follow_releases(url: str) -> None:
 
 @asynccontextmanager
 async def lifespan(_app):
-    from app.langgraph_server import shared_backend
+    from app.studio.backend import shared_backend
 
     async with shared_backend().use() as backend:
         try:

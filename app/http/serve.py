@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args) -> int:
     import uvicorn
 
-    from app.access_log import log_config
-    from app.http_auth import auth_enabled
+    from app.http.access_log import log_config
+    from app.http.auth import auth_enabled
     from storage.postgres import database_url, describe_location
 
     url = database_url()  # starts the embedded Postgres when DATABASE_URL is unset
@@ -110,14 +110,14 @@ def _serve(args) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         uvicorn.run(
-            "app.http_app:create_app",
+            "app.http.app:create_app",
             factory=True,
             host=args.host,
             port=args.port,
             workers=args.workers,
             log_level=args.log_level,
             log_config=log_config(),  # query-string values (a misplaced key) never reach the access log
-            http="app.connection_deadlines:DeadlineHttpProtocol",  # slow headers and stalled bodies are cut off
+            http="app.http.connection_deadlines:DeadlineHttpProtocol",  # slow headers and stalled bodies are cut off
             timeout_graceful_shutdown=15,
         )
     except KeyboardInterrupt:

@@ -15,7 +15,7 @@ LangGraph Studio reaches ``langgraph dev`` through the server's own Studio backe
 (``x-auth-scheme: langsmith``), which checks nothing and skips this module's
 authentication; Studio is therefore the Studio user in ``optional`` mode and refused in
 ``required`` mode. Which ``Host`` and ``Origin`` may call at all is checked before any of
-this, for every scheme, by ``app/langgraph_http.py``.
+this, for every scheme, by ``app/studio/server_app.py``.
 
 Authorization: each user sees only their own threads and runs (an ``owner`` metadata
 key set on create, filtered on every read/search/update/delete), their own
@@ -34,7 +34,7 @@ thread whose id is another user's (or has history nobody owns) is refused, so a
 known chat id cannot be turned into a thread of one's own.
 
 Store writes: chat records are the server's (refused); profile, facts and tasks are
-validated against their schemas (``app/store_writes.py``).
+validated against their schemas (``app/studio/store_writes.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from app.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
+from app.studio.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
 from core.context import allowed_models, server_safety_settings
 from core.auth_user import is_studio_user, memory_user_of, studio_user
 from core.namespaces import user_root
@@ -87,7 +87,7 @@ def _forbidden(detail: str) -> Auth.exceptions.HTTPException:
 
 @asynccontextmanager
 async def _pool():
-    from app.langgraph_server import shared_backend
+    from app.studio.backend import shared_backend
 
     # Normally the pool the checkpointer already holds open; opened here only if not.
     async with shared_backend().use() as backend:
@@ -101,7 +101,7 @@ async def _user_of_key(key: str) -> str | None:
 
 @auth.authenticate
 async def authenticate(authorization: str | None = None) -> Auth.types.MinimalUserDict:
-    # Which Host and Origin may call without a key is decided before this (app/langgraph_http.py).
+    # Which Host and Origin may call without a key is decided before this (app/studio/server_app.py).
     if not authorization or not authorization.strip():
         if auth_mode() == "required":
             raise _unauthorized("Missing API key: send 'Authorization: Bearer <key>' (create one with `memory-agent keys create --user U`).")
