@@ -500,7 +500,7 @@ async def test_a_task_change_is_confirmed_on_the_page_and_memory_can_be_correcte
 async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser):
     user = new_user()
     key = (await create_keys(server.database_url, [user]))[user]
-    context = await browser.new_context()
+    context = await browser.new_context(bypass_csp=True)  # for wait_for_function (see Pages.open)
     page = await context.new_page()
     await page.goto(server.url)
     await page.wait_for_selector(f"{tid('key-dialog')}[open]")
