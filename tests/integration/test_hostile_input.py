@@ -82,7 +82,7 @@ def test_a_nul_in_a_new_title_of_a_chat_is_422_and_the_title_is_unchanged(client
 
 
 def test_a_nul_in_the_key_of_an_invalid_item_or_of_a_reply_to_regenerate_is_422(client):
-    refused(client.delete(f"/memory/invalid/fact/{NUL_ID}"), mentions="NUL character")
+    refused(client.delete(f"/memory/invalid/facts/{NUL_ID}"), mentions="NUL character")
     chat_id = new_chat(client)
     refused(client.post(f"/chats/{chat_id}/messages/{NUL_ID}/regenerate"), mentions="NUL character")
 
