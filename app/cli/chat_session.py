@@ -44,7 +44,8 @@ from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
-from memory.user_memory import delete_fact, list_chats, list_facts, list_tasks, search_facts
+from memory.memory_writer import forget_fact
+from memory.user_memory import list_chats, list_facts, list_tasks, search_facts
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 
@@ -324,9 +325,9 @@ class ChatSession:
         if not hits:
             self.note(f"No stored fact matches {what!r}. /memory lists them.")
             return
-        fact = hits[0][0]
-        await delete_fact(store, self.user_id, fact.id)
-        self.note(f"Forgot: {fact.text}")
+        # Through the writer, under the user's lock; the fact stays in history as superseded.
+        fact = await forget_fact(store, self.user_id, hits[0][0].id)
+        self.note(f"Forgot: {fact.text}" if fact else f"No stored fact matches {what!r}. /memory lists them.")
 
 
 def _ago(when: datetime, now: datetime) -> str:

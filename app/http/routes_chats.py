@@ -63,7 +63,8 @@ from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
-from memory.user_memory import list_chats, put_chat
+from memory.memory_writer import create_chat_record
+from memory.user_memory import list_chats
 from core.messages import is_stopped
 
 router = APIRouter(tags=["chats"])
@@ -223,7 +224,7 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
     title = (body.title or "").strip()
     chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
     await thread_owners.create(services.backend.pool, chat.thread_id, user)
-    await put_chat(services.backend.store, user, chat)
+    await create_chat_record(services.backend.store, user, chat)
     for text in texts:
         async with claimed(services, chat.thread_id, user, "create") as run_id:
             handle = services.runs.launch(run_id, turn_spec(chat, user, "create", new_user_message(text), user_text=text))

@@ -31,11 +31,11 @@ from app.http.services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
 from core.text_validation import Identifier
+from memory.kinds import KINDS
 from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory.user_memory import (
     InvalidItem,
     ItemIsValid,
-    NAMESPACES,
     Kind,
     check_item,
     get_user_document,
@@ -55,7 +55,7 @@ def _invalid_out(items: list[InvalidItem]) -> list[InvalidItemOut]:
 
 async def _stored(services: Services, user: str, kind: Kind, key: str, what: str):
     """The stored item as its model; 404 when absent, 409 when it does not validate (it can only be deleted)."""
-    item = await services.backend.store.aget(NAMESPACES[kind](user), key)
+    item = await services.backend.store.aget(KINDS[kind].namespace(user), key)
     if item is None:
         raise not_found(f"{what} {key}")
     parsed, error = check_item(kind, item)

@@ -286,13 +286,13 @@ async def on_store_get(ctx: Auth.types.AuthContext, value: Any):
 async def on_store_put(ctx: Auth.types.AuthContext, value: Any):
     namespace = value["namespace"] = _scoped(value.get("namespace"), caller(ctx), widen_prefix=False)
     try:
-        item, index = checked_put(namespace, value.get("key"), value.get("value"))
+        kind, item = checked_put(namespace, value.get("key"), value.get("value"))
     except ReadOnlyNamespace as exc:
         raise _forbidden(str(exc)) from exc
     except InvalidItem as exc:
         raise Auth.exceptions.HTTPException(status_code=422, detail=str(exc)) from exc
-    # Stored as the server stores it (the server builds the write from this very dict).
-    value["value"], value["index"], value["ttl"] = item, index, None
+    # The server builds its write from this very dict; its store hands it to the writer (app/langgraph_server.py).
+    value["value"], value["index"], value["ttl"] = item, kind.index, None
 
 
 @auth.on.store(actions=["delete"])
