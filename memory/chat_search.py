@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from core.stopwords import CHAT_WORDS, STOPWORDS
 from core.schemas import ChatRecord, utcnow
 from memory.chat_admin import owned_ids
 from memory.user_memory import age_days, search_chats
@@ -72,11 +73,7 @@ def recency(last_activity: datetime, now: datetime) -> float:
 
 
 _WORD = re.compile(r"\w+")
-_STOP = frozenset(
-    """a an and are as at be but by can chat conversation did do for from had has have how i if in is it its me my
-    no not of on one or our so that the their them then there this to was we were what when where which who why
-    will with would you your about again back go talked talk discussed said asked""".split()
-)
+_STOP = STOPWORDS | CHAT_WORDS
 
 
 def _words(text: str) -> set[str]:

@@ -1,7 +1,7 @@
 """The memory kinds: what a user's memory is made of, in one table.
 
 Every place that handles "each kind" loops over :data:`KINDS` instead of naming them: the
-readers' validation (memory.user_memory), the store API's write checks (app/store_writes.py),
+readers' validation (memory.user_memory), the store API's write checks (app/studio/store_writes.py),
 the writer's report, the CLI's ``memory drop`` choices, the memory views and forget-me.
 Adding a kind is its pydantic model (core/schemas.py), its namespace (core/namespaces.py)
 and one :class:`MemoryKind` below; a kind kept in a table of its own (not the store) gives

@@ -512,7 +512,7 @@ async def forget_fact(store, user_id: str, fact_id: str, *, now: datetime | None
 
 
 async def put_client_item(store, user_id: str, kind: str, key: str, value: dict[str, Any]) -> str:
-    """Write an item a client put through the LangGraph store API (app/store_writes.py checked it
+    """Write an item a client put through the LangGraph store API (app/studio/store_writes.py checked it
     against its kind's model and bounds) under the same rules as extraction: a fact whose text an
     active fact already has, or a task whose description an open task already has, adds nothing
     (the fact's ``mentions`` go up). Returns the key the item now lives under."""

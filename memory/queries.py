@@ -31,6 +31,7 @@ from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from memory import chat_search
+from core.stopwords import STOPWORDS
 from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
@@ -345,10 +346,6 @@ def _clamp(limit: int) -> int:
 
 # --------------------------------------------------------------------------- keyword matching
 _WORD = re.compile(r"\w+")
-STOPWORDS = frozenset(
-    "a an and are about as at be but by can did do does for from had has have how i in is it its me my of on or our "
-    "so that the their them there this to us was we were what when where which who why will with you your".split()
-)
 
 
 def query_terms(query: str) -> list[str]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, tool
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER  # where a run's config carries its saver
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
 from core.context import Context, get_context
+from storage.checkpoint_rows import checkpoint_reader
 from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
@@ -39,8 +39,8 @@ def _user(runtime: AgentToolRuntime) -> str:
 
 
 def _saver(runtime: AgentToolRuntime) -> BaseCheckpointSaver | None:
-    """The run's checkpointer (LangGraph passes it in the config), to read the user's other chats."""
-    return ((runtime.config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+    """A reader of the user's other chats: checkpoints live in the store's database."""
+    return checkpoint_reader(runtime.store)
 
 
 def _current(runtime: AgentToolRuntime) -> queries.CurrentThread | None:

@@ -291,7 +291,7 @@ async def on_store_put(ctx: Auth.types.AuthContext, value: Any):
         raise _forbidden(str(exc)) from exc
     except InvalidItem as exc:
         raise Auth.exceptions.HTTPException(status_code=422, detail=str(exc)) from exc
-    # The server builds its write from this very dict; its store hands it to the writer (app/langgraph_server.py).
+    # The server builds its write from this very dict; its store hands it to the writer (app/studio/backend.py).
     value["value"], value["index"], value["ttl"] = item, kind.index, None
 
 

@@ -114,7 +114,7 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
 class ServerStore(AsyncPostgresStore):
     """The server's store: what its store API puts or deletes in a user's memory goes through the
     one writer (memory.memory_writer) under the user's lock, with the writer's dedupe, as the
-    chat API's writes do. app/langgraph_auth.py has checked the caller and the value first.
+    chat API's writes do. app/studio/auth.py has checked the caller and the value first.
 
     Nothing else of ours calls ``aput``/``adelete`` on it: the graph's nodes write through the
     writer, whose transactions use a store of their own on one connection."""

@@ -20,7 +20,7 @@ anything else  refused: nothing reads it                                    allo
 A value is checked with every bound of the chat API (a NUL, a 50,000-character tag or 5,000
 tags answer 422, as the chat API does), then written by the one writer under the user's lock
 (``memory.memory_writer.put_client_item``, reached through the server's store,
-``app/langgraph_server.py``): the same fact text put under six keys is one fact.
+``app/studio/backend.py``): the same fact text put under six keys is one fact.
 """
 
 from __future__ import annotations
