@@ -26,7 +26,7 @@ from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from storage import vector_search
 from memory import memory_writer
-from memory.user_memory import parse_item, get_user_document, list_open_tasks, search_chats, search_facts, search_tasks
+from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_facts, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -86,7 +86,7 @@ async def load_user_context(
     # overlap its embedding (a thread), and the searches then share the cached vector.
     embeddings = getattr(store, "embeddings", None)
     warm = embeddings.aembed_query(query) if embeddings is not None and query.strip() else asyncio.sleep(0)
-    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_open_tasks(store, user_id, limit=10), warm)
+    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_tasks(store, user_id, newest=10), warm)
 
     # A few open tasks always show; more only when they relate to the message (or it is about tasks).
     task_search = None if TASK_WORDS.search(query) or len(open_tasks) <= 3 else search_tasks(store, user_id, query, limit=10)

@@ -166,20 +166,19 @@ async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int
     return _parse_hits("facts", hits)
 
 
-async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True) -> list[Task]:
+async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True, newest: int | None = None) -> list[Task]:
+    """The one lister of a user's tasks: oldest first, without done ones when ``include_done`` is
+    False. ``newest=n`` gives the n open or in-progress tasks updated last, newest first, reading
+    no more than n per status (what a turn's prompt shows). Retracted tasks (taught only by an
+    edited-away message) are history and never listed."""
+    if newest is not None:
+        found: list[Task] = []
+        for status in ("in_progress", "open"):
+            found += _parse_all("tasks", await store.asearch(tasks_ns(user_id), filter={"status": status}, limit=newest))
+        return sorted(found, key=lambda t: t.updated_at, reverse=True)[:newest]
     tasks: list[Task] = _parse_all("tasks", await _all(store, tasks_ns(user_id)))
-    # Retracted tasks (taught by an edited-away message) are history: never listed as the user's tasks.
     tasks = [t for t in tasks if t.status != "retracted" and (include_done or t.status != "done")]
     return sorted(tasks, key=lambda t: t.created_at)
-
-
-async def list_open_tasks(store: BaseStore, user_id: str, *, limit: int = 10) -> list[Task]:
-    """The newest open or in-progress tasks, at most ``limit`` (reads no more than it returns)."""
-    found: list[Task] = []
-    for status in ("in_progress", "open"):
-        items = await store.asearch(tasks_ns(user_id), filter={"status": status}, limit=limit)
-        found += _parse_all("tasks", items)
-    return sorted(found, key=lambda t: t.updated_at, reverse=True)[:limit]
 
 
 async def search_tasks(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[Task, float]]:

@@ -20,7 +20,6 @@ from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
 from memory import queries
-from memory.user_memory import get_task, search_tasks
 
 
 # Typed with our context and state, so the tool-call schema matches what LangGraph injects.
@@ -138,10 +137,10 @@ async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) 
 async def _already_in_place(runtime: AgentToolRuntime, update: TaskUpdate) -> str | None:
     """Whether the change is already what the task list says (bounded look-ups, never the whole list)."""
     user = _user(runtime)
-    target = await get_task(runtime.store, user, update.task_id) if update.task_id else None
+    target = await queries.get_task(runtime.store, user, update.task_id) if update.task_id else None
     if target is None:
         wanted = normalize_text(update.description)
-        hits = await search_tasks(runtime.store, user, update.description, limit=3)
+        hits = await queries.search_tasks(runtime.store, user, update.description, limit=3)
         target = next((t for t, _ in hits if normalize_text(t.description) == wanted), None)
         if target is None and update.action == "add" and hits and hits[0][1] >= TASK_DUPLICATE_THRESHOLD:
             target = hits[0][0]

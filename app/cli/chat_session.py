@@ -45,7 +45,8 @@ from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_i
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
 from memory.memory_writer import forget_fact
-from memory.user_memory import list_chats, list_facts, list_tasks, search_facts
+from memory import queries as q
+from memory.queries import list_chats, list_facts, search_facts
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 
@@ -313,7 +314,7 @@ class ChatSession:
         store = self.backend.store
         if not what:
             # Everything goes, as with the API's forget-me: ask first, saying what.
-            facts, tasks = await list_facts(store, self.user_id), await list_tasks(store, self.user_id)
+            facts, tasks = await list_facts(store, self.user_id), (await q.list_tasks(store, self.user_id)).tasks
             threads = await user_thread_ids(self.backend, self.user_id)
             self.note(
                 f"This deletes everything about you: profile, preferences, {len(facts)} facts, {len(tasks)} tasks "

@@ -154,7 +154,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
     from memory.memory_writer import delete_invalid
-    from memory.user_memory import ItemIsValid
+    from memory.queries import ItemIsValid
 
     try:
         deleted = await delete_invalid(store, user, kind, key)

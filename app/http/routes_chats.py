@@ -64,7 +64,7 @@ from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.memory_writer import create_chat_record
-from memory.user_memory import list_chats
+from memory.queries import list_chats
 from core.messages import is_stopped
 
 router = APIRouter(tags=["chats"])

@@ -33,16 +33,8 @@ from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePa
 from core.text_validation import Identifier
 from memory.kinds import KINDS
 from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
-from memory.user_memory import (
-    InvalidItem,
-    ItemIsValid,
-    Kind,
-    check_item,
-    get_user_document,
-    invalid_items,
-    list_facts,
-    list_tasks,
-)
+from memory import queries as q
+from memory.queries import InvalidItem, ItemIsValid, Kind, check_item, get_user_document, invalid_items, list_facts
 
 router = APIRouter(tags=["memory"])
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
@@ -50,7 +42,7 @@ _ITEM_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}}
 
 
 def _invalid_out(items: list[InvalidItem]) -> list[InvalidItemOut]:
-    return [InvalidItemOut(kind=i.kind, key=i.key, error=i.error, value=i.value, updated_at=i.updated_at) for i in items]
+    return InvalidItemOut.of(items)
 
 
 async def _stored(services: Services, user: str, kind: Kind, key: str, what: str):
@@ -161,9 +153,7 @@ async def get_tasks(
     user: str = Depends(current_user),
     services: Services = Depends(get_services),
 ):
-    store = services.backend.store
-    tasks = await list_tasks(store, user, include_done=include_done)
-    return TaskList(tasks=tasks, invalid=_invalid_out(await invalid_items(store, user, ("tasks",))))
+    return await q.list_tasks(services.backend.store, user, include_done=include_done, with_invalid=True)
 
 
 @router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ITEM_ERRORS)
