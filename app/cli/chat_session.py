@@ -136,7 +136,7 @@ class ChatSession:
     async def _own_thread(self) -> bool:
         """Record this user as the chat's owner on its first turn; refuse another user's chat."""
         try:
-            await thread_owners.claim(self.backend.pool, self.thread_id, self.user_id)
+            await thread_owners.claim_ownership(self.backend.pool, self.thread_id, self.user_id)
         except thread_owners.ThreadTaken as exc:
             print(f"error: {exc} Start a new chat with /new.", file=self.err, flush=True)
             return False
@@ -191,7 +191,7 @@ class ChatSession:
     async def _run(self, graph_input, kind: str, text: str = "") -> str | None:
         """One turn under the chat's run lock; None when it was refused or failed."""
         try:
-            run_id = await self.runs.claim(self.thread_id, self.user_id, kind)
+            run_id = await self.runs.claim_run_slot(self.thread_id, self.user_id, kind)
         except chat_runs.RunInProgress:
             print(BUSY, file=self.err, flush=True)
             return None

@@ -185,7 +185,7 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
             try:
                 # A run may create its thread (if_not_exists="create"): then it is a first claim, and
                 # history without an owner cannot be told from another user's chat, so it is refused.
-                await thread_owners.claim(pool, thread_id, owner, adopt_history=False)
+                await thread_owners.claim_ownership(pool, thread_id, owner, adopt_history=False)
             except thread_owners.ThreadTaken as exc:
                 if exc.owner is not None:  # as the server answers for another user's thread
                     raise Auth.exceptions.HTTPException(status_code=404, detail=f"Thread with ID {thread_id} not found") from exc
