@@ -18,9 +18,6 @@ from pydantic import BaseModel
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
 
-Kind = Literal["profile", "facts", "tasks", "chats"]
-
-
 @dataclass(frozen=True)
 class MemoryKind:
     name: str
@@ -63,6 +60,7 @@ KINDS: dict[str, MemoryKind] = {
     )
 }
 KIND_NAMES: tuple[str, ...] = tuple(KINDS)
+Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]  # the kinds' names, for pydantic and FastAPI
 STORE_KINDS: tuple[MemoryKind, ...] = tuple(k for k in KINDS.values() if k.namespace is not None)
 
 

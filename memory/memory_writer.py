@@ -136,6 +136,14 @@ class WriteReport:
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v}
 
+    def written_counts(self) -> dict[str, int]:
+        """What was written, per change of a memory kind ("facts_added": 2, "profile": 1), for the metric;
+        duplicates dropped wrote nothing."""
+        counts = {name: len(v) for name, v in asdict(self).items() if isinstance(v, list) and v and name.split("_")[0] in KINDS}
+        if self.profile_changes or self.preference_changes:
+            counts["profile"] = 1
+        return counts
+
     def describe(self) -> str:
         """One line for the CLI: what was remembered or updated."""
         parts: list[str] = []

@@ -86,11 +86,8 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
             store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id
         )
     written = report.as_dict()
-    for kind in ("facts_added", "facts_merged", "facts_superseded", "tasks_added", "tasks_updated", "tasks_completed"):
-        if written.get(kind):
-            MEMORIES_WRITTEN.labels(kind=kind).inc(len(written[kind]))
-    if report.profile_changes or report.preference_changes:
-        MEMORIES_WRITTEN.labels(kind="profile").inc()
+    for change, count in report.written_counts().items():
+        MEMORIES_WRITTEN.labels(kind=change).inc(count)
     if not report.is_empty():
         written["described"] = report.describe()
         emit({"event": "memory", **written})

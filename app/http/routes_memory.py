@@ -57,42 +57,29 @@ async def _stored(services: Services, user: str, kind: Kind, key: str, what: str
 
 
 # --------------------------------------------------------------------------- profile and preferences
-async def _patch_document(services: Services, user: str, part: str, changes: dict | None):
-    return await edit_user_document(services.backend.store, user, part, changes)
+def _document_part_routes(part: str, model: type, patch: type, forget: str) -> None:
+    """GET, PATCH and DELETE of one part of the user's profile document (``profile``, ``preferences``)."""
+
+    async def read(user: str = Depends(current_user), services: Services = Depends(get_services)):
+        return getattr(await get_user_document(services.backend.store, user), part)
+
+    async def change(body, user: str = Depends(current_user), services: Services = Depends(get_services)):
+        return await edit_user_document(services.backend.store, user, part, {k: getattr(body, k) for k in body.model_fields_set})
+
+    async def reset(user: str = Depends(current_user), services: Services = Depends(get_services)):
+        return await edit_user_document(services.backend.store, user, part, None)
+
+    change.__annotations__["body"] = patch  # the part's own PATCH model, for validation and the OpenAPI schema
+    for method, endpoint, name, doc in (
+        ("GET", read, f"get_{part}", None),
+        ("PATCH", change, f"patch_{part}", "Change the fields sent (null clears one)."),
+        ("DELETE", reset, f"delete_{part}", forget),
+    ):
+        router.add_api_route(f"/memory/{part}", endpoint, methods=[method], name=name, description=doc, response_model=model, responses=_ERRORS)
 
 
-@router.get("/memory/profile", response_model=Profile, responses=_ERRORS)
-async def get_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    return (await get_user_document(services.backend.store, user)).profile
-
-
-@router.patch("/memory/profile", response_model=Profile, responses=_ERRORS)
-async def patch_profile(body: ProfilePatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Change the fields sent (null clears one)."""
-    return await _patch_document(services, user, "profile", {k: getattr(body, k) for k in body.model_fields_set})
-
-
-@router.delete("/memory/profile", response_model=Profile, responses=_ERRORS)
-async def delete_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Forget the whole profile (preferences stay)."""
-    return await _patch_document(services, user, "profile", None)
-
-
-@router.get("/memory/preferences", response_model=Preferences, responses=_ERRORS)
-async def get_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    return (await get_user_document(services.backend.store, user)).preferences
-
-
-@router.patch("/memory/preferences", response_model=Preferences, responses=_ERRORS)
-async def patch_preferences(body: PreferencesPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Change the fields sent (null clears one)."""
-    return await _patch_document(services, user, "preferences", {k: getattr(body, k) for k in body.model_fields_set})
-
-
-@router.delete("/memory/preferences", response_model=Preferences, responses=_ERRORS)
-async def delete_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Forget all preferences (the profile stays)."""
-    return await _patch_document(services, user, "preferences", None)
+_document_part_routes("profile", Profile, ProfilePatch, "Forget the whole profile (preferences stay).")
+_document_part_routes("preferences", Preferences, PreferencesPatch, "Forget all preferences (the profile stays).")
 
 
 # --------------------------------------------------------------------------- facts
