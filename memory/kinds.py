@@ -38,8 +38,6 @@ class MemoryKind:
     forget: Callable[[Any, str], Awaitable[int]] | None = None
     """Deletes one user's items (pool, user_id) -> count, for a kind outside the store; a store kind
     is forgotten with the user's whole namespace root (memory.chat_admin.forget_user_everywhere)."""
-    label: str = ""
-    """How the CLI names it in ``memory show``."""
 
     def key_of(self, item: BaseModel) -> str:
         return self.fixed_key if self.id_field is None else str(getattr(item, self.id_field))
@@ -53,15 +51,15 @@ class MemoryKind:
 KINDS: dict[str, MemoryKind] = {
     k.name: k
     for k in (
-        MemoryKind("profile", UserDocument, profile_ns, None, fixed_key=PROFILE_KEY, client_writable=True, label="profile and preferences"),
-        MemoryKind("facts", Fact, facts_ns, "id", embedded=("text",), client_writable=True, label="facts"),
-        MemoryKind("tasks", Task, tasks_ns, "id", embedded=("description",), client_writable=True, label="tasks"),
-        MemoryKind("chats", ChatRecord, chats_ns, "thread_id", embedded=("summary_text",), label="chats"),
+        MemoryKind("profile", UserDocument, profile_ns, None, fixed_key=PROFILE_KEY, client_writable=True),
+        MemoryKind("facts", Fact, facts_ns, "id", embedded=("text",), client_writable=True),
+        MemoryKind("tasks", Task, tasks_ns, "id", embedded=("description",), client_writable=True),
+        MemoryKind("chats", ChatRecord, chats_ns, "thread_id", embedded=("summary_text",)),
     )
 }
-KIND_NAMES: tuple[str, ...] = tuple(KINDS)
-Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]  # the kinds' names, for pydantic and FastAPI
 STORE_KINDS: tuple[MemoryKind, ...] = tuple(k for k in KINDS.values() if k.namespace is not None)
+STORE_KIND_NAMES: tuple[str, ...] = tuple(k.name for k in STORE_KINDS)
+Kind = Literal[STORE_KIND_NAMES]  # type: ignore[valid-type]  # a store kind's name, for pydantic and FastAPI
 
 
 def kind_of_namespace(namespace: tuple[str, ...]) -> MemoryKind | None:
@@ -70,8 +68,3 @@ def kind_of_namespace(namespace: tuple[str, ...]) -> MemoryKind | None:
         return None
     kind = KINDS.get(namespace[2])
     return kind if kind is not None and kind.namespace is not None else None
-
-
-def user_store_namespaces(user_id: str) -> list[tuple[str, ...]]:
-    """Every store namespace the product keeps for one user."""
-    return [k.namespace(user_id) for k in STORE_KINDS]

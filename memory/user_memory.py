@@ -22,7 +22,7 @@ from core.metrics import INVALID_ITEMS
 from storage import vector_search
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
-from memory.kinds import KIND_NAMES, KINDS, Kind
+from memory.kinds import KINDS, STORE_KIND_NAMES, Kind
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int
     return _parse_hits("chats", [h for h in hits if h.score is not None])
 
 
-async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] = KIND_NAMES) -> list[InvalidItem]:
+async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] = STORE_KIND_NAMES) -> list[InvalidItem]:
     """The user's stored items of these kinds that do not validate (what every reader skips)."""
     found: list[InvalidItem] = []
     for kind in kinds:
@@ -233,7 +233,7 @@ async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] 
 async def invalid_item(store: BaseStore, user_id: str, kind: Kind, key: str) -> Item | None:
     """The stored item ``key`` of ``kind`` when it does not validate; None when absent, ItemIsValid when it validates."""
     if kind not in KINDS or KINDS[kind].namespace is None:
-        raise ValueError(f"kind must be one of {', '.join(KIND_NAMES)}")
+        raise ValueError(f"kind must be one of {', '.join(STORE_KIND_NAMES)}")
     item = await store.aget(KINDS[kind].namespace(user_id), key)
     if item is None:
         return None
