@@ -51,6 +51,10 @@ def build_extraction_messages(user_message: str, reply: str, stored: dict[str, A
     return [SystemMessage(prompts.text("extraction")), HumanMessage(body)]
 
 
+RULES_ONLY = "rules"
+"""The method of a result the model failed to give: only the rules' floor."""
+
+
 async def extract(
     model: BaseChatModel,
     user_message: str,
@@ -76,7 +80,7 @@ async def extract(
             raise
         count_failure(EXTRACTION_FAILURES, exc, model_call=True)
         log.warning("memory extraction by the model failed; keeping what the rules found: %s", str(exc)[:300])
-        result = StructuredResult(value=ExtractionResult(), attempts=1, method="rules", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
+        result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
     value = drop_echoed_examples(result.value, user_message)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
     value = merge_with_rules(value, floor, user_message)
@@ -151,13 +155,21 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
 
 
 # --------------------------------------------------------------------------- the rules' floor
+def _stem(word: str) -> str:
+    """A light stem, so "plays" and "play", "renewing" and "renew" are one word."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
 def _content(text: str) -> set[str]:
-    return {w for w in _folded_words(text) if w not in STOPWORDS and len(w) > 2}
+    return {_stem(w) for w in _folded_words(text) if w not in STOPWORDS and len(w) > 2}
 
 
-def _same_task(a: str, b: str) -> bool:
-    """Two wordings of one task ("Renew passport" / "renew my passport next month"): two content
-    words in common, or the one word of the shorter."""
+def _restates(a: str, b: str) -> bool:
+    """Two wordings of one memory ("Renew passport" / "renew my passport next month", "Has a cat
+    named Luna" / "Cat is called Luna"): two content words in common, or the one word of the shorter."""
     if normalize_text(a) == normalize_text(b):
         return True
     wa, wb = _content(a), _content(b)
@@ -211,6 +223,8 @@ def merge_with_rules(model: ExtractionResult, rules: ExtractionResult, user_mess
         rival = model_slots.get(slot) if slot else None
         if normalize_text(fact.text) in known:
             continue
+        if rival is None and any(_restates(f.text, fact.text) for f in facts):
+            continue  # the model said it in its own words
         if rival is not None:
             if _stated(_slot_value(rival.text, slot), said):
                 continue  # the model's value for the slot, stated by the user, wins
@@ -219,7 +233,7 @@ def merge_with_rules(model: ExtractionResult, rules: ExtractionResult, user_mess
 
     tasks = list(model.task_updates)
     for update in rules.task_updates:
-        twin = next((i for i, t in enumerate(tasks) if t.action == update.action and _same_task(t.description, update.description)), None)
+        twin = next((i for i, t in enumerate(tasks) if t.action == update.action and _restates(t.description, update.description)), None)
         if twin is None:
             tasks.append(update)
         elif not tasks[twin].due and update.due:

@@ -14,7 +14,7 @@ from core.state import State
 from nodes.stream_events import NOSTREAM, emit
 from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
-from memory.extractor import extract
+from memory.extractor import RULES_ONLY, extract
 from memory.memory_writer import apply_extraction
 from memory.user_memory import get_user_document, list_open_tasks, search_facts
 
@@ -88,6 +88,8 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
             store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id
         )
     written = report.as_dict()
+    if result.method == RULES_ONLY:  # the model failed; what the rules found was written
+        written["model_error"] = result.errors[-1]
     for kind in ("facts_added", "facts_merged", "facts_superseded", "tasks_added", "tasks_updated", "tasks_completed"):
         if written.get(kind):
             MEMORIES_WRITTEN.labels(kind=kind).inc(len(written[kind]))

@@ -539,6 +539,8 @@ _ROLE_ALTERNATION = "|".join(sorted(_ROLE_NOUNS, key=len, reverse=True))
 @_rule(rf"{_SELF}(?:an? )?(?:[A-Za-z-]+ ){{0,2}}?(?:{_ROLE_ALTERNATION})s? (?:(?:at|for) [^,.;!?]+? )?(?:(?:based|living|who lives) )?in (?P<x>.+)")
 def _role_in_place(m: re.Match[str], b: _Builder, casual: bool) -> None:
     place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), False, max_words=4)
+    if "location" in b.profile:
+        return  # "I live in …" said it outright; where the work is may be elsewhere
     if place and place.lower() not in _PROGRAMMING_LANGUAGES and place.lower() not in _LANGUAGES and _first_word(place) not in _STOPWORDS:
         _lives_in(b, place, moved=False)
 
@@ -555,6 +557,32 @@ def _work_at(m: re.Match[str], b: _Builder, casual: bool) -> None:
     org = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
     if org:
         b.fact(f"Works {m.group('prep').lower()} {org}", "high", ["work"])
+
+
+# "I work in marketing": a field of work, in lower case (a capitalized word is a place or a language).
+@_rule(r"\bI (?:currently |now |also )?work in (?P<x>(?:the )?[a-z][a-z-]+(?: [a-z][a-z-]+)?)(?=\s*(?:[.,;!]|$)|\s(?:and|but|at|for|since|now)\b)", flags=0)
+def _work_in(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    field = m.group("x")
+    if _first_word(field) not in _STOPWORDS - {"the"} and not set(field.split()) & {"progress", "order", "shifts", "teams", "it"}:
+        b.fact(f"Works in {field}", "high", ["work"])
+
+
+_SPORTS = "basketball|football|soccer|tennis|golf|baseball|volleyball|hockey|rugby|cricket|chess|badminton|squash|poker|bridge"
+
+
+# "I play the trumpet", "I play tennis": an instrument or a sport, not "the game" or "the fool".
+@_rule(rf"\bI (?:also |still |really )?play (?P<x>the [a-z]+|{_SPORTS})\b(?! game| player)")
+def _plays(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    what = m.group("x").lower()
+    if what.split()[-1] not in {"game", "games", "role", "part", "odds", "lottery", "fool", "victim", "field", "same", "other", "best", "most", "last", "first"}:
+        b.fact(f"Plays {what}", "low", ["hobby"])
+
+
+@_rule(r"\bI (?:don't|do not|never|can't|cannot) eat (?P<x>[a-z]+(?: [a-z]+)?)(?=\s*(?:[.,;!]|$)|\s(?:and|but|because|anymore|any ?more)\b)")
+def _does_not_eat(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    what = m.group("x").lower()
+    if _first_word(what) not in _STOPWORDS:
+        b.fact(f"Does not eat {what}", "medium", ["food"])
 
 
 @_rule(r"\blavoro come\s+(?P<x>.+)")
@@ -582,8 +610,8 @@ _PROGRAMMING_LANGUAGES = {
 # A language named with its examples. Case-sensitive: "Go examples" names Go, "go examples" does not.
 _CODE_LANGUAGE_NAMES = "|".join(map(re.escape, sorted(_PROGRAMMING_LANGUAGES.values(), key=len, reverse=True)))
 _CODE_EXAMPLES_IN = re.compile(
-    rf"(?<![\w+#])({_CODE_LANGUAGE_NAMES})(?![\w+#]) (?:code )?(?:examples?|samples?|snippets?)\b"
-    rf"|\bexamples? (?:in|using) ({_CODE_LANGUAGE_NAMES})(?![\w+#])"
+    rf"(?<![\w+#])({_CODE_LANGUAGE_NAMES})(?![\w+#]) (?i:(?:code )?(?:examples?|samples?|snippets?))\b"
+    rf"|\b(?i:examples? (?:in|using)) ({_CODE_LANGUAGE_NAMES})(?![\w+#])"
 )
 
 
