@@ -63,14 +63,18 @@ async def extract(
     config: RunnableConfig | None = None,
     *,
     said_at: datetime | None = None,
+    rule_tasks: bool = True,
 ) -> StructuredResult[ExtractionResult]:
     """The model's extraction on the floor of the rules, with relative dates resolved against ``said_at``.
 
     The rules (offline_model.rule_extraction) run whatever the model: what they find is kept when
     the model returns nothing valid or fails, and a value the model states clearly wins over theirs.
-    Raises only when the model failed and the rules found nothing either.
+    Raises only when the model failed and the rules found nothing either. ``rule_tasks=False``: the
+    user already decided this turn's task changes (a task tool asked them), so the rules add none.
     """
     floor = extract_with_rules(user_message, stored)
+    if not rule_tasks:
+        floor = floor.model_copy(update={"task_updates": []})
     try:
         result = await invoke_structured(model, ExtractionResult, build_extraction_messages(user_message, reply, stored), config=config)
     except GraphBubbleUp:
@@ -83,7 +87,7 @@ async def extract(
         result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
     value = drop_echoed_examples(result.value, user_message)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
-    value = merge_with_rules(value, floor, user_message)
+    value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
     value = with_dates(value, said_at or datetime.now(timezone.utc), _languages(user_message, stored, value))
     return replace(result, value=value)
 
@@ -177,6 +181,19 @@ def _restates(a: str, b: str) -> bool:
     return shared >= 2 or (shared == 1 and min(len(wa), len(wb)) == 1)
 
 
+# The words of the rules' English templates ("Lives in", "Moved to", "Works as"): what a fact says is the rest.
+_TEMPLATE_WORDS = frozenset("lives moved works is has likes loves dislikes speaks programs plays does not eat from as in to".split())
+
+
+def _covered(rule_fact: str, model_facts: list[NewFact]) -> bool:
+    """The model's facts already say what a rule's fact says, in any words or language: every word of
+    the rule's value is in one model fact ("Moved to Rome" / "Lives in Rome", "Lives in חיפה" / "גר בחיפה")."""
+    words = [w for w in _folded_words(rule_fact) if w not in STOPWORDS and w not in _TEMPLATE_WORDS]
+    if not words:
+        return False
+    return any(all(_stated(w, _folded_words(f.text)) for w in words) for f in model_facts)
+
+
 def _slot_value(text: str, slot: str) -> str:
     norm = normalize_text(text)
     at = norm.find(slot)
@@ -196,7 +213,9 @@ def _union(first: list[str], second: list[str]) -> list[str]:
     return [*first, *(v for v in second if not any(refines(normalize_text(v), s) for s in seen))]
 
 
-def merge_with_rules(model: ExtractionResult, rules: ExtractionResult, user_message: str) -> ExtractionResult:
+def merge_with_rules(
+    model: ExtractionResult, rules: ExtractionResult, user_message: str, *, stored_tasks: list[dict] | None = None
+) -> ExtractionResult:
     """The model's result over the rules' floor: nothing the rules found is lost, and for one slot
     (a profile or preference field, a single-valued fact such as "Lives in …", a task) the model's
     value wins when the user's message clearly states it; otherwise the rules' value stands."""
@@ -223,7 +242,7 @@ def merge_with_rules(model: ExtractionResult, rules: ExtractionResult, user_mess
         rival = model_slots.get(slot) if slot else None
         if normalize_text(fact.text) in known:
             continue
-        if rival is None and any(_restates(f.text, fact.text) for f in facts):
+        if rival is None and (_covered(fact.text, model.new_facts) or any(_restates(f.text, fact.text) for f in facts)):
             continue  # the model said it in its own words
         if rival is not None:
             if _stated(_slot_value(rival.text, slot), said):
@@ -232,7 +251,10 @@ def merge_with_rules(model: ExtractionResult, rules: ExtractionResult, user_mess
         facts.append(fact)
 
     tasks = list(model.task_updates)
+    on_the_list = [str(t.get("description") or "") for t in stored_tasks or [] if t.get("status", "open") in ("open", "in_progress")]
     for update in rules.task_updates:
+        if update.action == "add" and any(_restates(d, update.description) for d in on_the_list):
+            continue  # already on the list (a task tool added it earlier in this turn, or it was said before)
         twin = next((i for i, t in enumerate(tasks) if t.action == update.action and _restates(t.description, update.description)), None)
         if twin is None:
             tasks.append(update)

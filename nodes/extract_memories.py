@@ -8,10 +8,11 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import current_turn, is_stopped, sent_at
+from core.messages import current_turn, is_stopped, last_human_index, sent_at
 from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_failure, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
+from nodes.tools import TASK_TOOLS
 from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
 from memory.extractor import RULES_ONLY, extract
@@ -38,6 +39,12 @@ async def related_memories(store, user_id: str, user_text: str, reply_text: str)
         "preferences": doc.preferences.model_dump(exclude_defaults=True),
         "tasks": [{"id": t.id, "description": t.description, "status": t.status} for t in tasks[:20]],
     }
+
+
+def _asked_about_tasks(messages) -> bool:
+    """This turn's reply called a task tool: the user confirmed or declined it, so the rules add no task."""
+    i = last_human_index(messages)
+    return i is not None and any(c.get("name") in TASK_TOOLS for m in messages[i + 1 :] for c in getattr(m, "tool_calls", None) or [])
 
 
 async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
@@ -67,7 +74,9 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     with timed("extract_memories"):
         stored = await related_memories(store, ctx.user_id, human.text, reply_text)
         try:
-            result = await extract(model, human.text, reply_text, stored, config=NOSTREAM, said_at=sent_at(human))
+            result = await extract(
+                model, human.text, reply_text, stored, config=NOSTREAM, said_at=sent_at(human), rule_tasks=not _asked_about_tasks(state.messages)
+            )
         except GraphBubbleUp:
             raise
         except Exception as exc:

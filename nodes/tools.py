@@ -186,6 +186,10 @@ async def complete_task(description: str, runtime: AgentToolRuntime, task_id: st
     return await _confirmed_task_change(runtime, TaskUpdate(action="complete", description=description, task_id=task_id))
 
 
+TASK_TOOLS = frozenset({"add_task", "update_task", "complete_task"})
+"""The tools that change the task list, each only once the user confirms."""
+
+
 def agent_tools() -> list[BaseTool]:
     return [search_conversation_history, get_conversation_summary, recall_context, add_task, update_task, complete_task]
 

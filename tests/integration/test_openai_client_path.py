@@ -353,7 +353,7 @@ async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, bac
         responder(reply="Here is my answer.", extract=lambda r: StubReply(error_status=500, error_message="upstream overloaded"))
     )
     config = new_thread()
-    turn = await stream_turn(graph, "I live in Haifa.", config, Context(user_id=user_id, model=openai_model))
+    turn = await stream_turn(graph, "Haifa is lovely in spring.", config, Context(user_id=user_id, model=openai_model))
 
     assert turn.final_reply.content == "Here is my answer."
     assert "upstream overloaded" in turn.values["memory_written"]["error"]

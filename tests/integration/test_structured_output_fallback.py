@@ -75,7 +75,8 @@ async def test_a_server_refusing_json_schema_falls_back_to_function_calling_and_
         turn = await stream_turn(graph, "I live in Haifa.", config, ctx)
         await stream_turn(graph, "I work as a nurse.", config, ctx)
 
-    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Lives in Haifa"]
+    # The second turn's script repeats Haifa; the rules under the model keep the nurse.
+    assert sorted(f.text for f in await list_facts(backend.store, user_id)) == ["Lives in Haifa", "Works as a nurse"]
     assert turn.values["memory_written"]["facts_added"] == ["Lives in Haifa"]
     # The first structured call of the process (the new chat's title) is refused (the SDK retries a
     # 500 before giving up), then the forced tool works; every later call starts at the mode that worked.

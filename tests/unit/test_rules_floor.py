@@ -95,7 +95,7 @@ async def test_a_value_the_model_states_clearly_wins_over_the_rules_for_the_same
     }
     result = (await extract(model_answering(answer), said, "Got it.", {})).value
     assert result.profile_updates.location == "Porto" and result.profile_updates.role == "student"
-    assert [f.text for f in result.new_facts] == ["Lives in Porto", "Studies in Lisbon", "Works as a student"]
+    assert [f.text for f in result.new_facts] == ["Lives in Porto", "Studies in Lisbon"]  # "Works as a student" is said by the second
     assert result.new_preferences.answer_length == "long"
 
 
@@ -126,3 +126,19 @@ async def test_the_dana_lines_are_remembered_with_the_offline_model():
     assert second.new_preferences.answer_length == "short"
     (task,) = third.task_updates
     assert (task.description, task.due, task.due_date) == ("renew my passport next month", "next month", "2026-12")
+
+
+async def test_a_rules_fact_the_model_said_in_other_words_or_another_language_is_not_added_twice():
+    answer = {"new_facts": [{"text": "Vive a Roma"}, {"text": "גר בחיפה"}]}
+    said = "I live in Roma. אני גר בחיפה"
+    result = (await extract(model_answering(answer), said, "Bene!", {})).value
+    assert [f.text for f in result.new_facts] == ["Vive a Roma", "גר בחיפה"]
+    assert result.profile_updates.location == "Roma"  # the profile still gets the rules' value
+
+
+async def test_a_task_already_on_the_list_or_decided_through_a_task_tool_is_not_added_by_the_rules():
+    said = "Remind me to water the plants on Friday."
+    stored = {"tasks": [{"id": "t1", "description": "Water the plants", "status": "open"}]}
+    assert (await extract(model_answering({}), said, "Done.", stored)).value.task_updates == []
+    assert (await extract(model_answering({}), said, "OK.", {}, rule_tasks=False)).value.task_updates == []
+    assert len((await extract(model_answering({}), said, "OK.", {})).value.task_updates) == 1
