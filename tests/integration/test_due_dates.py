@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from langchain_core.messages import HumanMessage
 
-from app.memory_report import memory_snapshot, render_snapshot
+from app.cli.memory_report import memory_snapshot, render_snapshot
 from core.context import Context
 from core.messages import stamp_sent_at
 from graph.assembly import compile_graph
