@@ -213,14 +213,17 @@ class ChatSession:
                     end = (name, data)
             await handle.task  # its bookkeeping too, before the next prompt
         name, data = end
-        reply = "".join(reply_parts) or data.get("reply")  # all the turn said, words around a tool call too
+        streamed = "".join(reply_parts)
+        # All the turn said, words around a tool call too; blank streamed text (a model's empty first
+        # answer, asked again) gives way to the stored reply, which is never blank.
+        reply = streamed.strip() or data.get("reply") or streamed
         if name == "error" and data.get("code") != "stopped":
             if self.interactive and reply_parts:
                 print(file=self.out, flush=True)
             await self._report_failure(handle.runner, data)
             return None
         if self.interactive:
-            if not reply_parts and reply:  # a model that does not stream
+            if not streamed.strip() and reply:  # a model that does not stream, or streamed only blanks
                 print(reply, end="", file=self.out)
             print(file=self.out, flush=True)
         elif reply or name == "error":

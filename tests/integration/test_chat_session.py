@@ -97,3 +97,47 @@ async def test_a_chat_is_its_first_users_and_another_user_cannot_continue_it(ses
     assert await other.send("What did I say before?") is None
     assert "belongs to another user" in other.err.getvalue()
     assert (await s.graph.aget_state(s.config)).values["messages"] == before  # nothing written to it
+
+
+def empty_then(second: str):
+    """Replies: a line of spaces first (as the 0.5B gave for three of four Dana lines), ``second`` when asked again."""
+    answers: list[str] = []
+
+    def reply(messages):
+        answers.append(str(messages[0].content))
+        return "   " if len(answers) == 1 else second
+
+    return reply, answers
+
+
+async def test_an_empty_reply_is_asked_again_once_without_tools_and_the_second_answer_is_shown(backend, user_id):
+    from llm.text_tool_calls import NO_TOOLS_INSTRUCTION
+
+    reply, systems = empty_then("Hello Dana.")
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    register_model(name, ScriptedChatModel(responder=plain_answers(extract=lambda _: empty_extraction(), title="t", summary="s", reply=reply)))
+    out, err = io.StringIO(), io.StringIO()
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides={"model": name})
+    try:
+        assert await s.send("Hi! My name is Dana.") == "Hello Dana."
+    finally:
+        unregister_model(name)
+    assert out.getvalue() == "Hello Dana.\n"
+    assert len(systems) == 2 and NO_TOOLS_INSTRUCTION in systems[1] and NO_TOOLS_INSTRUCTION not in systems[0]
+    stored = (await s.graph.aget_state(s.config)).values["messages"]
+    assert [m.text for m in stored if m.type == "ai"] == ["Hello Dana."]
+
+
+async def test_a_reply_empty_twice_shows_a_clear_note_not_a_blank_line(backend, user_id):
+    from llm.text_tool_calls import FALLBACK_REPLY
+
+    reply, systems = empty_then("\n \n")
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    register_model(name, ScriptedChatModel(responder=plain_answers(extract=lambda _: empty_extraction(), title="t", summary="s", reply=reply)))
+    out, err = io.StringIO(), io.StringIO()
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides={"model": name})
+    try:
+        await s.send("I prefer short answers.")
+    finally:
+        unregister_model(name)
+    assert out.getvalue() == FALLBACK_REPLY + "\n" and len(systems) == 2
