@@ -141,3 +141,44 @@ async def test_a_reply_empty_twice_shows_a_clear_note_not_a_blank_line(backend, 
     finally:
         unregister_model(name)
     assert out.getvalue() == FALLBACK_REPLY + "\n" and len(systems) == 2
+
+
+async def test_with_background_memory_the_reply_returns_before_extraction_and_the_next_turn_waits_for_it(backend, user_id):
+    """A terminal chat: the reply is shown at once, the user may type on; nothing is lost or reordered."""
+    import asyncio
+    import threading
+
+    from memory.user_memory import list_facts
+
+    gate, extracting = threading.Event(), threading.Event()
+
+    def extract(text):
+        extracting.set()
+        gate.wait(timeout=60)  # the extraction call is slow, as a local model's is
+        return {**empty_extraction(), "new_facts": [{"text": "Works as a nurse"}]} if "nurse" in text else empty_extraction()
+
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    register_model(name, ScriptedChatModel(responder=plain_answers(extract=extract, title="t", summary="s", reply="Noted.")))
+    out, err = io.StringIO(), io.StringIO()
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides={"model": name})
+    s.background_memory = True
+    try:
+        assert await asyncio.wait_for(s.send("I work as a nurse."), 30) == "Noted."
+        assert out.getvalue() == "Noted.\n"
+        await asyncio.to_thread(extracting.wait, 30)
+        assert await list_facts(backend.store, user_id) == []  # memory work still running
+        second = asyncio.create_task(s.send("And I live in Haifa."))
+        await asyncio.sleep(0.3)
+        assert not second.done()  # the next turn waits for the previous memory phase
+        gate.set()
+        assert await asyncio.wait_for(second, 30) == "Noted."
+        await s.settle()
+    finally:
+        gate.set()
+        unregister_model(name)
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Works as a nurse"]
+    stored = (await s.graph.aget_state(s.config)).values["messages"]
+    assert [(m.type, m.text) for m in stored] == [
+        ("human", "I work as a nurse."), ("ai", "Noted."), ("human", "And I live in Haifa."), ("ai", "Noted.")
+    ]
+    assert "remembered: " in err.getvalue() and "error" not in err.getvalue()
