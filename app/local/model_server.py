@@ -44,9 +44,8 @@ DEFAULT_CONTEXT = 8192
 # and a later prompt resumes from the longest cached prefix. A turn makes several calls (reply,
 # extraction, title, fold) that each evict the others' prefix from the one live context; with the
 # cache the next turn's reply reads only what changed since the last one. A 2,000-token state is
-# ~25 MB on the 0.5B and ~60 MB on the 1.5B: 512 MiB keeps the last several. 0 turns it off.
-PROMPT_CACHE_ENV = "MEMORY_AGENT_LOCAL_PROMPT_CACHE_MB"
-DEFAULT_PROMPT_CACHE_MB = 512
+# ~25 MB on the 0.5B and ~60 MB on the 1.5B: 512 MiB keeps the last several.
+PROMPT_CACHE_BYTES = 512 << 20
 # Seconds one call to the local server may take (a 1.5B structured call on a busy 2-core machine takes minutes).
 LOCAL_TIMEOUT_SECONDS = 600
 
@@ -299,13 +298,6 @@ def thread_counts(threads: int | None = None, batch_threads: int | None = None) 
     return threads, batch_threads
 
 
-def prompt_cache_mb() -> int:
-    value = os.environ.get(PROMPT_CACHE_ENV, str(DEFAULT_PROMPT_CACHE_MB))
-    if not value.isdigit():
-        raise LocalModelError(f"{PROMPT_CACHE_ENV} must be a whole number of MB (0: no prompt cache), not {value!r}")
-    return int(value)
-
-
 def die_with_parent(parent: int) -> None:
     """Run in a child before exec: Linux sends it SIGTERM when ``parent`` dies, however it dies.
 
@@ -340,9 +332,7 @@ def start_server(
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(batch_threads),
     ]  # fmt: skip
-    cache_mb = prompt_cache_mb()
-    if cache_mb:
-        command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(cache_mb << 20)]
+    command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(PROMPT_CACHE_BYTES)]
     with log_path.open("wb") as log:
         parent = os.getpid()
         process = subprocess.Popen(
