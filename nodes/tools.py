@@ -16,9 +16,12 @@ from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
 from core.context import Context, get_context
+from core.dates import date_languages
+from core.messages import current_turn, sent_at
 from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
-from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
+from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
+from memory.extractor import with_dates
 from memory import queries
 from memory.user_memory import get_task, search_tasks
 
@@ -105,6 +108,10 @@ async def recall_context(
 
 
 async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) -> str:
+    # The due words mean a date from the user's message, not from when the user confirms (maybe much later).
+    human, _ = current_turn(list(_state_value(runtime, "messages", []) or []))
+    said_at = (sent_at(human) if human is not None else None) or utcnow()
+    (update,) = with_dates(ExtractionResult(task_updates=[update]), said_at, date_languages(update.due or "")).task_updates
     # Pauses the run; the client answers with Command(resume={"approved": bool}).
     answer = interrupt(
         {
@@ -114,6 +121,7 @@ async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) 
             "task_id": update.task_id,
             "status": update.status,
             "due": update.due,
+            "due_date": update.due_date,
         }
     )
     approved = answer.get("approved") if isinstance(answer, dict) else answer

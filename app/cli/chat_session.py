@@ -37,6 +37,7 @@ from app.cli.memory_report import memory_snapshot, render_snapshot
 from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
+from core.dates import due_phrase
 from core.text_validation import validate_user_text
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
@@ -274,7 +275,7 @@ class ChatSession:
             self.note(f"  remembered: {line}")
 
     async def _ask(self, change: dict) -> None:
-        due = f" (due {change['due']})" if change.get("due") else ""
+        due = f" (due {due_phrase(change.get('due'), change.get('due_date'))})" if change.get("due") or change.get("due_date") else ""
         question = f"Confirm: {change['action']} task '{change['description']}'{due}? [yes/no]"
         if not self.interactive:
             print(question, file=self.err, flush=True)  # the next input line answers it

@@ -191,13 +191,13 @@ async def test_contradiction_without_an_id_is_caught_by_the_single_value_slot(gr
     assert old.text == "Is 30 years old" and old.valid_to is not None
 
 
-async def test_malformed_json_twice_writes_nothing_counts_a_failure_and_the_turn_still_answers(
+async def test_malformed_json_twice_where_the_rules_find_nothing_writes_nothing_counts_a_failure_and_the_turn_still_answers(
     graph, backend, user_id, openai_stub, openai_model
 ):
     truncated = '{"new_facts": [{"text": "Lives in Haifa", "importance": "hi'
     openai_stub.reset(responder(reply="Nice to meet you.", extract=lambda r: StubReply(content=truncated)))
     before = metric(FAILURES, INVALID)
-    turn = await stream_turn(graph, "I live in Haifa.", new_thread(), Context(user_id=user_id, model=openai_model))
+    turn = await stream_turn(graph, "Haifa is lovely in spring.", new_thread(), Context(user_id=user_id, model=openai_model))
 
     assert turn.final_reply.content == "Nice to meet you." and turn.streamed_reply == "Nice to meet you."
     assert metric(FAILURES, INVALID) == before + 1
@@ -212,6 +212,23 @@ async def test_malformed_json_twice_writes_nothing_counts_a_failure_and_the_turn
     assert repair.is_repair and repair.response_format is None
     assert repair.messages[-2] == {"role": "assistant", "content": truncated}
     assert "Invalid JSON" in repair.messages[-1]["content"] and "JSON schema" in repair.messages[-1]["content"]
+
+
+async def test_malformed_json_twice_keeps_what_the_rules_found_and_says_the_model_failed(
+    graph, backend, user_id, openai_stub, openai_model
+):
+    truncated = '{"new_facts": [{"text": "Lives in Haifa", "importance": "hi'
+    openai_stub.reset(responder(reply="Nice to meet you.", extract=lambda r: StubReply(content=truncated)))
+    before = metric(FAILURES, INVALID)
+    turn = await stream_turn(graph, "My name is Dana and I live in Haifa.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    assert turn.final_reply.content == "Nice to meet you."
+    assert metric(FAILURES, INVALID) == before + 1
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Lives in Haifa"]
+    profile = (await get_user_document(backend.store, user_id)).profile
+    assert (profile.name, profile.location) == ("Dana", "Haifa")
+    assert "invalid twice" in turn.values["memory_written"]["model_error"]
+    assert "error" not in turn.values["memory_written"]
 
 
 async def test_malformed_reply_fixed_by_the_repair_is_written(graph, backend, user_id, openai_stub, openai_model):
