@@ -40,12 +40,25 @@ def render_stored(stored: dict[str, Any]) -> str:
     return json.dumps(stored, ensure_ascii=False, default=str, sort_keys=True)
 
 
+# Memories come from what the user said; the reply is only context for it ("yes, added"), and a
+# local model reads every prompt token before its first output token: its head is enough.
+REPLY_CONTEXT_CHARS = 600
+
+
+def reply_context(reply: str) -> str:
+    """The head of the assistant's reply, cut at a word, for the extraction prompt."""
+    if len(reply) <= REPLY_CONTEXT_CHARS:
+        return reply
+    return reply[:REPLY_CONTEXT_CHARS].rsplit(" ", 1)[0] + " …"
+
+
 def build_extraction_messages(user_message: str, reply: str, stored: dict[str, Any]) -> list[BaseMessage]:
+    # The instructions first and unchanged from turn to turn: a server's prompt cache reuses them.
     body = "\n\n".join(
         [
             prompts.tagged(prompts.STORED_MEMORIES_TAG, render_stored(stored)),
             prompts.tagged(prompts.USER_MESSAGE_TAG, user_message),
-            prompts.tagged(prompts.ASSISTANT_REPLY_TAG, reply),
+            prompts.tagged(prompts.ASSISTANT_REPLY_TAG, reply_context(reply)),
         ]
     )
     return [SystemMessage(prompts.text("extraction")), HumanMessage(body)]
