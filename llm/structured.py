@@ -44,7 +44,6 @@ METHODS = ("auto", "json_schema", "json_object_schema", "function_calling", "jso
 # The schema-constrained modes come first: a grammar makes even a small model's JSON valid.
 FALLBACK_ORDER = ("auto", "json_schema", "json_object_schema", "function_calling", "json_mode", "text")
 DEFAULT_OUTPUT_TOKENS = 1024
-MAX_TOKENS_ENV = "MEMORY_AGENT_STRUCTURED_MAX_TOKENS"
 
 
 @dataclass
@@ -66,12 +65,7 @@ def configured_method() -> str:
 
 
 def output_cap(schema: type[BaseModel]) -> int:
-    """Most tokens a structured reply of ``schema`` may take: the schema's own size, or the env override."""
-    value = os.environ.get(MAX_TOKENS_ENV)
-    if value:
-        if not value.isdigit() or int(value) < 16:
-            raise ValueError(f"{MAX_TOKENS_ENV} must be a whole number of at least 16, not {value!r}")
-        return int(value)
+    """Most tokens a structured reply of ``schema`` may take: the schema's own size."""
     return int(getattr(schema, "max_output_tokens", DEFAULT_OUTPUT_TOKENS))
 
 

@@ -38,7 +38,6 @@ from core.errors import MemoryAgentError
 RUNTIME_VERSION = "0.3.36"
 RUNTIME = f"llama-cpp-python=={RUNTIME_VERSION}"
 CACHE_ENV = "MEMORY_AGENT_CACHE"
-WHEEL_CACHE_ENV = "MEMORY_AGENT_WHEEL_CACHE"
 DEFAULT_CONTEXT = 8192
 # The server's prompt cache (llama-cpp-python's --cache, in RAM): the state after each call is kept,
 # and a later prompt resumes from the longest cached prefix. A turn makes several calls (reply,
@@ -94,7 +93,7 @@ def cache_dir() -> Path:
 
 
 def wheel_dir() -> Path:
-    return Path(os.environ.get(WHEEL_CACHE_ENV) or cache_dir() / "wheels").expanduser()
+    return cache_dir() / "wheels"
 
 
 def say(text: str) -> None:

@@ -14,7 +14,10 @@ from langchain_core.messages import AIMessage, ToolMessage
 from app.cli.chat_session import ChatSession
 from llm.text_tool_calls import FALLBACK_REPLY, NO_TOOLS_INSTRUCTION
 from llm.chat_model import register_model, unregister_model
+from core.schemas import ExtractionResult, NewFact
+from memory.memory_writer import apply_extraction
 from memory.user_memory import list_chats, list_facts, list_tasks
+from storage.user_transaction import user_transaction
 from storage import thread_owners
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers, registered_scripted_model
 
@@ -179,3 +182,21 @@ async def test_a_turn_that_only_asks_to_confirm_prints_no_blank_reply_line(backe
     with scripted_session(backend, user_id, reply) as (s, out, err):
         await s.send("Remind me to renew my passport next month.")
     assert out.getvalue() == "" and "Confirm: add task 'Renew passport'" in err.getvalue()
+
+
+async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in_history(session, backend, user_id):
+    """Issue 19.8: /forget deleted the fact outright, outside the writer and without the user's lock."""
+    s, out, err = session
+    await apply_extraction(backend.store, user_id, ExtractionResult(new_facts=[NewFact(text="Has a peanut allergy")]))
+
+    async with user_transaction(backend.store, user_id):  # another writer of this user is mid-transaction
+        forgetting = asyncio.create_task(s.command("/forget peanut allergy"))
+        await asyncio.sleep(0.5)
+        assert not forgetting.done()
+        assert [f.text for f in await list_facts(backend.store, user_id)] == ["Has a peanut allergy"]
+    await asyncio.wait_for(forgetting, 30)
+
+    assert "Forgot: Has a peanut allergy" in err.getvalue()
+    assert await list_facts(backend.store, user_id) == []
+    (kept,) = await list_facts(backend.store, user_id, include_superseded=True)
+    assert kept.text == "Has a peanut allergy" and kept.status == "superseded" and kept.valid_to is not None
