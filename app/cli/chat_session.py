@@ -386,7 +386,8 @@ class TurnOutput:
     def reply(self, stored: str | None) -> str | None:
         # All the turn said, words around a tool call too; blank streamed text (a model's empty first
         # answer, asked again) gives way to the stored reply, which is never blank.
-        return self.streamed.strip() or stored or self.streamed
+        # (A turn that only asks to confirm a task may have streamed nothing but spaces: it shows no blank line.)
+        return self.streamed.strip() or stored or ""
 
 
 def _ago(when: datetime, now: datetime) -> str:

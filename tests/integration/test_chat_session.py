@@ -175,6 +175,16 @@ async def test_with_background_memory_the_reply_returns_before_extraction_and_th
     assert "remembered: " in err.getvalue() and "error" not in err.getvalue()
 
 
+async def test_a_turn_that_only_asks_to_confirm_prints_no_blank_reply_line(backend, user_id):
+    def reply(messages):
+        call = {"name": "add_task", "args": {"description": "Renew passport"}, "id": f"c{uuid.uuid4().hex[:6]}"}
+        return AIMessage("   ", tool_calls=[call])  # spaces, then the call: what the 0.5B streamed
+
+    with scripted_session(backend, user_id, reply) as (s, out, err):
+        await s.send("Remind me to renew my passport next month.")
+    assert out.getvalue() == "" and "Confirm: add task 'Renew passport'" in err.getvalue()
+
+
 async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in_history(session, backend, user_id):
     """Issue 19.8: /forget deleted the fact outright, outside the writer and without the user's lock."""
     s, out, err = session
