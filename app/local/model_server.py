@@ -42,9 +42,11 @@ DEFAULT_CONTEXT = 8192
 # The server's prompt cache (llama-cpp-python's --cache, in RAM): the state after each call is kept,
 # and a later prompt resumes from the longest cached prefix. A turn makes several calls (reply,
 # extraction, title, fold) that each evict the others' prefix from the one live context; with the
-# cache the next turn's reply reads only what changed since the last one. A 2,000-token state is
-# ~25 MB on the 0.5B and ~60 MB on the 1.5B: 512 MiB keeps the last several.
-PROMPT_CACHE_BYTES = 512 << 20
+# cache the next turn's reply reads only what changed since the last one. The size counts only the
+# KV state (~25 MB for 2,000 tokens on the 0.5B, ~60 MB on the 1.5B), not the copy of the logits each
+# saved state also keeps (up to n_batch x vocabulary floats, ~310 MB): at 512 MiB a server grew to
+# 5-10 GB and was OOM-killed. 128 MiB keeps the last few states, ~1.6 GB at most in all.
+PROMPT_CACHE_BYTES = 128 << 20
 # Seconds one call to the local server may take (a 1.5B structured call on a busy 2-core machine takes minutes).
 LOCAL_TIMEOUT_SECONDS = 600
 
