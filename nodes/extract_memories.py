@@ -62,10 +62,12 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
         return {"memory_written": {"skipped": "the reply was stopped"}}
     store = runtime.store
     model = load_chat_model(ctx.model)
+    # An imported history can end on a user message nobody answered: the message alone is learned from.
+    reply_text = reply.text if reply is not None else ""
     with timed("extract_memories"):
-        stored = await related_memories(store, ctx.user_id, human.text, reply.text)
+        stored = await related_memories(store, ctx.user_id, human.text, reply_text)
         try:
-            result = await extract(model, human.text, reply.text, stored, config=NOSTREAM)
+            result = await extract(model, human.text, reply_text, stored, config=NOSTREAM)
         except GraphBubbleUp:
             raise
         except Exception as exc:
