@@ -1,6 +1,7 @@
 """Time whole chat turns through the compiled graph (not a pytest test).
 
-    python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--other-users 0 [--other-facts 1000]]
+    python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--messages 0]
+                                    [--other-users 0 [--other-facts 1000] [--other-messages 0]]
 
 Runs on a throwaway embedded Postgres with the real embeddings (all-MiniLM-L6-v2
 in numpy) and the offline model, so the figures are the agent's own overhead:
@@ -15,6 +16,12 @@ other users, ``--other-facts`` facts each, in the same tables. The shared HNSW i
 built once after the load, and a user large enough for its own index
 (``storage.vector_search.LARGE_NAMESPACE``) gets it before the turns, as its first search
 would start it. Seeding progress goes to stderr.
+
+``--messages N`` seeds N messages of the user into the episodic index (``storage.episodes``,
+bulk COPY through its ``copy_episodes``), in chats of ``CHAT_LENGTH`` messages spread over the
+past two years, and ``--other-messages M`` gives each other user M; as with facts, a few hundred
+distinct sentences are embedded and each row reuses one vector with a little noise. The index's
+secondary indexes are dropped for the load and built once after it. The seeding rate is printed.
 """
 
 from __future__ import annotations
@@ -58,6 +65,14 @@ DETAILS = [
 ]
 IMPORTANCE = ("low", "medium", "high")
 BLOCK = 10_000
+CHAT_LENGTH = 100  # messages per seeded chat
+# Distinct message texts (openers × topics): the seeded messages are variations of these.
+OPENERS = [
+    "Yesterday I finally talked about", "Can you remind me what we said about", "I have been thinking a lot about",
+    "My sister keeps asking me about", "Last week we made a plan for", "I am a bit worried about",
+    "Here is an update on", "Do you remember my question about", "I just read an article on", "We should talk again about",
+]
+TOPICS = DETAILS + ["the loan for the flat", "my new job at the bank", "the trip to Kyoto", "the kids' school", "my knee surgery"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -135,7 +150,76 @@ async def seed(backend, user: str, facts: int, other_users: int, other_facts: in
     note(f"seeded in {time.perf_counter() - started:.0f} s")
 
 
-async def run(turns: int, facts: int, other_users: int, other_facts: int) -> None:
+class MessageSeeder:
+    """Episodic-index rows with stored embeddings: real vectors of a few hundred sentences, plus small noise."""
+
+    def __init__(self, embeddings, seed: int = 5) -> None:
+        import numpy as np
+
+        self.texts = [f"{o} {t}." for o in OPENERS for t in TOPICS]
+        self.base = np.asarray(embeddings.embed_documents(self.texts), dtype=np.float32)
+        self.rng = np.random.default_rng(seed)
+
+    def rows(self, owner: str, first: int, count: int) -> list:
+        """Messages ``first .. first + count`` of ``owner`` (chat ``i // CHAT_LENGTH``, position ``i % CHAT_LENGTH``)."""
+        import numpy as np
+
+        from storage.episodes import Episode
+
+        now = datetime.now(timezone.utc)
+        pick = self.rng.integers(0, len(self.texts), count)
+        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        out = []
+        for k in range(count):
+            i = first + k
+            when = now - timedelta(days=730) + timedelta(minutes=i)  # a message a minute, oldest first
+            out.append(
+                Episode(
+                    owner=owner, thread_id=f"{owner}-chat{i // CHAT_LENGTH:06d}", message_id=f"{owner}-m{i}",
+                    position=i % CHAT_LENGTH, role="user" if i % 2 == 0 else "assistant", sent_at=when,
+                    content=f"{self.texts[pick[k]]} (note {i})", embedding=vectors[k],
+                )
+            )
+        return out
+
+
+async def seed_messages(backend, user: str, messages: int, other_users: int, other_messages: int) -> None:
+    from storage.episodes import TABLE, copy_episodes
+
+    total = messages + other_users * other_messages
+    if not total:
+        return
+    started = time.perf_counter()
+    seeder = MessageSeeder(backend.embeddings.embeddings)
+    note(f"embedded {len(seeder.texts)} distinct message texts in {time.perf_counter() - started:.1f} s; loading {total:,} messages")
+    owners = [(user, messages)] + [(f"other{i:05d}", other_messages) for i in range(other_users)]
+    async with backend.pool.connection() as conn:
+        rows = await (
+            await conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s", (TABLE, "%_pkey"))
+        ).fetchall()
+        for r in rows:  # built once after the load: many times faster than row by row
+            await conn.execute(f'DROP INDEX "{r["indexname"]}"')
+        load_started = time.perf_counter()
+        done = 0
+        for owner, count in owners:
+            for first in range(0, count, BLOCK):
+                loaded = await copy_episodes(conn, seeder.rows(owner, first, min(BLOCK, count - first)))
+                done += loaded
+                if done // 50_000 != (done - loaded) // 50_000 or done == total:
+                    rate = done / (time.perf_counter() - load_started)
+                    note(f"loaded {done:,}/{total:,} messages ({time.perf_counter() - started:.0f} s, {rate:,.0f} messages/s)")
+        note(f"building the episodic index's {len(rows)} indexes")
+        await conn.execute("SET maintenance_work_mem = '512MB'")
+        for r in rows:
+            await conn.execute(r["indexdef"])
+        await conn.execute("RESET maintenance_work_mem")
+        await conn.execute(f"VACUUM ANALYZE {TABLE}")
+    elapsed = time.perf_counter() - started
+    note(f"seeded {total:,} messages in {elapsed:.0f} s ({total / elapsed:,.0f} messages/s with the indexes)")
+
+
+async def run(turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0) -> None:
     import pgserver
 
     from graph.assembly import compile_graph
@@ -149,6 +233,7 @@ async def run(turns: int, facts: int, other_users: int, other_facts: int) -> Non
             graph = compile_graph(backend.checkpointer, backend.store)
             user = f"bench-{uuid.uuid4().hex[:6]}"
             await seed(backend, user, facts, other_users, other_facts)
+            await seed_messages(backend, user, messages, other_users, other_messages)
             ctx = Context(user_id=user, model="offline")
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             per_node: dict[str, list[float]] = defaultdict(list)
@@ -166,9 +251,9 @@ async def run(turns: int, facts: int, other_users: int, other_facts: int) -> Non
         server.cleanup()
         shutil.rmtree(directory, ignore_errors=True)
 
-    others = f", other users: {other_users:,} × {other_facts:,} facts" if other_users else ""
+    others = f", other users: {other_users:,} × {other_facts:,} facts and {other_messages:,} messages" if other_users else ""
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"turns: {turns}, stored facts: {facts}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
+    print(f"turns: {turns}, stored facts: {facts}, indexed messages: {messages:,}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
     print(f"{'step':<18}{'p50 ms':>10}{'p95 ms':>10}")
     for node, values in per_node.items():
         print(f"{node:<18}{statistics.median(values):>10.1f}{pct(values, 0.95):>10.1f}")
@@ -179,12 +264,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--facts", type=int, default=200, help="facts stored before the run")
-    parser.add_argument("--other-users", type=int, default=0, help="other users with facts in the same tables")
+    parser.add_argument("--messages", type=int, default=0, help="the user's messages in the episodic index before the run")
+    parser.add_argument("--other-users", type=int, default=0, help="other users with facts (and messages) in the same tables")
     parser.add_argument("--other-facts", type=int, default=1000, help="facts of each other user")
+    parser.add_argument("--other-messages", type=int, default=0, help="indexed messages of each other user")
     args = parser.parse_args()
-    if min(args.turns, args.facts, args.other_users, args.other_facts) < 0 or args.turns == 0:
+    if min(args.turns, args.facts, args.messages, args.other_users, args.other_facts, args.other_messages) < 0 or args.turns == 0:
         parser.error("counts must be positive")
-    asyncio.run(run(args.turns, args.facts, args.other_users, args.other_facts))
+    asyncio.run(run(args.turns, args.facts, args.other_users, args.other_facts, args.messages, args.other_messages))
 
 
 if __name__ == "__main__":
