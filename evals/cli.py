@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--reader-model", help="also answer each question from each prompt and report LoCoMo F1")
     rc.add_argument("--judge-model", help="with --reader-model: label the answers CORRECT/WRONG too")
     rc.add_argument("--concurrency", type=_positive, default=4, help="parallel reader/judge calls (default 4)")
+    rc.add_argument("--conversations-at-once", type=_positive, default=1, help="import and question N conversations at once (faster; load_context times then include the contention)")
     rc.add_argument("--out", type=Path, help="output folder (default: eval-results/recall-<run id>)")
     rc.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its users are deleted at the end")
     rc.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
@@ -216,6 +217,7 @@ async def _run(args: argparse.Namespace) -> int:
             reader_model=args.reader_model,
             judge_model=args.judge_model,
             concurrency=args.concurrency,
+            conversations_at_once=args.conversations_at_once,
         )
         await run_recall(options, console)
         return 0

@@ -78,6 +78,7 @@ class RecallOptions:
     reader_model: str | None = None
     judge_model: str | None = None
     concurrency: int = 4
+    conversations_at_once: int = 1  # >1 speeds a long run up; load_context times then include the contention
 
 
 # --------------------------------------------------------------------------- results
@@ -300,32 +301,40 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         with progress_tracker(console, opts.progress) as progress:
             progress.add("import", sum(len(c.messages) for c in chats))
             progress.add("questions", questions)
-            for conv, chat in zip(conversations, chats):
-                user = ws.user("recall", conv.id)
-                ctx = Context(user_id=user, model=opts.model)
-                started = time.perf_counter()
-                done = await import_chat(
-                    graph, ws.backend.pool, user, chat, context=ctx,
-                    on_progress=lambda n, total, cid=conv.id: progress.turn("import", cid, n),
-                )
-                import_seconds += time.perf_counter() - started
-                imported_messages += done.messages
-                progress.unit_done("import", conv.id)
-                speakers = (conv.metadata.get("speaker_a") or "", conv.metadata.get("speaker_b") or "")
-                item = Imported(conv, chat, _evidence_texts(chat, speakers), done.last_time + QUESTION_DELAY)
-                values = (await graph.aget_state({"configurable": {"thread_id": done.chat_id}})).values
-                n = 0
-                for probe in conv.probes:
-                    if probe.category not in CATEGORIES:
-                        continue
-                    question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
-                    messages, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
-                    load_ms.append(ms)
-                    item.asked.append(score(probe, conv.id, messages, item.evidence))
-                    n += 1
-                    progress.turn("questions", conv.id, n)
-                progress.unit_done("questions", conv.id)
-                work.append(item)
+            limit = asyncio.Semaphore(max(1, opts.conversations_at_once))
+
+            async def one(conv: Conversation, chat: ChatImport) -> Imported:
+                nonlocal import_seconds, imported_messages
+                async with limit:
+                    user = ws.user("recall", conv.id)
+                    ctx = Context(user_id=user, model=opts.model)
+                    started = time.perf_counter()
+                    done = await import_chat(
+                        graph, ws.backend.pool, user, chat, context=ctx,
+                        on_progress=lambda n, total, cid=conv.id: progress.turn("import", cid, n),
+                    )
+                    import_seconds += time.perf_counter() - started
+                    imported_messages += done.messages
+                    progress.unit_done("import", conv.id)
+                    speakers = (conv.metadata.get("speaker_a") or "", conv.metadata.get("speaker_b") or "")
+                    item = Imported(conv, chat, _evidence_texts(chat, speakers), done.last_time + QUESTION_DELAY)
+                    values = (await graph.aget_state({"configurable": {"thread_id": done.chat_id}})).values
+                    n = 0
+                    for probe in conv.probes:
+                        if probe.category not in CATEGORIES:
+                            continue
+                        question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
+                        messages, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
+                        load_ms.append(ms)
+                        item.asked.append(score(probe, conv.id, messages, item.evidence))
+                        n += 1
+                        progress.turn("questions", conv.id, n)
+                    progress.unit_done("questions", conv.id)
+                    return item
+
+            # Conversations are independent (a user each): several at once overlap one's database
+            # waits with another's embeddings. Each one's exchanges still run in order, as in a chat.
+            work = list(await asyncio.gather(*(one(conv, chat) for conv, chat in zip(conversations, chats))))
             progress.finish("import")
             progress.finish("questions")
 
@@ -345,6 +354,8 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         f"Baselines (except whole_history) get at most {budget} prompt tokens, the memory-agent's median.",
         "Gold answers and evidence corrected by locomo_audit_errors.json where it has an entry.",
     ]
+    if opts.conversations_at_once > 1:
+        notes.append(f"{opts.conversations_at_once} conversations ran at once: load_context times include that contention (benchmarks/bench_turn gives clean ones).")
     results = RecallResults(
         dataset=str(path),
         conversations=[w.conversation.id for w in work],
