@@ -84,92 +84,114 @@ def note(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-class FactSeeder:
-    """Facts with stored embeddings: real vectors of a few hundred texts, plus small noise."""
+class NoisyVectors:
+    """Real embeddings of a few hundred ``texts``; each seeded row reuses one with a little noise."""
 
-    def __init__(self, embeddings, seed: int = 3) -> None:
+    def __init__(self, embeddings, texts: list[str], seed: int) -> None:
         import numpy as np
 
-        self.texts = [f"{s} {d}" for s in SUBJECTS for d in DETAILS]
-        self.base = np.asarray(embeddings.embed_documents(self.texts), dtype=np.float32)
+        self.texts = texts
+        self.base = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
         self.rng = np.random.default_rng(seed)
 
-    def items(self, user_id: str, count: int) -> list:
+    def sample(self, count: int):
+        """(indices into ``texts``, unit vectors near theirs) for ``count`` rows."""
         import numpy as np
 
+        pick = self.rng.integers(0, len(self.texts), count)
+        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return pick, vectors
+
+
+async def load_blocks(conn, owners: list[tuple[str, int]], rows, copy, unit: str, started: float) -> None:
+    """``copy(conn, rows(owner, first, count))`` in blocks of BLOCK for each (owner, count); progress and rate to stderr."""
+    total = sum(count for _, count in owners)
+    load_started = time.perf_counter()
+    done = 0
+    for owner, count in owners:
+        for first in range(0, count, BLOCK):
+            loaded = await copy(conn, rows(owner, first, min(BLOCK, count - first)))
+            done += loaded
+            if done // 50_000 != (done - loaded) // 50_000 or done == total:
+                rate = done / (time.perf_counter() - load_started)
+                note(f"loaded {done:,}/{total:,} {unit} ({time.perf_counter() - started:.0f} s, {rate:,.0f} {unit}/s)")
+
+
+class FactSeeder(NoisyVectors):
+    """Facts with stored embeddings (see NoisyVectors)."""
+
+    def __init__(self, embeddings, seed: int = 3) -> None:
+        super().__init__(embeddings, [f"{s} {d}" for s in SUBJECTS for d in DETAILS], seed)
+
+    def items(self, user_id: str, first: int, count: int) -> list:
         from core.namespaces import facts_ns
         from core.schemas import Fact, text_hash
         from storage.bulk_load import BulkItem
 
         now = datetime.now(timezone.utc)
-        pick = self.rng.integers(0, len(self.texts), count)
-        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        pick, vectors = self.sample(count)
         ages = self.rng.uniform(0, 365, count)
         levels = self.rng.integers(0, 3, count)
         out = []
         for i in range(count):
-            text = f"{self.texts[pick[i]]} (note {i})"
+            text = f"{self.texts[pick[i]]} (note {first + i})"
             when = now - timedelta(days=float(ages[i]))
             fact = Fact(id=str(uuid.uuid4()), text=text, importance=IMPORTANCE[levels[i]], hash=text_hash(text), created_at=when, updated_at=when)
             out.append(BulkItem(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), vectors[i], created_at=when))
         return out
 
 
+async def bulk_seed(backend, seeder_class, unit: str, owners: list[tuple[str, int]], copy, rows, indexes_query: tuple, tables: list[str]) -> float:
+    """Load every owner's rows in blocks with the indexes ``indexes_query`` finds (name, def) dropped
+    during the load and built once after it (many times faster than row by row); the seconds taken."""
+    total = sum(count for _, count in owners)
+    if not total:
+        return 0.0
+    started = time.perf_counter()
+    seeder = seeder_class(backend.embeddings.embeddings)
+    note(f"embedded {len(seeder.texts)} distinct {unit} texts in {time.perf_counter() - started:.1f} s; loading {total:,} {unit}")
+    async with backend.pool.connection() as conn:
+        indexes = await (await conn.execute(*indexes_query)).fetchall()
+        for index in indexes:
+            await conn.execute(f'DROP INDEX "{index["indexname"]}"')
+        await load_blocks(conn, owners, getattr(seeder, rows), copy, unit, started)
+        note(f"building {', '.join(i['indexname'] for i in indexes)}")
+        await conn.execute("SET maintenance_work_mem = '1GB'")
+        for index in indexes:
+            await conn.execute(index["indexdef"])
+        await conn.execute("RESET maintenance_work_mem")
+        for table in tables:
+            await conn.execute(f"VACUUM ANALYZE {table}")
+    elapsed = time.perf_counter() - started
+    note(f"seeded {total:,} {unit} in {elapsed:.0f} s ({total / elapsed:,.0f} {unit}/s with the indexes)")
+    return elapsed
+
+
 async def seed(backend, user: str, facts: int, other_users: int, other_facts: int) -> None:
     from storage.bulk_load import copy_items
     from storage.vector_search import LARGE_NAMESPACE, ensure_namespace_index
 
-    total = facts + other_users * other_facts
-    if not total:
-        return
-    started = time.perf_counter()
-    seeder = FactSeeder(backend.embeddings.embeddings)
-    note(f"embedded {len(seeder.texts)} distinct fact texts in {time.perf_counter() - started:.1f} s; loading {total:,} facts")
     owners = [(user, facts)] + [(f"other{i:05d}", other_facts) for i in range(other_users)]
-    async with backend.pool.connection() as conn:
-        index = await (await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'")).fetchone()
-        # A bulk build of the shared HNSW index is many times faster than row-by-row inserts.
-        await conn.execute("DROP INDEX store_vectors_embedding_idx")
-        done = 0
-        for owner, count in owners:
-            for first in range(0, count, BLOCK):
-                loaded = await copy_items(conn, seeder.items(owner, min(BLOCK, count - first)))
-                done += loaded
-                if done // 50_000 != (done - loaded) // 50_000 or done == total:
-                    note(f"loaded {done:,}/{total:,} facts ({time.perf_counter() - started:.0f} s)")
-        note("building the shared HNSW index")
-        await conn.execute("SET maintenance_work_mem = '1GB'")
-        await conn.execute(index["indexdef"])
-        await conn.execute("RESET maintenance_work_mem")
-        await conn.execute("VACUUM ANALYZE store")
-        await conn.execute("VACUUM ANALYZE store_vectors")
+    query = ("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'",)  # the shared HNSW index
+    await bulk_seed(backend, FactSeeder, "facts", owners, copy_items, "items", query, ["store", "store_vectors"])
     if facts >= LARGE_NAMESPACE:
         note(f"building the user's own HNSW index ({facts:,} facts)")
         await ensure_namespace_index(backend.pool, ("users", user, "facts"))
-    note(f"seeded in {time.perf_counter() - started:.0f} s")
 
 
-class MessageSeeder:
-    """Episodic-index rows with stored embeddings: real vectors of a few hundred sentences, plus small noise."""
+class MessageSeeder(NoisyVectors):
+    """Episodic-index rows with stored embeddings (see NoisyVectors)."""
 
     def __init__(self, embeddings, seed: int = 5) -> None:
-        import numpy as np
-
-        self.texts = [f"{o} {t}." for o in OPENERS for t in TOPICS]
-        self.base = np.asarray(embeddings.embed_documents(self.texts), dtype=np.float32)
-        self.rng = np.random.default_rng(seed)
+        super().__init__(embeddings, [f"{o} {t}." for o in OPENERS for t in TOPICS], seed)
 
     def rows(self, owner: str, first: int, count: int) -> list:
         """Messages ``first .. first + count`` of ``owner`` (chat ``i // CHAT_LENGTH``, position ``i % CHAT_LENGTH``)."""
-        import numpy as np
-
         from storage.episodes import Episode
 
         now = datetime.now(timezone.utc)
-        pick = self.rng.integers(0, len(self.texts), count)
-        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        pick, vectors = self.sample(count)
         out = []
         for k in range(count):
             i = first + k
@@ -185,38 +207,13 @@ class MessageSeeder:
 
 
 async def seed_messages(backend, user: str, messages: int, other_users: int, other_messages: int) -> None:
+    if not messages + other_users * other_messages:
+        return
     from storage.episodes import TABLE, copy_episodes
 
-    total = messages + other_users * other_messages
-    if not total:
-        return
-    started = time.perf_counter()
-    seeder = MessageSeeder(backend.embeddings.embeddings)
-    note(f"embedded {len(seeder.texts)} distinct message texts in {time.perf_counter() - started:.1f} s; loading {total:,} messages")
     owners = [(user, messages)] + [(f"other{i:05d}", other_messages) for i in range(other_users)]
-    async with backend.pool.connection() as conn:
-        rows = await (
-            await conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s", (TABLE, "%_pkey"))
-        ).fetchall()
-        for r in rows:  # built once after the load: many times faster than row by row
-            await conn.execute(f'DROP INDEX "{r["indexname"]}"')
-        load_started = time.perf_counter()
-        done = 0
-        for owner, count in owners:
-            for first in range(0, count, BLOCK):
-                loaded = await copy_episodes(conn, seeder.rows(owner, first, min(BLOCK, count - first)))
-                done += loaded
-                if done // 50_000 != (done - loaded) // 50_000 or done == total:
-                    rate = done / (time.perf_counter() - load_started)
-                    note(f"loaded {done:,}/{total:,} messages ({time.perf_counter() - started:.0f} s, {rate:,.0f} messages/s)")
-        note(f"building the episodic index's {len(rows)} indexes")
-        await conn.execute("SET maintenance_work_mem = '512MB'")
-        for r in rows:
-            await conn.execute(r["indexdef"])
-        await conn.execute("RESET maintenance_work_mem")
-        await conn.execute(f"VACUUM ANALYZE {TABLE}")
-    elapsed = time.perf_counter() - started
-    note(f"seeded {total:,} messages in {elapsed:.0f} s ({total / elapsed:,.0f} messages/s with the indexes)")
+    query = ("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s", (TABLE, "%_pkey"))
+    await bulk_seed(backend, MessageSeeder, "messages", owners, copy_episodes, "rows", query, [TABLE])
 
 
 async def run(turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0) -> None:
