@@ -37,7 +37,7 @@ from core.errors import InvalidMessage, MemoryAgentError
 from core.messages import stamp_sent_at
 from core.schemas import ChatRecord
 from core.text_validation import DEFAULT_MAX_CHARS, ShortText, validate_user_text
-from memory.user_memory import put_chat
+from memory.memory_writer import create_chat_record
 from storage import thread_owners
 
 __all__ = [
@@ -240,7 +240,7 @@ async def import_chat(
     title = (chat.title or "").strip()
     record = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=ctx.persona)
     await thread_owners.create(pool, record.thread_id, user_id)
-    await put_chat(graph.store, user_id, record)
+    await create_chat_record(graph.store, user_id, record)
     cfg = {"configurable": {"thread_id": record.thread_id}}
     result = ImportedChat(
         chat_id=record.thread_id,
