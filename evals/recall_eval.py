@@ -86,6 +86,7 @@ class CategoryScores(BaseModel):
     questions: int = 0
     answer_recall: float = 0.0
     evidence_recall: float | None = None
+    evidence_verbatim: float | None = None
     f1: float | None = None
     judge: float | None = None
 
@@ -122,6 +123,7 @@ class Asked:
     tokens: int
     answer_recall: float
     evidence_recall: float | None
+    evidence_verbatim: float | None = None
     f1: float | None = None
     judge: float | None = None
 
@@ -159,6 +161,7 @@ def score(probe: Probe, conversation: str, messages: list[BaseMessage], evidence
         tokens=count_message_tokens(messages),
         answer_recall=answer_recall(probe.answer, text),
         evidence_recall=evidence_recall(texts, text),
+        evidence_verbatim=evidence_recall(texts, text, verbatim_only=True),
     )
 
 
@@ -234,12 +237,14 @@ async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ct
 def _summarise(asked: list[Asked]) -> SystemScores:
     def block(items: list[Asked]) -> dict[str, Any]:
         ev = [a.evidence_recall for a in items if a.evidence_recall is not None]
+        verbatim = [a.evidence_verbatim for a in items if a.evidence_verbatim is not None]
         f1 = [a.f1 for a in items if a.f1 is not None]
         judged = [a.judge for a in items if a.judge is not None]
         return {
             "questions": len(items),
             "answer_recall": round(statistics.fmean(a.answer_recall for a in items), 4) if items else 0.0,
             "evidence_recall": round(statistics.fmean(ev), 4) if ev else None,
+            "evidence_verbatim": round(statistics.fmean(verbatim), 4) if verbatim else None,
             "f1": round(statistics.fmean(f1), 4) if f1 else None,
             "judge": round(statistics.fmean(judged), 4) if judged else None,
         }
@@ -402,12 +407,12 @@ def report_markdown(results: RecallResults) -> str:
         f"import {results.import_stats['messages']:.0f} messages in {results.import_stats['seconds']} s "
         f"({results.import_stats['ms_per_message']} ms per message); run {results.wall_seconds} s.",
         "",
-        "| system | questions | answer words present | evidence turns present | prompt tokens median | p95 | F1 | judge |",
-        "|---|---|---|---|---|---|---|---|",
+        "| system | questions | answer words present | evidence turns present | evidence turns verbatim | prompt tokens median | p95 | F1 | judge |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in results.systems.items():
         lines.append(
-            f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {s.prompt_tokens_median:.0f} | {s.prompt_tokens_p95:.0f} | {_fmt(s.f1)} | {_fmt(s.judge)} |"
+            f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {_fmt(s.evidence_verbatim)} | {s.prompt_tokens_median:.0f} | {s.prompt_tokens_p95:.0f} | {_fmt(s.f1)} | {_fmt(s.judge)} |"
         )
     lines += ["", "## Per category (answer words / evidence turns)", ""]
     cats = sorted({c for s in results.systems.values() for c in s.per_category})

@@ -44,19 +44,23 @@ def answer_recall(gold: str, prompt: PromptText | str) -> float:
     return lexical_recall(gold, text)
 
 
-def turn_present(turn_text: str, prompt: PromptText) -> bool:
+def turn_present(turn_text: str, prompt: PromptText, *, verbatim_only: bool = False) -> bool:
     if _folded(turn_text) and _folded(turn_text) in prompt.folded:
         return True
+    if verbatim_only:
+        return False
     words = set(content_tokens(turn_text))
     if not words:
         return False
     return len(words & prompt.words) / len(words) > EVIDENCE_WORD_SHARE
 
 
-def evidence_recall(evidence_texts: Sequence[str], prompt: PromptText) -> float | None:
+def evidence_recall(evidence_texts: Sequence[str], prompt: PromptText, *, verbatim_only: bool = False) -> float | None:
+    """The share of evidence turns present (``verbatim_only``: only whole turns count; the word
+    share is lenient on a long prompt, where a short turn's common words are often all there)."""
     if not evidence_texts:
         return None
-    return sum(turn_present(t, prompt) for t in evidence_texts) / len(evidence_texts)
+    return sum(turn_present(t, prompt, verbatim_only=verbatim_only) for t in evidence_texts) / len(evidence_texts)
 
 
 class BM25:

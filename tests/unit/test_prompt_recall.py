@@ -58,3 +58,10 @@ def test_percentile_is_nearest_rank():
     assert percentile([5, 1, 3, 2, 4], 50) == 3
     assert percentile(list(range(1, 101)), 95) == 95
     assert percentile([], 95) == 0.0
+
+
+def test_verbatim_evidence_counts_only_whole_turns():
+    prompt = PromptText("Caroline: The LGBTQ support group was powerful, I went yesterday!")
+    assert evidence_recall(["I went yesterday!"], prompt, verbatim_only=True) == 1.0
+    assert evidence_recall(["I went to the support group yesterday"], prompt) == 1.0  # most words
+    assert evidence_recall(["I went to the support group yesterday"], prompt, verbatim_only=True) == 0.0
