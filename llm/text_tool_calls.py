@@ -36,7 +36,7 @@ _FENCED = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.S)
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _FUNCTION_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 _CALL_KEYS = {"name", "id", "type", "tool", "function", *_ARG_KEYS}
-FALLBACK_REPLY = "Sorry, I could not put that into words. Could you ask again?"
+FALLBACK_REPLY = "(No answer: the model gave no usable reply, twice. Please ask again, perhaps in other words.)"
 NO_TOOLS_INSTRUCTION = (
     "Answer the user directly in plain words. Do not write tool calls, JSON or function names: "
     "no tools are available for this answer."
