@@ -1,6 +1,7 @@
 """Time whole chat turns through the compiled graph (not a pytest test).
 
-    python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--other-users 0 [--other-facts 1000]]
+    python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--messages 0]
+                                    [--other-users 0 [--other-facts 1000] [--other-messages 0]]
 
 Runs on a throwaway embedded Postgres with the real embeddings (all-MiniLM-L6-v2
 in numpy) and the offline model, so the figures are the agent's own overhead:
@@ -15,6 +16,12 @@ other users, ``--other-facts`` facts each, in the same tables. The shared HNSW i
 built once after the load, and a user large enough for its own index
 (``storage.vector_search.LARGE_NAMESPACE``) gets it before the turns, as its first search
 would start it. Seeding progress goes to stderr.
+
+``--messages N`` seeds N messages of the user into the episodic index (``storage.episodes``,
+bulk COPY through its ``copy_episodes``), in chats of ``CHAT_LENGTH`` messages spread over the
+past two years, and ``--other-messages M`` gives each other user M; as with facts, a few hundred
+distinct sentences are embedded and each row reuses one vector with a little noise. The index's
+secondary indexes are dropped for the load and built once after it. The seeding rate is printed.
 """
 
 from __future__ import annotations
@@ -58,6 +65,14 @@ DETAILS = [
 ]
 IMPORTANCE = ("low", "medium", "high")
 BLOCK = 10_000
+CHAT_LENGTH = 100  # messages per seeded chat
+# Distinct message texts (openers × topics): the seeded messages are variations of these.
+OPENERS = [
+    "Yesterday I finally talked about", "Can you remind me what we said about", "I have been thinking a lot about",
+    "My sister keeps asking me about", "Last week we made a plan for", "I am a bit worried about",
+    "Here is an update on", "Do you remember my question about", "I just read an article on", "We should talk again about",
+]
+TOPICS = DETAILS + ["the loan for the flat", "my new job at the bank", "the trip to Kyoto", "the kids' school", "my knee surgery"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -69,73 +84,140 @@ def note(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-class FactSeeder:
-    """Facts with stored embeddings: real vectors of a few hundred texts, plus small noise."""
+class NoisyVectors:
+    """Real embeddings of a few hundred ``texts``; each seeded row reuses one with a little noise."""
 
-    def __init__(self, embeddings, seed: int = 3) -> None:
+    def __init__(self, embeddings, texts: list[str], seed: int) -> None:
         import numpy as np
 
-        self.texts = [f"{s} {d}" for s in SUBJECTS for d in DETAILS]
-        self.base = np.asarray(embeddings.embed_documents(self.texts), dtype=np.float32)
+        self.texts = texts
+        self.base = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
         self.rng = np.random.default_rng(seed)
 
-    def items(self, user_id: str, count: int) -> list:
+    def sample(self, count: int):
+        """(indices into ``texts``, unit vectors near theirs) for ``count`` rows."""
         import numpy as np
 
+        pick = self.rng.integers(0, len(self.texts), count)
+        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return pick, vectors
+
+
+async def load_blocks(conn, owners: list[tuple[str, int]], rows, copy, unit: str, started: float) -> None:
+    """``copy(conn, rows(owner, first, count))`` in blocks of BLOCK for each (owner, count); progress and rate to stderr."""
+    total = sum(count for _, count in owners)
+    load_started = time.perf_counter()
+    done = 0
+    for owner, count in owners:
+        for first in range(0, count, BLOCK):
+            loaded = await copy(conn, rows(owner, first, min(BLOCK, count - first)))
+            done += loaded
+            if done // 50_000 != (done - loaded) // 50_000 or done == total:
+                rate = done / (time.perf_counter() - load_started)
+                note(f"loaded {done:,}/{total:,} {unit} ({time.perf_counter() - started:.0f} s, {rate:,.0f} {unit}/s)")
+
+
+class FactSeeder(NoisyVectors):
+    """Facts with stored embeddings (see NoisyVectors)."""
+
+    def __init__(self, embeddings, seed: int = 3) -> None:
+        super().__init__(embeddings, [f"{s} {d}" for s in SUBJECTS for d in DETAILS], seed)
+
+    def items(self, user_id: str, first: int, count: int) -> list:
         from core.namespaces import facts_ns
         from core.schemas import Fact, text_hash
         from storage.bulk_load import BulkItem
 
         now = datetime.now(timezone.utc)
-        pick = self.rng.integers(0, len(self.texts), count)
-        vectors = self.base[pick] + self.rng.standard_normal((count, self.base.shape[1])).astype(np.float32) * 0.01
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        pick, vectors = self.sample(count)
         ages = self.rng.uniform(0, 365, count)
         levels = self.rng.integers(0, 3, count)
         out = []
         for i in range(count):
-            text = f"{self.texts[pick[i]]} (note {i})"
+            text = f"{self.texts[pick[i]]} (note {first + i})"
             when = now - timedelta(days=float(ages[i]))
             fact = Fact(id=str(uuid.uuid4()), text=text, importance=IMPORTANCE[levels[i]], hash=text_hash(text), created_at=when, updated_at=when)
             out.append(BulkItem(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), vectors[i], created_at=when))
         return out
 
 
+async def bulk_seed(backend, seeder_class, unit: str, owners: list[tuple[str, int]], copy, rows, indexes_query: tuple, tables: list[str]) -> float:
+    """Load every owner's rows in blocks with the indexes ``indexes_query`` finds (name, def) dropped
+    during the load and built once after it (many times faster than row by row); the seconds taken."""
+    total = sum(count for _, count in owners)
+    if not total:
+        return 0.0
+    started = time.perf_counter()
+    seeder = seeder_class(backend.embeddings.embeddings)
+    note(f"embedded {len(seeder.texts)} distinct texts in {time.perf_counter() - started:.1f} s; loading {total:,} {unit}")
+    loading = time.perf_counter()
+    async with backend.pool.connection() as conn:
+        indexes = await (await conn.execute(*indexes_query)).fetchall()
+        for index in indexes:
+            await conn.execute(f'DROP INDEX "{index["indexname"]}"')
+        await load_blocks(conn, owners, getattr(seeder, rows), copy, unit, started)
+        note(f"building {', '.join(i['indexname'] for i in indexes)}")
+        await conn.execute("SET maintenance_work_mem = '1GB'")
+        for index in indexes:
+            await conn.execute(index["indexdef"])
+        await conn.execute("RESET maintenance_work_mem")
+        for table in tables:
+            await conn.execute(f"VACUUM ANALYZE {table}")
+    elapsed = time.perf_counter() - loading
+    note(f"seeded {total:,} {unit} in {elapsed:.0f} s ({total / elapsed:,.0f} {unit}/s, the index builds included)")
+    return elapsed
+
+
 async def seed(backend, user: str, facts: int, other_users: int, other_facts: int) -> None:
     from storage.bulk_load import copy_items
     from storage.vector_search import LARGE_NAMESPACE, ensure_namespace_index
 
-    total = facts + other_users * other_facts
-    if not total:
-        return
-    started = time.perf_counter()
-    seeder = FactSeeder(backend.embeddings.embeddings)
-    note(f"embedded {len(seeder.texts)} distinct fact texts in {time.perf_counter() - started:.1f} s; loading {total:,} facts")
     owners = [(user, facts)] + [(f"other{i:05d}", other_facts) for i in range(other_users)]
-    async with backend.pool.connection() as conn:
-        index = await (await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'")).fetchone()
-        # A bulk build of the shared HNSW index is many times faster than row-by-row inserts.
-        await conn.execute("DROP INDEX store_vectors_embedding_idx")
-        done = 0
-        for owner, count in owners:
-            for first in range(0, count, BLOCK):
-                loaded = await copy_items(conn, seeder.items(owner, min(BLOCK, count - first)))
-                done += loaded
-                if done // 50_000 != (done - loaded) // 50_000 or done == total:
-                    note(f"loaded {done:,}/{total:,} facts ({time.perf_counter() - started:.0f} s)")
-        note("building the shared HNSW index")
-        await conn.execute("SET maintenance_work_mem = '1GB'")
-        await conn.execute(index["indexdef"])
-        await conn.execute("RESET maintenance_work_mem")
-        await conn.execute("VACUUM ANALYZE store")
-        await conn.execute("VACUUM ANALYZE store_vectors")
+    query = ("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'",)  # the shared HNSW index
+    await bulk_seed(backend, FactSeeder, "facts", owners, copy_items, "items", query, ["store", "store_vectors"])
     if facts >= LARGE_NAMESPACE:
         note(f"building the user's own HNSW index ({facts:,} facts)")
         await ensure_namespace_index(backend.pool, ("users", user, "facts"))
-    note(f"seeded in {time.perf_counter() - started:.0f} s")
 
 
-async def run(turns: int, facts: int, other_users: int, other_facts: int) -> None:
+class MessageSeeder(NoisyVectors):
+    """Episodic-index rows with stored embeddings (see NoisyVectors)."""
+
+    def __init__(self, embeddings, seed: int = 5) -> None:
+        super().__init__(embeddings, [f"{o} {t}." for o in OPENERS for t in TOPICS], seed)
+
+    def rows(self, owner: str, first: int, count: int) -> list:
+        """Messages ``first .. first + count`` of ``owner`` (chat ``i // CHAT_LENGTH``, position ``i % CHAT_LENGTH``)."""
+        from storage.episodes import Episode
+
+        now = datetime.now(timezone.utc)
+        pick, vectors = self.sample(count)
+        out = []
+        for k in range(count):
+            i = first + k
+            when = now - timedelta(days=730) + timedelta(minutes=i)  # a message a minute, oldest first
+            out.append(
+                Episode(
+                    owner=owner, thread_id=f"{owner}-chat{i // CHAT_LENGTH:06d}", message_id=f"{owner}-m{i}",
+                    position=i % CHAT_LENGTH, role="user" if i % 2 == 0 else "assistant", sent_at=when,
+                    content=f"{self.texts[pick[k]]} (note {i})", embedding=vectors[k],
+                )
+            )
+        return out
+
+
+async def seed_messages(backend, user: str, messages: int, other_users: int, other_messages: int) -> None:
+    if not messages + other_users * other_messages:
+        return
+    from storage.episodes import TABLE, copy_episodes
+
+    owners = [(user, messages)] + [(f"other{i:05d}", other_messages) for i in range(other_users)]
+    query = ("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s", (TABLE, "%_pkey"))
+    await bulk_seed(backend, MessageSeeder, "messages", owners, copy_episodes, "rows", query, [TABLE])
+
+
+async def run(turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0) -> None:
     import pgserver
 
     from graph.assembly import compile_graph
@@ -149,6 +231,7 @@ async def run(turns: int, facts: int, other_users: int, other_facts: int) -> Non
             graph = compile_graph(backend.checkpointer, backend.store)
             user = f"bench-{uuid.uuid4().hex[:6]}"
             await seed(backend, user, facts, other_users, other_facts)
+            await seed_messages(backend, user, messages, other_users, other_messages)
             ctx = Context(user_id=user, model="offline")
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             per_node: dict[str, list[float]] = defaultdict(list)
@@ -166,9 +249,9 @@ async def run(turns: int, facts: int, other_users: int, other_facts: int) -> Non
         server.cleanup()
         shutil.rmtree(directory, ignore_errors=True)
 
-    others = f", other users: {other_users:,} × {other_facts:,} facts" if other_users else ""
+    others = f", other users: {other_users:,} × {other_facts:,} facts and {other_messages:,} messages" if other_users else ""
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"turns: {turns}, stored facts: {facts}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
+    print(f"turns: {turns}, stored facts: {facts}, indexed messages: {messages:,}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
     print(f"{'step':<18}{'p50 ms':>10}{'p95 ms':>10}")
     for node, values in per_node.items():
         print(f"{node:<18}{statistics.median(values):>10.1f}{pct(values, 0.95):>10.1f}")
@@ -179,12 +262,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--facts", type=int, default=200, help="facts stored before the run")
-    parser.add_argument("--other-users", type=int, default=0, help="other users with facts in the same tables")
+    parser.add_argument("--messages", type=int, default=0, help="the user's messages in the episodic index before the run")
+    parser.add_argument("--other-users", type=int, default=0, help="other users with facts (and messages) in the same tables")
     parser.add_argument("--other-facts", type=int, default=1000, help="facts of each other user")
+    parser.add_argument("--other-messages", type=int, default=0, help="indexed messages of each other user")
     args = parser.parse_args()
-    if min(args.turns, args.facts, args.other_users, args.other_facts) < 0 or args.turns == 0:
+    if min(args.turns, args.facts, args.messages, args.other_users, args.other_facts, args.other_messages) < 0 or args.turns == 0:
         parser.error("counts must be positive")
-    asyncio.run(run(args.turns, args.facts, args.other_users, args.other_facts))
+    asyncio.run(run(args.turns, args.facts, args.other_users, args.other_facts, args.messages, args.other_messages))
 
 
 if __name__ == "__main__":

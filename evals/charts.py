@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from evals.metric_catalog import metric  # noqa: E402
 from evals.results import VariantResult  # noqa: E402
 
-__all__ = ["bar_chart", "retention_vs_tokens", "tokens_per_turn_chart"]
+__all__ = ["bar_chart", "recall_vs_tokens", "retention_vs_tokens", "tokens_per_turn_chart"]
 
 _COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
 
@@ -92,4 +92,24 @@ def tokens_per_turn_chart(sent: Sequence[int], full: Sequence[int], path: Path, 
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
+    return _save(fig, path)
+
+
+def recall_vs_tokens(systems: dict[str, tuple[float, float, float | None]], path: Path) -> Path:
+    """``eval recall``: each system's median prompt tokens (x, log scale) against answer words and
+    evidence turns present (y): the top-left is best (more of the answer in fewer tokens)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, (name, (tokens, answer, evidence)) in enumerate(systems.items()):
+        color = _COLORS[i % len(_COLORS)]
+        ax.scatter([tokens], [answer], color=color, marker="o", s=60, label=f"{name}: answer words")
+        if evidence is not None:
+            ax.scatter([tokens], [evidence], color=color, marker="^", s=60, label=f"{name}: evidence turns")
+        ax.annotate(name, (tokens, answer), fontsize=8, xytext=(5, 5), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("prompt tokens (median)")
+    ax.set_ylabel("share present in the prompt")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Recall against prompt size (o answer words, ^ evidence turns)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)

@@ -6,6 +6,7 @@
     memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
     memory-agent eval retrieval  [--dataset PATH] [--calibrate]
     memory-agent eval chats      [--dataset PATH] [--model M] [--limit N]
+    memory-agent eval recall     [--dataset PATH] [--limit N] [--model M] [--reader-model R] [--judge-model J]
 
 See evals/README.md for what each number means.
 """
@@ -125,6 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=_positive, help="use only the first N chats (and the requests for them)")
     c.add_argument("--out", type=Path, help="output folder (default: eval-results/chats-<run id>)")
     c.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its user is deleted at the end")
+
+    rc = sub.add_parser("recall", help="what of the answer reaches the reply prompt (LoCoMo imported, judge-free), vs baselines")
+    rc.add_argument("--dataset", help="a file in LoCoMo's format (default: <evaldata>/locomo7.json)")
+    rc.add_argument("--limit", type=_positive, help="use only the first N conversations")
+    rc.add_argument("--model", default="offline", help="the chat's model while importing (summaries, extraction; default: offline)")
+    rc.add_argument("--reader-model", help="also answer each question from each prompt and report LoCoMo F1")
+    rc.add_argument("--judge-model", help="with --reader-model: label the answers CORRECT/WRONG too")
+    rc.add_argument("--concurrency", type=_positive, default=4, help="parallel reader/judge calls (default 4)")
+    rc.add_argument("--conversations-at-once", type=_positive, default=1, help="import and question N conversations at once (faster; load_context times then include the contention)")
+    rc.add_argument("--out", type=Path, help="output folder (default: eval-results/recall-<run id>)")
+    rc.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its users are deleted at the end")
+    rc.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     return parser
 
 
@@ -188,6 +201,25 @@ async def _run(args: argparse.Namespace) -> int:
 
         options = ChatFindingOptions(dataset=args.dataset, model=args.model, out=args.out, database_url=args.database_url, limit=args.limit)
         await run_chat_finding(options, console)
+        return 0
+    if args.eval_command == "recall":
+        from evals.recall_eval import RecallOptions, run_recall
+
+        if args.judge_model and not args.reader_model:
+            raise ValueError("--judge-model judges the reader's answers: give --reader-model too")
+        options = RecallOptions(
+            dataset=args.dataset,
+            limit=args.limit,
+            out=args.out,
+            database_url=args.database_url,
+            progress=not args.no_progress,
+            model=args.model,
+            reader_model=args.reader_model,
+            judge_model=args.judge_model,
+            concurrency=args.concurrency,
+            conversations_at_once=args.conversations_at_once,
+        )
+        await run_recall(options, console)
         return 0
     from evals.token_savings import TokenOptions, run_token_savings
 

@@ -10,7 +10,7 @@ from nodes.compaction import model_view
 from core.context import Context, get_context
 from core.messages import last_human_index
 from core.metrics import count_tokens_used, timed
-from prompts.reply_prompt import PromptBudgets, build_prompt
+from prompts.reply_prompt import BuiltPrompt, PromptBudgets, build_prompt
 from core.state import State
 from llm.chat_model import load_chat_model, model_label, with_output_cap
 from llm.text_tool_calls import answer_in_plain_words, with_text_calls_resolved
@@ -52,8 +52,10 @@ def persona_text(ctx: Context) -> str:
     return ctx.system_prompt.strip() or prompts.persona(ctx.persona).text
 
 
-async def reply(state: State, runtime: Runtime[Context]) -> dict:
-    ctx = get_context(runtime)
+def reply_prompt(state: State, ctx: Context) -> tuple[BuiltPrompt, list[BaseMessage]]:
+    """The prompt the model gets for the newest user message, and this turn's tool steps after it.
+
+    The one place the reply prompt is built: the reply node and ``eval recall`` both use it."""
     view = model_view(state.messages, state.summarized_through)
     i = last_human_index(view)
     if i is None:  # the cursor never passes the newest human message; this is defensive
@@ -73,6 +75,12 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             recent=ctx.max_context_tokens,
         ),
     )
+    return built, list(this_turn)
+
+
+async def reply(state: State, runtime: Runtime[Context]) -> dict:
+    ctx = get_context(runtime)
+    built, this_turn = reply_prompt(state, ctx)
     # Tool calls and results of this turn follow the current message (the bounded tool loop).
     messages = with_every_call_answered([*built.messages, *this_turn])
     base_model = load_chat_model(ctx.model)

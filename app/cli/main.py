@@ -53,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also ingest what symbolic links inside the given folders point to outside them (skipped by default)",
     )
 
+    imp = sub.add_parser("import", help="import a chat history (JSON: roles, texts, times; or LoCoMo's format) into a new chat")
+    imp.add_argument("file", help="the history, as docs/import.md describes ('-' reads stdin)")
+    imp.add_argument("--user", default=_default_user(), help="whose chat it becomes (default: $MEMORY_AGENT_USER or 'local')")
+    imp.add_argument("--title", help="the chat's title (default: the file's, else generated)")
+    imp.add_argument("--model", help="chat model for the memory updates (default: $MEMORY_AGENT_MODEL or auto)")
+
     sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
     for name, (_, help_text) in MODULE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -141,6 +147,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
             print(await doctor_report(backend, startup_seconds=time.perf_counter() - started))
             return 0
+        if args.command == "import":
+            return await _import(backend, args)
         if args.command == "ingest":
             import knowledge
 
@@ -165,6 +173,35 @@ async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
         print(f"error: user {user} has no {kind} item {key!r}", file=sys.stderr)
         return 1
     print(f"Deleted the invalid {kind} item {key!r} of user {user}.")
+    return 0
+
+
+async def _import(backend, args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from core.context import Context
+    from graph.assembly import compile_graph
+    from memory.chat_import import import_chat, parse_import
+    from storage.fenced_saver import FencedPostgresSaver
+
+    try:
+        raw = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+        data = json.loads(raw)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    chats = parse_import(data, title=args.title)  # InvalidImport (a MemoryAgentError) before anything is written
+    graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
+    context = Context(user_id=args.user, **({"model": args.model} if args.model else {}))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("messages"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=False, disable=not sys.stdout.isatty()) as progress:
+        for chat in chats:
+            task = progress.add_task(chat.title or "chat", total=len(chat.messages))
+            done = await import_chat(
+                graph, backend.pool, args.user, chat, context=context,
+                on_progress=lambda n, total, task=task: progress.update(task, completed=n),
+            )
+            print(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}.")
     return 0
 
 

@@ -15,19 +15,23 @@ from starlette.responses import JSONResponse
 from app.http.errors import error_body
 
 MAX_BODY_BYTES = 1_000_000  # a little over the longest message (20,000 characters) in any encoding, with room
+IMPORT_MAX_BODY_BYTES = 32_000_000  # POST /chats/import: a whole history (LoCoMo's longest conversation is ~250 kB)
+LIMITS_BY_ROUTE = {("POST", "/chats/import"): IMPORT_MAX_BODY_BYTES}
 
 
 class BodyLimit:
-    def __init__(self, app, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app, max_bytes: int = MAX_BODY_BYTES, by_route: dict[tuple[str, str], int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.by_route = LIMITS_BY_ROUTE if by_route is None else by_route
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.by_route.get((scope.get("method", ""), scope.get("path", "")), self.max_bytes)
         lengths = [value for name, value in scope.get("headers") or () if name == b"content-length"]
-        if any(not value.isdigit() or int(value) > self.max_bytes for value in lengths):
-            return await self._refuse(scope, receive, send)
+        if any(not value.isdigit() or int(value) > limit for value in lengths):
+            return await self._refuse(scope, receive, send, limit)
 
         chunks: list[bytes] = []
         size = 0
@@ -37,18 +41,18 @@ class BodyLimit:
                 return await self.app(scope, _replay([message], receive), send)
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                return await self._refuse(scope, receive, send)
+            if size > limit:
+                return await self._refuse(scope, receive, send, limit)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         return await self.app(scope, _replay([body], receive), send)
 
-    async def _refuse(self, scope, receive, send) -> None:
+    async def _refuse(self, scope, receive, send, limit: int) -> None:
         # Connection: close, so the server stops taking the rest of the body.
         response = JSONResponse(
-            error_body("request_too_large", f"The request body is larger than {self.max_bytes:,} bytes."),
+            error_body("request_too_large", f"The request body is larger than {limit:,} bytes."),
             status_code=413,
             headers={"Connection": "close"},
         )

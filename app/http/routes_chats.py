@@ -15,6 +15,9 @@ through :mod:`app.runs.turn_runner`; replies stream as Server-Sent Events (:mod:
   branch (and the model's view). Memories learned from them stay in the user's
   memory, where they can be corrected through /memory. Regenerating a reply is the
   same fork, answering that reply's user message again.
+- ``POST /chats/import`` takes a chat history (ours or LoCoMo's format, docs/import.md) into a
+  new chat of the caller, running the memory nodes after every exchange as a chat does
+  (memory.chat_import); it answers once all is imported (not streamed).
 - ``PATCH /chats/{id}`` renames a chat; a title the user set is never replaced by a
   generated one (memory.chat_titles).
 """
@@ -32,6 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.types import Command
 
 import prompts
+from core.context import Context
 from app.http.auth import current_user, owned_chat
 from app.http.errors import ApiError
 from app.http.schemas import (
@@ -59,6 +63,7 @@ from core.text_validation import Identifier, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_runs, thread_owners
 from memory.chat_admin import delete_chat, owned_chats
+from memory.chat_import import ChatImport, ImportFailed, InvalidImport, LocomoSample, import_chat, parse_import
 from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
@@ -232,6 +237,22 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
         if not events or events[-1][0] != "done":
             break  # a confirmation is pending, or the turn failed: the history shows how far it got
     record = await owned_chat(chat.thread_id, user, services)
+    return await chat_detail(services, record)
+
+
+@router.post("/chats/import", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
+async def import_history(body: ChatImport | LocomoSample, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Import a chat history into a new chat: every message checked first (422 names the first bad
+    one, and nothing is created), then each exchange is added as if the agent had answered it and the
+    memory nodes run after it (summary, memories, the search index). Returns when all is imported."""
+    try:
+        [chat] = parse_import(body.model_dump(mode="json", exclude_none=True))
+        done = await import_chat(services.graph, services.backend.pool, user, chat, context=Context(user_id=user, max_message_chars=services.max_message_chars))
+    except InvalidImport as exc:
+        raise ApiError(422, "invalid_import", str(exc)) from exc
+    except ImportFailed as exc:
+        raise ApiError(500, "import_failed", str(exc)) from exc
+    record = await owned_chat(done.chat_id, user, services)
     return await chat_detail(services, record)
 
 

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
@@ -44,3 +46,16 @@ def test_bench_recall_reports_recall_and_latency_of_each_plan(tmp_path):
     assert any("search_memories" in line for line in lines), out
     exact = next(line for line in lines if "search_memories" in line)
     assert float(exact.split()[-4]) == 1.0, exact  # the exact per-user plan finds the true top 10
+
+
+def test_bench_turn_seeds_indexed_messages_for_the_user_and_others_and_prints_the_rate(tmp_path):
+    pytest.importorskip("storage.episodes", reason="the episodic index (its own branch) is not merged yet")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "bench_turn", "--turns", "2", "--facts", "10", "--messages", "300",
+         "--other-users", "2", "--other-facts", "5", "--other-messages", "100"],
+        cwd=REPO_ROOT, env={**os.environ, "MEMORY_AGENT_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "indexed messages: 300" in done.stdout and "2 × 5 facts and 100 messages" in done.stdout
+    assert "seeded 500 messages" in done.stderr
+    assert table(done.stdout, "step")["load_context"]

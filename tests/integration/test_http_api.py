@@ -70,6 +70,7 @@ def test_openapi_schema_documents_every_endpoint(server):
     expected = {
         "/chats": {"get", "post"},
         "/chats/search": {"get"},
+        "/chats/import": {"post"},
         "/chats/{chat_id}": {"get", "patch", "delete"},
         "/chats/{chat_id}/messages": {"post"},
         "/chats/{chat_id}/messages/{message_id}": {"put"},

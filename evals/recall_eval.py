@@ -1,0 +1,434 @@
+"""``memory-agent eval recall``: does what was said reach the reply prompt? Judge-free, end to end.
+
+Each LoCoMo conversation is imported by the product's own import path
+(``memory.chat_import``: both speakers, speaker A as the user, with their session times; the
+memory nodes run after every exchange as in a chat). Then each question of categories 1-4 is
+asked as the user, one day after the last session: the production ``load_context`` and
+``retrieve`` nodes run on the imported chat's state plus the question, and the reply prompt is
+built by ``nodes.reply.reply_prompt``, the function the reply node uses. Nothing is answered
+unless ``--reader-model`` is given.
+
+Measured per question, over the prompt without the question itself:
+
+* answer words present: ``evals.metrics.prompt_recall.answer_recall`` against the gold answer
+  (corrected by ``locomo_audit_errors.json`` where it has an entry; ``evals.datasets.locomo``);
+* evidence turns present: the share of the question's evidence turns (LoCoMo ``dia_id``) whose
+  text, or more than half of whose content words, reached the prompt;
+* prompt tokens (``core.tokens``, the whole prompt sent) and load_context's wall time.
+
+Baselines in the same run, each a prompt of at most the memory-agent's median prompt tokens
+(question included) except the whole history: ``whole_history`` (every turn), ``recent`` (the
+newest turns that fit), ``bm25_turns`` (BM25 over the raw turns, best first, while they fit).
+A baseline turn is shown as ``[8 May 2023] Caroline: text``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+from rich.console import Console
+from rich.table import Table
+
+from core.context import Context
+from core.messages import stamp_sent_at
+from core.state import State
+from core.tokens import CHARS_PER_TOKEN, count_message_tokens
+from evals.datasets.locomo import load_locomo
+from evals.datasets.paths import resolve_data_file
+from evals.datasets.schema import CATEGORY_NAMES, Conversation, Probe
+from evals.eval_database import open_eval_workspace
+from evals.metrics import score_qa
+from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall
+from evals.production_nodes import single_node_graph
+from evals.run_output import RunClock, default_out_dir, new_run_id
+from evals.terminal import progress_tracker
+from graph.assembly import compile_graph
+from memory.chat_import import ChatImport, ImportedMessage, import_chat, locomo_chat
+from nodes.reply import reply_prompt
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RecallOptions", "RecallResults", "SYSTEMS", "run_recall", "baseline_prompts", "percentile"]
+
+CATEGORIES = (1, 2, 3, 4)
+SYSTEMS = ("memory-agent", "whole_history", "recent", "bm25_turns")
+QUESTION_DELAY = timedelta(days=1)
+
+
+@dataclass
+class RecallOptions:
+    dataset: str | None = None  # a LoCoMo-format file; default <evaldata>/locomo7.json
+    limit: int | None = None
+    out: Path | None = None
+    database_url: str | None = None
+    progress: bool = True
+    model: str = "offline"  # the chat's model during the import (summaries, extraction)
+    reader_model: str | None = None
+    judge_model: str | None = None
+    concurrency: int = 4
+    conversations_at_once: int = 1  # >1 speeds a long run up; load_context times then include the contention
+
+
+# --------------------------------------------------------------------------- results
+class CategoryScores(BaseModel):
+    questions: int = 0
+    answer_recall: float = 0.0
+    evidence_recall: float | None = None
+    evidence_verbatim: float | None = None
+    f1: float | None = None
+    judge: float | None = None
+
+
+class SystemScores(CategoryScores):
+    prompt_tokens_median: float = 0.0
+    prompt_tokens_p95: float = 0.0
+    per_category: dict[str, CategoryScores] = Field(default_factory=dict)
+
+
+class RecallResults(BaseModel):
+    command: str = "recall"
+    dataset: str
+    conversations: list[str]
+    model: str
+    reader_model: str | None = None
+    judge_model: str | None = None
+    baseline_token_budget: int
+    systems: dict[str, SystemScores]
+    load_context_ms: dict[str, float]
+    import_stats: dict[str, float]
+    started_at: str
+    wall_seconds: float
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class Asked:
+    """One question's prompt under one system."""
+
+    probe: Probe
+    conversation: str
+    messages: list[BaseMessage]
+    tokens: int
+    answer_recall: float
+    evidence_recall: float | None
+    evidence_verbatim: float | None = None
+    f1: float | None = None
+    judge: float | None = None
+
+
+@dataclass
+class Imported:
+    conversation: Conversation
+    chat: ChatImport
+    evidence: dict[str, str]  # dia_id -> the turn's text
+    question_time: datetime
+    asked: list[Asked] = field(default_factory=list)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return float(ordered[rank - 1])
+
+
+def _context_text(messages: list[BaseMessage]) -> PromptText:
+    """Everything the model sees before the question (the question's own words do not count)."""
+    return PromptText("\n".join(m.text for m in messages[:-1]))
+
+
+def score(probe: Probe, conversation: str, messages: list[BaseMessage], evidence: dict[str, str]) -> Asked:
+    text = _context_text(messages)
+    texts = [evidence[e] for e in probe.evidence if e in evidence]
+    return Asked(
+        probe=probe,
+        conversation=conversation,
+        messages=messages,
+        tokens=count_message_tokens(messages),
+        answer_recall=answer_recall(probe.answer, text),
+        evidence_recall=evidence_recall(texts, text),
+        evidence_verbatim=evidence_recall(texts, text, verbatim_only=True),
+    )
+
+
+# --------------------------------------------------------------------------- baselines
+def turn_line(m: ImportedMessage) -> str:
+    return f"[{m.time.day} {m.time:%B %Y}] {m.text}"
+
+
+def _fit(lines: list[str], question: HumanMessage, budget: int, *, contiguous: bool = False) -> list[BaseMessage]:
+    """The lines, in the order given, while the prompt stays within ``budget`` tokens
+    (``contiguous``: stop at the first that does not fit; else skip it and try the next)."""
+    base = count_message_tokens([SystemMessage(""), question])
+    kept: list[str] = []
+    chars = 0
+    for line in lines:
+        extra = len(line) + (1 if kept else 0)
+        if base + math.ceil((chars + extra) / CHARS_PER_TOKEN) > budget:
+            if contiguous:
+                break
+            continue
+        kept.append(line)
+        chars += extra
+    return [SystemMessage("\n".join(kept)), question]
+
+
+def baseline_prompts(chat: ChatImport, question: HumanMessage, budget: int, bm25: BM25 | None = None) -> dict[str, list[BaseMessage]]:
+    lines = [turn_line(m) for m in chat.messages]
+    newest = _fit(list(reversed(lines)), question, budget, contiguous=True)[0].text
+    bm25 = bm25 or BM25([m.text for m in chat.messages])
+    ranked = [lines[i] for i in bm25.ranked(question.text)]
+    return {
+        "whole_history": [SystemMessage("\n".join(lines)), question],
+        "recent": [SystemMessage("\n".join(reversed(newest.split("\n"))) if newest else ""), question],
+        "bm25_turns": _fit(ranked, question, budget),
+    }
+
+
+# --------------------------------------------------------------------------- the run
+def _dataset_path(dataset: str | None) -> Path:
+    if dataset in (None, "locomo"):
+        return resolve_data_file(None, "locomo7.json", "LoCoMo")
+    return resolve_data_file(dataset, "locomo7.json", "LoCoMo")
+
+
+def _evidence_texts(chat: ChatImport, speakers: tuple[str, str]) -> dict[str, str]:
+    """dia_id -> the turn as said (without the speaker's name the import puts in front)."""
+    out = {}
+    for m in chat.messages:
+        text = m.text
+        for name in speakers:
+            if text.startswith(f"{name}: "):
+                text = text[len(name) + 2 :]
+                break
+        if m.source_id:
+            out[m.source_id] = text
+    return out
+
+
+async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[list[BaseMessage], float]:
+    cfg = {"configurable": {"thread_id": thread_id}}
+    state_in = {**values, "messages": [*values.get("messages", []), question]}
+    started = time.perf_counter()
+    loaded = await graph_lc.ainvoke(state_in, cfg, context=ctx)
+    load_ms = (time.perf_counter() - started) * 1000
+    if loaded.get("error"):
+        raise RuntimeError(f"load_context refused the question: {loaded['error']}")
+    retrieved = await graph_rt.ainvoke(loaded, cfg, context=ctx)
+    names = {f.name for f in fields(State)}
+    built, _ = reply_prompt(State(**{k: v for k, v in retrieved.items() if k in names}), ctx)
+    return built.messages, load_ms
+
+
+def _summarise(asked: list[Asked]) -> SystemScores:
+    def block(items: list[Asked]) -> dict[str, Any]:
+        ev = [a.evidence_recall for a in items if a.evidence_recall is not None]
+        verbatim = [a.evidence_verbatim for a in items if a.evidence_verbatim is not None]
+        f1 = [a.f1 for a in items if a.f1 is not None]
+        judged = [a.judge for a in items if a.judge is not None]
+        return {
+            "questions": len(items),
+            "answer_recall": round(statistics.fmean(a.answer_recall for a in items), 4) if items else 0.0,
+            "evidence_recall": round(statistics.fmean(ev), 4) if ev else None,
+            "evidence_verbatim": round(statistics.fmean(verbatim), 4) if verbatim else None,
+            "f1": round(statistics.fmean(f1), 4) if f1 else None,
+            "judge": round(statistics.fmean(judged), 4) if judged else None,
+        }
+
+    tokens = [a.tokens for a in asked]
+    per = {
+        f"{c} {CATEGORY_NAMES[c]}": CategoryScores(**block([a for a in asked if a.probe.category == c]))
+        for c in CATEGORIES
+        if any(a.probe.category == c for a in asked)
+    }
+    return SystemScores(
+        **block(asked),
+        prompt_tokens_median=statistics.median(tokens) if tokens else 0.0,
+        prompt_tokens_p95=percentile(tokens, 95),
+        per_category=per,
+    )
+
+
+async def _read_and_judge(opts: RecallOptions, by_system: dict[str, list[Asked]]) -> None:
+    from evals.summary_reader import judge_answer
+    from llm.chat_model import load_chat_model, with_output_cap
+
+    reader = with_output_cap(load_chat_model(opts.reader_model), 200) if opts.reader_model else None
+    judge = load_chat_model(opts.judge_model) if opts.judge_model else None
+    limit = asyncio.Semaphore(max(1, opts.concurrency))
+
+    async def one(a: Asked) -> None:
+        async with limit:
+            answer = (await reader.ainvoke(a.messages)).text.strip()
+            a.f1 = score_qa(answer, a.probe.answer, a.probe.category)
+            if judge is not None:
+                a.judge = await judge_answer(judge, a.probe.question, a.probe.answer, answer)
+
+    if reader is not None:
+        await asyncio.gather(*(one(a) for items in by_system.values() for a in items))
+
+
+async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
+    clock = RunClock()
+    run_id = new_run_id()
+    path = _dataset_path(opts.dataset)
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(samples, dict):
+        samples = [samples]
+    conversations = load_locomo(path, limit=opts.limit)
+    samples = samples[: len(conversations)]
+    out_dir = opts.out or default_out_dir("recall", run_id)
+
+    work: list[Imported] = []
+    load_ms: list[float] = []
+    import_seconds = 0.0
+    imported_messages = 0
+    async with open_eval_workspace(run_id, opts.database_url) as ws:
+        graph = compile_graph(ws.backend.checkpointer, ws.store)
+        graph_lc = single_node_graph("load_context", ws.store)
+        graph_rt = single_node_graph("retrieve", ws.store)
+        chats = [locomo_chat(s) for s in samples]
+        questions = sum(1 for c in conversations for p in c.probes if p.category in CATEGORIES)
+        with progress_tracker(console, opts.progress) as progress:
+            progress.add("import", sum(len(c.messages) for c in chats))
+            progress.add("questions", questions)
+            limit = asyncio.Semaphore(max(1, opts.conversations_at_once))
+
+            async def one(conv: Conversation, chat: ChatImport) -> Imported:
+                nonlocal import_seconds, imported_messages
+                async with limit:
+                    user = ws.user("recall", conv.id)
+                    ctx = Context(user_id=user, model=opts.model)
+                    started = time.perf_counter()
+                    done = await import_chat(
+                        graph, ws.backend.pool, user, chat, context=ctx,
+                        on_progress=lambda n, total, cid=conv.id: progress.turn("import", cid, n),
+                    )
+                    import_seconds += time.perf_counter() - started
+                    imported_messages += done.messages
+                    progress.unit_done("import", conv.id)
+                    speakers = (conv.metadata.get("speaker_a") or "", conv.metadata.get("speaker_b") or "")
+                    item = Imported(conv, chat, _evidence_texts(chat, speakers), done.last_time + QUESTION_DELAY)
+                    values = (await graph.aget_state({"configurable": {"thread_id": done.chat_id}})).values
+                    n = 0
+                    for probe in conv.probes:
+                        if probe.category not in CATEGORIES:
+                            continue
+                        question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
+                        messages, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
+                        load_ms.append(ms)
+                        item.asked.append(score(probe, conv.id, messages, item.evidence))
+                        n += 1
+                        progress.turn("questions", conv.id, n)
+                    progress.unit_done("questions", conv.id)
+                    return item
+
+            # Conversations are independent (a user each): several at once overlap one's database
+            # waits with another's embeddings. Each one's exchanges still run in order, as in a chat.
+            work = list(await asyncio.gather(*(one(conv, chat) for conv, chat in zip(conversations, chats))))
+            progress.finish("import")
+            progress.finish("questions")
+
+    ours = [a for w in work for a in w.asked]
+    budget = int(statistics.median([a.tokens for a in ours])) if ours else 0
+    by_system: dict[str, list[Asked]] = {"memory-agent": ours, "whole_history": [], "recent": [], "bm25_turns": []}
+    for w in work:
+        bm25 = BM25([m.text for m in w.chat.messages])
+        for a in w.asked:
+            question = HumanMessage(a.probe.question)
+            for name, messages in baseline_prompts(w.chat, question, budget, bm25).items():
+                by_system[name].append(score(a.probe, w.conversation.id, messages, w.evidence))
+    await _read_and_judge(opts, by_system)
+
+    notes = [
+        "Answer words and evidence turns are counted in the prompt without the question itself.",
+        f"Baselines (except whole_history) get at most {budget} prompt tokens, the memory-agent's median.",
+        "Gold answers and evidence corrected by locomo_audit_errors.json where it has an entry.",
+    ]
+    if opts.conversations_at_once > 1:
+        notes.append(f"{opts.conversations_at_once} conversations ran at once: load_context times include that contention (benchmarks/bench_turn gives clean ones).")
+    results = RecallResults(
+        dataset=str(path),
+        conversations=[w.conversation.id for w in work],
+        model=opts.model,
+        reader_model=opts.reader_model,
+        judge_model=opts.judge_model,
+        baseline_token_budget=budget,
+        systems={name: _summarise(items) for name, items in by_system.items()},
+        load_context_ms={"p50": round(percentile(load_ms, 50), 1), "p95": round(percentile(load_ms, 95), 1)},
+        import_stats={
+            "messages": imported_messages,
+            "seconds": round(import_seconds, 1),
+            "ms_per_message": round(1000 * import_seconds / imported_messages, 1) if imported_messages else 0.0,
+        },
+        started_at=clock.started_at,
+        wall_seconds=round(clock.seconds(), 1),
+        notes=notes,
+    )
+    write_outputs(results, out_dir)
+    console.print(results_table(results))
+    console.print(f"Written to {out_dir}")
+    return results
+
+
+# --------------------------------------------------------------------------- output
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def results_table(results: RecallResults) -> Table:
+    table = Table(title=f"eval recall on {Path(results.dataset).name} ({len(results.conversations)} conversations)")
+    for col in ("system", "answer words", "evidence turns", "tokens median", "tokens p95", "F1", "judge"):
+        table.add_column(col)
+    for name, s in results.systems.items():
+        table.add_row(name, _fmt(s.answer_recall), _fmt(s.evidence_recall), f"{s.prompt_tokens_median:.0f}", f"{s.prompt_tokens_p95:.0f}", _fmt(s.f1), _fmt(s.judge))
+    return table
+
+
+def report_markdown(results: RecallResults) -> str:
+    lines = [
+        f"# eval recall: {Path(results.dataset).name}, {len(results.conversations)} conversations",
+        "",
+        f"Import model {results.model}; load_context p50 {results.load_context_ms['p50']} ms, p95 {results.load_context_ms['p95']} ms; "
+        f"import {results.import_stats['messages']:.0f} messages in {results.import_stats['seconds']} s "
+        f"({results.import_stats['ms_per_message']} ms per message); run {results.wall_seconds} s.",
+        "",
+        "| system | questions | answer words present | evidence turns present | evidence turns verbatim | prompt tokens median | p95 | F1 | judge |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in results.systems.items():
+        lines.append(
+            f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {_fmt(s.evidence_verbatim)} | {s.prompt_tokens_median:.0f} | {s.prompt_tokens_p95:.0f} | {_fmt(s.f1)} | {_fmt(s.judge)} |"
+        )
+    lines += ["", "## Per category (answer words / evidence turns)", ""]
+    cats = sorted({c for s in results.systems.values() for c in s.per_category})
+    lines.append("| system | " + " | ".join(cats) + " |")
+    lines.append("|---" * (len(cats) + 1) + "|")
+    for name, s in results.systems.items():
+        cells = [f"{_fmt(s.per_category[c].answer_recall)} / {_fmt(s.per_category[c].evidence_recall)} (n={s.per_category[c].questions})" if c in s.per_category else "–" for c in cats]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- {n}" for n in results.notes], ""]
+    return "\n".join(lines)
+
+
+def write_outputs(results: RecallResults, out_dir: Path) -> None:
+    from evals.charts import recall_vs_tokens
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(results.model_dump_json(indent=2), encoding="utf-8")
+    (out_dir / "report.md").write_text(report_markdown(results), encoding="utf-8")
+    recall_vs_tokens({name: (s.prompt_tokens_median, s.answer_recall, s.evidence_recall) for name, s in results.systems.items()}, out_dir / "recall_vs_tokens.png")

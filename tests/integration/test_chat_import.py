@@ -1,0 +1,102 @@
+"""Importing a chat history (ours and LoCoMo's format) on the embedded Postgres, offline model.
+
+The import runs the memory nodes as a chat does: each exchange is added as if ``reply`` had
+produced it and the graph goes on (summarize, extract_memories, and whatever follows reply).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from core.context import Context
+from core.messages import sent_at
+from graph.assembly import compile_graph
+from memory.chat_import import InvalidImport, import_chat, locomo_chat, parse_import
+from memory.user_memory import get_chat, list_chats, list_facts
+from storage import thread_owners
+from tests.support.locomo_sample import locomo_sample
+
+
+@pytest.fixture
+def graph(backend):
+    return compile_graph(backend.checkpointer, backend.store)
+
+
+async def _state(graph, chat_id: str) -> dict:
+    return (await graph.aget_state({"configurable": {"thread_id": chat_id}})).values
+
+
+async def test_a_locomo_conversation_imports_both_speakers_with_session_times_and_runs_the_memory_nodes(backend, graph, user_id):
+    [chat] = parse_import(locomo_sample())
+    done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+
+    values = await _state(graph, done.chat_id)
+    messages = values["messages"]
+    assert [type(m) for m in messages] == [HumanMessage, AIMessage, HumanMessage, AIMessage, AIMessage, HumanMessage, HumanMessage, AIMessage]
+    assert messages[0].text == "Caroline: Hey Mel! I went to a LGBTQ support group yesterday and it was so powerful."
+    assert messages[2].text.endswith("[shared a photo of a university brochure]")
+    assert sent_at(messages[0]) == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    assert sent_at(messages[3]) == datetime(2023, 5, 8, 13, 59, tzinfo=timezone.utc)  # one minute a turn
+    assert sent_at(messages[4]) == datetime(2023, 5, 25, 19, 55, tzinfo=timezone.utc)
+    assert done.id_map["D2:3"] == messages[6].id
+    # The chat is the user's like any chat, and the memory nodes ran after every exchange.
+    assert await thread_owners.owner_of(backend.pool, done.chat_id) == user_id
+    record = await get_chat(backend.store, user_id, done.chat_id)
+    assert record.title == "Caroline and Melanie" and record.title_by_user
+    assert record.message_count == len(messages)  # written by summarize after the last exchange
+    assert values["user_turns"] == 3  # counted as load_context counts turns (extract_every_n_turns reads it)
+    assert any("Oliver" in f.text or "counsel" in f.text.lower() for f in await list_facts(backend.store, user_id))
+
+
+async def test_our_json_format_imports_with_its_times_title_and_an_unanswered_last_message(backend, graph, user_id):
+    data = {
+        "title": "Moving to Lisbon",
+        "messages": [
+            {"role": "user", "text": "I am moving to Lisbon in March.", "time": "2024-01-05T09:00:00Z"},
+            {"role": "assistant", "text": "Exciting! Do you need help with the paperwork?", "time": "2024-01-05T09:00:20+00:00"},
+            {"role": "user", "text": "My name is Ana and I work as a nurse.", "time": "2024-01-06T10:00:00"},
+        ],
+    }
+    [chat] = parse_import(data)
+    done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+
+    messages = (await _state(graph, done.chat_id))["messages"]
+    assert [m.text for m in messages] == [m["text"] for m in data["messages"]]
+    assert sent_at(messages[2]) == datetime(2024, 1, 6, 10, 0, tzinfo=timezone.utc)  # no zone: UTC
+    assert [c.title for c in await list_chats(backend.store, user_id)] == ["Moving to Lisbon"]
+    # The last message has no reply; memory still learns from it (extract_memories ran without a reply).
+    assert any("nurse" in f.text.lower() for f in await list_facts(backend.store, user_id))
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "user", "text": "hi", "time": "2024-01-01T00:00:00Z"}, {"role": "assistant", "text": "  ", "time": "2024-01-01T00:01:00Z"}]}, "messages.1"),
+        ({"messages": [{"role": "user", "text": "a\x00b", "time": "2024-01-01T00:00:00Z"}]}, "NUL"),
+        ({"messages": [{"role": "user", "text": "x" * 20001, "time": "2024-01-01T00:00:00Z"}]}, "too long"),
+        ({"messages": [{"role": "system", "text": "hi", "time": "2024-01-01T00:00:00Z"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "text": "hi"}]}, "messages.0.time"),
+        ({"messages": [{"role": "user", "text": "hi", "time": "yesterday"}]}, "messages.0.time"),
+        ({"messages": [{"role": "user", "text": "b", "time": "2024-01-02T00:00:00Z"}, {"role": "user", "text": "a", "time": "2024-01-01T00:00:00Z"}]}, "earlier"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "someday", "session_1": [{"speaker": "A", "text": "hi"}]}}, "session_1_date_time"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "C", "text": "hi"}]}}, "speaker 'C'"),
+        ({"something": "else"}, "docs/import.md"),
+    ],
+)
+async def test_bad_input_is_refused_naming_the_problem_and_nothing_is_created(backend, graph, user_id, bad, says):
+    with pytest.raises(InvalidImport, match=None) as caught:
+        [chat] = parse_import(bad)
+        await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+    assert says in str(caught.value)
+    assert await thread_owners.threads_of(backend.pool, user_id) == []
+    assert await list_chats(backend.store, user_id) == []
+
+
+def test_a_list_of_locomo_samples_is_one_chat_each():
+    chats = parse_import([locomo_sample("a"), locomo_sample("b")], title="LoCoMo")
+    assert [c.title for c in chats] == ["LoCoMo (1)", "LoCoMo (2)"]
+    assert locomo_chat(locomo_sample()).messages[1].role == "assistant"

@@ -1,0 +1,67 @@
+"""The judge-free measures of eval recall: answer words, evidence turns, BM25, the baselines' budgets."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from langchain_core.messages import HumanMessage
+
+from core.tokens import count_message_tokens
+from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall, turn_present
+from evals.recall_eval import baseline_prompts, percentile
+from memory.chat_import import ChatImport
+
+
+def test_answer_recall_is_the_share_of_the_gold_answers_content_words_in_the_prompt():
+    prompt = PromptText("Caroline went to the support group on 7 May.")
+    assert answer_recall("7 May 2023", prompt) == 2 / 3
+    assert answer_recall("the support groups", prompt) == 1.0  # stems, stopwords dropped
+    assert answer_recall("Paris", prompt) == 0.0
+
+
+def test_a_turn_counts_when_verbatim_or_when_most_of_its_content_words_reached_the_prompt():
+    prompt = PromptText("[8 May 2023] Caroline:   I went to a LGBTQ support\ngroup yesterday and it was powerful.")
+    assert turn_present("I went to a LGBTQ support group yesterday", prompt)  # whitespace folded
+    assert turn_present("The LGBTQ support group was powerful, I went yesterday!", prompt)  # all content words
+    assert not turn_present("I adopted a cat called Oliver at the support group", prompt)  # 2 of 5 words
+    assert evidence_recall(["I went to a LGBTQ support group", "My cat Oliver"], prompt) == 0.5
+    assert evidence_recall([], prompt) is None
+
+
+def test_bm25_ranks_the_turn_with_the_rare_query_word_first_and_leaves_out_unrelated_turns():
+    bm25 = BM25(["I love my cat Oliver", "I love painting", "The weather is nice", "I love my dog"])
+    assert bm25.ranked("What is the name of the cat?") == [0]
+    assert bm25.ranked("what do I love")[:1] and set(bm25.ranked("love")) == {0, 1, 3}
+
+
+def _chat(n: int) -> ChatImport:
+    t = datetime(2023, 5, 8, tzinfo=timezone.utc)
+    return ChatImport.model_validate(
+        {"messages": [{"role": "user" if i % 2 == 0 else "assistant", "text": f"turn {i} about topic{i} " + "word " * 20, "time": t} for i in range(n)]}
+    )
+
+
+def test_baselines_stay_within_the_budget_recent_keeps_the_newest_in_order_and_bm25_the_best_match():
+    chat = _chat(40)
+    question = HumanMessage("what about topic7?")
+    prompts = baseline_prompts(chat, question, budget=200)
+    for name in ("recent", "bm25_turns"):
+        assert count_message_tokens(prompts[name]) <= 200, name
+    recent = prompts["recent"][0].text.splitlines()
+    assert recent[-1].endswith(chat.messages[-1].text) and recent == sorted(recent, key=lambda line: int(line.split()[4]))
+    assert "topic7 " in prompts["bm25_turns"][0].text.splitlines()[0]
+    assert prompts["whole_history"][0].text.count("\n") == 39
+    assert prompts["recent"][0].text.startswith("[8 May 2023] turn")
+
+
+def test_percentile_is_nearest_rank():
+    assert percentile([5, 1, 3, 2, 4], 50) == 3
+    assert percentile(list(range(1, 101)), 95) == 95
+    assert percentile([], 95) == 0.0
+
+
+def test_verbatim_evidence_counts_only_whole_turns():
+    prompt = PromptText("Caroline: The LGBTQ support group was powerful, I went yesterday!")
+    assert evidence_recall(["I went yesterday!"], prompt, verbatim_only=True) == 1.0
+    assert evidence_recall(["I went to the support group yesterday"], prompt) == 1.0  # most words
+    assert evidence_recall(["I went to the support group yesterday"], prompt, verbatim_only=True) == 0.0
