@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also ingest what symbolic links inside the given folders point to outside them (skipped by default)",
     )
 
-    sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
+    reindex = sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
+    reindex.add_argument(
+        "--episodes", action="store_true", help="only rebuild the index of what was said (every message) from the chats"
+    )
     for name, (_, help_text) in MODULE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     parser.commands = dict(sub.choices)  # for per-command usage on a bad option
@@ -119,7 +122,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
     from memory.backend import open_memory
 
     if args.command == "reindex":
-        return await _reindex()
+        return await _reindex(episodes_only=args.episodes)
     started = time.perf_counter()
     async with open_memory() as backend:
         logging.getLogger(__name__).info("memory ready in %.2fs", time.perf_counter() - started)
@@ -167,10 +170,10 @@ async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
     return 0
 
 
-async def _reindex() -> int:
+async def _reindex(*, episodes_only: bool = False) -> int:
     from embeddings import resolve_embeddings
     from storage.postgres import database_url, open_pool, prepare_database
-    from memory.reindex import reindex
+    from memory.reindex import reindex, reindex_episodes
 
     url = database_url()
     await prepare_database(url)
@@ -178,12 +181,15 @@ async def _reindex() -> int:
     pool = await open_pool(url)
     try:
         started = time.perf_counter()
-        counts = await reindex(pool, emb)
+        counts = await (reindex_episodes(pool, emb) if episodes_only else reindex(pool, emb))
     finally:
         await pool.close()
+    if episodes_only:
+        print(f"Indexed {counts['messages']} messages of every chat with {emb.name} in {time.perf_counter() - started:.1f}s.")
+        return 0
     print(
-        f"Re-embedded {counts['store_items']} memory items and {counts['knowledge_chunks']} knowledge chunks "
-        f"with {emb.name} ({emb.dims} dims) in {time.perf_counter() - started:.1f}s."
+        f"Re-embedded {counts['store_items']} memory items and {counts['knowledge_chunks']} knowledge chunks, and indexed "
+        f"{counts['messages']} messages, with {emb.name} ({emb.dims} dims) in {time.perf_counter() - started:.1f}s."
     )
     return 0
 

@@ -64,7 +64,7 @@ from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.user_memory import list_chats, put_chat
-from core.messages import is_stopped
+from core.messages import is_stopped, sent_at
 
 router = APIRouter(tags=["chats"])
 
@@ -127,6 +127,7 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
         tool_calls=[ToolCallOut(id=c.get("id"), name=c["name"], args=c.get("args") or {}) for c in calls],
         tool_name=message.name if isinstance(message, ToolMessage) else None,
         in_model_view=message.id in visible,
+        sent_at=sent_at(message),
         stopped=is_stopped(message),
     )
 
