@@ -272,8 +272,8 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
     """Through the runner the API and the CLI use; the real openai client against the stub."""
     from langchain_core.messages import HumanMessage
 
-    from app.active_runs import ActiveRuns
-    from app.turn_runner import TurnSpec
+    from app.runs.active_runs import ActiveRuns
+    from app.runs.turn_runner import TurnSpec
     from graph.assembly import compile_graph
     from storage.fenced_saver import FencedPostgresSaver
     from tests.support.openai_stub_server import StubReply, structured_answer
@@ -321,8 +321,8 @@ async def test_a_run_launched_while_the_heartbeat_poller_winds_down_still_gets_h
     minute) and a live worker's reaper would have taken it for a dead one after 15 s."""
     from langchain_core.messages import HumanMessage
 
-    from app.active_runs import ActiveRuns
-    from app.turn_runner import TurnSpec
+    from app.runs.active_runs import ActiveRuns
+    from app.runs.turn_runner import TurnSpec
     from graph.assembly import compile_graph
     from storage.fenced_saver import FencedPostgresSaver
 

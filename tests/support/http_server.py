@@ -1,6 +1,6 @@
 """Live-server helpers for the HTTP tests: `memory-agent serve` as a subprocess, SSE reading, keys.
 
-The server runs exactly as users run it (``python -m app.cli serve``, uvicorn with
+The server runs exactly as users run it (``python -m app.cli.main serve``, uvicorn with
 several workers) against a real Postgres database of the test session. The only
 thing a test may choose is the chat model: ``MEMORY_AGENT_MODEL`` in the server's
 environment, and :func:`register_test_models`, loaded into every worker through
@@ -217,7 +217,7 @@ def start_server(
     log_path = Path(tempfile.mkstemp(prefix="ma-serve-", suffix=".log")[1])
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+        [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
         cwd=REPO_ROOT,
         env=server_env(database_url, model, env),
         stdout=log_file,

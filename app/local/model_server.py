@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             return server.process.wait()
         say(f"{spec.alias} is running at {server.base_url}; replies take several seconds on a laptop CPU.")
         os.environ.update(server.env())
-        from app.cli import main as cli_main
+        from app.cli.main import main as cli_main
 
         return cli_main(["chat", *rest])
     except KeyboardInterrupt:
