@@ -92,7 +92,7 @@ async def test_what_the_model_already_sees_in_this_chat_is_not_excerpted(backend
 
 
 async def test_an_edit_drops_the_abandoned_branch_from_the_index(backend, user_id, scripted):
-    from app.http_routes_chats import checkpoint_before
+    from app.http.routes_chats import checkpoint_before
 
     name, _ = scripted
     graph = compile_graph(backend.checkpointer, backend.store)
