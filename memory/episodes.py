@@ -138,7 +138,25 @@ async def index_for_run(store, owner: str, thread_id: str, messages: Sequence[Ba
     embeddings = getattr(store, "embeddings", None)
     if pool is None or embeddings is None:
         return None
-    return await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer)
+    result = await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer)
+    if result.written and owner not in _owners_with_index and await table.count(pool, owner) >= table.LARGE_OWNER:
+        # Built in the background (about a minute per 100,000 messages); searches stay exact until it is ready.
+        task = asyncio.create_task(table.ensure_owner_index(pool, owner))
+        _building.add(task)
+        task.add_done_callback(lambda t: _owner_indexed(owner, t))
+    return result
+
+
+_owners_with_index: set[str] = set()
+_building: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+
+
+def _owner_indexed(owner: str, task: asyncio.Task) -> None:
+    _building.discard(task)
+    if not task.cancelled() and task.exception() is None and task.result():
+        _owners_with_index.add(owner)
+    elif not task.cancelled() and task.exception() is not None:
+        log.warning("HNSW index of %s's messages not built: %s", owner, task.exception())
 
 
 async def rebuild(pool: AsyncConnectionPool, embeddings, checkpointer, owners_threads: Iterable[tuple[str, str]]) -> int:
@@ -169,16 +187,53 @@ class EpisodeGate:
     min_similarity: float = 0.45
     min_similarity_covered: float = 0.25
     min_coverage: float = 0.5
+    # Once one message clears the gate the question is about the past: the others then need only
+    # this much (similarity, or share of the question's weighted words) to fill the budget.
+    floor_similarity: float = 1.0
+    floor_coverage: float = 1.1
 
     def admits(self, c: table.Candidate) -> bool:
         similarity = c.similarity if c.similarity is not None else 0.0
         return similarity >= self.min_similarity or (c.coverage >= self.min_coverage and similarity >= self.min_similarity_covered)
+
+    def clears_floor(self, c: table.Candidate) -> bool:
+        return (c.similarity or 0.0) >= self.floor_similarity or c.coverage >= self.floor_coverage
 
 
 EPISODE_GATE = EpisodeGate()
 # A search the user (or the model) asks for: any message holding a word of the query counts, a
 # message found by meaning alone must be as close as the prompt's gate asks.
 SEARCH_GATE = EpisodeGate(min_similarity_covered=-1.0, min_coverage=1e-9)
+
+
+# Greetings, thanks and goodbyes resemble the same small talk in every past chat, and recalling
+# it helps nothing: a message this close to one of these gets no excerpts.
+SMALL_TALK = (
+    "Hello, how are you?",
+    "Hey! How's it going?",
+    "Thank you so much, that was helpful.",
+    "Thanks!",
+    "Good morning!",
+    "Good night, talk to you tomorrow.",
+    "OK, sounds good.",
+    "Bye, see you later!",
+    "Great, let's do that.",
+    "lol that's funny",
+)
+SMALL_TALK_SIMILARITY = 0.7
+_small_talk_vectors: dict[int, Any] = {}
+
+
+async def is_small_talk(embeddings, vector: Sequence[float]) -> bool:
+    import numpy as np
+
+    key = id(embeddings)
+    if key not in _small_talk_vectors:
+        rows = np.asarray(await embeddings.aembed_documents(list(SMALL_TALK)), dtype=np.float64)
+        _small_talk_vectors[key] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    q = np.asarray(vector, dtype=np.float64)
+    norm = np.linalg.norm(q)
+    return bool(norm) and float((_small_talk_vectors[key] @ (q / norm)).max()) >= SMALL_TALK_SIMILARITY
 
 
 @dataclass
@@ -199,14 +254,16 @@ async def fused_search(
     until: datetime | None = None,
     thread_id: str | None = None,
     exclude: Sequence[str] = (),
-    candidates: int = CANDIDATES,
+    candidates: int | None = None,
     gate: EpisodeGate | None = EPISODE_GATE,
+    vector: Sequence[float] | None = None,
 ) -> list[Found]:
     """The owner's messages matching ``query``, full text and vectors fused (RRF), best first;
     with a ``gate``, only those it admits."""
     if not query.strip():
         return []
-    vector = await embeddings.aembed_query(query)
+    candidates = candidates or CANDIDATES
+    vector = vector if vector is not None else await embeddings.aembed_query(query)
     found = await table.search(pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude)
     by_key = {(c.thread_id, c.message_id): c for c in found}
     text_order = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)
@@ -222,6 +279,7 @@ async def fused_search(
 
 # A turn this short (in words) says little alone ("yes, in March"): the turn before it goes with it.
 SHORT_TURN_WORDS = 12
+NEIGHBOURS_ALWAYS = False
 _WORDS = re.compile(r"\w+")
 
 
@@ -278,11 +336,16 @@ async def recall(
 
     Messages of ``thread_id`` listed in ``exclude`` (the model already sees them) are left out.
     None when nothing clears the gate."""
-    if token_budget <= 0:
+    if token_budget <= 0 or not query.strip():
         return []
-    found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=gate)
-    if not found:
+    vector = await embeddings.aembed_query(query)
+    if gate is not None and await is_small_talk(embeddings, vector):
         return []
+    found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
+    if gate is not None:
+        if not any(gate.admits(f.candidate) for f in found):
+            return []
+        found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
     hidden = set(exclude) if thread_id else set()
     anchors = [(f.candidate.thread_id, f.candidate.position) for f in found]
     around = await table.neighbours(pool, owner, anchors, before=1, after=1)
@@ -302,7 +365,7 @@ async def recall(
         for n in around.get(key, []):
             if n.thread_id == thread_id and n.message_id in hidden:
                 continue
-            if (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
+            if NEIGHBOURS_ALWAYS or (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
                 lines.append(_Line(n.message_id, n.position, n.role, n.sent_at, n.content))
         # Join a block of the same thread this one touches, so a conversation reads as one excerpt.
         block = next(
@@ -350,5 +413,7 @@ async def search_messages(
 ) -> list[table.Candidate]:
     """The owner's messages best matching ``query`` in every chat, optionally within a time range
     (by message time), best first, the ones ``gate`` admits."""
-    found = await fused_search(pool, embeddings, owner, query, since=since, until=until, candidates=max(CANDIDATES, limit), gate=gate)
+    found = await fused_search(
+        pool, embeddings, owner, query, since=since, until=until, candidates=max(CANDIDATES, limit), gate=gate
+    )
     return [f.candidate for f in found[:limit]]

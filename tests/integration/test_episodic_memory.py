@@ -213,3 +213,27 @@ async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new
         assert await rows_of(pool, "ann") == [] and len(await rows_of(pool, "ben")) == 3
     finally:
         await pool.close()
+
+
+async def test_small_talk_gets_no_excerpts_even_when_past_chats_hold_the_same_small_talk(backend, user_id, scripted):
+    name, model = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await say(graph, user_id, "Hi! How are you doing today?", name)
+    await say(graph, user_id, "Hey, how are you today?", name)
+    assert excerpts_section(model) == ""
+
+
+async def test_an_owner_with_many_messages_searches_through_an_index_of_their_own(backend, user_id, minilm):
+    emb = minilm.embeddings
+    said = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    texts = ["I keep bees on the roof", "How many hives?", "Three hives", "I also play the cello"]
+    messages = [stamp_sent_at((HumanMessage if i % 2 == 0 else AIMessage)(t, id=f"m{i}"), said) for i, t in enumerate(texts)]
+    await episodes.index_thread(backend.pool, emb, user_id, "t1", messages)
+    exact = [c.message_id for c in await episodes.search_messages(backend.pool, emb, user_id, "beehives on the roof")]
+    assert await episode_table.ensure_owner_index(backend.pool, user_id, min_rows=3)
+    async with backend.pool.connection() as conn:
+        assert await episode_table.has_owner_index(conn, user_id)
+    assert [c.message_id for c in await episodes.search_messages(backend.pool, emb, user_id, "beehives on the roof")] == exact
+    await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the index go
+    async with backend.pool.connection() as conn:
+        assert not await episode_table.has_owner_index(conn, user_id)
