@@ -16,7 +16,7 @@ time of the first checkpoint that holds them.
 :func:`recall` chooses the excerpts load_context puts in the reply prompt: full text and
 vectors fused (RRF), a relevance gate (unrelated messages get nothing), neighbouring turns
 where a turn alone says little, packed into a token budget; each excerpt dated and named by
-its chat. :func:`search_messages` is the same search for the history tool and MCP.
+its chat. :func:`fused_search` with ``SEARCH_GATE`` is the same search for the history tool and MCP.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ async def index_thread(
     now = datetime.now(timezone.utc)
     vectors = await embed_texts(embeddings, [m.text for _, _, m in new]) if new else []
     rows = [
-        table.Episode(owner, thread_id, m.id, p, r, sent_at(m) or fallback.get(m.id) or now, m.text, v)
+        table.Episode(thread_id, m.id, p, r, sent_at(m) or fallback.get(m.id) or now, m.text, owner=owner, embedding=v)
         for (p, r, m), v in zip(new, vectors)
     ]
     dropped = await table.sync_thread(pool, owner, thread_id, keep=keep_ids, write=rows, moved=moved)
@@ -398,22 +398,3 @@ async def recall(
         }
         for b in blocks
     ]
-
-
-async def search_messages(
-    pool: AsyncConnectionPool,
-    embeddings,
-    owner: str,
-    query: str,
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int = 10,
-    gate: EpisodeGate | None = SEARCH_GATE,
-) -> list[table.Candidate]:
-    """The owner's messages best matching ``query`` in every chat, optionally within a time range
-    (by message time), best first, the ones ``gate`` admits."""
-    found = await fused_search(
-        pool, embeddings, owner, query, since=since, until=until, candidates=max(CANDIDATES, limit), gate=gate
-    )
-    return [f.candidate for f in found[:limit]]

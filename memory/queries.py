@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Literal, Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
@@ -320,11 +320,7 @@ def _chat_id(chat_id: str | None) -> str | None:
 
 
 def _role(message: BaseMessage) -> Role | None:
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    return None  # tool results and system messages are plumbing, not conversation
+    return episodes.role_of(message)  # type: ignore[return-value]
 
 
 def _conversation(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[int, Role, str]]:
@@ -464,12 +460,13 @@ async def _indexed_message_hits(
     pool, embeddings = thread_owners.pool_of(store), getattr(store, "embeddings", None)
     if pool is None or embeddings is None:
         return []  # a store without our tables (an in-memory test store) has no index
-    found = await episodes.search_messages(
-        pool, embeddings, user_id, query, since=window.start, until=window.end, limit=limit, gate=episodes.SEARCH_GATE
+    found = await episodes.fused_search(
+        pool, embeddings, user_id, query, since=window.start, until=window.end,
+        candidates=max(episodes.CANDIDATES, limit), gate=episodes.SEARCH_GATE,
     )
     terms, phrase = query_terms(query), " ".join(query.casefold().split())
     hits = []
-    for c in found:
+    for c in (f.candidate for f in found[:limit]):
         chat = chats.get(c.thread_id) or ChatRecord(thread_id=c.thread_id, title="This chat")
         matched = keyword_match(c.content, terms, phrase)
         hits.append(

@@ -101,16 +101,22 @@ async def resize(conn: AsyncConnection, dims: int) -> None:
 
 # --------------------------------------------------------------------------- rows
 @dataclass
-class Episode:
-    """One message as the index keeps it."""
+class Said:
+    """A message of a thread as the index keeps it (a search's neighbouring turn is one)."""
 
-    owner: str
     thread_id: str
     message_id: str
     position: int
     role: str
     sent_at: datetime
     content: str
+
+
+@dataclass
+class Episode(Said):
+    """A row to write: the message, its owner and its embedding."""
+
+    owner: str = ""
     embedding: Sequence[float] | None = None
 
 
@@ -232,19 +238,13 @@ async def count(pool: AsyncConnectionPool, owner: str) -> int:
 
 # --------------------------------------------------------------------------- search
 @dataclass
-class Candidate:
+class Candidate(Said):
     """A message found by the full-text arm, the vector arm or both."""
 
-    thread_id: str
-    message_id: str
-    position: int
-    role: str
-    sent_at: datetime
-    content: str
-    text_rank: int | None
-    vector_rank: int | None
-    similarity: float | None
-    coverage: float
+    text_rank: int | None = None
+    vector_rank: int | None = None
+    similarity: float | None = None
+    coverage: float = 0.0
     """The share of the query's words (idf-weighted within the owner's messages) the message holds."""
 
 
@@ -397,16 +397,6 @@ async def search(
     ]
 
 
-@dataclass
-class Neighbour:
-    thread_id: str
-    message_id: str
-    position: int
-    role: str
-    sent_at: datetime
-    content: str
-
-
 _NEIGHBOURS = f"""
 SELECT w.thread_id, w.at, n.message_id, n.position, n.role, n.sent_at, n.content
 FROM unnest(%(threads)s::text[], %(positions)s::int[]) AS w(thread_id, at)
@@ -422,7 +412,7 @@ CROSS JOIN LATERAL (
 
 async def neighbours(
     pool: AsyncConnectionPool, owner: str, anchors: Sequence[tuple[str, int]], *, before: int = 1, after: int = 1
-) -> dict[tuple[str, int], list[Neighbour]]:
+) -> dict[tuple[str, int], list[Said]]:
     """For each (thread, position): up to ``before`` indexed messages before it and ``after`` after it."""
     if not anchors:
         return {}
@@ -433,10 +423,10 @@ async def neighbours(
         "before": before,
         "after": after,
     }
-    out: dict[tuple[str, int], list[Neighbour]] = {a: [] for a in anchors}
+    out: dict[tuple[str, int], list[Said]] = {a: [] for a in anchors}
     async with pool.connection() as conn:
         for r in await (await conn.execute(_NEIGHBOURS, params)).fetchall():
             out[(r["thread_id"], r["at"])].append(
-                Neighbour(r["thread_id"], r["message_id"], r["position"], r["role"], r["sent_at"], r["content"])
+                Said(r["thread_id"], r["message_id"], r["position"], r["role"], r["sent_at"], r["content"])
             )
     return out

@@ -203,7 +203,7 @@ async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new
                 stamp_sent_at(HumanMessage("Three hives", id=f"{user}-3"), said),
             ]
             await episodes.index_thread(pool, emb, user, f"t-{user}", messages[user])
-        found = await episodes.search_messages(pool, emb, "ann", "bees on the roof")
+        found = [f.candidate for f in await episodes.fused_search(pool, emb, "ann", "bees on the roof", gate=episodes.SEARCH_GATE)]
         assert {c.message_id for c in found} <= {"ann-1", "ann-2", "ann-3"} and found[0].message_id == "ann-1"
         excerpts = await episodes.recall(pool, emb, "ann", "How many beehives do I keep?")
         assert [l["text"] for e in excerpts for l in e["lines"]][-2:] == ["How many hives?", "Three hives"]
@@ -229,11 +229,11 @@ async def test_an_owner_with_many_messages_searches_through_an_index_of_their_ow
     texts = ["I keep bees on the roof", "How many hives?", "Three hives", "I also play the cello"]
     messages = [stamp_sent_at((HumanMessage if i % 2 == 0 else AIMessage)(t, id=f"m{i}"), said) for i, t in enumerate(texts)]
     await episodes.index_thread(backend.pool, emb, user_id, "t1", messages)
-    exact = [c.message_id for c in await episodes.search_messages(backend.pool, emb, user_id, "beehives on the roof")]
+    exact = [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")]
     assert await episode_table.ensure_owner_index(backend.pool, user_id, min_rows=3)
     async with backend.pool.connection() as conn:
         assert await episode_table.has_owner_index(conn, user_id)
-    assert [c.message_id for c in await episodes.search_messages(backend.pool, emb, user_id, "beehives on the roof")] == exact
+    assert [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")] == exact
     await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the index go
     async with backend.pool.connection() as conn:
         assert not await episode_table.has_owner_index(conn, user_id)
