@@ -35,7 +35,7 @@ from core.messages import sent_at
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
 from memory.user_memory import get_chat
-from prompts.reply_prompt import excerpt_cost
+from prompts.reply_prompt import render_excerpts
 from storage import episodes as table
 from storage import thread_owners
 
@@ -310,6 +310,10 @@ class _Block:
     def first_time(self) -> datetime:
         return min(l.sent_at for l in self.lines.values())
 
+    def touches(self, low: int, high: int) -> bool:
+        """Whether messages at positions low..high would continue this block (or overlap it)."""
+        return low <= max(self.lines) + 1 and high >= min(self.lines) - 1
+
 
 async def _titles(store, owner: str, thread_ids: Iterable[str]) -> dict[str, str]:
     ids = list(dict.fromkeys(thread_ids))
@@ -348,44 +352,41 @@ async def recall(
         found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
     hidden = set(exclude) if thread_id else set()
     anchors = [(f.candidate.thread_id, f.candidate.position) for f in found]
-    around = await table.neighbours(pool, owner, anchors, before=1, after=1)
+    around, titles = await asyncio.gather(
+        table.neighbours(pool, owner, anchors, before=1, after=1), _titles(store, owner, (t for t, _ in anchors))
+    )
     blocks: list[_Block] = []
-    index_of: dict[tuple[str, int], _Block] = {}
     seen_text: set[str] = set()
-    spent = 0
     for f in found:
         c = f.candidate
-        key = (c.thread_id, c.position)
-        if key in index_of:
+        if any(b.thread_id == c.thread_id and c.position in b.lines for b in blocks):
             continue  # already shown as a neighbour of a better match
         norm = " ".join(c.content.casefold().split())
         if norm in seen_text:
             continue  # the same words said again add nothing
         lines = [_Line(c.message_id, c.position, c.role, c.sent_at, c.content)]
-        for n in around.get(key, []):
+        for n in around.get((c.thread_id, c.position), []):
             if n.thread_id == thread_id and n.message_id in hidden:
                 continue
             if NEIGHBOURS_ALWAYS or (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
                 lines.append(_Line(n.message_id, n.position, n.role, n.sent_at, n.content))
         # Join a block of the same thread this one touches, so a conversation reads as one excerpt.
-        block = next(
-            (b for b in blocks if b.thread_id == c.thread_id and any(abs(l.position - p) <= 1 for l in lines for p in b.lines)),
-            None,
-        )
-        added = [l for l in lines if block is None or l.position not in block.lines]
-        cost = sum(excerpt_cost(l.role, l.sent_at, l.text) for l in added) + (0 if block else excerpt_cost(None, c.sent_at, ""))
-        if spent + cost > token_budget:
-            continue  # a smaller later one may still fit
-        spent += cost
-        if block is None:
-            block = _Block(c.thread_id, score=f.score)
-            blocks.append(block)
-        for l in added:
-            block.lines[l.position] = l
-            index_of[(c.thread_id, l.position)] = block
+        low, high = min(l.position for l in lines), max(l.position for l in lines)
+        block = next((b for b in blocks if b.thread_id == c.thread_id and b.touches(low, high)), None)
+        trial = [*blocks] if block else [*blocks, _Block(c.thread_id, score=f.score)]
+        target = block or trial[-1]
+        before = dict(target.lines)
+        target.lines.update({l.position: l for l in lines})
+        # The cost as the prompt renders it (dates, titles, separators): the budget holds exactly.
+        if count_tokens(render_excerpts(_as_excerpts(trial, titles))) > token_budget:
+            target.lines = before  # a smaller later one may still fit
+            continue
+        blocks = trial
         seen_text.add(norm)
-    titles = await _titles(store, owner, (b.thread_id for b in blocks))
-    blocks.sort(key=lambda b: b.first_time())
+    return _as_excerpts(sorted(blocks, key=lambda b: b.first_time()), titles)
+
+
+def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "thread_id": b.thread_id,

@@ -97,8 +97,8 @@ def render_knowledge(chunks: Sequence[dict[str, Any]], budget: int | None = None
 # messages of a chat, headed by its date and chat title; a line says who spoke, and its own
 # date when the block spans days.
 EXCERPT_SEPARATOR = "\n\n"
-# The selection costs a block's header before the chat's title is known: titles up to this long.
-TITLE_ALLOWANCE = 60
+# A chat title is shown up to this long in an excerpt's header.
+TITLE_CHARS = 60
 
 
 def excerpt_date(when: datetime) -> str:
@@ -120,21 +120,13 @@ def excerpt_line(role: str, text: str, date: str = "") -> str:
     return f"{role}{f' ({date})' if date else ''}: {words}"
 
 
-def excerpt_cost(role: str | None, when: datetime, text: str) -> int:
-    """Tokens one line adds to the section (``role`` None: a block's header), so the selection
-    keeps within the budget the renderer applies."""
-    if role is None:
-        return count_tokens(f'[{excerpt_date(when)}, "{"x" * TITLE_ALLOWANCE}"]' + EXCERPT_SEPARATOR)
-    return count_tokens(excerpt_line(role, text, excerpt_date(when)) + "\n")
-
-
 def render_excerpt(excerpt: dict[str, Any]) -> str:
     lines = excerpt.get("lines") or []
     if not lines:
         return ""
     first = excerpt_date(_when(lines[0]["sent_at"]))
     title = excerpt.get("chat_title") or "a chat"
-    out = [f'[{first}, "{title[:TITLE_ALLOWANCE]}"]']
+    out = [f'[{first}, "{title[:TITLE_CHARS]}"]']
     for line in lines:
         date = excerpt_date(_when(line["sent_at"]))
         out.append(excerpt_line(line["role"], line["text"], "" if date == first else date))
