@@ -86,7 +86,7 @@ class Context:
     rag_token_budget: int = _setting(1200, "Token budget of the relevant-knowledge section.")
     user_context_token_budget: int = _setting(800, "Token budget of the user-context section.")
     episodic_token_budget: int = _setting(
-        1200,
+        1500,
         "Token budget of the excerpts of earlier conversations (what was said, found for the message); 0 turns them off.",
     )
     max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")

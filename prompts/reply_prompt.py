@@ -35,7 +35,7 @@ class PromptBudgets:
     user_context: int = 800
     summary: int = 600
     knowledge: int = 1200
-    episodes: int = 1200
+    episodes: int = 1500
     recent: int = 6000
 
 
