@@ -95,6 +95,8 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> None:
 
 async def resize(conn: AsyncConnection, dims: int) -> None:
     """Empty the index and give it vectors of ``dims`` (reindex, after the embeddings changed)."""
+    if await _column_dims(conn) is None:
+        return  # not created yet: the set-up creates it at ``dims``
     await conn.execute(f"DELETE FROM {TABLE}")
     await conn.execute(f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(dims)})")
 

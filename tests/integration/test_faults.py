@@ -23,12 +23,12 @@ import pytest
 from storage.chat_runs import STALE_AFTER_SECONDS
 from tests.support.embedded_postgres import throwaway_postgres, with_database
 from tests.support.graph_turns import turn_paused_before_summarize
-from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_chat, new_user, reply_text, running_server, say, start_server
+from tests.support.http_server import BackgroundStream, create_keys, final, new_chat, new_user, paced_test_model, reply_text, running_server, say, start_server
 from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (pytest fixtures)
 
 # Replies of the servers that meet a fault come at 300 ms a word; to a user it knows nothing
 # about, the offline model echoes this message: ~30 words, still streaming when the fault hits.
-SLOW = {WORD_DELAY_ENV: "300"}
+SLOW = paced_test_model(300)
 SLOW_MESSAGE = "I have a dog named Rex, a cat called Tom, two goldfish and a garden full of tomatoes, beans and sunflowers"
 FIRST = "hello"  # a first turn that teaches memory nothing (so the next reply is the long echo)
 REAPED_WITHIN_SECONDS = 30
@@ -126,7 +126,7 @@ async def test_postgres_killed_mid_reply_ends_the_stream_with_an_error_in_second
     with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = with_database(own_postgres.get_uri(), name)
-    live = start_server(url, workers=1, env=SLOW)
+    live = start_server(url, workers=1, model=SLOW)
     try:
         user = new_user()
         key = (await create_keys(url, [user]))[user]
@@ -172,7 +172,7 @@ def survivor(database):
 async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its_run_answers(database, survivor):
     user = new_user()
     key = (await create_keys(database, [user]))[user]
-    doomed = start_server(database, workers=1, env=SLOW)
+    doomed = start_server(database, workers=1, model=SLOW)
     try:
         with doomed.client(key) as c:
             reaped_chat, stopped_chat = new_chat(c), new_chat(c)
@@ -222,7 +222,7 @@ async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message
     answer at all, and the message is still the client's to send again."""
     user = new_user()
     key = (await create_keys(database, [user]))[user]
-    doomed = start_server(database, workers=1, env=SLOW)
+    doomed = start_server(database, workers=1, model=SLOW)
     try:
         with doomed.client(key) as c:
             chat_id = new_chat(c)
@@ -294,7 +294,7 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
     thread_id = str(uuid.uuid4())
 
     async def turn(text: str) -> list[tuple[str, dict]]:
-        run_id = await runs.claim(thread_id, user_id, "message")
+        run_id = await runs.claim_run_slot(thread_id, user_id, "message")
         graph_input = {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}
         spec = TurnSpec(thread_id, user_id, "assistant", "message", graph_input, user_text=text, context={"model": model})
         return await runs.launch(run_id, spec).collect()
@@ -339,7 +339,7 @@ async def test_a_run_launched_while_the_heartbeat_poller_winds_down_still_gets_h
     runs._close_beat_conn = close_slowly
 
     async def launch(thread_id: str, text: str, model: str):
-        run_id = await runs.claim(thread_id, user_id, "message")
+        run_id = await runs.claim_run_slot(thread_id, user_id, "message")
         spec = TurnSpec(thread_id, user_id, "assistant", "message", {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]},
                         user_text=text, context={"model": model})
         return run_id, runs.launch(run_id, spec)
