@@ -237,3 +237,18 @@ async def test_an_owner_with_many_messages_searches_through_an_index_of_their_ow
     await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the index go
     async with backend.pool.connection() as conn:
         assert not await episode_table.has_owner_index(conn, user_id)
+
+
+async def test_a_bulk_copy_seeds_rows_the_search_reads_like_any_other(backend, user_id, minilm):
+    """What benchmarks and imports of pre-embedded history use: one COPY, no per-row round trip."""
+    said = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    texts = ["We moved to Porto in April", "The flat has a view of the river", "I started a pottery class"]
+    vectors = await minilm.embeddings.aembed_documents(texts)
+    rows = [
+        episode_table.Episode("t-bulk", f"b{i}", i, "user", said, text, owner=user_id, embedding=vector)
+        for i, (text, vector) in enumerate(zip(texts, vectors))
+    ]
+    async with backend.pool.connection() as conn:
+        assert await episode_table.copy_episodes(conn, rows) == 3
+    found = await episodes.fused_search(backend.pool, minilm.embeddings, user_id, "When did we move to Porto?")
+    assert found[0].candidate.message_id == "b0" and found[0].candidate.sent_at == said
