@@ -180,9 +180,9 @@ class ChatSession:
         for m in (state.values.get("messages") or [])[-2:]:
             who = "you" if m.type == "human" else "agent"
             when = sent_at(m)
-            stamp = f" {when.astimezone():%Y-%m-%d %H:%M}" if when else ""
+            stamp = f"[{when.astimezone():%Y-%m-%d %H:%M}] " if when else ""
             text = " ".join(m.text.split())
-            self.note(f"  {who}{stamp}> {text[:200]}{'…' if len(text) > 200 else ''}")
+            self.note(f"  {stamp}{who}> {text[:200]}{'…' if len(text) > 200 else ''}")
 
     async def pending_confirmation(self) -> dict | None:
         state = await self.graph.aget_state(self.config)
