@@ -96,17 +96,29 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             per_node: dict[str, list[float]] = defaultdict(list)
             per_turn: list[float] = []
+            first_token: list[float] = []
+            until_reply: list[float] = []
             calls: list[int] = []
             for i in range(turns):
                 start = last = time.perf_counter()
-                async for update in graph.astream(
-                    {"messages": [HumanMessage(MESSAGES[i % len(MESSAGES)])]}, config, context=ctx, stream_mode="updates"
+                ttft = replied = None
+                async for mode, chunk in graph.astream(
+                    {"messages": [HumanMessage(MESSAGES[i % len(MESSAGES)])]}, config, context=ctx, stream_mode=["updates", "messages"]
                 ):
                     now = time.perf_counter()
-                    for node in update:
+                    if mode == "messages":
+                        message, meta = chunk
+                        if ttft is None and meta.get("langgraph_node") == "reply" and str(message.content).strip():
+                            ttft = now - start  # what the user waits for: the reply's first visible token
+                        continue
+                    for node in chunk:
                         per_node[node].append(now - last)
+                        if node == "reply":
+                            replied = now - start  # the whole reply (a terminal chat takes input from here on)
                     last = now
                 per_turn.append(time.perf_counter() - start)
+                first_token.append(ttft if ttft is not None else float("nan"))
+                until_reply.append(replied if replied is not None else float("nan"))
                 state = await graph.aget_state(config)
                 if state.interrupts:  # a task change asks for confirmation: decline, as a user might
                     from langgraph.types import Command
@@ -115,7 +127,11 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
                         pass
                 usage = (await graph.aget_state(config)).values.get("turn_usage") or {}
                 calls.append(usage.get("model_calls", 0))
-                print(f"turn {i + 1}: {per_turn[-1]:.1f} s", flush=True)
+                print(
+                    f"turn {i + 1}: first token {first_token[-1]:.1f} s, reply done {until_reply[-1]:.1f} s, "
+                    f"whole turn {per_turn[-1]:.1f} s (load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
             mode = remembered_mode(load_chat_model(server.model_name)) or "json_schema (no refusal)"
     finally:
         server.stop()
@@ -133,6 +149,12 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
     print(f"structured output mode the server needed: {mode}")
     print(f"turns: {turns}; reply-node model calls per turn: {calls}")
     print(f"per turn: median {statistics.median(per_turn):.1f} s, max {max(per_turn):.1f} s")
+    later = slice(2, None)  # from the third turn on: the server's prompt cache has something to reuse
+    if per_turn[later]:
+        print(
+            f"from turn 3: first token median {statistics.median(first_token[later]):.1f} s, "
+            f"whole turn median {statistics.median(per_turn[later]):.1f} s"
+        )
     for node, values in per_node.items():
         print(f"  {node:18s} median {statistics.median(values):6.1f} s   max {max(values):6.1f} s")
 

@@ -128,6 +128,16 @@ class Context:
             raise ValueError("summary_window must be at least tail_size")
 
 
+ALLOWED_MODELS_ENV = "MEMORY_AGENT_ALLOWED_MODELS"
+
+
+def allowed_models() -> list[str]:
+    """The chat models a client of the server may pick (``Context.model``): the comma-separated
+    ``MEMORY_AGENT_ALLOWED_MODELS``, by default the server's own model and ``offline``."""
+    configured = [m.strip() for m in os.environ.get(ALLOWED_MODELS_ENV, "").split(",") if m.strip()]
+    return list(dict.fromkeys(configured or [Context().model, "offline"]))
+
+
 def server_safety_settings() -> dict[str, int]:
     """The server's own values of the safety settings (the defaults, from the environment where noted)."""
     defaults = Context()

@@ -13,7 +13,10 @@ import unicodedata
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from core.dates import ISO_DATE
 
 from core.text_validation import (
     LIST_ITEMS,
@@ -47,6 +50,8 @@ def text_hash(text: str) -> str:
 Importance = Literal["low", "medium", "high"]
 IMPORTANCE_WEIGHT: dict[str, float] = {"low": 0.3, "medium": 0.6, "high": 1.0}
 TaskStatus = Literal["open", "in_progress", "done"]
+IsoDate = Annotated[str, StringConstraints(pattern=ISO_DATE)]
+"""A resolved date (core.dates): a day 2026-12-01, a week 2026-W49, a month 2026-12 or a year 2027."""
 
 # Every string and list that comes in is bounded and storable (no NUL, no lone surrogate): core.text_validation.
 Tags = TextList(max_items=20, item_chars=NAME_CHARS)
@@ -134,6 +139,9 @@ class Task(StoredModel):
     # "retracted": taught only by a message the user edited away or regenerated; kept, never shown.
     status: Literal["open", "in_progress", "done", "retracted"] = "open"
     due: ShortText | None = None
+    """The user's own words ("next Tuesday")."""
+    due_date: IsoDate | None = None
+    """The date those words meant when they were said (core.dates.resolve_date), so they stay true."""
     hash: ShortText = ""
     """text_hash of the description, for exact-duplicate lookups by index."""
     created_at: datetime = Field(default_factory=utcnow)
@@ -272,6 +280,8 @@ class TaskUpdate(BaseModel):
     task_id: Identifier | None = Field(None, description="Id of an existing task, when known.")
     status: TaskStatus | None = None
     due: ShortText | None = None
+    # Resolved from ``due`` against the message's time by code (memory.extractor), never asked of a model.
+    due_date: SkipJsonSchema[IsoDate | None] = Field(None, exclude_if=lambda v: v is None)
 
 
 class ExtractionResult(BaseModel):

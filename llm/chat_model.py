@@ -84,6 +84,9 @@ def _create(name: str) -> BaseChatModel:
         # Token usage in streamed replies, for the cost figures.
         kwargs["stream_usage"] = True
         kwargs["timeout"] = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_SECONDS)
+        # langchain-openai also drops a stream that sends no chunk for 120 s: a local model on a busy
+        # machine reading a long prompt before its first token took longer, and the reply failed.
+        kwargs["stream_chunk_timeout"] = kwargs["timeout"]
     try:
         if provider in (None, "openai") and not is_openai_endpoint(os.environ.get("OPENAI_BASE_URL")):
             from llm.compatible_openai import CompatibleChatOpenAI

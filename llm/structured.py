@@ -4,10 +4,14 @@ Works with models that support structured output natively (OpenAI json_schema or
 tool calling, the offline model) and with models that only return text: their reply
 is parsed strictly as one JSON object and validated with the pydantic schema.
 
-Servers differ in what they accept: llama-cpp-python's answers HTTP 500 to a
-``json_schema`` response format, some ignore a forced tool. When a server refuses a
-mode the call falls back along json_schema -> function_calling -> json_mode -> text,
-and the mode that worked is remembered per model and base URL for the process.
+Servers differ in what they accept. OpenAI, llama.cpp's ``llama-server``, vLLM and
+Ollama (0.5+) constrain the reply to the schema given as a ``json_schema`` response
+format. llama-cpp-python's server answers HTTP 500 to that, but turns
+``{"type": "json_object", "schema": ...}`` into a grammar (``json_object_schema`` here),
+so even a 0.5B model can only write JSON of the schema; some servers ignore a forced
+tool. When a server refuses a mode the call falls back along
+json_schema -> json_object_schema -> function_calling -> json_mode -> text, and the
+mode that worked is remembered per model and base URL for the process.
 Every call is capped (``max_tokens`` sized to the schema), so a model that loops
 stops early instead of filling its context.
 """
@@ -35,9 +39,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
-METHODS = ("auto", "json_schema", "function_calling", "json_mode", "text")
+METHODS = ("auto", "json_schema", "json_object_schema", "function_calling", "json_mode", "text")
 # The order a refused mode falls back in; "auto" is the model's own default (json_schema for OpenAI).
-FALLBACK_ORDER = ("auto", "json_schema", "function_calling", "json_mode", "text")
+# The schema-constrained modes come first: a grammar makes even a small model's JSON valid.
+FALLBACK_ORDER = ("auto", "json_schema", "json_object_schema", "function_calling", "json_mode", "text")
 DEFAULT_OUTPUT_TOKENS = 1024
 
 
@@ -152,6 +157,16 @@ def _json_instruction(schema: type[BaseModel]) -> str:
         "Reply with only one JSON object, no prose and no code fence, that validates against this JSON schema:\n"
         + json.dumps(schema.model_json_schema(), ensure_ascii=False)
     )
+
+
+# With the schema enforced by the server's grammar the model needs no 800-token schema in its
+# prompt (the prompt names the fields); a server that ignores ``schema`` gets it in the repair.
+_CONSTRAINED_INSTRUCTION = "Reply with one JSON object only."
+
+
+def constrained_format(schema: type[BaseModel]) -> dict:
+    """The response format llama-cpp-python turns into a grammar: JSON of exactly ``schema``."""
+    return {"type": "json_object", "schema": schema.model_json_schema()}
 
 
 def _with_instruction(messages: list[BaseMessage], instruction: str) -> list[BaseMessage]:
@@ -321,6 +336,26 @@ async def _text_mode(
         return None, raw, str(exc)
 
 
+async def _constrained_mode(
+    model: BaseChatModel, schema: type[T], messages: list[BaseMessage], config: RunnableConfig | None
+) -> tuple[T | None, BaseMessage | None, str | None]:
+    """llama-cpp-python's schema door: ``json_object`` with a ``schema``, the reply parsed here."""
+    runnable = model.bind(response_format=constrained_format(schema))
+    try:
+        raw = await runnable.ainvoke(_with_instruction(messages, _CONSTRAINED_INSTRUCTION), config=config)
+    except Exception as exc:
+        if _is_cut_at_cap(exc):
+            return None, _raw_from_error(exc), "the reply was cut at the output cap"
+        reason = _refusal_reason(exc, "json_object_schema")
+        if reason:
+            raise ModeRefused(reason) from exc
+        raise
+    try:
+        return parse_json_strict(_raw_text(raw), schema), raw, None
+    except (ValueError, ValidationError) as exc:
+        return None, raw, str(exc)
+
+
 async def _one_mode(
     model: BaseChatModel, schema: type[T], messages: list[BaseMessage], mode: str, config: RunnableConfig | None
 ) -> tuple[T | None, BaseMessage | None, str | None]:
@@ -332,6 +367,8 @@ async def _one_mode(
             if _is_cut_at_cap(exc):
                 return None, _raw_from_error(exc), "the reply was cut at the output cap"
             raise
+    if mode == "json_object_schema":
+        return await _constrained_mode(model, schema, messages, config)
     kwargs = {} if mode == "auto" else {"method": mode}
     call_messages = messages
     if mode == "json_mode":

@@ -36,7 +36,7 @@ _FENCED = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.S)
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _FUNCTION_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 _CALL_KEYS = {"name", "id", "type", "tool", "function", *_ARG_KEYS}
-FALLBACK_REPLY = "Sorry, I could not put that into words. Could you ask again?"
+FALLBACK_REPLY = "(No answer: the model gave no usable reply, twice. Please ask again, perhaps in other words.)"
 NO_TOOLS_INSTRUCTION = (
     "Answer the user directly in plain words. Do not write tool calls, JSON or function names: "
     "no tools are available for this answer."
@@ -144,9 +144,16 @@ def find_text_calls(text: str) -> TextCalls:
     return TextCalls(calls, prose.strip() if calls else text)
 
 
+def _copies_the_definition(tool: BaseTool, args: dict) -> bool:
+    """An argument that is the tool's own description, word for word: a small model copying its prompt
+    (the 0.5B answered "Hi! My name is Dana…" with add_task("Add a task to the user's task list…"))."""
+    own = {(tool.description or "").strip().casefold()} - {""}
+    return any(isinstance(v, str) and v.strip().casefold() in own for v in args.values())
+
+
 def _valid_args(tool: BaseTool, args: Any) -> dict | None:
     """``args`` when they validate against the tool's call schema (what the model may fill in)."""
-    if not isinstance(args, dict):
+    if not isinstance(args, dict) or _copies_the_definition(tool, args):
         return None
     schema = tool.tool_call_schema
     if isinstance(schema, type) and issubclass(schema, BaseModel):

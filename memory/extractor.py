@@ -7,16 +7,22 @@ import logging
 import re
 import unicodedata
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphBubbleUp
 
 import prompts
+from core.dates import date_languages, dated, resolve_date
+from core.metrics import EXTRACTION_FAILURES, count_failure
 from llm.structured import StructuredResult, invoke_structured
-from core.schemas import ExtractionResult, NewFact, ProfileUpdates
+from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
+from memory.memory_writer import refines, slot_of
 from memory.queries import STOPWORDS
+from offline_model.rule_extraction import extract_with_rules
 
 log = logging.getLogger(__name__)
 
@@ -34,23 +40,68 @@ def render_stored(stored: dict[str, Any]) -> str:
     return json.dumps(stored, ensure_ascii=False, default=str, sort_keys=True)
 
 
+# Memories come from what the user said; the reply is only context for it ("yes, added"), and a
+# local model reads every prompt token before its first output token: its head is enough.
+REPLY_CONTEXT_CHARS = 600
+
+
+def reply_context(reply: str) -> str:
+    """The head of the assistant's reply, cut at a word, for the extraction prompt."""
+    if len(reply) <= REPLY_CONTEXT_CHARS:
+        return reply
+    return reply[:REPLY_CONTEXT_CHARS].rsplit(" ", 1)[0] + " …"
+
+
 def build_extraction_messages(user_message: str, reply: str, stored: dict[str, Any]) -> list[BaseMessage]:
+    # The instructions first and unchanged from turn to turn: a server's prompt cache reuses them.
     body = "\n\n".join(
         [
             prompts.tagged(prompts.STORED_MEMORIES_TAG, render_stored(stored)),
             prompts.tagged(prompts.USER_MESSAGE_TAG, user_message),
-            prompts.tagged(prompts.ASSISTANT_REPLY_TAG, reply),
+            prompts.tagged(prompts.ASSISTANT_REPLY_TAG, reply_context(reply)),
         ]
     )
     return [SystemMessage(prompts.text("extraction")), HumanMessage(body)]
 
 
+RULES_ONLY = "rules"
+"""The method of a result the model failed to give: only the rules' floor."""
+
+
 async def extract(
-    model: BaseChatModel, user_message: str, reply: str, stored: dict[str, Any], config: RunnableConfig | None = None
+    model: BaseChatModel,
+    user_message: str,
+    reply: str,
+    stored: dict[str, Any],
+    config: RunnableConfig | None = None,
+    *,
+    said_at: datetime | None = None,
+    rule_tasks: bool = True,
 ) -> StructuredResult[ExtractionResult]:
-    result = await invoke_structured(model, ExtractionResult, build_extraction_messages(user_message, reply, stored), config=config)
+    """The model's extraction on the floor of the rules, with relative dates resolved against ``said_at``.
+
+    The rules (offline_model.rule_extraction) run whatever the model: what they find is kept when
+    the model returns nothing valid or fails, and a value the model states clearly wins over theirs.
+    Raises only when the model failed and the rules found nothing either. ``rule_tasks=False``: the
+    user already decided this turn's task changes (a task tool asked them), so the rules add none.
+    """
+    floor = extract_with_rules(user_message, stored)
+    if not rule_tasks:
+        floor = floor.model_copy(update={"task_updates": []})
+    try:
+        result = await invoke_structured(model, ExtractionResult, build_extraction_messages(user_message, reply, stored), config=config)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        if floor.is_empty():
+            raise
+        count_failure(EXTRACTION_FAILURES, exc, model_call=True)
+        log.warning("memory extraction by the model failed; keeping what the rules found: %s", str(exc)[:300])
+        result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
     value = drop_echoed_examples(result.value, user_message)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
+    value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
+    value = with_dates(value, said_at or datetime.now(timezone.utc), _languages(user_message, stored, value))
     return replace(result, value=value)
 
 
@@ -118,3 +169,133 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     if kept == result.profile_updates.model_dump():
         return result
     return result.model_copy(update={"profile_updates": ProfileUpdates.model_validate(kept)})
+
+
+# --------------------------------------------------------------------------- the rules' floor
+def _stem(word: str) -> str:
+    """A light stem, so "plays" and "play", "renewing" and "renew" are one word."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _content(text: str) -> set[str]:
+    return {_stem(w) for w in _folded_words(text) if w not in STOPWORDS and len(w) > 2}
+
+
+def _restates(a: str, b: str) -> bool:
+    """Two wordings of one memory ("Renew passport" / "renew my passport next month", "Has a cat
+    named Luna" / "Cat is called Luna"): two content words in common, or the one word of the shorter."""
+    if normalize_text(a) == normalize_text(b):
+        return True
+    wa, wb = _content(a), _content(b)
+    shared = len(wa & wb)
+    return shared >= 2 or (shared == 1 and min(len(wa), len(wb)) == 1)
+
+
+# The words of the rules' English templates ("Lives in", "Moved to", "Works as"): what a fact says is the rest.
+_TEMPLATE_WORDS = frozenset("lives moved works is has likes loves dislikes speaks programs plays does not eat from as in to".split())
+
+
+def _covered(rule_fact: str, model_facts: list[NewFact]) -> bool:
+    """The model's facts already say what a rule's fact says, in any words or language: every word of
+    the rule's value is in one model fact ("Moved to Rome" / "Lives in Rome", "Lives in חיפה" / "גר בחיפה")."""
+    words = [w for w in _folded_words(rule_fact) if w not in STOPWORDS and w not in _TEMPLATE_WORDS]
+    if not words:
+        return False
+    return any(all(_stated(w, _folded_words(f.text)) for w in words) for f in model_facts)
+
+
+def _slot_value(text: str, slot: str) -> str:
+    norm = normalize_text(text)
+    at = norm.find(slot)
+    return norm[at + len(slot):] if at >= 0 else norm
+
+
+def _clearly_stated(value: Any, said: list[str]) -> bool:
+    """A model's value the user's own words carry (text, or a literal such as "short"); a yes/no
+    carries no word to check, so it is clear only when the rules found nothing for its field."""
+    return isinstance(value, str) and _stated(value, said)
+
+
+def _union(first: list[str], second: list[str]) -> list[str]:
+    """``first``, then the items of ``second`` that are not one of them said again ("learn hebrew
+    properly" restates "learn Hebrew")."""
+    seen = [normalize_text(v) for v in first]
+    return [*first, *(v for v in second if not any(refines(normalize_text(v), s) for s in seen))]
+
+
+def merge_with_rules(
+    model: ExtractionResult, rules: ExtractionResult, user_message: str, *, stored_tasks: list[dict] | None = None
+) -> ExtractionResult:
+    """The model's result over the rules' floor: nothing the rules found is lost, and for one slot
+    (a profile or preference field, a single-valued fact such as "Lives in …", a task) the model's
+    value wins when the user's message clearly states it; otherwise the rules' value stands."""
+    said = _folded_words(user_message)
+    sections: dict[str, dict[str, Any]] = {}
+    for name in ("profile_updates", "new_preferences"):
+        mine, theirs = getattr(model, name).model_dump(), getattr(rules, name).model_dump()
+        merged: dict[str, Any] = {}
+        for field, value in mine.items():
+            floor = theirs.get(field)
+            if isinstance(value, list):
+                merged[field] = _union(value, floor or [])
+            elif value is None or (floor is not None and value != floor and not _clearly_stated(value, said)):
+                merged[field] = floor
+            else:
+                merged[field] = value
+        sections[name] = merged
+
+    facts = list(model.new_facts)
+    model_slots = {slot_of(f.text): f for f in facts if slot_of(f.text)}
+    known = {normalize_text(f.text) for f in facts}
+    for fact in rules.new_facts:
+        slot = slot_of(fact.text)
+        rival = model_slots.get(slot) if slot else None
+        if normalize_text(fact.text) in known:
+            continue
+        if rival is None and (_covered(fact.text, model.new_facts) or any(_restates(f.text, fact.text) for f in facts)):
+            continue  # the model said it in its own words
+        if rival is not None:
+            if _stated(_slot_value(rival.text, slot), said):
+                continue  # the model's value for the slot, stated by the user, wins
+            facts.remove(rival)  # the model's value is not in the user's words: the rules' stands
+        facts.append(fact)
+
+    tasks = list(model.task_updates)
+    on_the_list = [str(t.get("description") or "") for t in stored_tasks or [] if t.get("status", "open") in ("open", "in_progress")]
+    for update in rules.task_updates:
+        if update.action == "add" and any(_restates(d, update.description) for d in on_the_list):
+            continue  # already on the list (a task tool added it earlier in this turn, or it was said before)
+        twin = next((i for i, t in enumerate(tasks) if t.action == update.action and _restates(t.description, update.description)), None)
+        if twin is None:
+            tasks.append(update)
+        elif not tasks[twin].due and update.due:
+            tasks[twin] = tasks[twin].model_copy(update={"due": update.due})
+    return ExtractionResult(
+        new_facts=facts,
+        new_preferences=PreferenceUpdates.model_validate(sections["new_preferences"]),
+        profile_updates=ProfileUpdates.model_validate(sections["profile_updates"]),
+        task_updates=tasks,
+    )
+
+
+# --------------------------------------------------------------------------- dates that stay true
+def _languages(user_message: str, stored: dict[str, Any], result: ExtractionResult) -> tuple[str, ...]:
+    preferences, profile = stored.get("preferences") or {}, stored.get("profile") or {}
+    return date_languages(
+        user_message,
+        result.new_preferences.language or preferences.get("language"),
+        result.profile_updates.native_language or profile.get("native_language"),
+    )
+
+
+def with_dates(result: ExtractionResult, said_at: datetime, languages: tuple[str, ...] = ("en",)) -> ExtractionResult:
+    """Each task's due words given the date they meant at ``said_at`` (``due_date``), and each fact's
+    relative phrase ("next Tuesday") the date beside it, so neither goes stale."""
+    tasks = [t.model_copy(update={"due_date": resolve_date(t.due, said_at, languages)}) for t in result.task_updates]
+    facts = [f.model_copy(update={"text": dated(f.text, said_at, languages)}) for f in result.new_facts]
+    if tasks == result.task_updates and facts == result.new_facts:
+        return result
+    return result.model_copy(update={"task_updates": tasks, "new_facts": facts})

@@ -36,6 +36,7 @@ from storage import store_rows, vector_search
 from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns, user_root
+from core.dates import date_languages, resolve_date
 from core.schemas import (
     ChatRecord,
     ExtractionResult,
@@ -345,7 +346,7 @@ async def _apply_tasks(
             if exact or (open_similar and open_similar[0][1] >= TASK_DUPLICATE_THRESHOLD):
                 continue  # already on the list
             description = upd.description.strip()
-            task = Task(id=str(uuid.uuid4()), description=description, hash=text_hash(description), due=upd.due,
+            task = Task(id=str(uuid.uuid4()), description=description, hash=text_hash(description), due=upd.due, due_date=upd.due_date,
                         created_at=now, updated_at=now, source_thread=thread_id, source_message_id=message_id)
             staged[task.id] = task
             ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json")))
@@ -362,7 +363,7 @@ async def _apply_tasks(
             if upd.status:
                 target.status = upd.status
             if upd.due:
-                target.due = upd.due
+                target.due, target.due_date = upd.due, upd.due_date
             target.updated_at = now
             staged[target.id] = target
             ops.append(PutOp(tasks_ns(user_id), target.id, target.model_dump(mode="json"), index=False))
@@ -485,8 +486,8 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
         if status is not None and status != task.status:
             task.status = status
             task.completed_at = now if status == "done" else None
-        if "due" in changes:
-            task.due = changes["due"]
+        if "due" in changes:  # words the user types now mean a date from now
+            task.due, task.due_date = changes["due"], resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
         task.updated_at = now
         await tx.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=None if description else False)
     return task

@@ -146,7 +146,8 @@ class RecalledItem(BaseModel):
     chat_title: str | None = None
     id: str | None = Field(None, description="Id of the stored fact or task.")
     status: str | None = Field(None, description="Task status (open, in_progress, done).")
-    due: str | None = None
+    due: str | None = Field(None, description="The due date in the user's words (\"next Tuesday\").")
+    due_date: str | None = Field(None, description="The date those words meant when said (ISO: 2026-12-01, 2026-W49, 2026-12).")
     importance: Importance | None = None
     updated_at: datetime | None = None
 
@@ -585,6 +586,7 @@ async def recall_context(
                 id=t.id,
                 status=t.status,
                 due=t.due,
+                due_date=t.due_date,
                 updated_at=t.updated_at,
             )
             for t in tasks

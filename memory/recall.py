@@ -109,7 +109,7 @@ async def load_user_context(
             {"id": s.fact.id, "text": s.fact.text, "importance": s.fact.importance, "similarity": round(s.similarity, 3), "score": round(s.score, 3)}
             for s in ranked
         ],
-        "tasks": [{"id": t.id, "description": t.description, "status": t.status, "due": t.due} for t in tasks],
+        "tasks": [{"id": t.id, "description": t.description, "status": t.status, "due": t.due, "due_date": t.due_date} for t in tasks],
         "related_chats": [
             {"thread_id": c.thread_id, "title": c.title, "summary_snippet": c.summary_text[:300], "similarity": round(s, 3)} for c, s in chats
         ],

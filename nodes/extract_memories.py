@@ -8,13 +8,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import current_turn, is_stopped
+from core.messages import current_turn, is_stopped, last_human_index, sent_at
 from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_failure, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
+from nodes.tools import TASK_TOOLS
 from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
-from memory.extractor import extract
+from memory.extractor import RULES_ONLY, extract
 from memory.memory_writer import apply_extraction
 from memory.user_memory import get_user_document, list_tasks, search_facts
 
@@ -40,6 +41,12 @@ async def related_memories(store, user_id: str, user_text: str, reply_text: str)
     }
 
 
+def _asked_about_tasks(messages) -> bool:
+    """This turn's reply called a task tool: the user confirmed or declined it, so the rules add no task."""
+    i = last_human_index(messages)
+    return i is not None and any(c.get("name") in TASK_TOOLS for m in messages[i + 1 :] for c in getattr(m, "tool_calls", None) or [])
+
+
 async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     try:
         return await _extract_memories(state, runtime)
@@ -62,10 +69,14 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
         return {"memory_written": {"skipped": "the reply was stopped"}}
     store = runtime.store
     model = load_chat_model(ctx.model)
+    # No reply yet (a replayed conversation ending on the user's turn): what the user said still counts.
+    reply_text = reply.text if reply is not None else ""
     with timed("extract_memories"):
-        stored = await related_memories(store, ctx.user_id, human.text, reply.text)
+        stored = await related_memories(store, ctx.user_id, human.text, reply_text)
         try:
-            result = await extract(model, human.text, reply.text, stored, config=NOSTREAM)
+            result = await extract(
+                model, human.text, reply_text, stored, config=NOSTREAM, said_at=sent_at(human), rule_tasks=not _asked_about_tasks(state.messages)
+            )
         except GraphBubbleUp:
             raise
         except Exception as exc:
@@ -86,6 +97,8 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
             store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id
         )
     written = report.as_dict()
+    if result.method == RULES_ONLY:  # the model failed; what the rules found was written
+        written["model_error"] = result.errors[-1]
     for change, count in report.written_counts().items():
         MEMORIES_WRITTEN.labels(kind=change).inc(count)
     if not report.is_empty():

@@ -91,6 +91,10 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
         response: AIMessage = await model.ainvoke(messages)
         # Small local models write calls as text: a valid one becomes the call, any other is never shown.
         response, needs_plain_answer = with_text_calls_resolved(response, tools if can_call_tools else [])
+        if not response.tool_calls and not response.text.strip():
+            # An empty reply (small local models give one now and then, a line of spaces) is asked
+            # again once without tools; a second empty one becomes a note, never a blank line.
+            needs_plain_answer = True
         if needs_plain_answer:
             response = await answer_in_plain_words(base_model, messages, response)
     if response.tool_calls and not can_call_tools:

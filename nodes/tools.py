@@ -15,10 +15,13 @@ from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
 from core.context import Context, get_context
+from core.dates import date_languages
+from core.messages import current_turn, sent_at
 from storage.checkpoint_rows import checkpoint_reader
 from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
-from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
+from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
+from memory.extractor import with_dates
 from memory import queries
 
 
@@ -106,6 +109,10 @@ async def recall_context(
 
 
 async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) -> str:
+    # The due words mean a date from the user's message, not from when the user confirms (maybe much later).
+    human, _ = current_turn(list(_state_value(runtime, "messages", []) or []))
+    said_at = (sent_at(human) if human is not None else None) or utcnow()
+    (update,) = with_dates(ExtractionResult(task_updates=[update]), said_at, date_languages(update.due or "")).task_updates
     # Pauses the run; the client answers with Command(resume={"approved": bool}).
     answer = interrupt(
         {
@@ -115,6 +122,7 @@ async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) 
             "task_id": update.task_id,
             "status": update.status,
             "due": update.due,
+            "due_date": update.due_date,
         }
     )
     approved = answer.get("approved") if isinstance(answer, dict) else answer
@@ -177,6 +185,10 @@ async def update_task(
 async def complete_task(description: str, runtime: AgentToolRuntime, task_id: str | None = None) -> str:
     """Mark a task done; name it by id or by its description (the user confirms)."""
     return await _confirmed_task_change(runtime, TaskUpdate(action="complete", description=description, task_id=task_id))
+
+
+TASK_TOOLS = frozenset({"add_task", "update_task", "complete_task"})
+"""The tools that change the task list, each only once the user confirms."""
 
 
 def agent_tools() -> list[BaseTool]:

@@ -16,6 +16,7 @@ import re
 from functools import partial
 from typing import Any, Callable
 
+from core.dates import MONTHS, PART_OF_DAY, TIME_WORDS, WEEKDAYS
 from core.stopwords import STOPWORDS, VAGUE
 from core.schemas import (
     ExtractionResult,
@@ -82,19 +83,7 @@ _LANGUAGES = {
     "ערבית": "Arabic", "צרפתית": "French", "ספרדית": "Spanish", "גרמנית": "German",
 }
 
-_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-_PART_OF_DAY = "morning|afternoon|evening|night"
-_TIME = (
-    rf"tomorrow(?: (?:{_PART_OF_DAY}))?|tonight|today|"
-    rf"this (?:{_PART_OF_DAY}|week|weekend|month|year|{_WEEKDAYS})|"
-    rf"next (?:week|weekend|month|year|{_WEEKDAYS})|"
-    rf"(?:{_WEEKDAYS})(?: (?:{_PART_OF_DAY}))?|"
-    r"(?:the )?end of (?:the )?(?:day|week|month|year)|"
-    r"noon|midnight|\d{1,2}(?::\d{2})?\s?(?:am|pm)|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?|"
-    rf"(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS})|"
-    r"domani|stasera|oggi|מחר|היום|הערב"
-)
+_WEEKDAYS, _MONTHS, _PART_OF_DAY, _TIME = WEEKDAYS, MONTHS, PART_OF_DAY, TIME_WORDS
 _DUE_PATTERNS = (
     re.compile(rf"\bby ({_TIME})\b", re.I),
     re.compile(rf"\bon ((?:{_WEEKDAYS})(?: (?:{_PART_OF_DAY}))?|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS}))\b", re.I),
@@ -391,8 +380,8 @@ _RULES: list[tuple[re.Pattern[str], Rule]] = []
 _QUESTION_RULES: list[tuple[re.Pattern[str], Rule]] = []
 
 
-def _rule(pattern: str, *, in_questions: bool = False) -> Callable[[Rule], Rule]:
-    compiled = re.compile(pattern, re.I)
+def _rule(pattern: str, *, in_questions: bool = False, flags: int = re.I) -> Callable[[Rule], Rule]:
+    compiled = re.compile(pattern, flags)
 
     def register(fn: Rule) -> Rule:
         _RULES.append((compiled, fn))
@@ -422,25 +411,24 @@ _NATIONALITIES = frozenset(
 )
 
 
-@_rule(r"^\s*(?:hi|hello|hey|ciao|shalom)\b[\s,!.-]*(?:there[\s,!.-]*)?I(?:'m| am) (?P<x>[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)\s*(?:[.,;!]|$|\s(?:and|but)\b)")
-def _hi_im(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    value = m.group("x")
-    if value.split()[0].lower() not in _NATIONALITIES and not _language(value.split()[0]):
-        b.set_profile("name", value)
-
-
 _STATES = frozenset(
     "tired fine good great ok okay sorry sure back here ready busy hungry happy sad new done excited bored confused "
-    "lost sick late early home free stuck curious worried afraid glad interested single married retired".split()
+    "lost sick late early home free stuck curious worried afraid glad interested single married retired exhausted "
+    "sleepy thirsty cold hot ill well alright awake online offline available away annoyed angry upset frustrated "
+    "nervous scared stressed pregnant vegan vegetarian divorced engaged certain positive serious kidding joking "
+    "honest thankful grateful pleased impressed amazed surprised sorry new old young".split()
 )
 
 
-# "Hi! I'm Maya" arrives as two sentences: a sentence that is only "I'm <Name>" names the speaker.
-@_rule(r"^\s*I(?:'m| am) (?P<x>[A-Z][a-z'-]+(?: [A-Z][a-z'-]+)?)\s*[.!]?\s*$")
-def _bare_i_am(m: re.Match[str], b: _Builder, casual: bool) -> None:
+# "Hi! I'm Maya", "Hello, I am Noa Levi.", "I'm Maya, a backend developer": a capitalized word right
+# after "I'm" at a sentence's start, ending the clause, names the speaker; states ("I'm Tired"),
+# nationalities and languages do not.
+@_rule(r"^\s*(?:(?:hi|hello|hey|ciao|shalom)\b[\s,!.-]*(?:there[\s,!.-]*)?)?I(?:'m| am) (?P<x>[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)\s*(?:[.,;!]|$|\s(?:and|but|from|here)\b)")
+def _i_am_name(m: re.Match[str], b: _Builder, casual: bool) -> None:
     value = m.group("x")
     first = value.split()[0].lower()
-    if first not in _NATIONALITIES and not _language(first) and first not in _STOPWORDS and first not in _STATES:
+    # Known languages only: the suffix guess of _language would refuse Brian, Julian and Milan.
+    if first not in _NATIONALITIES and first not in _LANGUAGES and first not in _STOPWORDS and first not in _STATES and first not in _ROLE_NOUNS:
         b.set_profile("name", value)
 
 
@@ -516,14 +504,19 @@ def _set_role(b: _Builder, role: str, article: str | None) -> None:
     b.fact(f"Works as {article + ' ' if article else ''}{role}", "high", ["work"], supersede_prefix="Works as ")
 
 
-@_rule(r"\bI (?:currently |now )?work as (?:(?P<art>an?|the) )?(?P<x>.+)")
+@_rule(rf"(?:\bI (?:currently |now )?work|{_I_AM} (?:currently |now )?working) as (?:(?P<art>an?|the) )?(?P<x>.+)")
 def _work_as(m: re.Match[str], b: _Builder, casual: bool) -> None:
     role = _cut(m.group("x"), tail=_ROLE_TAIL)
     if role and len(role.split()) <= 4 and _first_word(role) not in _STOPWORDS:
         _set_role(b, role, (m.group("art") or "").lower() or None)
 
 
-@_rule(rf"{_I_AM} (?:a|an) (?P<x>(?:[A-Za-z-]+ ){{0,2}}[A-Za-z-]+)\s*(?:[.,;!]|$|\s(?:and|but)\b)")
+# "I'm a nurse", "I'm a teacher at …", "I'm Maya, a backend developer in Lisbon": the last word names a role.
+_SELF = rf"(?:{_I_AM}(?: [A-Z][\w'-]+(?: [A-Z][\w'-]+)?,)?|\bI (?:currently |now )?work as|{_I_AM} (?:currently |now )?working as) (?:currently |now |also )?"
+_AFTER_ROLE = r"(?=\s*(?:[.,;!]|$)|\s(?:and|but|at|in|for|from|with|based|living|who|working|since)\b)"
+
+
+@_rule(rf"{_SELF}(?:a|an) (?P<x>(?:[A-Za-z-]+ ){{0,2}}?[A-Za-z-]+){_AFTER_ROLE}")
 def _i_am_a(m: re.Match[str], b: _Builder, casual: bool) -> None:
     role = m.group("x").strip()
     last = role.split()[-1].lower()
@@ -531,11 +524,57 @@ def _i_am_a(m: re.Match[str], b: _Builder, casual: bool) -> None:
         _set_role(b, role, "an" if role[:1].lower() in "aeiou" else "a")
 
 
+# The city of a self-introduction: "a backend developer in Lisbon", "a nurse based in Haifa".
+_ROLE_ALTERNATION = "|".join(sorted(_ROLE_NOUNS, key=len, reverse=True))
+
+
+@_rule(rf"{_SELF}(?:an? )?(?:[A-Za-z-]+ ){{0,2}}?(?:{_ROLE_ALTERNATION})s? (?:(?:at|for) [^,.;!?]+? )?(?:(?:based|living|who lives) )?in (?P<x>.+)")
+def _role_in_place(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    place = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), False, max_words=4)
+    if "location" in b.profile:
+        return  # "I live in …" said it outright; where the work is may be elsewhere
+    if place and place.lower() not in _PROGRAMMING_LANGUAGES and place.lower() not in _LANGUAGES and _first_word(place) not in _STOPWORDS:
+        _lives_in(b, place, moved=False)
+
+
+@_rule(rf"(?:{_I_AM} (?:currently |now )?|\b(?:{_ROLE_ALTERNATION})s? )based (?:in|out of) (?P<x>.+)")
+def _based_in(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    place = _named_place(m.group("x"), casual)
+    if place and _first_word(place) not in _STOPWORDS:
+        _lives_in(b, place, moved=False)
+
+
 @_rule(r"\bI work (?P<prep>at|for)\s+(?P<x>.+)")
 def _work_at(m: re.Match[str], b: _Builder, casual: bool) -> None:
     org = _proper_value(_cut(m.group("x"), tail=_LOCATION_TAIL), casual, max_words=5)
     if org:
         b.fact(f"Works {m.group('prep').lower()} {org}", "high", ["work"])
+
+
+# "I work in marketing": a field of work, in lower case (a capitalized word is a place or a language).
+@_rule(r"\bI (?:currently |now |also )?work in (?P<x>(?:the )?[a-z][a-z-]+(?: [a-z][a-z-]+)?)(?=\s*(?:[.,;!]|$)|\s(?:and|but|at|for|since|now)\b)", flags=0)
+def _work_in(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    field = m.group("x")
+    if _first_word(field) not in _STOPWORDS - {"the"} and not set(field.split()) & {"progress", "order", "shifts", "teams", "it"}:
+        b.fact(f"Works in {field}", "high", ["work"])
+
+
+_SPORTS = "basketball|football|soccer|tennis|golf|baseball|volleyball|hockey|rugby|cricket|chess|badminton|squash|poker|bridge"
+
+
+# "I play the trumpet", "I play tennis": an instrument or a sport, not "the game" or "the fool".
+@_rule(rf"\bI (?:also |still |really )?play (?P<x>the [a-z]+|{_SPORTS})\b(?! game| player)")
+def _plays(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    what = m.group("x").lower()
+    if what.split()[-1] not in {"game", "games", "role", "part", "odds", "lottery", "fool", "victim", "field", "same", "other", "best", "most", "last", "first"}:
+        b.fact(f"Plays {what}", "low", ["hobby"])
+
+
+@_rule(r"\bI (?:don't|do not|never|can't|cannot) eat (?P<x>[a-z]+(?: [a-z]+)?)(?=\s*(?:[.,;!]|$)|\s(?:and|but|because|anymore|any ?more)\b)")
+def _does_not_eat(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    what = m.group("x").lower()
+    if _first_word(what) not in _STOPWORDS:
+        b.fact(f"Does not eat {what}", "medium", ["food"])
 
 
 @_rule(r"\blavoro come\s+(?P<x>.+)")
@@ -548,6 +587,45 @@ def _work_as_it(m: re.Match[str], b: _Builder, casual: bool) -> None:
 @_rule(r"אני (?:עובד|עובדת) (?:בתור\s+|כ[-־]?)(?P<x>[^\s.,;!?]+)")
 def _work_as_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
     _set_role(b, m.group("x"), None)
+
+
+# --- languages spoken and programming languages
+_PROGRAMMING_LANGUAGES = {
+    name.lower(): name
+    for name in (
+        "Python", "JavaScript", "TypeScript", "Java", "Go", "Rust", "C++", "C#", "C", "Ruby", "PHP", "Kotlin",
+        "Swift", "Scala", "SQL", "Bash", "R", "Haskell", "Elixir", "Dart", "Lua", "Julia",
+    )
+}
+
+
+# A language named with its examples. Case-sensitive: "Go examples" names Go, "go examples" does not.
+_CODE_LANGUAGE_NAMES = "|".join(map(re.escape, sorted(_PROGRAMMING_LANGUAGES.values(), key=len, reverse=True)))
+_CODE_EXAMPLES_IN = re.compile(
+    rf"(?<![\w+#])({_CODE_LANGUAGE_NAMES})(?![\w+#]) (?i:(?:code )?(?:examples?|samples?|snippets?))\b"
+    rf"|\b(?i:examples? (?:in|using)) ({_CODE_LANGUAGE_NAMES})(?![\w+#])"
+)
+
+
+_LANGUAGE_LIST = r"(?P<x>[A-Za-z\u0590-\u05FF]+(?:(?:,\s*|\s+and\s+|\s*&\s*)[A-Za-z\u0590-\u05FF]+)*)"
+
+
+@_rule(rf"\bI (?:also |can |can also )?speak (?:(?P<how>a little|some|basic|fluent|good) )?{_LANGUAGE_LIST}(?!\s+natively)")
+def _speaks(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    names = [_LANGUAGES.get(w.lower()) for w in re.split(r",\s*|\s+and\s+|\s*&\s*", m.group("x"))]
+    if names and all(names):  # only known languages: "I speak my mind" is not one
+        how = f"{m.group('how').lower()} " if m.group("how") else ""
+        b.fact(f"Speaks {how}{' and '.join(dict.fromkeys(names))}", "medium", ["language"])
+
+
+_CODE_LIST = rf"(?P<x>(?:{_CODE_LANGUAGE_NAMES})(?![\w+#&/-])(?:(?:,\s*|\s+and\s+)(?:{_CODE_LANGUAGE_NAMES})(?![\w+#&/-]))*)"
+
+
+# Case-sensitive on the language names: "I code in Go" names Go; "I work in R&D" is not R.
+@_rule(rf"(?i:\bI (?:mostly |mainly |usually |also |professionally )?(?:code|program|develop|write code|work|write) (?:mostly |mainly )?(?:in|with)) {_CODE_LIST}", flags=0)
+def _codes_in(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    names = re.split(r",\s*|\s+and\s+", m.group("x"))
+    b.fact(f"Programs in {' and '.join(dict.fromkeys(names))}", "medium", ["work"])
 
 
 # --- level, age and a few states
@@ -602,13 +680,6 @@ def _native_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
 
 
 # --- how to answer
-_PROGRAMMING_LANGUAGES = {
-    name.lower(): name
-    for name in (
-        "Python", "JavaScript", "TypeScript", "Java", "Go", "Rust", "C++", "C#", "C", "Ruby", "PHP", "Kotlin",
-        "Swift", "Scala", "SQL", "Bash", "R", "Haskell", "Elixir", "Dart", "Lua", "Julia",
-    )
-}
 
 
 def _style(fragment: str, b: _Builder, negative: bool) -> bool:
@@ -629,12 +700,13 @@ def _style(fragment: str, b: _Builder, negative: bool) -> bool:
     if re.search(r"\bbullet(?:s| points?| lists?)?\b|\bbulleted\b", low):
         b.set_pref("prefers_bullets", not negative)
         found = True
-    if re.search(r"\bcode (?:examples?|samples?|snippets?)\b|\bexamples? (?:in|with) code\b", low):
+    named = _CODE_EXAMPLES_IN.search(fragment)  # "Python examples", "examples in Python"
+    if named or re.search(r"\bcode (?:examples?|samples?|snippets?)\b|\bexamples? (?:in|with) code\b", low):
         b.set_pref("code_examples", not negative)
         found = True
-        code_language = re.search(r"\b(?:in|using)\s+(" + "|".join(map(re.escape, _PROGRAMMING_LANGUAGES)) + r")(?![\w+#])", low)
+        code_language = named or re.search(r"\b(?:in|using)\s+(" + "|".join(map(re.escape, _PROGRAMMING_LANGUAGES)) + r")(?![\w+#])", low)
         if code_language and not negative:  # the object matters: "code examples in Python"
-            b.note(f"Prefers code examples in {_PROGRAMMING_LANGUAGES[code_language.group(1)]}")
+            b.note(f"Prefers code examples in {_PROGRAMMING_LANGUAGES[(code_language.group(1) or code_language.group(2)).lower()]}")
     tone = re.search(r"\b(formal|informal|casual|friendly|funny|humorous|serious|direct|polite|warm)\b (?:tone|style)\b", low)
     if tone and not negative:
         b.set_pref("tone", tone.group(1))

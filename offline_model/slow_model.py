@@ -48,6 +48,9 @@ class SlowOfflineChatModel(OfflineChatModel):
         return result
 
 
+MAX_DELAY_MS = 2000
+
+
 def from_spec(spec: str) -> SlowOfflineChatModel:
     """``offline-slow`` or ``offline-slow:<ms>``."""
     name, _, ms = spec.partition(":")
@@ -57,4 +60,6 @@ def from_spec(spec: str) -> SlowOfflineChatModel:
         return SlowOfflineChatModel()
     if not ms.isdigit():
         raise ValueError(f"{spec!r}: the delay must be whole milliseconds, e.g. {SPEC}:200")
+    if int(ms) > MAX_DELAY_MS:  # a reply at 10^11 ms a word would hold a run slot for ever
+        raise ValueError(f"{spec!r}: the delay is at most {MAX_DELAY_MS} ms a word")
     return SlowOfflineChatModel(delay_ms=int(ms), model_name=spec)

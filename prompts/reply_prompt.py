@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
 import prompts
+from core.dates import due_phrase
 from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate_lines
 
 USER_CONTEXT_HEADER = "## User context"
@@ -55,7 +56,7 @@ def _field_lines(fields: dict[str, Any]) -> list[str]:
 
 
 def _task_line(task: dict[str, Any]) -> str:
-    due = f", due {task['due']}" if task.get("due") else ""
+    due = f", due {due_phrase(task.get('due'), task.get('due_date'))}" if task.get("due") or task.get("due_date") else ""
     return f"- [{task['id']}] {task['description']} ({task['status']}{due})"
 
 

@@ -175,12 +175,19 @@ async def prepare_database(url: str) -> DatabaseInfo:
         return DatabaseInfo(url=url, server_version=row["v"].split(" on ")[0], pgvector_version=installed["extversion"])
 
 
+# How long a request waits for a connection before it fails (psycopg_pool's default is 30 s):
+# while the database is down every request would hang that long before its 503.
+POOL_WAIT_SECONDS = float(os.environ.get("MEMORY_AGENT_POOL_TIMEOUT", "5"))
+
+
 async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
-    """A pool whose connections are checked before use, so a restarted database heals."""
+    """A pool whose connections are checked before use, so a restarted database heals; a
+    connection not had within POOL_WAIT_SECONDS raises PoolTimeout (an OperationalError)."""
     pool = AsyncConnectionPool(
         conninfo=url,
         min_size=1,
         max_size=max_size,
+        timeout=POOL_WAIT_SECONDS,
         kwargs=CONNECTION_KWARGS,
         check=AsyncConnectionPool.check_connection,
         open=False,

@@ -15,14 +15,17 @@ The rule lives here, in SQL, so no caller can get it wrong:
   With ``adopt_history=False`` a thread that has checkpoints but no owner is refused too.
 
 Rows go when the chat is deleted (:func:`release`) or its owner is forgotten
-(:func:`release_all`).
+(:func:`release_all`). Both also announce it (``NOTIFY`` on :data:`RELEASED_CHANNEL`,
+sent when the deletion commits), so a running LangGraph server drops its own records of
+those threads (:func:`released`; app/studio/server_app.py listens).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import AsyncIterator, Iterable
 
+import psycopg
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
@@ -32,6 +35,7 @@ from core.namespaces import ROOT
 log = logging.getLogger(__name__)
 
 TABLE = "memory_agent_thread_owners"
+RELEASED_CHANNEL = "memory_agent_threads_released"
 
 CREATE = (
     f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -177,11 +181,25 @@ async def owned_among(pool: AsyncConnectionPool, owner: str, thread_ids: Iterabl
 
 async def release(pool: AsyncConnectionPool, thread_id: str) -> None:
     """Forget who owned a deleted thread."""
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
         await conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
+        await conn.execute("SELECT pg_notify(%s, %s)", (RELEASED_CHANNEL, f"thread:{thread_id}"))
 
 
 async def release_all(pool: AsyncConnectionPool, owner: str) -> int:
-    async with pool.connection() as conn:
+    """Forget every thread of a forgotten owner."""
+    async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
+        await conn.execute("SELECT pg_notify(%s, %s)", (RELEASED_CHANNEL, f"owner:{owner}"))
         return cur.rowcount
+
+
+async def released(url: str) -> AsyncIterator[tuple[str, str]]:
+    """``("owner", user_id)`` or ``("thread", thread_id)`` each time :func:`release_all` or
+    :func:`release` commits anywhere on this database, until the connection drops (it raises then)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=10) as conn:
+        await conn.execute(f"LISTEN {RELEASED_CHANNEL}")
+        async for note in conn.notifies():
+            kind, _, value = note.payload.partition(":")
+            if kind in ("owner", "thread") and value:
+                yield kind, value

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from app.cli.memory_report import memory_snapshot, render_snapshot
 from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
+from core.dates import due_phrase
 from core.messages import sent_at
 from core.text_validation import validate_user_text
 from llm.chat_model import offline_notice
@@ -78,6 +80,10 @@ class ChatSession:
     """The chats the last /chats showed, in its numbering (what /open N refers to)."""
     offered: list[ChatRecord] = field(default_factory=list)
     """Chats offered for a switch: one awaits a yes, several a number."""
+    background_memory: bool = False
+    """Show the reply as soon as it is saved and return, while the turn's memory work (summary,
+    extraction) finishes; the next message, command or quit waits for it (a terminal chat)."""
+    _memory_work: asyncio.Task | None = None
 
     def __post_init__(self) -> None:
         self.context = Context(user_id=self.user_id, **self.context_overrides)
@@ -108,6 +114,7 @@ class ChatSession:
 
         When a task change awaits confirmation, a "yes"/"no" answers it; anything else is a new message.
         """
+        await self.settle()
         try:
             text = validate_user_text(text, self.context.max_message_chars)
         except InvalidMessage as exc:
@@ -133,6 +140,12 @@ class ChatSession:
         if pending is not None and answer in YES | NO:
             return await self._run(Command(resume={"approved": answer in YES}), "resume")
         return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}, "message", text)
+
+    async def settle(self) -> None:
+        """Wait for the previous turn's memory work (a turn starts only once the one before is whole)."""
+        work, self._memory_work = self._memory_work, None
+        if work is not None:
+            await work
 
     async def _own_thread(self) -> bool:
         """Record this user as the chat's owner on its first turn; refuse another user's chat."""
@@ -203,45 +216,71 @@ class ChatSession:
             return None
         spec = TurnSpec(self.thread_id, self.user_id, self.context.persona, kind, graph_input, user_text=text, context=self.context_overrides)
         handle = self.runs.launch(run_id, spec)
-        reply_parts: list[str] = []
-        memory_lines: list[str] = []
-        end: tuple[str, dict] = ("error", {"code": "turn_failed", "message": "The turn ended without an answer."})
+        turn = TurnOutput()
+        events = asyncio.create_task(self._collect(handle, turn))
         with ctrl_c_stops(handle.runner):
-            async for name, data in handle.events():
-                if name == "token":
-                    reply_parts.append(data["text"])
-                    if self.interactive:
-                        print(data["text"], end="", file=self.out, flush=True)
-                elif name == "memory":
-                    memory_lines.append(data.get("described") or f"memory not updated: {data.get('error')}")
-                elif name in ("done", "interrupt", "error"):
-                    end = (name, data)
-            await handle.task  # its bookkeeping too, before the next prompt
-        name, data = end
-        reply = "".join(reply_parts) or data.get("reply")  # all the turn said, words around a tool call too
+            if self.background_memory:
+                replied = asyncio.create_task(handle.runner.replied.wait())
+                await asyncio.wait({events, replied}, return_when=asyncio.FIRST_COMPLETED)
+                replied.cancel()
+            else:
+                await events
+        if not events.done():  # the reply is saved; its memory work goes on while the user reads and types
+            reply = turn.reply(handle.runner.reply_text)
+            self._show(reply, turn, stopped=False)
+            self._memory_work = asyncio.create_task(self._memory_done(events, handle, turn))
+            return reply
+        await handle.task  # its bookkeeping too, before the next prompt
+        name, data = turn.end
+        reply = turn.reply(data.get("reply"))
         if name == "error" and data.get("code") != "stopped":
-            if self.interactive and reply_parts:
+            if self.interactive and turn.parts:
                 print(file=self.out, flush=True)
             await self._report_failure(handle.runner, data)
             return None
-        if self.interactive:
-            if not reply_parts and reply:  # a model that does not stream
-                print(reply, end="", file=self.out)
-            print(file=self.out, flush=True)
-        elif reply or name == "error":
-            print(reply.replace("\n", " "), file=self.out, flush=True)
+        self._show(reply, turn, stopped=name == "error")
         if name == "error":  # stopped by Ctrl-C (or /stop through the API), as the API's stop leaves it
             self.note(data["message"])
             return reply
-        for line in memory_lines:
+        for line in turn.memory_lines:
             self.note(f"  remembered: {line}")
         pending = await self.pending_confirmation()
         if pending is not None:
             await self._ask(pending)
         return reply
 
+    async def _collect(self, handle, turn: "TurnOutput") -> None:
+        async for name, data in handle.events():
+            if name == "token":
+                turn.parts.append(data["text"])
+                if self.interactive:
+                    print(data["text"], end="", file=self.out, flush=True)
+            elif name == "memory":
+                turn.memory_lines.append(data.get("described") or f"memory not updated: {data.get('error')}")
+            elif name in ("done", "interrupt", "error"):
+                turn.end = (name, data)
+
+    def _show(self, reply: str | None, turn: "TurnOutput", *, stopped: bool) -> None:
+        if self.interactive:
+            if not turn.streamed.strip() and reply:  # a model that does not stream, or streamed only blanks
+                print(reply, end="", file=self.out)
+            print(file=self.out, flush=True)
+        elif reply or stopped:
+            print((reply or "").replace("\n", " "), file=self.out, flush=True)
+
+    async def _memory_done(self, events: asyncio.Task, handle, turn: "TurnOutput") -> None:
+        """The rest of a turn whose reply was shown already: its memory notes, or what failed."""
+        await events
+        await handle.task
+        name, data = turn.end
+        if name == "error":
+            await self._report_failure(handle.runner, data)
+            return
+        for line in turn.memory_lines:
+            self.note(f"  remembered: {line}")
+
     async def _ask(self, change: dict) -> None:
-        due = f" (due {change['due']})" if change.get("due") else ""
+        due = f" (due {due_phrase(change.get('due'), change.get('due_date'))})" if change.get("due") or change.get("due_date") else ""
         question = f"Confirm: {change['action']} task '{change['description']}'{due}? [yes/no]"
         if not self.interactive:
             print(question, file=self.err, flush=True)  # the next input line answers it
@@ -268,6 +307,7 @@ class ChatSession:
 
     async def command(self, line: str) -> bool:
         """Handle a slash command. Returns False when the chat should end."""
+        await self.settle()  # /memory, /chats, /quit… see the previous turn whole
         name, _, arg = line.strip().partition(" ")
         store = self.backend.store
         if name in ("/quit", "/exit"):
@@ -334,6 +374,25 @@ class ChatSession:
         self.note(f"Forgot: {fact.text}" if fact else f"No stored fact matches {what!r}. /memory lists them.")
 
 
+@dataclass
+class TurnOutput:
+    """What a turn's events said: the streamed reply, memory notes, and how it ended."""
+
+    parts: list[str] = field(default_factory=list)
+    memory_lines: list[str] = field(default_factory=list)
+    end: tuple[str, dict] = ("error", {"code": "turn_failed", "message": "The turn ended without an answer."})
+
+    @property
+    def streamed(self) -> str:
+        return "".join(self.parts)
+
+    def reply(self, stored: str | None) -> str | None:
+        # All the turn said, words around a tool call too; blank streamed text (a model's empty first
+        # answer, asked again) gives way to the stored reply, which is never blank.
+        # (A turn that only asks to confirm a task may have streamed nothing but spaces: it shows no blank line.)
+        return self.streamed.strip() or stored or ""
+
+
 def _ago(when: datetime, now: datetime) -> str:
     seconds = max(0, int((now - when).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
@@ -375,12 +434,39 @@ async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None,
     return await _scripted(session, stdin)
 
 
+async def read_line(prompt: str) -> str:
+    """``input(prompt)`` on a daemon thread: the event loop keeps running meanwhile (the last turn's
+    memory work finishes while the user types), and quitting never waits for a line."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future = loop.create_future()
+
+    def deliver(value: str | None, exc: BaseException | None) -> None:
+        if not line.done():
+            line.set_exception(exc) if exc is not None else line.set_result(value)
+
+    def read() -> None:
+        try:
+            value = input(prompt)
+        except BaseException as exc:  # EOFError; KeyboardInterrupt reaches the main thread, not this one
+            loop.call_soon_threadsafe(deliver, None, exc)
+            return
+        loop.call_soon_threadsafe(deliver, value, None)
+
+    threading.Thread(target=read, name="chat-input", daemon=True).start()
+    return await line
+
+
 async def _interactive(session: ChatSession) -> int:
+    session.background_memory = True
     while True:
         try:
-            line = input("you> ")
-        except (EOFError, KeyboardInterrupt):
+            line = await read_line("you> ")
+        except (EOFError, KeyboardInterrupt, asyncio.CancelledError):
             print(file=session.out)
+            try:
+                await session.settle()  # the last turn's memory work is not cut off by quitting
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                pass
             return 0
         if line.startswith("/"):
             if not await session.command(line):

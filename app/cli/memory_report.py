@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.dates import due_phrase
 from memory import queries as q
 from memory.queries import get_user_document, invalid_items, list_chats, list_facts
 
@@ -44,7 +45,7 @@ def render_snapshot(snap: dict[str, Any]) -> str:
         lines.append(f"  - {f['text']} [{f['importance']}]{mark}")
     lines.append(f"Tasks ({len(snap['tasks'])}):")
     for t in snap["tasks"]:
-        due = f", due {t['due']}" if t.get("due") else ""
+        due = f", due {due_phrase(t.get('due'), t.get('due_date'))}" if t.get("due") or t.get("due_date") else ""
         lines.append(f"  - {t['description']} ({t['status']}{due})")
     lines.append(f"Chats ({len(snap['chats'])}):")
     for c in snap["chats"][:20]:

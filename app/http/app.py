@@ -98,8 +98,14 @@ class WorkerHeaders:
         return await self.app(scope, receive, send_with_pid)
 
 
-# The page holds the user's key: no other site may frame it (clickjacking).
-NO_FRAMING = {"Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY"}
+# The page holds the user's key: only its own scripts run (a script that slipped into a reply
+# cannot), nothing is fetched from elsewhere, and no other site may frame it (clickjacking).
+# img-src allows data: for the inline favicon.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'; img-src 'self' data:"
+)
+PAGE_HEADERS = {"Content-Security-Policy": PAGE_CSP, "X-Frame-Options": "DENY"}
 
 
 def database_problem(exc: BaseException) -> str:
@@ -162,7 +168,7 @@ def create_app() -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def index():
-        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **NO_FRAMING})
+        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     return app

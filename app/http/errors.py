@@ -4,7 +4,7 @@ Codes clients can branch on:
 401 ``unauthorized`` · 403 ``forbidden`` · 404 ``not_found`` · 409 ``reply_in_progress``,
 ``confirmation_pending``, ``no_pending_confirmation``, ``invalid_item`` (a stored item that does not
 validate: delete it), ``item_is_valid`` · 413 ``message_too_long`` ·
-422 ``invalid_message``, ``invalid_request`` · 500 ``internal_error`` · 503 ``database_unavailable``.
+422 ``invalid_message``, ``invalid_request`` (also a value the database refuses) · 500 ``internal_error`` · 503 ``database_unavailable``.
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _db_error(request: Request, exc: psycopg.OperationalError):
         log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
         return JSONResponse(error_body("database_unavailable", "The database is not reachable right now; try again shortly."), status_code=503)
+
+    @app.exception_handler(psycopg.DataError)
+    async def _bad_value(request: Request, exc: psycopg.DataError):
+        # A value Postgres cannot take (NUL, bad encoding) that no schema caught: the caller's input, not a fault.
+        log.warning("value refused by the database on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(error_body("invalid_request", "A value in the request cannot be stored (e.g. a NUL character)."), status_code=422)
 
     @app.exception_handler(MemoryAgentError)
     async def _agent_error(request: Request, exc: MemoryAgentError):

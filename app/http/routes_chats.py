@@ -375,7 +375,7 @@ async def edit_message(
 
 @router.post("/chats/{chat_id}/messages/{message_id}/regenerate", responses={200: EVENTS_DOC, **_TURN_ERRORS})
 async def regenerate_reply(
-    message_id: str,
+    message_id: Identifier,
     chat: ChatRecord = Depends(owned_chat),
     user: str = Depends(current_user),
     services: Services = Depends(get_services),

@@ -30,7 +30,7 @@ from app.http.schemas import (
 from app.http.services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
-from core.text_validation import Identifier
+from core.text_validation import Identifier, StorableText
 from memory.kinds import KINDS
 from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory import queries as q
@@ -166,7 +166,7 @@ async def get_invalid(user: str = Depends(current_user), services: Services = De
 
 
 @router.delete("/memory/invalid/{kind}/{key}", response_model=Deleted, responses=_ITEM_ERRORS)
-async def delete_invalid(kind: Kind, key: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def delete_invalid(kind: Kind, key: StorableText, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete one item listed by GET /memory/invalid (409 ``item_is_valid`` when it validates)."""
     try:
         deleted = await delete_invalid_memory(services.backend.store, user, kind, key)

@@ -58,10 +58,9 @@ class ResumeIn(BaseModel):
 class ChatPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(
+    title: ShortText | None = Field(
         description="The chat's new title, kept from now on (no generated title replaces it). "
         "null hands titling back to the agent: the current title stays until the next generated one.",
-        max_length=200,
     )
 
 

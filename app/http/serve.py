@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args) -> int:
     import uvicorn
 
+    from app.http.access_log import log_config
     from app.http.auth import auth_enabled
     from storage.postgres import database_url, describe_location
 
@@ -115,6 +116,8 @@ def _serve(args) -> int:
             port=args.port,
             workers=args.workers,
             log_level=args.log_level,
+            log_config=log_config(),  # query-string values (a misplaced key) never reach the access log
+            http="app.http.connection_deadlines:DeadlineHttpProtocol",  # slow headers and stalled bodies are cut off
             timeout_graceful_shutdown=15,
         )
     except KeyboardInterrupt:

@@ -143,6 +143,10 @@ class TurnRunner:
         self.failure: BaseException | None = None  # what made the run fail, for callers that explain it
         self.aborted = False
         self.head_recorded = False  # from here on a live worker can keep the turn if this one cannot
+        # Set at the commit point: the reply is complete and saved, only the memory phase is left
+        # (the CLI shows the reply then and takes the next message while memory work finishes).
+        self.replied = asyncio.Event()
+        self.reply_text = ""
         self._reply_task: asyncio.Task | None = None
         self._main: asyncio.Task | None = None
         self._calls = CallTextFilter()  # tool calls a model wrote as text never reach the client
@@ -257,6 +261,9 @@ class TurnRunner:
         if not await self._step(chat_runs.transition(self.pool, self.run_id, "committing", when=("running",))):
             return await self._take_back(mark, "stopped")
         self.committed = True
+        _, reply = current_turn(state.values.get("messages", []))
+        self.reply_text = reply.text if reply is not None else ""
+        self.replied.set()
 
         if branch_before:  # an edit or a regeneration: undo what only the abandoned branch taught,
             # before this branch's memory update, so what it teaches is not taken for a duplicate of that.

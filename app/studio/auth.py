@@ -12,14 +12,18 @@ The default is ``optional`` under ``langgraph dev`` (which marks itself with
 ``LANGSMITH_LANGGRAPH_API_VARIANT=local_dev``) and ``required`` anywhere else.
 
 LangGraph Studio reaches ``langgraph dev`` through the server's own Studio backend
-(``x-auth-scheme: langsmith``), which checks nothing; Studio is therefore the Studio
-user in ``optional`` mode and refused in ``required`` mode.
+(``x-auth-scheme: langsmith``), which checks nothing and skips this module's
+authentication; Studio is therefore the Studio user in ``optional`` mode and refused in
+``required`` mode. Which ``Host`` and ``Origin`` may call at all is checked before any of
+this, for every scheme, by ``app/studio/server_app.py``.
 
 Authorization: each user sees only their own threads and runs (an ``owner`` metadata
 key set on create, filtered on every read/search/update/delete), their own
 assistants plus the graph's built-in ones, and store namespaces under
 ``("users", <their id>)``. Runs always use the caller's memory: the run's
-``context.user_id`` is overwritten with the caller. Creating crons is refused (see
+``context.user_id`` is overwritten with the caller, the safety settings with the server's,
+``context.model`` must be one the server offers (``MEMORY_AGENT_ALLOWED_MODELS``), and a
+client's ``Command`` may only resume (no ``goto``/``update`` past the validation). Creating crons is refused (see
 :func:`on_cron_change`). Anything else is denied.
 
 Thread ownership is also written to ``storage.thread_owners``, the table the chat
@@ -36,7 +40,6 @@ validated against their schemas (``app/studio/store_writes.py``).
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
@@ -45,7 +48,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from app.studio.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
-from core.context import server_safety_settings
+from core.context import allowed_models, server_safety_settings
 from core.auth_user import is_studio_user, memory_user_of, studio_user
 from core.namespaces import user_root
 from storage import thread_owners
@@ -74,16 +77,6 @@ studio_user()
 
 auth = Auth()
 
-# Without a key (optional mode) a browser page of any site could act as the local user: only
-# Studio's own origin and pages on this machine may call (langgraph.json sets the same for CORS).
-STUDIO_ORIGIN = "https://smith.langchain.com"
-LOOPBACK_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?$")
-
-
-def origin_allowed(origin: str) -> bool:
-    return origin == STUDIO_ORIGIN or bool(LOOPBACK_ORIGIN.match(origin))
-
-
 def _unauthorized(detail: str) -> Auth.exceptions.HTTPException:
     return Auth.exceptions.HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
 
@@ -107,10 +100,8 @@ async def _user_of_key(key: str) -> str | None:
 
 
 @auth.authenticate
-async def authenticate(authorization: str | None = None, headers: Mapping | None = None) -> Auth.types.MinimalUserDict:
-    origin = _header(headers, "origin")
-    if origin and auth_mode() != "required" and not origin_allowed(origin):
-        raise _forbidden(f"Requests from {origin} are refused: without API keys only Studio and pages on this machine may call.")
+async def authenticate(authorization: str | None = None) -> Auth.types.MinimalUserDict:
+    # Which Host and Origin may call without a key is decided before this (app/studio/server_app.py).
     if not authorization or not authorization.strip():
         if auth_mode() == "required":
             raise _unauthorized("Missing API key: send 'Authorization: Bearer <key>' (create one with `memory-agent keys create --user U`).")
@@ -123,14 +114,6 @@ async def authenticate(authorization: str | None = None, headers: Mapping | None
     if user_id is None:
         raise _unauthorized("Invalid or revoked API key.")
     return {"identity": user_id, "display_name": user_id, "permissions": [], "is_authenticated": True}
-
-
-def _header(headers: Mapping | None, name: str) -> str:
-    for key, value in (headers or {}).items():
-        key = key.decode("latin-1") if isinstance(key, bytes) else str(key)
-        if key.lower() == name:
-            return value.decode("latin-1") if isinstance(value, bytes) else str(value)
-    return ""
 
 
 def caller(ctx: Auth.types.AuthContext) -> str:
@@ -194,7 +177,9 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
     # Mutated in place: the server builds the run from these very dicts after this handler.
     kwargs = value.get("kwargs")
     if isinstance(kwargs, dict):
+        _check_command(kwargs.get("command"))
         context = _dict_at(kwargs, "context")
+        _check_model(context)
         context["user_id"] = owner
         # Message size, tool steps and budgets are the server's, never the client's.
         context.update(server_safety_settings())
@@ -202,6 +187,28 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
         if isinstance(config, dict):
             _dict_at(config, "configurable")["user_id"] = owner
     return {OWNER_KEY: owner}
+
+
+def _check_command(command: Any) -> None:
+    """A client's Command may only answer a pending confirmation (``resume``): ``goto`` and
+    ``update`` would write messages past load_context, where every message is validated."""
+    if not command:
+        return
+    if not isinstance(command, dict) or any(command.get(field) not in (None, [], {}, "") for field in ("goto", "update", "graph")):
+        raise Auth.exceptions.HTTPException(
+            status_code=422,
+            detail="A run's command may only resume a pending confirmation ({'resume': ...}); "
+            "send new messages as the run's input, where they are checked.",
+        )
+
+
+def _check_model(context: Any) -> None:
+    """The client may pick only a model the server offers (``MEMORY_AGENT_ALLOWED_MODELS``)."""
+    if not isinstance(context, dict) or context.get("model") in (None, ""):
+        return
+    allowed = allowed_models()
+    if context["model"] not in allowed:
+        raise _forbidden(f"Model {str(context['model'])[:100]!r} is not offered by this server; pick one of: {', '.join(allowed)}.")
 
 
 @auth.on.threads.update
@@ -226,6 +233,7 @@ def _without_system_claim(value: dict) -> None:
 @auth.on.assistants.create
 async def on_assistant_create(ctx: Auth.types.AuthContext, value: Auth.types.on.assistants.create.value):
     owner = caller(ctx)
+    _check_model(value.get("context"))
     _without_system_claim(value)
     _owned_metadata(value, owner)
     return {OWNER_KEY: owner}
@@ -234,6 +242,7 @@ async def on_assistant_create(ctx: Auth.types.AuthContext, value: Auth.types.on.
 @auth.on.assistants.update
 async def on_assistant_update(ctx: Auth.types.AuthContext, value: Auth.types.on.assistants.update.value):
     owner = caller(ctx)
+    _check_model(value.get("context"))
     _without_system_claim(value)
     if isinstance(value.get("metadata"), dict):
         value["metadata"][OWNER_KEY] = owner

@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  auth:   {describe_auth(mode, user)}", flush=True)
     if args.host not in LOOPBACK and mode == "optional":
         print(
-            f"  warning: listening beyond this machine with optional auth: anyone who can reach it acts as '{user}'. "
-            "Set MEMORY_AGENT_AUTH=required.",
+            f"  warning: listening beyond this machine with optional auth: requests are answered only when "
+            "addressed to localhost, 127.0.0.1 or [::1] (others get 421). Set MEMORY_AGENT_AUTH=required to serve them.",
             flush=True,
         )
 

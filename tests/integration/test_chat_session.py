@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from app.cli.chat_session import ChatSession
+from llm.text_tool_calls import FALLBACK_REPLY, NO_TOOLS_INSTRUCTION
 from llm.chat_model import register_model, unregister_model
 from core.schemas import ExtractionResult, NewFact
 from memory.memory_writer import apply_extraction
 from memory.user_memory import list_chats, list_facts, list_tasks
 from storage.user_transaction import user_transaction
 from storage import thread_owners
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers, registered_scripted_model
 
 
 def reply_to(messages):
@@ -101,6 +104,85 @@ async def test_a_chat_is_its_first_users_and_another_user_cannot_continue_it(ses
     assert await other.send("What did I say before?") is None
     assert "belongs to another user" in other.err.getvalue()
     assert (await s.graph.aget_state(s.config)).values["messages"] == before  # nothing written to it
+
+
+def empty_then(second: str):
+    """Replies: a line of spaces first (as the 0.5B gave for three of four Dana lines), ``second`` when asked again."""
+    answers: list[str] = []
+
+    def reply(messages):
+        answers.append(str(messages[0].content))
+        return "   " if len(answers) == 1 else second
+
+    return reply, answers
+
+
+@contextmanager
+def scripted_session(backend, user_id, reply, extract=lambda _: empty_extraction()):
+    """A CLI session from a pipe on a scripted model answering with ``reply``; yields (session, out, err)."""
+    with registered_scripted_model(plain_answers(extract=extract, title="t", summary="s", reply=reply)) as (name, _):
+        out, err = io.StringIO(), io.StringIO()
+        yield ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides={"model": name}), out, err
+
+
+async def test_an_empty_reply_is_asked_again_once_without_tools_and_the_second_answer_is_shown(backend, user_id):
+    reply, systems = empty_then("Hello Dana.")
+    with scripted_session(backend, user_id, reply) as (s, out, _):
+        assert await s.send("Hi! My name is Dana.") == "Hello Dana."
+    assert out.getvalue() == "Hello Dana.\n"
+    assert len(systems) == 2 and NO_TOOLS_INSTRUCTION in systems[1] and NO_TOOLS_INSTRUCTION not in systems[0]
+    stored = (await s.graph.aget_state(s.config)).values["messages"]
+    assert [m.text for m in stored if m.type == "ai"] == ["Hello Dana."]
+
+
+async def test_a_reply_empty_twice_shows_a_clear_note_not_a_blank_line(backend, user_id):
+    reply, systems = empty_then("\n \n")
+    with scripted_session(backend, user_id, reply) as (s, out, _):
+        await s.send("I prefer short answers.")
+    assert out.getvalue() == FALLBACK_REPLY + "\n" and len(systems) == 2
+
+
+async def test_with_background_memory_the_reply_returns_before_extraction_and_the_next_turn_waits_for_it(backend, user_id):
+    """A terminal chat: the reply is shown at once, the user may type on; nothing is lost or reordered."""
+    gate, extracting = threading.Event(), threading.Event()
+
+    def extract(text):
+        extracting.set()
+        gate.wait(timeout=60)  # the extraction call is slow, as a local model's is
+        return {**empty_extraction(), "new_facts": [{"text": "Works as a nurse"}]} if "nurse" in text else empty_extraction()
+
+    with scripted_session(backend, user_id, "Noted.", extract=extract) as (s, out, err):
+        s.background_memory = True
+        try:
+            assert await asyncio.wait_for(s.send("I work as a nurse."), 30) == "Noted."
+            assert out.getvalue() == "Noted.\n"
+            await asyncio.to_thread(extracting.wait, 30)
+            assert await list_facts(backend.store, user_id) == []  # memory work still running
+            second = asyncio.create_task(s.send("And I live in Haifa."))
+            await asyncio.sleep(0.3)
+            assert not second.done()  # the next turn waits for the previous memory phase
+            gate.set()
+            assert await asyncio.wait_for(second, 30) == "Noted."
+            await s.settle()
+        finally:
+            gate.set()
+    # The second turn's script extracts nothing; the rules under the model keep Haifa.
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Works as a nurse", "Lives in Haifa"]
+    stored = (await s.graph.aget_state(s.config)).values["messages"]
+    assert [(m.type, m.text) for m in stored] == [
+        ("human", "I work as a nurse."), ("ai", "Noted."), ("human", "And I live in Haifa."), ("ai", "Noted.")
+    ]
+    assert "remembered: " in err.getvalue() and "error" not in err.getvalue()
+
+
+async def test_a_turn_that_only_asks_to_confirm_prints_no_blank_reply_line(backend, user_id):
+    def reply(messages):
+        call = {"name": "add_task", "args": {"description": "Renew passport"}, "id": f"c{uuid.uuid4().hex[:6]}"}
+        return AIMessage("   ", tool_calls=[call])  # spaces, then the call: what the 0.5B streamed
+
+    with scripted_session(backend, user_id, reply) as (s, out, err):
+        await s.send("Remind me to renew my passport next month.")
+    assert out.getvalue() == "" and "Confirm: add task 'Renew passport'" in err.getvalue()
 
 
 async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in_history(session, backend, user_id):

@@ -61,7 +61,7 @@ async def test_patching_the_production_fold_changes_the_evals_summaries(backend,
 
 
 async def test_patching_the_production_extractor_changes_the_evals_memories(backend, monkeypatch, conversation):
-    async def patched_extract(model, user_message, reply, stored, config=None):
+    async def patched_extract(model, user_message, reply, stored, config=None, **options):
         return StructuredResult(value=ExtractionResult(new_facts=[NewFact(text=SENTINEL)]), attempts=1, method="patched")
 
     monkeypatch.setattr(nodes.extract_memories, "extract", patched_extract)

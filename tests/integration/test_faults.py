@@ -156,6 +156,31 @@ async def test_postgres_killed_mid_reply_ends_the_stream_with_an_error_in_second
         live.stop()
 
 
+async def test_while_postgres_is_down_requests_get_their_503_within_seconds_not_the_pools_30(own_postgres):
+    name = f"down_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(own_postgres.get_uri(), name)
+    live = start_server(url, workers=1)
+    try:
+        user = new_user()
+        key = (await create_keys(url, [user]))[user]
+        with live.client(key, timeout=60) as client:
+            assert client.get("/chats").status_code == 200
+            kill_postgres(own_postgres)
+            took = []
+            for path in ("/chats", "/memory/facts", "/healthz"):
+                started = time.monotonic()
+                response = client.get(path)
+                took.append(time.monotonic() - started)
+                assert response.status_code == 503, (path, response.text)
+            print(f"\n503s after {', '.join(f'{t:.1f}' for t in took)} s")
+            assert max(took) < 10, took
+    finally:
+        own_postgres.ensure_postgres_running()
+        live.stop()
+
+
 # --------------------------------------------------------------------------- a worker killed mid-reply
 @pytest.fixture(scope="module")
 def database(new_database):

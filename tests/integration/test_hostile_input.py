@@ -75,6 +75,18 @@ def test_a_nul_in_a_chat_title_is_422_and_no_chat_is_created(client):
     assert client.get("/chats").json()["chats"] == []
 
 
+def test_a_nul_in_a_new_title_of_a_chat_is_422_and_the_title_is_unchanged(client):
+    chat_id = new_chat(client, title="Kept")
+    refused(client.patch(f"/chats/{chat_id}", json={"title": NUL}), mentions="NUL character")
+    assert client.get(f"/chats/{chat_id}").json()["chat"]["title"] == "Kept"
+
+
+def test_a_nul_in_the_key_of_an_invalid_item_or_of_a_reply_to_regenerate_is_422(client):
+    refused(client.delete(f"/memory/invalid/facts/{NUL_ID}"), mentions="NUL character")
+    chat_id = new_chat(client)
+    refused(client.post(f"/chats/{chat_id}/messages/{NUL_ID}/regenerate"), mentions="NUL character")
+
+
 def test_a_nul_in_a_profile_field_is_422_and_the_profile_is_unchanged(client):
     assert client.patch("/memory/profile", json={"name": "Dana"}).status_code == 200
     refused(client.patch("/memory/profile", json={"name": NUL}), mentions="NUL character")
@@ -220,10 +232,13 @@ def test_a_chunked_body_within_the_limit_is_handled_as_usual(client):
 
 
 # --------------------------------------------------------------------------- the page, health and metrics
-def test_the_page_may_not_be_framed_by_another_site(server):
+def test_the_page_runs_only_its_own_scripts_and_may_not_be_framed_by_another_site(server):
     response = server.client().get("/")
     assert response.status_code == 200
-    assert response.headers["content-security-policy"] == "frame-ancestors 'none'"
+    policy = {d.strip().split()[0]: d.strip().split()[1:] for d in response.headers["content-security-policy"].split(";")}
+    assert policy["default-src"] == ["'self'"] and policy["script-src"] == ["'self'"], policy
+    assert policy["object-src"] == ["'none'"] and policy["base-uri"] == ["'none'"], policy
+    assert policy["frame-ancestors"] == ["'none'"], policy
     assert response.headers["x-frame-options"] == "DENY"
 
 

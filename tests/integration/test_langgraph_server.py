@@ -9,6 +9,7 @@ writes belongs to the authenticated caller whatever context the client sends.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -338,3 +339,106 @@ async def test_a_page_of_another_site_cannot_read_or_write_the_local_users_memor
     assert result["read"] == "blocked" and result["write"] == "blocked", result
     assert await memory.store.aget(("users", "local", "facts"), "planted") is None
     assert len(await client_for(dev_server, None).threads.search(limit=1000)) == threads_before
+
+
+# --------------------------------------------------------------------------- issue 19: holes an outside run found
+def port_of(server) -> str:
+    return server.url.rsplit(":", 1)[1]
+
+
+async def test_without_required_auth_only_loopback_host_names_are_served_so_dns_rebinding_reads_and_writes_nothing(dev_server, memory):
+    port = port_of(dev_server)
+    profile = f"{dev_server.url}/store/items?namespace=users.studio.profile&key=profile"
+    # A page of attacker.example, its name rebound to 127.0.0.1: the browser sends the attacker's Host.
+    read = httpx.get(profile, headers={"Host": f"attacker.example:{port}"}, timeout=30)
+    assert read.status_code == 421, read.text
+    turn = httpx.post(
+        f"{dev_server.url}/runs/wait",
+        json={"assistant_id": GRAPH, "input": {"messages": [human("I live in Rebindville.")]}},
+        headers={"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}", "x-auth-scheme": "langsmith"},
+        timeout=RUN_TIMEOUT,
+    )
+    assert turn.status_code == 421, turn.text
+    listed = httpx.post(
+        f"{dev_server.url}/threads/search", json={},
+        headers={"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}", "x-auth-scheme": "langsmith"}, timeout=30,
+    )
+    assert listed.status_code == 421, listed.text
+    # Studio's scheme from a foreign page whose Host is loopback: its Origin is refused.
+    foreign = httpx.post(f"{dev_server.url}/threads/search", json={}, headers={"Origin": "https://evil.example", "x-auth-scheme": "langsmith"}, timeout=30)
+    assert foreign.status_code == 403, foreign.text
+    studio_doc = await get_user_document(memory.store, "studio")
+    assert "Rebindville" not in studio_doc.model_dump_json()
+    # This machine's names, with any port, are served (Studio's own origin too).
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "localhost"):
+        assert httpx.get(profile, headers={"Host": host}, timeout=30).status_code in (200, 404), host
+    studio = httpx.post(f"{dev_server.url}/threads/search", json={}, headers={"Origin": "https://smith.langchain.com", "x-auth-scheme": "langsmith"}, timeout=30)
+    assert studio.status_code == 200, studio.text
+
+
+async def test_with_auth_required_studios_scheme_on_mcp_is_refused_not_a_500(strict_server):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"x-auth-scheme": "langsmith", "Accept": "application/json, text/event-stream"}
+    response = httpx.post(f"{strict_server.url}/mcp", json=body, headers=headers, timeout=30)
+    assert response.status_code in (401, 403), (response.status_code, response.text)
+    # Required auth serves any Host name: keys, not the address, decide.
+    assert httpx.post(f"{strict_server.url}/threads/search", json={}, headers={"Host": "lan-name:1"}, timeout=30).status_code == 401
+
+
+async def test_a_run_cannot_step_around_the_message_limit_with_a_command_that_goes_past_load_context(dev_server, api_keys):
+    (alice, alice_key), _ = api_keys.items()
+    client = client_for(dev_server, alice_key)
+    thread_id = (await client.threads.create())["thread_id"]
+    huge = "x" * 150_000  # the limit is 20,000
+    for command in ({"goto": "retrieve", "update": {"messages": [human(huge)]}}, {"update": {"messages": [human(huge)]}}, {"goto": "reply"}):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await client.runs.wait(thread_id, GRAPH, command=command)
+        assert refused.value.response.status_code == 422, command
+        assert "resume" in refused.value.response.text
+    state = await client.threads.get_state(thread_id)
+    assert huge not in str(state["values"])
+
+
+async def test_the_server_decides_which_models_a_client_may_pick(dev_server, api_keys):
+    (alice, alice_key), _ = api_keys.items()
+    client = client_for(dev_server, alice_key)
+    thread_id = (await client.threads.create())["thread_id"]
+    for model in ("offline-slow:99999999999", "offline-slow:200", "openai:gpt-4.1"):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await client.runs.wait(thread_id, GRAPH, input={"messages": [human("hello")]}, context={"model": model})
+        assert refused.value.response.status_code == 403, model
+        assert "not offered by this server" in refused.value.response.text and "offline" in refused.value.response.text
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await client.assistants.create(GRAPH, context={"model": model})
+        assert refused.value.response.status_code == 403, model
+    done = await client.runs.wait(thread_id, GRAPH, input={"messages": [human("hello")]}, context={"model": "offline"})
+    assert done["messages"][-1]["content"].startswith("(offline model)")
+
+
+async def test_forget_me_on_serve_also_removes_the_running_langgraph_servers_thread_records(dev_server, server_db):
+    from tests.support.http_server import running_server
+
+    user = f"carol{uuid.uuid4().hex[:6]}"
+    pool = await open_pool(server_db, max_size=2)
+    try:
+        key = await create_key(pool, user, label="test")
+        studio = client_for(dev_server, key)
+        thread_id = (await studio.threads.create())["thread_id"]
+        await studio.runs.wait(thread_id, GRAPH, input={"messages": [human("My vault code is 4417.")]})
+        assert "4417" in str((await studio.threads.get(thread_id))["values"])
+
+        with running_server(server_db, workers=1) as serve, serve.client(key) as api:
+            assert api.delete("/me").status_code == 200
+
+        again = client_for(dev_server, await create_key(pool, user, label="test again"))
+        for _ in range(100):  # the server drops its records when Postgres announces the release
+            listed = await again.threads.search(limit=100)
+            if not listed:
+                break
+            await asyncio.sleep(0.1)
+        assert listed == [], [t["values"] for t in listed]
+        with pytest.raises(httpx.HTTPStatusError) as gone:
+            await again.threads.get(thread_id)
+        assert gone.value.response.status_code == 404
+    finally:
+        await pool.close()

@@ -64,7 +64,7 @@ def plus_one(before: dict[str, float], kind: str) -> dict[str, float]:
 async def test_a_provider_error_in_extraction_is_counted_and_the_turn_keeps_its_answer(backend, user_id, scripted):
     graph = compile_graph(backend.checkpointer, backend.store)
     before = counts(EXTRACTION)
-    turn = await stream_turn(graph, "I play the cello", new_thread(), Context(user_id=user_id, model=scripted))
+    turn = await stream_turn(graph, "The cello sounds lovely", new_thread(), Context(user_id=user_id, model=scripted))
     assert turn.final_reply.content == "Answered."
     assert "ProviderDown" in turn.values["memory_written"]["error"]
     assert counts(EXTRACTION) == plus_one(before, "provider")

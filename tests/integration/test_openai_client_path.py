@@ -191,13 +191,20 @@ async def test_contradiction_without_an_id_is_caught_by_the_single_value_slot(gr
     assert old.text == "Is 30 years old" and old.valid_to is not None
 
 
-async def test_malformed_json_twice_writes_nothing_counts_a_failure_and_the_turn_still_answers(
+TRUNCATED = '{"new_facts": [{"text": "Lives in Haifa", "importance": "hi'
+
+
+async def extraction_malformed_twice(graph, openai_stub, openai_model, user_id: str, said: str):
+    """A turn whose extraction call answers cut JSON, first try and repair; the turn and the failure count before it."""
+    openai_stub.reset(responder(reply="Nice to meet you.", extract=lambda r: StubReply(content=TRUNCATED)))
+    before = metric(FAILURES, INVALID)
+    return await stream_turn(graph, said, new_thread(), Context(user_id=user_id, model=openai_model)), before
+
+
+async def test_malformed_json_twice_where_the_rules_find_nothing_writes_nothing_counts_a_failure_and_the_turn_still_answers(
     graph, backend, user_id, openai_stub, openai_model
 ):
-    truncated = '{"new_facts": [{"text": "Lives in Haifa", "importance": "hi'
-    openai_stub.reset(responder(reply="Nice to meet you.", extract=lambda r: StubReply(content=truncated)))
-    before = metric(FAILURES, INVALID)
-    turn = await stream_turn(graph, "I live in Haifa.", new_thread(), Context(user_id=user_id, model=openai_model))
+    turn, before = await extraction_malformed_twice(graph, openai_stub, openai_model, user_id, "Haifa is lovely in spring.")
 
     assert turn.final_reply.content == "Nice to meet you." and turn.streamed_reply == "Nice to meet you."
     assert metric(FAILURES, INVALID) == before + 1
@@ -210,8 +217,22 @@ async def test_malformed_json_twice_writes_nothing_counts_a_failure_and_the_turn
     assert first.response_format["type"] == "json_schema" and not first.is_repair
     # The repair shows the model its own broken reply and the error, asks for JSON only (plain text call).
     assert repair.is_repair and repair.response_format is None
-    assert repair.messages[-2] == {"role": "assistant", "content": truncated}
+    assert repair.messages[-2] == {"role": "assistant", "content": TRUNCATED}
     assert "Invalid JSON" in repair.messages[-1]["content"] and "JSON schema" in repair.messages[-1]["content"]
+
+
+async def test_malformed_json_twice_keeps_what_the_rules_found_and_says_the_model_failed(
+    graph, backend, user_id, openai_stub, openai_model
+):
+    turn, before = await extraction_malformed_twice(graph, openai_stub, openai_model, user_id, "My name is Dana and I live in Haifa.")
+
+    assert turn.final_reply.content == "Nice to meet you."
+    assert metric(FAILURES, INVALID) == before + 1
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Lives in Haifa"]
+    profile = (await get_user_document(backend.store, user_id)).profile
+    assert (profile.name, profile.location) == ("Dana", "Haifa")
+    assert "invalid twice" in turn.values["memory_written"]["model_error"]
+    assert "error" not in turn.values["memory_written"]
 
 
 async def test_malformed_reply_fixed_by_the_repair_is_written(graph, backend, user_id, openai_stub, openai_model):
@@ -336,7 +357,7 @@ async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, bac
         responder(reply="Here is my answer.", extract=lambda r: StubReply(error_status=500, error_message="upstream overloaded"))
     )
     config = new_thread()
-    turn = await stream_turn(graph, "I live in Haifa.", config, Context(user_id=user_id, model=openai_model))
+    turn = await stream_turn(graph, "Haifa is lovely in spring.", config, Context(user_id=user_id, model=openai_model))
 
     assert turn.final_reply.content == "Here is my answer."
     assert "upstream overloaded" in turn.values["memory_written"]["error"]

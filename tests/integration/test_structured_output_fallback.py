@@ -51,7 +51,10 @@ def graph(backend):
 def mode_of(request: StubRequest) -> str:
     if isinstance(request.body.get("tool_choice"), dict):
         return "function_calling"
-    return (request.response_format or {}).get("type", "text")
+    fmt = request.response_format or {}
+    if fmt.get("type") == "json_object" and "schema" in fmt:
+        return "json_object_schema"
+    return fmt.get("type", "text")
 
 
 def extraction_script(value: dict):
@@ -65,28 +68,74 @@ def extraction_script(value: dict):
     return answer
 
 
-async def test_a_server_refusing_json_schema_falls_back_to_function_calling_and_the_fact_is_stored(
+async def test_a_server_refusing_both_schema_doors_falls_back_to_function_calling_and_the_fact_is_stored(
     graph, backend, user_id, openai_stub, openai_model, caplog
 ):
-    openai_stub.like_llama_cpp()
+    openai_stub.like_llama_cpp(takes_schema=False)
     openai_stub.responder = extraction_script({**EMPTY, "new_facts": [{"text": "Lives in Haifa"}]})
     ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
     with caplog.at_level(logging.WARNING, logger="llm.structured"):
         turn = await stream_turn(graph, "I live in Haifa.", config, ctx)
         await stream_turn(graph, "I work as a nurse.", config, ctx)
 
-    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Lives in Haifa"]
+    # The second turn's script repeats Haifa; the rules under the model keep the nurse.
+    assert sorted(f.text for f in await list_facts(backend.store, user_id)) == ["Lives in Haifa", "Works as a nurse"]
     assert turn.values["memory_written"]["facts_added"] == ["Lives in Haifa"]
     # The first structured call of the process (the new chat's title) is refused (the SDK retries a
     # 500 before giving up), then the forced tool works; every later call starts at the mode that worked.
     structured = [mode_of(r) for r in openai_stub.requests if r.kind in ("title", "extract")]
     first_ok = structured.index("function_calling")
-    assert first_ok > 0 and set(structured[:first_ok]) == {"json_schema"}
+    assert first_ok > 0 and set(structured[:first_ok]) == {"json_schema", "json_object_schema"}
     assert set(structured[first_ok:]) == {"function_calling"}
     assert [mode_of(r) for r in openai_stub.requests_of("extract")][-2:] == ["function_calling", "function_calling"]
     assert remembered_mode(load_chat_model(openai_model)) == "function_calling"
     refusals = [r for r in caplog.records if "refused structured output mode" in r.getMessage()]
-    assert len(refusals) == 1 and "response_format" in refusals[0].getMessage()
+    assert len(refusals) == 2 and all("response_format" in r.getMessage() for r in refusals)
+
+
+def grammar_script(value_of: dict):
+    """A small model behind llama-cpp-python: prose and broken JSON, unless the request carries
+    a schema, which the server's grammar holds its reply to (valid JSON of that schema)."""
+
+    def answer(request: StubRequest):
+        if request.kind == "reply":
+            return "Noted."
+        if request.schema is None:
+            return 'Sure! {"name": "add_task", "arguments": {'  # what the 0.5B wrote unconstrained
+        return json.dumps(value_of[request.schema["title"]])
+
+    return answer
+
+
+async def test_on_a_llama_cpp_server_every_structured_call_goes_through_its_schema_door(
+    graph, backend, user_id, openai_stub, openai_model
+):
+    """Extraction, fold and title all come back as valid JSON of their schema, with no repair call."""
+    openai_stub.like_llama_cpp()
+    openai_stub.responder = grammar_script(
+        {
+            "ExtractionResult": {**EMPTY, "new_facts": [{"text": "Works as a nurse"}], "profile_updates": {"name": "Dana"}},
+            "SummaryBoard": {"summary": "Dana introduced herself.", "entities": ["Dana", "Haifa"]},
+            "ChatTitle": {"title": "Dana in Haifa"},
+        }
+    )
+    ctx, config = Context(user_id=user_id, model=openai_model, summary_window=2, tail_size=1), new_thread()
+    await stream_turn(graph, "Hi, I am Dana and I live in Haifa.", config, ctx)
+    turn = await stream_turn(graph, "I work as a nurse.", config, ctx)
+
+    structured = [r for r in openai_stub.requests if r.kind in ("title", "extract", "fold")]
+    assert {r.kind for r in structured} == {"title", "extract", "fold"}
+    refused = [r for r in structured if mode_of(r) == "json_schema"]
+    accepted = structured[len(refused) :]
+    # Once per process (the SDK retries the 500 twice): the refusal is remembered.
+    assert refused == structured[: len(refused)] and len({r.kind for r in refused}) == 1
+    assert {mode_of(r) for r in accepted} == {"json_object_schema"} and not any(r.is_repair for r in accepted)
+    assert {r.schema["title"] for r in accepted} == {"ExtractionResult", "SummaryBoard", "ChatTitle"}
+    # The 800-token schema is the server's to enforce: the prompt does not carry it.
+    assert not any("validates against this JSON schema" in r.text_of("system") for r in accepted)
+    assert "Works as a nurse" in [f.text for f in await list_facts(backend.store, user_id)]
+    assert turn.values["summary"]["summary"] == "Dana introduced herself."
+    assert remembered_mode(load_chat_model(openai_model)) == "json_object_schema"
 
 
 async def test_the_remembered_mode_is_per_model_and_server(openai_stub, openai_model):
@@ -95,7 +144,7 @@ async def test_the_remembered_mode_is_per_model_and_server(openai_stub, openai_m
     refused_here = load_chat_model(openai_model)
     messages = [SystemMessage("Title this chat."), HumanMessage("We planned a trip to Rome.")]
     first = await invoke_structured(refused_here, ChatTitle, messages)
-    assert first.value.title == "Trip to Rome" and first.method == "function_calling"
+    assert first.value.title == "Trip to Rome" and first.method == "json_object_schema"
     assert first.attempts == 1 and any("refused" in e for e in first.errors)
 
     other = load_chat_model(f"openai:other-{uuid.uuid4().hex[:6]}")  # same server, another model
@@ -106,7 +155,7 @@ async def test_the_remembered_mode_is_per_model_and_server(openai_stub, openai_m
 
 
 async def test_a_server_ignoring_a_forced_tool_falls_back_to_json_object(openai_stub, openai_model):
-    openai_stub.like_llama_cpp()
+    openai_stub.like_llama_cpp(takes_schema=False)
     openai_stub.honours_tool_choice = False
 
     def answer(request: StubRequest):
@@ -192,7 +241,7 @@ async def test_an_http_error_that_names_no_response_format_is_not_a_refusal(open
 
 async def test_the_extraction_prompt_reaches_a_refusing_server_in_the_fallback_mode(openai_stub, openai_model):
     """The json_object fallback states the schema in the leading system message (local templates reject later ones)."""
-    openai_stub.like_llama_cpp()
+    openai_stub.like_llama_cpp(takes_schema=False)
     openai_stub.honours_tool_choice = False
     openai_stub.responder = lambda r: "I cannot call tools." if mode_of(r) == "function_calling" else json.dumps(EMPTY)
     from memory.extractor import build_extraction_messages

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -78,6 +79,8 @@ async def test_add_task_pauses_with_a_task_change_interrupt_and_approval_writes_
         "task_id": None,
         "status": None,
         "due": "tomorrow",
+        # The message carries no time of its own here, so "tomorrow" is the day after the turn.
+        "due_date": (datetime.now(timezone.utc) + timedelta(days=1)).date().isoformat(),
     }
     state = await graph.aget_state(config)
     assert state.next == ("tools",) and [i.id for i in state.interrupts] == [pending.id]

@@ -74,12 +74,16 @@ class Pages:
         user = user or new_user()
         return user, (await create_keys(self.server.database_url, [user]))[user]
 
-    async def open(self, *, width: int = 1440, scheme: str = "light", key: tuple[str, str] | None = None):
+    async def open(self, *, width: int = 1440, scheme: str = "light", key: tuple[str, str] | None = None, csp: bool = False):
+        """``csp``: enforce the page's Content-Security-Policy. Off otherwise, because Playwright's
+        ``wait_for_function`` evaluates its string in the page, which ``script-src 'self'`` forbids;
+        the CSP test waits without it."""
         user, api_key = key or await self.key()
         context = await self.browser.new_context(
             viewport={"width": width, "height": HEIGHTS.get(width, 900)},
             color_scheme=scheme,
             permissions=["clipboard-read", "clipboard-write"],
+            bypass_csp=not csp,
         )
         self.contexts.append(context)
         page = await context.new_page()
@@ -324,6 +328,33 @@ async def test_a_reply_streams_in_the_fact_shows_in_the_memory_panel_and_search_
     await page.wait_for_selector(f'{tid("messages")} >> text=My name is Dana and I have a dog named Rex')
 
 
+async def test_the_pages_csp_stops_an_injected_script_while_the_page_itself_works(pages):
+    page = await pages.open(csp=True)
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    await page.reload()
+    await page.wait_for_selector("body[data-ready='1']")
+    assert violations == [], violations  # the page itself needs nothing the policy refuses
+    # A script that got into the page (as an XSS would put it there) does not run...
+    ran = await page.evaluate("""() => new Promise((done) => {
+        document.addEventListener("securitypolicyviolation", () => done(window.__injected || "blocked"), {once: true});
+        const s = document.createElement("script");
+        s.textContent = "window.__injected = 'ran'";
+        document.body.append(s);
+        setTimeout(() => done(window.__injected || "no violation reported"), 3000);
+    })""")
+    assert ran == "blocked", ran
+    # ...while the page's own scripts and styles, and a streamed reply's Markdown, all work.
+    assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == BACKGROUNDS["light"]
+    await page.fill(tid("message-input"), "[markdown] plan my dinners")
+    await page.press(tid("message-input"), "Enter")
+    body = page.locator(tid("assistant-message")).last.locator(".message-body")
+    await body.locator("table").wait_for(timeout=60_000)  # locators wait without evaluating strings
+    await page.locator(".message.assistant.streaming").wait_for(state="detached", timeout=60_000)
+    assert await body.locator("h2").count() == 1
+    assert await page.evaluate("window.__injected === undefined")  # nor did the reply's HTML run
+
+
 @pytest.mark.parametrize("width", [390, 1440])
 async def test_stop_keeps_the_partial_reply_marked_stopped_and_nothing_is_learned(pages, width):
     page = await pages.open(width=width, scheme="dark" if width == 390 else "light")
@@ -478,7 +509,7 @@ async def test_a_task_change_is_confirmed_on_the_page_and_memory_can_be_correcte
 async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser):
     user = new_user()
     key = (await create_keys(server.database_url, [user]))[user]
-    context = await browser.new_context()
+    context = await browser.new_context(bypass_csp=True)  # for wait_for_function (see Pages.open)
     page = await context.new_page()
     await page.goto(server.url)
     await page.wait_for_selector(f"{tid('key-dialog')}[open]")

@@ -16,6 +16,8 @@ import sys
 import uuid
 
 import pytest
+
+import prompts
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
@@ -23,14 +25,16 @@ from app.cli.chat_session import ChatSession
 from graph.assembly import compile_graph
 from core.context import Context
 from prompts.reply_prompt import render_user_context
+from llm import chat_model
 from llm.chat_model import load_chat_model
 from llm.structured import invoke_structured, remembered_mode
 from memory.backend import open_memory
 from memory.extractor import build_extraction_messages
-from core.schemas import ExtractionResult, SummaryBoard
+from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
 from memory.user_memory import get_user_document, list_facts, list_tasks
 from tests.conftest import REPO_ROOT
-from tests.llm.conftest import TEST_REPLY_CAP
+from tests.llm.conftest import TEST_REPLY_CAP, forwarding_responder
+from tests.support.openai_stub_server import StubReply, StubRequest
 from tests.support.graph_turns import new_thread, stream_turn
 
 # A turn is several model calls of ~1,000 prompt tokens: minutes on a busy 2-core machine.
@@ -127,18 +131,52 @@ async def test_a_task_tool_call_asks_for_confirmation_and_yes_adds_the_task(back
     assert [t.description for t in tasks] == [asked[0]["description"]]
 
 
-async def test_a_refused_json_schema_is_recovered_from_and_remembered(real_model, local_server):
+async def test_structured_calls_go_through_the_schema_door_and_come_back_valid_the_first_time(real_model, local_server):
+    """llama-cpp-python refuses ``json_schema`` (HTTP 500) and makes ``json_object`` + ``schema`` a grammar:
+    the 0.5B's extraction and title are valid JSON of their schema, with no repair call."""
     model = load_chat_model(real_model)
-    messages = build_extraction_messages("My name is Dana and I live in Haifa.", "Nice to meet you, Dana!", {})
+    messages = build_extraction_messages("Hi! My name is Dana, I live in Haifa and I work as a nurse.", "Nice to meet you, Dana!", {})
     first = await invoke_structured(model, ExtractionResult, messages)
 
     assert any(e.startswith("auto refused") and "response_format" in e for e in first.errors), first.errors
-    assert first.method in ("function_calling", "json_mode", "text")
-    assert remembered_mode(model) == first.method
-    second = await invoke_structured(
-        model, ExtractionResult, [SystemMessage("Extract facts."), HumanMessage("I have a dog named Rex.")]
-    )
-    assert not any("refused" in e for e in second.errors)  # straight to the mode that works
+    assert first.method == "json_object_schema" and first.attempts == 1, first
+    assert remembered_mode(model) == "json_object_schema"
+    title = await invoke_structured(model, ChatTitle, [SystemMessage(prompts.text("title")), HumanMessage("We planned a trip to Rome.")])
+    assert title.method == "json_object_schema" and title.attempts == 1 and title.calls == 1  # straight to the door that works
+    assert title.value.title.strip()
+
+
+async def test_an_empty_reply_is_asked_again_without_tools_and_the_user_never_sees_a_blank_line(recording_proxy, local_server, backend, user_id):
+    """The 0.5B answered three of the four Dana lines with a line of spaces: the proxy gives that answer
+    once, the real server answers the second asking."""
+    forward = forwarding_responder(local_server.base_url)
+    blanked: list[StubRequest] = []
+
+    def answer(request: StubRequest) -> StubReply:
+        if request.kind == "reply" and not blanked:
+            blanked.append(request)
+            return StubReply(content="   ")
+        return forward(request)
+
+    recording_proxy.reset(answer)
+    out, err = io.StringIO(), io.StringIO()
+    env = {**local_server.env(), "OPENAI_BASE_URL": recording_proxy.base_url, "MEMORY_AGENT_MAX_REPLY_TOKENS": TEST_REPLY_CAP}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        overrides = {"model": local_server.model_name, "extract_every_n_turns": 0}
+        session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides=overrides)
+        with chat_model._lock:
+            chat_model._cache.clear()  # a model cached by an earlier test talks to the server, not the proxy
+        try:
+            reply = await session.send("I prefer short answers.")
+        finally:
+            with chat_model._lock:
+                chat_model._cache.clear()
+
+    replies = recording_proxy.requests_of("reply")
+    assert len(replies) == 2 and blanked[0].tools and not replies[1].tools, [r.body for r in replies]
+    assert reply and reply.strip() and out.getvalue().strip() == reply.replace("\n", " ").strip(), (out.getvalue(), err.getvalue())
 
 
 async def test_no_tool_call_json_reaches_the_user(backend, user_id, real_model):

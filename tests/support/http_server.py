@@ -220,14 +220,16 @@ def server_env(database_url: str, model: str, extra: dict[str, str] | None = Non
 
 
 def start_server(
-    database_url: str, *, model: str = TEST_MODEL, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 180, port: int | None = None
+    database_url: str, *, model: str = TEST_MODEL, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 180, port: int | None = None,
+    log_level: str = "warning",
 ) -> LiveServer:
-    """Start ``memory-agent serve`` and return once every worker answers /healthz (``port``: to restart one)."""
+    """Start ``memory-agent serve`` and return once every worker answers /healthz (``port``: to restart one;
+    ``log_level="info"`` to see the access log)."""
     port = port or free_port()
     log_path = Path(tempfile.mkstemp(prefix="ma-serve-", suffix=".log")[1])
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+        [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", log_level],
         cwd=REPO_ROOT,
         env=server_env(database_url, model, env),
         stdout=log_file,

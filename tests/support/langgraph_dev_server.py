@@ -74,6 +74,8 @@ def isolated_config(directory: Path, source: Path = REPO_CONFIG) -> Path:
     for section in ("checkpointer", "store", "auth"):
         if isinstance(config.get(section), dict) and "path" in config[section]:
             config[section] = {**config[section], "path": _absolute(config[section]["path"], root)}
+    if isinstance(config.get("http"), dict) and "app" in config["http"]:
+        config["http"] = {**config["http"], "app": _absolute(config["http"]["app"], root)}
     config["dependencies"] = [str((root / d).resolve()) if d.startswith(".") else d for d in config.get("dependencies", [])]
     config.pop("env", None)
     target = directory / "langgraph.json"

@@ -88,6 +88,16 @@ class StubRequest:
         return self.body.get("response_format")
 
     @property
+    def schema(self) -> dict[str, Any] | None:
+        """The JSON schema the request asks the server to hold the reply to, through whichever door."""
+        fmt = self.response_format or {}
+        if fmt.get("type") == "json_schema":
+            return (fmt.get("json_schema") or {}).get("schema")
+        if fmt.get("type") == "json_object":
+            return fmt.get("schema")  # llama-cpp-python's door: a grammar from the schema
+        return None
+
+    @property
     def stream(self) -> bool:
         return bool(self.body.get("stream"))
 
@@ -167,7 +177,7 @@ def openai_rule_violation(request: StubRequest) -> str | None:
     return None
 
 
-def llama_cpp_refusal(request: StubRequest, accepted_formats: set[str]) -> str | None:
+def llama_cpp_refusal(request: StubRequest, accepted_formats: set[str], takes_schema: bool = True) -> str | None:
     """What llama-cpp-python's server says (as HTTP 500) to a response_format type it does not take.
 
     Its request model allows only ``text`` and ``json_object``; FastAPI's validation error
@@ -180,6 +190,11 @@ def llama_cpp_refusal(request: StubRequest, accepted_formats: set[str]) -> str |
                 f"{i}, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}}"
             )
     kind = (request.response_format or {}).get("type")
+    if kind == "json_object" and not takes_schema and "schema" in (request.response_format or {}):
+        return (
+            "1 validation error:\n  {'type': 'extra_forbidden', 'loc': ('body', 'response_format', 'schema'), "
+            "'msg': 'Extra inputs are not permitted'}"
+        )
     if kind is None or kind in accepted_formats:
         return None
     allowed = " or ".join(f"'{k}'" for k in sorted(accepted_formats))
@@ -202,6 +217,7 @@ class OpenAIStub:
         self.requests: list[StubRequest] = []
         # Server capabilities (as llama-cpp-python: accepted_formats={"text", "json_object"}).
         self.accepted_formats: set[str] | None = None  # None: every response_format type
+        self.takes_schema = True  # a "schema" beside json_object is accepted (llama-cpp-python makes it a grammar)
         self.honours_tool_choice = True  # False: a forced tool comes back as JSON text, as small local models do
         self._lock = threading.Lock()
         self.app = self._build_app()
@@ -215,11 +231,18 @@ class OpenAIStub:
             self.requests.clear()
         self.responder = responder or (lambda request: "stub reply")
         self.accepted_formats = None
+        self.takes_schema = True
         self.honours_tool_choice = True
 
-    def like_llama_cpp(self) -> "OpenAIStub":
-        """Refuse ``json_schema`` and a null assistant content with HTTP 500 as llama-cpp-python's server does."""
+    def like_llama_cpp(self, *, takes_schema: bool = True) -> "OpenAIStub":
+        """Refuse ``json_schema`` and a null assistant content with HTTP 500 as llama-cpp-python's server does.
+
+        It takes ``{"type": "json_object", "schema": ...}`` (its grammar door); ``takes_schema=False``
+        is a server that refuses that too, so a call goes on to the forced tool.
+        (The default stub takes everything, as OpenAI, llama-server, vLLM and Ollama take ``json_schema``.)
+        """
         self.accepted_formats = {"text", "json_object"}
+        self.takes_schema = takes_schema
         return self
 
     def requests_of(self, kind: str) -> list[StubRequest]:
@@ -244,7 +267,7 @@ class OpenAIStub:
             rejected = openai_rule_violation(recorded)
             if rejected:
                 return JSONResponse({"error": {"message": rejected, "type": "invalid_request_error"}}, status_code=400)
-            if self.accepted_formats is not None and (refused := llama_cpp_refusal(recorded, self.accepted_formats)):
+            if self.accepted_formats is not None and (refused := llama_cpp_refusal(recorded, self.accepted_formats, self.takes_schema)):
                 return JSONResponse(
                     {"error": {"message": refused, "type": "internal_server_error", "param": None, "code": None}}, status_code=500
                 )

@@ -83,3 +83,15 @@ async def test_a_stored_value_sent_again_is_dropped_without_a_warning(caplog):
     result = await extract(model_answering(answer), "I work as a nurse at Rambam hospital.", "Great!", stored)
     assert result.value.profile_updates.model_dump(exclude_defaults=True) == {"role": "nurse"}
     assert "did not state" not in caplog.text
+
+
+def test_the_extraction_prompt_carries_the_users_message_whole_and_only_the_head_of_a_long_reply():
+    import prompts
+    from memory.extractor import REPLY_CONTEXT_CHARS, build_extraction_messages
+
+    said = "I live in Haifa. " * 60
+    system, body = build_extraction_messages(said, "Haifa is a port city. " * 200, {})
+    assert system.content == prompts.text("extraction")  # the same every turn: a prompt cache reuses it
+    assert prompts.between(body.content, prompts.USER_MESSAGE_TAG) == said.strip() or said in body.content
+    reply = prompts.between(body.content, prompts.ASSISTANT_REPLY_TAG)
+    assert reply.endswith(" …") and len(reply) <= REPLY_CONTEXT_CHARS + 2

@@ -129,3 +129,13 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][0] != "Z"  # a zombie waiting for init has ended
     except FileNotFoundError:
         return False
+
+
+def test_a_first_token_slow_to_come_is_waited_for_as_long_as_the_whole_call(monkeypatch):
+    # langchain-openai's own 120 s limit between stream chunks failed a local reply on a busy machine.
+    from llm.chat_model import _create
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("MEMORY_AGENT_MODEL_TIMEOUT", str(local_model.LOCAL_TIMEOUT_SECONDS))
+    model = _create(f"openai:{local_model.MODELS['0.5b'].alias}")
+    assert model.stream_chunk_timeout == model.request_timeout == local_model.LOCAL_TIMEOUT_SECONDS

@@ -374,3 +374,73 @@ def test_code_examples_in_a_language_keep_the_language():
     prefs = extract_with_rules("I prefer code examples in Python").new_preferences
     assert prefs.code_examples is True and prefs.other_notes == ["Prefers code examples in Python"]
     assert extract_with_rules("no code examples in Java please").new_preferences.other_notes == []
+
+
+# --------------------------------------------------------------------------- how people introduce themselves
+def test_the_maya_sentence_gives_name_role_city_short_answers_and_python_examples():
+    result = extract_with_rules("Hi! I'm Maya, a backend developer in Lisbon. I prefer short answers with Python examples.")
+    profile, prefs = result.profile_updates, result.new_preferences
+    assert (profile.name, profile.role, profile.location) == ("Maya", "backend developer", "Lisbon")
+    assert (prefs.answer_length, prefs.code_examples, prefs.other_notes) == ("short", True, ["Prefers code examples in Python"])
+    assert fact_texts(result) == ["Works as a backend developer", "Lives in Lisbon"]
+
+
+def test_the_dana_introduction_gives_name_city_and_job():
+    profile = extract_with_rules("Hi! My name is Dana, I live in Haifa and I work as a nurse.").profile_updates
+    assert (profile.name, profile.location, profile.role) == ("Dana", "Haifa", "nurse")
+
+
+@pytest.mark.parametrize(
+    "message, role, location",
+    [
+        ("I'm a teacher at Lincoln High.", "teacher", None),
+        ("I'm a teacher at a school in Milan and I love it", "teacher", "Milan"),
+        ("I am a nurse based in Haifa", "nurse", "Haifa"),
+        ("I'm based in Berlin.", None, "Berlin"),
+        ("I'm working as a barista in Rome", "barista", "Rome"),
+        ("I'm a developer in Python.", "developer", None),  # a language is not a city
+        ("I live in Porto. I'm a student in Lisbon.", "student", "Porto"),  # said outright wins
+    ],
+)
+def test_job_and_city_in_the_shapes_people_introduce_themselves_with(message, role, location):
+    profile = extract_with_rules(message).profile_updates
+    assert (profile.role, profile.location) == (role, location)
+
+
+def test_names_that_end_like_languages_are_still_names():
+    for name in ("Brian", "Julian", "Milan"):
+        assert extract_with_rules(f"Hi! I'm {name}.").profile_updates.name == name
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["I'm tired", "I'm Tired.", "I'm Exhausted.", "I'm Sorry, I forgot.", "I'm Italian.", "Hi! I'm Nurse.", "I'm a big fan of jazz."],
+)
+def test_states_nationalities_and_roles_are_not_names(message):
+    assert extract_with_rules(message).profile_updates.name is None
+
+
+def test_languages_spoken_and_programming_languages_are_facts():
+    assert fact_texts(extract_with_rules("I speak Hebrew and English.")) == ["Speaks Hebrew and English"]
+    assert fact_texts(extract_with_rules("I speak a little Spanish")) == ["Speaks a little Spanish"]
+    assert fact_texts(extract_with_rules("I code in Go and Rust")) == ["Programs in Go and Rust"]
+    assert fact_texts(extract_with_rules("I code in C++ and C#.")) == ["Programs in C++ and C#"]
+
+
+def test_words_that_only_look_like_languages_are_not():
+    for message in ("I speak my mind.", "I work in R&D", "I want to go examples"):
+        assert extract_with_rules(message).is_empty(), message
+
+
+def test_the_language_of_code_examples_is_kept_in_any_common_wording():
+    for message in ("I prefer short answers with Python examples.", "I like Python snippets", "Examples in Python please, always."):
+        assert "Prefers code examples in Python" in extract_with_rules(message).new_preferences.other_notes, message
+    assert extract_with_rules("no Java examples please").new_preferences.other_notes == []
+
+
+def test_a_field_of_work_an_instrument_and_a_diet_are_facts_but_not_their_lookalikes():
+    assert fact_texts(extract_with_rules("I work in marketing. Do you have any hobbies?")) == ["Works in marketing"]
+    assert fact_texts(extract_with_rules("I play the trumpet. I play tennis too.")) == ["Plays the trumpet", "Plays tennis"]
+    assert fact_texts(extract_with_rules("I don't eat meat but I like grilled veggies.")) == ["Does not eat meat", "Likes grilled veggies"]
+    for message in ("I work in shifts.", "I play the game often.", "I work in Lisbon."):
+        assert extract_with_rules(message).new_facts == [], message

@@ -90,3 +90,18 @@ def test_a_valid_call_followed_by_call_shaped_junk_keeps_neither_in_the_text(siz
     assert [n for n, _ in found.calls] == ["search_conversation_history", ""] and found.prose == ""
     assert streamed(f"{good}\n  {junk}", size).strip() == ""
     assert streamed('{"name": "add_task", "arguments": "x", "task_id": null}', size) == ""  # valid JSON, a key no call has
+
+
+def test_a_call_whose_argument_copies_the_tools_own_description_is_not_made_and_asks_for_words():
+    """The 0.5B answered "Hi! My name is Dana, I live in Haifa…" with this add_task call (a confirmation for a non-task)."""
+    from langchain_core.messages import AIMessage
+
+    from llm.text_tool_calls import with_text_calls_resolved
+    from nodes.tools import agent_tools
+
+    copied = {"name": "add_task", "arguments": {"description": "Add a task to the user's task list (the user is asked to confirm)."}}
+    message, needs_words = with_text_calls_resolved(AIMessage(json.dumps(copied)), agent_tools())
+    assert needs_words and not message.tool_calls
+    real = {"name": "add_task", "arguments": {"description": "Renew my passport"}}
+    message, needs_words = with_text_calls_resolved(AIMessage(json.dumps(real)), agent_tools())
+    assert not needs_words and message.tool_calls[0]["args"] == {"description": "Renew my passport"}

@@ -212,10 +212,16 @@ function scrollToEnd() {
   box.scrollTop = box.scrollHeight;
 }
 
+// The user's words and the date they meant when said ("next Tuesday, 2026-12-01"); core/dates.py due_phrase.
+function duePhrase(item) {
+  if (item.due && item.due_date && !item.due.includes(item.due_date)) return `${item.due}, ${item.due_date}`;
+  return item.due || item.due_date || "";
+}
+
 function describeInterrupt(value) {
   if (value && value.type === "task_change") {
     const verb = { add: "add a task", update: "update a task", complete: "mark a task done" }[value.action] || value.action;
-    return `The agent wants to ${verb}: “${value.description}”${value.due ? ` (due ${value.due})` : ""}.`;
+    return `The agent wants to ${verb}: “${value.description}”${duePhrase(value) ? ` (due ${duePhrase(value)})` : ""}.`;
   }
   return `The agent asks for a confirmation: ${JSON.stringify(value)}`;
 }
@@ -280,7 +286,10 @@ async function copyText(text) {
     return true;
   } catch (_) {
     // No clipboard API (plain http on another host than localhost): the old way.
-    const area = el("textarea", { style: "position:fixed;opacity:0", "aria-hidden": "true" });
+    const area = el("textarea", { "aria-hidden": "true" });
+    // Set through the CSSOM: the page's CSP refuses style attributes.
+    area.style.position = "fixed";
+    area.style.opacity = "0";
     area.value = text;
     document.body.append(area);
     area.select();
@@ -934,7 +943,7 @@ function taskItem(task) {
   return el(
     "li",
     { class: `item task ${task.status}`, testid: "task", "data-task-id": task.id },
-    el("span", { class: "item-text" }, task.description, task.due ? el("span", { class: "due" }, ` due ${task.due}`) : null),
+    el("span", { class: "item-text" }, task.description, duePhrase(task) ? el("span", { class: "due" }, ` due ${duePhrase(task)}`) : null),
     status,
     el("button", {
       type: "button", class: "icon danger", title: "Delete task", testid: "delete-task",

@@ -1,0 +1,68 @@
+"""A task's relative due date is stored as the date it meant when said, beside the user's words, and shown as both."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from app.cli.memory_report import memory_snapshot, render_snapshot
+from core.context import Context
+from core.messages import stamp_sent_at
+from graph.assembly import compile_graph
+from memory.memory_writer import edit_task
+from memory.recall import load_user_context
+from memory.user_memory import list_tasks
+from prompts.reply_prompt import render_user_context
+from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
+
+WEDNESDAY = datetime(2026, 11, 25, 9, 30, tzinfo=timezone.utc)
+
+
+def said_on_wednesday(text: str) -> HumanMessage:
+    return stamp_sent_at(HumanMessage(text), WEDNESDAY)
+
+
+def new_thread() -> dict:
+    return {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+
+async def test_the_offline_model_stores_next_tuesday_as_the_date_it_meant_on_the_day_it_was_said(backend, user_id):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await graph.ainvoke({"messages": [said_on_wednesday("Remind me to book the dentist next Tuesday.")]}, new_thread(), context=Context(user_id=user_id, model="offline"))
+
+    (task,) = await list_tasks(backend.store, user_id)
+    assert (task.due, task.due_date) == ("next Tuesday", "2026-12-01")  # not the Tuesday after the day the test runs
+    assert "(open, due next Tuesday, 2026-12-01)" in render_snapshot(await memory_snapshot(backend.store, user_id))
+    loaded = await load_user_context(backend.store, user_id, "dentist")
+    assert "due next Tuesday, 2026-12-01" in render_user_context(loaded)
+
+
+@pytest.fixture
+def scripted():
+    answer = {**empty_extraction(), "task_updates": [{"action": "add", "description": "Renew passport", "due": "next month"}]}
+    with registered_scripted_model(plain_answers(extract=lambda said: answer, title="Passport", summary="A reminder.", reply="Noted.")) as scripted:
+        yield scripted
+
+
+async def test_a_models_due_words_are_stored_with_the_date_they_meant_and_the_rules_add_no_twin(backend, user_id, scripted):
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await graph.ainvoke({"messages": [said_on_wednesday("Remind me to renew my passport next month.")]}, new_thread(), context=Context(user_id=user_id, model=name))
+
+    (task,) = await list_tasks(backend.store, user_id)
+    assert (task.description, task.due, task.due_date) == ("Renew passport", "next month", "2026-12")
+
+
+async def test_a_due_date_the_user_edits_means_a_date_from_the_edit(backend, user_id):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await graph.ainvoke({"messages": [said_on_wednesday("Remind me to call mom tomorrow.")]}, new_thread(), context=Context(user_id=user_id, model="offline"))
+    (task,) = await list_tasks(backend.store, user_id)
+    assert task.due_date == "2026-11-26"
+
+    edited = await edit_task(backend.store, user_id, task.id, {"due": "January 15, 2027"})
+    assert (edited.due, edited.due_date) == ("January 15, 2027", "2027-01-15")
+    cleared = await edit_task(backend.store, user_id, task.id, {"due": None})
+    assert (cleared.due, cleared.due_date) == (None, None)

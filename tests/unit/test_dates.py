@@ -1,0 +1,95 @@
+"""Dates that stay true: relative words resolved against the time the message was said, not the clock."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from core.dates import date_languages, dated, due_phrase, resolve_date
+from llm.chat_model import load_chat_model
+from memory.extractor import extract
+from prompts.reply_prompt import render_user_context
+from tests.support.scripted_model import ScriptedChatModel
+
+WEDNESDAY = datetime(2026, 11, 25, 9, 30, tzinfo=timezone.utc)  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    "words, meant",
+    [
+        ("next Tuesday", "2026-12-01"),
+        ("tomorrow", "2026-11-26"),
+        ("next month", "2026-12"),
+        ("in two weeks", "2026-12-09"),
+        ("on Friday", "2026-11-27"),
+        ("by Friday", "2026-11-27"),
+        ("next week", "2026-W49"),
+        ("by the end of the month", "2026-11"),
+        ("next year", "2027"),
+        ("December 3", "2026-12-03"),
+    ],
+)
+def test_relative_words_said_on_a_known_wednesday_mean_these_dates(words, meant):
+    assert resolve_date(words, WEDNESDAY) == meant
+
+
+def test_the_same_words_said_a_week_later_mean_a_week_later():
+    assert resolve_date("tomorrow", datetime(2026, 12, 2, 9, tzinfo=timezone.utc)) == "2026-12-03"
+
+
+def test_words_in_the_users_language_are_read_in_it():
+    assert resolve_date("domani", WEDNESDAY, date_languages("domani", "Italian")) == "2026-11-26"
+    assert resolve_date("מחר", WEDNESDAY, date_languages("תזכיר לי מחר")) == "2026-11-26"
+
+
+def test_words_that_name_no_date_resolve_to_nothing():
+    for words in ("later", "whenever", "someday", "", None):
+        assert resolve_date(words, WEDNESDAY) is None
+
+
+def test_a_fact_gets_the_date_beside_its_relative_words_but_a_habit_does_not():
+    assert dated("Has an exam next Tuesday", WEDNESDAY) == "Has an exam next Tuesday (2026-12-01)"
+    assert dated("Swims on Friday", WEDNESDAY) == "Swims on Friday"
+    assert dated("Has an exam next Tuesday (2026-12-01)", WEDNESDAY) == "Has an exam next Tuesday (2026-12-01)"
+
+
+def test_a_due_date_is_shown_as_the_words_and_the_date():
+    assert due_phrase("next Tuesday", "2026-12-01") == "next Tuesday, 2026-12-01"
+    assert due_phrase("2026-12-01", "2026-12-01") == "2026-12-01"
+    assert due_phrase("someday", None) == "someday"
+    tasks = [{"id": "t1", "description": "book the dentist", "status": "open", "due": "next Tuesday", "due_date": "2026-12-01"}]
+    assert "- [t1] book the dentist (open, due next Tuesday, 2026-12-01)" in render_user_context({"tasks": tasks})
+
+
+async def test_the_offline_model_stores_the_dates_the_words_meant_when_said():
+    offline = load_chat_model("offline")
+    for said, words, meant in (
+        ("Remind me to book the dentist next Tuesday.", "next Tuesday", "2026-12-01"),
+        ("Remind me tomorrow to call mom.", "tomorrow", "2026-11-26"),
+        ("Remind me to renew my passport next month.", "next month", "2026-12"),
+    ):
+        (task,) = (await extract(offline, said, "OK.", {}, said_at=WEDNESDAY)).value.task_updates
+        assert (task.due, task.due_date) == (words, meant), said
+
+
+async def test_a_models_relative_due_words_are_resolved_and_its_own_date_guess_is_not_kept():
+    answer = {
+        "task_updates": [
+            {"action": "add", "description": "Book the dentist", "due": "next Tuesday", "due_date": "2025-01-01"},
+            {"action": "add", "description": "Call mom", "due": "tomorrow"},
+            {"action": "add", "description": "Water the plants"},
+        ],
+        "new_facts": [{"text": "Has a job interview next month"}],
+    }
+    model = ScriptedChatModel(responder=lambda kind, messages: answer)
+    said = "Book the dentist next Tuesday, call mom tomorrow, water the plants. My job interview is next month."
+    result = (await extract(model, said, "OK.", {}, said_at=WEDNESDAY)).value
+    assert [(t.due, t.due_date) for t in result.task_updates] == [("next Tuesday", "2026-12-01"), ("tomorrow", "2026-11-26"), (None, None)]
+    assert "Has a job interview next month (2026-12)" in [f.text for f in result.new_facts]
+
+
+def test_the_extraction_schema_the_model_sees_has_no_due_date():
+    from core.schemas import ExtractionResult
+
+    assert "due_date" not in str(ExtractionResult.model_json_schema())

@@ -1,0 +1,144 @@
+"""The rules are a floor under every model: merged with the model's extraction, never lost to it.
+
+memory.extractor.extract runs the deterministic rules whatever the model; the model's clear values
+win for the same slot, its invented ones do not displace what the rules read in the user's words.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from core.errors import ModelOutputError
+from core.schemas import ExtractionResult
+from llm.chat_model import load_chat_model
+from memory.extractor import RULES_ONLY, extract
+from tests.support.scripted_model import ScriptedChatModel
+
+MAYA = "Hi! I'm Maya, a backend developer in Lisbon. I prefer short answers with Python examples."
+WEDNESDAY = datetime(2026, 11, 25, 9, 30, tzinfo=timezone.utc)
+
+
+def model_answering(answer) -> ScriptedChatModel:
+    return ScriptedChatModel(responder=lambda kind, messages: answer)
+
+
+class ProviderDown(ConnectionError):
+    pass
+
+
+def failing_model() -> ScriptedChatModel:
+    def respond(kind, messages):
+        raise ProviderDown("the provider is unreachable")
+
+    return ScriptedChatModel(responder=respond)
+
+
+def memories(result: ExtractionResult) -> dict:
+    return result.model_dump(exclude_defaults=True)
+
+
+def assert_maya(result: ExtractionResult) -> None:
+    profile, prefs = result.profile_updates, result.new_preferences
+    assert (profile.name, profile.role, profile.location) == ("Maya", "backend developer", "Lisbon")
+    assert prefs.answer_length == "short" and prefs.code_examples is True
+    assert prefs.other_notes == ["Prefers code examples in Python"]
+    assert [f.text for f in result.new_facts] == ["Works as a backend developer", "Lives in Lisbon"]
+
+
+async def test_a_model_that_returns_nothing_valid_loses_nothing_the_rules_found():
+    result = await extract(model_answering("I am not sure what you mean."), MAYA, "Hi Maya!", {})
+    assert result.method == RULES_ONLY and "invalid twice" in result.errors[-1]
+    assert_maya(result.value)
+
+
+async def test_a_model_whose_provider_fails_loses_nothing_the_rules_found():
+    result = await extract(failing_model(), MAYA, "Hi Maya!", {})
+    assert result.method == RULES_ONLY and "ProviderDown" in result.errors[-1]
+    assert_maya(result.value)
+
+
+async def test_a_failing_model_still_raises_when_the_rules_found_nothing_either():
+    with pytest.raises(ModelOutputError):
+        await extract(model_answering("no JSON here"), "The cello sounds lovely.", "It does!", {})
+    with pytest.raises(ProviderDown):
+        await extract(failing_model(), "The cello sounds lovely.", "It does!", {})
+
+
+async def test_a_model_that_agrees_with_the_rules_adds_no_duplicates():
+    answer = {
+        "profile_updates": {"name": "Maya", "role": "backend developer", "location": "Lisbon"},
+        "new_preferences": {"answer_length": "short", "code_examples": True, "other_notes": ["prefers code examples in Python"]},
+        "new_facts": [{"text": "Works as a backend developer"}, {"text": "Lives in Lisbon, Portugal"}],
+    }  # fmt: skip
+    result = (await extract(model_answering(answer), MAYA, "Hi Maya!", {})).value
+    assert [f.text for f in result.new_facts] == ["Works as a backend developer", "Lives in Lisbon, Portugal"]
+    assert result.new_preferences.other_notes == ["prefers code examples in Python"]
+    assert (result.profile_updates.name, result.profile_updates.location) == ("Maya", "Lisbon")
+
+
+async def test_the_same_task_in_the_models_words_is_added_once_with_the_rules_due_date():
+    answer = {"task_updates": [{"action": "add", "description": "Renew passport"}]}
+    said = "Remind me to renew my passport next month."
+    result = (await extract(model_answering(answer), said, "Sure.", {}, said_at=WEDNESDAY)).value
+    assert [(t.description, t.due, t.due_date) for t in result.task_updates] == [("Renew passport", "next month", "2026-12")]
+
+
+async def test_a_value_the_model_states_clearly_wins_over_the_rules_for_the_same_slot():
+    # The rules read "a student in Lisbon" as where Noa lives; the model read the sentence better.
+    said = "I'm a student in Lisbon, but home is Porto. I prefer short answers, long ones only for code."
+    answer = {
+        "profile_updates": {"location": "Porto"},
+        "new_facts": [{"text": "Lives in Porto"}, {"text": "Studies in Lisbon"}],
+        "new_preferences": {"answer_length": "long"},
+    }
+    result = (await extract(model_answering(answer), said, "Got it.", {})).value
+    assert result.profile_updates.location == "Porto" and result.profile_updates.role == "student"
+    assert [f.text for f in result.new_facts] == ["Lives in Porto", "Studies in Lisbon"]  # "Works as a student" is said by the second
+    assert result.new_preferences.answer_length == "long"
+
+
+async def test_what_a_model_invents_does_not_displace_what_the_rules_read():
+    # A small model's guesses: a name and a job nobody said, the prompt's own example city, a preference not spoken of.
+    answer = {
+        "profile_updates": {"name": "Bob", "role": "teacher", "location": "Haifa"},
+        "new_facts": [{"text": "Lives in Haifa"}, {"text": "Works as a teacher"}],
+        "new_preferences": {"answer_length": "medium"},
+    }
+    result = (await extract(model_answering(answer), MAYA, "Hi Maya!", {})).value
+    assert_maya(result)
+
+
+async def test_the_maya_sentence_is_remembered_whole_with_the_offline_model():
+    assert_maya((await extract(load_chat_model("offline"), MAYA, "Hi Maya!", {})).value)
+
+
+async def test_the_dana_lines_are_remembered_with_the_offline_model():
+    offline = load_chat_model("offline")
+    lines = [
+        "Hi! My name is Dana, I live in Haifa and I work as a nurse.",
+        "I prefer short answers.",
+        "Remind me to renew my passport next month.",
+    ]
+    first, second, third = [(await extract(offline, line, "OK.", {}, said_at=WEDNESDAY)).value for line in lines]
+    assert (first.profile_updates.name, first.profile_updates.location, first.profile_updates.role) == ("Dana", "Haifa", "nurse")
+    assert second.new_preferences.answer_length == "short"
+    (task,) = third.task_updates
+    assert (task.description, task.due, task.due_date) == ("renew my passport next month", "next month", "2026-12")
+
+
+async def test_a_rules_fact_the_model_said_in_other_words_or_another_language_is_not_added_twice():
+    answer = {"new_facts": [{"text": "Vive a Roma"}, {"text": "גר בחיפה"}]}
+    said = "I live in Roma. אני גר בחיפה"
+    result = (await extract(model_answering(answer), said, "Bene!", {})).value
+    assert [f.text for f in result.new_facts] == ["Vive a Roma", "גר בחיפה"]
+    assert result.profile_updates.location == "Roma"  # the profile still gets the rules' value
+
+
+async def test_a_task_already_on_the_list_or_decided_through_a_task_tool_is_not_added_by_the_rules():
+    said = "Remind me to water the plants on Friday."
+    stored = {"tasks": [{"id": "t1", "description": "Water the plants", "status": "open"}]}
+    assert (await extract(model_answering({}), said, "Done.", stored)).value.task_updates == []
+    assert (await extract(model_answering({}), said, "OK.", {}, rule_tasks=False)).value.task_updates == []
+    assert len((await extract(model_answering({}), said, "OK.", {})).value.task_updates) == 1
