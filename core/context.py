@@ -42,6 +42,7 @@ SAFETY_CEILINGS: dict[str, int] = {
     "rag_top_k": 20,
     "rag_token_budget": 8_000,
     "user_context_token_budget": 8_000,
+    "episodic_token_budget": 8_000,
     "max_context_tokens": 200_000,
     "max_summary_tokens": 20_000,
     "max_facts": 30,
@@ -84,6 +85,10 @@ class Context:
     rag_top_k: int = _setting(6, "How many knowledge chunks at most go into the prompt.")
     rag_token_budget: int = _setting(1200, "Token budget of the relevant-knowledge section.")
     user_context_token_budget: int = _setting(800, "Token budget of the user-context section.")
+    episodic_token_budget: int = _setting(
+        1500,
+        "Token budget of the excerpts of earlier conversations (what was said, found for the message); 0 turns them off.",
+    )
     max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")
     max_reply_tokens: int = field(
         default_factory=lambda: int(_env("MEMORY_AGENT_MAX_REPLY_TOKENS", "0")),

@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 from psycopg_pool import AsyncConnectionPool
 
 from memory import memory_writer
-from storage import api_keys, chat_runs, thread_owners
+from storage import api_keys, chat_runs, episodes, thread_owners
 from core.schemas import ChatRecord
 
 async def owned_ids(db, user_id: str, thread_ids: Iterable[str]) -> set[str]:
@@ -35,10 +35,12 @@ async def owned_chats(db, user_id: str, chats: Sequence[ChatRecord]) -> list[Cha
 
 
 async def delete_chat(backend, user_id: str, thread_id: str) -> None:
-    """The thread's checkpoints (all three tables), its record in the chats namespace, its run rows,
-    and last its owner row (so a failure half-way leaves a chat its owner can still delete)."""
+    """The thread's checkpoints (all three tables), its record in the chats namespace, its messages
+    in the episodic index, its run rows, and last its owner row (so a failure half-way leaves a
+    chat its owner can still delete)."""
     await backend.checkpointer.adelete_thread(thread_id)
     await memory_writer.delete_chat_record(backend.store, user_id, thread_id)
+    await episodes.delete_thread(backend.pool, user_id, thread_id)
     await chat_runs.delete_thread_runs(backend.pool, thread_id)
     await thread_owners.release(backend.pool, thread_id)
 
@@ -50,13 +52,14 @@ async def user_thread_ids(backend, user_id: str) -> list[str]:
 
 async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     """Delete everything of one user: the threads they own and their checkpoints, every store
-    namespace under ``("users", user_id)`` (vectors go with their items), API keys, run rows
-    and ownership rows."""
+    namespace under ``("users", user_id)`` (vectors go with their items), their messages in the
+    episodic index, API keys, run rows and ownership rows."""
     threads = await user_thread_ids(backend, user_id)
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)
     items = await memory_writer.forget_user_memory(backend.pool, user_id)
+    said = await episodes.delete_owner(backend.pool, user_id)
     keys = await api_keys.delete_user_keys(backend.pool, user_id)
     runs = await chat_runs.delete_user_runs(backend.pool, user_id)
     await thread_owners.release_all(backend.pool, user_id)
-    return {"chats": len(threads), "memories": items, "api_keys": keys, "runs": runs}
+    return {"chats": len(threads), "memories": items, "messages": said, "api_keys": keys, "runs": runs}

@@ -15,8 +15,9 @@ Where things come from:
   thread (``messages``, ``summary``, ``summarized_through``, ``summary_folds``);
 - facts and tasks: the store, ``facts`` and ``tasks`` namespaces.
 
-Messages carry no timestamps of their own, so a ``time_range`` selects the chats that
-were active in that window (created before its end, last active after its start).
+Messages are searched in the episodic index (``memory.episodes``: every message of every chat,
+with its time), so a ``time_range`` filters messages by when they were said; chat summaries by
+the chats that were active in the window (created before its end, last active after its start).
 """
 
 from __future__ import annotations
@@ -27,17 +28,18 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Literal, Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
-from memory import chat_search
+from memory import chat_search, episodes
 from core.stopwords import STOPWORDS
 from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
+from storage import thread_owners
 from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported for the entry points
     InvalidItem,
     ItemIsValid,
@@ -64,8 +66,6 @@ CONTEXT_TYPES: tuple[str, ...] = ("action_items", "pending_questions", "facts", 
 MIN_SUMMARY_SIMILARITY = chat_search.MIN_SIMILARITY
 # Reading threads concurrently, but leaving most of the pool to other work.
 THREAD_READ_CONCURRENCY = 4
-# Full histories read per call at most (the newest chats); the result says how many were left out.
-HISTORY_CHAT_LIMIT = 200
 # recall_context over all chats reads at most this many (newest) threads.
 RECALL_CHAT_LIMIT = 100
 SNIPPET_CHARS = 240
@@ -99,23 +99,26 @@ class SummaryHit(BaseModel):
 
 
 class MessageHit(BaseModel):
-    """A message of the full history that contains words of the query."""
+    """A message of the user's chats that holds words of the query or is close to it in meaning."""
 
     chat_id: str
     chat_title: str
     message_index: int
     role: Role
+    sent_at: datetime = Field(description="When the message was said (UTC).")
     snippet: str = Field(description="The message text around the first match (whole message when short).")
     matched_terms: list[str]
-    score: float = Field(description="Share of the query's terms found (plus 0.25 when the whole query appears).")
+    score: float = Field(
+        description="Share of the query's terms found (plus 0.25 when the whole query appears); hits come best first "
+        "by full-text and vector rank fused, so a message found by meaning alone scores 0 here."
+    )
     chat_last_activity: datetime
 
 
 class ConversationSearch(BaseModel):
     query: str
     time_range: str = Field(description="The window applied, as understood ('all' when none).")
-    chats_searched: int = Field(description="Chats in the time range whose full history was searched.")
-    chats_not_searched: int = Field(0, description=f"Older chats in the range beyond the newest {HISTORY_CHAT_LIMIT}.")
+    chats_searched: int = Field(description="Chats active in the time range (their messages are searched by their own times).")
     summaries: list[SummaryHit]
     messages: list[MessageHit]
 
@@ -351,11 +354,7 @@ def _chat_id(chat_id: str | None) -> str | None:
 
 
 def _role(message: BaseMessage) -> Role | None:
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    return None  # tool results and system messages are plumbing, not conversation
+    return episodes.role_of(message)  # type: ignore[return-value]
 
 
 def _conversation(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[int, Role, str]]:
@@ -440,11 +439,10 @@ async def search_conversation_history(
     limit: int = 10,
     current: CurrentThread | None = None,
 ) -> ConversationSearch:
-    """Chats whose summaries are semantically close to ``query``, and messages containing its words.
+    """Chats whose summaries are semantically close to ``query``, and messages of every chat of the
+    user holding its words or close to it in meaning (the episodic index), each with its time.
 
-    ``limit`` caps each list. Full histories are read for the newest ``HISTORY_CHAT_LIMIT``
-    chats in the range; summaries are searched for all of them. Message hits rank by the share of query terms they
-    contain, then by how recent their chat is, then by position (newest first).
+    ``limit`` caps each list; the cost does not grow with the number of chats (an indexed search).
     """
     limit = _clamp(limit)
     window = parse_time_range(time_range)
@@ -453,7 +451,7 @@ async def search_conversation_history(
         chats_all.insert(0, current.record(None))
     in_range = [c for c in chats_all if window.admits(c)]  # newest first
     admitted = {c.thread_id: c for c in in_range}
-    chats = in_range[:HISTORY_CHAT_LIMIT]
+    chats = in_range
     if not query.strip():
         return ConversationSearch(query=query, time_range=window.label, chats_searched=0, summaries=[], messages=[])
 
@@ -474,34 +472,47 @@ async def search_conversation_history(
             )
         )
 
-    terms, phrase = query_terms(query), " ".join(query.casefold().split())
-    messages: list[MessageHit] = []
-    for chat, thread in zip(chats, await _read_threads(checkpointer, chats, current)):
-        for index, role, text in _conversation(thread.messages):
-            matched = keyword_match(text, terms, phrase)
-            if matched is None:
-                continue
-            messages.append(
-                MessageHit(
-                    chat_id=chat.thread_id,
-                    chat_title=chat.title,
-                    message_index=index,
-                    role=role,
-                    snippet=_snippet_around(text, matched.position),
-                    matched_terms=matched.terms,
-                    score=matched.score,
-                    chat_last_activity=chat.last_activity,
-                )
-            )
-    messages.sort(key=lambda h: (-h.score, -h.chat_last_activity.timestamp(), -h.message_index))
+    messages = await _indexed_message_hits(store, user_id, query, window, {c.thread_id: c for c in chats_all}, limit)
     return ConversationSearch(
         query=query,
         time_range=window.label,
         chats_searched=len(chats),
-        chats_not_searched=len(in_range) - len(chats),
         summaries=summaries[:limit],
-        messages=messages[:limit],
+        messages=messages,
     )
+
+
+async def _indexed_message_hits(
+    store: BaseStore, user_id: str, query: str, window: TimeWindow, chats: dict[str, ChatRecord], limit: int
+) -> list[MessageHit]:
+    """Messages of every chat of the user, from the episodic index (memory.episodes), the time
+    range applied to each message's own time; best first (full text and vectors fused)."""
+    pool, embeddings = thread_owners.pool_of(store), getattr(store, "embeddings", None)
+    if pool is None or embeddings is None:
+        return []  # a store without our tables (an in-memory test store) has no index
+    found = await episodes.fused_search(
+        pool, embeddings, user_id, query, since=window.start, until=window.end,
+        candidates=max(episodes.CANDIDATES, limit), gate=episodes.SEARCH_GATE,
+    )
+    terms, phrase = query_terms(query), " ".join(query.casefold().split())
+    hits = []
+    for c in (f.candidate for f in found[:limit]):
+        chat = chats.get(c.thread_id) or ChatRecord(thread_id=c.thread_id, title="This chat")
+        matched = keyword_match(c.content, terms, phrase)
+        hits.append(
+            MessageHit(
+                chat_id=c.thread_id,
+                chat_title=chat.title,
+                message_index=c.position,
+                role=c.role,  # type: ignore[arg-type]
+                sent_at=c.sent_at,
+                snippet=_snippet_around(c.content, matched.position if matched else 0),
+                matched_terms=matched.terms if matched else [],
+                score=matched.score if matched else 0.0,
+                chat_last_activity=chat.last_activity,
+            )
+        )
+    return hits
 
 
 async def get_conversation_summary(

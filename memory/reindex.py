@@ -2,16 +2,22 @@
 
 Needed after changing MEMORY_AGENT_EMBEDDINGS: vectors of different models must not be mixed.
 The store's vector table is rebuilt at the new dimension, every store item is put
-again (which re-embeds its indexed fields), the knowledge base is re-embedded, and
-the new model is recorded.
+again (which re-embeds its indexed fields), the knowledge base is re-embedded, the
+episodic index is rebuilt from the checkpoints, and the new model is recorded.
+``reindex --episodes`` rebuilds the episodic index alone (it is derived data: e.g. after a
+restore of the checkpoints, or to index chats written before the index existed).
 """
 
 from __future__ import annotations
 
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
 import knowledge
+from memory import episodes
 from memory.backend import make_store
 from memory import memory_writer
-from storage import store_rows
+from storage import episodes as episode_table
+from storage import store_rows, thread_owners
 from storage.postgres import schema_lock
 from embeddings.record import write_record
 from embeddings import EmbeddingsInfo
@@ -28,5 +34,23 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
         await store_rows.ensure_vector_index(pool)
         items = await memory_writer.reembed_items(store, await store_rows.all_items(pool), batch=BATCH)
         chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
+        async with pool.connection() as conn:
+            await episode_table.resize(conn, embeddings.dims)
+        messages = await _rebuild_episodes(pool, embeddings)
         await write_record(pool, embeddings.name, embeddings.dims)
-        return {"store_items": items, "knowledge_chunks": chunks}
+        return {"store_items": items, "knowledge_chunks": chunks, "messages": messages}
+
+
+async def reindex_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict[str, int]:
+    """Rebuild the episodic index alone, from every owned thread's latest checkpoint."""
+    async with schema_lock(pool):
+        await episode_table.setup(pool, embeddings.dims)
+    return {"messages": await _rebuild_episodes(pool, embeddings)}
+
+
+async def _rebuild_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> int:
+    await episode_table.setup(pool, embeddings.dims)
+    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    # Only threads with a recorded owner: a thread nobody owns is reachable by no one.
+    owned = await thread_owners.all_owned(pool)
+    return await episodes.rebuild(pool, embeddings.embeddings, saver, [(owner, thread) for thread, owner in owned])

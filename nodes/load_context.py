@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from langchain_core.messages import RemoveMessage
@@ -9,10 +10,13 @@ from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
 from core.text_validation import validate_user_text
-from core.messages import current_turn
+from core.messages import current_turn, sent_at, stamp_sent_at
 from core.state import State
 from core.errors import InvalidMessage
+from memory import episodes
 from memory.recall import load_user_context
+from nodes.compaction import model_view
+from storage import thread_owners
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +32,16 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
         # Take the refused message back out, so the thread holds nothing half-done.
         return {"messages": [RemoveMessage(id=human.id)], "error": str(exc)}
     thread_id = thread_id_of(runtime)
-    loaded = await load_user_context(
-        runtime.store, ctx.user_id, human.text, thread_id=thread_id, max_facts=ctx.max_facts
+    loaded, excerpts = await asyncio.gather(
+        load_user_context(runtime.store, ctx.user_id, human.text, thread_id=thread_id, max_facts=ctx.max_facts),
+        _excerpts(runtime.store, ctx.user_id, human.text, thread_id, state, ctx.episodic_token_budget),
     )
+    loaded["excerpts"] = excerpts
+    update: dict = {}
+    if sent_at(human) is None:  # the message's time, kept with it from now on
+        update["messages"] = [stamp_sent_at(human.model_copy())]
     return {
+        **update,
         "loaded_context": loaded,
         "error": None,
         "tool_steps": 0,
@@ -40,3 +50,16 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
         "retrieved_chunks": [],
         "memory_written": {},
     }
+
+
+async def _excerpts(store, user_id: str, query: str, thread_id: str | None, state: State, budget: int) -> list[dict]:
+    """What was said in earlier turns and chats that bears on the message, minus what the model
+    already sees (this thread's messages after the compaction cursor)."""
+    pool = thread_owners.pool_of(store)
+    embeddings = getattr(store, "embeddings", None)
+    if pool is None or embeddings is None or budget <= 0:
+        return []
+    in_view = [m.id for m in model_view(state.messages, state.summarized_through) if m.id]
+    return await episodes.recall(
+        pool, embeddings, user_id, query, store=store, thread_id=thread_id, exclude=in_view, token_budget=budget
+    )

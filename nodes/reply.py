@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 import prompts
 from nodes.compaction import model_view
 from core.context import Context, get_context
-from core.messages import last_human_index
+from core.messages import last_human_index, stamp_sent_at
 from core.metrics import count_tokens_used, timed
 from prompts.reply_prompt import BuiltPrompt, PromptBudgets, build_prompt
 from core.state import State
@@ -72,6 +72,7 @@ def reply_prompt(state: State, ctx: Context) -> tuple[BuiltPrompt, list[BaseMess
             user_context=ctx.user_context_token_budget,
             summary=ctx.max_summary_tokens,
             knowledge=ctx.rag_token_budget,
+            episodes=ctx.episodic_token_budget,
             recent=ctx.max_context_tokens,
         ),
     )
@@ -111,6 +112,7 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             id=response.id,
             usage_metadata=response.usage_metadata,
         )
+    stamp_sent_at(response)  # the reply's time: the history, the page and the episodic index show it
     usage = response.usage_metadata or {}
     count_tokens_used("reply", usage.get("input_tokens", 0), usage.get("output_tokens", 0))
     turn_usage = dict(state.turn_usage) if this_turn else {}

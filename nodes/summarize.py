@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER  # where a run's config carries its saver
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -18,6 +20,7 @@ from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
 from memory.chat_titles import keyword_title, needs_model_title
 from core.errors import ModelOutputError
 from core.schemas import ChatRecord, SummaryBoard, utcnow
+from memory import episodes
 from memory.summarizer import fold_summary, make_first_title, make_title, recompress_summary
 from memory.memory_writer import save_chat_record
 from memory.user_memory import get_chat
@@ -93,8 +96,22 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
 
     thread_id = thread_id_of(runtime)
     if thread_id and runtime.store is not None:
-        await _update_chat_record(runtime, ctx, thread_id, board, state, update.get("summarized_through"), model)
+        if await _update_chat_record(runtime, ctx, thread_id, board, state, update.get("summarized_through"), model):
+            await _index_messages(runtime, ctx, thread_id, state)
     return update
+
+
+async def _index_messages(runtime, ctx: Context, thread_id: str, state: State) -> None:
+    """The episodic index after the reply (nothing of it before the first token). Derived data:
+    a failure is logged and the next turn's sync writes what this one missed."""
+    saver = (get_config().get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+    try:
+        with timed("index_messages"):
+            await episodes.index_for_run(runtime.store, ctx.user_id, thread_id, state.messages, checkpointer=saver)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        log.warning("episodic index not updated for thread %s: %s", thread_id, exc, exc_info=True)
 
 
 async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoard:
@@ -112,7 +129,8 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
     return again.value
 
 
-async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> None:
+async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> bool:
+    """Write the chat's record; False when the thread is another user's (nothing written)."""
     store = runtime.store
     # A thread run without an owner yet (the CLI, evals, a kept stateless run) becomes the
     # run's user's, so its record and its ownership agree. Entry points check before the run;
@@ -123,7 +141,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
             await thread_owners.claim_ownership(pool, thread_id, ctx.user_id)
         except thread_owners.ThreadTaken as exc:
             log.warning("chat record not written: %s", exc)
-            return
+            return False
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
     first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
     if chat.title == "New chat" and not chat.title_by_user and first is not None:
@@ -144,6 +162,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
     chat.message_count = len(state.messages)
     chat.last_activity = utcnow()
     await save_chat_record(store, ctx.user_id, chat)
+    return True
 
 
 async def _first_title(model, ctx: Context, messages, first: HumanMessage) -> str:

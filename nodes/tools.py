@@ -68,13 +68,15 @@ async def search_conversation_history(
     time_range: str = "all",
     limit: int = 5,
 ) -> str:
-    """Search the full history of this chat (including parts already summarized) and of the user's
-    other chats, and their summaries. Use it when the user refers to something said earlier.
-    time_range: 'all', 'today', 'yesterday', '24h', '7d', '2w', '3m', 'YYYY-MM-DD' or 'YYYY-MM-DD..YYYY-MM-DD'."""
+    """Search everything said in this chat (including parts already summarized) and in the user's
+    other chats, with when it was said, and the chats' summaries. Use it when the user refers to
+    something said earlier, or asks when something was said.
+    time_range (when the messages were said): 'all', 'today', 'yesterday', '24h', '7d', '2w', '3m',
+    'YYYY-MM-DD' or 'YYYY-MM-DD..YYYY-MM-DD'."""
     found = await queries.search_conversation_history(
         runtime.store, _saver(runtime), _user(runtime), query, time_range, limit, current=_current(runtime)
     )
-    lines = [f"[{h.role}, \"{h.chat_title}\" #{h.message_index}] {h.snippet}" for h in found.messages]
+    lines = [f"[{h.sent_at:%Y-%m-%d %H:%M} UTC, {h.role}, \"{h.chat_title}\" #{h.message_index}] {h.snippet}" for h in found.messages]
     lines += [f"[chat {h.chat_id} \"{h.title}\" {h.last_activity:%Y-%m-%d}] {h.summary_snippet}" for h in found.summaries]
     return "\n".join(lines) if lines else "Nothing in the conversation history matches."
 

@@ -1,8 +1,12 @@
 """The single function that builds what the model sees, from explicit labelled sections.
 
 Order: persona/system (with the precedence rules) → user context → conversation
-summary → relevant knowledge, all in one system message; then the recent
-conversation (messages after the summary's cursor) and the current message.
+summary → relevant knowledge → excerpts of earlier conversations, all in one system
+message; then the recent conversation (messages after the summary's cursor) and the
+current message. What stays the same from turn to turn comes first (the system text,
+then the user context, which opens with the profile and preferences), so providers'
+prompt caches (OpenAI, Anthropic, llama.cpp) reuse that prefix; what each message
+brings (facts ranked for it, knowledge, excerpts) follows.
 Every section has its own token budget and the output is deterministic: the same
 inputs always give the same messages.
 """
@@ -10,6 +14,7 @@ inputs always give the same messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
@@ -21,7 +26,8 @@ from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate
 USER_CONTEXT_HEADER = "## User context"
 SUMMARY_HEADER = "## Conversation summary"
 KNOWLEDGE_HEADER = "## Relevant knowledge"
-SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, KNOWLEDGE_HEADER)
+EPISODES_HEADER = "## From earlier conversations"
+SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, KNOWLEDGE_HEADER, EPISODES_HEADER)
 
 
 @dataclass
@@ -30,6 +36,7 @@ class PromptBudgets:
     user_context: int = 800
     summary: int = 600
     knowledge: int = 1200
+    episodes: int = 1500
     recent: int = 6000
 
 
@@ -87,6 +94,54 @@ def render_knowledge(chunks: Sequence[dict[str, Any]], budget: int | None = None
     return KNOWLEDGE_SEPARATOR.join(parts)
 
 
+# Excerpts of earlier conversations (memory.episodes.recall): one block per run of neighbouring
+# messages of a chat, headed by its date and chat title; a line says who spoke, and its own
+# date when the block spans days.
+EXCERPT_SEPARATOR = "\n\n"
+# A chat title is shown up to this long in an excerpt's header.
+TITLE_CHARS = 60
+
+
+def excerpt_date(when: datetime) -> str:
+    return f"{when.day} {when:%B %Y}"  # "8 May 2023": how people (and LoCoMo's answers) write dates
+
+
+def _when(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+# A longer message is cut here: an excerpt reminds, the history tool reads whole messages.
+EXCERPT_LINE_CHARS = 700
+
+
+def excerpt_line(role: str, text: str, date: str = "") -> str:
+    words = " ".join(text.split())
+    if len(words) > EXCERPT_LINE_CHARS:
+        words = words[: EXCERPT_LINE_CHARS - 1].rstrip() + "…"
+    return f"{role}{f' ({date})' if date else ''}: {words}"
+
+
+def render_excerpt(excerpt: dict[str, Any]) -> str:
+    lines = excerpt.get("lines") or []
+    if not lines:
+        return ""
+    first = excerpt_date(_when(lines[0]["sent_at"]))
+    title = excerpt.get("chat_title") or "a chat"
+    out = [f'[{first}, "{title[:TITLE_CHARS]}"]']
+    for line in lines:
+        date = excerpt_date(_when(line["sent_at"]))
+        out.append(excerpt_line(line["role"], line["text"], "" if date == first else date))
+    return "\n".join(out)
+
+
+def render_excerpts(excerpts: Sequence[dict[str, Any]], budget: int | None = None) -> str:
+    """The excerpts in order; with a budget, only the leading whole ones that fit."""
+    parts = [p for p in (render_excerpt(e) for e in excerpts) if p]
+    if budget is not None:
+        parts = fit_blocks(parts, budget, EXCERPT_SEPARATOR)
+    return EXCERPT_SEPARATOR.join(parts)
+
+
 def system_text(persona_text: str) -> str:
     return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
 
@@ -128,10 +183,12 @@ def build_prompt(
     user_context = truncate_lines(render_user_context(loaded_context), budgets.user_context)
     summary = truncate_lines(summary_text, budgets.summary)
     knowledge_text = render_knowledge(knowledge, budgets.knowledge)
+    episodes_text = render_excerpts(loaded_context.get("excerpts") or [], budgets.episodes)
     for header, body, key in (
         (USER_CONTEXT_HEADER, user_context, "user_context"),
         (SUMMARY_HEADER, summary, "summary"),
         (KNOWLEDGE_HEADER, knowledge_text, "knowledge"),
+        (EPISODES_HEADER, episodes_text, "episodes"),
     ):
         # Empty sections are still labelled, so the model knows it has nothing rather than guessing.
         sections.append(f"{header}\n{body if body.strip() else '(none)'}")

@@ -160,6 +160,13 @@ async def threads_of(pool: AsyncConnectionPool, owner: str) -> list[str]:
     return [r["thread_id"] for r in rows]
 
 
+async def all_owned(pool: AsyncConnectionPool) -> list[tuple[str, str]]:
+    """(thread id, owner) of every owned thread (a rebuild of derived data walks them all)."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(f"SELECT thread_id, owner FROM {TABLE} ORDER BY owner, created_at")).fetchall()
+    return [(r["thread_id"], r["owner"]) for r in rows]
+
+
 async def owned_among(pool: AsyncConnectionPool, owner: str, thread_ids: Iterable[str]) -> set[str]:
     """The subset of ``thread_ids`` that ``owner`` owns."""
     ids = list(dict.fromkeys(thread_ids))

@@ -38,6 +38,7 @@ from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
 from core.dates import due_phrase
+from core.messages import sent_at
 from core.text_validation import validate_user_text
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
@@ -191,8 +192,10 @@ class ChatSession:
         state = await self.graph.aget_state(self.config)
         for m in (state.values.get("messages") or [])[-2:]:
             who = "you" if m.type == "human" else "agent"
+            when = sent_at(m)
+            stamp = f"[{when.astimezone():%Y-%m-%d %H:%M}] " if when else ""
             text = " ".join(m.text.split())
-            self.note(f"  {who}> {text[:200]}{'…' if len(text) > 200 else ''}")
+            self.note(f"  {stamp}{who}> {text[:200]}{'…' if len(text) > 200 else ''}")
 
     async def pending_confirmation(self) -> dict | None:
         state = await self.graph.aget_state(self.config)

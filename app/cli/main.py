@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--title", help="the chat's title (default: the file's, else generated)")
     imp.add_argument("--model", help="chat model for the memory updates (default: $MEMORY_AGENT_MODEL or auto)")
 
-    sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
+    reindex = sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
+    reindex.add_argument(
+        "--episodes", action="store_true", help="only rebuild the index of what was said (every message) from the chats"
+    )
     for name, (_, help_text) in MODULE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     parser.commands = dict(sub.choices)  # for per-command usage on a bad option
@@ -126,7 +129,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
     from memory.backend import open_memory
 
     if args.command == "reindex":
-        return await _reindex()
+        return await _reindex(episodes_only=args.episodes)
     started = time.perf_counter()
     async with open_memory() as backend:
         logging.getLogger(__name__).info("memory ready in %.2fs", time.perf_counter() - started)
@@ -205,10 +208,10 @@ async def _import(backend, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _reindex() -> int:
+async def _reindex(*, episodes_only: bool = False) -> int:
     from embeddings import resolve_embeddings
     from storage.postgres import database_url, open_pool, prepare_database
-    from memory.reindex import reindex
+    from memory.reindex import reindex, reindex_episodes
 
     url = database_url()
     await prepare_database(url)
@@ -216,12 +219,15 @@ async def _reindex() -> int:
     pool = await open_pool(url)
     try:
         started = time.perf_counter()
-        counts = await reindex(pool, emb)
+        counts = await (reindex_episodes(pool, emb) if episodes_only else reindex(pool, emb))
     finally:
         await pool.close()
+    if episodes_only:
+        print(f"Indexed {counts['messages']} messages of every chat with {emb.name} in {time.perf_counter() - started:.1f}s.")
+        return 0
     print(
-        f"Re-embedded {counts['store_items']} memory items and {counts['knowledge_chunks']} knowledge chunks "
-        f"with {emb.name} ({emb.dims} dims) in {time.perf_counter() - started:.1f}s."
+        f"Re-embedded {counts['store_items']} memory items and {counts['knowledge_chunks']} knowledge chunks, and indexed "
+        f"{counts['messages']} messages, with {emb.name} ({emb.dims} dims) in {time.perf_counter() - started:.1f}s."
     )
     return 0
 

@@ -70,7 +70,7 @@ from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.memory_writer import create_chat_record
 from memory.queries import list_chats
-from core.messages import is_stopped
+from core.messages import is_stopped, sent_at
 
 router = APIRouter(tags=["chats"])
 
@@ -133,6 +133,7 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
         tool_calls=[ToolCallOut(id=c.get("id"), name=c["name"], args=c.get("args") or {}) for c in calls],
         tool_name=message.name if isinstance(message, ToolMessage) else None,
         in_model_view=message.id in visible,
+        sent_at=sent_at(message),
         stopped=is_stopped(message),
     )
 

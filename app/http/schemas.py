@@ -92,6 +92,7 @@ class MessageOut(BaseModel):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
     tool_name: str | None = None
     in_model_view: bool = Field(description="False once the message is folded into the summary.")
+    sent_at: datetime | None = Field(None, description="When the message was said (UTC); None for messages from before times were kept.")
     stopped: bool = Field(
         False, description="A reply the user stopped: kept as far as it got; memory learned nothing from its turn."
     )

@@ -76,13 +76,14 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         query: Annotated[Query, Field(min_length=1, description="What to look for: words or a description of the topic.")],
         time_range: Annotated[
             ShortText,
-            Field(description=f"Only chats active in this window: {q.TIME_RANGE_HELP}."),
+            Field(description=f"Only messages said in this window (and chats active in it): {q.TIME_RANGE_HELP}."),
         ] = "all",
         limit: Limit = 10,
     ) -> q.ConversationSearch:
         """Search the user's past conversations. Returns two lists: `summaries`, chats whose summary is
-        semantically close to the query (meaning, not exact words), and `messages`, individual messages of the
-        full histories containing the query's words (each with chat_id, position, role and a snippet).
+        semantically close to the query (meaning, not exact words), and `messages`, individual messages of all the
+        user's chats holding the query's words or close to it in meaning (each with chat_id, position, role, the
+        time it was said and a snippet), best first.
         Use it to answer "what did we say about X" or "when did I mention Y"."""
         with user_errors():
             return await q.search_conversation_history(store, checkpointer, user_id, query, time_range, limit)

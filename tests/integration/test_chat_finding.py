@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import uuid
 
 import pytest
@@ -143,6 +144,7 @@ async def test_chats_are_listed_numbered_newest_first_and_opened_by_number(four_
     assert session.thread_id == threads["bank"]
     assert "Switched to 'My bank charged me twice'" in err.getvalue()
     assert "you> They say the refund takes five working days" in err.getvalue()  # where the chat left off
+    assert re.search(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] you> They say", err.getvalue())  # with when it was said
     await session.command("/open 9")
     assert "No chat 9: /chats numbers them 1 to 4." in err.getvalue() and session.thread_id == threads["bank"]
 

@@ -11,6 +11,7 @@ else to a temporary directory, so test runs never touch the tree.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import signal
 import tempfile
@@ -395,6 +396,14 @@ async def test_regenerate_answers_the_last_message_again(page):
     assert await page.locator(tid("user-message")).count() == 2
     assert await page.locator(tid("assistant-message")).count() == 2
     assert await page.locator(tid("assistant-message")).last.get_attribute("data-message-id") != first_id
+
+
+async def test_every_message_shows_when_it_was_said(page):
+    await send(page, "I live in Rome")  # the chat's history is read again after the turn, with the times
+    times = page.locator(tid("message-time"))
+    assert await times.count() == 2
+    assert await times.first.get_attribute("datetime")
+    assert re.fullmatch(r"\d{1,2}[:.]\d{2}(\s?[AP]M)?", (await times.first.inner_text()).strip())  # today: the time alone
 
 
 @pytest.mark.parametrize("width", [390, 1024])

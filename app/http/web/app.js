@@ -193,6 +193,14 @@ function ago(iso) {
   return new Date(iso).toLocaleDateString();
 }
 
+// A message's time as people read it: the time alone today, else the date and time.
+function messageTime(iso) {
+  const when = new Date(iso);
+  const today = new Date().toDateString() === when.toDateString();
+  const time = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return today ? time : `${when.toLocaleDateString()} ${time}`;
+}
+
 function setStatus(text, kind = "") {
   const status = tid("composer-status");
   status.textContent = text;
@@ -512,6 +520,9 @@ function messageNode(message, lastReplyId) {
     body,
   );
   const actions = el("div", { class: "message-actions" });
+  if (message.sent_at) {
+    actions.append(el("time", { class: "message-time", datetime: message.sent_at, title: new Date(message.sent_at).toLocaleString(), testid: "message-time" }, messageTime(message.sent_at)));
+  }
   if (!message.in_model_view) actions.append(tag("in summary", "", "Folded into the summary the model sees"));
   if (message.stopped) {
     actions.append(tag("■ stopped", "stopped", "You stopped this reply. It is kept as far as it got; memory learned nothing from this turn. Regenerate it for a full reply.", "stopped-tag"));

@@ -1,0 +1,402 @@
+"""Episodic memory: what was said, every message of every chat, searchable with its time.
+
+The index (``storage.episodes``) is derived data, like a search index over the checkpoints:
+
+- **written after the reply** (the summarize step calls :func:`index_thread`), embeddings in
+  batches, nothing before the first token. The step syncs the thread's rows with the thread's
+  current branch: new messages are added, messages no longer on the branch (an edit or a
+  regeneration forked the thread before them) are dropped, so a retraction needs no
+  bookkeeping of its own, and a failed write is caught up on the next turn;
+- **deleted** with the chat (``chat_admin.delete_chat``) and with the user (forget-me);
+- **rebuilt** from the checkpoints by ``memory-agent reindex`` (:func:`rebuild`).
+
+A message's time is ``core.messages.sent_at``; messages from before times were kept get the
+time of the first checkpoint that holds them.
+
+:func:`recall` chooses the excerpts load_context puts in the reply prompt: full text and
+vectors fused (RRF), a relevance gate (unrelated messages get nothing), neighbouring turns
+where a turn alone says little, packed into a token budget; each excerpt dated and named by
+its chat. :func:`fused_search` with ``SEARCH_GATE`` is the same search for the history tool and MCP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from psycopg_pool import AsyncConnectionPool
+
+from core.messages import sent_at
+from core.tokens import count_tokens
+from knowledge.hybrid_ranking import reciprocal_rank_fusion
+from memory.user_memory import get_chat
+from prompts.reply_prompt import render_excerpts
+from storage import episodes as table
+from storage import thread_owners
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 64
+# Candidates per arm (full text, vectors) before fusion.
+CANDIDATES = 40
+
+
+def role_of(message: BaseMessage) -> str | None:
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    return None  # tool results and system messages are plumbing, not conversation
+
+
+def conversation(messages: Sequence[BaseMessage]) -> list[tuple[int, str, BaseMessage]]:
+    """(position in the thread, role, message) of the messages the index keeps: user and
+    assistant messages with text."""
+    out = []
+    for position, m in enumerate(messages):
+        role = role_of(m)
+        if role and m.id and m.text.strip():
+            out.append((position, role, m))
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+async def checkpoint_times(checkpointer, thread_id: str, wanted: Iterable[str]) -> dict[str, datetime]:
+    """When each of ``wanted`` (message ids) first appeared in the thread's checkpoints: the time of
+    messages written before messages carried their own. Walks the history back only as far as needed."""
+    wanted = set(wanted)
+    found: dict[str, datetime] = {}
+    if not wanted or checkpointer is None:
+        return found
+    async for tup in checkpointer.alist({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}):
+        ids = {m.id for m in (tup.checkpoint.get("channel_values", {}) or {}).get("messages") or [] if getattr(m, "id", None)}
+        here = ids & wanted
+        if not here:
+            if found:
+                break  # older checkpoints precede these messages (the list only grows back then)
+            continue
+        when = datetime.fromisoformat(tup.checkpoint["ts"])
+        for message_id in here:
+            found[message_id] = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return found
+
+
+async def embed_texts(embeddings, texts: Sequence[str]) -> list[list[float]]:
+    vectors: list[list[float]] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        vectors.extend(await embeddings.aembed_documents(list(texts[start : start + EMBED_BATCH])))
+    return vectors
+
+
+@dataclass
+class IndexResult:
+    written: int = 0
+    dropped: int = 0
+
+
+async def index_thread(
+    pool: AsyncConnectionPool,
+    embeddings,
+    owner: str,
+    thread_id: str,
+    messages: Sequence[BaseMessage],
+    *,
+    checkpointer=None,
+) -> IndexResult:
+    """Bring the thread's rows in step with ``messages`` (the thread's current branch): add what
+    is new, drop what left the branch, move what changed position. Only the new messages are embedded.
+
+    The caller has checked that ``owner`` owns the thread (``thread_owners.claim``)."""
+    kept = conversation(messages)
+    existing = await table.indexed_positions(pool, owner, thread_id)
+    new = [(p, r, m) for p, r, m in kept if m.id not in existing]
+    moved = {m.id: p for p, _, m in kept if m.id in existing and existing[m.id] != p}
+    keep_ids = [m.id for _, _, m in kept]
+    if not new and not moved and len(existing) == len(keep_ids):
+        return IndexResult()
+    undated = [m.id for _, _, m in new if sent_at(m) is None]
+    fallback = await checkpoint_times(checkpointer, thread_id, undated) if undated else {}
+    now = datetime.now(timezone.utc)
+    vectors = await embed_texts(embeddings, [m.text for _, _, m in new]) if new else []
+    rows = [
+        table.Episode(thread_id, m.id, p, r, sent_at(m) or fallback.get(m.id) or now, m.text, owner=owner, embedding=v)
+        for (p, r, m), v in zip(new, vectors)
+    ]
+    dropped = await table.sync_thread(pool, owner, thread_id, keep=keep_ids, write=rows, moved=moved)
+    return IndexResult(written=len(rows), dropped=dropped)
+
+
+async def index_for_run(store, owner: str, thread_id: str, messages: Sequence[BaseMessage], checkpointer=None) -> IndexResult | None:
+    """The summarize step's call: our Postgres store gives the pool and the embeddings; any other
+    store (a test's in-memory one) has no index."""
+    pool = thread_owners.pool_of(store)
+    embeddings = getattr(store, "embeddings", None)
+    if pool is None or embeddings is None:
+        return None
+    result = await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer)
+    if result.written and owner not in _owners_with_index and await table.count(pool, owner) >= table.LARGE_OWNER:
+        # Built in the background (about a minute per 100,000 messages); searches stay exact until it is ready.
+        task = asyncio.create_task(table.ensure_owner_index(pool, owner))
+        _building.add(task)
+        task.add_done_callback(lambda t: _owner_indexed(owner, t))
+    return result
+
+
+_owners_with_index: set[str] = set()
+_building: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+
+
+def _owner_indexed(owner: str, task: asyncio.Task) -> None:
+    _building.discard(task)
+    if not task.cancelled() and task.exception() is None and task.result():
+        _owners_with_index.add(owner)
+    elif not task.cancelled() and task.exception() is not None:
+        log.warning("HNSW index of %s's messages not built: %s", owner, task.exception())
+
+
+async def rebuild(pool: AsyncConnectionPool, embeddings, checkpointer, owners_threads: Iterable[tuple[str, str]]) -> int:
+    """Index every (owner, thread) from its latest checkpoint, as if new; returns rows written."""
+    written = 0
+    for owner, thread_id in owners_threads:
+        await table.delete_thread(pool, owner, thread_id)
+        tup = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
+        if tup is None:
+            continue
+        messages = (tup.checkpoint.get("channel_values", {}) or {}).get("messages") or []
+        written += (await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer)).written
+    return written
+
+
+# --------------------------------------------------------------------------- search
+@dataclass(frozen=True)
+class EpisodeGate:
+    """Which found messages are related to the query at all (none of an unrelated lot reaches the prompt).
+
+    A message passes when its cosine similarity to the query is at least ``min_similarity``, or
+    it holds at least ``min_coverage`` of the query's words (each weighed by its rarity among the
+    user's messages) and its similarity is at least ``min_similarity_covered``. Calibrated on
+    all-MiniLM-L6-v2 (docs/episodic-memory.md: LoCoMo questions against the retrieval eval's
+    unrelated messages); another embedding model needs its own floors.
+    """
+
+    min_similarity: float = 0.47
+    min_similarity_covered: float = 0.25
+    min_coverage: float = 0.5
+    # Once one message clears the gate the question is about the past: the others then need only
+    # this much (similarity, or share of the question's weighted words) to fill the budget.
+    floor_similarity: float = 0.25
+    floor_coverage: float = 0.25
+
+    def admits(self, c: table.Candidate) -> bool:
+        similarity = c.similarity if c.similarity is not None else 0.0
+        return similarity >= self.min_similarity or (c.coverage >= self.min_coverage and similarity >= self.min_similarity_covered)
+
+    def clears_floor(self, c: table.Candidate) -> bool:
+        return (c.similarity or 0.0) >= self.floor_similarity or c.coverage >= self.floor_coverage
+
+
+EPISODE_GATE = EpisodeGate()
+# A search the user (or the model) asks for: any message holding a word of the query counts, a
+# message found by meaning alone must be as close as the prompt's gate asks.
+SEARCH_GATE = EpisodeGate(min_similarity_covered=-1.0, min_coverage=1e-9)
+
+
+# Greetings, thanks and goodbyes resemble the same small talk in every past chat, and recalling
+# it helps nothing: a message this close to one of these gets no excerpts.
+SMALL_TALK = (
+    "Hello, how are you?",
+    "Hey! How's it going?",
+    "Thank you so much, that was helpful.",
+    "Thanks!",
+    "Good morning!",
+    "Good night, talk to you tomorrow.",
+    "OK, sounds good.",
+    "Bye, see you later!",
+    "Great, let's do that.",
+    "lol that's funny",
+)
+SMALL_TALK_SIMILARITY = 0.7
+_small_talk_vectors: dict[int, Any] = {}
+
+
+async def is_small_talk(embeddings, vector: Sequence[float]) -> bool:
+    import numpy as np
+
+    key = id(embeddings)
+    if key not in _small_talk_vectors:
+        rows = np.asarray(await embeddings.aembed_documents(list(SMALL_TALK)), dtype=np.float64)
+        _small_talk_vectors[key] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    q = np.asarray(vector, dtype=np.float64)
+    norm = np.linalg.norm(q)
+    return bool(norm) and float((_small_talk_vectors[key] @ (q / norm)).max()) >= SMALL_TALK_SIMILARITY
+
+
+@dataclass
+class Found:
+    """A candidate in fused order with its fused score."""
+
+    candidate: table.Candidate
+    score: float
+
+
+async def fused_search(
+    pool: AsyncConnectionPool,
+    embeddings,
+    owner: str,
+    query: str,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    thread_id: str | None = None,
+    exclude: Sequence[str] = (),
+    candidates: int | None = None,
+    gate: EpisodeGate | None = EPISODE_GATE,
+    vector: Sequence[float] | None = None,
+) -> list[Found]:
+    """The owner's messages matching ``query``, full text and vectors fused (RRF), best first;
+    with a ``gate``, only those it admits."""
+    if not query.strip():
+        return []
+    candidates = candidates or CANDIDATES
+    vector = vector if vector is not None else await embeddings.aembed_query(query)
+    found = await table.search(pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude)
+    by_key = {(c.thread_id, c.message_id): c for c in found}
+    text_order = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)
+    vector_order = sorted((c for c in found if c.vector_rank is not None), key=lambda c: c.vector_rank)
+    fused = reciprocal_rank_fusion(
+        [[(c.thread_id, c.message_id) for c in text_order], [(c.thread_id, c.message_id) for c in vector_order]]
+    )
+    out = [Found(by_key[key], score) for key, score in fused]
+    if gate is not None:
+        out = [f for f in out if gate.admits(f.candidate)]
+    return out
+
+
+# A turn this short (in words) says little alone ("yes, in March"): the turn before it goes with it.
+# (6 did better than 12 or 20 on LoCoMo at the same budget: longer turns mostly stand alone.)
+SHORT_TURN_WORDS = 6
+NEIGHBOURS_ALWAYS = False
+_WORDS = re.compile(r"\w+")
+
+
+def needs_previous(c: table.Candidate) -> bool:
+    return len(_WORDS.findall(c.content)) < SHORT_TURN_WORDS
+
+
+def needs_next(c: table.Candidate) -> bool:
+    # A question's answer is the turn after it.
+    return c.content.rstrip().endswith("?")
+
+
+@dataclass
+class _Line:
+    message_id: str
+    position: int
+    role: str
+    sent_at: datetime
+    text: str
+
+
+@dataclass
+class _Block:
+    thread_id: str
+    lines: dict[int, _Line] = field(default_factory=dict)
+    score: float = 0.0
+
+    def first_time(self) -> datetime:
+        return min(l.sent_at for l in self.lines.values())
+
+    def touches(self, low: int, high: int) -> bool:
+        """Whether messages at positions low..high would continue this block (or overlap it)."""
+        return low <= max(self.lines) + 1 and high >= min(self.lines) - 1
+
+
+async def _titles(store, owner: str, thread_ids: Iterable[str]) -> dict[str, str]:
+    ids = list(dict.fromkeys(thread_ids))
+    if store is None or not ids:
+        return {}
+    chats = await asyncio.gather(*(get_chat(store, owner, t) for t in ids))
+    return {t: c.title for t, c in zip(ids, chats) if c is not None}
+
+
+async def recall(
+    pool: AsyncConnectionPool,
+    embeddings,
+    owner: str,
+    query: str,
+    *,
+    store=None,
+    thread_id: str | None = None,
+    exclude: Sequence[str] = (),
+    token_budget: int = 1500,
+    gate: EpisodeGate | None = EPISODE_GATE,
+) -> list[dict[str, Any]]:
+    """Excerpts of past conversations for the reply prompt, within ``token_budget`` (as the prompt
+    renders them), oldest first: ``[{thread_id, chat_title, lines: [{message_id, role, sent_at, text}]}]``.
+
+    Messages of ``thread_id`` listed in ``exclude`` (the model already sees them) are left out.
+    None when nothing clears the gate."""
+    if token_budget <= 0 or not query.strip():
+        return []
+    vector = await embeddings.aembed_query(query)
+    if gate is not None and await is_small_talk(embeddings, vector):
+        return []
+    found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
+    if gate is not None:
+        if not any(gate.admits(f.candidate) for f in found):
+            return []
+        found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
+    hidden = set(exclude) if thread_id else set()
+    anchors = [(f.candidate.thread_id, f.candidate.position) for f in found]
+    around, titles = await asyncio.gather(
+        table.neighbours(pool, owner, anchors, before=1, after=1), _titles(store, owner, (t for t, _ in anchors))
+    )
+    blocks: list[_Block] = []
+    seen_text: set[str] = set()
+    for f in found:
+        c = f.candidate
+        if any(b.thread_id == c.thread_id and c.position in b.lines for b in blocks):
+            continue  # already shown as a neighbour of a better match
+        norm = " ".join(c.content.casefold().split())
+        if norm in seen_text:
+            continue  # the same words said again add nothing
+        lines = [_Line(c.message_id, c.position, c.role, c.sent_at, c.content)]
+        for n in around.get((c.thread_id, c.position), []):
+            if n.thread_id == thread_id and n.message_id in hidden:
+                continue
+            if NEIGHBOURS_ALWAYS or (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
+                lines.append(_Line(n.message_id, n.position, n.role, n.sent_at, n.content))
+        # Join a block of the same thread this one touches, so a conversation reads as one excerpt.
+        low, high = min(l.position for l in lines), max(l.position for l in lines)
+        block = next((b for b in blocks if b.thread_id == c.thread_id and b.touches(low, high)), None)
+        trial = [*blocks] if block else [*blocks, _Block(c.thread_id, score=f.score)]
+        target = block or trial[-1]
+        before = dict(target.lines)
+        target.lines.update({l.position: l for l in lines})
+        # The cost as the prompt renders it (dates, titles, separators): the budget holds exactly.
+        if count_tokens(render_excerpts(_as_excerpts(trial, titles))) > token_budget:
+            target.lines = before  # a smaller later one may still fit
+            continue
+        blocks = trial
+        seen_text.add(norm)
+    return _as_excerpts(sorted(blocks, key=lambda b: b.first_time()), titles)
+
+
+def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "thread_id": b.thread_id,
+            "chat_title": titles.get(b.thread_id, ""),
+            "score": round(b.score, 5),
+            "lines": [
+                {"message_id": l.message_id, "role": l.role, "sent_at": l.sent_at.isoformat(), "text": l.text}
+                for _, l in sorted(b.lines.items())
+            ],
+        }
+        for b in blocks
+    ]

@@ -1,0 +1,434 @@
+"""The episodic index: every user and assistant message of every chat, one row each.
+
+Derived data, like a search index: the checkpoints hold the conversation, this table
+makes it searchable across chats (``memory.episodes`` writes it after each reply, keeps it
+in step with the thread's branch, and rebuilds it from the checkpoints on ``reindex``).
+
+A row keeps the message's owner, thread, id, position in the thread, role, time
+(``sent_at``), plain text, a full-text vector (``'english'``: stemmed, so "painted"
+finds "painting"; words of other languages still match themselves) and the embedding.
+
+Past one machine: every statement here names ``owner`` in its WHERE clause (and the
+primary key starts with it), so the table can be hash-partitioned by ``owner``
+(declarative partitioning) or distributed by it (Citus) with no change to this code;
+``docs/scaling.md`` says how. Nothing here joins across owners.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from psycopg import AsyncConnection, sql
+from psycopg.types import TypeInfo
+from psycopg_pool import AsyncConnectionPool
+
+from core.errors import EmbeddingMismatch
+
+TABLE = "memory_agent_episodes"
+
+# Function words of English and Italian (as the 'english' parser leaves them, unstemmed) and
+# chat filler: matching them proves nothing, and 'english' keeps the Italian ones.
+STOP_LEXEMES: tuple[str, ...] = tuple(
+    """
+    il lo la gli le un uno una di da del della dei delle con su per tra fra ed che chi come dove quando
+    perché non è sono si ci mi ti vi al allo alla ai agli alle nel nella nei nelle hi hello hey thank
+    thanks ok okay yes yeah yep nope bye goodbye pleas sure cool great lol ciao grazi prego sì salv
+    """.split()
+)
+
+
+def create_statements(dims: int, *, partitions: int = 0) -> list[str]:
+    """The table and its indexes; with ``partitions`` > 0 the table is hash-partitioned by owner
+    (what docs/scaling.md describes; the code reading and writing it is the same)."""
+    partition_clause = " PARTITION BY HASH (owner)" if partitions else ""
+    statements = [
+        f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    owner text NOT NULL,
+    thread_id text NOT NULL,
+    message_id text NOT NULL,
+    position integer NOT NULL,
+    role text NOT NULL CHECK (role IN ('user', 'assistant')),
+    sent_at timestamptz NOT NULL,
+    content text NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    embedding vector({int(dims)}),
+    PRIMARY KEY (owner, thread_id, message_id)
+){partition_clause}"""
+    ]
+    statements += [
+        f"CREATE TABLE IF NOT EXISTS {TABLE}_p{i} PARTITION OF {TABLE} FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"
+        for i in range(partitions)
+    ]
+    statements += [
+        f"CREATE INDEX IF NOT EXISTS {TABLE}_thread_position ON {TABLE} (owner, thread_id, position)",
+        f"CREATE INDEX IF NOT EXISTS {TABLE}_owner_time ON {TABLE} (owner, sent_at)",
+        f"CREATE INDEX IF NOT EXISTS {TABLE}_tsv ON {TABLE} USING gin (tsv)",
+    ]
+    return statements
+
+
+async def _column_dims(conn: AsyncConnection) -> int | None:
+    row = await (
+        await conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'", (TABLE,)
+        )
+    ).fetchone()
+    return int(row["atttypmod"]) if row else None
+
+
+async def setup(pool: AsyncConnectionPool, dims: int) -> None:
+    """Idempotent; run by the backend's set-up under its schema lock. EmbeddingMismatch when the
+    table was built for vectors of another size (``memory-agent reindex`` rebuilds it)."""
+    async with pool.connection() as conn:
+        existing = await _column_dims(conn)
+        if existing is not None and existing != dims:
+            raise EmbeddingMismatch(
+                f"The episodic index holds {existing}-dimensional vectors but the embeddings give {dims}; run `memory-agent reindex`."
+            )
+        for statement in create_statements(dims):
+            await conn.execute(statement)
+
+
+async def resize(conn: AsyncConnection, dims: int) -> None:
+    """Empty the index and give it vectors of ``dims`` (reindex, after the embeddings changed)."""
+    if await _column_dims(conn) is None:
+        return  # not created yet: the set-up creates it at ``dims``
+    await conn.execute(f"DELETE FROM {TABLE}")
+    await conn.execute(f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(dims)})")
+
+
+# --------------------------------------------------------------------------- rows
+@dataclass
+class Said:
+    """A message of a thread as the index keeps it (a search's neighbouring turn is one)."""
+
+    thread_id: str
+    message_id: str
+    position: int
+    role: str
+    sent_at: datetime
+    content: str
+
+
+@dataclass
+class Episode(Said):
+    """A row to write: the message, its owner and its embedding."""
+
+    owner: str = ""
+    embedding: Sequence[float] | None = None
+
+
+def _vector_text(vector: Sequence[float]) -> str:
+    values = [float(x) for x in vector]
+    if not values or not all(math.isfinite(x) for x in values):
+        raise ValueError("an embedding is empty or has a NaN or infinite value")
+    return "[" + ",".join(repr(x) for x in values) + "]"
+
+
+async def indexed_positions(pool: AsyncConnectionPool, owner: str, thread_id: str) -> dict[str, int]:
+    """message id → position of the thread's indexed messages."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                f"SELECT message_id, position FROM {TABLE} WHERE owner = %s AND thread_id = %s", (owner, thread_id)
+            )
+        ).fetchall()
+    return {r["message_id"]: r["position"] for r in rows}
+
+
+_UPSERT = f"""
+INSERT INTO {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, embedding)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s::vector)
+ON CONFLICT (owner, thread_id, message_id) DO UPDATE
+SET position = excluded.position, role = excluded.role, sent_at = excluded.sent_at,
+    content = excluded.content, embedding = excluded.embedding
+"""
+
+
+async def sync_thread(
+    pool: AsyncConnectionPool,
+    owner: str,
+    thread_id: str,
+    *,
+    keep: Sequence[str],
+    write: Sequence[Episode],
+    moved: dict[str, int] | None = None,
+) -> int:
+    """In one transaction: drop the thread's rows whose message is not in ``keep`` (a branch left
+    by an edit or a regeneration), write ``write`` and move rows to new positions. Returns the
+    number of rows dropped."""
+    for e in write:
+        if e.owner != owner or e.thread_id != thread_id:
+            raise ValueError("every episode written must be of the thread being synced")
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND NOT (message_id = ANY(%s))",
+            (owner, thread_id, list(keep)),
+        )
+        dropped = cur.rowcount
+        if write:
+            async with conn.cursor() as c:
+                await c.executemany(
+                    _UPSERT,
+                    [
+                        (e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
+                         _vector_text(e.embedding) if e.embedding is not None else None)
+                        for e in write
+                    ],
+                )
+        if moved:
+            await conn.execute(
+                f"UPDATE {TABLE} e SET position = m.position FROM unnest(%s::text[], %s::int[]) AS m(message_id, position) "
+                "WHERE e.owner = %s AND e.thread_id = %s AND e.message_id = m.message_id",
+                (list(moved), list(moved.values()), owner, thread_id),
+            )
+    return dropped
+
+
+async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode]) -> int:
+    """Insert many new rows in one COPY (all or nothing; an existing key fails the whole COPY).
+    For bulk seeding (benchmarks, imports of pre-embedded history): no per-row round trip."""
+    from pgvector.psycopg.vector import register_vector_info
+    import numpy as np
+
+    async with conn.transaction(), conn.cursor() as cur:
+        register_vector_info(cur, await TypeInfo.fetch(conn, "vector"))
+        async with cur.copy(
+            f"COPY {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, embedding) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "text", "int4", "text", "timestamptz", "text", "vector"])
+            for e in episodes:
+                vector = None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
+                await copy.write_row((e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, vector))
+    return len(episodes)
+
+
+async def delete_thread(pool: AsyncConnectionPool, owner: str, thread_id: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s", (owner, thread_id))
+        return cur.rowcount
+
+
+async def delete_messages(pool: AsyncConnectionPool, owner: str, thread_id: str, message_ids: Sequence[str]) -> int:
+    if not message_ids:
+        return 0
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND message_id = ANY(%s)",
+            (owner, thread_id, list(message_ids)),
+        )
+        return cur.rowcount
+
+
+async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
+    """Every message of the owner, and their own HNSW index if they had one."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
+        await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(owner_index_name(owner))))
+        return cur.rowcount
+
+
+async def count(pool: AsyncConnectionPool, owner: str) -> int:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s", (owner,))).fetchone()
+    return int(row["n"])
+
+
+# --------------------------------------------------------------------------- search
+@dataclass
+class Candidate(Said):
+    """A message found by the full-text arm, the vector arm or both."""
+
+    text_rank: int | None = None
+    vector_rank: int | None = None
+    similarity: float | None = None
+    coverage: float = 0.0
+    """The share of the query's words (idf-weighted within the owner's messages) the message holds."""
+
+
+# One round trip: the full-text arm (BM25-like: each query word counts by its rarity among the
+# owner's messages; turns are short, so term frequency is left out), the vector arm, then both
+# arms' candidates with their ranks, similarity and word coverage. The vector arm is exact over
+# the owner's rows (no index spans other owners' vectors, so the planner cannot pick one), or, for
+# an owner with an HNSW index of their own (``ensure_owner_index``), approximate through it: the
+# index's predicate names the owner, so the owner is written into that statement as a literal.
+_SEARCH = """
+WITH lexemes AS (
+    SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %(q)s)) AS t(lexeme, positions, weights)
+    WHERE NOT (lexeme = ANY(%(stop)s::text[])) AND (char_length(lexeme) > 1 OR lexeme ~ '^[0-9]$')
+), terms AS (
+    SELECT lexeme, quote_literal(lexeme)::tsquery AS tq FROM lexemes
+), q AS (
+    SELECT (SELECT string_agg(quote_literal(lexeme), ' | ') FROM lexemes)::tsquery AS any_word
+), matched AS MATERIALIZED (
+    SELECT e.thread_id, e.message_id, e.tsv FROM {table} e, q
+    WHERE e.owner = %(owner)s AND q.any_word IS NOT NULL AND e.tsv @@ q.any_word AND {filters}
+), docs AS (
+    SELECT count(*)::float8 AS n FROM {table} e WHERE e.owner = %(owner)s
+), idf AS (
+    SELECT t.lexeme, t.tq, ln(1 + (docs.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+    FROM terms t CROSS JOIN docs CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM matched m WHERE m.tsv @@ t.tq) d
+), text_top AS (
+    SELECT m.thread_id, m.message_id, row_number() OVER (ORDER BY sum(i.idf) DESC, m.thread_id, m.message_id) AS text_rank
+    FROM matched m JOIN idf i ON m.tsv @@ i.tq
+    GROUP BY m.thread_id, m.message_id
+    ORDER BY sum(i.idf) DESC, m.thread_id, m.message_id
+    LIMIT %(k)s
+), nearest AS MATERIALIZED (
+    SELECT e.thread_id, e.message_id, e.embedding <=> %(vector)s::vector AS distance FROM {table} e
+    WHERE {owner_match} AND %(vector)s::vector IS NOT NULL AND e.embedding IS NOT NULL AND {filters}
+    ORDER BY e.embedding <=> %(vector)s::vector
+    LIMIT %(k)s
+), vector_top AS (
+    SELECT thread_id, message_id, row_number() OVER (ORDER BY distance, thread_id, message_id) AS vector_rank FROM nearest
+), chosen AS (
+    SELECT thread_id, message_id FROM text_top UNION SELECT thread_id, message_id FROM vector_top
+)
+SELECT e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
+       t.text_rank, v.vector_rank,
+       CASE WHEN %(vector)s::vector IS NULL OR e.embedding IS NULL THEN NULL ELSE 1 - (e.embedding <=> %(vector)s::vector) END AS similarity,
+       coalesce((SELECT sum(i.idf) FROM idf i WHERE e.tsv @@ i.tq) / nullif((SELECT sum(idf) FROM idf), 0), 0) AS coverage
+FROM chosen c
+JOIN {table} e ON e.owner = %(owner)s AND e.thread_id = c.thread_id AND e.message_id = c.message_id
+LEFT JOIN text_top t ON t.thread_id = c.thread_id AND t.message_id = c.message_id
+LEFT JOIN vector_top v ON v.thread_id = c.thread_id AND v.message_id = c.message_id
+"""
+_FILTERS = """(%(since)s::timestamptz IS NULL OR e.sent_at >= %(since)s::timestamptz)
+      AND (%(until)s::timestamptz IS NULL OR e.sent_at < %(until)s::timestamptz)
+      AND NOT (e.thread_id = %(thread)s::text AND e.message_id = ANY(%(exclude)s::text[]))"""
+
+# From this many messages on, an owner gets an HNSW index of their own (an exact scan costs
+# ~10 ms per thousand messages on 2 cores); rows it yields per search (hnsw.ef_search).
+LARGE_OWNER = 5_000
+ANN_EF_SEARCH = 200
+
+
+def owner_index_name(owner: str) -> str:
+    return f"{TABLE}_hnsw_" + hashlib.sha256(owner.encode()).hexdigest()[:24]
+
+
+async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
+    row = await (
+        await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+            "WHERE c.relname = %s AND i.indisvalid) AS e",
+            (owner_index_name(owner),),
+        )
+    ).fetchone()
+    return bool(row["e"])
+
+
+async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int = LARGE_OWNER) -> bool:
+    """Give ``owner`` an HNSW index of their own once they have ``min_rows`` messages (call it after
+    a bulk load; the summarize step calls it when an owner crosses the line). Returns whether it
+    exists afterwards. Built CONCURRENTLY on a plain table (writes go on); one process builds it."""
+    name = owner_index_name(owner)
+    async with pool.connection() as conn:
+        if await has_owner_index(conn, owner):
+            return True
+        got = await (await conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (name,))).fetchone()
+        if not got["got"]:
+            return False
+        try:
+            rows = await (await conn.execute(f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s", (owner,))).fetchone()
+            if rows["n"] < min_rows:
+                return False
+            kind = await (await conn.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (TABLE,))).fetchone()
+            # A partitioned table takes no CONCURRENTLY: the index is built on each partition.
+            concurrently = sql.SQL("CONCURRENTLY ") if kind["relkind"] != "p" else sql.SQL("")
+            await conn.execute(sql.SQL("DROP INDEX {}IF EXISTS {}").format(concurrently, sql.Identifier(name)))  # a failed build
+            await conn.execute("SET maintenance_work_mem = '256MB'")
+            await conn.execute(
+                sql.SQL(
+                    "CREATE INDEX {}IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
+                    "WITH (m = 16, ef_construction = 64) WHERE owner = {}"
+                ).format(concurrently, sql.Identifier(name), sql.Identifier(TABLE), sql.Literal(owner))
+            )
+            await conn.execute("RESET maintenance_work_mem")
+            return True
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+
+
+async def search(
+    pool: AsyncConnectionPool,
+    owner: str,
+    query: str,
+    vector: Sequence[float] | None,
+    *,
+    k: int = 30,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    thread_id: str | None = None,
+    exclude: Sequence[str] = (),
+) -> list[Candidate]:
+    """The owner's messages best matching ``query`` by words and by ``vector`` (the top ``k`` of
+    each arm), unordered; ``exclude`` lists message ids of ``thread_id`` to leave out."""
+    params: dict[str, Any] = {
+        "owner": owner,
+        "q": query,
+        "stop": list(STOP_LEXEMES),
+        "vector": _vector_text(vector) if vector is not None else None,
+        "k": int(k),
+        "since": since,
+        "until": until,
+        "thread": thread_id or "",
+        "exclude": list(exclude),
+    }
+    async with pool.connection() as conn:
+        indexed = await has_owner_index(conn, owner)
+        owner_match = sql.SQL("e.owner = {}").format(sql.Literal(owner)) if indexed else sql.SQL("e.owner = %(owner)s")
+        statement = sql.SQL(_SEARCH).format(table=sql.Identifier(TABLE), filters=sql.SQL(_FILTERS), owner_match=owner_match)
+        if indexed:
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL hnsw.ef_search = {ANN_EF_SEARCH}")
+                rows = await (await conn.execute(statement, params)).fetchall()
+        else:
+            rows = await (await conn.execute(statement, params)).fetchall()
+    return [
+        Candidate(
+            thread_id=r["thread_id"], message_id=r["message_id"], position=r["position"], role=r["role"], sent_at=r["sent_at"],
+            content=r["content"], text_rank=r["text_rank"], vector_rank=r["vector_rank"],
+            similarity=None if r["similarity"] is None else float(r["similarity"]), coverage=float(r["coverage"] or 0.0),
+        )
+        for r in rows
+    ]
+
+
+_NEIGHBOURS = f"""
+SELECT w.thread_id, w.at, n.message_id, n.position, n.role, n.sent_at, n.content
+FROM unnest(%(threads)s::text[], %(positions)s::int[]) AS w(thread_id, at)
+CROSS JOIN LATERAL (
+    (SELECT * FROM {TABLE} e WHERE e.owner = %(owner)s AND e.thread_id = w.thread_id AND e.position < w.at
+     ORDER BY e.position DESC LIMIT %(before)s)
+    UNION ALL
+    (SELECT * FROM {TABLE} e WHERE e.owner = %(owner)s AND e.thread_id = w.thread_id AND e.position > w.at
+     ORDER BY e.position LIMIT %(after)s)
+) n
+"""
+
+
+async def neighbours(
+    pool: AsyncConnectionPool, owner: str, anchors: Sequence[tuple[str, int]], *, before: int = 1, after: int = 1
+) -> dict[tuple[str, int], list[Said]]:
+    """For each (thread, position): up to ``before`` indexed messages before it and ``after`` after it."""
+    if not anchors:
+        return {}
+    params = {
+        "owner": owner,
+        "threads": [t for t, _ in anchors],
+        "positions": [p for _, p in anchors],
+        "before": before,
+        "after": after,
+    }
+    out: dict[tuple[str, int], list[Said]] = {a: [] for a in anchors}
+    async with pool.connection() as conn:
+        for r in await (await conn.execute(_NEIGHBOURS, params)).fetchall():
+            out[(r["thread_id"], r["at"])].append(
+                Said(r["thread_id"], r["message_id"], r["position"], r["role"], r["sent_at"], r["content"])
+            )
+    return out

@@ -1,0 +1,254 @@
+"""The episodic index: every message indexed after the reply with its time, recalled into the
+prompt behind a relevance gate, kept in step with edits, deleted with the chat and the user,
+rebuilt by reindex, searched by message time, and scoped by owner (also on a partitioned table)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from core.context import Context
+from core.messages import sent_at, stamp_sent_at
+from graph.assembly import compile_graph
+from memory import episodes, queries
+from memory.chat_admin import delete_chat, forget_user_everywhere
+from prompts.reply_prompt import EPISODES_HEADER, parse_sections
+from storage import episodes as episode_table
+from tests.support.graph_turns import new_thread, stream_turn
+from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
+
+WEDDING = "My sister Noa is getting married in Haifa on the 14th of June."
+
+
+async def rows_of(pool, user: str) -> list[dict]:
+    async with pool.connection() as conn:
+        return await (
+            await conn.execute(
+                f"SELECT thread_id, message_id, position, role, sent_at, content FROM {episode_table.TABLE} "
+                "WHERE owner = %s ORDER BY thread_id, position",
+                (user,),
+            )
+        ).fetchall()
+
+
+@pytest.fixture
+def scripted():
+    with registered_scripted_model(
+        plain_answers(extract=lambda _text: empty_extraction(), title="A chat", summary="Talked.", reply="Noted.")
+    ) as (name, model):
+        yield name, model
+
+
+def excerpts_section(model) -> str:
+    return parse_sections(model.calls_of("reply")[-1][0].text)[EPISODES_HEADER]
+
+
+async def say(graph, user: str, text: str, model: str, config: dict | None = None):
+    config = config or new_thread()
+    turn = await stream_turn(graph, text, config, Context(user_id=user, model=model))
+    return config, turn
+
+
+async def test_every_message_of_a_turn_is_indexed_after_the_reply_with_its_time(backend, user_id, scripted):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    before = datetime.now(timezone.utc)
+    _, turn = await say(graph, user_id, "I adopted a beagle called Biscuit in March", scripted[0])
+    human, reply = turn.values["messages"][0], turn.values["messages"][-1]
+    assert sent_at(human) >= before and sent_at(reply) >= sent_at(human)
+    rows = await rows_of(backend.pool, user_id)
+    assert [(r["role"], r["message_id"]) for r in rows] == [("user", human.id), ("assistant", reply.id)]
+    assert rows[0]["content"] == "I adopted a beagle called Biscuit in March"
+    assert rows[0]["sent_at"] == sent_at(human)
+
+
+async def test_what_was_said_in_another_chat_reaches_the_prompt_dated_and_named_by_its_chat(backend, user_id, scripted):
+    name, model = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await say(graph, user_id, WEDDING, name)
+    await say(graph, user_id, "When is Noa's wedding, and where?", name)
+    section = excerpts_section(model)
+    assert WEDDING in section and '"A chat"' in section
+    today = datetime.now(timezone.utc)
+    assert f"{today.day} {today:%B %Y}" in section  # dated as people write dates
+
+
+async def test_an_unrelated_message_gets_no_excerpts(backend, user_id, scripted):
+    name, model = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await say(graph, user_id, WEDDING, name)
+    await say(graph, user_id, "What is the capital of Australia?", name)
+    assert excerpts_section(model) == ""
+
+
+async def test_what_the_model_already_sees_in_this_chat_is_not_excerpted(backend, user_id, scripted):
+    name, model = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config, _ = await say(graph, user_id, WEDDING, name)
+    await say(graph, user_id, "Remind me, where is Noa's wedding?", name, config)
+    assert excerpts_section(model) == ""  # the first message is in the recent conversation already
+
+
+async def test_an_edit_drops_the_abandoned_branch_from_the_index(backend, user_id, scripted):
+    from app.http.routes_chats import checkpoint_before
+
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config, _ = await say(graph, user_id, "I live in Rome", name)
+    _, turn = await say(graph, user_id, "My dog is called Rex", name, config)
+    rex = turn.values["messages"][2]
+    fork = await checkpoint_before(graph, config["configurable"]["thread_id"], rex.id)
+    async for _ in graph.astream({"messages": [HumanMessage("My dog is called Max")]}, fork, context=Context(user_id=user_id, model=name)):
+        pass
+    texts = [r["content"] for r in await rows_of(backend.pool, user_id)]
+    assert texts == ["I live in Rome", "Noted.", "My dog is called Max", "Noted."]
+    found = await queries.search_conversation_history(backend.store, backend.checkpointer, user_id, "Rex")
+    assert found.messages == []
+
+
+async def test_messages_added_as_if_by_reply_are_indexed_with_their_own_times_or_the_checkpoints(backend, user_id, scripted):
+    """The import path: update_state(as_node="reply"), then the graph continues to its memory steps."""
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config = new_thread()
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    human = stamp_sent_at(HumanMessage("We went camping at Lake Tahoe", id=str(uuid.uuid4())), said)
+    answer = stamp_sent_at(AIMessage("That sounds lovely", id=str(uuid.uuid4())), said + timedelta(minutes=1))
+    untimed = AIMessage("And the weather held up", id=str(uuid.uuid4()))
+    before = datetime.now(timezone.utc)
+    await graph.aupdate_state(config, {"messages": [human, answer, untimed]}, as_node="reply")
+    await graph.ainvoke(None, config, context=Context(user_id=user_id, model=name))
+    rows = await rows_of(backend.pool, user_id)
+    assert [r["sent_at"] for r in rows[:2]] == [said, said + timedelta(minutes=1)]
+    assert before - timedelta(seconds=1) <= rows[2]["sent_at"] <= datetime.now(timezone.utc)  # the checkpoint's time
+
+
+async def test_the_time_range_filters_messages_by_when_they_were_said(backend, user_id, scripted):
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config = new_thread()
+    old = stamp_sent_at(HumanMessage("I bought a red kayak", id=str(uuid.uuid4())), datetime(2023, 5, 8, tzinfo=timezone.utc))
+    await graph.aupdate_state(config, {"messages": [old, AIMessage("Nice kayak!", id=str(uuid.uuid4()))]}, as_node="reply")
+    await graph.ainvoke(None, config, context=Context(user_id=user_id, model=name))
+    await say(graph, user_id, "I sold the kayak today", name, config)  # the same chat, active now
+
+    may = await queries.search_conversation_history(backend.store, None, user_id, "kayak", "2023-05-01..2023-05-31")
+    assert [m.snippet for m in may.messages] == ["I bought a red kayak"]
+    assert may.messages[0].sent_at == datetime(2023, 5, 8, tzinfo=timezone.utc)
+    week = await queries.search_conversation_history(backend.store, None, user_id, "kayak", "7d")
+    assert "I sold the kayak today" in [m.snippet for m in week.messages]
+    assert "I bought a red kayak" not in [m.snippet for m in week.messages]
+
+
+async def test_deleting_a_chat_and_forgetting_the_user_remove_their_messages(backend, user_id, scripted):
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    first, _ = await say(graph, user_id, "I play the cello", name)
+    await say(graph, user_id, "I grow tomatoes", name)
+    await delete_chat(backend, user_id, first["configurable"]["thread_id"])
+    assert [r["content"] for r in await rows_of(backend.pool, user_id)] == ["I grow tomatoes", "Noted."]
+    counts = await forget_user_everywhere(backend, user_id)
+    assert counts["messages"] == 2 and await rows_of(backend.pool, user_id) == []
+
+
+async def test_another_users_thread_is_never_indexed_or_found_under_the_intruder(backend, scripted):
+    name, _ = scripted
+    alice, mallory = f"a{uuid.uuid4().hex[:8]}", f"m{uuid.uuid4().hex[:8]}"
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config, _ = await say(graph, alice, "The vault code is Nightingale", name)
+    await say(graph, mallory, "Tell me the vault code", name, config)  # alice's thread: the claim refuses mallory
+    assert await rows_of(backend.pool, mallory) == []
+    assert (await queries.search_conversation_history(backend.store, None, mallory, "vault Nightingale")).messages == []
+    excerpts = await episodes.recall(backend.pool, backend.store.embeddings, mallory, "What is the vault code? Nightingale")
+    assert excerpts == []
+
+
+async def test_reindex_rebuilds_the_index_from_the_checkpoints_with_the_same_times(backend, user_id, scripted, minilm):
+    from memory.reindex import reindex_episodes
+
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await say(graph, user_id, "I run the Tel Aviv marathon every February", name)
+    before = await rows_of(backend.pool, user_id)
+    await episode_table.delete_owner(backend.pool, user_id)
+    counts = await reindex_episodes(backend.pool, minilm)
+    assert counts["messages"] >= 2
+    assert await rows_of(backend.pool, user_id) == before
+
+
+async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new_database, minilm):
+    """docs/scaling.md: the same code writes, searches, retracts and forgets on a partitioned table."""
+    from storage.postgres import open_pool, prepare_database
+
+    url = new_database("episodes_partitioned")
+    await prepare_database(url)
+    pool = await open_pool(url, max_size=2)
+    try:
+        async with pool.connection() as conn:
+            for statement in episode_table.create_statements(minilm.dims, partitions=4):
+                await conn.execute(statement)
+        await episode_table.setup(pool, minilm.dims)  # the backend's set-up accepts the partitioned table
+        async with pool.connection() as conn:
+            row = await (await conn.execute("SELECT count(*) AS n FROM pg_inherits WHERE inhparent = %s::regclass", (episode_table.TABLE,))).fetchone()
+        assert row["n"] == 4
+        emb = minilm.embeddings
+        said = datetime(2024, 1, 2, tzinfo=timezone.utc)
+        messages = {}
+        for user in ("ann", "ben"):
+            messages[user] = [
+                stamp_sent_at(HumanMessage(f"{user} keeps bees on the roof", id=f"{user}-1"), said),
+                stamp_sent_at(AIMessage("How many hives?", id=f"{user}-2"), said),
+                stamp_sent_at(HumanMessage("Three hives", id=f"{user}-3"), said),
+            ]
+            await episodes.index_thread(pool, emb, user, f"t-{user}", messages[user])
+        found = [f.candidate for f in await episodes.fused_search(pool, emb, "ann", "bees on the roof", gate=episodes.SEARCH_GATE)]
+        assert {c.message_id for c in found} <= {"ann-1", "ann-2", "ann-3"} and found[0].message_id == "ann-1"
+        excerpts = await episodes.recall(pool, emb, "ann", "How many beehives do I keep?")
+        assert [l["text"] for e in excerpts for l in e["lines"]][-2:] == ["How many hives?", "Three hives"]
+        await episodes.index_thread(pool, emb, "ann", "t-ann", messages["ann"][:1])  # an edit took the rest back
+        assert [r["message_id"] for r in await rows_of(pool, "ann")] == ["ann-1"]
+        await episode_table.delete_owner(pool, "ann")
+        assert await rows_of(pool, "ann") == [] and len(await rows_of(pool, "ben")) == 3
+    finally:
+        await pool.close()
+
+
+async def test_small_talk_gets_no_excerpts_even_when_past_chats_hold_the_same_small_talk(backend, user_id, scripted):
+    name, model = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    await say(graph, user_id, "Hi! How are you doing today?", name)
+    await say(graph, user_id, "Hey, how are you today?", name)
+    assert excerpts_section(model) == ""
+
+
+async def test_an_owner_with_many_messages_searches_through_an_index_of_their_own(backend, user_id, minilm):
+    emb = minilm.embeddings
+    said = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    texts = ["I keep bees on the roof", "How many hives?", "Three hives", "I also play the cello"]
+    messages = [stamp_sent_at((HumanMessage if i % 2 == 0 else AIMessage)(t, id=f"m{i}"), said) for i, t in enumerate(texts)]
+    await episodes.index_thread(backend.pool, emb, user_id, "t1", messages)
+    exact = [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")]
+    assert await episode_table.ensure_owner_index(backend.pool, user_id, min_rows=3)
+    async with backend.pool.connection() as conn:
+        assert await episode_table.has_owner_index(conn, user_id)
+    assert [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")] == exact
+    await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the index go
+    async with backend.pool.connection() as conn:
+        assert not await episode_table.has_owner_index(conn, user_id)
+
+
+async def test_a_bulk_copy_seeds_rows_the_search_reads_like_any_other(backend, user_id, minilm):
+    """What benchmarks and imports of pre-embedded history use: one COPY, no per-row round trip."""
+    said = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    texts = ["We moved to Porto in April", "The flat has a view of the river", "I started a pottery class"]
+    vectors = await minilm.embeddings.aembed_documents(texts)
+    rows = [
+        episode_table.Episode("t-bulk", f"b{i}", i, "user", said, text, owner=user_id, embedding=vector)
+        for i, (text, vector) in enumerate(zip(texts, vectors))
+    ]
+    async with backend.pool.connection() as conn:
+        assert await episode_table.copy_episodes(conn, rows) == 3
+    found = await episodes.fused_search(backend.pool, minilm.embeddings, user_id, "When did we move to Porto?")
+    assert found[0].candidate.message_id == "b0" and found[0].candidate.sent_at == said
