@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
         return 130
 
 
@@ -147,7 +148,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
                 backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection, follow_symlinks=args.follow_symlinks
             )
             print(report.summary())
-            return 0 if report.ok else 1
+            if not report.ok:
+                print(f"error: {len(report.failed)} of the files could not be ingested (listed above)", file=sys.stderr)
+                return 1
+            return 0
+    print(f"error: unknown command {args.command!r}", file=sys.stderr)
     return 2
 
 

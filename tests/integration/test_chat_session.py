@@ -12,7 +12,7 @@ from app.chat_session import ChatSession
 from llm.chat_model import register_model, unregister_model
 from memory.user_memory import list_chats, list_tasks
 from storage import thread_owners
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers, registered_scripted_model
 
 
 def reply_to(messages):
@@ -97,3 +97,43 @@ async def test_a_chat_is_its_first_users_and_another_user_cannot_continue_it(ses
     assert await other.send("What did I say before?") is None
     assert "belongs to another user" in other.err.getvalue()
     assert (await s.graph.aget_state(s.config)).values["messages"] == before  # nothing written to it
+
+
+async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_so_and_is_sent_as_a_message(backend, user_id, capfd):
+    from app.chat_session import run_chat
+
+    with registered_scripted_model(responder) as (name, _):
+        lines = io.StringIO("Please remind me about my passport\nWhat do you know about me?\n")
+        code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=lines)
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "Confirm: add task 'Renew passport'? [yes/no]" in err
+    assert "the task change was not made; your line is sent as a message" in err
+    assert await list_tasks(backend.store, user_id) == []
+    (chat,) = await list_chats(backend.store, user_id)
+    s = ChatSession(backend, user_id, chat.thread_id, interactive=False)
+    assert await s.pending_confirmation() is None
+    humans = [m.text for m in (await s.graph.aget_state(s.config)).values["messages"] if m.type == "human"]
+    assert humans == ["Please remind me about my passport", "What do you know about me?"]
+    assert out.splitlines()[-1] == "Sure."  # the answer to the second line
+
+
+async def test_a_pipe_that_exits_non_zero_says_why_on_stderr(backend, user_id, capfd):
+    from app.chat_session import run_chat
+
+    with registered_scripted_model(responder) as (name, _):
+        lines = io.StringIO("hello\n" + "x" * 30000 + "\n")
+        code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=lines)
+    out, err = capfd.readouterr()
+    assert code == 1
+    assert err.strip().splitlines()[-1] == "error: 1 of what was sent failed (said above), so the exit status is 1"
+
+
+async def test_on_a_terminal_a_confirmation_is_asked_again_until_it_is_answered(session, backend, user_id, monkeypatch):
+    s, out, err = session
+    s.interactive = True
+    answers = iter(["maybe later", "yes"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    await s.send("Please remind me about my passport")
+    assert "Please answer yes or no" in out.getvalue()
+    assert [t.description for t in await list_tasks(backend.store, user_id)] == ["Renew passport"]
