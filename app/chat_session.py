@@ -152,6 +152,15 @@ class ChatSession:
             return False
         return True
 
+    async def may_read(self, thread_id: str | None = None) -> bool:
+        """Every read of a chat (its summary, its last messages) is held to the rule a message is."""
+        try:
+            await thread_owners.check_readable(self.backend.pool, thread_id or self.thread_id, self.user_id)
+        except thread_owners.ThreadTaken as exc:
+            self.error(f"{exc} Start a new chat with /new.")
+            return False
+        return True
+
     # ------------------------------------------------------------------ finding and switching chats
     async def _offer_switch(self, topic: str) -> None:
         """Answer "go back to the chat about X": one clear match is offered for a yes, several are listed."""
@@ -183,6 +192,8 @@ class ChatSession:
         return False
 
     async def switch_to(self, chat: ChatRecord) -> None:
+        if not await self.may_read(chat.thread_id):
+            return
         self.thread_id = chat.thread_id
         self.note(f"Switched to {describe(chat)}.")
         state = await self.graph.aget_state(self.config)
@@ -290,6 +301,8 @@ class ChatSession:
         if name == "/memory":
             self.note(render_snapshot(await memory_snapshot(store, self.user_id)))
         elif name == "/summary":
+            if not await self.may_read():
+                return True
             state = await self.graph.aget_state(self.config)
             board = SummaryBoard.model_validate(state.values.get("summary") or {})
             folds = state.values.get("summary_folds", 0)
@@ -381,6 +394,8 @@ async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None,
     thread_id = chat_id or (None if new else await latest_thread(backend, user_id)) or str(uuid.uuid4())
     overrides = {"model": model} if model else {}
     session = ChatSession(backend, user_id, thread_id, interactive, context_overrides=overrides)
+    if chat_id and not await session.may_read():
+        return 1
     notice = offline_notice(session.context.model)
     if notice:
         print(notice, file=sys.stderr, flush=True)

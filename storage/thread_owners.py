@@ -150,6 +150,14 @@ async def claim(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_
     return owner
 
 
+async def check_readable(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
+    """ThreadTaken when another user owns the thread: reads are held to the rule :func:`claim`
+    applies to a run (a thread no one owns yet is readable where a run would adopt it)."""
+    current = await owner_of(pool, thread_id)
+    if current is not None and current != user:
+        raise ThreadTaken(thread_id, current)
+
+
 async def threads_of(pool: AsyncConnectionPool, owner: str) -> list[str]:
     async with pool.connection() as conn:
         rows = await (await conn.execute(f"SELECT thread_id FROM {TABLE} WHERE owner = %s ORDER BY created_at", (owner,))).fetchall()

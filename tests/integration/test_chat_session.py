@@ -137,3 +137,51 @@ async def test_on_a_terminal_a_confirmation_is_asked_again_until_it_is_answered(
     await s.send("Please remind me about my passport")
     assert "Please answer yes or no" in out.getvalue()
     assert [t.description for t in await list_tasks(backend.store, user_id)] == ["Renew passport"]
+
+
+@pytest.fixture
+async def alices_folded_chat(session):
+    """A chat of another user (the session's), with a summary board holding a secret."""
+    s, out, err = session
+    await s.send("My vault code is 4711")
+    await s.graph.aupdate_state(s.config, {"summary": {"summary": "", "key_facts": ["My vault code is 4711"]}})
+    return s.thread_id
+
+
+def bobs_session(backend, session, thread_id: str) -> ChatSession:
+    s, _, _ = session
+    return ChatSession(
+        backend, f"u{uuid.uuid4().hex[:12]}", thread_id, interactive=False,
+        out=io.StringIO(), err=io.StringIO(), context_overrides=s.context_overrides,
+    )
+
+
+async def test_summary_of_another_users_chat_is_refused_like_a_message(backend, session, alices_folded_chat):
+    bob = bobs_session(backend, session, alices_folded_chat)
+    assert await bob.command("/summary")
+    assert "belongs to another user" in bob.err.getvalue()
+    assert "4711" not in bob.err.getvalue() + bob.out.getvalue()
+
+
+async def test_switching_to_another_users_chat_shows_none_of_its_history(backend, session, alices_folded_chat):
+    from core.schemas import ChatRecord
+
+    bob = bobs_session(backend, session, str(uuid.uuid4()))
+    # /chats and /open only offer owned chats; the history view holds to the rule by itself too.
+    await bob.switch_to(ChatRecord(thread_id=alices_folded_chat, title="Vault code"))
+    assert "belongs to another user" in bob.err.getvalue()
+    assert "4711" not in bob.err.getvalue() + bob.out.getvalue()
+    assert bob.thread_id != alices_folded_chat
+
+
+async def test_chat_started_on_another_users_chat_id_is_refused_at_once(backend, session, alices_folded_chat, capfd):
+    from app.chat_session import run_chat
+
+    s, _, _ = session
+    code = await run_chat(
+        backend, user_id=f"u{uuid.uuid4().hex[:12]}", chat_id=alices_folded_chat, new=False,
+        model=s.context_overrides["model"], stdin=io.StringIO("/summary\n"),
+    )
+    out, err = capfd.readouterr()
+    assert code == 1 and "belongs to another user" in err
+    assert "4711" not in out + err
