@@ -11,6 +11,7 @@ import sys
 import time
 
 from core.errors import MemoryAgentError
+from core.namespaces import user_id_arg
 
 
 def _default_user() -> str:
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="chat (interactive on a terminal; one message per line from a pipe)")
-    chat.add_argument("--user", default=_default_user(), help="whose memory to use (default: $MEMORY_AGENT_USER or 'local')")
+    chat.add_argument("--user", type=user_id_arg, default=_default_user(), help="whose memory to use (default: $MEMORY_AGENT_USER or 'local')")
     group = chat.add_mutually_exclusive_group()
     group.add_argument("--chat", dest="chat_id", help="continue this chat (thread id)")
     group.add_argument("--new", action="store_true", help="start a new chat (default: continue the latest)")
@@ -33,11 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     mem = sub.add_parser("memory", help="inspect what the agent remembers")
     mem_sub = mem.add_subparsers(dest="memory_command", required=True)
     show = mem_sub.add_parser("show", help="profile, preferences, facts, tasks and chats of a user")
-    show.add_argument("--user", default=_default_user())
+    show.add_argument("--user", type=user_id_arg, default=_default_user())
     show.add_argument("--json", action="store_true", help="print JSON")
     show.add_argument("--all", action="store_true", help="include superseded facts")
     drop = mem_sub.add_parser("delete-invalid", help="delete a stored item that does not validate (listed by `memory show`)")
-    drop.add_argument("--user", default=_default_user())
+    drop.add_argument("--user", type=user_id_arg, default=_default_user())
     drop.add_argument("kind", choices=["profile", "facts", "tasks", "chats"])
     drop.add_argument("key", help="the item's key, as `memory show` lists it")
 

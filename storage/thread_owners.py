@@ -27,7 +27,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
-from core.namespaces import ROOT
+from core.namespaces import ROOT, check_user_id
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,7 @@ async def owner_of(pool: AsyncConnectionPool, thread_id: str) -> str | None:
 
 async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
     """Record ``owner`` for a new thread; ThreadExists when the id is already owned or has history."""
+    check_user_id(owner)  # no owner row for a user whose memory could not be stored
     async with pool.connection() as conn:
         row = await (await conn.execute(INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
     if row is None:
@@ -138,6 +139,7 @@ async def claim(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_
     ThreadTaken when another user owns it, or (``adopt_history=False``, for callers that cannot
     tell a new thread from someone else's old one) when it has checkpoints but no owner.
     """
+    check_user_id(owner)  # no owner row for a user whose memory could not be stored
     params = {"thread_id": thread_id, "owner": owner}
     async with pool.connection() as conn:
         row = await (await conn.execute(INSERT if adopt_history else INSERT_IF_NO_HISTORY, params)).fetchone()
