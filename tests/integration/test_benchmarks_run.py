@@ -9,7 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # benchmark processes
 
 
 def run(module: str, *args: str, tmp_path) -> str:

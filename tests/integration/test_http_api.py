@@ -32,6 +32,8 @@ from tests.support.http_server import (
     stream,
 )
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess with workers
+
 
 server = live_server_fixture("http")
 

@@ -163,6 +163,7 @@ def run_cli(args: list[str], database_url: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=180)
 
 
+@pytest.mark.slow  # CLI processes
 async def test_cli_memory_show_lists_invalid_items_and_delete_invalid_removes_one(backend, user_id):
     await poison(backend.store, user_id)
     await put_fact(backend.store, user_id, Fact(id="f1", text="Keeps bees"))
