@@ -24,11 +24,17 @@ async def test_a_key_cannot_be_created_for_a_user_id_with_the_stores_special_cha
     assert not [k for k in await api_keys.list_keys(backend.pool) if k.user_id == bad]
 
 
+@pytest.fixture(scope="module")
+def empty_database(new_database) -> str:
+    """A database nothing has set up: a command refused before opening it leaves it empty."""
+    return new_database("userids")
+
+
 @pytest.mark.parametrize("bad", ["*", "a.b", "../alice"])
-def test_keys_create_on_the_command_line_refuses_it_with_one_clear_line(bad, new_database, monkeypatch, capsys):
+def test_keys_create_on_the_command_line_refuses_it_with_one_clear_line(bad, empty_database, monkeypatch, capsys):
     from app.api_keys import main
 
-    monkeypatch.setenv("DATABASE_URL", new_database("keys"))
+    monkeypatch.setenv("DATABASE_URL", empty_database)
     with pytest.raises(SystemExit) as exit_:
         main(["create", "--user", bad])
     err = capsys.readouterr().err
@@ -54,10 +60,10 @@ async def test_a_thread_gets_no_owner_row_for_an_unusable_user_id(backend, bad):
 
 
 @pytest.mark.parametrize("bad", ["a.b", "../alice", "*"])
-def test_cli_chat_refuses_the_user_id_before_anything_is_written(bad, new_database, monkeypatch, capsys):
+def test_cli_chat_refuses_the_user_id_before_anything_is_written(bad, empty_database, monkeypatch, capsys):
     from app.cli import main
 
-    url = new_database("cliuser")
+    url = empty_database
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("MEMORY_AGENT_MODEL", "offline")
     monkeypatch.setattr(sys, "stdin", io.StringIO("hello\n"))
