@@ -71,7 +71,7 @@ def _tps(line: str) -> float:
 async def run(model_key: str, turns: int, threads: int | None) -> None:
     import pgserver
 
-    from app.local_model import MODELS, assemble_model, runtime_installed, start_server
+    from app.local.model_server import MODELS, assemble_model, runtime_installed, start_server
     from graph.assembly import compile_graph
     from core.context import Context
     from llm.chat_model import load_chat_model

@@ -1,6 +1,6 @@
 """Whose memory a turn uses when LangGraph Server runs the graph.
 
-Under the server the caller is authenticated (``app/langgraph_auth.py``): the
+Under the server the caller is authenticated (``app/studio/auth.py``): the
 turn must use that user's memory whatever ``context.user_id`` the client sent.
 The server hands the authenticated user to the graph in
 ``config["configurable"]["langgraph_auth_user"]``, which LangGraph exposes as

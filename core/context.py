@@ -35,7 +35,7 @@ def _env_setting(env_name: str, default: str, description: str) -> Any:
 
 # Settings that protect the server (message size, tool steps, budgets): no Context may go above
 # these ceilings, and the LangGraph auth handlers fix them to the server's own values, whatever a
-# client sends (app.langgraph_auth).
+# client sends (app.studio.auth).
 SAFETY_CEILINGS: dict[str, int] = {
     "max_message_chars": 100_000,
     "max_tool_steps": 10,

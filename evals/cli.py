@@ -59,7 +59,7 @@ def _common(p: argparse.ArgumentParser, *, default_dataset: str = "builtin") -> 
     p.add_argument("--out", type=Path, help="output folder (default: eval-results/<command>-<run id>)")
     p.add_argument(
         "--database-url",
-        help="Postgres the eval writes to (default: $MEMORY_AGENT_EVAL_DATABASE_URL, else a 'memory_agent_eval' "
+        help="Postgres the eval writes to (default: a 'memory_agent_eval' "
         "database next to the agent's own); everything the run writes is deleted at its end",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")

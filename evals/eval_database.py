@@ -1,7 +1,6 @@
 """Where evals write: a database of their own, never the agent's memory, emptied after each run.
 
-Order of choice: ``--database-url``; ``$MEMORY_AGENT_EVAL_DATABASE_URL``; else a
-database named ``memory_agent_eval`` on the agent's own server
+Order of choice: ``--database-url``, else a database named ``memory_agent_eval`` on the agent's own server
 (``DATABASE_URL`` or the embedded Postgres), created on first use. Every user,
 chat record and thread an eval creates carries the run id and is deleted when
 the run ends (also when it fails).
@@ -10,7 +9,6 @@ the run ends (also when it fails).
 from __future__ import annotations
 
 import logging
-import os
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -24,9 +22,8 @@ from memory.chat_admin import forget_user_everywhere
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVAL_DATABASE_ENV", "EVAL_DATABASE_NAME", "EvalWorkspace", "eval_database_url", "open_eval_workspace"]
+__all__ = ["EVAL_DATABASE_NAME", "EvalWorkspace", "eval_database_url", "open_eval_workspace"]
 
-EVAL_DATABASE_ENV = "MEMORY_AGENT_EVAL_DATABASE_URL"
 EVAL_DATABASE_NAME = "memory_agent_eval"
 
 
@@ -42,7 +39,7 @@ def _sibling_database(url: str, name: str) -> str:
     except psycopg.Error as exc:
         raise DatabaseUnreachable(
             f"Could not create the eval database {name!r} on {redact(url)}: {str(exc).strip()}. "
-            f"Pass --database-url (or set ${EVAL_DATABASE_ENV}) to a Postgres database with pgvector the eval may write to."
+            f"Pass --database-url with a Postgres database with pgvector the eval may write to."
         ) from exc
     info["dbname"] = name
     return psycopg.conninfo.make_conninfo(**info)
@@ -51,9 +48,6 @@ def _sibling_database(url: str, name: str) -> str:
 def eval_database_url(explicit: str | None = None) -> str:
     if explicit:
         return explicit
-    configured = os.environ.get(EVAL_DATABASE_ENV)
-    if configured:
-        return configured
     return _sibling_database(database_url(), EVAL_DATABASE_NAME)
 
 

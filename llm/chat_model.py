@@ -38,7 +38,7 @@ def resolve_model_name(spec: str | None) -> str:
     if spec != AUTO:
         return spec
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        return os.environ.get("MEMORY_AGENT_OPENAI_MODEL", DEFAULT_OPENAI_MODEL)
+        return DEFAULT_OPENAI_MODEL  # another model: MEMORY_AGENT_MODEL=openai:<name>
     return OFFLINE
 
 

@@ -39,7 +39,6 @@ METHODS = ("auto", "json_schema", "function_calling", "json_mode", "text")
 # The order a refused mode falls back in; "auto" is the model's own default (json_schema for OpenAI).
 FALLBACK_ORDER = ("auto", "json_schema", "function_calling", "json_mode", "text")
 DEFAULT_OUTPUT_TOKENS = 1024
-MAX_TOKENS_ENV = "MEMORY_AGENT_STRUCTURED_MAX_TOKENS"
 
 
 @dataclass
@@ -61,12 +60,7 @@ def configured_method() -> str:
 
 
 def output_cap(schema: type[BaseModel]) -> int:
-    """Most tokens a structured reply of ``schema`` may take: the schema's own size, or the env override."""
-    value = os.environ.get(MAX_TOKENS_ENV)
-    if value:
-        if not value.isdigit() or int(value) < 16:
-            raise ValueError(f"{MAX_TOKENS_ENV} must be a whole number of at least 16, not {value!r}")
-        return int(value)
+    """Most tokens a structured reply of ``schema`` may take: the schema's own size."""
     return int(getattr(schema, "max_output_tokens", DEFAULT_OUTPUT_TOKENS))
 
 

@@ -1,5 +1,5 @@
 """Read-only queries over one user's memory: the one implementation behind the agent's own
-tools (``nodes/tools.py``) and the MCP tools (``app/mcp_server.py``).
+tools (``nodes/tools.py``) and the MCP tools (``app/mcp/server.py``).
 
 Each function is scoped to one ``user_id``: it reads only that user's store
 namespaces, and only the threads the server recorded as that user's

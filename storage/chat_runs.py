@@ -18,7 +18,7 @@ process' memory.
   a live worker takes it over (:func:`take_over_stale`: its periodic reaper, a claim
   on the thread, or a ``/stop``): the dead row becomes ``abandoned`` and a ``recover``
   row of the live worker holds the thread while it takes the half-turn back as a
-  stopped one (see app.active_runs). For that each run records the thread's head when
+  stopped one (see app.runs.active_runs). For that each run records the thread's head when
   it starts (``head_checkpoint``), the turn it answers (``turn``: the user's message,
   the fork point of an edit), and its heartbeat saves the reply as far as it streamed
   (``partial_reply``).
@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
-# Heartbeats come every 0.2 s (app.active_runs); a worker silent this long is dead. With the
+# Heartbeats come every 0.2 s (app.runs.active_runs); a worker silent this long is dead. With the
 # reaper's period this frees a dead worker's chat within STALE_AFTER + REAP_EVERY (20 s).
 STALE_AFTER_SECONDS = 15
 RECOVER = "recover"  # the kind of a live worker's run that takes a dead one's turn back
@@ -300,7 +300,7 @@ async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None])
     """Refresh the heartbeat of this worker's runs, saving each reply as far as it streamed
     (None: unchanged since the last beat); returns their statuses (to spot stop requests).
 
-    On a connection of its own (app.active_runs): a busy pool must not look like a dead worker."""
+    On a connection of its own (app.runs.active_runs): a busy pool must not look like a dead worker."""
     if not beats:
         return {}
     rows = await (

@@ -14,7 +14,7 @@ So taking a turn back goes:
    rollback removed (ids in ``(head, newest removed]``: ids are time-ordered, so a
    later run's checkpoints are all newer and pass) and expires after ``FENCE_SECONDS``.
 
-The caller reopens in a ``finally`` (app.turn_runner), so a rollback that fails still
+The caller reopens in a ``finally`` (app.runs.turn_runner), so a rollback that fails still
 lifts the fence; and a closed fence expires by itself after ``CLOSED_FENCE_SECONDS``, so
 a caller that never reopens cannot silence a chat for the life of the process.
 

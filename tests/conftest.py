@@ -32,6 +32,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 FOLDER_MARKS = {"/integration/": "integration", "/llm/": "llm"}
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-screenshots", action="store_true", help="the web-page tests write the README's pictures into docs/images/"
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for folder, mark in FOLDER_MARKS.items():

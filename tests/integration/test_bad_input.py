@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 
-from app.chat_session import ChatSession
+from app.cli.chat_session import ChatSession
 from graph.assembly import compile_graph
 from core.context import Context
 from core.text_validation import validate_user_text
@@ -281,7 +281,7 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
     humans = [m.content for m in state.values["messages"] if isinstance(m, HumanMessage)]
     # The failed turn had been answered and checkpointed before its memory write died: it stays in the
     # history (whole: question and answer), and its memory update, which nothing had half-written, is
-    # done before the next turn's (as the API does it: app.turn_runner), once.
+    # done before the next turn's (as the API does it: app.runs.turn_runner), once.
     assert humans == ["remember: I live in Haifa", "remember: I moved to Rome", "remember: I have a bike"]
     assert [m.type for m in state.values["messages"]] == ["human", "ai"] * 3
     assert state.values["messages"][-1].content == "Answered." and not state.next

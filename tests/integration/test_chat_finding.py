@@ -8,7 +8,7 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
-from app.chat_session import ChatSession
+from app.cli.chat_session import ChatSession
 from core.context import Context
 from core.schemas import ChatRecord
 from graph.assembly import compile_graph

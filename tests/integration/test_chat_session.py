@@ -8,7 +8,7 @@ import uuid
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from app.chat_session import ChatSession
+from app.cli.chat_session import ChatSession
 from llm.chat_model import register_model, unregister_model
 from memory.user_memory import list_chats, list_tasks
 from storage import thread_owners

@@ -32,7 +32,7 @@ def cli_env(database_url: str) -> dict[str, str]:
 
 def chat_process(database_url: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "chat", *args],
+        [sys.executable, "-m", "app.cli.main", "chat", *args],
         cwd=REPO_ROOT,
         env=cli_env(database_url),
         stdin=subprocess.PIPE,
@@ -181,7 +181,7 @@ async def test_in_a_terminal_ctrl_c_stops_the_reply_and_ctrl_c_at_the_prompt_qui
     pid, fd = pty.fork()
     if pid == 0:  # the child: the CLI on a terminal
         os.chdir(REPO_ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "app.cli", "chat", "--user", user, "--new"], cli_env(url))
+        os.execve(sys.executable, [sys.executable, "-m", "app.cli.main", "chat", "--user", user, "--new"], cli_env(url))
     try:
         read_until(fd, r"you> ")
         os.write(fd, b"I have a dog named Rex\r")

@@ -19,7 +19,7 @@ def run_cli(args: list[str], stdin: bytes, data_dir: Path, timeout: int = 180) -
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
     env["MEMORY_AGENT_DATA_DIR"] = str(data_dir)
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [sys.executable, "-m", "app.cli.main", *args],
         input=stdin,
         capture_output=True,
         cwd=REPO_ROOT,

@@ -73,7 +73,7 @@ def _cli(user: str, url: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     env.update(DATABASE_URL=url, MEMORY_AGENT_MODEL="offline")
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "chat", "--user", user, "--new"],
+        [sys.executable, "-m", "app.cli.main", "chat", "--user", user, "--new"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO_ROOT, env=env,
     )
 

@@ -23,12 +23,12 @@ import pytest
 from storage.chat_runs import STALE_AFTER_SECONDS
 from tests.support.embedded_postgres import throwaway_postgres, with_database
 from tests.support.graph_turns import turn_paused_before_summarize
-from tests.support.http_server import WORD_DELAY_ENV, BackgroundStream, create_keys, final, new_chat, new_user, reply_text, running_server, say, start_server
+from tests.support.http_server import BackgroundStream, create_keys, final, new_chat, new_user, paced_test_model, reply_text, running_server, say, start_server
 from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (pytest fixtures)
 
 # Replies of the servers that meet a fault come at 300 ms a word; to a user it knows nothing
 # about, the offline model echoes this message: ~30 words, still streaming when the fault hits.
-SLOW = {WORD_DELAY_ENV: "300"}
+SLOW = paced_test_model(300)
 SLOW_MESSAGE = "I have a dog named Rex, a cat called Tom, two goldfish and a garden full of tomatoes, beans and sunflowers"
 FIRST = "hello"  # a first turn that teaches memory nothing (so the next reply is the long echo)
 REAPED_WITHIN_SECONDS = 30
@@ -127,7 +127,7 @@ async def test_postgres_killed_mid_reply_ends_the_stream_with_an_error_in_second
     with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = with_database(own_postgres.get_uri(), name)
-    live = start_server(url, workers=1, env=SLOW)
+    live = start_server(url, workers=1, model=SLOW)
     try:
         user = new_user()
         key = (await create_keys(url, [user]))[user]
@@ -174,7 +174,7 @@ def survivor(database):
 async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its_run_answers(database, survivor):
     user = new_user()
     key = (await create_keys(database, [user]))[user]
-    doomed = start_server(database, workers=1, env=SLOW)
+    doomed = start_server(database, workers=1, model=SLOW)
     try:
         with doomed.client(key) as c:
             reaped_chat, stopped_chat = new_chat(c), new_chat(c)
@@ -225,7 +225,7 @@ async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message
     answer at all, and the message is still the client's to send again."""
     user = new_user()
     key = (await create_keys(database, [user]))[user]
-    doomed = start_server(database, workers=1, env=SLOW)
+    doomed = start_server(database, workers=1, model=SLOW)
     try:
         with doomed.client(key) as c:
             chat_id = new_chat(c)
@@ -277,8 +277,8 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
     """Through the runner the API and the CLI use; the real openai client against the stub."""
     from langchain_core.messages import HumanMessage
 
-    from app.active_runs import ActiveRuns
-    from app.turn_runner import TurnSpec
+    from app.runs.active_runs import ActiveRuns
+    from app.runs.turn_runner import TurnSpec
     from graph.assembly import compile_graph
     from storage.fenced_saver import FencedPostgresSaver
     from tests.support.openai_stub_server import StubReply, structured_answer
@@ -326,8 +326,8 @@ async def test_a_run_launched_while_the_heartbeat_poller_winds_down_still_gets_h
     minute) and a live worker's reaper would have taken it for a dead one after 15 s."""
     from langchain_core.messages import HumanMessage
 
-    from app.active_runs import ActiveRuns
-    from app.turn_runner import TurnSpec
+    from app.runs.active_runs import ActiveRuns
+    from app.runs.turn_runner import TurnSpec
     from graph.assembly import compile_graph
     from storage.fenced_saver import FencedPostgresSaver
 

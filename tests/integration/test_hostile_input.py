@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from app.body_limit import MAX_BODY_BYTES
+from app.http.body_limit import MAX_BODY_BYTES
 from tests.support.embedded_postgres import throwaway_postgres
 from tests.support.http_server import create_keys, new_chat, new_user, start_server, stream
 

@@ -135,7 +135,7 @@ def keys_cli(server, *args: str) -> subprocess.CompletedProcess:
     from tests.support.http_server import server_env
 
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "keys", *args],
+        [sys.executable, "-m", "app.cli.main", "keys", *args],
         cwd=REPO_ROOT,
         env=server_env(server.database_url, "offline"),
         capture_output=True,

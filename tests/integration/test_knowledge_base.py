@@ -304,7 +304,7 @@ async def test_a_file_swapped_for_a_link_out_of_the_folder_after_the_walk_is_ref
 
 
 def test_ingest_has_a_follow_symlinks_flag():
-    from app.cli import build_parser
+    from app.cli.main import build_parser
 
     assert build_parser().parse_args(["ingest", "docs"]).follow_symlinks is False
     assert build_parser().parse_args(["ingest", "docs", "--follow-symlinks"]).follow_symlinks is True

@@ -2,7 +2,7 @@
 
 Two users' memory is seeded once per module by running turns through the compiled
 graph with a scripted model (folds every turn, so summary boards exist). The MCP
-server runs as a real subprocess (`python -m app.cli mcp`), reached with the `mcp`
+server runs as a real subprocess (`python -m app.cli.main mcp`), reached with the `mcp`
 package's own clients; every wait is bounded and every process is stopped.
 """
 
@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import prompts
-from app import mcp_server
+from app.mcp import server as mcp_server
 from graph.assembly import compile_graph
 from core.context import Context
 from llm.chat_model import register_model, unregister_model
@@ -370,7 +370,7 @@ async def exercise_every_tool(session: ClientSession, seed: Seed) -> None:
 async def test_stdio_server_serves_only_its_users_memory(seeded):
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "app.cli", "mcp", "--user", seeded.alice],
+        args=["-m", "app.cli.main", "mcp", "--user", seeded.alice],
         env=server_env(seeded.url),
         cwd=str(REPO_ROOT),
     )
@@ -411,7 +411,7 @@ async def test_streamable_http_server_serves_only_its_users_memory(seeded):
     with tempfile.TemporaryFile(mode="w+") as errlog:
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "mcp", "--user", seeded.alice, "--transport", "http", "--port", str(port)],
+            [sys.executable, "-m", "app.cli.main", "mcp", "--user", seeded.alice, "--transport", "http", "--port", str(port)],
             cwd=REPO_ROOT,
             env=server_env(seeded.url),
             stdin=subprocess.DEVNULL,

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from app.chat_session import ChatSession
-from app.memory_report import memory_snapshot, render_snapshot
+from app.cli.chat_session import ChatSession
+from app.cli.memory_report import memory_snapshot, render_snapshot
 from core.context import Context
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import Fact
@@ -160,7 +160,7 @@ async def test_memory_views_list_invalid_items_with_key_and_error_and_they_can_b
 
 def run_cli(args: list[str], database_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": database_url}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=180)
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=180)
 
 
 @pytest.mark.slow  # CLI processes

@@ -11,10 +11,10 @@ import uuid
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-import app.turn_runner as turn_runner
+import app.runs.turn_runner as turn_runner
 import storage.fenced_saver as fenced_saver
-from app.active_runs import ActiveRuns
-from app.turn_runner import TurnSpec
+from app.runs.active_runs import ActiveRuns
+from app.runs.turn_runner import TurnSpec
 from core.context import Context
 from graph.assembly import compile_graph
 from llm.chat_model import register_model, unregister_model

@@ -146,11 +146,10 @@ async def test_every_structured_call_carries_an_output_cap_sized_to_its_schema(o
     assert cap < 1000
 
 
-async def test_the_output_cap_is_configurable_and_rides_along_every_fallback_and_the_repair(openai_stub, openai_model, monkeypatch):
-    monkeypatch.setenv("MEMORY_AGENT_STRUCTURED_MAX_TOKENS", "300")
+async def test_a_given_output_cap_rides_along_every_fallback_and_the_repair(openai_stub, openai_model):
     openai_stub.like_llama_cpp()
     openai_stub.responder = lambda r: "not json" if not r.is_repair else json.dumps({"title": "T"})
-    await invoke_structured(load_chat_model(openai_model), ChatTitle, [HumanMessage("title?")])
+    await invoke_structured(load_chat_model(openai_model), ChatTitle, [HumanMessage("title?")], max_tokens=300)
     assert len(openai_stub.requests) >= 3  # refused json_schema, function_calling, repair
     assert {(r.body.get("max_tokens"), r.body.get("max_completion_tokens")) for r in openai_stub.requests} == {(300, 300)}
 

@@ -14,7 +14,7 @@ import uuid
 import pytest
 from langchain_core.messages import ToolMessage
 
-from app.chat_session import ChatSession
+from app.cli.chat_session import ChatSession
 from core.context import Context
 from llm.text_tool_calls import NO_TOOLS_INSTRUCTION
 from memory.memory_writer import apply_extraction

@@ -4,14 +4,13 @@ Needs /usr/bin/chromium (`apt-get install -y chromium`); Playwright's own browse
 download is not used. The layout is checked at 390 px (a phone), 1,024 px (a laptop)
 and 1,440 px, each light and dark (an emulated ``prefers-color-scheme``).
 
-Screenshots: to docs/images/ (the README's pictures) when MEMORY_AGENT_UPDATE_SCREENSHOT=1,
+Screenshots: to docs/images/ (the README's pictures) under ``pytest --update-screenshots``,
 else to a temporary directory, so test runs never touch the tree.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import tempfile
@@ -20,27 +19,30 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, start_server
+from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, paced_test_model, start_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a server and headless Chromium
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
-SCREENSHOTS = (
-    REPO_ROOT / "docs" / "images"
-    if os.environ.get("MEMORY_AGENT_UPDATE_SCREENSHOT") == "1"
-    else Path(tempfile.gettempdir()) / "memory-agent-web-page"
-)
+# Where screenshots go: a temporary folder, or docs/images/ under --update-screenshots (set below).
+SCREENSHOTS = {"folder": Path(tempfile.gettempdir()) / "memory-agent-web-page"}
 HEIGHTS = {390: 844, 1024: 768, 1440: 900}
 WIDTHS = [390, 1024, 1440]
 SCHEMES = ["light", "dark"]
 BACKGROUNDS = {"light": "rgb(246, 247, 249)", "dark": "rgb(18, 21, 28)"}  # --bg of style.css
 
 
+@pytest.fixture(scope="module", autouse=True)
+def screenshot_folder(pytestconfig):
+    if pytestconfig.getoption("update_screenshots"):
+        SCREENSHOTS["folder"] = REPO_ROOT / "docs" / "images"
+
+
 @pytest.fixture(scope="module")
 def server(new_database):
     # Every reply streams at 60 ms a word, so the page can be seen streaming (and stopped).
-    live = start_server(new_database("web"), env={"MEMORY_AGENT_TEST_WORD_DELAY_MS": "60"})
+    live = start_server(new_database("web"), model=paced_test_model(60))
     yield live
     live.stop()
 
@@ -120,7 +122,7 @@ async def send(page, text: str) -> None:
     await idle(page)
 
 
-# The README's pictures; the other screens are checked, not photographed.
+# The pictures in README.md and docs/api.md; the other screens are checked, not photographed.
 README_SHOTS = {
     "web-page-1440-light", "web-page-1440-dark", "web-page-1024-light", "web-page-390-light", "web-page-390-dark-chats",
     "web-page-390-light-memory", "web-page-390-light-second-tab", "web-page-390-light-server-down",
@@ -130,8 +132,8 @@ README_SHOTS = {
 async def screenshot(page, name: str) -> None:
     if name not in README_SHOTS:
         return
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    SCREENSHOTS["folder"].mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS["folder"] / f"{name}.png"))
 
 
 # --------------------------------------------------------------------------- layout facts, measured in the page
@@ -489,7 +491,7 @@ async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser)
 async def test_a_server_that_dies_mid_reply_is_said_plainly_and_the_page_recovers(new_database, browser):
     """`memory-agent serve` with one worker is one process: SIGKILL is the server dying."""
     database = new_database("webdown")
-    live = start_server(database, workers=1, env={"MEMORY_AGENT_TEST_WORD_DELAY_MS": "60"})
+    live = start_server(database, workers=1, model=paced_test_model(60))
     pages = Pages(live, browser)
     try:
         page = await pages.open(width=390)

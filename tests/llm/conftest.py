@@ -14,7 +14,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from app.local_model import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, runtime_installed, start_server
+from app.local.model_server import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, runtime_installed, start_server
 from tests.support.openai_stub_server import OpenAIStub, StubReply, StubRequest, StubToolCall
 
 

@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
-from app.chat_session import ChatSession
+from app.cli.chat_session import ChatSession
 from graph.assembly import compile_graph
 from core.context import Context
 from prompts.reply_prompt import render_user_context
@@ -42,7 +42,7 @@ CALL_TEXT = re.compile(r'<tool_call>|"arguments"\s*:|"parameters"\s*:|\{\s*"name
 def run_cli(lines: list[str], database_url: str, env: dict[str, str], user: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "chat", "--user", user, "--new"],
+        [sys.executable, "-m", "app.cli.main", "chat", "--user", user, "--new"],
         input="".join(f"{line}\n" for line in lines).encode(),
         capture_output=True,
         cwd=REPO_ROOT,

@@ -1,14 +1,14 @@
 """Live-server helpers for the HTTP tests: `memory-agent serve` as a subprocess, SSE reading, keys.
 
-The server runs exactly as users run it (``python -m app.cli serve``, uvicorn with
+The server runs exactly as users run it (``python -m app.cli.main serve``, uvicorn with
 several workers) against a real Postgres database of the test session. The only
 thing a test may choose is the chat model: ``MEMORY_AGENT_MODEL`` in the server's
 environment, and :func:`register_test_models`, loaded into every worker through
 ``MEMORY_AGENT_MODEL_PLUGINS``, which adds ``http-test``:
 
 - the offline model, except that a user message containing ``[slow]`` is answered
-  at 150 ms a word (so a test can stop it mid-stream; ``MEMORY_AGENT_TEST_WORD_DELAY_MS``
-  paces every reply instead, for the web page), and
+  at 150 ms a word (so a test can stop it mid-stream; :func:`paced_test_model` names the
+  same model pacing every reply, for the web page and the fault tests), and
 - a message starting with ``[task] <description>`` makes the reply call the
   ``add_task`` tool, which asks for a confirmation (an interrupt);
 - a message containing ``[fail]`` makes the reply fail after two streamed words
@@ -41,7 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_MODEL = "http-test"
 PLUGIN = "tests.support.http_server:register_test_models"
 SLOW_CUE, TASK_CUE, FAIL_CUE, MARKDOWN_CUE = "[slow]", "[task]", "[fail]", "[markdown]"
-WORD_DELAY_ENV = "MEMORY_AGENT_TEST_WORD_DELAY_MS"
+PACED_DELAYS_MS = (60, 300)  # the paced variants registered; add one here to use it
 MARKDOWN_CODE = 'def cook(minutes: int = 9) -> str:\n    return f"pasta for {minutes} minutes, stirred every minute so that it never sticks to the pot"'
 MARKDOWN_REPLY = f"""## Dinner plan
 
@@ -92,12 +92,20 @@ def _wants_task(messages) -> str | None:
     return text[len(TASK_CUE) :].strip() if text.startswith(TASK_CUE) else None
 
 
-def _make_test_model():
+def paced_test_model(ms: int) -> str:
+    """The name of the test model that answers every reply at ``ms`` a word (one of PACED_DELAYS_MS)."""
+    if ms not in PACED_DELAYS_MS:
+        raise ValueError(f"no paced test model at {ms} ms a word: add it to PACED_DELAYS_MS")
+    return f"{TEST_MODEL}-paced-{ms}"
+
+
+def _make_test_model(paced_ms: int = 0):
     from offline_model.slow_model import SlowOfflineChatModel
 
     class HttpTestModel(SlowOfflineChatModel):
         model_name: str = TEST_MODEL
         delay_ms: int = 150
+        paced_ms: int = 0
 
         def _respond(self, messages) -> str:
             if _is_chat_reply(messages) and MARKDOWN_CUE in _current_user_text(messages):
@@ -109,7 +117,7 @@ def _make_test_model():
                 return 0.0
             if SLOW_CUE in _current_user_text(messages):
                 return self.delay_ms / 1000
-            return int(os.environ.get(WORD_DELAY_ENV, "0")) / 1000
+            return self.paced_ms / 1000
 
         def _tool_call(self, description: str) -> dict:
             return {"name": "add_task", "args": {"description": description}, "id": f"call_{uuid.uuid4().hex[:8]}"}
@@ -141,13 +149,15 @@ def _make_test_model():
                 )
             )
 
-    return HttpTestModel()
+    return HttpTestModel(paced_ms=paced_ms, model_name=paced_test_model(paced_ms) if paced_ms else TEST_MODEL)
 
 
 def register_test_models() -> None:
     from llm.chat_model import register_model
 
     register_model(TEST_MODEL, _make_test_model())
+    for ms in PACED_DELAYS_MS:
+        register_model(paced_test_model(ms), _make_test_model(ms))
 
 
 # --------------------------------------------------------------------------- the server process
@@ -217,7 +227,7 @@ def start_server(
     log_path = Path(tempfile.mkstemp(prefix="ma-serve-", suffix=".log")[1])
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+        [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
         cwd=REPO_ROOT,
         env=server_env(database_url, model, env),
         stdout=log_file,

@@ -130,7 +130,7 @@ def start_dev_server(
         "--port", str(port),
         "--no-browser",
         "--no-reload",
-        "--allow-blocking",  # as `memory-agent studio` runs it (see app/studio.py)
+        "--allow-blocking",  # as `memory-agent studio` runs it (see app/studio/launcher.py)
         *extra_args,
     ]
     log_path = workdir / "langgraph-dev.log"

@@ -33,7 +33,7 @@ def test_a_key_holder_stays_themself():
 async def test_a_request_without_a_key_on_the_dev_server_is_the_studio_user(monkeypatch):
     monkeypatch.setenv("MEMORY_AGENT_AUTH", "optional")
     monkeypatch.delenv(STUDIO_USER_ENV, raising=False)
-    from app.langgraph_auth import authenticate
+    from app.studio.auth import authenticate
 
     assert (await authenticate(None))["identity"] == "studio"
     monkeypatch.setenv(STUDIO_USER_ENV, "local")

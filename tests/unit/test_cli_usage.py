@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 
 
 def test_a_bad_option_shows_that_commands_usage(capsys):

@@ -84,3 +84,46 @@ def test_no_production_package_imports_the_entry_points_or_the_evals():
 
 def test_the_shared_base_imports_nothing_of_ours():
     assert dict(_edges()["core"]) == {}
+
+
+# app/ is in rooms: the run engine (runs) below the entry points that serve it. The HTTP API, MCP
+# and the LangGraph server hooks stand side by side and never import each other; the CLI and the
+# local-model launcher dispatch to the others by command.
+APP_ROOMS = {"cli", "http", "mcp", "studio", "local", "runs"}
+ROOM_MAY_IMPORT = {
+    "runs": set(),
+    "http": {"runs"},
+    "mcp": {"runs"},
+    "studio": {"runs"},
+    "cli": {"runs", "http", "mcp", "studio", "local"},
+    "local": {"cli"},
+}
+
+
+def _room_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for room in APP_ROOMS:
+        for path in sorted((ROOT / "app" / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                for name in names:
+                    parts = name.split(".")
+                    if parts[0] == "app" and len(parts) > 1 and parts[1] != room:
+                        edges[room].add(parts[1])
+    return edges
+
+
+def test_app_is_in_rooms_and_nothing_lies_loose_in_it():
+    loose = sorted(p.name for p in (ROOT / "app").glob("*.py") if p.name != "__init__.py")
+    rooms = {p.parent.name for p in (ROOT / "app").glob("*/__init__.py")}
+    assert loose == [] and rooms == APP_ROOMS
+
+
+def test_app_rooms_import_only_the_rooms_they_dispatch_to():
+    wrong = {room: deps - ROOM_MAY_IMPORT[room] for room, deps in _room_edges().items() if deps - ROOM_MAY_IMPORT[room]}
+    assert wrong == {}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app import local_model
-from app.local_model import LocalModelError, ModelSpec, assemble_model
+from app.local import model_server as local_model
+from app.local.model_server import LocalModelError, ModelSpec, assemble_model
 
 CHUNKS = [b"first-", b"second-", b"third"]
 
@@ -104,7 +104,7 @@ def test_a_server_dies_with_the_process_that_started_it_even_on_sigkill():
     parent = subprocess.Popen(
         [sys.executable, "-c", (
             "import os, subprocess, sys, time\n"
-            "from app.local_model import die_with_parent\n"
+            "from app.local.model_server import die_with_parent\n"
             "me = os.getpid()\n"
             "child = subprocess.Popen(['sleep', '120'], preexec_fn=lambda: die_with_parent(me))\n"
             "print(child.pid, flush=True)\n"

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args) -> int:
     import uvicorn
 
-    from app.http_auth import auth_enabled
+    from app.http.auth import auth_enabled
     from storage.postgres import database_url, describe_location
 
     url = database_url()  # starts the embedded Postgres when DATABASE_URL is unset
@@ -109,7 +109,7 @@ def _serve(args) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         uvicorn.run(
-            "app.http_app:create_app",
+            "app.http.app:create_app",
             factory=True,
             host=args.host,
             port=args.port,

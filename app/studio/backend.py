@@ -4,7 +4,7 @@
 Both yield from one :class:`~memory.backend.MemoryBackend` (``open_memory()``: the
 embedded Postgres by default, ``DATABASE_URL`` otherwise; schema set-up is
 idempotent), so the saver, the store and the API-key check of
-``app/langgraph_auth.py`` share one connection pool instead of opening one each.
+``app/studio/auth.py`` share one connection pool instead of opening one each.
 
 Sharing is reference-counted per event loop: a psycopg pool belongs to the loop it
 was opened on, and the server may enter these context managers on more than one
@@ -94,9 +94,9 @@ def shared_backend() -> SharedMemoryBackend:
 
     langgraph_api imports ``checkpointer.path`` and ``store.path`` by file path, each
     as its own copy of this module; the shared state lives in the copy imported by
-    name (``app.langgraph_server``) so every copy reaches the same one.
+    name (``app.studio.backend``) so every copy reaches the same one.
     """
-    from app import langgraph_server
+    from app.studio import backend as langgraph_server
 
     return langgraph_server._SHARED
 

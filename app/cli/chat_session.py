@@ -4,7 +4,7 @@ On a terminal replies stream token by token and a dim line shows what was
 remembered. From a pipe each input line is one message and each reply is printed
 on one stdout line (notes go to stderr), so scripts and tests can drive it.
 
-Turns run exactly as the HTTP API runs them (app.active_runs, app.turn_runner): the same
+Turns run exactly as the HTTP API runs them (app.runs.active_runs, app.runs.turn_runner): the same
 per-chat run lock, so a second window on a busy chat is told so and nothing is lost, and
 the same stop. Ctrl-C during a reply stops the reply, not the program: the message and
 the reply so far stay in the chat, the reply marked stopped (memory learns nothing from
@@ -31,9 +31,9 @@ import psycopg
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from app.active_runs import ActiveRuns
-from app.memory_report import memory_snapshot, render_snapshot
-from app.turn_runner import TurnRunner, TurnSpec
+from app.runs.active_runs import ActiveRuns
+from app.cli.memory_report import memory_snapshot, render_snapshot
+from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
 from core.text_validation import validate_user_text

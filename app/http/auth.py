@@ -16,8 +16,8 @@ import os
 from fastapi import Depends
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from app.http_errors import ApiError
-from app.http_services import Services, get_services
+from app.http.errors import ApiError
+from app.http.services import Services, get_services
 from storage import thread_owners
 from storage.api_keys import verify_key
 from core.schemas import ChatRecord

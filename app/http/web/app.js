@@ -1,6 +1,6 @@
 // memory-agent web page: chats, streaming replies (Markdown), stop, regenerate, edit, rename,
 // and what the agent remembers. Plain JavaScript against the JSON API of the same server;
-// no build step. marked and DOMPurify are vendored files (app/web/vendor/).
+// no build step. marked and DOMPurify are vendored files (app/http/web/vendor/).
 "use strict";
 
 const KEY_STORAGE = "memory-agent.api-key";

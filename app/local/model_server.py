@@ -38,7 +38,6 @@ from core.errors import MemoryAgentError
 RUNTIME_VERSION = "0.3.36"
 RUNTIME = f"llama-cpp-python=={RUNTIME_VERSION}"
 CACHE_ENV = "MEMORY_AGENT_CACHE"
-WHEEL_CACHE_ENV = "MEMORY_AGENT_WHEEL_CACHE"
 DEFAULT_CONTEXT = 8192
 # Seconds one call to the local server may take (a 1.5B structured call on a busy 2-core machine takes minutes).
 LOCAL_TIMEOUT_SECONDS = 600
@@ -88,7 +87,7 @@ def cache_dir() -> Path:
 
 
 def wheel_dir() -> Path:
-    return Path(os.environ.get(WHEEL_CACHE_ENV) or cache_dir() / "wheels").expanduser()
+    return cache_dir() / "wheels"
 
 
 def say(text: str) -> None:
@@ -387,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             return server.process.wait()
         say(f"{spec.alias} is running at {server.base_url}; replies take several seconds on a laptop CPU.")
         os.environ.update(server.env())
-        from app.cli import main as cli_main
+        from app.cli.main import main as cli_main
 
         return cli_main(["chat", *rest])
     except KeyboardInterrupt:

@@ -82,12 +82,12 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 # Commands that live in their own modules, imported only when used (keeps `chat` fast to start).
 # Each module has `build_parser() -> argparse.ArgumentParser` and `main(argv) -> int`.
 MODULE_COMMANDS = {
-    "serve": ("app.serve", "serve the chat API and web page (FastAPI/uvicorn)"),
-    "studio": ("app.studio", "open LangGraph Studio on our Postgres (langgraph dev)"),
-    "mcp": ("app.mcp_server", "serve the memory tools over MCP (stdio or streamable HTTP)"),
-    "keys": ("app.api_keys", "create, list and revoke API keys of the chat API"),
+    "serve": ("app.http.serve", "serve the chat API and web page (FastAPI/uvicorn)"),
+    "studio": ("app.studio.launcher", "open LangGraph Studio on our Postgres (langgraph dev)"),
+    "mcp": ("app.mcp.server", "serve the memory tools over MCP (stdio or streamable HTTP)"),
+    "keys": ("app.cli.keys_command", "create, list and revoke API keys of the chat API"),
     "eval": ("evals.cli", "evaluate summarization prompts, extraction and token savings"),
-    "local": ("app.local_model", "a real model on this machine, offline: prepare, serve, or chat on it"),
+    "local": ("app.local.model_server", "a real model on this machine, offline: prepare, serve, or chat on it"),
 }
 
 
@@ -126,19 +126,19 @@ async def _dispatch(args: argparse.Namespace) -> int:
     async with open_memory() as backend:
         logging.getLogger(__name__).info("memory ready in %.2fs", time.perf_counter() - started)
         if args.command == "chat":
-            from app.chat_session import run_chat
+            from app.cli.chat_session import run_chat
 
             return await run_chat(backend, user_id=args.user, chat_id=args.chat_id, new=args.new, model=args.model)
         if args.command == "memory" and args.memory_command == "delete-invalid":
             return await _delete_invalid(backend.store, args.user, args.kind, args.key)
         if args.command == "memory":
-            from app.memory_report import memory_snapshot, render_snapshot
+            from app.cli.memory_report import memory_snapshot, render_snapshot
 
             snap = await memory_snapshot(backend.store, args.user, include_superseded=args.all)
             print(json.dumps(snap, ensure_ascii=False, indent=2) if args.json else render_snapshot(snap))
             return 0
         if args.command == "doctor":
-            from app.doctor import doctor_report
+            from app.cli.doctor import doctor_report
 
             print(await doctor_report(backend, startup_seconds=time.perf_counter() - started))
             return 0

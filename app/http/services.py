@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from app.active_runs import ActiveRuns
+from app.runs.active_runs import ActiveRuns
 from memory.backend import MemoryBackend
 
 

@@ -12,7 +12,7 @@ from typing import AsyncIterator
 
 from fastapi.responses import StreamingResponse
 
-from app.active_runs import RunHandle
+from app.runs.active_runs import RunHandle
 
 KEEPALIVE_SECONDS = 15.0
 

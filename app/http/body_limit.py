@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from app.http_errors import error_body
+from app.http.errors import error_body
 
 MAX_BODY_BYTES = 1_000_000  # a little over the longest message (20,000 characters) in any encoding, with room
 

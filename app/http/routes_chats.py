@@ -1,7 +1,7 @@
 """Chat routes: every chat is a LangGraph thread (thread_id = chat id) owned by one user.
 
 Turns run the compiled graph with ``Context(user_id=<caller>, persona=<chat persona>)``
-through :mod:`app.turn_runner`; replies stream as Server-Sent Events (:mod:`app.sse`).
+through :mod:`app.runs.turn_runner`; replies stream as Server-Sent Events (:mod:`app.http.sse`).
 
 - One reply at a time per chat (409 ``reply_in_progress``), enforced in Postgres so it
   holds across workers: one writer per thread keeps the checkpoint chain linear.
@@ -9,7 +9,7 @@ through :mod:`app.turn_runner`; replies stream as Server-Sent Events (:mod:`app.
   ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call
   would be left in the history.
 - ``/stop`` ends the running reply and keeps it as far as it got, marked ``stopped``;
-  memory learns nothing from a stopped turn (see app.turn_runner for the rule).
+  memory learns nothing from a stopped turn (see app.runs.turn_runner for the rule).
 - Editing a user message forks the thread at the checkpoint before that message and
   answers the edited text there; the later messages leave the thread's current
   branch (and the model's view). Memories learned from them stay in the user's
@@ -32,9 +32,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.types import Command
 
 import prompts
-from app.http_auth import current_user, owned_chat
-from app.http_errors import ApiError
-from app.http_schemas import (
+from app.http.auth import current_user, owned_chat
+from app.http.errors import ApiError
+from app.http.schemas import (
     ChatCreate,
     ChatDetail,
     ChatList,
@@ -52,11 +52,11 @@ from app.http_schemas import (
     StopResult,
     ToolCallOut,
 )
-from app.http_services import Services, get_services
-from app.sse import EVENTS_DOC, sse_response
+from app.http.services import Services, get_services
+from app.http.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import Identifier, storable, validate_user_text
-from app.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
+from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_runs, thread_owners
 from memory.chat_admin import delete_chat, owned_chats
 from memory.memory_writer import rename_chat as rename_chat_record

@@ -30,7 +30,7 @@ thread whose id is another user's (or has history nobody owns) is refused, so a
 known chat id cannot be turned into a thread of one's own.
 
 Store writes: chat records are the server's (refused); profile, facts and tasks are
-validated against their schemas (``app/store_writes.py``).
+validated against their schemas (``app/studio/store_writes.py``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from app.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
+from app.studio.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
 from core.context import server_safety_settings
 from core.auth_user import is_studio_user, memory_user_of, studio_user
 from core.namespaces import user_root
@@ -94,7 +94,7 @@ def _forbidden(detail: str) -> Auth.exceptions.HTTPException:
 
 @asynccontextmanager
 async def _pool():
-    from app.langgraph_server import shared_backend
+    from app.studio.backend import shared_backend
 
     # Normally the pool the checkpointer already holds open; opened here only if not.
     async with shared_backend().use() as backend:

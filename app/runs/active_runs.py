@@ -14,7 +14,7 @@ fails for ``DATABASE_LOST_SECONDS`` the database is gone, and every run of this 
 is aborted: its client gets an ``error`` event at once instead of waiting on a pool.
 
 Dead workers: a run whose heartbeat expired is taken over by a live worker, which takes
-its half-turn back as a stopped one (:meth:`app.turn_runner.TurnRunner.recover`). The
+its half-turn back as a stopped one (:meth:`app.runs.turn_runner.TurnRunner.recover`). The
 servers' reaper looks every ``REAP_EVERY_SECONDS``; a claim or a ``/stop`` on the chat
 does it at once.
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from app.turn_runner import TurnRunner, TurnSpec
+from app.runs.turn_runner import TurnRunner, TurnSpec
 from storage import chat_runs
 from storage.postgres import CONNECTION_KWARGS
 

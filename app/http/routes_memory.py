@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query
 
-from app.http_auth import current_user
-from app.http_errors import ApiError, not_found
-from app.http_routes_chats import stop_all_user_runs
-from app.http_schemas import (
+from app.http.auth import current_user
+from app.http.errors import ApiError, not_found
+from app.http.routes_chats import stop_all_user_runs
+from app.http.schemas import (
     Deleted,
     ErrorResponse,
     FactList,
@@ -27,7 +27,7 @@ from app.http_schemas import (
     TaskList,
     TaskPatch,
 )
-from app.http_services import Services, get_services
+from app.http.services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
 from core.text_validation import Identifier

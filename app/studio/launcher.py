@@ -2,7 +2,7 @@
 
 Runs ``langgraph dev`` of this environment on the repository's langgraph.json
 (graph without its own persistence; our saver, store and API-key auth from
-``app/langgraph_server.py`` and ``app/langgraph_auth.py``), offline-safe: no CLI
+``app/studio/backend.py`` and ``app/studio/auth.py``), offline-safe: no CLI
 analytics, no version check, no LangSmith tracing unless ``LANGSMITH_API_KEY`` is
 set, no browser opened. Prints the Studio and API-docs URLs once the server
 answers, and passes Ctrl-C / SIGTERM / SIGHUP on to it (as SIGINT, see ``forward``).
@@ -25,7 +25,7 @@ from core.auth_user import STUDIO_USER_ENV, studio_user
 from core.namespaces import user_id_arg
 from storage.postgres import data_dir, redact
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = REPO_ROOT / "langgraph.json"
 DEFAULT_PORT = 2024
 STUDIO_ORIGIN = "https://smith.langchain.com"
@@ -133,8 +133,8 @@ def describe_memory(env: dict[str, str]) -> str:
 
 
 def dev_auth_mode(env: dict[str, str]) -> str:
-    """The auth mode app/langgraph_auth.py will apply under ``langgraph dev``; ValueError if misspelt."""
-    from app.langgraph_auth import auth_mode
+    """The auth mode app/studio/auth.py will apply under ``langgraph dev``; ValueError if misspelt."""
+    from app.studio.auth import auth_mode
 
     return auth_mode({**env, "LANGSMITH_LANGGRAPH_API_VARIANT": "local_dev"})
 

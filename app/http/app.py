@@ -29,14 +29,14 @@ from fastapi.staticfiles import StaticFiles
 from psycopg_pool import PoolTimeout
 
 import prompts
-from app.body_limit import MAX_BODY_BYTES, BodyLimit
-from app.http_auth import auth_enabled
-from app.http_errors import install_error_handlers
-from app.http_routes_chats import router as chats_router
-from app.http_routes_memory import router as memory_router
-from app.http_schemas import Health, PersonaList, PersonaOut
-from app.http_services import Services, get_services
-from app.active_runs import ActiveRuns
+from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
+from app.http.auth import auth_enabled
+from app.http.errors import install_error_handlers
+from app.http.routes_chats import router as chats_router
+from app.http.routes_memory import router as memory_router
+from app.http.schemas import Health, PersonaList, PersonaOut
+from app.http.services import Services, get_services
+from app.runs.active_runs import ActiveRuns
 from graph.assembly import compile_graph
 from core.context import Context
 from memory.backend import open_memory

@@ -3,7 +3,7 @@
 The graph and the HTTP API write memory through the pydantic models of
 ``core/schemas.py``; the store API of LangGraph Server (``memory-agent studio``,
 ``PUT``/``DELETE /store/items``) takes any JSON. Every such write passes here first
-(from the store handlers of ``app/langgraph_auth.py``), inside the caller's own
+(from the store handlers of ``app/studio/auth.py``), inside the caller's own
 ``("users", U)`` namespace:
 
 =============  ==========================================================  ========
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from core.namespaces import PROFILE_KEY
 from core.schemas import Fact, Task, UserDocument, text_hash
 
-MAX_TEXT_CHARS = 2000  # as the memory API's PATCH bodies (app/http_schemas.py)
+MAX_TEXT_CHARS = 2000  # as the memory API's PATCH bodies (app/http/schemas.py)
 
 
 class InvalidItem(ValueError):
