@@ -100,7 +100,7 @@ async def test_a_chat_is_its_first_users_and_another_user_cannot_continue_it(ses
 
 
 async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_so_and_is_sent_as_a_message(backend, user_id, capfd):
-    from app.chat_session import run_chat
+    from app.cli.chat_session import run_chat
 
     with registered_scripted_model(responder) as (name, _):
         lines = io.StringIO("Please remind me about my passport\nWhat do you know about me?\n")
@@ -119,7 +119,7 @@ async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_s
 
 
 async def test_a_pipe_that_exits_non_zero_says_why_on_stderr(backend, user_id, capfd):
-    from app.chat_session import run_chat
+    from app.cli.chat_session import run_chat
 
     with registered_scripted_model(responder) as (name, _):
         lines = io.StringIO("hello\n" + "x" * 30000 + "\n")
@@ -175,7 +175,7 @@ async def test_switching_to_another_users_chat_shows_none_of_its_history(backend
 
 
 async def test_chat_started_on_another_users_chat_id_is_refused_at_once(backend, session, alices_folded_chat, capfd):
-    from app.chat_session import run_chat
+    from app.cli.chat_session import run_chat
 
     s, _, _ = session
     code = await run_chat(

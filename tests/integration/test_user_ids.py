@@ -32,7 +32,7 @@ def empty_database(new_database) -> str:
 
 @pytest.mark.parametrize("bad", ["*", "a.b", "../alice"])
 def test_keys_create_on_the_command_line_refuses_it_with_one_clear_line(bad, empty_database, monkeypatch, capsys):
-    from app.api_keys import main
+    from app.cli.keys_command import main
 
     monkeypatch.setenv("DATABASE_URL", empty_database)
     with pytest.raises(SystemExit) as exit_:
@@ -61,7 +61,7 @@ async def test_a_thread_gets_no_owner_row_for_an_unusable_user_id(backend, bad):
 
 @pytest.mark.parametrize("bad", ["a.b", "../alice", "*"])
 def test_cli_chat_refuses_the_user_id_before_anything_is_written(bad, empty_database, monkeypatch, capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     url = empty_database
     monkeypatch.setenv("DATABASE_URL", url)
