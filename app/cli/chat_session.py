@@ -436,6 +436,8 @@ async def _scripted(session: ChatSession, stdin) -> int:
                 break
             continue
         await session.send(line)
+    if await session.pending_confirmation() is not None:
+        session.note("The input ended before the confirmation was answered: the task change was not made (the chat still asks it).")
     if session.failures:
         print(f"error: {session.failures} of what was sent failed (said above), so the exit status is 1", file=session.err, flush=True)
         return 1

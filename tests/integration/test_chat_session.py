@@ -185,3 +185,14 @@ async def test_chat_started_on_another_users_chat_id_is_refused_at_once(backend,
     out, err = capfd.readouterr()
     assert code == 1 and "belongs to another user" in err
     assert "4711" not in out + err
+
+
+async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_change_was_not_made(backend, user_id, capfd):
+    from app.cli.chat_session import run_chat
+
+    with registered_scripted_model(responder) as (name, _):
+        code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=io.StringIO("Please remind me about my passport\n"))
+    out, err = capfd.readouterr()
+    assert code == 0
+    assert "the task change was not made" in err.splitlines()[-1]
+    assert await list_tasks(backend.store, user_id) == []
