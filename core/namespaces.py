@@ -77,8 +77,3 @@ def tasks_ns(user_id: str) -> tuple[str, ...]:
 
 def chats_ns(user_id: str) -> tuple[str, ...]:
     return (*user_root(user_id), "chats")
-
-
-def user_namespaces(user_id: str) -> list[tuple[str, ...]]:
-    """Every namespace the product keeps for one user."""
-    return [profile_ns(user_id), facts_ns(user_id), tasks_ns(user_id), chats_ns(user_id)]

@@ -108,25 +108,14 @@ class MeteredChatModel(BaseChatModel):
     def model_name(self) -> str:
         return model_label(self.inner)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    # BaseChatModel's hooks; the run manager is not forwarded: the inner model's own callbacks report.
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         start = time.perf_counter()
         out = self.inner.invoke(messages, stop=stop, **kwargs)
         self.meter.record(messages, out, time.perf_counter() - start)
         return ChatResult(generations=[ChatGeneration(message=out)])
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         start = time.perf_counter()
         out = await self.inner.ainvoke(messages, stop=stop, **kwargs)
         self.meter.record(messages, out, time.perf_counter() - start)

@@ -12,6 +12,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, computed_field
 
+from core.stopwords import FILLER, STOPWORDS
 from knowledge.hybrid_ranking import RELEVANCE_GATE, RRF_K, RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
 from prompts.reply_prompt import chunk_cost
 from knowledge.schema import HNSW_MAX_EF_SEARCH, TEXT_VECTOR_FUNCTION, _conn, _dims_mismatch, _distance_sql, _row
@@ -22,17 +23,7 @@ log = logging.getLogger(__name__)
 # keeps them in the index, so matching them would make nearly every chunk a "hit", and a "hi"
 # would find the README's `echo hi`). English, Italian, a little Hebrew; when a query has
 # nothing else, its words are used as they are, but they are no evidence for the relevance gate.
-STOP_WORDS: frozenset[str] = frozenset(
-    """
-    a an and are as at be been but by can could did do does for from had has have how i if in into is it
-    its me my no not of on or our so such than that the their them then there these they this to
-    was we were what when where which who whom why will with would you your
-    il lo la i gli le un uno una di da del della dei delle in con su per tra fra e ed o che chi come
-    dove quando perché non è sono si ci mi ti vi al allo alla ai agli alle nel nella nei nelle
-    hi hello hey thanks thank ok okay yes yeah yep nope bye goodbye please sure cool great lol
-    ciao grazie prego sì salve שלום תודה כן לא
-    """.split()
-)
+STOP_WORDS: frozenset[str] = STOPWORDS | FILLER
 
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from core.stopwords import CHAT_WORDS, STOPWORDS
 from core.schemas import ChatRecord, utcnow
 from memory.chat_admin import owned_ids
 from memory.user_memory import age_days, search_chats
@@ -58,7 +59,7 @@ class RankedChat:
 
 
 @dataclass(frozen=True)
-class ChatSearch:
+class ChatLookup:
     outcome: Literal["one", "several", "none"]
     candidates: list[RankedChat]
 
@@ -72,11 +73,7 @@ def recency(last_activity: datetime, now: datetime) -> float:
 
 
 _WORD = re.compile(r"\w+")
-_STOP = frozenset(
-    """a an and are as at be but by can chat conversation did do for from had has have how i if in is it its me my
-    no not of on one or our so that the their them then there this to was we were what when where which who why
-    will with would you your about again back go talked talk discussed said asked""".split()
-)
+_STOP = STOPWORDS | CHAT_WORDS
 
 
 def _words(text: str) -> set[str]:
@@ -103,15 +100,15 @@ def rank(hits: list[tuple[ChatRecord, float]], now: datetime, query: str = "") -
     return sorted(ranked, key=lambda c: -c.score)
 
 
-def decide(ranked: list[RankedChat]) -> ChatSearch:
+def decide(ranked: list[RankedChat]) -> ChatLookup:
     candidates = [c for c in ranked if c.similarity >= MIN_SIMILARITY][:MAX_CANDIDATES]
     if not candidates:
-        return ChatSearch("none", [])
+        return ChatLookup("none", [])
     top = candidates[0]
     runner_up = candidates[1].score if len(candidates) > 1 else 0.0
     if top.score >= CLEAR_SCORE and top.score - runner_up >= CLEAR_MARGIN:
-        return ChatSearch("one", candidates)
-    return ChatSearch("several", candidates)
+        return ChatLookup("one", candidates)
+    return ChatLookup("several", candidates)
 
 
 async def ranked_chats(store, user_id: str, query: str, *, now: datetime | None = None, limit: int = 20) -> list[RankedChat]:
@@ -121,7 +118,7 @@ async def ranked_chats(store, user_id: str, query: str, *, now: datetime | None 
     return rank([(c, s) for c, s in hits if c.thread_id in mine], now or utcnow(), query)
 
 
-async def find_chat(store, user_id: str, query: str, *, now: datetime | None = None) -> ChatSearch:
+async def find_chat(store, user_id: str, query: str, *, now: datetime | None = None) -> ChatLookup:
     return decide(await ranked_chats(store, user_id, query, now=now))
 
 

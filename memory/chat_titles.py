@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from core.stopwords import STOPWORDS, VAGUE
 from core.schemas import ChatRecord, SummaryBoard
 
 FOCUS_SHIFT_OVERLAP = 1 / 3
@@ -40,11 +41,8 @@ _LEADING_FILLER = re.compile(
     r"question about|quick question:?)?\s*",
     re.I,
 )
-_EDGE_WORDS = frozenset(
-    "a an the of for to in on at by with and or but so my our your his her their me us it this that "
-    "is are was be about from into as next last before after when while if because since until getting some any "
-    "very just di da del della per con su e o il lo la le un una".split()
-)
+# A title does not end on a function word ("Trip to" -> "Trip"), nor on a word that leads on ("next", "getting").
+_EDGE_WORDS = STOPWORDS | VAGUE | frozenset("next last getting since".split())
 _CLAUSES = re.compile(r"(?<=[.!?;:])\s+|[,;:()]\s*|\s+[-–—]\s+|\s+(?:and|but|ma|e)\s+(?=(?:i|my|we|our|io)\b)", re.I)
 
 

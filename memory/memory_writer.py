@@ -14,6 +14,10 @@ Rules, in order, for each new fact:
 Task updates match an existing task by id, else semantically (≥ ``task_match_threshold``).
 All reads and writes of one turn run in one Postgres transaction holding the user's lock
 (storage.user_transaction): exactly once, whichever entry point writes.
+
+This module is the only code that writes or deletes items in a user's memory namespaces
+(tests/unit/test_one_writer.py fails otherwise): the graph, the HTTP API, the CLI, MCP and the
+LangGraph store API (:func:`put_client_item`) all change memory through its functions.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph.store.base import PutOp
+from psycopg_pool import AsyncConnectionPool
 
+from storage import store_rows, vector_search
 from storage.store_lookups import items_where
-from storage.user_transaction import embed_ahead, user_transaction
-from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from storage.user_transaction import embed_ahead, lock_key, user_transaction
+from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns, user_root
 from core.schemas import (
     ChatRecord,
     ExtractionResult,
@@ -43,7 +49,8 @@ from core.schemas import (
     text_hash,
     utcnow,
 )
-from memory.user_memory import NAMESPACES, delete_invalid_item, get_chat, get_user_document, parse_fact, parse_item, parse_task, put_chat, search_facts, search_tasks
+from memory.kinds import KINDS, MemoryKind
+from memory.user_memory import get_chat, get_user_document, invalid_item, parse_fact, parse_item, parse_task, search_facts, search_tasks
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +136,14 @@ class WriteReport:
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v}
 
+    def written_counts(self) -> dict[str, int]:
+        """What was written, per change of a memory kind ("facts_added": 2, "profile": 1), for the metric;
+        duplicates dropped wrote nothing."""
+        counts = {name: len(v) for name, v in asdict(self).items() if isinstance(v, list) and v and name.split("_")[0] in KINDS}
+        if self.profile_changes or self.preference_changes:
+            counts["profile"] = 1
+        return counts
+
     def describe(self) -> str:
         """One line for the CLI: what was remembered or updated."""
         parts: list[str] = []
@@ -206,7 +221,7 @@ async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: dateti
 
 async def _valid_stored(tx, kind: str, user_id: str, key: str):
     """The user's stored ``kind`` item ``key`` as its model; None when absent or invalid."""
-    item = await tx.aget(NAMESPACES[kind](user_id), key)
+    item = await tx.aget(KINDS[kind].namespace(user_id), key)
     return parse_item(kind, item) if item else None
 
 
@@ -479,7 +494,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
 
 async def delete_item(store, user_id: str, kind: str, item_id: str) -> bool:
     """Delete one fact or task by id, valid or not; False when there is none."""
-    namespace = {"facts": facts_ns, "tasks": tasks_ns}[kind](user_id)
+    namespace = KINDS[kind].namespace(user_id)
     async with user_transaction(store, user_id) as tx:
         if await tx.aget(namespace, item_id) is None:
             return False
@@ -487,7 +502,122 @@ async def delete_item(store, user_id: str, kind: str, item_id: str) -> bool:
     return True
 
 
+async def forget_fact(store, user_id: str, fact_id: str, *, now: datetime | None = None) -> Fact | None:
+    """Forget one active fact (the CLI's ``/forget``): it leaves recall and the lists of active facts,
+    and is kept as superseded with ``valid_to``, like any replaced fact, so its history stays.
+    None when there is no active fact with that id."""
+    now = now or utcnow()
+    async with user_transaction(store, user_id) as tx:
+        fact = await _valid_stored(tx, "facts", user_id, fact_id)
+        if fact is None or fact.status != "active":
+            return None
+        fact.status, fact.valid_to, fact.updated_at = "superseded", now, now
+        await tx.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=False)
+    return fact
+
+
+# --------------------------------------------------------------------------- the store API's writes
+
+
+async def put_client_item(store, user_id: str, kind: str, key: str, value: dict[str, Any]) -> str:
+    """Write an item a client put through the LangGraph store API (app/studio/store_writes.py checked it
+    against its kind's model and bounds) under the same rules as extraction: a fact whose text an
+    active fact already has, or a task whose description an open task already has, adds nothing
+    (the fact's ``mentions`` go up). Returns the key the item now lives under."""
+    spec: MemoryKind = KINDS[kind]
+    item = spec.model.model_validate(value)
+    if isinstance(item, Fact):
+        item.hash, item.slot = text_hash(item.text), item.slot or slot_of(item.text)
+    elif isinstance(item, Task):
+        item.hash = text_hash(item.description)
+    await embed_ahead(store, [str(getattr(item, f, "") or "") for f in spec.embedded])
+    async with user_transaction(store, user_id) as tx:
+        if isinstance(item, Fact) and item.status == "active":
+            same = [f for f in await _facts_where(tx, user_id, "hash", [item.hash]) if f.id != key]
+            if same:
+                same[0].mentions += 1
+                same[0].updated_at = utcnow()
+                await tx.aput(facts_ns(user_id), same[0].id, same[0].model_dump(mode="json"), index=False)
+                return same[0].id
+        if isinstance(item, Task) and item.status in ("open", "in_progress"):
+            same_tasks = [t for t, _ in await _tasks_with_hash(tx, user_id, item.hash) if t.id != key and t.status in ("open", "in_progress")]
+            if same_tasks:
+                return same_tasks[0].id
+        await tx.aput(spec.namespace(user_id), key, item.model_dump(mode="json"), index=spec.index)
+    return key
+
+
+async def delete_client_item(store, user_id: str, namespace: tuple[str, ...], key: str) -> None:
+    """Delete one item a client named through the LangGraph store API, under the user's lock."""
+    async with user_transaction(store, user_id) as tx:
+        await tx.adelete(namespace, key)
+
+
+# --------------------------------------------------------------------------- recall
+
+
+async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None = None) -> None:
+    """Set ``last_used`` on the facts that went into the prompt, and nothing else.
+
+    Only that one field is written (storage.store_rows.set_field), without the user's lock, so
+    recall never waits for an extraction, and a concurrent merge or supersede is never overwritten.
+    """
+    now = now or utcnow()
+    if not facts:
+        return
+    for f in facts:
+        f.last_used = now
+    pool = getattr(store, "conn", None)
+    if isinstance(pool, AsyncConnectionPool):
+        await store_rows.set_field(pool, facts_ns(user_id), [f.id for f in facts], "last_used", now)
+        return
+    # Other stores (tests with an in-memory store): a plain put, text unchanged so no re-embedding.
+    await store.abatch([PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts])
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *, batch: int = 64) -> int:
+    """Put every item again, values unchanged, so the store embeds them with its current model
+    (``memory-agent reindex``); the profile is never embedded."""
+    for start in range(0, len(items), batch):
+        for namespace, key, value in items[start : start + batch]:
+            await store.aput(namespace, key, value, index=None if namespace[-1] != "profile" else False)
+    return len(items)
+
+
+async def forget_user_memory(pool, user_id: str) -> int:
+    """Delete every store item of the user (every kind), under the user's lock: an extraction
+    running now commits before, or sees nothing after. Kinds kept in tables of their own are
+    forgotten by their ``forget`` hook; a namespace's own vector index goes with its rows."""
+    items = await store_rows.delete_under(pool, user_root(user_id), lock_key(user_id))
+    for kind in KINDS.values():
+        if kind.forget is not None:
+            items += await kind.forget(pool, user_id)
+        elif kind.namespace is not None:
+            await vector_search.drop_namespace_index(pool, kind.namespace(user_id))
+    return items
+
+
 # --------------------------------------------------------------------------- chat records
+
+
+async def _put_chat(tx, user_id: str, chat: ChatRecord) -> None:
+    # Only the summary is embedded: that is what "find the chat about X" searches.
+    await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if chat.summary_text else False)
+
+
+async def create_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
+    """The record of a new chat (its title before any summary)."""
+    async with user_transaction(store, user_id) as tx:
+        await _put_chat(tx, user_id, record)
+    return record
+
+
+async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
+    async with user_transaction(store, user_id) as tx:
+        await tx.adelete(chats_ns(user_id), thread_id)
 
 
 async def save_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
@@ -498,7 +628,7 @@ async def save_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecor
         stored = await get_chat(tx, user_id, record.thread_id)
         if stored is not None and stored.title_by_user:
             record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
-        await put_chat(tx, user_id, record)
+        await _put_chat(tx, user_id, record)
     return record
 
 
@@ -511,11 +641,15 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
             record.title_topics = []  # retitled at the next summary
         else:
             record.title, record.title_by_user = title, True
-        await put_chat(tx, user_id, record)
+        await _put_chat(tx, user_id, record)
     return record
 
 
 async def delete_invalid(store, user_id: str, kind: str, key: str) -> bool:
     """Delete one stored item that does not validate (ItemIsValid when it does); False when absent."""
     async with user_transaction(store, user_id) as tx:
-        return await delete_invalid_item(tx, user_id, kind, key)
+        item = await invalid_item(tx, user_id, kind, key)
+        if item is None:
+            return False
+        await tx.adelete(item.namespace, key)
+        return True

@@ -1,5 +1,7 @@
-"""Read-only queries over one user's memory: the one implementation behind the agent's own
-tools (``nodes/tools.py``) and the MCP tools (``app/mcp/server.py``).
+"""Read-only queries over one user's memory: the one read layer of the entry points (HTTP,
+CLI, MCP) and the agent's own tools (``nodes/tools.py``); they import nothing else of memory/
+to read. The plain readers of memory.user_memory (parsing every item through its kind's model)
+are re-exported here; the views built on them (searches, summaries, task lists) live here.
 
 Each function is scoped to one ``user_id``: it reads only that user's store
 namespaces, and only the threads the server recorded as that user's
@@ -31,13 +33,28 @@ from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from memory import chat_search
+from core.stopwords import STOPWORDS
 from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
-from memory.user_memory import nearest_items, get_chat, list_chats, list_facts
+from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported for the entry points
+    InvalidItem,
+    ItemIsValid,
+    Kind,
+    check_item,
+    get_chat,
+    get_task,
+    get_user_document,
+    invalid_items,
+    list_chats,
+    list_facts,
+    nearest_items,
+    search_facts,
+    search_tasks,
+)
+from memory.user_memory import list_tasks as stored_tasks
 from memory.user_memory import search_chats as search_chat_summaries
-from memory.user_memory import list_tasks as list_stored_tasks
 
 Role = Literal["user", "assistant"]
 ContextType = Literal["action_items", "pending_questions", "facts", "entities", "tasks"]
@@ -158,10 +175,26 @@ class ChatSearch(BaseModel):
     chats: list[ChatMatch]
 
 
+class InvalidItemOut(BaseModel):
+    """A stored item that does not match its schema (written around the agent, e.g. through the
+    LangGraph store API). The agent ignores it; delete it, or the next write replaces it (profile)."""
+
+    kind: Kind
+    key: str = Field(description="The item's key in its namespace (a fact's or task's id, a chat's thread id).")
+    error: str = Field(description="Why it does not validate.")
+    value: Any = Field(description="The stored value, as it is.")
+    updated_at: datetime | None = None
+
+    @classmethod
+    def of(cls, items: list[InvalidItem]) -> list["InvalidItemOut"]:
+        return [cls(kind=i.kind, key=i.key, error=i.error, value=i.value, updated_at=i.updated_at) for i in items]
+
+
 class TaskList(BaseModel):
-    status: TaskStatus | None = Field(description="The status filter applied; None lists every task.")
+    status: TaskStatus | None = Field(None, description="The status filter applied; None lists every task.")
     count: int
     tasks: list[Task]
+    invalid: list[InvalidItemOut] = Field(default_factory=list, description="Stored tasks that do not validate (ignored by the agent).")
 
 
 # --------------------------------------------------------------------------- time ranges
@@ -345,10 +378,6 @@ def _clamp(limit: int) -> int:
 
 # --------------------------------------------------------------------------- keyword matching
 _WORD = re.compile(r"\w+")
-STOPWORDS = frozenset(
-    "a an and are about as at be but by can did do does for from had has have how i in is it its me my of on or our "
-    "so that the their them there this to us was we were what when where which who why will with you your".split()
-)
 
 
 def query_terms(query: str) -> list[str]:
@@ -530,7 +559,7 @@ async def recall_context(
     items: list[RecalledItem] = []
 
     if context_type == "tasks":
-        tasks = await list_stored_tasks(store, user_id)
+        tasks = await stored_tasks(store, user_id)
         if chat_id is not None:
             tasks = [t for t in tasks if t.source_thread == chat_id]
         # Unfinished first, then newest change first.
@@ -615,11 +644,15 @@ async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 
     return ChatSearch(query=query, chats=[_chat_match(r) for r in ranked[:limit]])
 
 
-async def list_tasks(store: BaseStore, user_id: str, status: TaskStatus | None = None) -> TaskList:
-    """The user's tasks, oldest first; only those with ``status`` when given."""
+async def list_tasks(
+    store: BaseStore, user_id: str, status: TaskStatus | None = None, *, include_done: bool = True, with_invalid: bool = False
+) -> TaskList:
+    """The user's tasks, oldest first; only those with ``status`` when given, without done ones
+    when not ``include_done``; ``with_invalid`` adds the stored tasks that do not validate."""
     if status is not None and status not in ("open", "in_progress", "done"):
         raise ValueError("status must be open, in_progress or done")
-    tasks = await list_stored_tasks(store, user_id)
+    tasks = await stored_tasks(store, user_id, include_done=include_done)
     if status is not None:
         tasks = [t for t in tasks if t.status == status]
-    return TaskList(status=status, count=len(tasks), tasks=tasks)
+    invalid = InvalidItemOut.of(await invalid_items(store, user_id, ("tasks",))) if with_invalid else []
+    return TaskList(status=status, count=len(tasks), tasks=tasks, invalid=invalid)

@@ -1,12 +1,9 @@
 """Choosing which memories go into the prompt.
 
-Fact score (all terms in 0..1):
-
-    score = 0.6 · similarity + 0.25 · importance + 0.15 · recency
-
-- similarity: cosine between the current message and the fact (pgvector, via the store);
-- importance: low 0.3, medium 0.6, high 1.0;
-- recency: exp(-age / 30 days), age since the fact was last used or updated.
+Facts are ranked in SQL by ``storage.vector_search.rank_memories`` (its docstring holds the
+formula, written once) with the weights below: 0.6 similarity, 0.25 importance, 0.15 recency
+with a 30-day half-life. A store that is not Postgres (in-memory, in unit tests) ranks by
+similarity alone.
 
 The top ``max_facts`` (default 7) go in; at least 3 when the user has 3 facts, and
 beyond 3 only facts whose similarity clears ``min_similarity``. Open tasks go in
@@ -17,20 +14,19 @@ user's other chats go in when they clearly relate (similarity ≥ 0.5).
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from langgraph.store.base import PutOp, SearchItem
+from langgraph.store.base import SearchItem
 from langgraph.store.postgres.aio import AsyncPostgresStore
-from psycopg_pool import AsyncConnectionPool
 
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from storage import vector_search
-from memory.user_memory import parse_item, age_days, get_user_document, list_open_tasks, search_chats, search_facts, search_tasks
+from memory import memory_writer
+from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_facts, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -57,12 +53,6 @@ class ScoredFact:
     score: float
 
 
-def fact_score(similarity: float, fact: Fact, now: datetime) -> float:
-    age = age_days(fact.last_used or fact.updated_at, now)
-    recency = math.exp(-age * math.log(2) / RECENCY_HALF_LIFE_DAYS)
-    return W_SIMILARITY * similarity + W_IMPORTANCE * IMPORTANCE_WEIGHT[fact.importance] + W_RECENCY * recency
-
-
 async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now: datetime | None = None) -> list[ScoredFact]:
     """The best facts for ``query``: the most similar CANDIDATES, re-ranked by the score.
 
@@ -81,34 +71,10 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
         scored = [ScoredFact(f, s, r.score) for (f, s), r in zip(_parsed_with(items), ranked) if f is not None]
     else:
         similar = await search_facts(store, user_id, query, limit=candidates)
-        scored = [ScoredFact(f, s, fact_score(s, f, now)) for f, s in similar]
+        scored = [ScoredFact(f, s, s) for f, s in similar]
     scored.sort(key=lambda s: (-s.score, s.fact.created_at))
     chosen = scored[:MIN_FACTS] + [s for s in scored[MIN_FACTS:] if s.similarity >= MIN_SIMILARITY]
     return chosen[:max_facts]
-
-
-async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None = None) -> None:
-    """Set ``last_used`` on the facts that went into the prompt, and nothing else.
-
-    Only that one field is written (jsonb_set on the store row), so a concurrent turn of the
-    same user that merges or supersedes one of these facts is never overwritten.
-    """
-    now = now or utcnow()
-    if not facts:
-        return
-    for f in facts:
-        f.last_used = now
-    pool = getattr(store, "conn", None)
-    if isinstance(pool, AsyncConnectionPool):
-        async with pool.connection() as conn:
-            await conn.execute(
-                "UPDATE store SET value = jsonb_set(value, '{last_used}', to_jsonb(%s::text)) "
-                "WHERE prefix = %s AND key = ANY(%s)",
-                (now.isoformat(), ".".join(facts_ns(user_id)), [f.id for f in facts]),
-            )
-        return
-    # Other stores (tests with an in-memory store): a plain put, text unchanged so no re-embedding.
-    await store.abatch([PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts])
 
 
 async def load_user_context(
@@ -120,7 +86,7 @@ async def load_user_context(
     # overlap its embedding (a thread), and the searches then share the cached vector.
     embeddings = getattr(store, "embeddings", None)
     warm = embeddings.aembed_query(query) if embeddings is not None and query.strip() else asyncio.sleep(0)
-    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_open_tasks(store, user_id, limit=10), warm)
+    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_tasks(store, user_id, newest=10), warm)
 
     # A few open tasks always show; more only when they relate to the message (or it is about tasks).
     task_search = None if TASK_WORDS.search(query) or len(open_tasks) <= 3 else search_tasks(store, user_id, query, limit=10)
@@ -129,7 +95,7 @@ async def load_user_context(
         search_chats(store, user_id, query, limit=5),
         task_search if task_search is not None else asyncio.sleep(0, result=None),
     )
-    await mark_used(store, user_id, [s.fact for s in ranked], now)
+    await memory_writer.mark_used(store, user_id, [s.fact for s in ranked], now)
     if similar_tasks is None:
         tasks = open_tasks
     else:

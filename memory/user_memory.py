@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.store.base import BaseStore, Item, SearchItem
 from langgraph.store.postgres.aio import AsyncPostgresStore
@@ -22,16 +22,11 @@ from core.metrics import INVALID_ITEMS
 from storage import vector_search
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
+from memory.kinds import KINDS, STORE_KIND_NAMES, Kind
 
 log = logging.getLogger(__name__)
 
 PAGE = 200
-Kind = Literal["profile", "facts", "tasks", "chats"]
-KINDS: tuple[Kind, ...] = ("profile", "facts", "tasks", "chats")
-MODELS: dict[str, type[BaseModel]] = {"profile": UserDocument, "facts": Fact, "tasks": Task, "chats": ChatRecord}
-# The field that must equal the store key (None: the profile has one fixed key).
-ID_FIELDS: dict[str, str | None] = {"profile": None, "facts": "id", "tasks": "id", "chats": "thread_id"}
-NAMESPACES = {"profile": profile_ns, "facts": facts_ns, "tasks": tasks_ns, "chats": chats_ns}
 
 
 @dataclass(frozen=True)
@@ -68,10 +63,10 @@ def check_item(kind: Kind, item: Item) -> tuple[BaseModel | None, str | None]:
     if not isinstance(item.value, dict):  # written around the store's API (storage.store_values)
         return None, f"the stored value is a JSON {_json_type(item.value)}, not an object"
     try:
-        parsed = MODELS[kind].model_validate(item.value)
+        parsed = KINDS[kind].model.model_validate(item.value)
     except ValidationError as exc:
         return None, _describe(exc)
-    id_field = ID_FIELDS[kind]
+    id_field = KINDS[kind].id_field
     if id_field is not None and getattr(parsed, id_field) != item.key:
         # Readers and writers address an item by its id; one stored under another key is unreachable.
         return None, f"{id_field}: {getattr(parsed, id_field)!r} is not the item's key {item.key!r}"
@@ -110,7 +105,7 @@ _NO_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def _row_item(kind: Kind, user_id: str, key: str, value: Any) -> Item:
     """A store item from a raw SQL row (storage.store_lookups), for parse_item."""
-    return Item(value=value, key=key, namespace=NAMESPACES[kind](user_id), created_at=_NO_TIME, updated_at=_NO_TIME)
+    return Item(value=value, key=key, namespace=KINDS[kind].namespace(user_id), created_at=_NO_TIME, updated_at=_NO_TIME)
 
 
 def parse_fact(user_id: str, key: str, value: Any) -> Fact | None:
@@ -153,11 +148,6 @@ async def get_user_document(store: BaseStore, user_id: str) -> UserDocument:
     return doc if doc is not None else UserDocument()
 
 
-async def put_user_document(store: BaseStore, user_id: str, doc: UserDocument) -> None:
-    # One small document, always read whole: no embedding needed.
-    await store.aput(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False)
-
-
 async def _all(store: BaseStore, namespace: tuple[str, ...], **kwargs: Any) -> list[SearchItem]:
     items: list[SearchItem] = []
     offset = 0
@@ -183,28 +173,19 @@ async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int
     return _parse_hits("facts", hits)
 
 
-async def put_fact(store: BaseStore, user_id: str, fact: Fact) -> None:
-    await store.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"))
-
-
-async def delete_fact(store: BaseStore, user_id: str, fact_id: str) -> None:
-    await store.adelete(facts_ns(user_id), fact_id)
-
-
-async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True) -> list[Task]:
+async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True, newest: int | None = None) -> list[Task]:
+    """The one lister of a user's tasks: oldest first, without done ones when ``include_done`` is
+    False. ``newest=n`` gives the n open or in-progress tasks updated last, newest first, reading
+    no more than n per status (what a turn's prompt shows). Retracted tasks (taught only by an
+    edited-away message) are history and never listed."""
+    if newest is not None:
+        found: list[Task] = []
+        for status in ("in_progress", "open"):
+            found += _parse_all("tasks", await store.asearch(tasks_ns(user_id), filter={"status": status}, limit=newest))
+        return sorted(found, key=lambda t: t.updated_at, reverse=True)[:newest]
     tasks: list[Task] = _parse_all("tasks", await _all(store, tasks_ns(user_id)))
-    # Retracted tasks (taught by an edited-away message) are history: never listed as the user's tasks.
     tasks = [t for t in tasks if t.status != "retracted" and (include_done or t.status != "done")]
     return sorted(tasks, key=lambda t: t.created_at)
-
-
-async def list_open_tasks(store: BaseStore, user_id: str, *, limit: int = 10) -> list[Task]:
-    """The newest open or in-progress tasks, at most ``limit`` (reads no more than it returns)."""
-    found: list[Task] = []
-    for status in ("in_progress", "open"):
-        items = await store.asearch(tasks_ns(user_id), filter={"status": status}, limit=limit)
-        found += _parse_all("tasks", items)
-    return sorted(found, key=lambda t: t.updated_at, reverse=True)[:limit]
 
 
 async def search_tasks(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[Task, float]]:
@@ -219,18 +200,9 @@ async def get_task(store: BaseStore, user_id: str, task_id: str) -> Task | None:
     return parse_item("tasks", item) if item else None
 
 
-async def put_task(store: BaseStore, user_id: str, task: Task) -> None:
-    await store.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"))
-
-
 async def get_chat(store: BaseStore, user_id: str, thread_id: str) -> ChatRecord | None:
     item = await store.aget(chats_ns(user_id), thread_id)
     return parse_item("chats", item) if item else None
-
-
-async def put_chat(store: BaseStore, user_id: str, chat: ChatRecord) -> None:
-    # Only the summary is embedded: that is what "find the chat about X" searches.
-    await store.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if chat.summary_text else False)
 
 
 async def list_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:
@@ -245,15 +217,18 @@ async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int
     return _parse_hits("chats", [h for h in hits if h.score is not None])
 
 
-async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] = KINDS) -> list[InvalidItem]:
+async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] = STORE_KIND_NAMES) -> list[InvalidItem]:
     """The user's stored items of these kinds that do not validate (what every reader skips)."""
     found: list[InvalidItem] = []
     for kind in kinds:
-        if kind == "profile":
-            item = await store.aget(profile_ns(user_id), PROFILE_KEY)
+        spec = KINDS[kind]
+        if spec.namespace is None:
+            continue  # kept in a table of its own, validated on the way in
+        if spec.fixed_key is not None:
+            item = await store.aget(spec.namespace(user_id), spec.fixed_key)
             items: list[Item] = [item] if item else []
         else:
-            items = list(await _all(store, NAMESPACES[kind](user_id)))
+            items = list(await _all(store, spec.namespace(user_id)))
         for item in items:
             _, error = check_item(kind, item)
             if error is not None:
@@ -262,19 +237,17 @@ async def invalid_items(store: BaseStore, user_id: str, kinds: tuple[Kind, ...] 
     return found
 
 
-async def delete_invalid_item(store: BaseStore, user_id: str, kind: Kind, key: str) -> bool:
-    """Delete one invalid item; False when there is none under ``key``, ItemIsValid when it validates."""
-    if kind not in MODELS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}")
-    namespace = NAMESPACES[kind](user_id)
-    item = await store.aget(namespace, key)
+async def invalid_item(store: BaseStore, user_id: str, kind: Kind, key: str) -> Item | None:
+    """The stored item ``key`` of ``kind`` when it does not validate; None when absent, ItemIsValid when it validates."""
+    if kind not in KINDS or KINDS[kind].namespace is None:
+        raise ValueError(f"kind must be one of {', '.join(STORE_KIND_NAMES)}")
+    item = await store.aget(KINDS[kind].namespace(user_id), key)
     if item is None:
-        return False
+        return None
     _, error = check_item(kind, item)
     if error is None:
         raise ItemIsValid(f"The {kind} item {key!r} is valid; it is not deleted as invalid.")
-    await store.adelete(namespace, key)
-    return True
+    return item
 
 
 def age_days(when: datetime | None, now: datetime) -> float:

@@ -16,7 +16,7 @@ from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
 from memory.extractor import extract
 from memory.memory_writer import apply_extraction
-from memory.user_memory import get_user_document, list_open_tasks, search_facts
+from memory.user_memory import get_user_document, list_tasks, search_facts
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ async def related_memories(store, user_id: str, user_text: str, reply_text: str)
         for fact, score in await search_facts(store, user_id, query, limit=RELATED_FACTS):
             seen.setdefault(fact.id, {"id": fact.id, "text": fact.text, "importance": fact.importance})
     doc = await get_user_document(store, user_id)
-    tasks = await list_open_tasks(store, user_id, limit=20)
+    tasks = await list_tasks(store, user_id, newest=20)
     return {
         "facts": list(seen.values())[: RELATED_FACTS * 2],
         "profile": doc.profile.model_dump(exclude_defaults=True),
@@ -86,11 +86,8 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
             store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id
         )
     written = report.as_dict()
-    for kind in ("facts_added", "facts_merged", "facts_superseded", "tasks_added", "tasks_updated", "tasks_completed"):
-        if written.get(kind):
-            MEMORIES_WRITTEN.labels(kind=kind).inc(len(written[kind]))
-    if report.profile_changes or report.preference_changes:
-        MEMORIES_WRITTEN.labels(kind="profile").inc()
+    for change, count in report.written_counts().items():
+        MEMORIES_WRITTEN.labels(kind=change).inc(count)
     if not report.is_empty():
         written["described"] = report.describe()
         emit({"event": "memory", **written})

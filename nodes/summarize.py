@@ -120,7 +120,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
     pool = thread_owners.pool_of(store)
     if pool is not None:
         try:
-            await thread_owners.claim(pool, thread_id, ctx.user_id)
+            await thread_owners.claim_ownership(pool, thread_id, ctx.user_id)
         except thread_owners.ThreadTaken as exc:
             log.warning("chat record not written: %s", exc)
             return

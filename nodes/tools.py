@@ -10,17 +10,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, tool
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER  # where a run's config carries its saver
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
 
 from core.context import Context, get_context
+from storage.checkpoint_rows import checkpoint_reader
 from core.state import State
 from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text
 from memory import queries
-from memory.user_memory import get_task, search_tasks
 
 
 # Typed with our context and state, so the tool-call schema matches what LangGraph injects.
@@ -39,8 +38,8 @@ def _user(runtime: AgentToolRuntime) -> str:
 
 
 def _saver(runtime: AgentToolRuntime) -> BaseCheckpointSaver | None:
-    """The run's checkpointer (LangGraph passes it in the config), to read the user's other chats."""
-    return ((runtime.config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+    """A reader of the user's other chats: checkpoints live in the store's database."""
+    return checkpoint_reader(runtime.store)
 
 
 def _current(runtime: AgentToolRuntime) -> queries.CurrentThread | None:
@@ -138,10 +137,10 @@ async def _confirmed_task_change(runtime: AgentToolRuntime, update: TaskUpdate) 
 async def _already_in_place(runtime: AgentToolRuntime, update: TaskUpdate) -> str | None:
     """Whether the change is already what the task list says (bounded look-ups, never the whole list)."""
     user = _user(runtime)
-    target = await get_task(runtime.store, user, update.task_id) if update.task_id else None
+    target = await queries.get_task(runtime.store, user, update.task_id) if update.task_id else None
     if target is None:
         wanted = normalize_text(update.description)
-        hits = await search_tasks(runtime.store, user, update.description, limit=3)
+        hits = await queries.search_tasks(runtime.store, user, update.description, limit=3)
         target = next((t for t, _ in hits if normalize_text(t.description) == wanted), None)
         if target is None and update.action == "add" and hits and hits[0][1] >= TASK_DUPLICATE_THRESHOLD:
             target = hits[0][0]

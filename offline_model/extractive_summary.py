@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from core.stopwords import FILLER, LOW_CONTENT, STOPWORDS, VAGUE
 from core.tokens import count_tokens
 from core.schemas import SummaryBoard, normalize_text
 
@@ -42,36 +43,7 @@ MAX_ACTION_ITEMS = 8
 MAX_PENDING = 5
 MIN_SCORE = 3  # new sentences scoring below this never enter the summary
 
-_STOPWORDS = frozenset(
-    """
-    a about above after again against all also am an and any are aren't as at be because been before being
-    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
-    during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
-    here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself
-    let's me more most mustn't my myself no nor not of off on once only or other ought our ours ourselves
-    out over own same shan't she she'd she'll she's should shouldn't so some such than that that's the their
-    theirs them themselves then there there's these they they'd they'll they're they've this those through
-    to too under until up very was wasn't we we'd we'll we're we've were weren't what what's when when's
-    where where's which while who who's whom why why's will with won't would wouldn't you you'd you'll
-    you're you've your yours yourself yourselves
-    just really still already yet now also maybe perhaps please thanks thank okay ok yes yeah sure well
-    like want wants need needs know think said says tell told make made get got going go goes gone
-    thing things something anything nothing everything someone anyone one two lot bit much many very
-    today tomorrow yesterday tonight week weeks month year years day days time times good great nice
-    remind todo let us can could would should might must shall may answer answers question questions
-    hello hi hey bye ciao offline model extractive called user assistant
-    name names live lives living lived work works working worked call calls calling called love loves
-    loved likes liked help note start use using used right first last next other another new old little
-    big best better way ways kind sort lots plan planning planned try trying tried look looking looks
-    feel feels find found give gave keep kept come came take took put see saw seen ask asked says
-    talk talked talking discuss discussed discussing chat chatted chatting conversation went said
-    il lo la le gli un una uno di da per con su che non è e ed sono sei siamo della delle degli dello
-    del dei nella nelle nello nel sulla sul alla allo al dalla dal questo questa questi queste quello
-    quella come anche molto perché quando dove essere avere fare ancora tutto tutti cosa voglio vorrei
-    posso puoi grazie più però mia mio miei mie tuo tua suoi sue io tu lui lei noi voi loro mi ti ci vi si
-    של את זה זאת אני אתה את הוא היא אנחנו הם לי לך לו לה גם עם על מה איך כן לא יש אין אבל רק כל
-    """.split()
-)
+_STOPWORDS = STOPWORDS | VAGUE | FILLER | LOW_CONTENT
 
 _GREETING_WORDS = frozenset(
     """

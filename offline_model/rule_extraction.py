@@ -16,6 +16,7 @@ import re
 from functools import partial
 from typing import Any, Callable
 
+from core.stopwords import STOPWORDS, VAGUE
 from core.schemas import (
     ExtractionResult,
     NewFact,
@@ -28,16 +29,7 @@ from core.schemas import (
 __all__ = ["extract_with_rules"]
 
 # --------------------------------------------------------------------------- vocabulary
-_STOPWORDS = frozenset(
-    """
-    a an the this that these those it its is are was were be been am i me my mine we our you your
-    he she they them his her their to of in on at by for with from and or but so if then than as
-    up down out over about into not no do does did done have has had will would can could should
-    just very really also too some any all more most much many few lot bit please now still already
-    again ever never here there what which who whom how when where why
-    il lo la le gli un una di da per con su che non e è io mi mio mia
-    """.split()
-)
+_STOPWORDS = STOPWORDS | VAGUE
 
 _ROLE_NOUNS = frozenset(
     """

@@ -238,21 +238,19 @@ async def record_head(
         )
 
 
-async def active_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
+async def _rows(pool: AsyncConnectionPool, sql: str, params: tuple) -> list[RunRow]:
     async with pool.connection() as conn:
-        row = await (
-            await conn.execute(
-                f"{_SELECT} WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing')",
-                (thread_id,),
-            )
-        ).fetchone()
-    return _row(row) if row else None
+        return [_row(r) for r in await (await conn.execute(sql, params)).fetchall()]
+
+
+async def active_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
+    found = await _rows(pool, f"{_SELECT} WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing')", (thread_id,))
+    return found[0] if found else None
 
 
 async def get_run(pool: AsyncConnectionPool, run_id: str) -> RunRow | None:
-    async with pool.connection() as conn:
-        row = await (await conn.execute(f"{_SELECT} WHERE run_id = %s", (run_id,))).fetchone()
-    return _row(row) if row else None
+    found = await _rows(pool, f"{_SELECT} WHERE run_id = %s", (run_id,))
+    return found[0] if found else None
 
 
 async def transition(pool: AsyncConnectionPool, run_id: str, to: str, *, when: tuple[str, ...], detail: str | None = None) -> bool:
@@ -275,25 +273,12 @@ async def finish(pool: AsyncConnectionPool, run_id: str, status: str, detail: st
 
 async def request_stop(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
     """Ask the running reply on ``thread_id`` to stop; the run's row, or None when none was running."""
-    async with pool.connection() as conn:
-        row = await (
-            await conn.execute(
-                f"UPDATE memory_agent_runs SET status = 'stopping' WHERE thread_id = %s AND status = 'running' {_RETURNING}",
-                (thread_id,),
-            )
-        ).fetchone()
-    return _row(row) if row else None
+    found = await _rows(pool, f"UPDATE memory_agent_runs SET status = 'stopping' WHERE thread_id = %s AND status = 'running' {_RETURNING}", (thread_id,))
+    return found[0] if found else None
 
 
 async def request_stop_for_user(pool: AsyncConnectionPool, user_id: str) -> list[RunRow]:
-    async with pool.connection() as conn:
-        rows = await (
-            await conn.execute(
-                f"UPDATE memory_agent_runs SET status = 'stopping' WHERE user_id = %s AND status = 'running' {_RETURNING}",
-                (user_id,),
-            )
-        ).fetchall()
-    return [_row(r) for r in rows]
+    return await _rows(pool, f"UPDATE memory_agent_runs SET status = 'stopping' WHERE user_id = %s AND status = 'running' {_RETURNING}", (user_id,))
 
 
 async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None]) -> dict[str, str]:
@@ -315,13 +300,14 @@ async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None])
 
 
 
-async def delete_thread_runs(pool: AsyncConnectionPool, thread_id: str) -> int:
+async def _delete(pool: AsyncConnectionPool, column: str, value: str) -> int:
     async with pool.connection() as conn:
-        cur = await conn.execute("DELETE FROM memory_agent_runs WHERE thread_id = %s", (thread_id,))
-        return cur.rowcount
+        return (await conn.execute(f"DELETE FROM memory_agent_runs WHERE {column} = %s", (value,))).rowcount
+
+
+async def delete_thread_runs(pool: AsyncConnectionPool, thread_id: str) -> int:
+    return await _delete(pool, "thread_id", thread_id)
 
 
 async def delete_user_runs(pool: AsyncConnectionPool, user_id: str) -> int:
-    async with pool.connection() as conn:
-        cur = await conn.execute("DELETE FROM memory_agent_runs WHERE user_id = %s", (user_id,))
-        return cur.rowcount
+    return await _delete(pool, "user_id", user_id)

@@ -3,7 +3,7 @@
 When the task running a turn is cancelled, LangGraph still records the cancelled
 node's error as a pending write, from a done-callback that may fire after the run
 has exited; that INSERT can be in flight while the rollback
-(:func:`memory.chat_admin.rollback_thread`) cleans the thread and land after it.
+(:func:`storage.checkpoint_rows.rollback_thread`) cleans the thread and land after it.
 So taking a turn back goes:
 
 1. :meth:`FencedPostgresSaver.close_thread`: writes of this process to the thread's

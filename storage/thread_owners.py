@@ -9,7 +9,7 @@ The rule lives here, in SQL, so no caller can get it wrong:
 
 - :func:`create` takes a brand-new id: refused when the id has an owner row or any
   checkpoint (a thread someone else already wrote to);
-- :func:`claim` (a run on a thread) inserts the row when there is none
+- :func:`claim_ownership` (a run on a thread) inserts the row when there is none
   (``INSERT … ON CONFLICT DO NOTHING``) and then compares: a thread owned by another user
   is refused. Two concurrent first claims have exactly one winner (the primary key).
   With ``adopt_history=False`` a thread that has checkpoints but no owner is refused too.
@@ -133,7 +133,7 @@ async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
         raise ThreadExists(thread_id)
 
 
-async def claim(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_history: bool = True) -> str:
+async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_history: bool = True) -> str:
     """Make sure ``owner`` owns the thread, recording it when no one does yet; returns the owner.
 
     ThreadTaken when another user owns it, or (``adopt_history=False``, for callers that cannot
@@ -153,7 +153,7 @@ async def claim(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_
 
 
 async def check_readable(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
-    """ThreadTaken when another user owns the thread: reads are held to the rule :func:`claim`
+    """ThreadTaken when another user owns the thread: reads are held to the rule :func:`claim_ownership`
     applies to a run (a thread no one owns yet is readable where a run would adopt it)."""
     current = await owner_of(pool, thread_id)
     if current is not None and current != user:

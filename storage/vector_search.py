@@ -24,10 +24,18 @@ So the shared HNSW index is never used. Two plans, both per namespace:
   starts building its index in the background (``ensure_namespace_index``, also callable
   directly, e.g. after a bulk import).
 
-``rank_memories`` is recall's ranking in SQL: the ``candidates`` most similar memories,
-then ``score = w_sim·similarity + w_imp·importance + w_rec·recency`` over that bounded set
-(the formula of ``memory/recall.py``). Items whose importance or timestamps do not parse
-are skipped, never an error: one bad item must not break a turn.
+``rank_memories`` is recall's ranking (the one place its formula is written): the
+``candidates`` most similar memories, then over that bounded set
+
+    score = w_sim · similarity + w_imp · importance + w_rec · recency
+    similarity = 1 - cosine distance to the message
+    importance = the item's level mapped through ``levels`` (low 0.3, medium 0.6, high 1.0)
+    recency    = 0.5 ** (age_days / half_life_days) = exp(-age_days · ln 2 / half_life_days),
+                 age since ``last_used``, else ``updated_at`` (never negative)
+
+ordered by score, ties to the older item. memory/recall.py gives the weights (0.6, 0.25,
+0.15, half-life 30 days). Items whose importance or timestamps do not parse are skipped,
+never an error: one bad item must not break a turn.
 """
 
 from __future__ import annotations
@@ -222,7 +230,7 @@ async def rank_memories(
 ) -> list[RankedMemory]:
     """Recall's ranking in one query: the ``candidates`` most similar items, scored, best ``limit``.
 
-    Ties go to the older item (``created_at`` in the value), as in ``memory/recall.py``.
+    Ties go to the older item (``created_at`` in the value); the formula is the module docstring's.
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")

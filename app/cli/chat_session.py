@@ -44,7 +44,9 @@ from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
-from memory.user_memory import delete_fact, list_chats, list_facts, list_tasks, search_facts
+from memory.memory_writer import forget_fact
+from memory import queries as q
+from memory.queries import list_chats, list_facts, search_facts
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 
@@ -146,7 +148,7 @@ class ChatSession:
     async def _own_thread(self) -> bool:
         """Record this user as the chat's owner on its first turn; refuse another user's chat."""
         try:
-            await thread_owners.claim(self.backend.pool, self.thread_id, self.user_id)
+            await thread_owners.claim_ownership(self.backend.pool, self.thread_id, self.user_id)
         except thread_owners.ThreadTaken as exc:
             self.error(f"{exc} Start a new chat with /new.")
             return False
@@ -213,7 +215,7 @@ class ChatSession:
         """One turn under the chat's run lock: its reply ("" when it said nothing, e.g. only asked to
         confirm a task change); None when it was refused or failed."""
         try:
-            run_id = await self.runs.claim(self.thread_id, self.user_id, kind)
+            run_id = await self.runs.claim_run_slot(self.thread_id, self.user_id, kind)
         except chat_runs.RunInProgress:
             self.error(BUSY)
             return None
@@ -345,7 +347,7 @@ class ChatSession:
         store = self.backend.store
         if not what:
             # Everything goes, as with the API's forget-me: ask first, saying what.
-            facts, tasks = await list_facts(store, self.user_id), await list_tasks(store, self.user_id)
+            facts, tasks = await list_facts(store, self.user_id), (await q.list_tasks(store, self.user_id)).tasks
             threads = await user_thread_ids(self.backend, self.user_id)
             self.note(
                 f"This deletes everything about you: profile, preferences, {len(facts)} facts, {len(tasks)} tasks "
@@ -357,9 +359,9 @@ class ChatSession:
         if not hits:
             self.note(f"No stored fact matches {what!r}. /memory lists them.")
             return
-        fact = hits[0][0]
-        await delete_fact(store, self.user_id, fact.id)
-        self.note(f"Forgot: {fact.text}")
+        # Through the writer, under the user's lock; the fact stays in history as superseded.
+        fact = await forget_fact(store, self.user_id, hits[0][0].id)
+        self.note(f"Forgot: {fact.text}" if fact else f"No stored fact matches {what!r}. /memory lists them.")
 
 
 def _ago(when: datetime, now: datetime) -> str:

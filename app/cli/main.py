@@ -12,6 +12,7 @@ import time
 
 from core.errors import MemoryAgentError
 from core.namespaces import user_id_arg
+from memory.kinds import STORE_KINDS
 
 
 def _default_user() -> str:
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--all", action="store_true", help="include superseded facts")
     drop = mem_sub.add_parser("delete-invalid", help="delete a stored item that does not validate (listed by `memory show`)")
     drop.add_argument("--user", type=user_id_arg, default=_default_user())
-    drop.add_argument("kind", choices=["profile", "facts", "tasks", "chats"])
+    drop.add_argument("kind", choices=[k.name for k in STORE_KINDS])
     drop.add_argument("key", help="the item's key, as `memory show` lists it")
 
     sub.add_parser("doctor", help="check the database, pgvector, model and embeddings")
@@ -159,7 +160,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
     from memory.memory_writer import delete_invalid
-    from memory.user_memory import ItemIsValid
+    from memory.queries import ItemIsValid
 
     try:
         deleted = await delete_invalid(store, user, kind, key)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.user_memory import get_user_document, invalid_items, list_chats, list_facts, list_tasks
+from memory import queries as q
+from memory.queries import get_user_document, invalid_items, list_chats, list_facts
 
 DELETE_HINT = "memory-agent memory delete-invalid KIND KEY"
 
@@ -12,7 +13,7 @@ DELETE_HINT = "memory-agent memory delete-invalid KIND KEY"
 async def memory_snapshot(store, user_id: str, *, include_superseded: bool = False) -> dict[str, Any]:
     doc = await get_user_document(store, user_id)
     facts = await list_facts(store, user_id, include_superseded=include_superseded)
-    tasks = await list_tasks(store, user_id)
+    tasks = (await q.list_tasks(store, user_id)).tasks
     chats = await list_chats(store, user_id)
     invalid = await invalid_items(store, user_id)
     return {

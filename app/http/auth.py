@@ -22,7 +22,7 @@ from storage import thread_owners
 from storage.api_keys import verify_key
 from core.schemas import ChatRecord
 from core.text_validation import Identifier
-from memory.user_memory import get_chat
+from memory.queries import get_chat
 
 AUTH_ENV = "MEMORY_AGENT_AUTH"
 LOCAL_USER = "local"

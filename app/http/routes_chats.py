@@ -63,7 +63,8 @@ from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
-from memory.user_memory import list_chats, put_chat
+from memory.memory_writer import create_chat_record
+from memory.queries import list_chats
 from core.messages import is_stopped
 
 router = APIRouter(tags=["chats"])
@@ -159,9 +160,9 @@ async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
     )
 
 
-async def claim(services: Services, chat_id: str, user: str, kind: str) -> str:
+async def claim_run_slot(services: Services, chat_id: str, user: str, kind: str) -> str:
     try:
-        return await services.runs.claim(chat_id, user, kind)
+        return await services.runs.claim_run_slot(chat_id, user, kind)
     except chat_runs.RunInProgress as exc:
         raise ApiError(
             409,
@@ -176,9 +177,9 @@ async def release(services: Services, run_id: str) -> None:
 
 
 @asynccontextmanager
-async def claimed(services: Services, chat_id: str, user: str, kind: str) -> AsyncIterator[str]:
+async def holding_run_slot(services: Services, chat_id: str, user: str, kind: str) -> AsyncIterator[str]:
     """Claim the chat for a run; released again if anything fails before the run is launched."""
-    run_id = await claim(services, chat_id, user, kind)
+    run_id = await claim_run_slot(services, chat_id, user, kind)
     try:
         yield run_id
     except BaseException:
@@ -223,9 +224,9 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
     title = (body.title or "").strip()
     chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
     await thread_owners.create(services.backend.pool, chat.thread_id, user)
-    await put_chat(services.backend.store, user, chat)
+    await create_chat_record(services.backend.store, user, chat)
     for text in texts:
-        async with claimed(services, chat.thread_id, user, "create") as run_id:
+        async with holding_run_slot(services, chat.thread_id, user, "create") as run_id:
             handle = services.runs.launch(run_id, turn_spec(chat, user, "create", new_user_message(text), user_text=text))
         events = await handle.collect()
         if not events or events[-1][0] != "done":
@@ -265,7 +266,7 @@ async def delete_user_chat(
     chat: ChatRecord = Depends(owned_chat), user: str = Depends(current_user), services: Services = Depends(get_services)
 ):
     """Delete the chat: its checkpoints (all tables), its record and its run rows."""
-    async with claimed(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
+    async with holding_run_slot(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
     return Deleted(deleted={"chats": 1})
 
@@ -295,7 +296,7 @@ async def send_message(
 ):
     """Send a message; the reply streams back as Server-Sent Events."""
     text = checked_text(body.text, services.max_message_chars)
-    async with claimed(services, chat.thread_id, user, "message") as run_id:
+    async with holding_run_slot(services, chat.thread_id, user, "message") as run_id:
         state = await services.graph.aget_state(config_of(chat.thread_id))
         if state.interrupts:
             raise ApiError(
@@ -315,7 +316,7 @@ async def resume_chat(
     services: Services = Depends(get_services),
 ):
     """Answer a pending confirmation (``Command(resume={"approved": …})``); streams like /messages."""
-    async with claimed(services, chat.thread_id, user, "resume") as run_id:
+    async with holding_run_slot(services, chat.thread_id, user, "resume") as run_id:
         state = await services.graph.aget_state(config_of(chat.thread_id))
         pending = list(state.interrupts or ())
         answer = {"approved": body.approved}
@@ -365,7 +366,7 @@ async def edit_message(
 ):
     """Edit a user message and regenerate from there (a fork of the thread); streams like /messages."""
     text = checked_text(body.text, services.max_message_chars)
-    async with claimed(services, chat.thread_id, user, "edit") as run_id:
+    async with holding_run_slot(services, chat.thread_id, user, "edit") as run_id:
         base = await checkpoint_before(services.graph, chat.thread_id, message_id)
         handle = services.runs.launch(run_id, turn_spec(chat, user, "edit", new_user_message(text), user_text=text, fork_from=base))
     return await sse_response(handle)
@@ -381,7 +382,7 @@ async def regenerate_reply(
     """Answer again the user message that reply ``message_id`` answered (a fork, like an edit); streams like /messages.
 
     The regenerated turn is a complete one: memory learns from it (also after a stopped reply)."""
-    async with claimed(services, chat.thread_id, user, "regenerate") as run_id:
+    async with holding_run_slot(services, chat.thread_id, user, "regenerate") as run_id:
         human = await question_of(services.graph, chat.thread_id, message_id)
         base = await checkpoint_before(services.graph, chat.thread_id, human.id)
         # The same message (same id) again: only the reply is new.

@@ -31,18 +31,10 @@ from app.http.services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
 from core.text_validation import Identifier
+from memory.kinds import KINDS
 from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
-from memory.user_memory import (
-    InvalidItem,
-    ItemIsValid,
-    NAMESPACES,
-    Kind,
-    check_item,
-    get_user_document,
-    invalid_items,
-    list_facts,
-    list_tasks,
-)
+from memory import queries as q
+from memory.queries import InvalidItem, ItemIsValid, Kind, check_item, get_user_document, invalid_items, list_facts
 
 router = APIRouter(tags=["memory"])
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
@@ -50,12 +42,12 @@ _ITEM_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}}
 
 
 def _invalid_out(items: list[InvalidItem]) -> list[InvalidItemOut]:
-    return [InvalidItemOut(kind=i.kind, key=i.key, error=i.error, value=i.value, updated_at=i.updated_at) for i in items]
+    return InvalidItemOut.of(items)
 
 
 async def _stored(services: Services, user: str, kind: Kind, key: str, what: str):
     """The stored item as its model; 404 when absent, 409 when it does not validate (it can only be deleted)."""
-    item = await services.backend.store.aget(NAMESPACES[kind](user), key)
+    item = await services.backend.store.aget(KINDS[kind].namespace(user), key)
     if item is None:
         raise not_found(f"{what} {key}")
     parsed, error = check_item(kind, item)
@@ -65,42 +57,29 @@ async def _stored(services: Services, user: str, kind: Kind, key: str, what: str
 
 
 # --------------------------------------------------------------------------- profile and preferences
-async def _patch_document(services: Services, user: str, part: str, changes: dict | None):
-    return await edit_user_document(services.backend.store, user, part, changes)
+def _document_part_routes(part: str, model: type, patch: type, forget: str) -> None:
+    """GET, PATCH and DELETE of one part of the user's profile document (``profile``, ``preferences``)."""
+
+    async def read(user: str = Depends(current_user), services: Services = Depends(get_services)):
+        return getattr(await get_user_document(services.backend.store, user), part)
+
+    async def change(body, user: str = Depends(current_user), services: Services = Depends(get_services)):
+        return await edit_user_document(services.backend.store, user, part, {k: getattr(body, k) for k in body.model_fields_set})
+
+    async def reset(user: str = Depends(current_user), services: Services = Depends(get_services)):
+        return await edit_user_document(services.backend.store, user, part, None)
+
+    change.__annotations__["body"] = patch  # the part's own PATCH model, for validation and the OpenAPI schema
+    for method, endpoint, name, doc in (
+        ("GET", read, f"get_{part}", None),
+        ("PATCH", change, f"patch_{part}", "Change the fields sent (null clears one)."),
+        ("DELETE", reset, f"delete_{part}", forget),
+    ):
+        router.add_api_route(f"/memory/{part}", endpoint, methods=[method], name=name, description=doc, response_model=model, responses=_ERRORS)
 
 
-@router.get("/memory/profile", response_model=Profile, responses=_ERRORS)
-async def get_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    return (await get_user_document(services.backend.store, user)).profile
-
-
-@router.patch("/memory/profile", response_model=Profile, responses=_ERRORS)
-async def patch_profile(body: ProfilePatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Change the fields sent (null clears one)."""
-    return await _patch_document(services, user, "profile", {k: getattr(body, k) for k in body.model_fields_set})
-
-
-@router.delete("/memory/profile", response_model=Profile, responses=_ERRORS)
-async def delete_profile(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Forget the whole profile (preferences stay)."""
-    return await _patch_document(services, user, "profile", None)
-
-
-@router.get("/memory/preferences", response_model=Preferences, responses=_ERRORS)
-async def get_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    return (await get_user_document(services.backend.store, user)).preferences
-
-
-@router.patch("/memory/preferences", response_model=Preferences, responses=_ERRORS)
-async def patch_preferences(body: PreferencesPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Change the fields sent (null clears one)."""
-    return await _patch_document(services, user, "preferences", {k: getattr(body, k) for k in body.model_fields_set})
-
-
-@router.delete("/memory/preferences", response_model=Preferences, responses=_ERRORS)
-async def delete_preferences(user: str = Depends(current_user), services: Services = Depends(get_services)):
-    """Forget all preferences (the profile stays)."""
-    return await _patch_document(services, user, "preferences", None)
+_document_part_routes("profile", Profile, ProfilePatch, "Forget the whole profile (preferences stay).")
+_document_part_routes("preferences", Preferences, PreferencesPatch, "Forget all preferences (the profile stays).")
 
 
 # --------------------------------------------------------------------------- facts
@@ -161,9 +140,7 @@ async def get_tasks(
     user: str = Depends(current_user),
     services: Services = Depends(get_services),
 ):
-    store = services.backend.store
-    tasks = await list_tasks(store, user, include_done=include_done)
-    return TaskList(tasks=tasks, invalid=_invalid_out(await invalid_items(store, user, ("tasks",))))
+    return await q.list_tasks(services.backend.store, user, include_done=include_done, with_invalid=True)
 
 
 @router.patch("/memory/tasks/{task_id}", response_model=Task, responses=_ITEM_ERRORS)

@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.schemas import Fact, SummaryBoard, Tags, Task, TaskStatus
+from core.schemas import Fact, SummaryBoard, Tags, TaskStatus
 from core.text_validation import Identifier, LongText, ShortText
+from memory.queries import InvalidItemOut, TaskList  # noqa: F401 - the read layer's models are the API's
 
 MAX_FIRST_MESSAGES = 10
 
@@ -165,25 +166,9 @@ class TaskPatch(BaseModel):
     due: ShortText | None = None
 
 
-class InvalidItemOut(BaseModel):
-    """A stored item that does not match its schema (written around the agent, e.g. through the
-    LangGraph store API). The agent ignores it; delete it, or the next write replaces it (profile)."""
-
-    kind: Literal["profile", "facts", "tasks", "chats"]
-    key: str = Field(description="The item's key in its namespace (a fact's or task's id, a chat's thread id).")
-    error: str = Field(description="Why it does not validate.")
-    value: Any = Field(description="The stored value, as it is.")
-    updated_at: datetime | None = None
-
-
 class FactList(BaseModel):
     facts: list[Fact]
     invalid: list[InvalidItemOut] = Field(default_factory=list, description="Stored facts that do not validate (ignored by the agent).")
-
-
-class TaskList(BaseModel):
-    tasks: list[Task]
-    invalid: list[InvalidItemOut] = Field(default_factory=list, description="Stored tasks that do not validate (ignored by the agent).")
 
 
 class InvalidItemList(BaseModel):

@@ -107,7 +107,7 @@ class ActiveRuns:
         self._beats_failing_since: float | None = None
         self._sent: dict[str, int] = {}  # how much of each reply the heartbeat has saved
 
-    async def claim(self, thread_id: str, user_id: str, kind: str) -> str:
+    async def claim_run_slot(self, thread_id: str, user_id: str, kind: str) -> str:
         """Claim the thread for a run (RunInProgress when another is active).
 
         A run of a dead worker (its heartbeat expired) is taken over first: its half-turn is

@@ -4,7 +4,7 @@
    before ``summarize`` (a run-time ``interrupt_before``). Reply tokens stream out as
    ``token`` events. This phase can be stopped: the asyncio task running it is
    cancelled and everything the run wrote to the thread is taken back
-   (:func:`memory.chat_admin.rollback_thread`). Then the stopped turn is written
+   (:func:`storage.checkpoint_rows.rollback_thread`). Then the stopped turn is written
    back whole: the user's message plus the reply as far as it had streamed, marked
    stopped (:func:`core.messages.stopped_reply`), and the memory phase runs for it.
    The rule for what memory learns from a stopped turn: nothing. ``extract_memories``
@@ -50,7 +50,7 @@ from core.context import Context
 from core.messages import current_turn, stopped_reply
 from storage import chat_runs
 from llm.text_tool_calls import CallTextFilter
-from memory.chat_admin import ThreadMark, mark_thread, rollback_thread
+from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
 from memory.memory_writer import retract_taught_by
 
 log = logging.getLogger(__name__)

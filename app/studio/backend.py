@@ -22,9 +22,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import AsyncIterator
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.base import NOT_PROVIDED
 from langgraph.store.postgres.aio import AsyncPostgresStore
 
+from memory import memory_writer
 from memory.backend import MemoryBackend, open_memory
+from memory.kinds import kind_of_namespace
 from storage.postgres import describe_location
 
 log = logging.getLogger(__name__)
@@ -108,8 +111,33 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
         yield backend.checkpointer
 
 
+class ServerStore(AsyncPostgresStore):
+    """The server's store: what its store API puts or deletes in a user's memory goes through the
+    one writer (memory.memory_writer) under the user's lock, with the writer's dedupe, as the
+    chat API's writes do. app/studio/auth.py has checked the caller and the value first.
+
+    Nothing else of ours calls ``aput``/``adelete`` on it: the graph's nodes write through the
+    writer, whose transactions use a store of their own on one connection."""
+
+    def __init__(self, backend: MemoryBackend) -> None:
+        super().__init__(backend.pool, index=backend.store.index_config)
+        self._plain = backend.store
+
+    async def aput(self, namespace, key, value, index=None, *, ttl=NOT_PROVIDED) -> None:
+        ns = tuple(namespace)
+        if kind_of_namespace(ns) is None:
+            return await super().aput(ns, key, value, index, ttl=ttl)
+        await memory_writer.put_client_item(self._plain, ns[1], ns[2], key, dict(value))
+
+    async def adelete(self, namespace, key) -> None:
+        ns = tuple(namespace)
+        if kind_of_namespace(ns) is None:
+            return await super().adelete(ns, key)
+        await memory_writer.delete_client_item(self._plain, ns[1], ns, key)
+
+
 @asynccontextmanager
 async def store() -> AsyncIterator[AsyncPostgresStore]:
     """langgraph.json ``store.path``: our AsyncPostgresStore (pgvector index on memory texts)."""
     async with shared_backend().use() as backend:
-        yield backend.store
+        yield ServerStore(backend)

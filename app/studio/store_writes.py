@@ -16,21 +16,24 @@ namespace      put                                                         delet
 anything else  refused: nothing reads it                                    allowed
 =============  ==========================================================  ========
 
-A valid item is stored as the server would store it: normalized by its model, indexed
-the way the server indexes it, without a TTL. An invalid one is refused with the
-reason, so an item the agent could not read never reaches the store.
+(The table is ``memory.kinds.KINDS``: ``client_writable`` says which kinds a client may put.)
+A value is checked with every bound of the chat API (a NUL, a 50,000-character tag or 5,000
+tags answer 422, as the chat API does), then written by the one writer under the user's lock
+(``memory.memory_writer.put_client_item``, reached through the server's store,
+``app/studio/backend.py``): the same fact text put under six keys is one fact.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from core.namespaces import PROFILE_KEY
-from core.schemas import Fact, Task, UserDocument, text_hash
+from memory.kinds import KINDS, MemoryKind, kind_of_namespace
 
-MAX_TEXT_CHARS = 2000  # as the memory API's PATCH bodies (app/http/schemas.py)
+NEW_VALUES: dict = {}
+"""Validation context of a client's value: every bound of the chat API applies (no NUL, lengths,
+list sizes), unlike reading back what is already stored (core.schemas.StoredModel)."""
 
 
 class InvalidItem(ValueError):
@@ -41,57 +44,42 @@ class ReadOnlyNamespace(PermissionError):
     """Clients may not write there (HTTP 403)."""
 
 
-def _kind(namespace: tuple[str, ...]) -> str | None:
-    """``facts`` for ("users", U, "facts"); None for the root or anything deeper."""
-    return namespace[2] if len(namespace) == 3 else None
-
-
 def _reasons(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
 
 
-def _checked_text(field: str, text: str) -> None:
-    if not text.strip():
-        raise InvalidItem(f"{field} is empty.")
-    if len(text) > MAX_TEXT_CHARS:
-        raise InvalidItem(f"{field} is {len(text):,} characters long; the limit is {MAX_TEXT_CHARS:,}.")
+def _writable(namespace: tuple[str, ...]) -> MemoryKind:
+    kind = kind_of_namespace(namespace)
+    if kind is None:
+        writable = ", ".join(k.name for k in KINDS.values() if k.client_writable)
+        raise ReadOnlyNamespace(f"Clients may write only to {writable} under ('users', <you>), not to {'.'.join(namespace)}.")
+    if not kind.client_writable:
+        raise ReadOnlyNamespace(f"The {kind.name} items are maintained by the server.")
+    return kind
 
 
-def _validated(model: type[BaseModel], value: Any, what: str) -> BaseModel:
+def checked_put(namespace: tuple[str, ...], key: Any, value: Any) -> tuple[MemoryKind, dict]:
+    """The kind and the item to store (normalized by its model), or InvalidItem / ReadOnlyNamespace."""
+    kind = _writable(namespace)
+    if not isinstance(value, dict):
+        raise InvalidItem(f"A {kind.name} item is a JSON object, not {type(value).__name__}.")
     try:
-        return model.model_validate(value)
+        item = kind.model.model_validate(value, context=NEW_VALUES)
     except ValidationError as exc:
-        raise InvalidItem(f"Not a valid {what}: {_reasons(exc)}.") from exc
+        raise InvalidItem(f"Not a valid {kind.name} item: {_reasons(exc)}.") from exc
+    if kind.key_of(item) != key:
+        where = f"its {kind.id_field}" if kind.id_field else f"the key {kind.fixed_key!r}"
+        raise InvalidItem(f"A {kind.name} item is stored under {where}: key {str(key)[:200]!r} differs.")
+    for name in kind.embedded:
+        text = getattr(item, name, "")
+        if isinstance(text, str) and not text.strip():
+            raise InvalidItem(f"{name} is empty.")
+    return kind, item.model_dump(mode="json")
 
 
-def checked_put(namespace: tuple[str, ...], key: str, value: Any) -> tuple[dict, list[str] | bool | None]:
-    """The item to store and how to index it, or InvalidItem / ReadOnlyNamespace."""
-    kind = _kind(namespace)
-    if kind == "chats":
-        raise ReadOnlyNamespace("Chat records are maintained by the server; create and run threads instead.")
-    if kind == "profile":
-        if key != PROFILE_KEY:
-            raise InvalidItem(f"The profile namespace holds one item, with key {PROFILE_KEY!r}.")
-        doc = _validated(UserDocument, value, "profile document (profile, preferences)")
-        return doc.model_dump(mode="json"), False  # read whole, never searched: as the server stores it
-    if kind == "facts":
-        fact = _validated(Fact, value, "fact")
-        if fact.id != key:
-            raise InvalidItem(f"A fact is stored under its id: key {key!r} differs from id {fact.id!r}.")
-        _checked_text("text", fact.text)
-        fact.hash = text_hash(fact.text)  # what duplicate detection compares; never the client's word
-        return fact.model_dump(mode="json"), None  # None: the store's indexed fields, as the server's writes
-    if kind == "tasks":
-        task = _validated(Task, value, "task")
-        if task.id != key:
-            raise InvalidItem(f"A task is stored under its id: key {key!r} differs from id {task.id!r}.")
-        _checked_text("description", task.description)
-        return task.model_dump(mode="json"), None
-    raise ReadOnlyNamespace(
-        f"Clients may write only to profile, facts and tasks under ('users', <you>), not to {'.'.join(namespace)}."
-    )
-
-
-def check_delete(namespace: tuple[str, ...]) -> None:
-    if _kind(namespace) == "chats":
-        raise ReadOnlyNamespace("Chat records are maintained by the server.")
+def check_delete(namespace: tuple[str, ...]) -> MemoryKind | None:
+    """The kind a client deletes from (None: outside the memory kinds), or ReadOnlyNamespace."""
+    kind = kind_of_namespace(namespace)
+    if kind is not None and not kind.client_writable:
+        raise ReadOnlyNamespace(f"The {kind.name} items are maintained by the server.")
+    return kind

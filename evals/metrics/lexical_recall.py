@@ -17,27 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from core.stopwords import ENGLISH, without_apostrophes
 from .token_f1 import answer_tokens, stem_token
 
 __all__ = ["STOPWORDS", "content_tokens", "lexical_recall", "lexical_recall_multi"]
 
 #: Small English stopword list (lowercase, apostrophes removed like LoCoMo's
 #: normaliser does, so "don't" -> "dont").
-STOPWORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all am an and any are arent as at be because been
-    before being below between both but by can cant cannot could couldnt did didnt do does
-    doesnt doing dont down during each few for from further had hadnt has hasnt have havent
-    having he hed hell hes her here heres hers herself him himself his how hows i id ill im
-    ive if in into is isnt it its itself lets me more most mustnt my myself no nor not of
-    off on once only or other ought our ours ourselves out over own same shant she shed
-    shell shes should shouldnt so some such than that thats the their theirs them
-    themselves then there theres these they theyd theyll theyre theyve this those through
-    to too under until up very was wasnt we wed well were weve werent what whats when whens
-    where wheres which while who whos whom why whys will with wont would wouldnt you youd
-    youll youre youve your yours yourself yourselves also just s t
-    """.split()
-)
+STOPWORDS: frozenset[str] = without_apostrophes(ENGLISH) | {"also", "just", "s", "t"}
 
 
 def content_tokens(text: str, *, remove_stopwords: bool = True, stem: bool = True) -> list[str]:

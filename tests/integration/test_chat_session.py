@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import uuid
 
@@ -10,7 +11,10 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from app.cli.chat_session import ChatSession
 from llm.chat_model import register_model, unregister_model
-from memory.user_memory import list_chats, list_tasks
+from core.schemas import ExtractionResult, NewFact
+from memory.memory_writer import apply_extraction
+from memory.user_memory import list_chats, list_facts, list_tasks
+from storage.user_transaction import user_transaction
 from storage import thread_owners
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers, registered_scripted_model
 
@@ -196,3 +200,21 @@ async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_chang
     assert code == 0
     assert "the task change was not made" in err.splitlines()[-1]
     assert await list_tasks(backend.store, user_id) == []
+
+
+async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in_history(session, backend, user_id):
+    """Issue 19.8: /forget deleted the fact outright, outside the writer and without the user's lock."""
+    s, out, err = session
+    await apply_extraction(backend.store, user_id, ExtractionResult(new_facts=[NewFact(text="Has a peanut allergy")]))
+
+    async with user_transaction(backend.store, user_id):  # another writer of this user is mid-transaction
+        forgetting = asyncio.create_task(s.command("/forget peanut allergy"))
+        await asyncio.sleep(0.5)
+        assert not forgetting.done()
+        assert [f.text for f in await list_facts(backend.store, user_id)] == ["Has a peanut allergy"]
+    await asyncio.wait_for(forgetting, 30)
+
+    assert "Forgot: Has a peanut allergy" in err.getvalue()
+    assert await list_facts(backend.store, user_id) == []
+    (kept,) = await list_facts(backend.store, user_id, include_superseded=True)
+    assert kept.text == "Has a peanut allergy" and kept.status == "superseded" and kept.valid_to is not None

@@ -299,7 +299,7 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
     thread_id = str(uuid.uuid4())
 
     async def turn(text: str) -> list[tuple[str, dict]]:
-        run_id = await runs.claim(thread_id, user_id, "message")
+        run_id = await runs.claim_run_slot(thread_id, user_id, "message")
         graph_input = {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}
         spec = TurnSpec(thread_id, user_id, "assistant", "message", graph_input, user_text=text, context={"model": model})
         return await runs.launch(run_id, spec).collect()
@@ -344,7 +344,7 @@ async def test_a_run_launched_while_the_heartbeat_poller_winds_down_still_gets_h
     runs._close_beat_conn = close_slowly
 
     async def launch(thread_id: str, text: str, model: str):
-        run_id = await runs.claim(thread_id, user_id, "message")
+        run_id = await runs.claim_run_slot(thread_id, user_id, "message")
         spec = TurnSpec(thread_id, user_id, "assistant", "message", {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]},
                         user_text=text, context={"model": model})
         return run_id, runs.launch(run_id, spec)

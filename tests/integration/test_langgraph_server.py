@@ -22,7 +22,7 @@ from memory.backend import open_memory
 from core.namespaces import facts_ns, profile_ns
 from storage.postgres import open_pool
 from core.schemas import UserDocument
-from memory.user_memory import get_user_document, list_chats, put_user_document
+from memory.user_memory import get_user_document, list_chats
 from tests.support.langgraph_dev_server import running_dev_server
 
 pytestmark = pytest.mark.slow  # a `langgraph dev` server
@@ -231,7 +231,7 @@ async def test_a_wrong_key_is_refused_while_no_key_means_the_studio_user_in_dev_
 async def test_studio_acts_as_its_own_user_so_a_persona_tried_there_leaves_the_local_users_profile_alone(dev_server, memory):
     # The CLI's and the web page's user, with a profile of their own.
     local_before = UserDocument.model_validate({"profile": {"name": "Lee", "location": "Oslo"}})
-    await put_user_document(memory.store, "local", local_before)
+    await memory.store.aput(profile_ns("local"), "profile", local_before.model_dump(mode="json"), index=False)
     # Studio reaches `langgraph dev` with the LangSmith auth scheme, which the dev server does not verify.
     studio = get_client(url=dev_server.url, headers={"x-auth-scheme": "langsmith"}, timeout=httpx.Timeout(RUN_TIMEOUT, connect=10))
     thread = await studio.threads.create()

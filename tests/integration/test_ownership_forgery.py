@@ -227,3 +227,47 @@ async def test_store_api_writes_to_memory_are_validated_and_chat_records_refused
         assert chat.status_code == 201, chat.text
     await lg.store.delete_item(facts_ns(alice), key="f1")
     assert await memory.store.aget(facts_ns(alice), "f1") is None
+
+
+async def refused_and_not_stored(lg, memory, user: str, puts: list) -> None:
+    for namespace, key, value in puts:
+        assert await refused(lg.store.put_item(namespace, key=key, value=value)) == 422, (namespace, str(value)[:80])
+    assert await memory.store.asearch(facts_ns(user)) == [] and await memory.store.asearch(tasks_ns(user)) == []
+    assert await memory.store.aget(profile_ns(user), "profile") is None
+
+
+async def test_a_nul_in_a_store_api_write_is_a_clear_422_not_a_500(serve, studio, memory, people):
+    """Issue 19.1: a NUL in a fact's text or tag, a profile name or a task's due answered 500."""
+    (alice, alice_key), _ = people
+    await refused_and_not_stored(langgraph(studio, alice_key), memory, alice, [
+        (facts_ns(alice), "f1", {"id": "f1", "text": "Has a\x00 cat"}),
+        (facts_ns(alice), "f1", {"id": "f1", "text": "Has a cat", "tags": ["pets\x00"]}),
+        (profile_ns(alice), "profile", {"profile": {"name": "Da\x00na"}}),
+        (tasks_ns(alice), "t1", {"id": "t1", "description": "Feed the cat", "due": "Fri\x00day"}),
+    ])
+
+
+async def test_store_api_writes_have_the_chat_apis_size_limits(serve, studio, memory, people):
+    """Issue 19.1: 5,000 tags, a 50,000-character tag, a 100,000-character name, 10,000 goals and a
+    10,000-character task id were accepted."""
+    (alice, alice_key), _ = people
+    await refused_and_not_stored(langgraph(studio, alice_key), memory, alice, [
+        (facts_ns(alice), "f1", {"id": "f1", "text": "Has a cat", "tags": [f"tag{i}" for i in range(5000)]}),
+        (facts_ns(alice), "f1", {"id": "f1", "text": "Has a cat", "tags": ["x" * 50_000]}),
+        (profile_ns(alice), "profile", {"profile": {"name": "x" * 100_000}}),
+        (profile_ns(alice), "profile", {"profile": {"goals": [f"goal {i}" for i in range(10_000)]}}),
+        (tasks_ns(alice), "t" * 10_000, {"id": "t" * 10_000, "description": "Feed the cat"}),
+    ])
+
+
+async def test_one_fact_text_put_under_six_keys_through_the_store_api_is_one_fact(serve, studio, memory, people):
+    """Issue 19.1: the store API skipped the writer, so six keys made six copies of one fact."""
+    (alice, alice_key), _ = people
+    lg = langgraph(studio, alice_key)
+    for i in range(6):
+        await lg.store.put_item(facts_ns(alice), key=f"peanut{i}", value={"id": f"peanut{i}", "text": "Has a peanut allergy"})
+    (fact,) = [i.value for i in await memory.store.asearch(facts_ns(alice))]
+    assert fact["text"] == "Has a peanut allergy" and fact["mentions"] == 6
+    for i in range(3):
+        await lg.store.put_item(tasks_ns(alice), key=f"vet{i}", value={"id": f"vet{i}", "description": "Book the vet"})
+    assert len(await memory.store.asearch(tasks_ns(alice))) == 1

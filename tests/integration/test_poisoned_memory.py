@@ -22,14 +22,13 @@ from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_n
 from core.schemas import Fact
 from graph.assembly import compile_graph
 from memory import queries
+from memory.memory_writer import delete_invalid as delete_invalid_item
 from memory.user_memory import (
-    delete_invalid_item,
     get_user_document,
     invalid_items,
     list_chats,
     list_facts,
     list_tasks,
-    put_fact,
     search_facts,
 )
 from tests.conftest import REPO_ROOT
@@ -111,7 +110,7 @@ async def test_turns_succeed_and_write_memory_over_invalid_items_counted_and_log
 
 async def test_the_agents_read_tools_skip_invalid_items(backend, user_id):
     await poison(backend.store, user_id)
-    await put_fact(backend.store, user_id, Fact(id="f1", text="Keeps bees"))
+    await backend.store.aput(facts_ns(user_id), "f1", Fact(id="f1", text="Keeps bees").model_dump(mode="json"))
 
     recalled = await queries.recall_context(backend.store, None, user_id, "facts")
     assert [i.text for i in recalled.items] == ["Keeps bees"]
@@ -134,7 +133,7 @@ async def test_an_item_whose_id_is_not_its_key_is_invalid(backend, user_id):
 
 async def test_memory_views_list_invalid_items_with_key_and_error_and_they_can_be_deleted(backend, user_id):
     await poison(backend.store, user_id)
-    await put_fact(backend.store, user_id, Fact(id="f1", text="Keeps bees"))
+    await backend.store.aput(facts_ns(user_id), "f1", Fact(id="f1", text="Keeps bees").model_dump(mode="json"))
 
     snap = await memory_snapshot(backend.store, user_id)
     assert [f["text"] for f in snap["facts"]] == ["Keeps bees"]
@@ -166,7 +165,7 @@ def run_cli(args: list[str], database_url: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow  # CLI processes
 async def test_cli_memory_show_lists_invalid_items_and_delete_invalid_removes_one(backend, user_id):
     await poison(backend.store, user_id)
-    await put_fact(backend.store, user_id, Fact(id="f1", text="Keeps bees"))
+    await backend.store.aput(facts_ns(user_id), "f1", Fact(id="f1", text="Keeps bees").model_dump(mode="json"))
 
     shown = run_cli(["memory", "show", "--user", user_id], backend.url)
     assert shown.returncode == 0, shown.stderr

@@ -50,7 +50,7 @@ async def runs(backend):
 
 
 async def run_turn(runs: ActiveRuns, thread_id: str, user_id: str, text: str) -> list[tuple[str, dict]]:
-    run_id = await runs.claim(thread_id, user_id, "message")
+    run_id = await runs.claim_run_slot(thread_id, user_id, "message")
     spec = TurnSpec(thread_id, user_id, "assistant", "message", {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}, user_text=text)
     handle = runs.launch(run_id, spec)
     events = await handle.collect()

@@ -39,10 +39,10 @@ async def test_a_first_claim_records_the_owner_and_another_users_claim_is_refuse
     alice, bob = users(2)
     thread = new_id()
     assert await thread_owners.owner_of(backend.pool, thread) is None
-    assert await thread_owners.claim(backend.pool, thread, alice) == alice
-    assert await thread_owners.claim(backend.pool, thread, alice) == alice  # again: still hers
+    assert await thread_owners.claim_ownership(backend.pool, thread, alice) == alice
+    assert await thread_owners.claim_ownership(backend.pool, thread, alice) == alice  # again: still hers
     with pytest.raises(ThreadTaken) as refused:
-        await thread_owners.claim(backend.pool, thread, bob)
+        await thread_owners.claim_ownership(backend.pool, thread, bob)
     assert refused.value.owner == alice
     assert await thread_owners.owner_of(backend.pool, thread) == alice
     assert await thread_owners.threads_of(backend.pool, bob) == []
@@ -52,7 +52,7 @@ async def test_concurrent_first_claims_of_one_thread_have_exactly_one_winner(bac
     claimants = users(8)
     for _ in range(5):
         thread = new_id()
-        results = await asyncio.gather(*(thread_owners.claim(backend.pool, thread, u) for u in claimants), return_exceptions=True)
+        results = await asyncio.gather(*(thread_owners.claim_ownership(backend.pool, thread, u) for u in claimants), return_exceptions=True)
         winners = [r for r in results if isinstance(r, str)]
         assert len(winners) == 1, results
         assert all(isinstance(r, ThreadTaken) and r.owner == winners[0] for r in results if not isinstance(r, str))
@@ -79,20 +79,20 @@ async def test_history_without_an_owner_is_refused_unless_the_caller_may_adopt_i
     unowned = new_id()
     await write_checkpoint(backend, unowned)
     with pytest.raises(ThreadTaken) as refused:
-        await thread_owners.claim(backend.pool, unowned, bob, adopt_history=False)
+        await thread_owners.claim_ownership(backend.pool, unowned, bob, adopt_history=False)
     assert refused.value.owner is None
     # A trusted caller that runs the thread itself (the CLI, the graph's own record) adopts it.
-    assert await thread_owners.claim(backend.pool, unowned, alice) == alice
-    assert await thread_owners.claim(backend.pool, unowned, alice, adopt_history=False) == alice
+    assert await thread_owners.claim_ownership(backend.pool, unowned, alice) == alice
+    assert await thread_owners.claim_ownership(backend.pool, unowned, alice, adopt_history=False) == alice
     fresh = new_id()
-    assert await thread_owners.claim(backend.pool, fresh, bob, adopt_history=False) == bob
+    assert await thread_owners.claim_ownership(backend.pool, fresh, bob, adopt_history=False) == bob
 
 
 async def test_owned_among_and_release_keep_to_the_owners_rows(backend):
     alice, bob = users(2)
     a1, a2, b1 = new_id(), new_id(), new_id()
     for thread, owner in ((a1, alice), (a2, alice), (b1, bob)):
-        await thread_owners.claim(backend.pool, thread, owner)
+        await thread_owners.claim_ownership(backend.pool, thread, owner)
     assert await thread_owners.owned_among(backend.pool, alice, [a1, b1, a2, new_id()]) == {a1, a2}
     await thread_owners.release(backend.pool, a1)
     assert await thread_owners.threads_of(backend.pool, alice) == [a2]

@@ -53,7 +53,7 @@ async def test_a_key_stored_for_the_wildcard_user_before_the_rule_authenticates_
 async def test_a_thread_gets_no_owner_row_for_an_unusable_user_id(backend, bad):
     thread_id = str(uuid.uuid4())
     with pytest.raises(ValueError):
-        await thread_owners.claim(backend.pool, thread_id, bad)
+        await thread_owners.claim_ownership(backend.pool, thread_id, bad)
     with pytest.raises(ValueError):
         await thread_owners.create(backend.pool, thread_id, bad)
     assert await thread_owners.owner_of(backend.pool, thread_id) is None

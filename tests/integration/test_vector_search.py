@@ -19,9 +19,9 @@ from psycopg.rows import dict_row
 
 from memory.backend import open_memory
 from core.namespaces import facts_ns, tasks_ns
-from memory.recall import WEIGHTS, fact_score
+from memory.recall import WEIGHTS
 from core.schemas import Fact
-from memory.user_memory import put_fact, search_facts
+from memory.user_memory import search_facts
 from storage.bulk_load import BulkItem, copy_items
 from storage import vector_search
 from storage.vector_search import ensure_namespace_index, namespace_index_name, rank_memories, search_memories
@@ -100,6 +100,14 @@ async def many_users(new_database, minilm):
             await conn.execute("ANALYZE store")
             await conn.execute("ANALYZE store_vectors")
         yield backend, data
+
+
+def expected_score(similarity: float, fact: Fact, now) -> float:
+    """The ranking formula of storage/vector_search.py's docstring, computed by hand as the test's oracle."""
+    when = fact.last_used or fact.updated_at
+    age = max(0.0, (now - when).total_seconds() / 86400)
+    recency = math.exp(-age * math.log(2) / WEIGHTS.half_life_days)
+    return WEIGHTS.similarity * similarity + WEIGHTS.importance * WEIGHTS.importance_levels[fact.importance] + WEIGHTS.recency * recency
 
 
 async def test_one_users_search_returns_exactly_their_rows_and_equals_the_exact_search(many_users):
@@ -214,7 +222,7 @@ async def test_a_prefix_covers_the_users_sub_namespaces_but_not_lookalike_user_i
 
 async def test_search_reads_items_written_through_the_store_as_store_asearch_ranks_them(backend, user_id):
     for i, text in enumerate(["Lives in Haifa", "Has a dog named Rex", "Works as a nurse", "Learns Italian"]):
-        await put_fact(backend.store, user_id, Fact(id=f"f{i}", text=text))
+        await backend.store.aput(facts_ns(user_id), f"f{i}", Fact(id=f"f{i}", text=text).model_dump(mode="json"))
     question = "Where does the user live?"
     query = await backend.embeddings.embeddings.aembed_query(question)
     found = await search_memories(backend.pool, facts_ns(user_id), query, k=4, filter={"status": "active"})
@@ -247,7 +255,7 @@ async def test_rank_memories_scores_exactly_as_recalls_python_formula(backend, u
 
     facts = {it.key: Fact.model_validate(it.value) for it in items}
     python = sorted(
-        ((fact_score(float(vectors[key] @ query), fact, NOW), fact.created_at, key) for key, fact in facts.items()),
+        ((expected_score(float(vectors[key] @ query), fact, NOW), fact.created_at, key) for key, fact in facts.items()),
         key=lambda t: (-t[0], t[1]),
     )
     assert [m.key for m in ranked] == [key for _, _, key in python]
@@ -272,7 +280,7 @@ async def test_rank_memories_scores_only_the_most_similar_candidates(backend, us
     other = rng.standard_normal(DIMS)
     far = BulkItem(facts_ns(user_id), "far", fact_value("far", importance="high"), unit(other - (other @ query) * query))
     await write(backend.pool, [*near, far])
-    score = {it.key: fact_score(float(it.embedding @ query), Fact.model_validate(it.value), NOW) for it in (*near, far)}
+    score = {it.key: expected_score(float(it.embedding @ query), Fact.model_validate(it.value), NOW) for it in (*near, far)}
     assert score["far"] > max(score[n.key] for n in near)
 
     ranked = await rank_memories(backend.pool, facts_ns(user_id), query, now=NOW, weights=WEIGHTS, candidates=3, limit=4)

@@ -1,0 +1,91 @@
+"""Rows of LangGraph's checkpoint tables (checkpoints, checkpoint_writes, checkpoint_blobs) that
+the saver has no call for: the head of a thread before a run, and taking a run's writes back.
+
+Checkpoint ids are time-ordered (uuid6), the order the saver lists them in, so everything a
+run wrote is what is newer than the thread's head when it started: newer checkpoints, their
+pending writes, writes added to the head itself (a resume answer), and blobs no remaining
+checkpoint points to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg_pool import AsyncConnectionPool
+
+from storage.thread_owners import pool_of
+
+def checkpoint_reader(store) -> AsyncPostgresSaver | None:
+    """A saver reading the checkpoints in the database of ``store`` (our Postgres store), or None
+    for any other store. Tools read other chats through it: LangGraph gives a node its store, and
+    its own checkpointer only under a private config key."""
+    pool = pool_of(store)
+    return AsyncPostgresSaver(pool) if pool is not None else None
+
+
+GC_BLOBS = """
+DELETE FROM checkpoint_blobs b
+WHERE b.thread_id = %s AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c
+    WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+      AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version
+)
+"""
+
+
+@dataclass(frozen=True)
+class ThreadMark:
+    """The head of a thread before a run: what a rollback returns to."""
+
+    thread_id: str
+    checkpoint_id: str | None
+    head_writes: frozenset[str] = field(default_factory=frozenset)
+
+
+async def mark_thread(pool: AsyncConnectionPool, thread_id: str) -> ThreadMark:
+    async with pool.connection() as conn:
+        head = await (
+            await conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_id,),
+            )
+        ).fetchone()
+        if head is None:
+            return ThreadMark(thread_id, None)
+        writes = await (
+            await conn.execute(
+                "SELECT task_id || ':' || idx AS k FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s",
+                (thread_id, head["checkpoint_id"]),
+            )
+        ).fetchall()
+    return ThreadMark(thread_id, head["checkpoint_id"], frozenset(r["k"] for r in writes))
+
+
+async def rollback_thread(pool: AsyncConnectionPool, mark: ThreadMark) -> list[str]:
+    """Remove everything written to the thread after ``mark``, in one transaction; the removed checkpoint ids."""
+    tid = mark.thread_id
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            if mark.checkpoint_id is None:
+                await conn.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s", (tid,))
+                cur = await conn.execute("DELETE FROM checkpoints WHERE thread_id = %s RETURNING checkpoint_id", (tid,))
+            else:
+                await conn.execute(
+                    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id > %s", (tid, mark.checkpoint_id)
+                )
+                await conn.execute(
+                    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s "
+                    "AND NOT (task_id || ':' || idx = ANY(%s))",
+                    (tid, mark.checkpoint_id, list(mark.head_writes)),
+                )
+                cur = await conn.execute(
+                    "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s RETURNING checkpoint_id",
+                    (tid, mark.checkpoint_id),
+                )
+            removed = [r["checkpoint_id"] for r in await cur.fetchall()]
+            await conn.execute(GC_BLOBS, (tid,))
+    return removed
+
+
