@@ -1,13 +1,14 @@
 # Two commands get a newcomer from clone to a running chat:
 #   make chat   -> creates/reuses .venv, installs what is missing, starts the chat
 #   make test   -> same install (plus test extras), runs the whole test suite
+#   make test-fast -> the same without the tests marked slow (a quick loop while developing)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: chat chat-local test test-llm test-unit test-integration doctor serve studio bench install clean
+.PHONY: chat chat-local test test-fast test-llm test-unit test-integration doctor serve studio bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,11 @@ chat-local: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
+
+# The developer's loop: everything but the tests marked slow (servers, browsers, CLI processes,
+# killed processes). `make test` still runs the whole suite.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 # The real-model tier (not part of `make test`): prepares the runtime and model as chat-local does,
 # then runs tests/llm against a llama-cpp-python server.

@@ -22,6 +22,8 @@ from typing import Any
 
 from langgraph_sdk.auth.types import StudioUser
 
+from core.namespaces import InvalidUserId, user_id_problem
+
 LOCAL_USER = "local"
 STUDIO_USER = "studio"
 STUDIO_USER_ENV = "MEMORY_AGENT_STUDIO_USER"
@@ -32,8 +34,8 @@ def studio_user(environ: Mapping[str, str] = os.environ) -> str:
     configured = (environ.get(STUDIO_USER_ENV) or "").strip()
     if not configured:
         return STUDIO_USER
-    if "." in configured or "/" in configured:  # the store's namespace rule (core.namespaces)
-        raise ValueError(f"{STUDIO_USER_ENV}={configured!r} is not a usable user id: it may not contain '.' or '/'")
+    if (problem := user_id_problem(configured)) is not None:
+        raise InvalidUserId(f"{STUDIO_USER_ENV}={configured!r} is not a usable user id: {problem}")
     return configured
 
 

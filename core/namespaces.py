@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
+from core.errors import MemoryAgentError
+from core.text_validation import ID_CHARS
+
 ROOT = "users"
 PROFILE_KEY = "profile"
 
@@ -9,14 +14,52 @@ PROFILE_KEY = "profile"
 INDEXED_FIELDS = ["text", "description", "summary_text"]
 
 
-def _check(user_id: str) -> str:
-    if not user_id or "." in user_id or "/" in user_id:
-        raise ValueError(f"invalid user id {user_id!r}: it must be non-empty, without '.' or '/'")
+class InvalidUserId(MemoryAgentError, ValueError):
+    """A user id the store cannot hold safely (see :func:`check_user_id`)."""
+
+
+# Characters the Postgres store reads as structure: '.' joins namespace labels (so "a.b" is
+# two labels and ".." climbs nothing but splits), '*' is the wildcard of list_namespaces'
+# match conditions (a user "*" would list every user's namespaces); '/' and '\' make ids
+# that read as paths ("../alice").
+RESERVED_CHARS = ".*/\\"
+
+
+def user_id_problem(user_id: object) -> str | None:
+    """Why ``user_id`` is not a usable user id, or None when it is."""
+    if not isinstance(user_id, str) or not user_id:
+        return "it is empty"
+    if len(user_id) > ID_CHARS:
+        return f"it is longer than {ID_CHARS} characters"
+    for position, ch in enumerate(user_id):
+        if ch in RESERVED_CHARS:
+            return f"it contains {ch!r} (position {position}); user ids may not contain any of . * / \\"
+        if ch.isspace() or not ch.isprintable():  # control characters, NUL, lone surrogates, blanks
+            return f"it contains the character U+{ord(ch):04X} (position {position}); user ids may not contain blanks or control characters"
+    return None
+
+
+def check_user_id(user_id: str) -> str:
+    """``user_id`` unchanged, or InvalidUserId saying why: the one rule for user ids, applied by the
+    namespaces below, API key creation and verification, thread ownership and every entry point."""
+    problem = user_id_problem(user_id)
+    if problem is not None:
+        shown = user_id if len(user_id) <= 60 else f"{user_id[:60]}…"
+        raise InvalidUserId(f"invalid user id {shown!r}: {problem}")
     return user_id
 
 
+def user_id_arg(value: str) -> str:
+    """``check_user_id`` as an argparse type: every command's --user is refused with the reason,
+    before anything is opened, so a bad id leaves nothing behind."""
+    try:
+        return check_user_id(value)
+    except InvalidUserId as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def user_root(user_id: str) -> tuple[str, ...]:
-    return (ROOT, _check(user_id))
+    return (ROOT, check_user_id(user_id))
 
 
 def profile_ns(user_id: str) -> tuple[str, ...]:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from core.errors import MemoryAgentError
 
@@ -85,15 +86,43 @@ def source_name(path: str | Path) -> str:
         return resolved.as_posix()
 
 
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
+class FoundFile(NamedTuple):
+    """A file to ingest; ``within``: the folder its contents must come from (None: named, or links followed)."""
+
+    path: Path
+    within: Path | None = None
+
+
+def read_file(path: str | Path, within: Path | None = None) -> bytes:
+    """The file's bytes, read through one open file descriptor.
+
+    With ``within``, the file actually opened must lie inside that folder: its real path is
+    checked after opening, and must name the very file opened (same device and inode). A file
+    swapped for a link to an outside file after the walk (or a folder on its path swapped for
+    one) is then refused, not read: the walk's check alone would leave that window open.
+    """
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        # O_NONBLOCK: a FIFO swapped in must not hang the open (it is refused below as not a file).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise DocumentLoadError(path, f"cannot read the file: {exc.strerror or exc}") from exc
-    return digest.hexdigest()
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise DocumentLoadError(path, "not a regular file")
+        if within is not None:
+            real = Path(os.path.realpath(path))
+            try:
+                named = os.stat(real)
+            except OSError:
+                named = None
+            same = named is not None and (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+            if not (_inside(real, within) and same):
+                raise SymlinkSkipped(Path(path), real, within, after_walk=True)
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise DocumentLoadError(path, f"cannot read the file: {exc.strerror or exc}") from exc
 
 
 def is_supported(path: str | Path) -> bool:
@@ -103,19 +132,18 @@ def is_supported(path: str | Path) -> bool:
 class SymlinkSkipped(DocumentLoadError):
     """A symbolic link found in a folder that leads out of it: not ingested unless asked."""
 
-    def __init__(self, path: Path, target: Path, root: Path) -> None:
+    def __init__(self, path: Path, target: Path, root: Path, *, after_walk: bool = False) -> None:
         self.target = str(target)
-        super().__init__(
-            path,
-            f"a symbolic link to {target}, outside {root}; not followed (pass --follow-symlinks to include it)",
-        )
+        what = "turned into a link to" if after_walk else "a symbolic link to"
+        when = "after the folder was walked; not read" if after_walk else "not followed (pass --follow-symlinks to include it)"
+        super().__init__(path, f"{what} {target}, outside {root}, {when}")
 
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) -> tuple[list[Path], list[DocumentLoadError]]:
+def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) -> tuple[list[FoundFile], list[DocumentLoadError]]:
     """Files to ingest, in a stable order, plus errors for paths that cannot be used.
 
     Directories are walked recursively for the supported extensions (hidden files and
@@ -126,17 +154,19 @@ def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) 
     folder, a symbolic link that leads out of it (to a file, or to a folder) is not
     followed unless ``follow_symlinks``, and comes back as a :class:`SymlinkSkipped`
     error: a link to ``/etc/passwd`` dropped in a shared folder must not reach the
-    knowledge base every user retrieves from. Links that stay inside are followed.
+    knowledge base every user retrieves from. Links that stay inside are followed. Each file
+    of a folder carries the folder it must be read from (:func:`read_file` checks it again
+    when the file is read).
     """
-    files: list[Path] = []
+    files: list[FoundFile] = []
     errors: list[DocumentLoadError] = []
     seen: set[Path] = set()
 
-    def add(p: Path) -> None:
+    def add(p: Path, within: Path | None = None) -> None:
         key = p.resolve()
         if key not in seen:
             seen.add(key)
-            files.append(p)
+            files.append(FoundFile(p, within))
 
     for raw in paths:
         p = Path(raw).expanduser()
@@ -144,7 +174,7 @@ def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) 
             found, skipped = _walk(p, follow_symlinks)
             errors.extend(skipped)
             for f in sorted(found):
-                add(f)
+                add(f, None if follow_symlinks else p.resolve())
         elif p.is_file():
             if is_supported(p):
                 add(p)
@@ -202,18 +232,17 @@ def _unsupported(path: Path) -> DocumentLoadError:
 # --------------------------------------------------------------------------- loading
 
 
-def load_document(path: str | Path, *, source: str | None = None) -> LoadedDocument:
-    """Load one file. Raises :class:`DocumentLoadError` when it cannot be used."""
+def load_document(path: str | Path, *, source: str | None = None, data: bytes | None = None) -> LoadedDocument:
+    """Load one file (``data``: its bytes, already read with :func:`read_file`). Raises
+    :class:`DocumentLoadError` when it cannot be used."""
     p = Path(path).expanduser()
     kind = SUPPORTED_EXTENSIONS.get(p.suffix.lower())
     if kind is None:
         raise _unsupported(p)
-    if not p.is_file():
-        raise DocumentLoadError(p, "no such file" if not p.exists() else "not a regular file")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise DocumentLoadError(p, f"cannot read the file: {exc.strerror or exc}") from exc
+    if data is None:
+        if not p.exists():
+            raise DocumentLoadError(p, "no such file")
+        data = read_file(p)
     if not data.strip():
         raise DocumentLoadError(p, "the file is empty")
     sha = hashlib.sha256(data).hexdigest()

@@ -4,6 +4,7 @@ remove them; re-embed everything after a change of embeddings."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,10 +21,11 @@ from knowledge.chunking import DEFAULT_OVERLAP_TOKENS, DEFAULT_TARGET_TOKENS, ch
 from knowledge.document_loaders import (
     DocumentLoadError,
     LoadedDocument,
+    FoundFile,
     SymlinkSkipped,
     expand_paths,
-    file_sha256,
     load_document,
+    read_file,
     source_name,
 )
 from knowledge.schema import (
@@ -183,9 +185,9 @@ async def ingest(
     if dims is None:
         raise RuntimeError("knowledge.setup() must run before ingest()")
 
-    for path in files:
+    for found in files:
         t0 = time.perf_counter()
-        outcome = await _ingest_file(pool, embeddings, path, collection, dims, target_tokens, overlap_tokens)
+        outcome = await _ingest_file(pool, embeddings, found, collection, dims, target_tokens, overlap_tokens)
         outcome.seconds = time.perf_counter() - t0
         report.files.append(outcome)
         log.info("ingest %s -> %s (%d chunks)%s", outcome.path, outcome.status, outcome.chunks,
@@ -197,22 +199,25 @@ async def ingest(
 async def _ingest_file(
     pool: AsyncConnectionPool,
     embeddings,
-    path: Path,
+    found: FoundFile,
     collection: str,
     dims: int,
     target_tokens: int,
     overlap_tokens: int,
 ) -> FileOutcome:
+    path = found.path
     source = source_name(path)
     shown = str(path)
     try:
-        sha = await asyncio.to_thread(file_sha256, path)
+        # Read once, from one open file checked to lie where the walk found it; hashed and parsed from these bytes.
+        data = await asyncio.to_thread(read_file, path, found.within)
+        sha = hashlib.sha256(data).hexdigest()
         async with pool.connection() as conn:
             stored = await _stored_document(conn, collection, source)
         if stored is not None and stored["sha256"] == sha:
             return FileOutcome(path=shown, source=source, status=SKIPPED, chunks=stored["chunk_count"])
 
-        doc = await asyncio.to_thread(load_document, path, source=source)
+        doc = await asyncio.to_thread(load_document, path, source=source, data=data)
         chunks = chunk_text(doc.text, target_tokens=target_tokens, overlap_tokens=overlap_tokens)
         if not chunks:
             raise DocumentLoadError(path, "no text to index")
@@ -261,6 +266,8 @@ async def _ingest_file(
                 )
         status = REPLACED if current is not None or previous else ADDED
         return FileOutcome(path=shown, source=source, status=status, chunks=len(rows), previous_chunks=previous)
+    except SymlinkSkipped as exc:
+        return FileOutcome(path=shown, source=source, status=SKIPPED_LINK, reason=exc.reason)
     except DocumentLoadError as exc:
         return FileOutcome(path=shown, source=source, status=FAILED, reason=exc.reason)
     except psycopg.Error as exc:

@@ -18,6 +18,7 @@ from embeddings.record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
 from core.namespaces import INDEXED_FIELDS
 from storage.postgres import DatabaseInfo, database_url, open_pool, prepare_database, schema_lock
+from storage.store_values import load_value
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPo
             "distance_type": "cosine",
             "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64},
         },
+        deserializer=load_value,  # a stored value that is not an object reads back as invalid, not as an error
     )
 
 

@@ -60,6 +60,8 @@ def _describe(exc: ValidationError) -> str:
 
 def check_item(kind: Kind, item: Item) -> tuple[BaseModel | None, str | None]:
     """The item as its model, or None and why it does not validate."""
+    if not isinstance(item.value, dict):  # written around the store's API (storage.store_values)
+        return None, f"the stored value is a JSON {_json_type(item.value)}, not an object"
     try:
         parsed = KINDS[kind].model.model_validate(item.value)
     except ValidationError as exc:
@@ -69,6 +71,11 @@ def check_item(kind: Kind, item: Item) -> tuple[BaseModel | None, str | None]:
         # Readers and writers address an item by its id; one stored under another key is unreachable.
         return None, f"{id_field}: {getattr(parsed, id_field)!r} is not the item's key {item.key!r}"
     return parsed, None
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _report(kind: Kind, item: Item, error: str) -> None:

@@ -16,7 +16,11 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from core.namespaces import user_root
+import logging
+
+from core.namespaces import check_user_id, user_id_problem
+
+log = logging.getLogger(__name__)
 
 CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS memory_agent_api_keys (
@@ -52,7 +56,7 @@ async def setup(pool: AsyncConnectionPool) -> None:
 
 async def create_key(pool: AsyncConnectionPool, user_id: str, label: str = "") -> str:
     """Create a key for ``user_id`` and return it: the only time it is shown."""
-    user_root(user_id)  # validates the id
+    check_user_id(user_id)
     prefix = secrets.token_hex(4)
     key = f"ma_{prefix}_{secrets.token_urlsafe(24)}"
     await setup(pool)
@@ -76,6 +80,10 @@ async def verify_key(pool: AsyncConnectionPool, key: str) -> str | None:
             )
         ).fetchone()
         if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(key)):
+            return None
+        if (problem := user_id_problem(row["user_id"])) is not None:
+            # A key created before user ids were checked (e.g. for "*", the store's wildcard) is not honoured.
+            log.warning("API key %s refused: its user id %r is not usable (%s)", parts[1], row["user_id"][:60], problem)
             return None
         await conn.execute("UPDATE memory_agent_api_keys SET last_used_at = now() WHERE prefix = %s", (parts[1],))
     return row["user_id"]

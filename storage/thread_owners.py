@@ -30,7 +30,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
-from core.namespaces import ROOT
+from core.namespaces import ROOT, check_user_id
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,7 @@ async def owner_of(pool: AsyncConnectionPool, thread_id: str) -> str | None:
 
 async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
     """Record ``owner`` for a new thread; ThreadExists when the id is already owned or has history."""
+    check_user_id(owner)  # no owner row for a user whose memory could not be stored
     async with pool.connection() as conn:
         row = await (await conn.execute(INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
     if row is None:
@@ -142,6 +143,7 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     ThreadTaken when another user owns it, or (``adopt_history=False``, for callers that cannot
     tell a new thread from someone else's old one) when it has checkpoints but no owner.
     """
+    check_user_id(owner)  # no owner row for a user whose memory could not be stored
     params = {"thread_id": thread_id, "owner": owner}
     async with pool.connection() as conn:
         row = await (await conn.execute(INSERT if adopt_history else INSERT_IF_NO_HISTORY, params)).fetchone()
@@ -152,6 +154,14 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     if current != owner:
         raise ThreadTaken(thread_id, current)
     return owner
+
+
+async def check_readable(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
+    """ThreadTaken when another user owns the thread: reads are held to the rule :func:`claim_ownership`
+    applies to a run (a thread no one owns yet is readable where a run would adopt it)."""
+    current = await owner_of(pool, thread_id)
+    if current is not None and current != user:
+        raise ThreadTaken(thread_id, current)
 
 
 async def threads_of(pool: AsyncConnectionPool, owner: str) -> list[str]:

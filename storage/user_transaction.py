@@ -20,6 +20,8 @@ from langgraph.store.base import BaseStore
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
+from storage.store_values import load_value
+
 LOCK_NAMESPACE = b"memory-agent:user-memory:"
 
 # Stores that are not Postgres (in-memory stores in tests) serialize per process instead.
@@ -55,7 +57,7 @@ async def user_transaction(store: BaseStore, user_id: str) -> AsyncIterator[Base
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(user_id),))
             # A store of its own on this one connection, with the same index config and embeddings.
             # (Not a copy of ``store``: a copy shares its batching task and cancels it when collected.)
-            yield AsyncPostgresStore(conn, index=store.index_config)
+            yield AsyncPostgresStore(conn, index=store.index_config, deserializer=load_value)
 
 
 async def embed_ahead(store: BaseStore, texts: list[str]) -> None:

@@ -61,7 +61,7 @@ HELP = (
 YES = {"y", "yes", "ok", "confirm", "approve"}
 NO = {"n", "no", "cancel", "decline"}
 BUSY = (
-    "error: this chat is busy in another window (a reply is being written there). Your message was not sent; "
+    "this chat is busy in another window (a reply is being written there). Your message was not sent; "
     "send it again once that reply is done, or start another chat with /new."
 )
 
@@ -72,8 +72,8 @@ class ChatSession:
     user_id: str
     thread_id: str
     interactive: bool
-    out: TextIO = sys.stdout
-    err: TextIO = sys.stderr
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
     context_overrides: dict = field(default_factory=dict)
     confirming_forget: bool = False
     listed: list[ChatRecord] = field(default_factory=list)
@@ -84,6 +84,8 @@ class ChatSession:
     """Show the reply as soon as it is saved and return, while the turn's memory work (summary,
     extraction) finishes; the next message, command or quit waits for it (a terminal chat)."""
     _memory_work: asyncio.Task | None = None
+    failures: int = 0
+    """Errors reported so far (a pipe's exit status says whether there were any)."""
 
     def __post_init__(self) -> None:
         self.context = Context(user_id=self.user_id, **self.context_overrides)
@@ -102,6 +104,11 @@ class ChatSession:
     def config(self) -> dict:
         return {"configurable": {"thread_id": self.thread_id}}
 
+    def error(self, text: str) -> None:
+        """An error line on stderr, counted: a pipe run with errors exits non-zero, and says so."""
+        self.failures += 1
+        print(f"error: {text}", file=self.err, flush=True)
+
     def note(self, text: str) -> None:
         """A secondary line: dim on a terminal, stderr from a pipe."""
         if self.interactive:
@@ -112,13 +119,15 @@ class ChatSession:
     async def send(self, text: str) -> str | None:
         """Run one turn; print the reply (streamed on a terminal). Returns the reply text.
 
-        When a task change awaits confirmation, a "yes"/"no" answers it; anything else is a new message.
+        When a task change awaits confirmation, a "yes"/"no" answers it; anything else declines
+        the change, says so, and is then sent as a new message (a new message cannot go to a chat
+        whose last reply still waits on a tool's answer: the API refuses it with 409 for the same reason).
         """
         await self.settle()
         try:
             text = validate_user_text(text, self.context.max_message_chars)
         except InvalidMessage as exc:
-            print(f"error: {exc}", file=self.err, flush=True)
+            self.error(str(exc))
             return None
         answer = text.strip().casefold().rstrip(".!")
         if self.confirming_forget:
@@ -136,9 +145,12 @@ class ChatSession:
             return None
         if not await self._own_thread():
             return None
-        pending = await self.pending_confirmation()
-        if pending is not None and answer in YES | NO:
-            return await self._run(Command(resume={"approved": answer in YES}), "resume")
+        if await self.pending_confirmation() is not None:
+            if answer in YES | NO:
+                return await self._run(Command(resume={"approved": answer in YES}), "resume")
+            self.note("That was not a yes or no, so the task change was not made; your line is sent as a message.")
+            if await self._run(Command(resume={"approved": False}), "resume") is None:
+                return None
         return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}, "message", text)
 
     async def settle(self) -> None:
@@ -152,7 +164,16 @@ class ChatSession:
         try:
             await thread_owners.claim_ownership(self.backend.pool, self.thread_id, self.user_id)
         except thread_owners.ThreadTaken as exc:
-            print(f"error: {exc} Start a new chat with /new.", file=self.err, flush=True)
+            self.error(f"{exc} Start a new chat with /new.")
+            return False
+        return True
+
+    async def may_read(self, thread_id: str | None = None) -> bool:
+        """Every read of a chat (its summary, its last messages) is held to the rule a message is."""
+        try:
+            await thread_owners.check_readable(self.backend.pool, thread_id or self.thread_id, self.user_id)
+        except thread_owners.ThreadTaken as exc:
+            self.error(f"{exc} Start a new chat with /new.")
             return False
         return True
 
@@ -187,6 +208,8 @@ class ChatSession:
         return False
 
     async def switch_to(self, chat: ChatRecord) -> None:
+        if not await self.may_read(chat.thread_id):
+            return
         self.thread_id = chat.thread_id
         self.note(f"Switched to {describe(chat)}.")
         state = await self.graph.aget_state(self.config)
@@ -205,11 +228,12 @@ class ChatSession:
         return None
 
     async def _run(self, graph_input, kind: str, text: str = "") -> str | None:
-        """One turn under the chat's run lock; None when it was refused or failed."""
+        """One turn under the chat's run lock: its reply ("" when it said nothing, e.g. only asked to
+        confirm a task change); None when it was refused or failed."""
         try:
             run_id = await self.runs.claim_run_slot(self.thread_id, self.user_id, kind)
         except chat_runs.RunInProgress:
-            print(BUSY, file=self.err, flush=True)
+            self.error(BUSY)
             return None
         except (psycopg.Error, TimeoutError) as exc:
             await self._report_database_failure(exc, answered=False)
@@ -241,13 +265,13 @@ class ChatSession:
         self._show(reply, turn, stopped=name == "error")
         if name == "error":  # stopped by Ctrl-C (or /stop through the API), as the API's stop leaves it
             self.note(data["message"])
-            return reply
+            return reply or ""
         for line in turn.memory_lines:
             self.note(f"  remembered: {line}")
         pending = await self.pending_confirmation()
         if pending is not None:
             await self._ask(pending)
-        return reply
+        return reply or ""
 
     async def _collect(self, handle, turn: "TurnOutput") -> None:
         async for name, data in handle.events():
@@ -285,17 +309,23 @@ class ChatSession:
         if not self.interactive:
             print(question, file=self.err, flush=True)  # the next input line answers it
             return
-        try:
-            answer = input(f"{question} ").strip().casefold()
-        except (EOFError, KeyboardInterrupt):
-            answer = "no"
+        while True:  # on a terminal the question is asked again until it is answered
+            try:
+                answer = input(f"{question} ").strip().casefold().rstrip(".!")
+            except (EOFError, KeyboardInterrupt):
+                answer = "no"
+            if answer in YES | NO:
+                break
+            self.note("Please answer yes or no (the task change is made only after a yes).")
+        if answer in NO:
+            self.note("The task change was not made.")
         await self._run(Command(resume={"approved": answer in YES}), "resume")
 
     async def _report_failure(self, runner: TurnRunner, event: dict) -> None:
         if isinstance(runner.failure, psycopg.Error):
             await self._report_database_failure(runner.failure, answered=event.get("code") == "memory_update_failed")
         else:
-            print(f"error: {event.get('message')}", file=self.err, flush=True)
+            self.error(str(event.get("message")))
 
     async def _report_database_failure(self, exc: Exception, *, answered: bool) -> None:
         detail = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
@@ -303,7 +333,8 @@ class ChatSession:
             hint = "The reply was saved, but the memories of this turn were not (nothing half-written was kept)."
         else:
             hint = "Nothing half-written was kept; send the message again once the database is back."
-        print(f"\nerror: the database failed during this turn ({detail}). {hint}", file=self.err, flush=True)
+        print(file=self.err)
+        self.error(f"the database failed during this turn ({detail}). {hint}")
 
     async def command(self, line: str) -> bool:
         """Handle a slash command. Returns False when the chat should end."""
@@ -315,6 +346,8 @@ class ChatSession:
         if name == "/memory":
             self.note(render_snapshot(await memory_snapshot(store, self.user_id)))
         elif name == "/summary":
+            if not await self.may_read():
+                return True
             state = await self.graph.aget_state(self.config)
             board = SummaryBoard.model_validate(state.values.get("summary") or {})
             folds = state.values.get("summary_folds", 0)
@@ -425,6 +458,8 @@ async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None,
     thread_id = chat_id or (None if new else await latest_thread(backend, user_id)) or str(uuid.uuid4())
     overrides = {"model": model} if model else {}
     session = ChatSession(backend, user_id, thread_id, interactive, context_overrides=overrides)
+    if chat_id and not await session.may_read():
+        return 1
     notice = offline_notice(session.context.model)
     if notice:
         print(notice, file=sys.stderr, flush=True)
@@ -478,7 +513,6 @@ async def _interactive(session: ChatSession) -> int:
 
 
 async def _scripted(session: ChatSession, stdin) -> int:
-    failures = 0
     buffer = getattr(stdin, "buffer", None)
     lines = iter(buffer) if buffer is not None else (l.encode("utf-8") for l in stdin)
     for number, raw in enumerate(lines, start=1):
@@ -486,16 +520,19 @@ async def _scripted(session: ChatSession, stdin) -> int:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            print(f"error: line {number} is not valid UTF-8 (byte {exc.start}); skipped", file=session.err, flush=True)
-            failures += 1
+            session.error(f"line {number} is not valid UTF-8 (byte {exc.start}); skipped")
             continue
         if line.startswith("/"):
             if not await session.command(line):
                 break
             continue
-        if await session.send(line) is None:
-            failures += 1
-    return 1 if failures else 0
+        await session.send(line)
+    if await session.pending_confirmation() is not None:
+        session.note("The input ended before the confirmation was answered: the task change was not made (the chat still asks it).")
+    if session.failures:
+        print(f"error: {session.failures} of what was sent failed (said above), so the exit status is 1", file=session.err, flush=True)
+        return 1
+    return 0
 
 
 @contextmanager

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import sys
 
+from core.namespaces import user_id_arg
 from storage import api_keys
 
 
@@ -21,10 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-agent keys", description="API keys of the chat API.")
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a key for a user and print it (the only time it is shown)")
-    create.add_argument("--user", required=True, help="the user the key authenticates as")
+    create.add_argument("--user", type=user_id_arg, required=True, help="the user the key authenticates as")
     create.add_argument("--label", default="", help="a note to recognise the key by")
     listing = sub.add_parser("list", help="list keys (prefix, user, label, dates); never the keys themselves")
-    listing.add_argument("--user", help="only this user's keys")
+    listing.add_argument("--user", type=user_id_arg, help="only this user's keys")
     revoke = sub.add_parser("revoke", help="revoke a key by its prefix")
     revoke.add_argument("prefix")
     return parser

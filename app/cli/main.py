@@ -11,6 +11,7 @@ import sys
 import time
 
 from core.errors import MemoryAgentError
+from core.namespaces import user_id_arg
 from memory.kinds import STORE_KINDS
 
 
@@ -25,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="chat (interactive on a terminal; one message per line from a pipe)")
-    chat.add_argument("--user", default=_default_user(), help="whose memory to use (default: $MEMORY_AGENT_USER or 'local')")
+    chat.add_argument("--user", type=user_id_arg, default=_default_user(), help="whose memory to use (default: $MEMORY_AGENT_USER or 'local')")
     group = chat.add_mutually_exclusive_group()
     group.add_argument("--chat", dest="chat_id", help="continue this chat (thread id)")
     group.add_argument("--new", action="store_true", help="start a new chat (default: continue the latest)")
@@ -34,11 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     mem = sub.add_parser("memory", help="inspect what the agent remembers")
     mem_sub = mem.add_subparsers(dest="memory_command", required=True)
     show = mem_sub.add_parser("show", help="profile, preferences, facts, tasks and chats of a user")
-    show.add_argument("--user", default=_default_user())
+    show.add_argument("--user", type=user_id_arg, default=_default_user())
     show.add_argument("--json", action="store_true", help="print JSON")
     show.add_argument("--all", action="store_true", help="include superseded facts")
     drop = mem_sub.add_parser("delete-invalid", help="delete a stored item that does not validate (listed by `memory show`)")
-    drop.add_argument("--user", default=_default_user())
+    drop.add_argument("--user", type=user_id_arg, default=_default_user())
     drop.add_argument("kind", choices=[k.name for k in STORE_KINDS])
     drop.add_argument("key", help="the item's key, as `memory show` lists it")
 
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
         return 130
 
 
@@ -159,7 +161,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
                 backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection, follow_symlinks=args.follow_symlinks
             )
             print(report.summary())
-            return 0 if report.ok else 1
+            if not report.ok:
+                print(f"error: {len(report.failed)} of the files could not be ingested (listed above)", file=sys.stderr)
+                return 1
+            return 0
+    print(f"error: unknown command {args.command!r}", file=sys.stderr)
     return 2
 
 

@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from core.auth_user import STUDIO_USER_ENV, studio_user
+from core.namespaces import user_id_arg
 from storage.postgres import data_dir, redact
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help=f"port (default: {DEFAULT_PORT}, or a free one if it is taken)")
     parser.add_argument(
         "--user",
+        type=user_id_arg,
         help="the memory user Studio and key-less requests act as (default: $MEMORY_AGENT_STUDIO_USER, else 'studio'; "
         "'local' shares the CLI's and the web page's memory)",
     )

@@ -188,6 +188,7 @@ def kill_writes_in_flight(url: str, dbname: str, timeout: float = 30.0) -> threa
     return thread
 
 
+@pytest.mark.slow  # a Postgres of its own, connections killed
 async def test_connections_killed_between_statements_heal_and_the_turn_completes(dying_backend, user_id, scripted):
     backend, url, dbname = dying_backend
     name, _, holder = scripted
@@ -218,6 +219,7 @@ async def test_connections_killed_between_statements_heal_and_the_turn_completes
     assert len(await list_facts(backend.store, user_id)) == 2
 
 
+@pytest.mark.slow  # a Postgres of its own, connections killed
 async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_the_thread_resumes(
     dying_backend, user_id, scripted, monkeypatch
 ):

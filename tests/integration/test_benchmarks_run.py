@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # benchmark processes
+
 
 def run(module: str, *args: str, tmp_path) -> str:
     env = {**os.environ, "MEMORY_AGENT_DATA_DIR": str(tmp_path)}

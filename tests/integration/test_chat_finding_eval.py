@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from rich.console import Console
 
 from evals.chat_finding_eval import ChatFindingOptions, run_chat_finding
 from evals.cli import build_parser
 
 
+@pytest.mark.slow  # replays the whole chat-finding eval through the graph
 async def test_the_eval_replays_chats_through_the_graph_and_scores_each_request(new_database, tmp_path):
     console = Console(record=True, width=160)
     results = await run_chat_finding(ChatFindingOptions(limit=4, out=tmp_path, database_url=new_database("chateval")), console)

@@ -185,6 +185,105 @@ async def test_a_turn_that_only_asks_to_confirm_prints_no_blank_reply_line(backe
     assert out.getvalue() == "" and "Confirm: add task 'Renew passport'" in err.getvalue()
 
 
+async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_so_and_is_sent_as_a_message(backend, user_id, capfd):
+    from app.cli.chat_session import run_chat
+
+    with registered_scripted_model(responder) as (name, _):
+        lines = io.StringIO("Please remind me about my passport\nWhat do you know about me?\n")
+        code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=lines)
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "Confirm: add task 'Renew passport'? [yes/no]" in err
+    assert "the task change was not made; your line is sent as a message" in err
+    assert await list_tasks(backend.store, user_id) == []
+    (chat,) = await list_chats(backend.store, user_id)
+    s = ChatSession(backend, user_id, chat.thread_id, interactive=False)
+    assert await s.pending_confirmation() is None
+    humans = [m.text for m in (await s.graph.aget_state(s.config)).values["messages"] if m.type == "human"]
+    assert humans == ["Please remind me about my passport", "What do you know about me?"]
+    assert out.splitlines()[-1] == "Sure."  # the answer to the second line
+
+
+async def test_a_pipe_that_exits_non_zero_says_why_on_stderr(backend, user_id, capfd):
+    from app.cli.chat_session import run_chat
+
+    with registered_scripted_model(responder) as (name, _):
+        lines = io.StringIO("hello\n" + "x" * 30000 + "\n")
+        code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=lines)
+    out, err = capfd.readouterr()
+    assert code == 1
+    assert err.strip().splitlines()[-1] == "error: 1 of what was sent failed (said above), so the exit status is 1"
+
+
+async def test_on_a_terminal_a_confirmation_is_asked_again_until_it_is_answered(session, backend, user_id, monkeypatch):
+    s, out, err = session
+    s.interactive = True
+    answers = iter(["maybe later", "yes"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    await s.send("Please remind me about my passport")
+    assert "Please answer yes or no" in out.getvalue()
+    assert [t.description for t in await list_tasks(backend.store, user_id)] == ["Renew passport"]
+
+
+@pytest.fixture
+async def alices_folded_chat(session):
+    """A chat of another user (the session's), with a summary board holding a secret."""
+    s, out, err = session
+    await s.send("My vault code is 4711")
+    await s.graph.aupdate_state(s.config, {"summary": {"summary": "", "key_facts": ["My vault code is 4711"]}})
+    return s.thread_id
+
+
+def bobs_session(backend, session, thread_id: str) -> ChatSession:
+    s, _, _ = session
+    return ChatSession(
+        backend, f"u{uuid.uuid4().hex[:12]}", thread_id, interactive=False,
+        out=io.StringIO(), err=io.StringIO(), context_overrides=s.context_overrides,
+    )
+
+
+async def test_summary_of_another_users_chat_is_refused_like_a_message(backend, session, alices_folded_chat):
+    bob = bobs_session(backend, session, alices_folded_chat)
+    assert await bob.command("/summary")
+    assert "belongs to another user" in bob.err.getvalue()
+    assert "4711" not in bob.err.getvalue() + bob.out.getvalue()
+
+
+async def test_switching_to_another_users_chat_shows_none_of_its_history(backend, session, alices_folded_chat):
+    from core.schemas import ChatRecord
+
+    bob = bobs_session(backend, session, str(uuid.uuid4()))
+    # /chats and /open only offer owned chats; the history view holds to the rule by itself too.
+    await bob.switch_to(ChatRecord(thread_id=alices_folded_chat, title="Vault code"))
+    assert "belongs to another user" in bob.err.getvalue()
+    assert "4711" not in bob.err.getvalue() + bob.out.getvalue()
+    assert bob.thread_id != alices_folded_chat
+
+
+async def test_chat_started_on_another_users_chat_id_is_refused_at_once(backend, session, alices_folded_chat, capfd):
+    from app.cli.chat_session import run_chat
+
+    s, _, _ = session
+    code = await run_chat(
+        backend, user_id=f"u{uuid.uuid4().hex[:12]}", chat_id=alices_folded_chat, new=False,
+        model=s.context_overrides["model"], stdin=io.StringIO("/summary\n"),
+    )
+    out, err = capfd.readouterr()
+    assert code == 1 and "belongs to another user" in err
+    assert "4711" not in out + err
+
+
+async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_change_was_not_made(backend, user_id, capfd):
+    from app.cli.chat_session import run_chat
+
+    with registered_scripted_model(responder) as (name, _):
+        code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=io.StringIO("Please remind me about my passport\n"))
+    out, err = capfd.readouterr()
+    assert code == 0
+    assert "the task change was not made" in err.splitlines()[-1]
+    assert await list_tasks(backend.store, user_id) == []
+
+
 async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in_history(session, backend, user_id):
     """Issue 19.8: /forget deleted the fact outright, outside the writer and without the user's lock."""
     s, out, err = session

@@ -19,6 +19,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # CLI processes, a pty and signals
+
 SLOW_MODEL = "offline-slow:300"  # ~30 words a reply: ~9 s, time enough to act mid-reply
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # CLI processes on an embedded Postgres of their own
+
 
 def run_cli(args: list[str], stdin: bytes, data_dir: Path, timeout: int = 180) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}

@@ -114,6 +114,7 @@ def assert_tool_pairs_whole(messages) -> None:
             open_calls.discard(m.tool_call_id)
 
 
+@pytest.mark.slow  # eighty turns through the graph (about a minute on 2 busy cores)
 async def test_eighty_turns_fold_incrementally_within_window_plus_tail(new_chat, scripted):
     _, model = scripted
     chat = new_chat(summary_window=WINDOW, tail_size=TAIL, max_context_tokens=100_000)

@@ -78,6 +78,7 @@ def postgres15_without_pgvector():
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.slow  # initdb and start a Postgres 15
 async def test_postgres_without_pgvector_is_refused_with_install_instructions(postgres15_without_pgvector):
     with pytest.raises(PgvectorMissing) as err:
         await prepare_database(postgres15_without_pgvector)

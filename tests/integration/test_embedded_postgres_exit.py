@@ -12,8 +12,11 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # processes killed around the embedded Postgres
 
 START_AND_WAIT = """
 import sys, time

@@ -16,6 +16,8 @@ from evals.cli import main
 from core.schemas import SummaryBoard
 from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
+pytestmark = pytest.mark.slow  # each replays a whole eval dataset through the graph (tens of seconds)
+
 FACT_PRESERVING_MARK = "LOSE NO CONCRETE DETAIL"  # a phrase only prompts/summary_variants/fact_preserving.md has
 
 

@@ -35,6 +35,7 @@ def test_the_eval_graphs_run_the_production_graphs_node_functions():
     assert production_node("extract_memories") is nodes.extract_memories.extract_memories
 
 
+@pytest.mark.slow  # replays a whole conversation through the eval graph
 async def test_patching_the_production_fold_changes_the_evals_summaries(backend, monkeypatch, conversation):
     real_fold = nodes.summarize.fold_summary
     calls: list[int] = []
@@ -60,6 +61,7 @@ async def test_patching_the_production_fold_changes_the_evals_summaries(backend,
     assert all(f.calls >= 1 for f in out.folds)
 
 
+@pytest.mark.slow  # replays a whole conversation through the eval graph
 async def test_patching_the_production_extractor_changes_the_evals_memories(backend, monkeypatch, conversation):
     async def patched_extract(model, user_message, reply, stored, config=None, **options):
         return StructuredResult(value=ExtractionResult(new_facts=[NewFact(text=SENTINEL)]), attempts=1, method="patched")

@@ -78,6 +78,7 @@ def _cli(user: str, url: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow  # CLI processes
 async def test_two_cli_processes_of_one_user_store_each_fact_once_and_lose_no_note(new_database, minilm):
     url = new_database("clirace")
     async with open_memory(url, minilm):  # the schema, as a first start would make it

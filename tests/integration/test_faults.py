@@ -121,6 +121,7 @@ def kill_postgres(server) -> None:
     psutil.wait_procs(processes, timeout=10)
 
 
+@pytest.mark.slow  # kills Postgres
 async def test_postgres_killed_mid_reply_ends_the_stream_with_an_error_in_seconds_and_the_turn_is_kept_once_it_is_back(own_postgres):
     name = f"kill_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
@@ -194,6 +195,7 @@ def survivor(database):
         yield live
 
 
+@pytest.mark.slow  # kills a worker
 async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its_run_answers(database, survivor):
     user = new_user()
     key = (await create_keys(database, [user]))[user]
@@ -240,6 +242,7 @@ async def test_a_worker_killed_mid_reply_is_reaped_by_a_live_one_and_stop_on_its
     print(f"\n/stop answered {stop_answered:.1f}s after the kill; the other chat was reaped {reaped:.1f}s after it")
 
 
+@pytest.mark.slow  # kills a worker
 async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message(database, survivor):
     """The answer (200, the stream opening) comes only once the run has recorded the turn, so a
     worker killed right after it can no longer lose a message its client saw accepted: a live
@@ -265,6 +268,7 @@ async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message
     assert question["content"] == SLOW_MESSAGE and kept["stopped"] is True
 
 
+@pytest.mark.slow  # kills a worker
 async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_update_the_reaper_completes(database, survivor, minilm):
     """A worker killed after the commit point leaves its run ``committing`` and the thread paused
     before ``summarize`` (the reply saved, memory not yet updated): that state is made here, and
@@ -291,6 +295,7 @@ async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_u
 
 
 # --------------------------------------------------------------------------- a provider that does not answer
+@pytest.mark.slow  # waits out real client timeouts
 async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_and_the_chat_is_as_before(
     backend, user_id, openai_stub, monkeypatch
 ):

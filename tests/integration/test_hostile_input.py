@@ -18,6 +18,8 @@ from app.http.body_limit import MAX_BODY_BYTES
 from tests.support.embedded_postgres import throwaway_postgres
 from tests.support.http_server import create_keys, new_chat, new_user, start_server, stream
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess
+
 NUL = "a\x00b"
 NUL_ID = "a%00b"  # the same, in a path (a client percent-encodes it; the server decodes it)
 

@@ -32,6 +32,8 @@ from tests.support.http_server import (
     stream,
 )
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess with workers
+
 
 server = live_server_fixture("http")
 
@@ -836,3 +838,30 @@ def test_with_auth_off_every_caller_is_the_local_user(new_database):
             assert anyone.get("/memory/profile", headers={"Authorization": "Bearer whatever"}).json()["name"] == "Dana"
     finally:
         live.stop()
+
+
+def test_a_stored_value_that_is_not_a_json_object_is_listed_as_invalid_and_can_be_deleted(server, account, client):
+    user, _ = account
+    # Written straight into the store table (the store's own API only writes objects).
+    with psycopg.connect(server.database_url) as conn:
+        for namespace, key, value in (("facts", "list-fact", ["a", "list"]), ("tasks", "text-task", "just text"), ("profile", "profile", [1, 2])):
+            conn.execute(
+                "INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)",
+                (f"users.{user}.{namespace}", key, psycopg.types.json.Jsonb(value)),
+            )
+
+    facts = client.get("/memory/facts")
+    assert facts.status_code == 200, facts.text
+    (bad,) = facts.json()["invalid"]
+    assert (bad["key"], bad["value"]) == ("list-fact", ["a", "list"]) and "not an object" in bad["error"]
+    tasks = client.get("/memory/tasks")
+    assert tasks.status_code == 200 and [(t["key"], t["value"]) for t in tasks.json()["invalid"]] == [("text-task", "just text")]
+    listed = client.get("/memory/invalid")
+    assert listed.status_code == 200, listed.text
+    assert {(i["kind"], i["key"]) for i in listed.json()["invalid"]} == {("facts", "list-fact"), ("tasks", "text-task"), ("profile", "profile")}
+    assert client.get("/memory/profile").status_code == 200  # reads as empty
+
+    assert client.delete("/memory/facts/list-fact").json() == {"deleted": {"facts": 1}}
+    assert client.delete("/memory/tasks/text-task").json() == {"deleted": {"tasks": 1}}
+    assert client.delete("/memory/invalid/profile/profile").json() == {"deleted": {"profile": 1}}
+    assert client.get("/memory/invalid").json() == {"invalid": []}

@@ -13,6 +13,8 @@ import pytest
 
 from tests.support.http_server import BackgroundStream, HttpError, final, live_server_fixture, new_account, new_chat, reply_text, say, stream
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess with workers
+
 
 server = live_server_fixture("controls")
 

@@ -18,6 +18,8 @@ import pytest
 
 from tests.support.http_server import astream, client_on_worker, create_keys, final, live_server_fixture, new_account, new_user, stream
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess with workers
+
 USERS = 4
 CHATS_PER_USER = 5
 TURNS = 10

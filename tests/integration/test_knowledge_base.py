@@ -269,6 +269,40 @@ async def test_a_symlink_out_of_the_folder_is_skipped_and_reported_unless_asked(
     assert any("root:x:0:0" in r["content"] for r in contents)
 
 
+@pytest.mark.parametrize("swap", ["file", "folder"])
+async def test_a_file_swapped_for_a_link_out_of_the_folder_after_the_walk_is_refused_not_read(kb, tmp_path, hash384, monkeypatch, swap):
+    import knowledge.ingestion as ingestion
+
+    folder, outside = tmp_path / "docs", tmp_path / "private"
+    (folder / "inner").mkdir(parents=True)
+    outside.mkdir()
+    (folder / "guide.md").write_text("# Guide\n\nHow to start.")
+    (folder / "inner" / "notes.md").write_text("# Notes\n\nHarmless notes.")
+    (outside / "notes.md").write_text("# Secret\n\nroot:x:0:0:root:/root:/bin/bash")
+    walk = ingestion.expand_paths
+
+    def walk_then_swap(*args, **kwargs):
+        found = walk(*args, **kwargs)  # the walk saw a plain file; it is swapped before it is read
+        if swap == "file":
+            (folder / "inner" / "notes.md").unlink()
+            (folder / "inner" / "notes.md").symlink_to(outside / "notes.md")
+        else:  # the folder on its path becomes a link out
+            (folder / "inner" / "notes.md").unlink()
+            (folder / "inner").rmdir()
+            (folder / "inner").symlink_to(outside, target_is_directory=True)
+        return found
+
+    monkeypatch.setattr(ingestion, "expand_paths", walk_then_swap)
+    report = await knowledge.ingest(kb.pool, hash384, [folder], collection=f"swapped-{swap}")
+
+    contents = await fetch(kb.pool, "SELECT content FROM knowledge_chunks WHERE collection = %s", f"swapped-{swap}")
+    assert contents  # the guide was stored
+    assert not any("root:x:0:0" in r["content"] for r in contents)
+    (refused,) = report.skipped_links
+    assert Path(refused.path).name == "notes.md" and "after the folder was walked" in refused.reason
+    assert [Path(f.path).name for f in report.added] == ["guide.md"]
+
+
 def test_ingest_has_a_follow_symlinks_flag():
     from app.cli.main import build_parser
 

@@ -26,6 +26,8 @@ from core.schemas import UserDocument
 from memory.user_memory import get_user_document, list_chats
 from tests.support.langgraph_dev_server import running_dev_server
 
+pytestmark = pytest.mark.slow  # a `langgraph dev` server
+
 GRAPH = "memory_agent"
 NODES = {"load_context", "retrieve", "reply", "summarize", "extract_memories"}
 RUN_TIMEOUT = 120  # seconds; an offline turn takes about one second

@@ -12,8 +12,12 @@ dead worker 30 s after the kill.
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.load_with_kill import FREED_WITHIN_SECONDS, run_load
 from tests.support.http_server import running_server
+
+pytestmark = pytest.mark.slow  # servers and a killed worker
 
 
 async def test_a_worker_killed_under_load_loses_no_acknowledged_turn_stores_nothing_twice_and_frees_its_chats(new_database):

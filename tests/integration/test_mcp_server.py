@@ -366,6 +366,7 @@ async def exercise_every_tool(session: ClientSession, seed: Seed) -> None:
     assert too_long.is_error and "the limit is 500" in too_long.content[0].text
 
 
+@pytest.mark.slow  # an MCP server process
 async def test_stdio_server_serves_only_its_users_memory(seeded):
     params = StdioServerParameters(
         command=sys.executable,
@@ -404,6 +405,7 @@ async def wait_until_listening(proc: subprocess.Popen, port: int, deadline: floa
     raise AssertionError(f"MCP server not listening on port {port} after {STARTUP_SECONDS}s")
 
 
+@pytest.mark.slow  # an MCP server process
 async def test_streamable_http_server_serves_only_its_users_memory(seeded):
     port = free_port()
     with tempfile.TemporaryFile(mode="w+") as errlog:

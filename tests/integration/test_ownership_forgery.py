@@ -28,6 +28,8 @@ from memory.user_memory import search_facts
 from tests.support.http_server import create_keys, new_user, running_server
 from tests.support.langgraph_dev_server import running_dev_server
 
+pytestmark = pytest.mark.slow  # `memory-agent serve` and a `langgraph dev` server
+
 GRAPH = "memory_agent"
 SECRET = "My locker code is Nightingale 4417."
 

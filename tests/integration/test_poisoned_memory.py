@@ -162,6 +162,7 @@ def run_cli(args: list[str], database_url: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.cli.main", *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=180)
 
 
+@pytest.mark.slow  # CLI processes
 async def test_cli_memory_show_lists_invalid_items_and_delete_invalid_removes_one(backend, user_id):
     await poison(backend.store, user_id)
     await backend.store.aput(facts_ns(user_id), "f1", Fact(id="f1", text="Keeps bees").model_dump(mode="json"))
@@ -178,3 +179,21 @@ async def test_cli_memory_show_lists_invalid_items_and_delete_invalid_removes_on
     refused = run_cli(["memory", "delete-invalid", "--user", user_id, "facts", "f1"], backend.url)
     assert refused.returncode == 1 and "is valid" in refused.stderr
     assert await backend.store.aget(facts_ns(user_id), "f1") is not None
+
+
+async def test_a_stored_value_that_is_not_an_object_is_invalid_to_every_reader_and_deletable(backend, user_id):
+    from psycopg.types.json import Jsonb
+
+    from memory.memory_writer import delete_invalid
+
+    async with backend.pool.connection() as conn:  # straight into the table: the store's API only writes objects
+        for namespace, key, value in (("facts", "list-fact", ["a"]), ("tasks", "text-task", "text"), ("profile", PROFILE_KEY, 7)):
+            await conn.execute("INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)", (f"users.{user_id}.{namespace}", key, Jsonb(value)))
+    assert await list_tasks(backend.store, user_id) == []
+    assert (await get_user_document(backend.store, user_id)).profile.name is None
+    found = {(i.kind, i.key): i for i in await invalid_items(backend.store, user_id)}
+    assert set(found) == {("facts", "list-fact"), ("tasks", "text-task"), ("profile", PROFILE_KEY)}
+    assert found[("tasks", "text-task")].error == "the stored value is a JSON string, not an object"
+    for kind, key in found:
+        assert await delete_invalid(backend.store, user_id, kind, key) is True  # through the writer's transaction too
+    assert await invalid_items(backend.store, user_id) == []

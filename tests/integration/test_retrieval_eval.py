@@ -26,6 +26,7 @@ def fixture_subset(tmp_path, *, broken_label: bool = False):
     return path, len(related), len(unrelated)
 
 
+@pytest.mark.slow  # runs the whole retrieval eval twice
 async def test_the_eval_reports_unrelated_and_related_figures_with_and_without_the_gate(new_database, tmp_path):
     url = new_database("reteval")
     path, n_related, n_unrelated = fixture_subset(tmp_path)

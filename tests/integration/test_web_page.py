@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, paced_test_model, start_server
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a server and headless Chromium
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]

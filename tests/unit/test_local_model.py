@@ -97,6 +97,7 @@ def test_clients_of_the_local_server_wait_long_instead_of_queueing_retries(monke
     assert server.env()["MEMORY_AGENT_MODEL_TIMEOUT"] == "30"
 
 
+@pytest.mark.slow  # starts and kills processes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_server_dies_with_the_process_that_started_it_even_on_sigkill():
     # A test run or chat killed from outside (a CI timeout) left its 1-2 GB model server running.
