@@ -68,6 +68,19 @@ LOW_CONTENT = frozenset(
 """Words too common in chat to say what a sentence is about (the offline summary's scoring)."""
 
 
+FULL_TEXT_STOP_LEXEMES = frozenset(
+    """
+    il lo la gli le un uno una di da del della dei delle con su
+    per tra fra ed che chi come dove quando perché non è sono si ci mi
+    ti vi al allo alla ai agli alle nel nella nei nelle hi hello hey thank
+    thanks ok okay yes yeah yep nope bye goodbye pleas sure cool great lol ciao grazi
+    prego sì salv
+    """.split()
+)
+"""Lexemes Postgres's 'english' parser leaves of Italian function words and chat filler ('pleas',
+'grazi'): the episodic index's full-text search drops them from a query (storage/episodes.py)."""
+
+
 def without_apostrophes(words: frozenset[str]) -> frozenset[str]:
     """The words as a tokenizer that drops apostrophes sees them ("don't" -> "dont")."""
     return frozenset(w.replace("'", "") for w in words)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER  # where a run's config carries its saver
-from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -16,6 +14,7 @@ from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used, tim
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
 from core.tokens import count_tokens
+from storage.checkpoint_rows import checkpoint_reader
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
 from memory.chat_titles import keyword_title, needs_model_title
 from core.errors import ModelOutputError
@@ -104,7 +103,7 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
 async def _index_messages(runtime, ctx: Context, thread_id: str, state: State) -> None:
     """The episodic index after the reply (nothing of it before the first token). Derived data:
     a failure is logged and the next turn's sync writes what this one missed."""
-    saver = (get_config().get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+    saver = checkpoint_reader(runtime.store)  # dates messages from before times were kept
     try:
         with timed("index_messages"):
             await episodes.index_for_run(runtime.store, ctx.user_id, thread_id, state.messages, checkpointer=saver)

@@ -27,18 +27,12 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
+from core.stopwords import FULL_TEXT_STOP_LEXEMES
 
 TABLE = "memory_agent_episodes"
 
-# Function words of English and Italian (as the 'english' parser leaves them, unstemmed) and
-# chat filler: matching them proves nothing, and 'english' keeps the Italian ones.
-STOP_LEXEMES: tuple[str, ...] = tuple(
-    """
-    il lo la gli le un uno una di da del della dei delle con su per tra fra ed che chi come dove quando
-    perché non è sono si ci mi ti vi al allo alla ai agli alle nel nella nei nelle hi hello hey thank
-    thanks ok okay yes yeah yep nope bye goodbye pleas sure cool great lol ciao grazi prego sì salv
-    """.split()
-)
+# Lexemes a full-text match on them proves nothing (core/stopwords.py keeps every word list).
+STOP_LEXEMES: tuple[str, ...] = tuple(sorted(FULL_TEXT_STOP_LEXEMES))
 
 
 def create_statements(dims: int, *, partitions: int = 0) -> list[str]:

@@ -538,8 +538,10 @@ async def _scripted(session: ChatSession, stdin) -> int:
 @contextmanager
 def ctrl_c_stops(runner: TurnRunner):
     """While a reply runs, Ctrl-C (SIGINT) stops the reply instead of the program; afterwards
-    it raises KeyboardInterrupt again, so Ctrl-C at the prompt quits."""
+    the handler from before is back, so Ctrl-C at the prompt quits (asyncio.run's handler cancels
+    the prompt's wait, read on a thread; Python's default would raise anywhere in the loop)."""
     loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
     try:
         loop.add_signal_handler(signal.SIGINT, runner.stop, "stopped by the user (Ctrl-C)")
     except (RuntimeError, ValueError, NotImplementedError):  # not the main thread, or no signals here
@@ -548,4 +550,6 @@ def ctrl_c_stops(runner: TurnRunner):
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGINT)  # back to Python's default: KeyboardInterrupt
+        loop.remove_signal_handler(signal.SIGINT)  # this sets Python's default handler...
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)  # ...so the one before is put back
