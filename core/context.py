@@ -28,6 +28,11 @@ def _setting(default: Any, description: str) -> Any:
     return field(default=default, metadata={"description": description})
 
 
+def _env_int_setting(env_name: str, default: int, description: str) -> Any:
+    """A whole-number Context field whose default is read from ``env_name`` when a Context is made."""
+    return field(default_factory=lambda: int(_env(env_name, str(default))), metadata={"description": description})
+
+
 def _env_setting(env_name: str, default: str, description: str) -> Any:
     """A Context field whose default is read from ``env_name`` when a Context is made."""
     return field(default_factory=lambda: _env(env_name, default), metadata={"description": description})
@@ -73,12 +78,11 @@ class Context:
     max_context_tokens: int = _setting(6000, "Token budget of the unsummarized conversation; passing it also triggers a fold.")
     max_summary_tokens: int = _setting(600, "The running summary is re-compressed (summary of summaries) when it grows past this.")
     max_message_chars: int = _setting(20000, "Longest user message accepted; longer ones are refused with a clear error.")
-    extract_every_n_turns: int = field(
-        default_factory=lambda: int(_env("MEMORY_AGENT_EXTRACT_EVERY_N_TURNS", "1")),
-        metadata={
-            "description": "Run memory extraction every N user turns (cost control: an extraction is a model call of "
-            "~1,300 prompt tokens, tens of seconds on a local CPU model). 0 disables it. Env: MEMORY_AGENT_EXTRACT_EVERY_N_TURNS."
-        },
+    extract_every_n_turns: int = _env_int_setting(
+        "MEMORY_AGENT_EXTRACT_EVERY_N_TURNS",
+        1,
+        "Run memory extraction every N user turns (cost control: an extraction is a model call of "
+        "~1,300 prompt tokens, tens of seconds on a local CPU model). 0 disables it. Env: MEMORY_AGENT_EXTRACT_EVERY_N_TURNS.",
     )
     max_facts: int = _setting(7, "At most this many facts go into the prompt (at least 3 when stored).")
     rag_collection: str = _setting("", "Knowledge-base collection to search ('' searches all).")
@@ -90,12 +94,11 @@ class Context:
         "Token budget of the excerpts of earlier conversations (what was said, found for the message); 0 turns them off.",
     )
     max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")
-    max_reply_tokens: int = field(
-        default_factory=lambda: int(_env("MEMORY_AGENT_MAX_REPLY_TOKENS", "0")),
-        metadata={
-            "description": "Most tokens one reply may generate (0: the model's own limit). Small local models "
-            "sometimes loop until their context is full. Env: MEMORY_AGENT_MAX_REPLY_TOKENS."
-        },
+    max_reply_tokens: int = _env_int_setting(
+        "MEMORY_AGENT_MAX_REPLY_TOKENS",
+        0,
+        "Most tokens one reply may generate (0: the model's own limit). Small local models "
+        "sometimes loop until their context is full. Env: MEMORY_AGENT_MAX_REPLY_TOKENS.",
     )
     tools: bool = field(
         default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on").strip().casefold() not in _OFF,

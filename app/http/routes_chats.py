@@ -74,6 +74,11 @@ from core.messages import is_stopped, sent_at
 
 router = APIRouter(tags=["chats"])
 
+# What most routes take: the caller, their chat (404/403 otherwise) and the worker's services.
+OwnedChat = Annotated[ChatRecord, Depends(owned_chat)]
+CurrentUser = Annotated[str, Depends(current_user)]
+AppServices = Annotated[Services, Depends(get_services)]
+
 SNIPPET_CHARS = 200
 STOP_WAIT_SECONDS = 15.0
 
@@ -215,14 +220,14 @@ def hit(r: RankedChat) -> SearchHit:
 
 # --------------------------------------------------------------------------- list, create, search
 @router.get("/chats", response_model=ChatList, responses=_ERRORS)
-async def list_user_chats(user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def list_user_chats(user: CurrentUser, services: AppServices):
     """The caller's chats, most recently active first."""
     chats = await owned_chats(services.backend.pool, user, await list_chats(services.backend.store, user))
     return ChatList(chats=[chat_summary(c) for c in chats])
 
 
 @router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
-async def create_chat(body: ChatCreate, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices):
     """Create a chat. Each of ``messages`` is answered as a full turn (not streamed) before this returns."""
     if body.persona not in prompts.personas():
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
@@ -242,7 +247,7 @@ async def create_chat(body: ChatCreate, user: str = Depends(current_user), servi
 
 
 @router.post("/chats/import", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
-async def import_history(body: ChatImport | LocomoSample, user: str = Depends(current_user), services: Services = Depends(get_services)):
+async def import_history(body: ChatImport | LocomoSample, user: CurrentUser, services: AppServices):
     """Import a chat history into a new chat: every message checked first (422 names the first bad
     one, and nothing is created), then each exchange is added as if the agent had answered it and the
     memory nodes run after it (summary, memories, the search index). Returns when all is imported."""
@@ -260,8 +265,8 @@ async def import_history(body: ChatImport | LocomoSample, user: str = Depends(cu
 @router.get("/chats/search", response_model=ChatSearchResult, responses=_ERRORS)
 async def search_user_chats(
     q: Annotated[str, Query(min_length=1, max_length=500, description="What the chat was about."), AfterValidator(storable)],
-    user: str = Depends(current_user),
-    services: Services = Depends(get_services),
+    user: CurrentUser,
+    services: AppServices,
 ):
     """Find a chat by topic: one clear match, or several scored candidates to choose from."""
     if not q.strip():
@@ -278,14 +283,14 @@ async def search_user_chats(
 
 # --------------------------------------------------------------------------- one chat
 @router.get("/chats/{chat_id}", response_model=ChatDetail, responses=_ERRORS)
-async def get_chat_detail(chat: ChatRecord = Depends(owned_chat), services: Services = Depends(get_services)):
+async def get_chat_detail(chat: OwnedChat, services: AppServices):
     """Full history for the UI, the summary board, and the compacted view the model sees."""
     return await chat_detail(services, chat)
 
 
 @router.delete("/chats/{chat_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})
 async def delete_user_chat(
-    chat: ChatRecord = Depends(owned_chat), user: str = Depends(current_user), services: Services = Depends(get_services)
+    chat: OwnedChat, user: CurrentUser, services: AppServices
 ):
     """Delete the chat: its checkpoints (all tables), its record and its run rows."""
     async with holding_run_slot(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
@@ -294,12 +299,7 @@ async def delete_user_chat(
 
 
 @router.patch("/chats/{chat_id}", response_model=ChatSummary, responses={**_ERRORS, 422: {"model": ErrorResponse}})
-async def rename_chat(
-    body: ChatPatch,
-    chat: ChatRecord = Depends(owned_chat),
-    user: str = Depends(current_user),
-    services: Services = Depends(get_services),
-):
+async def rename_chat(body: ChatPatch, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Rename the chat. The title is kept: no generated title replaces it (``title: null`` hands titling back)."""
     title = body.title.strip() if body.title is not None else None
     if title == "":
@@ -310,12 +310,7 @@ async def rename_chat(
 
 
 @router.post("/chats/{chat_id}/messages", responses={200: EVENTS_DOC, **_TURN_ERRORS})
-async def send_message(
-    body: MessageIn,
-    chat: ChatRecord = Depends(owned_chat),
-    user: str = Depends(current_user),
-    services: Services = Depends(get_services),
-):
+async def send_message(body: MessageIn, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Send a message; the reply streams back as Server-Sent Events."""
     text = checked_text(body.text, services.max_message_chars)
     async with holding_run_slot(services, chat.thread_id, user, "message") as run_id:
@@ -331,12 +326,7 @@ async def send_message(
 
 
 @router.post("/chats/{chat_id}/resume", responses={200: EVENTS_DOC, **_ERRORS, 409: {"model": ErrorResponse}})
-async def resume_chat(
-    body: ResumeIn,
-    chat: ChatRecord = Depends(owned_chat),
-    user: str = Depends(current_user),
-    services: Services = Depends(get_services),
-):
+async def resume_chat(body: ResumeIn, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Answer a pending confirmation (``Command(resume={"approved": …})``); streams like /messages."""
     async with holding_run_slot(services, chat.thread_id, user, "resume") as run_id:
         state = await services.graph.aget_state(config_of(chat.thread_id))
@@ -357,7 +347,7 @@ async def resume_chat(
 
 
 @router.post("/chats/{chat_id}/stop", response_model=StopResult, responses=_ERRORS)
-async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services = Depends(get_services)):
+async def stop_reply(chat: OwnedChat, services: AppServices):
     """Stop the reply being generated (from any worker); returns once the reply so far is saved, marked stopped.
 
     Memory learns nothing from a stopped turn. (A stopped answer to a confirmation is taken back whole.)"""
@@ -379,13 +369,7 @@ async def stop_reply(chat: ChatRecord = Depends(owned_chat), services: Services 
 
 
 @router.put("/chats/{chat_id}/messages/{message_id}", responses={200: EVENTS_DOC, **_TURN_ERRORS})
-async def edit_message(
-    message_id: Identifier,
-    body: MessageIn,
-    chat: ChatRecord = Depends(owned_chat),
-    user: str = Depends(current_user),
-    services: Services = Depends(get_services),
-):
+async def edit_message(message_id: Identifier, body: MessageIn, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Edit a user message and regenerate from there (a fork of the thread); streams like /messages."""
     text = checked_text(body.text, services.max_message_chars)
     async with holding_run_slot(services, chat.thread_id, user, "edit") as run_id:
@@ -395,12 +379,7 @@ async def edit_message(
 
 
 @router.post("/chats/{chat_id}/messages/{message_id}/regenerate", responses={200: EVENTS_DOC, **_TURN_ERRORS})
-async def regenerate_reply(
-    message_id: Identifier,
-    chat: ChatRecord = Depends(owned_chat),
-    user: str = Depends(current_user),
-    services: Services = Depends(get_services),
-):
+async def regenerate_reply(message_id: Identifier, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Answer again the user message that reply ``message_id`` answered (a fork, like an edit); streams like /messages.
 
     The regenerated turn is a complete one: memory learns from it (also after a stopped reply)."""
