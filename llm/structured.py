@@ -450,8 +450,10 @@ async def invoke_structured(
             AIMessage(_raw_text(raw) or "(empty reply)"),
             HumanMessage(f"That reply was not valid: {error}\nCorrect it. " + _json_instruction(schema)),
         ]
+        # Through the same door: a small model repairing free-form writes invalid JSON again.
+        repairer = model.bind(response_format=constrained_format(schema)) if mode == "json_object_schema" else model
         try:
-            repaired = await model.ainvoke(repair, config=config)
+            repaired = await repairer.ainvoke(repair, config=config)
         except Exception as exc:
             if not _is_cut_at_cap(exc):
                 raise

@@ -138,6 +138,27 @@ async def test_on_a_llama_cpp_server_every_structured_call_goes_through_its_sche
     assert remembered_mode(load_chat_model(openai_model)) == "json_object_schema"
 
 
+async def test_on_a_llama_cpp_server_the_repair_goes_through_the_schema_door_too(openai_stub, openai_model):
+    """The tier's 0.5B cut a fold's board at its output cap; the repair, sent without the schema,
+    came back as broken JSON and the fold was lost ("invalid twice")."""
+    openai_stub.like_llama_cpp()
+    calls: list[StubRequest] = []
+
+    def answer(request: StubRequest):
+        calls.append(request)
+        if request.schema is None:
+            return '{"title": "Trip to Rome" "oops"'  # unconstrained: broken
+        return '{"title": "Trip' if not request.is_repair else json.dumps({"title": "Trip to Rome"})
+
+    openai_stub.responder = answer
+    model = load_chat_model(openai_model)
+    messages = [SystemMessage("Title this chat."), HumanMessage("We planned a trip to Rome.")]
+    result = await invoke_structured(model, ChatTitle, messages)
+    assert result.value.title == "Trip to Rome" and result.attempts == 2
+    repair = [r for r in calls if r.is_repair]
+    assert len(repair) == 1 and mode_of(repair[0]) == "json_object_schema" and repair[0].schema["title"] == "ChatTitle"
+
+
 async def test_the_remembered_mode_is_per_model_and_server(openai_stub, openai_model):
     openai_stub.like_llama_cpp()
     openai_stub.responder = lambda r: structured_answer(r, {"title": "Trip to Rome"})
