@@ -469,8 +469,33 @@ async def invoke_structured(
             parsed = _coerced(repaired, schema)
             if parsed is None:
                 result.errors.append(str(exc))
-                raise ModelOutputError(
-                    f"The model's {schema.__name__} was invalid twice (after one repair attempt): {str(exc)[:300]}"
-                ) from exc
+                if mode == "json_object_schema":
+                    # A grammar holds the shape, not the length: a small model looping inside a string
+                    # is cut at the cap twice. One last try through the forced tool (the next door).
+                    parsed = await _through_the_tool(model, schema, messages, config, result)
+                if parsed is None:
+                    raise ModelOutputError(
+                        f"The model's {schema.__name__} was invalid twice (after one repair attempt): {str(exc)[:300]}"
+                    ) from exc
     result.value = parsed
     return result
+
+
+async def _through_the_tool(
+    model: BaseChatModel, schema: type[T], messages: list[BaseMessage], config: RunnableConfig | None, result: StructuredResult
+) -> T | None:
+    """One call in function_calling mode after the schema door failed twice (the mode stays remembered)."""
+    try:
+        parsed, raw, error = await _one_mode(model, schema, messages, "function_calling", config)
+    except ModeRefused as refused:
+        result.errors.append(f"function_calling refused: {refused}")
+        return None
+    result.calls += 1
+    result.attempts = 3
+    i, o = _usage(raw)
+    result.input_tokens += i
+    result.output_tokens += o
+    parsed = parsed or _coerced(raw, schema) or _salvaged(raw, schema)
+    if parsed is None:
+        result.errors.append(error or "invalid output")
+    return parsed

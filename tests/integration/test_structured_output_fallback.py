@@ -159,6 +159,27 @@ async def test_on_a_llama_cpp_server_the_repair_goes_through_the_schema_door_too
     assert len(repair) == 1 and mode_of(repair[0]) == "json_object_schema" and repair[0].schema["title"] == "ChatTitle"
 
 
+async def test_when_the_schema_door_is_cut_twice_the_forced_tool_gets_one_last_try(openai_stub, openai_model):
+    """The tier's 0.5B looped inside a string through the grammar, cut at the cap on the call and
+    on its repair: the fold was lost. The forced tool (the next door) answers it."""
+    openai_stub.like_llama_cpp()
+    modes: list[str] = []
+
+    def answer(request: StubRequest):
+        modes.append(mode_of(request))
+        if mode_of(request) == "json_object_schema":
+            return '{"title": "Trip to Rome, Rome, Rome, Rome'  # cut inside the string
+        return structured_answer(request, {"title": "Trip to Rome"})
+
+    openai_stub.responder = answer
+    model = load_chat_model(openai_model)
+    messages = [SystemMessage("Title this chat."), HumanMessage("We planned a trip to Rome.")]
+    result = await invoke_structured(model, ChatTitle, messages)
+    assert result.value.title == "Trip to Rome" and result.attempts == 3
+    assert modes[-3:] == ["json_object_schema", "json_object_schema", "function_calling"]
+    assert remembered_mode(model) == "json_object_schema"  # the door stays first for the next call
+
+
 async def test_the_remembered_mode_is_per_model_and_server(openai_stub, openai_model):
     openai_stub.like_llama_cpp()
     openai_stub.responder = lambda r: structured_answer(r, {"title": "Trip to Rome"})
