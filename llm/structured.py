@@ -484,7 +484,7 @@ async def invoke_structured(
 async def _through_the_tool(
     model: BaseChatModel, schema: type[T], messages: list[BaseMessage], config: RunnableConfig | None, result: StructuredResult
 ) -> T | None:
-    """One call in function_calling mode after the schema door failed twice (the mode stays remembered)."""
+    """One call in function_calling mode, and its repair, after the schema door failed twice (the mode stays remembered)."""
     try:
         parsed, raw, error = await _one_mode(model, schema, messages, "function_calling", config)
     except ModeRefused as refused:
@@ -496,6 +496,21 @@ async def _through_the_tool(
     result.input_tokens += i
     result.output_tokens += o
     parsed = parsed or _coerced(raw, schema) or _salvaged(raw, schema)
-    if parsed is None:
-        result.errors.append(error or "invalid output")
-    return parsed
+    if parsed is not None:
+        return parsed
+    result.errors.append(error or "invalid output")
+    # And its repair, as function_calling mode has it: the model shown its reply and the error.
+    repair = [*messages, AIMessage(_raw_text(raw) or "(empty reply)"), HumanMessage(f"That reply was not valid: {error}\nCorrect it. " + _json_instruction(schema))]
+    try:
+        repaired = await model.ainvoke(repair, config=config)
+    except Exception as exc:
+        if not _is_cut_at_cap(exc):
+            raise
+        repaired = _raw_from_error(exc) or AIMessage("")
+    result.calls += 1
+    result.attempts = 4
+    try:
+        return parse_json_strict(_raw_text(repaired), schema)
+    except (ValueError, ValidationError) as exc:
+        result.errors.append(str(exc))
+        return _coerced(repaired, schema) or _salvaged(repaired, schema)
