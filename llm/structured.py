@@ -403,6 +403,29 @@ async def _one_mode(
     return parsed, raw, error
 
 
+async def _repair(
+    model: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage], raw: BaseMessage | None,
+    error: str | None, config: RunnableConfig | None, result: StructuredResult,
+) -> BaseMessage:
+    """One repair call: the model is shown its own output and the validation error, and asked for JSON only."""
+    repair = [
+        *messages,
+        AIMessage(_raw_text(raw) or "(empty reply)"),
+        HumanMessage(f"That reply was not valid: {error}\nCorrect it. " + _json_instruction(schema)),
+    ]
+    try:
+        repaired = await model.ainvoke(repair, config=config)
+    except Exception as exc:
+        if not _is_cut_at_cap(exc):
+            raise
+        repaired = _raw_from_error(exc) or AIMessage("")
+    result.calls += 1
+    i, o = _usage(repaired)
+    result.input_tokens += i
+    result.output_tokens += o
+    return repaired
+
+
 async def invoke_structured(
     model: BaseChatModel,
     schema: type[T],
@@ -444,25 +467,10 @@ async def invoke_structured(
         parsed = _coerced(raw, schema) or _salvaged(raw, schema)
     if parsed is None:
         result.errors.append(error or "invalid output")
-        # One repair: show the model its own output and the validation error, ask for JSON only.
-        repair = [
-            *messages,
-            AIMessage(_raw_text(raw) or "(empty reply)"),
-            HumanMessage(f"That reply was not valid: {error}\nCorrect it. " + _json_instruction(schema)),
-        ]
         # Through the same door: a small model repairing free-form writes invalid JSON again.
         repairer = model.bind(response_format=constrained_format(schema)) if mode == "json_object_schema" else model
-        try:
-            repaired = await repairer.ainvoke(repair, config=config)
-        except Exception as exc:
-            if not _is_cut_at_cap(exc):
-                raise
-            repaired = _raw_from_error(exc) or AIMessage("")
-        result.calls += 1
+        repaired = await _repair(repairer, schema, messages, raw, error, config, result)
         result.attempts = 2
-        i, o = _usage(repaired)
-        result.input_tokens += i
-        result.output_tokens += o
         try:
             parsed = parse_json_strict(_raw_text(repaired), schema)
         except (ValueError, ValidationError) as exc:
@@ -499,15 +507,7 @@ async def _through_the_tool(
     if parsed is not None:
         return parsed
     result.errors.append(error or "invalid output")
-    # And its repair, as function_calling mode has it: the model shown its reply and the error.
-    repair = [*messages, AIMessage(_raw_text(raw) or "(empty reply)"), HumanMessage(f"That reply was not valid: {error}\nCorrect it. " + _json_instruction(schema))]
-    try:
-        repaired = await model.ainvoke(repair, config=config)
-    except Exception as exc:
-        if not _is_cut_at_cap(exc):
-            raise
-        repaired = _raw_from_error(exc) or AIMessage("")
-    result.calls += 1
+    repaired = await _repair(model, schema, messages, raw, error, config, result)  # as function_calling mode has it
     result.attempts = 4
     try:
         return parse_json_strict(_raw_text(repaired), schema)
