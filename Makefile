@@ -45,7 +45,7 @@ test-fast: $(STAMP)
 # then runs tests/llm against a llama-cpp-python server.
 test-llm: $(STAMP)
 	$(BIN)/memory-agent local prepare --model $(LOCAL_MODEL)
-	$(BIN)/python -m pytest tests/llm $(ARGS)
+	MEMORY_AGENT_LOCAL_MODEL=$(LOCAL_MODEL) $(BIN)/python -m pytest tests/llm $(ARGS)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(ARGS)
