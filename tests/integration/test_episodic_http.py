@@ -11,6 +11,8 @@ from psycopg.rows import dict_row
 from storage import episodes as episode_table
 from tests.support.http_server import final, live_server_fixture, new_account, new_chat, say, stream
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess
+
 server = live_server_fixture("episodic_http", workers=1)
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from evals.cli import main
 from tests.support.locomo_sample import locomo_sample
+
+pytestmark = pytest.mark.slow  # a whole eval replay
 
 
 def test_eval_recall_imports_asks_categories_1_to_4_and_writes_every_system_with_its_files(tmp_path, new_database):

@@ -8,6 +8,8 @@ import pytest
 from tests.support.http_server import live_server_fixture, new_account
 from tests.support.locomo_sample import locomo_sample
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess
+
 server = live_server_fixture("httpimport")
 
 HISTORY = {

@@ -14,6 +14,8 @@ import pytest
 
 from tests.support.http_server import create_keys, new_user, start_server
 
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess and slow clients
+
 DEADLINE = 2  # seconds: MEMORY_AGENT_HEADER_TIMEOUT and MEMORY_AGENT_BODY_IDLE_TIMEOUT of this server
 SLOW_CLIENTS = 5
 GIVE_UP_AFTER = 20  # seconds a slow client keeps trying; without deadlines it is never cut off
