@@ -198,12 +198,15 @@ async def test_connections_killed_between_statements_heal_and_the_turn_completes
             with psycopg.connect(url, autocommit=True) as killer:
                 # Between statements: wait until the checkpointer's background writes are done,
                 # then kill every idle pooled connection (a write cut mid-flight is the next test).
-                for _ in range(100):
+                # Idle on the server is not enough: a connection just taken from the pool has sent
+                # nothing yet (a fresh-clone run under load cut such a write), so none may be out.
+                for _ in range(250):
                     busy = killer.execute(
                         "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() AND state <> 'idle'",
                         (dbname,),
                     ).fetchone()[0]
-                    if not busy:
+                    stats = backend.pool.get_stats()
+                    if not busy and stats.get("pool_available", 0) >= stats.get("pool_size", 0):
                         break
                     time.sleep(0.02)
                 killer.execute(
