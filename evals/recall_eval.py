@@ -57,6 +57,7 @@ from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
 from memory.chat_import import ChatImport, ImportedMessage, import_chat, locomo_chat
 from nodes.reply import reply_prompt
+from prompts.reply_prompt import BuiltPrompt
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,8 @@ class CategoryScores(BaseModel):
 class SystemScores(CategoryScores):
     prompt_tokens_median: float = 0.0
     prompt_tokens_p95: float = 0.0
+    # Median tokens of each section of the reply prompt (memory-agent only): where the prompt goes.
+    prompt_sections_median: dict[str, float] = Field(default_factory=dict)
     per_category: dict[str, CategoryScores] = Field(default_factory=dict)
 
 
@@ -126,6 +129,7 @@ class Asked:
     evidence_verbatim: float | None = None
     f1: float | None = None
     judge: float | None = None
+    sections: dict[str, int] = field(default_factory=dict)  # the reply prompt's section tokens (memory-agent only)
 
 
 @dataclass
@@ -220,7 +224,7 @@ def _evidence_texts(chat: ChatImport, speakers: tuple[str, str]) -> dict[str, st
     return out
 
 
-async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[list[BaseMessage], float]:
+async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[BuiltPrompt, float]:
     cfg = {"configurable": {"thread_id": thread_id}}
     state_in = {**values, "messages": [*values.get("messages", []), question]}
     started = time.perf_counter()
@@ -231,7 +235,7 @@ async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ct
     retrieved = await graph_rt.ainvoke(loaded, cfg, context=ctx)
     names = {f.name for f in fields(State)}
     built, _ = reply_prompt(State(**{k: v for k, v in retrieved.items() if k in names}), ctx)
-    return built.messages, load_ms
+    return built, load_ms
 
 
 def _summarise(asked: list[Asked]) -> SystemScores:
@@ -259,6 +263,7 @@ def _summarise(asked: list[Asked]) -> SystemScores:
         **block(asked),
         prompt_tokens_median=statistics.median(tokens) if tokens else 0.0,
         prompt_tokens_p95=percentile(tokens, 95),
+        prompt_sections_median={k: statistics.median(a.sections.get(k, 0) for a in asked) for k in sorted({k for a in asked for k in a.sections})},
         per_category=per,
     )
 
@@ -329,9 +334,11 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
                         if probe.category not in CATEGORIES:
                             continue
                         question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
-                        messages, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
+                        built, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
                         load_ms.append(ms)
-                        item.asked.append(score(probe, conv.id, messages, item.evidence))
+                        asked = score(probe, conv.id, built.messages, item.evidence)
+                        asked.sections = dict(built.section_tokens)
+                        item.asked.append(asked)
                         n += 1
                         progress.turn("questions", conv.id, n)
                     progress.unit_done("questions", conv.id)
@@ -414,6 +421,9 @@ def report_markdown(results: RecallResults) -> str:
         lines.append(
             f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {_fmt(s.evidence_verbatim)} | {s.prompt_tokens_median:.0f} | {s.prompt_tokens_p95:.0f} | {_fmt(s.f1)} | {_fmt(s.judge)} |"
         )
+    ours = results.systems.get("memory-agent")
+    if ours and ours.prompt_sections_median:
+        lines += ["", "memory-agent's prompt by section (median tokens): " + ", ".join(f"{k} {v:.0f}" for k, v in ours.prompt_sections_median.items()) + "."]
     lines += ["", "## Per category (answer words / evidence turns)", ""]
     cats = sorted({c for s in results.systems.values() for c in s.per_category})
     lines.append("| system | " + " | ".join(cats) + " |")
