@@ -57,7 +57,7 @@ from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
 from memory.chat_import import ChatImport, ImportedMessage, import_chat, locomo_chat
 from nodes.reply import reply_prompt
-from prompts.reply_prompt import BuiltPrompt
+from prompts.reply_prompt import BuiltPrompt, user_words
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +151,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _context_text(messages: list[BaseMessage]) -> PromptText:
-    """Everything the model sees before the question (the question's own words do not count)."""
-    return PromptText("\n".join(m.text for m in messages[:-1]))
+    """Everything the model sees but the question's own words (what was found for the question
+    opens the current message: it counts)."""
+    *before, current = messages
+    found = current.text[: len(current.text) - len(user_words(current))]
+    return PromptText("\n".join([*(m.text for m in before), found]))
 
 
 def score(probe: Probe, conversation: str, messages: list[BaseMessage], evidence: dict[str, str]) -> Asked:
