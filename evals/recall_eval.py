@@ -52,6 +52,7 @@ from evals.eval_database import open_eval_workspace
 from evals.metrics import score_qa
 from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall
 from evals.production_nodes import single_node_graph
+from evals.retrieval_eval import load_retrieval_set
 from evals.run_output import RunClock, default_out_dir, new_run_id
 from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
@@ -110,6 +111,8 @@ class RecallResults(BaseModel):
     baseline_token_budget: int
     systems: dict[str, SystemScores]
     load_context_ms: dict[str, float]
+    # The retrieval eval's unrelated messages, asked as each conversation's user: how many got excerpts.
+    unrelated: dict[str, float] = Field(default_factory=dict)
     import_stats: dict[str, float]
     started_at: str
     wall_seconds: float
@@ -139,6 +142,8 @@ class Imported:
     evidence: dict[str, str]  # dia_id -> the turn's text
     question_time: datetime
     asked: list[Asked] = field(default_factory=list)
+    unrelated_asked: int = 0
+    unrelated_with_excerpts: int = 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -301,6 +306,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     samples = samples[: len(conversations)]
     out_dir = opts.out or default_out_dir("recall", run_id)
 
+    unrelated_messages = [q.query for q in load_retrieval_set().queries if not q.related]
     work: list[Imported] = []
     load_ms: list[float] = []
     import_seconds = 0.0
@@ -344,6 +350,11 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
                         item.asked.append(asked)
                         n += 1
                         progress.turn("questions", conv.id, n)
+                    for text in unrelated_messages:
+                        message = stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())), item.question_time)
+                        built, _ = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, message)
+                        item.unrelated_with_excerpts += built.section_tokens.get("episodes", 0) > 0
+                        item.unrelated_asked += 1
                     progress.unit_done("questions", conv.id)
                     return item
 
@@ -379,6 +390,11 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         judge_model=opts.judge_model,
         baseline_token_budget=budget,
         systems={name: _summarise(items) for name, items in by_system.items()},
+        unrelated={
+            "asked": (asked := sum(w.unrelated_asked for w in work)),
+            "with_excerpts": (hit := sum(w.unrelated_with_excerpts for w in work)),
+            "rate": round(hit / asked, 4) if asked else 0.0,
+        },
         load_context_ms={"p50": round(percentile(load_ms, 50), 1), "p95": round(percentile(load_ms, 95), 1)},
         import_stats={
             "messages": imported_messages,
@@ -391,6 +407,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     )
     write_outputs(results, out_dir)
     console.print(results_table(results))
+    console.print(f"Unrelated messages given excerpts: {results.unrelated['with_excerpts']:.0f} of {results.unrelated['asked']:.0f}.")
     console.print(f"Written to {out_dir}")
     return results
 
@@ -416,6 +433,9 @@ def report_markdown(results: RecallResults) -> str:
         f"Import model {results.model}; load_context p50 {results.load_context_ms['p50']} ms, p95 {results.load_context_ms['p95']} ms; "
         f"import {results.import_stats['messages']:.0f} messages in {results.import_stats['seconds']} s "
         f"({results.import_stats['ms_per_message']} ms per message); run {results.wall_seconds} s.",
+        "",
+        f"Unrelated messages (the retrieval eval's, asked as each conversation's user) given excerpts: "
+        f"{results.unrelated.get('with_excerpts', 0):.0f} of {results.unrelated.get('asked', 0):.0f} ({100 * results.unrelated.get('rate', 0.0):.1f} %; target at most 5 %).",
         "",
         "| system | questions | answer words present | evidence turns present | evidence turns verbatim | prompt tokens median | p95 | F1 | judge |",
         "|---|---|---|---|---|---|---|---|---|",
