@@ -44,9 +44,9 @@ FOUND_NOTE = "(Found in memory for this message; the user did not write this par
 class PromptBudgets:
     system: int = 800
     user_context: int = 800
-    summary: int = 600
+    summary: int = 400
     knowledge: int = 1200
-    episodes: int = 1500
+    episodes: int = 1000
     recent: int = 6000
 
 
@@ -140,15 +140,26 @@ def excerpt_line(role: str, text: str, date: str = "") -> str:
     return f"{role}{f' ({date})' if date else ''}: {words}"
 
 
-def render_excerpt(excerpt: dict[str, Any], *, same_chat_as_before: bool = False) -> str:
-    """One excerpt: a header with its date and chat title (the title left out when the excerpt
-    before it is of the same chat), then a line per message."""
+def _first_date(excerpt: dict[str, Any]) -> str:
+    lines = excerpt.get("lines") or []
+    return excerpt_date(_when(lines[0]["sent_at"])) if lines else ""
+
+
+def render_excerpt(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
+    """One excerpt: a header with its date and chat title, then a line per message. After an excerpt
+    of the same chat (``before``) the header is the date alone, and after one of the same chat and
+    day it is "…": the same conversation, a little later."""
     lines = excerpt.get("lines") or []
     if not lines:
         return ""
-    first = excerpt_date(_when(lines[0]["sent_at"]))
-    title = excerpt.get("chat_title") or "a chat"
-    out = [f"[{first}]" if same_chat_as_before else f'[{first}, "{title[:TITLE_CHARS]}"]']
+    first = _first_date(excerpt)
+    same_chat = before is not None and before.get("thread_id") == excerpt.get("thread_id")
+    if same_chat and _first_date(before) == first:
+        out = ["…"]
+    elif same_chat:
+        out = [f"[{first}]"]
+    else:
+        out = [f'[{first}, "{(excerpt.get("chat_title") or "a chat")[:TITLE_CHARS]}"]']
     for line in lines:
         date = excerpt_date(_when(line["sent_at"]))
         out.append(excerpt_line(line["role"], line["text"], "" if date == first else date))
@@ -157,17 +168,18 @@ def render_excerpt(excerpt: dict[str, Any], *, same_chat_as_before: bool = False
 
 def render_excerpts(excerpts: Sequence[dict[str, Any]], budget: int | None = None) -> str:
     """The excerpts in order; with a budget, only the leading whole ones that fit."""
-    parts: list[str] = []
-    previous = None
+    text = ""
+    before = None
     for e in excerpts:
-        part = render_excerpt(e, same_chat_as_before=previous is not None and e.get("thread_id") == previous)
+        part = render_excerpt(e, before=before)
         if not part:
             continue
-        if budget is not None and count_tokens(EXCERPT_SEPARATOR.join([*parts, part])) > budget:
-            break  # the leading whole ones: a later, smaller one would read out of order without its title
-        parts.append(part)
-        previous = e.get("thread_id")
-    return EXCERPT_SEPARATOR.join(parts)
+        # A "…" excerpt continues the one before it: a line break, not a blank line, between them.
+        longer = part if not text else text + ("\n" if part.startswith("…") else EXCERPT_SEPARATOR) + part
+        if budget is not None and count_tokens(longer) > budget:
+            break  # the leading whole ones: a later, smaller one would read out of order without its header
+        text, before = longer, e
+    return text
 
 
 def system_text(persona_text: str) -> str:

@@ -65,9 +65,11 @@ def test_a_turn_later_the_prompt_starts_with_the_previous_prompt_up_to_its_curre
     assert second.messages[3].text == "tea?"  # shown as the user wrote it, without what was found for it then
 
 
-def test_an_excerpt_of_the_same_chat_as_the_one_before_is_headed_by_its_date_alone():
+def test_an_excerpt_of_the_same_chat_as_the_one_before_is_headed_by_its_date_alone_or_on_the_same_day_by_an_ellipsis():
+    same_day = {**_excerpt(4, day=8), "thread_id": "t1", "chat_title": "Chat 1"}
     later = {**_excerpt(2, day=20), "thread_id": "t1", "chat_title": "Chat 1"}
     other = _excerpt(3, day=25)
-    section = parse_sections(_build([_excerpt(1), later, other], budget=2000).messages)[EPISODES_HEADER]
-    headers = [line for line in section.splitlines() if line.startswith("[")]
-    assert headers == ['[8 May 2023, "Chat 1"]', "[20 May 2023]", '[25 May 2023, "Chat 3"]']
+    section = parse_sections(_build([_excerpt(1), same_day, later, other], budget=2000).messages)[EPISODES_HEADER]
+    headers = [line for line in section.splitlines() if line.startswith("[") or line == "…"]
+    assert headers == ['[8 May 2023, "Chat 1"]', "…", "[20 May 2023]", '[25 May 2023, "Chat 3"]']
+    assert "END1\n…\nuser: Question 4" in section  # the same conversation goes on, no blank line
