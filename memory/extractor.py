@@ -100,6 +100,7 @@ async def extract(
         result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
     value = drop_echoed_examples(result.value, user_message)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
+    value = drop_unstated_preferences(value, user_message, stored.get("preferences") or {})
     value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
     value = with_dates(value, said_at or datetime.now(timezone.utc), _languages(user_message, stored, value))
     return replace(result, value=value)
@@ -169,6 +170,68 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     if kept == result.profile_updates.model_dump():
         return result
     return result.model_copy(update={"profile_updates": ProfileUpdates.model_validate(kept)})
+
+
+# The words a person says each answer length with ("brief" is short): a superset of the rules' own.
+ANSWER_LENGTH_WORDS = {
+    "short": ("short", "shorter", "brief", "briefer", "concise", "succinct", "terse"),
+    "medium": ("medium", "moderate"),
+    "long": ("detailed", "long", "longer", "in-depth", "thorough", "elaborate", "comprehensive"),
+}
+# A yes/no preference is stated only in a message that speaks of its topic (word beginnings).
+_PREFERENCE_TOPICS = {"code_examples": ("code", "exampl", "snippet", "sample"), "prefers_bullets": ("bullet", "list", "point")}
+_ABOUT_ANSWERS = re.compile(r"\b(?:answers?|repl(?:y|ies)|responses?|explanations?)\b")
+
+
+def _lengths_named(text: str) -> set[str]:
+    """The answer lengths ``text`` names in any of their words ("brief" is short)."""
+    low = text.casefold()
+    return {length for length, words in ANSWER_LENGTH_WORDS.items() if re.search(rf"\b(?:{'|'.join(map(re.escape, words))})\b", low)}
+
+
+def _names_unsaid_length(text: str, said_lengths: set[str]) -> bool:
+    """``text`` is about answers and names a length the user did not say ("Prefers medium answers" after "short")."""
+    return bool(_ABOUT_ANSWERS.search(text.casefold())) and not _lengths_named(text) <= said_lengths
+
+
+def drop_unstated_preferences(result: ExtractionResult, user_message: str, stored_preferences: dict[str, Any] | None = None) -> ExtractionResult:
+    """``result`` without preferences the user's message does not carry, the rule the profile has.
+
+    The 0.5B answered "I prefer short answers." with answer_length "medium" and a note "Prefers medium
+    answers", and filled every preference field on turns that spoke of none (a stored "short" then
+    overwritten). A length is stated by one of its words ("brief" is short), a language or tone by a
+    word of its value, a yes/no by a word of its topic; a note or fact about answers must name no
+    length the user did not say. What the rules read in the message is merged in afterwards.
+    """
+    said, said_lengths = _folded_words(user_message), _lengths_named(user_message)
+    stored_preferences = stored_preferences or {}
+    prefs = result.new_preferences.model_dump()
+    invented: list[str] = []
+    for field, value in prefs.items():
+        if value is None or field == "other_notes":
+            continue
+        if field == "answer_length":
+            stated = value in said_lengths
+        elif field in _PREFERENCE_TOPICS:
+            stated = any(w.startswith(_PREFERENCE_TOPICS[field]) for w in said)
+        else:
+            stated = _stated(str(value), said)
+        if not stated:
+            if value != stored_preferences.get(field):
+                invented.append(field)
+            prefs[field] = None
+    notes = [n for n in prefs["other_notes"] if _stated(n, said) and not _names_unsaid_length(n, said_lengths)]
+    if len(notes) < len(prefs["other_notes"]):
+        invented.append("other_notes")
+    prefs["other_notes"] = notes
+    facts = [f for f in result.new_facts if not _names_unsaid_length(f.text, said_lengths)]
+    if len(facts) < len(result.new_facts):
+        invented.append("new_facts")
+    if invented:
+        log.warning("extraction: dropped preference value(s) the user did not state: %s", ", ".join(invented))
+    if prefs == result.new_preferences.model_dump() and len(facts) == len(result.new_facts):
+        return result
+    return result.model_copy(update={"new_preferences": PreferenceUpdates.model_validate(prefs), "new_facts": facts})
 
 
 # --------------------------------------------------------------------------- the rules' floor
