@@ -29,9 +29,15 @@ log = logging.getLogger(__name__)
 # The example facts the prompt and the schema show the model. Small models copy them as facts
 # (the 1.5B stored "Lives in Haifa" for "I have a jeep"); such a copy is kept only when the user
 # named what the example names (its capitalised words: Haifa, Rex).
-_NEW_FACTS_RULE = next(line for line in prompts.text("extraction").splitlines() if line.startswith("- new_facts:"))
+# The worked example's facts count too ("text": "…" anywhere in the prompt).
+_PROMPT = prompts.text("extraction")
+_NEW_FACTS_RULE = next(line for line in _PROMPT.splitlines() if line.startswith("- new_facts:"))
 EXAMPLE_FACTS = tuple(
-    dict.fromkeys(re.findall(r'"([^"]+)"', _NEW_FACTS_RULE) + re.findall(r"e\.g\. '([^']+)'", NewFact.model_fields["text"].description or ""))
+    dict.fromkeys(
+        re.findall(r'"([^"]+)"', _NEW_FACTS_RULE)
+        + re.findall(r'"text": "([^"]+)"', _PROMPT)
+        + re.findall(r"e\.g\. '([^']+)'", NewFact.model_fields["text"].description or "")
+    )
 )
 
 
@@ -98,7 +104,7 @@ async def extract(
         count_failure(EXTRACTION_FAILURES, exc, model_call=True)
         log.warning("memory extraction by the model failed; keeping what the rules found: %s", str(exc)[:300])
         result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
-    value = drop_echoed_examples(result.value, user_message)
+    value = drop_unsaid_facts(drop_echoed_examples(result.value, user_message), user_message)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
     value = drop_unstated_preferences(value, user_message, stored.get("preferences") or {})
     value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
@@ -111,8 +117,9 @@ def _names(text: str) -> set[str]:
 
 
 def drop_echoed_examples(result: ExtractionResult, user_message: str) -> ExtractionResult:
-    """``result`` without new facts that repeat one of the prompt's examples the user never spoke of."""
-    examples = {e.casefold(): _names(e) for e in EXAMPLE_FACTS}
+    """``result`` without new facts that repeat one of the prompt's examples the user never spoke of
+    (its names, or for an example without one, its other words)."""
+    examples = {e.casefold(): _names(e) or {w.casefold() for w in re.findall(r"\w+", e)[1:]} - STOPWORDS for e in EXAMPLE_FACTS}
     said = {w.casefold() for w in re.findall(r"\w+", user_message)}
     kept = [f for f in result.new_facts if f.text.casefold() not in examples or examples[f.text.casefold()] <= said]
     if len(kept) < len(result.new_facts):
@@ -232,6 +239,23 @@ def drop_unstated_preferences(result: ExtractionResult, user_message: str, store
     if prefs == result.new_preferences.model_dump() and len(facts) == len(result.new_facts):
         return result
     return result.model_copy(update={"new_preferences": PreferenceUpdates.model_validate(prefs), "new_facts": facts})
+
+
+def drop_unsaid_facts(result: ExtractionResult, user_message: str) -> ExtractionResult:
+    """``result`` without the model's facts that share no word with the user's message.
+
+    With a worked example in the prompt the 0.5B writes facts, but some come from the assistant's
+    reply ("Does not own a car" after the user spoke of the gym) or from nowhere ("Is not very
+    active"). A fact the user stated shares at least one word with what they said, beyond the
+    templates' verbs ("Has", "Likes"): "Enjoys exercising at the gym" has "gym". A fact translated
+    into another language than the message's is lost here (the prompt asks for the user's language).
+    """
+    said = _folded_words(user_message)
+    kept = [f for f in result.new_facts if _stated(" ".join(w for w in _folded_words(f.text) if w not in _TEMPLATE_WORDS), said)]
+    if len(kept) < len(result.new_facts):
+        log.warning("extraction: dropped %d fact(s) sharing no word with the user's message", len(result.new_facts) - len(kept))
+        return result.model_copy(update={"new_facts": kept})
+    return result
 
 
 # --------------------------------------------------------------------------- the rules' floor

@@ -95,3 +95,19 @@ def test_the_extraction_prompt_carries_the_users_message_whole_and_only_the_head
     assert prompts.between(body.content, prompts.USER_MESSAGE_TAG) == said.strip() or said in body.content
     reply = prompts.between(body.content, prompts.ASSISTANT_REPLY_TAG)
     assert reply.endswith(" …") and len(reply) <= REPLY_CONTEXT_CHARS + 2
+
+
+async def test_a_fact_from_the_assistants_reply_or_from_nowhere_is_dropped_and_a_paraphrase_kept():
+    # What the 0.5B answered, with the worked example in the prompt, for a line of MSC small talk.
+    answer = facts("Does not own a car", "Is not very active", "Enjoys exercising at the gym")
+    result = await extract(model_answering(answer), "Ah I see! I like going to the gym to work out.", "I don't own a car.", {})
+    # The rules' own fact for the sentence follows the model's.
+    assert [f.text for f in result.value.new_facts] == ["Enjoys exercising at the gym", "Likes going to the gym to work out"]
+
+
+async def test_a_copy_of_the_worked_examples_fact_without_a_name_is_dropped_unless_the_user_said_it():
+    assert "Goes running" in EXAMPLE_FACTS
+    copied = await extract(model_answering(facts("Goes running", "Likes tea")), "I like tea in the morning.", "Nice!", {})
+    assert [f.text for f in copied.value.new_facts] == ["Likes tea"]
+    said = await extract(model_answering(facts("Goes running")), "I go running every day.", "Nice!", {})
+    assert [f.text for f in said.value.new_facts] == ["Goes running"]
