@@ -147,6 +147,13 @@ def _stated(value: str, said: list[str]) -> bool:
     return False
 
 
+def _stated_whole(value: str, said: list[str]) -> bool:
+    """Every word of a one-line value is in the message: the 0.5B's role "web user" for "I love to
+    browse the web" has a word of it, not the whole."""
+    words = [w for w in _folded_words(value) if w not in STOPWORDS]
+    return bool(words) and all(_stated(w, said) for w in words)
+
+
 def drop_unstated_profile_values(result: ExtractionResult, user_message: str, stored_profile: dict[str, Any] | None = None) -> ExtractionResult:
     """``result`` without profile values the user's message does not contain.
 
@@ -162,7 +169,7 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     invented: list[str] = []  # a stored value sent again changes nothing: dropped without a warning
     for field in ProfileUpdates.model_fields:
         value, before = getattr(result.profile_updates, field), stored_profile.get(field)
-        if isinstance(value, str) and not _stated(value, said):
+        if isinstance(value, str) and not _stated_whole(value, said):
             if value != before:
                 invented.append(field)
             continue
@@ -245,13 +252,14 @@ def drop_unsaid_facts(result: ExtractionResult, user_message: str) -> Extraction
     """``result`` without the model's facts that share no word with the user's message.
 
     With a worked example in the prompt the 0.5B writes facts, but some come from the assistant's
-    reply ("Does not own a car" after the user spoke of the gym) or from nowhere ("Is not very
-    active"). A fact the user stated shares at least one word with what they said, beyond the
-    templates' verbs ("Has", "Likes"): "Enjoys exercising at the gym" has "gym". A fact translated
+    reply ("Does not own a car" after the user spoke of the gym) or from nowhere ("I love to cook
+    healthy food" after "I love poached eggs"). A fact the user stated shares at least one word with
+    what they said, beyond the templates' and feelings' verbs: "Enjoys exercising at the gym" has "gym". A fact translated
     into another language than the message's is lost here (the prompt asks for the user's language).
+    A question ("Do you like movies?") is not a fact.
     """
     said = _folded_words(user_message)
-    kept = [f for f in result.new_facts if _stated(" ".join(w for w in _folded_words(f.text) if w not in _TEMPLATE_WORDS), said)]
+    kept = [f for f in result.new_facts if not f.text.rstrip().endswith("?") and _stated(" ".join(w for w in _folded_words(f.text) if w not in _FEELING_WORDS), said)]
     if len(kept) < len(result.new_facts):
         log.warning("extraction: dropped %d fact(s) sharing no word with the user's message", len(result.new_facts) - len(kept))
         return result.model_copy(update={"new_facts": kept})
@@ -283,6 +291,8 @@ def _restates(a: str, b: str) -> bool:
 
 # The words of the rules' English templates ("Lives in", "Moved to", "Works as"): what a fact says is the rest.
 _TEMPLATE_WORDS = frozenset("lives moved works is has likes loves dislikes speaks programs plays does not eat from as in to".split())
+# ... and the verbs of a feeling, which say nothing of what it is about ("I love" poached eggs, not cooking).
+_FEELING_WORDS = _TEMPLATE_WORDS | frozenset("like love enjoy enjoys prefer prefers want wants really".split())
 
 
 def _covered(rule_fact: str, model_facts: list[NewFact]) -> bool:

@@ -111,3 +111,18 @@ async def test_a_copy_of_the_worked_examples_fact_without_a_name_is_dropped_unle
     assert [f.text for f in copied.value.new_facts] == ["Likes tea"]
     said = await extract(model_answering(facts("Goes running")), "I go running every day.", "Nice!", {})
     assert [f.text for f in said.value.new_facts] == ["Goes running"]
+
+
+async def test_a_feeling_verb_or_a_question_is_not_enough_to_make_a_fact_the_users():
+    # The 0.5B on "That's nice! I really love poached eggs!" (the MSC speaker never spoke of cooking).
+    answer = facts("I love to cook healthy food", "Do you like movies?", "Loves poached eggs")
+    result = await extract(model_answering(answer), "That's nice! I really love poached eggs! Do you like movies?", "I cook.", {})
+    assert [f.text for f in result.value.new_facts] == ["Loves poached eggs"]
+
+
+async def test_a_profile_value_only_part_of_which_the_user_said_is_dropped():
+    # The 0.5B's roles for MSC small talk: "web user", "car owner", "music lover".
+    answer = {"profile_updates": {"role": "web user", "location": "New York"}}
+    said = "I love to browse the web for deals, here in New York."
+    profile = (await extract(model_answering(answer), said, "Nice.", {})).value.profile_updates
+    assert (profile.role, profile.location) == (None, "New York")
