@@ -37,7 +37,7 @@ async def test_the_four_dana_lines_store_name_city_job_short_answers_and_the_pas
     backend, user_id, real_model
 ):
     graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=real_model)
+    ctx = Context(user_id=user_id, model=real_model, max_reply_tokens=64)  # a few sentences each: the tier stays short
     config = new_thread()
     replies: list[str] = []
     for line in DANA:
