@@ -154,6 +154,10 @@ def _stated_whole(value: str, said: list[str]) -> bool:
     return bool(words) and all(_stated(w, said) for w in words)
 
 
+# A role is the user's own only in a sentence about themselves ("I'm a nurse", "I work in marketing").
+_SAYS_WHAT_THEY_DO = re.compile(r"\b(?:i'?m|i am|i work|i've worked|i teach|my (?:job|work|career|profession)|work(?:ing)? as|sono)\b|אני", re.I)
+
+
 def drop_unstated_profile_values(result: ExtractionResult, user_message: str, stored_profile: dict[str, Any] | None = None) -> ExtractionResult:
     """``result`` without profile values the user's message does not contain.
 
@@ -169,6 +173,8 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     invented: list[str] = []  # a stored value sent again changes nothing: dropped without a warning
     for field in ProfileUpdates.model_fields:
         value, before = getattr(result.profile_updates, field), stored_profile.get(field)
+        if field == "role" and value and not _SAYS_WHAT_THEY_DO.search(user_message):
+            value = None  # "My father was a farmer" gave the 0.5B and the 1.5B the role "farmer"
         if isinstance(value, str) and not _stated_whole(value, said):
             if value != before:
                 invented.append(field)

@@ -126,3 +126,12 @@ async def test_a_profile_value_only_part_of_which_the_user_said_is_dropped():
     said = "I love to browse the web for deals, here in New York."
     profile = (await extract(model_answering(answer), said, "Nice.", {})).value.profile_updates
     assert (profile.role, profile.location) == (None, "New York")
+
+
+async def test_a_role_is_taken_only_from_a_sentence_about_the_user_themselves():
+    # Both models on an MSC line: the father's job became the user's role.
+    answer = {"profile_updates": {"role": "farmer"}}
+    father = await extract(model_answering(answer), "My father was a farmer when I was a boy.", "Lovely.", {})
+    assert father.value.profile_updates.role is None
+    own = await extract(model_answering(answer), "I work on my farm, I'm a farmer like my father.", "Lovely.", {})
+    assert own.value.profile_updates.role == "farmer"
