@@ -166,6 +166,19 @@ class ChatRecord(StoredModel):
     last_activity: datetime = Field(default_factory=utcnow)
 
 
+# --------------------------------------------------------------------------- what was said
+class SaidMessage(BaseModel):
+    """A message as the index of what was said keeps it (storage.episodes): derived from the
+    checkpoints, so it is rebuilt, never written by a client."""
+
+    thread_id: Identifier
+    message_id: str
+    position: int
+    role: Literal["user", "assistant"]
+    sent_at: datetime
+    text: str
+
+
 # --------------------------------------------------------------------------- summary
 class SummaryBoard(BaseModel):
     """The running summary of one thread, structured so each part can be recalled alone."""

@@ -52,11 +52,13 @@ from evals.eval_database import open_eval_workspace
 from evals.metrics import score_qa
 from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall
 from evals.production_nodes import single_node_graph
+from evals.retrieval_eval import load_retrieval_set
 from evals.run_output import RunClock, default_out_dir, new_run_id
 from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
 from memory.chat_import import ChatImport, ImportedMessage, import_chat, locomo_chat
 from nodes.reply import reply_prompt
+from prompts.reply_prompt import BuiltPrompt, user_words
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,8 @@ class CategoryScores(BaseModel):
 class SystemScores(CategoryScores):
     prompt_tokens_median: float = 0.0
     prompt_tokens_p95: float = 0.0
+    # Median tokens of each section of the reply prompt (memory-agent only): where the prompt goes.
+    prompt_sections_median: dict[str, float] = Field(default_factory=dict)
     per_category: dict[str, CategoryScores] = Field(default_factory=dict)
 
 
@@ -107,6 +111,8 @@ class RecallResults(BaseModel):
     baseline_token_budget: int
     systems: dict[str, SystemScores]
     load_context_ms: dict[str, float]
+    # The retrieval eval's unrelated messages, asked as each conversation's user: how many got excerpts.
+    unrelated: dict[str, float] = Field(default_factory=dict)
     import_stats: dict[str, float]
     started_at: str
     wall_seconds: float
@@ -126,6 +132,7 @@ class Asked:
     evidence_verbatim: float | None = None
     f1: float | None = None
     judge: float | None = None
+    sections: dict[str, int] = field(default_factory=dict)  # the reply prompt's section tokens (memory-agent only)
 
 
 @dataclass
@@ -135,6 +142,8 @@ class Imported:
     evidence: dict[str, str]  # dia_id -> the turn's text
     question_time: datetime
     asked: list[Asked] = field(default_factory=list)
+    unrelated_asked: int = 0
+    unrelated_with_excerpts: int = 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -147,8 +156,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _context_text(messages: list[BaseMessage]) -> PromptText:
-    """Everything the model sees before the question (the question's own words do not count)."""
-    return PromptText("\n".join(m.text for m in messages[:-1]))
+    """Everything the model sees but the question's own words (what was found for the question
+    opens the current message: it counts)."""
+    *before, current = messages
+    found = current.text[: len(current.text) - len(user_words(current))]
+    return PromptText("\n".join([*(m.text for m in before), found]))
 
 
 def score(probe: Probe, conversation: str, messages: list[BaseMessage], evidence: dict[str, str]) -> Asked:
@@ -220,7 +232,7 @@ def _evidence_texts(chat: ChatImport, speakers: tuple[str, str]) -> dict[str, st
     return out
 
 
-async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[list[BaseMessage], float]:
+async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[BuiltPrompt, float]:
     cfg = {"configurable": {"thread_id": thread_id}}
     state_in = {**values, "messages": [*values.get("messages", []), question]}
     started = time.perf_counter()
@@ -231,7 +243,7 @@ async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ct
     retrieved = await graph_rt.ainvoke(loaded, cfg, context=ctx)
     names = {f.name for f in fields(State)}
     built, _ = reply_prompt(State(**{k: v for k, v in retrieved.items() if k in names}), ctx)
-    return built.messages, load_ms
+    return built, load_ms
 
 
 def _summarise(asked: list[Asked]) -> SystemScores:
@@ -259,6 +271,7 @@ def _summarise(asked: list[Asked]) -> SystemScores:
         **block(asked),
         prompt_tokens_median=statistics.median(tokens) if tokens else 0.0,
         prompt_tokens_p95=percentile(tokens, 95),
+        prompt_sections_median={k: statistics.median(a.sections.get(k, 0) for a in asked) for k in sorted({k for a in asked for k in a.sections})},
         per_category=per,
     )
 
@@ -293,6 +306,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     samples = samples[: len(conversations)]
     out_dir = opts.out or default_out_dir("recall", run_id)
 
+    unrelated_messages = [q.query for q in load_retrieval_set().queries if not q.related]
     work: list[Imported] = []
     load_ms: list[float] = []
     import_seconds = 0.0
@@ -329,11 +343,18 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
                         if probe.category not in CATEGORIES:
                             continue
                         question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
-                        messages, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
+                        built, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
                         load_ms.append(ms)
-                        item.asked.append(score(probe, conv.id, messages, item.evidence))
+                        asked = score(probe, conv.id, built.messages, item.evidence)
+                        asked.sections = dict(built.section_tokens)
+                        item.asked.append(asked)
                         n += 1
                         progress.turn("questions", conv.id, n)
+                    for text in unrelated_messages:
+                        message = stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())), item.question_time)
+                        built, _ = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, message)
+                        item.unrelated_with_excerpts += built.section_tokens.get("episodes", 0) > 0
+                        item.unrelated_asked += 1
                     progress.unit_done("questions", conv.id)
                     return item
 
@@ -369,6 +390,11 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         judge_model=opts.judge_model,
         baseline_token_budget=budget,
         systems={name: _summarise(items) for name, items in by_system.items()},
+        unrelated={
+            "asked": (asked := sum(w.unrelated_asked for w in work)),
+            "with_excerpts": (hit := sum(w.unrelated_with_excerpts for w in work)),
+            "rate": round(hit / asked, 4) if asked else 0.0,
+        },
         load_context_ms={"p50": round(percentile(load_ms, 50), 1), "p95": round(percentile(load_ms, 95), 1)},
         import_stats={
             "messages": imported_messages,
@@ -381,6 +407,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     )
     write_outputs(results, out_dir)
     console.print(results_table(results))
+    console.print(f"Unrelated messages given excerpts: {results.unrelated['with_excerpts']:.0f} of {results.unrelated['asked']:.0f}.")
     console.print(f"Written to {out_dir}")
     return results
 
@@ -407,6 +434,9 @@ def report_markdown(results: RecallResults) -> str:
         f"import {results.import_stats['messages']:.0f} messages in {results.import_stats['seconds']} s "
         f"({results.import_stats['ms_per_message']} ms per message); run {results.wall_seconds} s.",
         "",
+        f"Unrelated messages (the retrieval eval's, asked as each conversation's user) given excerpts: "
+        f"{results.unrelated.get('with_excerpts', 0):.0f} of {results.unrelated.get('asked', 0):.0f} ({100 * results.unrelated.get('rate', 0.0):.1f} %; target at most 5 %).",
+        "",
         "| system | questions | answer words present | evidence turns present | evidence turns verbatim | prompt tokens median | p95 | F1 | judge |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -414,6 +444,9 @@ def report_markdown(results: RecallResults) -> str:
         lines.append(
             f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {_fmt(s.evidence_verbatim)} | {s.prompt_tokens_median:.0f} | {s.prompt_tokens_p95:.0f} | {_fmt(s.f1)} | {_fmt(s.judge)} |"
         )
+    ours = results.systems.get("memory-agent")
+    if ours and ours.prompt_sections_median:
+        lines += ["", "memory-agent's prompt by section (median tokens): " + ", ".join(f"{k} {v:.0f}" for k, v in ours.prompt_sections_median.items()) + "."]
     lines += ["", "## Per category (answer words / evidence turns)", ""]
     cats = sorted({c for s in results.systems.values() for c in s.per_category})
     lines.append("| system | " + " | ".join(cats) + " |")

@@ -57,9 +57,8 @@ async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     threads = await user_thread_ids(backend, user_id)
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)
-    items = await memory_writer.forget_user_memory(backend.pool, user_id)
-    said = await episodes.delete_owner(backend.pool, user_id)
+    forgotten = await memory_writer.forget_user_memory(backend.pool, user_id)  # every kind, messages included
     keys = await api_keys.delete_user_keys(backend.pool, user_id)
     runs = await chat_runs.delete_user_runs(backend.pool, user_id)
     await thread_owners.release_all(backend.pool, user_id)
-    return {"chats": len(threads), "memories": items, "messages": said, "api_keys": keys, "runs": runs}
+    return {"chats": len(threads), **forgotten, "api_keys": keys, "runs": runs}

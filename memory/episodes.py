@@ -333,7 +333,7 @@ async def recall(
     store=None,
     thread_id: str | None = None,
     exclude: Sequence[str] = (),
-    token_budget: int = 1500,
+    token_budget: int = 1000,
     gate: EpisodeGate | None = EPISODE_GATE,
 ) -> list[dict[str, Any]]:
     """Excerpts of past conversations for the reply prompt, within ``token_budget`` (as the prompt
@@ -378,8 +378,8 @@ async def recall(
         target = block or trial[-1]
         before = dict(target.lines)
         target.lines.update({l.position: l for l in lines})
-        # The cost as the prompt renders it (dates, titles, separators): the budget holds exactly.
-        if count_tokens(render_excerpts(_as_excerpts(trial, titles))) > token_budget:
+        # The cost as the prompt renders it, oldest first (dates, titles, separators): the budget holds exactly.
+        if count_tokens(render_excerpts(_as_excerpts(sorted(trial, key=lambda b: b.first_time()), titles))) > token_budget:
             target.lines = before  # a smaller later one may still fit
             continue
         blocks = trial

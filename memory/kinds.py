@@ -16,7 +16,9 @@ from typing import Any, Awaitable, Callable, Literal
 from pydantic import BaseModel
 
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
-from core.schemas import ChatRecord, Fact, Task, UserDocument
+from core.schemas import ChatRecord, Fact, SaidMessage, Task, UserDocument
+from storage import episodes
+
 
 @dataclass(frozen=True)
 class MemoryKind:
@@ -55,6 +57,8 @@ KINDS: dict[str, MemoryKind] = {
         MemoryKind("facts", Fact, facts_ns, "id", embedded=("text",), client_writable=True),
         MemoryKind("tasks", Task, tasks_ns, "id", embedded=("description",), client_writable=True),
         MemoryKind("chats", ChatRecord, chats_ns, "thread_id", embedded=("summary_text",)),
+        # Every message of every chat, in a table of its own (memory.episodes): derived data.
+        MemoryKind("messages", SaidMessage, None, "message_id", embedded=("text",), forget=episodes.delete_owner),
     )
 }
 STORE_KINDS: tuple[MemoryKind, ...] = tuple(k for k in KINDS.values() if k.namespace is not None)

@@ -588,17 +588,19 @@ async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *
     return len(items)
 
 
-async def forget_user_memory(pool, user_id: str) -> int:
-    """Delete every store item of the user (every kind), under the user's lock: an extraction
-    running now commits before, or sees nothing after. Kinds kept in tables of their own are
-    forgotten by their ``forget`` hook; a namespace's own vector index goes with its rows."""
-    items = await store_rows.delete_under(pool, user_root(user_id), lock_key(user_id))
+async def forget_user_memory(pool, user_id: str) -> dict[str, int]:
+    """Delete every item of the user, every kind: ``{"memories": store items, <kind>: rows}``.
+
+    The store's items go under the user's lock (an extraction running now commits before, or
+    sees nothing after), a namespace's own vector index with its rows; a kind kept in a table
+    of its own (``forget`` hook) reports its count under its name."""
+    counts = {"memories": await store_rows.delete_under(pool, user_root(user_id), lock_key(user_id))}
     for kind in KINDS.values():
         if kind.forget is not None:
-            items += await kind.forget(pool, user_id)
+            counts[kind.name] = await kind.forget(pool, user_id)
         elif kind.namespace is not None:
             await vector_search.drop_namespace_index(pool, kind.namespace(user_id))
-    return items
+    return counts
 
 
 # --------------------------------------------------------------------------- chat records

@@ -29,7 +29,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel
 
 import prompts
-from prompts.reply_prompt import KNOWLEDGE_HEADER, SUMMARY_HEADER, USER_CONTEXT_HEADER, parse_sections
+from prompts.reply_prompt import KNOWLEDGE_HEADER, MEMORIES_HEADER, SUMMARY_HEADER, USER_CONTEXT_HEADER, parse_sections, user_words
 from offline_model.extractive_summary import (
     OFFLINE_REPLY_PREFIX,
     compress_extractively,
@@ -229,11 +229,10 @@ def _knowledge(text: str) -> list[str]:
 
 def offline_reply(messages: Sequence[BaseMessage]) -> str:
     """The offline model's chat reply: what the prompt's sections say, restated compactly."""
-    system = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
-    sections = parse_sections(system)
-    current = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    sections = parse_sections(messages)
+    current = user_words(next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), ""))
 
-    blocks = _user_context_blocks(sections.get(USER_CONTEXT_HEADER, ""))
+    blocks = _user_context_blocks(sections.get(USER_CONTEXT_HEADER, "") + "\n" + sections.get(MEMORIES_HEADER, ""))
     profile_items = blocks.get("Profile", [])
     profile = dict(_key_values(profile_items))
     about = _profile_phrases(profile_items) + _preference_phrases(blocks.get("Preferences", []))

@@ -1,14 +1,20 @@
 """The single function that builds what the model sees, from explicit labelled sections.
 
-Order: persona/system (with the precedence rules) → user context → conversation
-summary → relevant knowledge → excerpts of earlier conversations, all in one system
-message; then the recent conversation (messages after the summary's cursor) and the
-current message. What stays the same from turn to turn comes first (the system text,
-then the user context, which opens with the profile and preferences), so providers'
-prompt caches (OpenAI, Anthropic, llama.cpp) reuse that prefix; what each message
-brings (facts ranked for it, knowledge, excerpts) follows.
-Every section has its own token budget and the output is deterministic: the same
-inputs always give the same messages.
+Order, most stable first, so a provider's prompt cache (OpenAI, Anthropic, llama.cpp's
+``cache_prompt``) reuses the longest prefix from one turn to the next:
+
+1. one system message: persona and rules, then the user's profile and preferences, then the
+   conversation summary (each changes rarely: an extraction that learns a name, a fold);
+2. the recent conversation (messages after the summary's cursor; it only grows between folds);
+3. the current message, opening with what was found for it: the facts ranked for it, open tasks,
+   related chats, relevant knowledge and excerpts of earlier conversations, each labelled, then
+   the user's own words under ``MESSAGE_HEADER``. The next turn shows that message as the user
+   wrote it, so only this last message differs from the cached prefix. (It travels in the user
+   message, not in a second system message, because Anthropic and Gemini accept a system
+   message only first.)
+
+Every section has its own token budget and the output is deterministic: the same inputs always
+give the same messages.
 """
 
 from __future__ import annotations
@@ -25,18 +31,22 @@ from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate
 
 USER_CONTEXT_HEADER = "## User context"
 SUMMARY_HEADER = "## Conversation summary"
+MEMORIES_HEADER = "## Remembered for this message"
 KNOWLEDGE_HEADER = "## Relevant knowledge"
 EPISODES_HEADER = "## From earlier conversations"
-SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, KNOWLEDGE_HEADER, EPISODES_HEADER)
+MESSAGE_HEADER = "## The user's message"
+SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, MEMORIES_HEADER, KNOWLEDGE_HEADER, EPISODES_HEADER, MESSAGE_HEADER)
+# Opens the current message when memory came with it: the model must not take it for the user's words.
+FOUND_NOTE = "(Found in memory for this message; the user did not write this part.)"
 
 
 @dataclass
 class PromptBudgets:
     system: int = 800
     user_context: int = 800
-    summary: int = 600
+    summary: int = 400
     knowledge: int = 1200
-    episodes: int = 1500
+    episodes: int = 1000
     recent: int = 6000
 
 
@@ -60,16 +70,25 @@ def _task_line(task: dict[str, Any]) -> str:
     return f"- [{task['id']}] {task['description']} ({task['status']}{due})"
 
 
-def render_user_context(loaded: dict[str, Any]) -> str:
-    """Profile, preferences, ranked facts, open tasks and related chats as labelled lines."""
+def render_profile(loaded: dict[str, Any]) -> str:
+    """The stable part of the user context: profile and preferences as labelled lines."""
+    sections = (("Profile:", _field_lines(loaded.get("profile") or {})), ("Preferences:", _field_lines(loaded.get("preferences") or {})))
+    return "\n".join(line for heading, items in sections if items for line in (heading, *items))
+
+
+def render_memories(loaded: dict[str, Any]) -> str:
+    """What was found for this message: ranked facts, open tasks and related chats as labelled lines."""
     sections = (
-        ("Profile:", _field_lines(loaded.get("profile") or {})),
-        ("Preferences:", _field_lines(loaded.get("preferences") or {})),
         ("Facts (most relevant first):", [f"- {f['text']}" for f in loaded.get("facts") or []]),
         ("Open tasks:", [_task_line(t) for t in loaded.get("tasks") or []]),
         ("Related earlier chats:", [f"- \"{c['title']}\": {c['summary_snippet']}" for c in loaded.get("related_chats") or []]),
     )
     return "\n".join(line for heading, items in sections if items for line in (heading, *items))
+
+
+def render_user_context(loaded: dict[str, Any]) -> str:
+    """Profile, preferences, ranked facts, open tasks and related chats as labelled lines."""
+    return "\n".join(part for part in (render_profile(loaded), render_memories(loaded)) if part)
 
 
 KNOWLEDGE_SEPARATOR = "\n\n"
@@ -121,13 +140,26 @@ def excerpt_line(role: str, text: str, date: str = "") -> str:
     return f"{role}{f' ({date})' if date else ''}: {words}"
 
 
-def render_excerpt(excerpt: dict[str, Any]) -> str:
+def _first_date(excerpt: dict[str, Any]) -> str:
+    lines = excerpt.get("lines") or []
+    return excerpt_date(_when(lines[0]["sent_at"])) if lines else ""
+
+
+def render_excerpt(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
+    """One excerpt: a header with its date and chat title, then a line per message. After an excerpt
+    of the same chat (``before``) the header is the date alone, and after one of the same chat and
+    day it is "…": the same conversation, a little later."""
     lines = excerpt.get("lines") or []
     if not lines:
         return ""
-    first = excerpt_date(_when(lines[0]["sent_at"]))
-    title = excerpt.get("chat_title") or "a chat"
-    out = [f'[{first}, "{title[:TITLE_CHARS]}"]']
+    first = _first_date(excerpt)
+    same_chat = before is not None and before.get("thread_id") == excerpt.get("thread_id")
+    if same_chat and _first_date(before) == first:
+        out = ["…"]
+    elif same_chat:
+        out = [f"[{first}]"]
+    else:
+        out = [f'[{first}, "{(excerpt.get("chat_title") or "a chat")[:TITLE_CHARS]}"]']
     for line in lines:
         date = excerpt_date(_when(line["sent_at"]))
         out.append(excerpt_line(line["role"], line["text"], "" if date == first else date))
@@ -136,17 +168,25 @@ def render_excerpt(excerpt: dict[str, Any]) -> str:
 
 def render_excerpts(excerpts: Sequence[dict[str, Any]], budget: int | None = None) -> str:
     """The excerpts in order; with a budget, only the leading whole ones that fit."""
-    parts = [p for p in (render_excerpt(e) for e in excerpts) if p]
-    if budget is not None:
-        parts = fit_blocks(parts, budget, EXCERPT_SEPARATOR)
-    return EXCERPT_SEPARATOR.join(parts)
+    text = ""
+    before = None
+    for e in excerpts:
+        part = render_excerpt(e, before=before)
+        if not part:
+            continue
+        # A "…" excerpt continues the one before it: a line break, not a blank line, between them.
+        longer = part if not text else text + ("\n" if part.startswith("…") else EXCERPT_SEPARATOR) + part
+        if budget is not None and count_tokens(longer) > budget:
+            break  # the leading whole ones: a later, smaller one would read out of order without its header
+        text, before = longer, e
+    return text
 
 
 def system_text(persona_text: str) -> str:
     return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
 
 
-def _fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
+def fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
     """Keep the newest messages that fit, starting on a human turn so no tool result is orphaned."""
     if not recent:
         return []
@@ -165,6 +205,11 @@ def _fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]
     return kept
 
 
+def _section(header: str, body: str) -> str:
+    # Empty sections are still labelled, so the model knows it has nothing rather than guessing.
+    return f"{header}\n{body if body.strip() else '(none)'}"
+
+
 def build_prompt(
     *,
     persona_text: str,
@@ -177,41 +222,56 @@ def build_prompt(
 ) -> BuiltPrompt:
     budgets = budgets or PromptBudgets()
     system = truncate_lines(system_text(persona_text), budgets.system)
-    sections = [system]
     tokens = {"system": count_tokens(system)}
 
-    user_context = truncate_lines(render_user_context(loaded_context), budgets.user_context)
+    # The user-context budget covers both parts; the stable profile is served first.
+    profile = truncate_lines(render_profile(loaded_context), budgets.user_context)
+    memories = truncate_lines(render_memories(loaded_context), max(0, budgets.user_context - count_tokens(profile)))
     summary = truncate_lines(summary_text, budgets.summary)
     knowledge_text = render_knowledge(knowledge, budgets.knowledge)
     episodes_text = render_excerpts(loaded_context.get("excerpts") or [], budgets.episodes)
-    for header, body, key in (
-        (USER_CONTEXT_HEADER, user_context, "user_context"),
-        (SUMMARY_HEADER, summary, "summary"),
-        (KNOWLEDGE_HEADER, knowledge_text, "knowledge"),
-        (EPISODES_HEADER, episodes_text, "episodes"),
-    ):
-        # Empty sections are still labelled, so the model knows it has nothing rather than guessing.
-        sections.append(f"{header}\n{body if body.strip() else '(none)'}")
-        tokens[key] = count_tokens(body)
+    tokens.update(
+        user_context=count_tokens(profile) + count_tokens(memories),
+        summary=count_tokens(summary),
+        knowledge=count_tokens(knowledge_text),
+        episodes=count_tokens(episodes_text),
+    )
+    stable = "\n\n".join([system, _section(USER_CONTEXT_HEADER, profile), _section(SUMMARY_HEADER, summary)])
 
-    kept_recent = _fit_recent(recent, budgets.recent)
+    kept_recent = fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
-    current_msg = current if isinstance(current, HumanMessage) else HumanMessage(str(current.content))
-    tokens["current"] = count_message_tokens([current_msg])
-    messages: list[BaseMessage] = [SystemMessage("\n\n".join(sections)), *kept_recent, current_msg]
+    found = "\n\n".join(
+        [FOUND_NOTE, _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
+    )
+    words = current.text
+    current_msg = HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{words}", id=current.id)
+    tokens["current"] = count_message_tokens([HumanMessage(words)])
+    messages: list[BaseMessage] = [SystemMessage(stable), *kept_recent, current_msg]
     return BuiltPrompt(messages=messages, section_tokens=tokens)
 
 
-def parse_sections(system_message: str) -> dict[str, str]:
-    """Split a system message built here back into its sections (used by the offline model and tests)."""
+def user_words(message: BaseMessage | str) -> str:
+    """The user's own words of a current message built here (the whole text of any other message)."""
+    text = message if isinstance(message, str) else message.text
+    marker = f"\n\n{MESSAGE_HEADER}\n"
+    return text.split(marker, 1)[1] if text.startswith(FOUND_NOTE) and marker in text else text
+
+
+def parse_sections(prompt: str | Sequence[BaseMessage]) -> dict[str, str]:
+    """Split a prompt built here back into its sections (used by the offline model and tests):
+    the system message's and the current message's, keyed by header ("system": the rules)."""
+    if not isinstance(prompt, str):
+        system = next((m.text for m in prompt if isinstance(m, SystemMessage)), "")
+        current = next((m.text for m in reversed(prompt) if isinstance(m, HumanMessage)), "")
+        prompt = f"{system}\n{current}" if current.startswith(FOUND_NOTE) else system
     out: dict[str, str] = {}
-    current = "system"
+    section = "system"
     buf: list[str] = []
-    for line in system_message.splitlines():
+    for line in prompt.splitlines():
         if line.strip() in SECTION_HEADERS:
-            out[current] = "\n".join(buf).strip()
-            current, buf = line.strip(), []
-        else:
+            out[section] = "\n".join(buf).strip()
+            section, buf = line.strip(), []
+        elif line.strip() != FOUND_NOTE:
             buf.append(line)
-    out[current] = "\n".join(buf).strip()
+    out[section] = "\n".join(buf).strip()
     return {k: ("" if v == "(none)" else v) for k, v in out.items()}

@@ -42,11 +42,11 @@ DEFAULT_CONTEXT = 8192
 # The server's prompt cache (llama-cpp-python's --cache, in RAM): the state after each call is kept,
 # and a later prompt resumes from the longest cached prefix. A turn makes several calls (reply,
 # extraction, title, fold) that each evict the others' prefix from the one live context; with the
-# cache the next turn's reply reads only what changed since the last one. The size counts only the
-# KV state (~25 MB for 2,000 tokens on the 0.5B, ~60 MB on the 1.5B), not the copy of the logits each
-# saved state also keeps (up to n_batch x vocabulary floats, ~310 MB): at 512 MiB a server grew to
-# 5-10 GB and was OOM-killed. 128 MiB keeps the last few states, ~1.6 GB at most in all.
-PROMPT_CACHE_BYTES = 128 << 20
+# cache the next turn's reply reads only what changed since the last one. A state is ~310 MB of
+# logits plus its KV (~25 MB for 2,000 tokens on the 0.5B, ~60 MB on the 1.5B); the server we start
+# (app/local/llama_server.py) counts both, so 2 GiB keeps a turn's five or so states and no more (the
+# library's own count leaves the logits out: at "128 MiB" a 0.5B server was seen at 9.8 GB).
+PROMPT_CACHE_BYTES = 2 << 30
 # Seconds one call to the local server may take (a 1.5B structured call on a busy 2-core machine takes minutes).
 LOCAL_TIMEOUT_SECONDS = 600
 
@@ -322,13 +322,13 @@ def start_server(
     batch_threads: int | None = None,
     timeout: float = 120,
 ) -> LocalServer:
-    """``python -m llama_cpp.server`` on a loopback port; returns once it answers /v1/models."""
+    """llama-cpp-python's server (``python -m app.local.llama_server``) on a loopback port; returns once it answers /v1/models."""
     port = port or free_port()
     threads, batch_threads = thread_counts(threads, batch_threads)
     log_path = cache_dir() / "logs" / f"server-{spec.key}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-m", "app.local.llama_server",
         "--model", str(path), "--model_alias", spec.alias,
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(batch_threads),

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.graph.state import CompiledStateGraph
 
 import prompts
+from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
 from core.tokens import count_message_tokens, count_tokens
@@ -52,10 +53,10 @@ def fold_inputs(messages) -> tuple[SummaryBoard, str]:
 def counting_responder(kind, messages):
     """Replies (with a recall_context round trip on [tool] turns) and an appending, incremental fold."""
     if kind == "reply":
-        current = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
-        n = turns_in(current.content)[0]
+        current = user_words(next(m for m in reversed(messages) if isinstance(m, HumanMessage)))
+        n = turns_in(current)[0]
         answered = isinstance(messages[-1], ToolMessage)
-        if "[tool]" in current.content and not answered:
+        if "[tool]" in current and not answered:
             return AIMessage("", tool_calls=[{"name": "recall_context", "args": {"context_type": "facts"}, "id": f"call_{n}"}])
         return f"answer {n}" + (" after lookup" if answered else "")
     if kind == "fold":
@@ -137,14 +138,14 @@ async def test_eighty_turns_fold_incrementally_within_window_plus_tail(new_chat,
     for kind, call in model.calls:
         if kind == "reply":
             current = call[-1] if isinstance(call[-1], HumanMessage) else next(m for m in reversed(call) if isinstance(m, HumanMessage))
-            n = turns_in(current.content)[0]
+            n = turns_in(user_words(current))[0]
             visible = [m for m in call if not isinstance(m, SystemMessage)]
             max_visible = max(max_visible, len(visible))
             assert len(visible) <= WINDOW + TAIL
             # The newest human message is raw and is the current turn's text.
-            assert current.content == user_text(n)
+            assert user_words(current) == user_text(n)
             # Nothing already folded is shown again; the rest of the history is shown without gaps.
-            shown = [turns_in(m.content)[0] for m in visible if isinstance(m, HumanMessage)]
+            shown = [turns_in(user_words(m))[0] for m in visible if isinstance(m, HumanMessage)]
             assert shown == list(range(folded_through + 1, n + 1))
             assert_tool_pairs_whole(visible)
             if folds:

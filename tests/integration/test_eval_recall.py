@@ -36,4 +36,6 @@ def test_eval_recall_imports_asks_categories_1_to_4_and_writes_every_system_with
     assert systems["bm25_turns"]["prompt_tokens_median"] <= results["baseline_token_budget"]
     assert results["load_context_ms"]["p95"] >= results["load_context_ms"]["p50"] > 0
     assert results["import_stats"]["messages"] == 8
+    assert results["unrelated"]["asked"] > 0 and 0 <= results["unrelated"]["rate"] <= 1  # the gate's check runs with it
+    assert set(systems["memory-agent"]["prompt_sections_median"]) >= {"system", "summary", "episodes", "recent"}
     assert "| memory-agent |" in (out / "report.md").read_text()

@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 import prompts
+from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
 from core.schemas import SummaryBoard
@@ -53,7 +54,7 @@ async def test_hebrew_round_trips_through_the_openai_client_extraction_store_and
     turn = await stream_turn(graph, HEBREW_MESSAGE, config, ctx)
 
     # Over HTTP and back: the user's text reached the model intact, the streamed reply is exact.
-    assert openai_stub.requests_of("reply")[0].messages[-1]["content"] == HEBREW_MESSAGE
+    assert user_words(openai_stub.requests_of("reply")[0].messages[-1]["content"]) == HEBREW_MESSAGE
     assert seen_user_messages == [HEBREW_MESSAGE]
     assert turn.tokens == stream_pieces(HEBREW_REPLY) and turn.streamed_reply == HEBREW_REPLY
 
@@ -70,9 +71,10 @@ async def test_hebrew_round_trips_through_the_openai_client_extraction_store_and
 
     # The next turn's prompt carries the Hebrew facts and profile as written.
     await stream_turn(graph, "מה אתה יודע עליי?", config, ctx)
-    system = openai_stub.requests_of("reply")[-1].messages[0]["content"]
+    request = openai_stub.requests_of("reply")[-1].messages
+    prompt = f'{request[0]["content"]}\n{request[-1]["content"]}'  # the system message and what the message brought
     for text in (*HEBREW_FACTS, "location: חיפה"):
-        assert text in system
+        assert text in prompt
 
 
 @pytest.fixture
@@ -123,9 +125,9 @@ async def test_italian_round_trips_through_extraction_store_summary_and_next_pro
     (fold,) = model.calls_of("fold")
     assert ITALIAN_MESSAGE in prompts.between(str(fold[-1].content), prompts.NEW_MESSAGES_TAG)
     await graph.ainvoke({"messages": [HumanMessage("E domani?")]}, config, context=ctx)
-    system = model.calls_of("reply")[-1][0].content
-    assert "L'utente vive a Roma e ama il caffè." in system
-    assert "- È appassionata di caffè" in system and "- Vive a Roma" in system
+    prompt = "\n".join(m.text for m in model.calls_of("reply")[-1])
+    assert "L'utente vive a Roma e ama il caffè." in prompt
+    assert "- È appassionata di caffè" in prompt and "- Vive a Roma" in prompt
 
     # The chat is found by an Italian query on its summary.
     chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])

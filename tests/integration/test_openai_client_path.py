@@ -16,6 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import prompts
+from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
 from llm.chat_model import load_chat_model
@@ -81,7 +82,9 @@ def graph(backend):
 
 
 def reply_system_prompt(stub) -> str:
-    return stub.requests_of("reply")[-1].messages[0]["content"]
+    """The last reply prompt's system message and its current message (what was found for it)."""
+    messages = stub.requests_of("reply")[-1].messages
+    return f'{messages[0]["content"]}\n{messages[-1]["content"]}'
 
 
 async def test_reply_streams_token_by_token_over_sse_with_usage(graph, backend, user_id, openai_stub, openai_model):
@@ -98,7 +101,7 @@ async def test_reply_streams_token_by_token_over_sse_with_usage(graph, backend, 
     assert reply_request.stream and reply_request.body["stream_options"] == {"include_usage": True}
     assert {"recall_context", "search_conversation_history", "add_task"} <= set(reply_request.tool_names)
     assert reply_request.messages[0]["role"] == "system" and "## User context" in reply_request.messages[0]["content"]
-    assert reply_request.messages[-1] == {"role": "user", "content": "Tell me about Haifa."}
+    assert reply_request.messages[-1]["role"] == "user" and user_words(reply_request.messages[-1]["content"]) == "Tell me about Haifa."
 
     # Usage from the final SSE usage chunk lands in the turn's figures.
     usage = turn.values["turn_usage"]

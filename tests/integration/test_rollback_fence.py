@@ -20,15 +20,16 @@ from graph.assembly import compile_graph
 from llm.chat_model import register_model, unregister_model
 from storage.fenced_saver import FencedPostgresSaver
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers
+from prompts.reply_prompt import user_words
 
 FAIL_CUE = "[fail]"
 
 
 def reply_to(messages):
-    last_human = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
-    if FAIL_CUE in str(last_human.content):
+    said = user_words(next(m for m in reversed(messages) if isinstance(m, HumanMessage)))
+    if FAIL_CUE in said:
         raise RuntimeError("the provider failed mid-reply")
-    return f"Reply to: {last_human.content}"
+    return f"Reply to: {said}"
 
 
 responder = plain_answers(extract=lambda _: empty_extraction(), title="Fence test", summary="A test chat.", reply=reply_to)

@@ -196,3 +196,65 @@ async def test_no_tool_call_json_reaches_the_user(backend, user_id, real_model):
     assert not CALL_TEXT.search(shown), seen
     assert not any(CALL_TEXT.search(m.text) for m in stored if m.type == "ai"), seen
     assert len(shown.splitlines()) >= 2, seen  # one line per reply (a reply may be blank)
+
+
+PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+async def test_the_next_reply_prompt_extends_the_last_one_so_the_server_reads_only_what_changed(recording_proxy, local_server, backend, user_id):
+    """Turns in seconds need the stable part first: two turns of a chat through the real graph are
+    recorded, then their two reply prompts go to the real server one after the other; the second is
+    resumed from the first one's state and only its new tail is read (llama.cpp's own count)."""
+    import httpx
+
+    env = {**local_server.env(), "OPENAI_BASE_URL": recording_proxy.base_url, "MEMORY_AGENT_MAX_REPLY_TOKENS": TEST_REPLY_CAP}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        overrides = {"model": local_server.model_name, "extract_every_n_turns": 0}
+        session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(), context_overrides=overrides)
+        with chat_model._lock:
+            chat_model._cache.clear()
+        try:
+            await session.send("Hi! My name is Dana and I work as a nurse in Haifa.")
+            turns = len(recording_proxy.requests_of("reply"))
+            await session.send("What could I cook tonight?")
+        finally:
+            with chat_model._lock:
+                chat_model._cache.clear()
+
+    replies = recording_proxy.requests_of("reply")
+    first, second = replies[0], replies[turns]  # each turn's first reply call
+    assert second.messages[: len(first.messages) - 1] == first.messages[:-1]  # the same prefix, message for message
+
+    client = httpx.Client(base_url=local_server.base_url, timeout=600)
+
+    def send(request: StubRequest) -> dict:
+        body = {**request.body, "stream": False, "max_tokens": 1}
+        body.pop("stream_options", None)
+        return client.post("/chat/completions", json=body).json()
+
+    send(first)
+    mark = len(local_server.log())
+    usage = send(second)["usage"]
+    evaluated = [int(n) for n in PROMPT_EVAL.findall(local_server.log()[mark:])]
+    assert evaluated and evaluated[0] < usage["prompt_tokens"] / 2, (evaluated, usage)
+
+
+def test_the_servers_prompt_cache_counts_the_logits_copy_each_state_keeps_and_evicts_by_it():
+    """llama-cpp-python counts only the KV bytes of a cached state; each also keeps ~310 MB of logits,
+    and a 0.5B server with a "128 MiB" cache was seen at 9.8 GB. Ours counts every array a state holds."""
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+
+    from app.local.llama_server import BoundedRAMCache, state_bytes
+
+    def state(first_token: int) -> LlamaState:
+        scores = np.zeros((4, 1000), dtype=np.single)  # 16,000 bytes of logits beside 100 bytes of KV state
+        return LlamaState(np.array([first_token, 2, 3]), scores, 3, b"k" * 100, 100, 0)
+
+    cache = BoundedRAMCache(capacity_bytes=40_000)
+    for token in (1, 5, 9):
+        cache[(token, 2, 3)] = state(token)
+    assert cache.cache_size == sum(state_bytes(s) for s in cache.cache_state.values()) <= 40_000
+    assert list(cache.cache_state) == [(5, 2, 3), (9, 2, 3)]  # the oldest went: two states are ~32 kB, not 200 bytes

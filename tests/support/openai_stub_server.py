@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 import prompts
+from prompts.reply_prompt import user_words
 from tests.support.scripted_model import kind_of_user_text
 
 
@@ -117,8 +118,9 @@ class StubRequest:
 
     @property
     def last_user_text(self) -> str:
+        """The newest user message's own words (a reply prompt opens it with what was found for it)."""
         users = [m for m in self.messages if m.get("role") == "user"]
-        return _content_text(users[-1].get("content")) if users else ""
+        return user_words(_content_text(users[-1].get("content"))) if users else ""
 
     def tagged(self, tag: str) -> str | None:
         return prompts.between(self.text_of("user"), tag)

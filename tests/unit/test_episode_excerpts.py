@@ -4,7 +4,7 @@ own budget, after the stable prefix (system text, then the profile)."""
 from langchain_core.messages import HumanMessage
 
 from core.tokens import count_tokens
-from prompts.reply_prompt import EPISODES_HEADER, PromptBudgets, build_prompt, parse_sections
+from prompts.reply_prompt import EPISODES_HEADER, MESSAGE_HEADER, PromptBudgets, build_prompt, parse_sections, user_words
 
 
 def _excerpt(i: int, day: int = 8) -> dict:
@@ -25,22 +25,51 @@ def _build(excerpts, facts=(), budget=1200):
 
 
 def test_each_excerpt_is_dated_and_named_by_its_chat_and_a_line_of_another_day_carries_its_date():
-    section = parse_sections(_build([_excerpt(1)]).messages[0].text)[EPISODES_HEADER]
+    section = parse_sections(_build([_excerpt(1)]).messages)[EPISODES_HEADER]
     assert section.startswith('[8 May 2023, "Chat 1"]\nuser: Question 1')
     assert "\nassistant (9 May 2023): yes, in March END1" in section
 
 
 def test_excerpts_stay_within_their_budget_whole():
     built = _build([_excerpt(i) for i in range(10)], budget=300)
-    section = parse_sections(built.messages[0].text)[EPISODES_HEADER]
+    section = parse_sections(built.messages)[EPISODES_HEADER]
     assert count_tokens(section) <= 300 and built.section_tokens["episodes"] <= 300
     kept = [i for i in range(10) if f"END{i}" in section]
     assert kept and all(f"Question {i}" not in section for i in range(10) if i not in kept)  # none cut in two
 
 
-def test_the_prompt_opens_with_the_same_prefix_whatever_the_message_brings():
-    one = _build([_excerpt(1)], facts=["Likes tea"]).messages[0].text
-    two = _build([], facts=["Has a dog"]).messages[0].text
-    prefix = one[: next(i for i, (a, b) in enumerate(zip(one, two)) if a != b)]
-    assert "You help." in prefix and "- name: Dana" in prefix  # system text and profile are cached together
-    assert one.index(EPISODES_HEADER) > one.index("Likes tea")  # what each message brings comes after
+def test_what_a_message_brings_travels_with_it_so_the_system_message_is_the_same_whatever_it_brings():
+    one = _build([_excerpt(1)], facts=["Likes tea"]).messages
+    two = _build([], facts=["Has a dog"]).messages
+    assert one[0].text == two[0].text  # system text, profile, summary: the cached prefix
+    assert "You help." in one[0].text and "- name: Dana" in one[0].text
+    assert "Likes tea" not in one[0].text and EPISODES_HEADER not in one[0].text
+    current = one[-1].text  # the facts ranked for it and the excerpts open the current message
+    assert current.index("Likes tea") < current.index(EPISODES_HEADER) < current.index(MESSAGE_HEADER)
+    assert user_words(one[-1]) == "when?"
+
+
+def test_a_turn_later_the_prompt_starts_with_the_previous_prompt_up_to_its_current_message():
+    """The recent conversation sits between the stable system message and the current message, so
+    the next turn's prompt repeats the previous one's messages up to the one that changed."""
+    from langchain_core.messages import AIMessage
+
+    loaded = {"profile": {"name": "Dana"}, "facts": [{"text": "Likes tea"}]}
+    history = [HumanMessage("hi", id="h1"), AIMessage("hello", id="a1")]
+    first = build_prompt(persona_text="You help.", loaded_context=loaded, summary_text="", knowledge=[],
+                         recent=history, current=HumanMessage("tea?", id="h2"))
+    second = build_prompt(persona_text="You help.", loaded_context={**loaded, "facts": [{"text": "Has a dog"}]}, summary_text="",
+                          knowledge=[], recent=[*history, HumanMessage("tea?", id="h2"), AIMessage("yes", id="a2")],
+                          current=HumanMessage("dog?", id="h3"))
+    assert [m.text for m in second.messages[:3]] == [m.text for m in first.messages[:3]]
+    assert second.messages[3].text == "tea?"  # shown as the user wrote it, without what was found for it then
+
+
+def test_an_excerpt_of_the_same_chat_as_the_one_before_is_headed_by_its_date_alone_or_on_the_same_day_by_an_ellipsis():
+    same_day = {**_excerpt(4, day=8), "thread_id": "t1", "chat_title": "Chat 1"}
+    later = {**_excerpt(2, day=20), "thread_id": "t1", "chat_title": "Chat 1"}
+    other = _excerpt(3, day=25)
+    section = parse_sections(_build([_excerpt(1), same_day, later, other], budget=2000).messages)[EPISODES_HEADER]
+    headers = [line for line in section.splitlines() if line.startswith("[") or line == "…"]
+    assert headers == ['[8 May 2023, "Chat 1"]', "…", "[20 May 2023]", '[25 May 2023, "Chat 3"]']
+    assert "END1\n…\nuser: Question 4" in section  # the same conversation goes on, no blank line

@@ -19,7 +19,7 @@ def test_chunks_whose_costs_fit_the_knowledge_budget_render_within_it_and_uncut(
     assert sum(c["tokens"] for c in chunks) <= 1200
     built = build_prompt(persona_text="You help.", loaded_context={}, summary_text="", knowledge=chunks,
                          recent=[], current=HumanMessage("setup?"), budgets=PromptBudgets(knowledge=1200))
-    section = parse_sections(built.messages[0].text)[KNOWLEDGE_HEADER]
+    section = parse_sections(built.messages)[KNOWLEDGE_HEADER]
     assert count_tokens(section) <= 1200
     assert built.section_tokens["knowledge"] <= 1200
     for i in range(6):  # every chunk whole: its last word is there
@@ -30,7 +30,7 @@ def test_a_chunk_that_does_not_fit_is_left_out_whole_never_cut():
     chunks = [_chunk(i, 760) for i in range(3)]
     built = build_prompt(persona_text="You help.", loaded_context={}, summary_text="", knowledge=chunks,
                          recent=[], current=HumanMessage("setup?"), budgets=PromptBudgets(knowledge=450))
-    section = parse_sections(built.messages[0].text)[KNOWLEDGE_HEADER]
+    section = parse_sections(built.messages)[KNOWLEDGE_HEADER]
     assert "END0" in section and "END1" in section and "Chunk 2" not in section
     assert count_tokens(section) <= 450
 
