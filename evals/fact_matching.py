@@ -21,6 +21,7 @@ before embedding; without that, the same fact scores ~0.2 lower.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,7 +55,8 @@ class FactMatch:
 def with_subject(memory: str, subject: str | None) -> str:
     """``"Lives in Lisbon"`` → ``"Caroline lives in Lisbon"`` unless the memory already names the subject."""
     text = memory.strip()
-    if not subject or not text or subject.lower() in text.lower():
+    # A whole word: the subject "I" (first-person gold facts) is inside almost every memory's letters.
+    if not subject or not text or re.search(rf"\b{re.escape(subject)}\b", text, flags=re.IGNORECASE):
         return text
     return f"{subject} {text}"  # MiniLM is uncased: no need to lowercase the verb
 

@@ -29,9 +29,15 @@ log = logging.getLogger(__name__)
 # The example facts the prompt and the schema show the model. Small models copy them as facts
 # (the 1.5B stored "Lives in Haifa" for "I have a jeep"); such a copy is kept only when the user
 # named what the example names (its capitalised words: Haifa, Rex).
-_NEW_FACTS_RULE = next(line for line in prompts.text("extraction").splitlines() if line.startswith("- new_facts:"))
+# The worked example's facts count too ("text": "…" anywhere in the prompt).
+_PROMPT = prompts.text("extraction")
+_NEW_FACTS_RULE = next(line for line in _PROMPT.splitlines() if line.startswith("- new_facts:"))
 EXAMPLE_FACTS = tuple(
-    dict.fromkeys(re.findall(r'"([^"]+)"', _NEW_FACTS_RULE) + re.findall(r"e\.g\. '([^']+)'", NewFact.model_fields["text"].description or ""))
+    dict.fromkeys(
+        re.findall(r'"([^"]+)"', _NEW_FACTS_RULE)
+        + re.findall(r'"text": "([^"]+)"', _PROMPT)
+        + re.findall(r"e\.g\. '([^']+)'", NewFact.model_fields["text"].description or "")
+    )
 )
 
 
@@ -98,8 +104,9 @@ async def extract(
         count_failure(EXTRACTION_FAILURES, exc, model_call=True)
         log.warning("memory extraction by the model failed; keeping what the rules found: %s", str(exc)[:300])
         result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
-    value = drop_echoed_examples(result.value, user_message)
+    value = drop_unsaid_facts(drop_echoed_examples(result.value, user_message), user_message)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
+    value = drop_unstated_preferences(value, user_message, stored.get("preferences") or {})
     value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
     value = with_dates(value, said_at or datetime.now(timezone.utc), _languages(user_message, stored, value))
     return replace(result, value=value)
@@ -110,8 +117,9 @@ def _names(text: str) -> set[str]:
 
 
 def drop_echoed_examples(result: ExtractionResult, user_message: str) -> ExtractionResult:
-    """``result`` without new facts that repeat one of the prompt's examples the user never spoke of."""
-    examples = {e.casefold(): _names(e) for e in EXAMPLE_FACTS}
+    """``result`` without new facts that repeat one of the prompt's examples the user never spoke of
+    (its names, or for an example without one, its other words)."""
+    examples = {e.casefold(): _names(e) or {w.casefold() for w in re.findall(r"\w+", e)[1:]} - STOPWORDS for e in EXAMPLE_FACTS}
     said = {w.casefold() for w in re.findall(r"\w+", user_message)}
     kept = [f for f in result.new_facts if f.text.casefold() not in examples or examples[f.text.casefold()] <= said]
     if len(kept) < len(result.new_facts):
@@ -139,6 +147,17 @@ def _stated(value: str, said: list[str]) -> bool:
     return False
 
 
+def _stated_whole(value: str, said: list[str]) -> bool:
+    """Every word of a one-line value is in the message: the 0.5B's role "web user" for "I love to
+    browse the web" has a word of it, not the whole."""
+    words = [w for w in _folded_words(value) if w not in STOPWORDS]
+    return bool(words) and all(_stated(w, said) for w in words)
+
+
+# A role is the user's own only in a sentence about themselves ("I'm a nurse", "I work in marketing").
+_SAYS_WHAT_THEY_DO = re.compile(r"\b(?:i'?m|i am|i work|i've worked|i teach|my (?:job|work|career|profession)|work(?:ing)? as|sono)\b|אני", re.I)
+
+
 def drop_unstated_profile_values(result: ExtractionResult, user_message: str, stored_profile: dict[str, Any] | None = None) -> ExtractionResult:
     """``result`` without profile values the user's message does not contain.
 
@@ -154,7 +173,9 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     invented: list[str] = []  # a stored value sent again changes nothing: dropped without a warning
     for field in ProfileUpdates.model_fields:
         value, before = getattr(result.profile_updates, field), stored_profile.get(field)
-        if isinstance(value, str) and not _stated(value, said):
+        if field == "role" and value and not _SAYS_WHAT_THEY_DO.search(user_message):
+            value = None  # "My father was a farmer" gave the 0.5B and the 1.5B the role "farmer"
+        if isinstance(value, str) and not _stated_whole(value, said):
             if value != before:
                 invented.append(field)
             continue
@@ -169,6 +190,86 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     if kept == result.profile_updates.model_dump():
         return result
     return result.model_copy(update={"profile_updates": ProfileUpdates.model_validate(kept)})
+
+
+# The words a person says each answer length with ("brief" is short): a superset of the rules' own.
+ANSWER_LENGTH_WORDS = {
+    "short": ("short", "shorter", "brief", "briefer", "concise", "succinct", "terse"),
+    "medium": ("medium", "moderate"),
+    "long": ("detailed", "long", "longer", "in-depth", "thorough", "elaborate", "comprehensive"),
+}
+# A yes/no preference is stated only in a message that speaks of its topic (word beginnings).
+_PREFERENCE_TOPICS = {"code_examples": ("code", "exampl", "snippet", "sample"), "prefers_bullets": ("bullet", "list", "point")}
+_ABOUT_ANSWERS = re.compile(r"\b(?:answers?|repl(?:y|ies)|responses?|explanations?)\b")
+
+
+def _lengths_named(text: str) -> set[str]:
+    """The answer lengths ``text`` names in any of their words ("brief" is short)."""
+    low = text.casefold()
+    return {length for length, words in ANSWER_LENGTH_WORDS.items() if re.search(rf"\b(?:{'|'.join(map(re.escape, words))})\b", low)}
+
+
+def _names_unsaid_length(text: str, said_lengths: set[str]) -> bool:
+    """``text`` is about answers and names a length the user did not say ("Prefers medium answers" after "short")."""
+    return bool(_ABOUT_ANSWERS.search(text.casefold())) and not _lengths_named(text) <= said_lengths
+
+
+def drop_unstated_preferences(result: ExtractionResult, user_message: str, stored_preferences: dict[str, Any] | None = None) -> ExtractionResult:
+    """``result`` without preferences the user's message does not carry, the rule the profile has.
+
+    The 0.5B answered "I prefer short answers." with answer_length "medium" and a note "Prefers medium
+    answers", and filled every preference field on turns that spoke of none (a stored "short" then
+    overwritten). A length is stated by one of its words ("brief" is short), a language or tone by a
+    word of its value, a yes/no by a word of its topic; a note or fact about answers must name no
+    length the user did not say. What the rules read in the message is merged in afterwards.
+    """
+    said, said_lengths = _folded_words(user_message), _lengths_named(user_message)
+    stored_preferences = stored_preferences or {}
+    prefs = result.new_preferences.model_dump()
+    invented: list[str] = []
+    for field, value in prefs.items():
+        if value is None or field == "other_notes":
+            continue
+        if field == "answer_length":
+            stated = value in said_lengths
+        elif field in _PREFERENCE_TOPICS:
+            stated = any(w.startswith(_PREFERENCE_TOPICS[field]) for w in said)
+        else:
+            stated = _stated(str(value), said)
+        if not stated:
+            if value != stored_preferences.get(field):
+                invented.append(field)
+            prefs[field] = None
+    notes = [n for n in prefs["other_notes"] if _stated(n, said) and not _names_unsaid_length(n, said_lengths)]
+    if len(notes) < len(prefs["other_notes"]):
+        invented.append("other_notes")
+    prefs["other_notes"] = notes
+    facts = [f for f in result.new_facts if not _names_unsaid_length(f.text, said_lengths)]
+    if len(facts) < len(result.new_facts):
+        invented.append("new_facts")
+    if invented:
+        log.warning("extraction: dropped preference value(s) the user did not state: %s", ", ".join(invented))
+    if prefs == result.new_preferences.model_dump() and len(facts) == len(result.new_facts):
+        return result
+    return result.model_copy(update={"new_preferences": PreferenceUpdates.model_validate(prefs), "new_facts": facts})
+
+
+def drop_unsaid_facts(result: ExtractionResult, user_message: str) -> ExtractionResult:
+    """``result`` without the model's facts that share no word with the user's message.
+
+    With a worked example in the prompt the 0.5B writes facts, but some come from the assistant's
+    reply ("Does not own a car" after the user spoke of the gym) or from nowhere ("I love to cook
+    healthy food" after "I love poached eggs"). A fact the user stated shares at least one word with
+    what they said, beyond the templates' and feelings' verbs: "Enjoys exercising at the gym" has "gym". A fact translated
+    into another language than the message's is lost here (the prompt asks for the user's language).
+    A question ("Do you like movies?") is not a fact.
+    """
+    said = _folded_words(user_message)
+    kept = [f for f in result.new_facts if not f.text.rstrip().endswith("?") and _stated(" ".join(w for w in _folded_words(f.text) if w not in _FEELING_WORDS), said)]
+    if len(kept) < len(result.new_facts):
+        log.warning("extraction: dropped %d fact(s) sharing no word with the user's message", len(result.new_facts) - len(kept))
+        return result.model_copy(update={"new_facts": kept})
+    return result
 
 
 # --------------------------------------------------------------------------- the rules' floor
@@ -196,6 +297,8 @@ def _restates(a: str, b: str) -> bool:
 
 # The words of the rules' English templates ("Lives in", "Moved to", "Works as"): what a fact says is the rest.
 _TEMPLATE_WORDS = frozenset("lives moved works is has likes loves dislikes speaks programs plays does not eat from as in to".split())
+# ... and the verbs of a feeling, which say nothing of what it is about ("I love" poached eggs, not cooking).
+_FEELING_WORDS = _TEMPLATE_WORDS | frozenset("like love enjoy enjoys prefer prefers want wants really".split())
 
 
 def _covered(rule_fact: str, model_facts: list[NewFact]) -> bool:

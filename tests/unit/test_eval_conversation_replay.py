@@ -66,3 +66,16 @@ def test_token_replay_sends_only_the_first_speakers_turns_with_the_session_heade
         "[session 1, 1:56 pm on 8 May, 2023] I went to a support group.",
         "[session 2, 9:00 am on 25 May, 2023] Lovely.",
     ]
+
+
+def test_first_person_gold_facts_are_matched_with_i_as_the_subject_not_the_speakers_id():
+    # MSC: speaker ids bot_0/bot_1, persona sentences "I own a Jeep."; "bot_0 Owns a jeep" scored 0.63 against it.
+    from evals.datasets.schema import GoldFact
+    from evals.fact_matching import with_subject
+
+    conv = two_speakers().model_copy(update={"gold_facts": [
+        GoldFact(text="I own a Jeep.", speaker="Melanie", session=1), GoldFact(text="My father was a farmer.", speaker="Melanie", session=1),
+        GoldFact(text="Caroline paints.", speaker="Caroline", session=1)]})  # fmt: skip
+    assert subject_name(conv, "Melanie") == "I" and subject_name(conv, "Caroline") == "Caroline"
+    assert with_subject("Owns a jeep", "I") == "I Owns a jeep" and with_subject("I have a jeep", "I") == "I have a jeep"
+    assert with_subject("Likes music", "Caroline") == "Caroline Likes music"

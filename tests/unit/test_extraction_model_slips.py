@@ -95,3 +95,43 @@ def test_the_extraction_prompt_carries_the_users_message_whole_and_only_the_head
     assert prompts.between(body.content, prompts.USER_MESSAGE_TAG) == said.strip() or said in body.content
     reply = prompts.between(body.content, prompts.ASSISTANT_REPLY_TAG)
     assert reply.endswith(" …") and len(reply) <= REPLY_CONTEXT_CHARS + 2
+
+
+async def test_a_fact_from_the_assistants_reply_or_from_nowhere_is_dropped_and_a_paraphrase_kept():
+    # What the 0.5B answered, with the worked example in the prompt, for a line of MSC small talk.
+    answer = facts("Does not own a car", "Is not very active", "Enjoys exercising at the gym")
+    result = await extract(model_answering(answer), "Ah I see! I like going to the gym to work out.", "I don't own a car.", {})
+    # The rules' own fact for the sentence follows the model's.
+    assert [f.text for f in result.value.new_facts] == ["Enjoys exercising at the gym", "Likes going to the gym to work out"]
+
+
+async def test_a_copy_of_the_worked_examples_fact_without_a_name_is_dropped_unless_the_user_said_it():
+    assert "Goes running" in EXAMPLE_FACTS
+    copied = await extract(model_answering(facts("Goes running", "Likes tea")), "I like tea in the morning.", "Nice!", {})
+    assert [f.text for f in copied.value.new_facts] == ["Likes tea"]
+    said = await extract(model_answering(facts("Goes running")), "I go running every day.", "Nice!", {})
+    assert [f.text for f in said.value.new_facts] == ["Goes running"]
+
+
+async def test_a_feeling_verb_or_a_question_is_not_enough_to_make_a_fact_the_users():
+    # The 0.5B on "That's nice! I really love poached eggs!" (the MSC speaker never spoke of cooking).
+    answer = facts("I love to cook healthy food", "Do you like movies?", "Loves poached eggs")
+    result = await extract(model_answering(answer), "That's nice! I really love poached eggs! Do you like movies?", "I cook.", {})
+    assert [f.text for f in result.value.new_facts] == ["Loves poached eggs"]
+
+
+async def test_a_profile_value_only_part_of_which_the_user_said_is_dropped():
+    # The 0.5B's roles for MSC small talk: "web user", "car owner", "music lover".
+    answer = {"profile_updates": {"role": "web user", "location": "New York"}}
+    said = "I love to browse the web for deals, here in New York."
+    profile = (await extract(model_answering(answer), said, "Nice.", {})).value.profile_updates
+    assert (profile.role, profile.location) == (None, "New York")
+
+
+async def test_a_role_is_taken_only_from_a_sentence_about_the_user_themselves():
+    # Both models on an MSC line: the father's job became the user's role.
+    answer = {"profile_updates": {"role": "farmer"}}
+    father = await extract(model_answering(answer), "My father was a farmer when I was a boy.", "Lovely.", {})
+    assert father.value.profile_updates.role is None
+    own = await extract(model_answering(answer), "I work on my farm, I'm a farmer like my father.", "Lovely.", {})
+    assert own.value.profile_updates.role == "farmer"

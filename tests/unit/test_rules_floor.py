@@ -142,3 +142,36 @@ async def test_a_task_already_on_the_list_or_decided_through_a_task_tool_is_not_
     assert (await extract(model_answering({}), said, "Done.", stored)).value.task_updates == []
     assert (await extract(model_answering({}), said, "OK.", {}, rule_tasks=False)).value.task_updates == []
     assert len((await extract(model_answering({}), said, "OK.", {})).value.task_updates) == 1
+
+
+# --------------------------------------------------------------------------- preferences: the user's words win
+async def test_a_model_preference_that_contradicts_the_users_words_loses_in_the_field_a_note_and_a_fact():
+    # What the 0.5B stored for "I prefer short answers.": short from the rules, and "prefers medium answers".
+    answer = {
+        "new_preferences": {"answer_length": "medium", "other_notes": ["Prefers medium answers"]},
+        "new_facts": [{"text": "Prefers medium-length responses"}],
+    }
+    result = (await extract(model_answering(answer), "I prefer short answers.", "Sure.", {})).value
+    assert result.new_preferences.answer_length == "short"
+    assert "medium" not in str(memories(result)), memories(result)
+
+
+async def test_a_preference_the_message_does_not_speak_of_is_not_taken_from_the_model():
+    # A later turn: the small model fills every preference field, though the user spoke of none.
+    answer = {
+        "new_preferences": {"answer_length": "medium", "language": "English", "tone": "friendly", "code_examples": True,
+                            "prefers_bullets": True, "other_notes": ["Prefers detailed explanations"]},
+        "task_updates": [{"action": "add", "description": "Renew passport", "due": "next month"}],
+    }  # fmt: skip
+    stored = {"preferences": {"answer_length": "short"}}
+    result = (await extract(model_answering(answer), "Remind me to renew my passport next month.", "Done.", stored)).value
+    assert result.new_preferences.model_dump(exclude_defaults=True) == {}
+    assert [t.description for t in result.task_updates] == ["Renew passport"]
+
+
+async def test_a_preference_the_user_words_in_their_own_way_is_taken_from_the_model():
+    answer = {"new_preferences": {"answer_length": "short", "language": "Italian", "code_examples": True, "prefers_bullets": True}}
+    said = "Keep it brief, rispondi in italiano, with a code snippet and bullet points."
+    result = (await extract(model_answering(answer), said, "Va bene.", {})).value
+    prefs = result.new_preferences
+    assert (prefs.answer_length, prefs.language, prefs.code_examples, prefs.prefers_bullets) == ("short", "Italian", True, True)
