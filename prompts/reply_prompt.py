@@ -44,9 +44,9 @@ FOUND_NOTE = "(Found in memory for this message; the user did not write this par
 class PromptBudgets:
     system: int = 800
     user_context: int = 800
-    summary: int = 400
+    summary: int = 350
     knowledge: int = 1200
-    episodes: int = 1000
+    episodes: int = 950
     recent: int = 6000
 
 

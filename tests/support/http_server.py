@@ -71,8 +71,10 @@ A long address: https://example.com/a/really/long/path/that/wraps/instead/of/mak
 
 # --------------------------------------------------------------------------- the server-side test model
 def _current_user_text(messages) -> str:
+    from prompts.reply_prompt import user_words
+
     human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
-    return str(human.content) if human is not None else ""
+    return user_words(human) if human is not None else ""
 
 
 def _is_chat_reply(messages) -> bool:
@@ -88,7 +90,9 @@ def _wants_task(messages) -> str | None:
     last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
     if any(isinstance(m, ToolMessage) for m in messages[last_human:]):
         return None
-    text = str(messages[last_human].content).strip()
+    from prompts.reply_prompt import user_words
+
+    text = user_words(messages[last_human]).strip()
     return text[len(TASK_CUE) :].strip() if text.startswith(TASK_CUE) else None
 
 
