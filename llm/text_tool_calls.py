@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
@@ -200,9 +200,25 @@ def _with_instruction(messages: list[BaseMessage], instruction: str) -> list[Bas
     return [SystemMessage(instruction), *messages]
 
 
+# What one tool result may add to the plain-words retry's instruction.
+LOOKUP_CHARS = 1500
+
+
+def _without_tool_steps(messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+    """The messages up to the newest user message, and this turn's tool results as text: small
+    models (the 0.5B) answer nothing at all after a tool result, every time, but do answer the
+    same question with the results stated in the instructions."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=len(messages) - 1)
+    results = [f"- {m.name or 'tool'}: {m.text[:LOOKUP_CHARS]}" for m in messages[last + 1 :] if isinstance(m, ToolMessage) and m.text.strip()]
+    return list(messages[: last + 1]), results
+
+
 async def answer_in_plain_words(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage) -> AIMessage:
-    """Ask once more, without tools, for a plain answer; a call-shaped text again gives a fixed reply."""
-    again: AIMessage = await model.ainvoke(_with_instruction(messages, NO_TOOLS_INSTRUCTION))
+    """Ask once more, without tools (and without this turn's tool steps, their results told in the
+    instructions), for a plain answer; an empty or call-shaped text again gives a fixed reply."""
+    plain, results = _without_tool_steps(messages)
+    instruction = NO_TOOLS_INSTRUCTION + ("\n\nWhat your lookups for this message returned:\n" + "\n".join(results) if results else "")
+    again: AIMessage = await model.ainvoke(_with_instruction(plain, instruction))
     usage = _summed_usage(failed, again)
     if find_text_calls(again.text).found or not again.text.strip():
         return AIMessage(content=FALLBACK_REPLY, id=again.id, usage_metadata=usage)

@@ -25,6 +25,7 @@ from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
     openai_stub,
     openai_stub_server,
     structured_answer,
+    tool_call,
 )
 
 EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
@@ -116,6 +117,26 @@ async def test_a_call_shaped_text_that_is_not_a_valid_call_is_never_shown_and_a_
     assert values["messages"][-1].text == "Here is a plain answer."
     assert not any(isinstance(m, ToolMessage) for m in values["messages"])
     assert values["turn_usage"]["model_calls"] == 2
+
+
+async def test_an_empty_reply_after_a_tool_result_is_asked_again_without_the_tool_steps_their_results_in_the_instructions(cli, openai_stub):
+    """The 0.5B answered nothing after every tool result, and again when asked with the tool
+    messages still there; asked without them, the lookup told in the instructions, it answers."""
+
+    def reply(request: StubRequest):
+        if NO_TOOLS_INSTRUCTION in request.messages[0]["content"]:
+            has_tool_steps = any(m["role"] == "tool" or m.get("tool_calls") for m in request.messages)
+            return "   " if has_tool_steps else "Nothing stored about that yet."
+        if not tool_results(request):
+            return tool_call(RECALL["name"], RECALL["arguments"])
+        return "   "  # silent after the tool's result
+
+    openai_stub.reset(script(reply))
+    session, out, _ = cli()
+    assert await session.send("What do you know about me?") == "Nothing stored about that yet."
+    again = openai_stub.requests_of("reply")[-1]
+    assert not again.tools and not any(m["role"] == "tool" for m in again.messages)
+    assert "What your lookups for this message returned:" in again.messages[0]["content"]
 
 
 async def test_a_model_that_writes_a_call_again_gets_a_fixed_reply_not_its_json(cli, openai_stub):
