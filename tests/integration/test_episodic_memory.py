@@ -43,7 +43,7 @@ def scripted():
 
 
 def excerpts_section(model) -> str:
-    return parse_sections(model.calls_of("reply")[-1])[EPISODES_HEADER]
+    return parse_sections(model.calls_of("reply")[-1]).get(EPISODES_HEADER, "")
 
 
 async def say(graph, user: str, text: str, model: str, config: dict | None = None):

@@ -79,10 +79,10 @@ async def test_an_unrelated_turn_gets_no_knowledge_and_a_related_one_does(backen
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
 
     def knowledge_section() -> str:
-        return parse_sections([call for kind, call in model.calls if kind == "reply"][-1])[KNOWLEDGE_HEADER]
+        return parse_sections([call for kind, call in model.calls if kind == "reply"][-1]).get(KNOWLEDGE_HEADER, "")
 
     state = await graph.ainvoke({"messages": [HumanMessage("I'm hungry, any ideas for dinner?")]}, config, context=ctx)
-    assert state["retrieved_chunks"] == [] and knowledge_section() == ""  # the section only says "(none)"
+    assert state["retrieved_chunks"] == [] and knowledge_section() == ""  # no section: nothing was found
 
     state = await graph.ainvoke({"messages": [HumanMessage("The hub's status light stays dark and it won't turn on")]}, config, context=ctx)
     assert state["retrieved_chunks"][0]["heading_path"].endswith("The hub does not power on")
