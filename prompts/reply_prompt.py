@@ -37,7 +37,7 @@ EPISODES_HEADER = "## From earlier conversations"
 MESSAGE_HEADER = "## The user's message"
 SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, MEMORIES_HEADER, KNOWLEDGE_HEADER, EPISODES_HEADER, MESSAGE_HEADER)
 # Opens the current message when memory came with it: the model must not take it for the user's words.
-FOUND_NOTE = "(From memory, not written by the user:)"
+FOUND_NOTE = "(Found in memory for this message; the user did not write this part.)"
 
 
 @dataclass
@@ -206,7 +206,7 @@ def fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
 
 
 def _section(header: str, body: str) -> str:
-    # An empty section of the system message is still labelled, so the model knows it has nothing.
+    # Empty sections are still labelled, so the model knows it has nothing rather than guessing.
     return f"{header}\n{body if body.strip() else '(none)'}"
 
 
@@ -240,11 +240,11 @@ def build_prompt(
 
     kept_recent = fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
-    # Only what was found is shown (the rules say that what is in no section is not known); a
-    # message that brought nothing goes as the user wrote it.
-    found = [f"{h}\n{b}" for h, b in ((MEMORIES_HEADER, memories), (KNOWLEDGE_HEADER, knowledge_text), (EPISODES_HEADER, episodes_text)) if b.strip()]
+    found = "\n\n".join(
+        [FOUND_NOTE, _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
+    )
     words = current.text
-    current_msg = HumanMessage("\n\n".join([FOUND_NOTE, *found, f"{MESSAGE_HEADER}\n{words}"]), id=current.id) if found else HumanMessage(words, id=current.id)
+    current_msg = HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{words}", id=current.id)
     tokens["current"] = count_message_tokens([HumanMessage(words)])
     messages: list[BaseMessage] = [SystemMessage(stable), *kept_recent, current_msg]
     return BuiltPrompt(messages=messages, section_tokens=tokens)
