@@ -186,7 +186,7 @@ def system_text(persona_text: str) -> str:
     return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
 
 
-def fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
+def _fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
     """Keep the newest messages that fit, starting on a human turn so no tool result is orphaned."""
     if not recent:
         return []
@@ -238,7 +238,7 @@ def build_prompt(
     )
     stable = "\n\n".join([system, _section(USER_CONTEXT_HEADER, profile), _section(SUMMARY_HEADER, summary)])
 
-    kept_recent = fit_recent(recent, budgets.recent)
+    kept_recent = _fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
     found = "\n\n".join(
         [FOUND_NOTE, _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
