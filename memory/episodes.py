@@ -358,6 +358,7 @@ async def recall(
     )
     blocks: list[_Block] = []
     seen_text: set[str] = set()
+    rendering = _Rendering(titles)
     for f in found:
         c = f.candidate
         if any(b.thread_id == c.thread_id and c.position in b.lines for b in blocks):
@@ -379,12 +380,52 @@ async def recall(
         before = dict(target.lines)
         target.lines.update({l.position: l for l in lines})
         # The cost as the prompt renders it, oldest first (dates, titles, separators): the budget holds exactly.
-        if count_tokens(render_excerpts(_as_excerpts(sorted(trial, key=lambda b: b.first_time()), titles))) > token_budget:
+        if count_tokens(rendering.text(rendering.in_order(trial))) > token_budget:
             target.lines = before  # a smaller later one may still fit
             continue
         blocks = trial
         seen_text.add(norm)
     return _as_excerpts(sorted(blocks, key=lambda b: b.first_time()), titles)
+
+
+class _Rendering:
+    """``render_excerpts`` of a list of blocks, built from pieces rendered once each: an excerpt
+    renders alike after the same excerpt, so the text is the first excerpt's rendering plus, for
+    each next one, what ``render_excerpts`` adds after its predecessor. Rendering every trial list
+    whole made packing quadratic (~150 ms for 40 excerpts on 2 busy cores)."""
+
+    def __init__(self, titles: dict[str, str]) -> None:
+        self.titles = titles
+        self.pieces: dict[tuple, str] = {}
+        self.first_times: dict[tuple, datetime] = {}
+
+    def in_order(self, blocks: Sequence[_Block]) -> list[_Block]:
+        """Oldest first, as the prompt shows them."""
+        def first(b: _Block) -> datetime:
+            key = _key(b)
+            if key not in self.first_times:
+                self.first_times[key] = b.first_time()
+            return self.first_times[key]
+
+        return sorted(blocks, key=first)
+
+    def text(self, blocks: Sequence[_Block]) -> str:
+        out, before = [], None
+        for b in blocks:
+            key = (_key(before), _key(b))
+            if key not in self.pieces:
+                if before is None:
+                    self.pieces[key] = render_excerpts(_as_excerpts([b], self.titles))
+                else:
+                    alone = render_excerpts(_as_excerpts([before], self.titles))
+                    self.pieces[key] = render_excerpts(_as_excerpts([before, b], self.titles))[len(alone):]
+            out.append(self.pieces[key])
+            before = b
+        return "".join(out)
+
+
+def _key(block: _Block | None) -> tuple | None:
+    return None if block is None else (block.thread_id, tuple(sorted(block.lines)))
 
 
 def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[dict[str, Any]]:

@@ -30,6 +30,9 @@ from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 
 TABLE = "memory_agent_episodes"
+# How many messages each owner has in the index: kept by every write below in the same
+# transaction (the search's idf needs it, and count(*) over a large owner's rows costs ~20 ms).
+COUNTS = "memory_agent_episode_counts"
 
 # Lexemes a full-text match on them proves nothing (core/stopwords.py keeps every word list).
 STOP_LEXEMES: tuple[str, ...] = tuple(sorted(FULL_TEXT_STOP_LEXEMES))
@@ -60,7 +63,12 @@ def create_statements(dims: int, *, partitions: int = 0) -> list[str]:
     statements += [
         f"CREATE INDEX IF NOT EXISTS {TABLE}_thread_position ON {TABLE} (owner, thread_id, position)",
         f"CREATE INDEX IF NOT EXISTS {TABLE}_owner_time ON {TABLE} (owner, sent_at)",
-        f"CREATE INDEX IF NOT EXISTS {TABLE}_tsv ON {TABLE} USING gin (tsv)",
+        # No GIN index over everyone's words: a common word's posting list grows with the whole
+        # table (54 ms for one word of a 1,000-message owner among 1,000,000 rows), while filtering
+        # a small owner's rows costs ~0.3 ms per 1,000; a large owner gets a GIN of their own
+        # (``ensure_owner_index``).
+        f"DROP INDEX IF EXISTS {TABLE}_tsv",
+        f"CREATE TABLE IF NOT EXISTS {COUNTS} (owner text PRIMARY KEY, messages bigint NOT NULL)",
     ]
     return statements
 
@@ -83,8 +91,12 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> None:
             raise EmbeddingMismatch(
                 f"The episodic index holds {existing}-dimensional vectors but the embeddings give {dims}; run `memory-agent reindex`."
             )
-        for statement in create_statements(dims):
-            await conn.execute(statement)
+        async with conn.transaction():
+            counted = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (COUNTS,))).fetchone()
+            for statement in create_statements(dims):
+                await conn.execute(statement)
+            if not counted["e"]:  # an index from before the counts were kept: count it once
+                await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
 
 
 async def resize(conn: AsyncConnection, dims: int) -> None:
@@ -92,6 +104,7 @@ async def resize(conn: AsyncConnection, dims: int) -> None:
     if await _column_dims(conn) is None:
         return  # not created yet: the set-up creates it at ``dims``
     await conn.execute(f"DELETE FROM {TABLE}")
+    await conn.execute(f"DELETE FROM {COUNTS}")
     await conn.execute(f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(dims)})")
 
 
@@ -134,13 +147,30 @@ async def indexed_positions(pool: AsyncConnectionPool, owner: str, thread_id: st
     return {r["message_id"]: r["position"] for r in rows}
 
 
-_UPSERT = f"""
+# New rows first (what RETURNING gives back is exactly what the count gains), then the rows that
+# were there already are rewritten. (RETURNING xmax cannot tell them apart on a partitioned table.)
+_INSERT = f"""
 INSERT INTO {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, embedding)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s::vector)
-ON CONFLICT (owner, thread_id, message_id) DO UPDATE
-SET position = excluded.position, role = excluded.role, sent_at = excluded.sent_at,
-    content = excluded.content, embedding = excluded.embedding
+ON CONFLICT (owner, thread_id, message_id) DO NOTHING
+RETURNING message_id
 """
+_REWRITE = f"""
+UPDATE {TABLE} SET position = %s, role = %s, sent_at = %s, content = %s, embedding = %s::vector
+WHERE owner = %s AND thread_id = %s AND message_id = %s
+"""
+
+
+async def _add_to_count(conn: AsyncConnection, owner: str, delta: int) -> None:
+    """Within the writer's transaction, after its rows: each delta is what that writer's own
+    statements did, so concurrent writers of one owner add up exactly. Taken last, the count's
+    row lock cannot close a cycle with the rows' locks."""
+    if delta:
+        await conn.execute(
+            f"INSERT INTO {COUNTS} AS c (owner, messages) VALUES (%s, %s) "
+            "ON CONFLICT (owner) DO UPDATE SET messages = c.messages + excluded.messages",
+            (owner, delta),
+        )
 
 
 async def sync_thread(
@@ -164,22 +194,33 @@ async def sync_thread(
             (owner, thread_id, list(keep)),
         )
         dropped = cur.rowcount
+        inserted: set[str] = set()
         if write:
+            vectors = [_vector_text(e.embedding) if e.embedding is not None else None for e in write]
             async with conn.cursor() as c:
                 await c.executemany(
-                    _UPSERT,
-                    [
-                        (e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
-                         _vector_text(e.embedding) if e.embedding is not None else None)
-                        for e in write
-                    ],
+                    _INSERT,
+                    [(e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, v) for e, v in zip(write, vectors)],
+                    returning=True,
                 )
+                while True:
+                    inserted.update(r["message_id"] for r in await c.fetchall())
+                    if not c.nextset():
+                        break
+                rewrite = [
+                    (e.position, e.role, e.sent_at, e.content, v, e.owner, e.thread_id, e.message_id)
+                    for e, v in zip(write, vectors)
+                    if e.message_id not in inserted
+                ]
+                if rewrite:
+                    await c.executemany(_REWRITE, rewrite)
         if moved:
             await conn.execute(
                 f"UPDATE {TABLE} e SET position = m.position FROM unnest(%s::text[], %s::int[]) AS m(message_id, position) "
                 "WHERE e.owner = %s AND e.thread_id = %s AND e.message_id = m.message_id",
                 (list(moved), list(moved.values()), owner, thread_id),
             )
+        await _add_to_count(conn, owner, len(inserted) - dropped)
     return dropped
 
 
@@ -198,38 +239,56 @@ async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode]) -> i
             for e in episodes:
                 vector = None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
                 await copy.write_row((e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, vector))
+        per_owner: dict[str, int] = {}
+        for e in episodes:
+            per_owner[e.owner] = per_owner.get(e.owner, 0) + 1
+        for owner, added in sorted(per_owner.items()):  # one order for every writer: no deadlock
+            await _add_to_count(conn, owner, added)
     return len(episodes)
 
 
 async def delete_thread(pool: AsyncConnectionPool, owner: str, thread_id: str) -> int:
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s", (owner, thread_id))
+        await _add_to_count(conn, owner, -cur.rowcount)
         return cur.rowcount
 
 
 async def delete_messages(pool: AsyncConnectionPool, owner: str, thread_id: str, message_ids: Sequence[str]) -> int:
     if not message_ids:
         return 0
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND message_id = ANY(%s)",
             (owner, thread_id, list(message_ids)),
         )
+        await _add_to_count(conn, owner, -cur.rowcount)
         return cur.rowcount
 
 
 async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
-    """Every message of the owner, and their own HNSW index if they had one."""
+    """Every message of the owner, their count, and their own indexes if they had them."""
     async with pool.connection() as conn:
-        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
-        await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(owner_index_name(owner))))
+        async with conn.transaction():
+            cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
+            await _add_to_count(conn, owner, -cur.rowcount)
+            # A turn indexed at the same moment may have added rows this DELETE did not see: then
+            # the count stays, exact, with them.
+            await conn.execute(f"DELETE FROM {COUNTS} WHERE owner = %s AND messages <= 0", (owner,))
+        for name in owner_index_names(owner):
+            await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
         return cur.rowcount
 
 
 async def count(pool: AsyncConnectionPool, owner: str) -> int:
+    """The owner's messages in the index (kept by the writes: no scan of their rows)."""
     async with pool.connection() as conn:
-        row = await (await conn.execute(f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s", (owner,))).fetchone()
-    return int(row["n"])
+        return await _count(conn, owner)
+
+
+async def _count(conn: AsyncConnection, owner: str) -> int:
+    row = await (await conn.execute(f"SELECT messages FROM {COUNTS} WHERE owner = %s", (owner,))).fetchone()
+    return int(row["messages"]) if row else 0
 
 
 # --------------------------------------------------------------------------- search
@@ -248,24 +307,37 @@ class Candidate(Said):
 # owner's messages; turns are short, so term frequency is left out), the vector arm, then both
 # arms' candidates with their ranks, similarity and word coverage. The vector arm is exact over
 # the owner's rows (no index spans other owners' vectors, so the planner cannot pick one), or, for
-# an owner with an HNSW index of their own (``ensure_owner_index``), approximate through it: the
-# index's predicate names the owner, so the owner is written into that statement as a literal.
+# an owner with indexes of their own (``ensure_owner_index``), approximate through their HNSW one;
+# the index's predicate names the owner, so the owner is written into that statement as a literal
+# (the words are then found through their own GIN index the same way).
+#
+# The full-text arm's work is bounded per query word, whatever the owner's size: a word's
+# document frequency is counted up to ``df_cap`` (a word that common is as good as a stop word:
+# its weight then is that of ``df_cap``) and up to ``per_word`` of its messages are candidates,
+# so a message holding a rare word is always a candidate and a common word adds at most
+# ``per_word``. (Before, every message of the owner holding any query word was read and weighed:
+# 19,721 rows and 525 ms for one message at 100,000.) The message count comes from ``COUNTS``.
 _SEARCH = """
 WITH lexemes AS (
     SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %(q)s)) AS t(lexeme, positions, weights)
     WHERE NOT (lexeme = ANY(%(stop)s::text[])) AND (char_length(lexeme) > 1 OR lexeme ~ '^[0-9]$')
 ), terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS tq FROM lexemes
-), q AS (
-    SELECT (SELECT string_agg(quote_literal(lexeme), ' | ') FROM lexemes)::tsquery AS any_word
+), docs AS MATERIALIZED (
+    SELECT coalesce((SELECT c.messages FROM {counts} c WHERE c.owner = %(owner)s), 0)::float8 AS n
+), idf AS MATERIALIZED (
+    SELECT t.lexeme, t.tq, ln(1 + (greatest(docs.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
+    FROM terms t CROSS JOIN docs CROSS JOIN LATERAL (
+        SELECT count(*)::float8 AS df FROM (
+            SELECT FROM {table} e WHERE {owner_match} AND e.tsv @@ t.tq AND {filters} LIMIT %(df_cap)s
+        ) s
+    ) d
 ), matched AS MATERIALIZED (
-    SELECT e.thread_id, e.message_id, e.tsv FROM {table} e, q
-    WHERE e.owner = %(owner)s AND q.any_word IS NOT NULL AND e.tsv @@ q.any_word AND {filters}
-), docs AS (
-    SELECT count(*)::float8 AS n FROM {table} e WHERE e.owner = %(owner)s
-), idf AS (
-    SELECT t.lexeme, t.tq, ln(1 + (docs.n - d.df + 0.5) / (d.df + 0.5)) AS idf
-    FROM terms t CROSS JOIN docs CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM matched m WHERE m.tsv @@ t.tq) d
+    SELECT DISTINCT ON (h.thread_id, h.message_id) h.thread_id, h.message_id, h.tsv
+    FROM terms t CROSS JOIN LATERAL (
+        SELECT e.thread_id, e.message_id, e.tsv FROM {table} e
+        WHERE {owner_match} AND e.tsv @@ t.tq AND {filters} LIMIT %(per_word)s
+    ) h
 ), text_top AS (
     SELECT m.thread_id, m.message_id, row_number() OVER (ORDER BY sum(i.idf) DESC, m.thread_id, m.message_id) AS text_rank
     FROM matched m JOIN idf i ON m.tsv @@ i.tq
@@ -299,53 +371,78 @@ _FILTERS = """(%(since)s::timestamptz IS NULL OR e.sent_at >= %(since)s::timesta
 # ~10 ms per thousand messages on 2 cores); rows it yields per search (hnsw.ef_search).
 LARGE_OWNER = 5_000
 ANN_EF_SEARCH = 200
+# The full-text arm's bounds (see _SEARCH): a word's frequency is counted up to DF_CAP messages,
+# and up to PER_WORD messages holding it are candidates.
+DF_CAP = 2_000
+PER_WORD = 500
 
 
 def owner_index_name(owner: str) -> str:
     return f"{TABLE}_hnsw_" + hashlib.sha256(owner.encode()).hexdigest()[:24]
 
 
-async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
-    row = await (
+def owner_words_index_name(owner: str) -> str:
+    return f"{TABLE}_gin_" + hashlib.sha256(owner.encode()).hexdigest()[:24]
+
+
+def owner_index_names(owner: str) -> tuple[str, str]:
+    """The owner's own indexes: HNSW over their vectors, GIN over their words."""
+    return owner_index_name(owner), owner_words_index_name(owner)
+
+
+async def _valid_indexes(conn: AsyncConnection, names: Sequence[str]) -> set[str]:
+    rows = await (
         await conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
-            "WHERE c.relname = %s AND i.indisvalid) AS e",
-            (owner_index_name(owner),),
+            "SELECT c.relname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = ANY(%s) AND i.indisvalid",
+            (list(names),),
         )
-    ).fetchone()
-    return bool(row["e"])
+    ).fetchall()
+    return {r["relname"] for r in rows}
+
+
+async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
+    """Whether both of the owner's own indexes are built (the search then goes through them)."""
+    return len(await _valid_indexes(conn, owner_index_names(owner))) == 2
 
 
 async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int = LARGE_OWNER) -> bool:
-    """Give ``owner`` an HNSW index of their own once they have ``min_rows`` messages (call it after
-    a bulk load; the summarize step calls it when an owner crosses the line). Returns whether it
-    exists afterwards. Built CONCURRENTLY on a plain table (writes go on); one process builds it."""
-    name = owner_index_name(owner)
+    """Give ``owner`` indexes of their own (HNSW over their vectors, GIN over their words) once
+    they have ``min_rows`` messages (call it after a bulk load; the summarize step calls it when an
+    owner crosses the line, or has only the HNSW one from before the GIN was added). Returns whether
+    both exist afterwards. Built CONCURRENTLY on a plain table (writes go on); one process builds them."""
+    names = owner_index_names(owner)
+    lock = names[0]
     async with pool.connection() as conn:
         if await has_owner_index(conn, owner):
             return True
-        got = await (await conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (name,))).fetchone()
+        got = await (await conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (lock,))).fetchone()
         if not got["got"]:
             return False
         try:
-            rows = await (await conn.execute(f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s", (owner,))).fetchone()
-            if rows["n"] < min_rows:
+            if await _count(conn, owner) < min_rows:
                 return False
             kind = await (await conn.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (TABLE,))).fetchone()
             # A partitioned table takes no CONCURRENTLY: the index is built on each partition.
             concurrently = sql.SQL("CONCURRENTLY ") if kind["relkind"] != "p" else sql.SQL("")
-            await conn.execute(sql.SQL("DROP INDEX {}IF EXISTS {}").format(concurrently, sql.Identifier(name)))  # a failed build
+            valid = await _valid_indexes(conn, names)
+            methods = {
+                names[0]: sql.SQL("hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"),
+                names[1]: sql.SQL("gin (tsv)"),
+            }
             await conn.execute("SET maintenance_work_mem = '256MB'")
-            await conn.execute(
-                sql.SQL(
-                    "CREATE INDEX {}IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
-                    "WITH (m = 16, ef_construction = 64) WHERE owner = {}"
-                ).format(concurrently, sql.Identifier(name), sql.Identifier(TABLE), sql.Literal(owner))
-            )
+            for name in names:
+                if name in valid:
+                    continue
+                await conn.execute(sql.SQL("DROP INDEX {}IF EXISTS {}").format(concurrently, sql.Identifier(name)))  # a failed build
+                await conn.execute(
+                    sql.SQL("CREATE INDEX {}IF NOT EXISTS {} ON {} USING {} WHERE owner = {}").format(
+                        concurrently, sql.Identifier(name), sql.Identifier(TABLE), methods[name], sql.Literal(owner)
+                    )
+                )
             await conn.execute("RESET maintenance_work_mem")
             return True
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock,))
 
 
 async def search(
@@ -368,6 +465,8 @@ async def search(
         "stop": list(STOP_LEXEMES),
         "vector": _vector_text(vector) if vector is not None else None,
         "k": int(k),
+        "df_cap": DF_CAP,
+        "per_word": PER_WORD,
         "since": since,
         "until": until,
         "thread": thread_id or "",
@@ -376,7 +475,9 @@ async def search(
     async with pool.connection() as conn:
         indexed = await has_owner_index(conn, owner)
         owner_match = sql.SQL("e.owner = {}").format(sql.Literal(owner)) if indexed else sql.SQL("e.owner = %(owner)s")
-        statement = sql.SQL(_SEARCH).format(table=sql.Identifier(TABLE), filters=sql.SQL(_FILTERS), owner_match=owner_match)
+        statement = sql.SQL(_SEARCH).format(
+            table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner_match=owner_match
+        )
         if indexed:
             async with conn.transaction():
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {ANN_EF_SEARCH}")

@@ -231,12 +231,15 @@ async def test_an_owner_with_many_messages_searches_through_an_index_of_their_ow
     await episodes.index_thread(backend.pool, emb, user_id, "t1", messages)
     exact = [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")]
     assert await episode_table.ensure_owner_index(backend.pool, user_id, min_rows=3)
+    names = episode_table.owner_index_names(user_id)  # HNSW over their vectors, GIN over their words
     async with backend.pool.connection() as conn:
         assert await episode_table.has_owner_index(conn, user_id)
+        assert await episode_table._valid_indexes(conn, names) == set(names)
     assert [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")] == exact
-    await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the index go
+    await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the indexes go
     async with backend.pool.connection() as conn:
         assert not await episode_table.has_owner_index(conn, user_id)
+        assert await episode_table._valid_indexes(conn, names) == set()
 
 
 async def test_a_bulk_copy_seeds_rows_the_search_reads_like_any_other(backend, user_id, minilm):
@@ -252,3 +255,83 @@ async def test_a_bulk_copy_seeds_rows_the_search_reads_like_any_other(backend, u
         assert await episode_table.copy_episodes(conn, rows) == 3
     found = await episodes.fused_search(backend.pool, minilm.embeddings, user_id, "When did we move to Porto?")
     assert found[0].candidate.message_id == "b0" and found[0].candidate.sent_at == said
+
+
+async def count_kept_and_real(pool, user: str) -> tuple[int, int]:
+    async with pool.connection() as conn:
+        real = await (await conn.execute(f"SELECT count(*) AS n FROM {episode_table.TABLE} WHERE owner = %s", (user,))).fetchone()
+    return await episode_table.count(pool, user), real["n"]
+
+
+async def test_the_message_count_kept_beside_the_index_follows_every_write(backend, user_id, scripted, minilm):
+    """The search's word weights read the owner's count from the counts table: every write path keeps it."""
+    from app.http.routes_chats import checkpoint_before
+    from memory.reindex import reindex_episodes
+
+    name, _ = scripted
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config, _ = await say(graph, user_id, "I live in Rome", name)
+    _, turn = await say(graph, user_id, "My dog is called Rex", name, config)
+    assert await count_kept_and_real(backend.pool, user_id) == (4, 4)
+    fork = await checkpoint_before(graph, config["configurable"]["thread_id"], turn.values["messages"][2].id)
+    async for _ in graph.astream({"messages": [HumanMessage("My dog is called Max")]}, fork, context=Context(user_id=user_id, model=name)):
+        pass  # an edit: the abandoned branch is retracted, the new one written
+    assert await count_kept_and_real(backend.pool, user_id) == (4, 4)
+    said = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    bulk = [episode_table.Episode("t-bulk", f"b{i}", i, "user", said, f"bulk {i}", owner=user_id) for i in range(3)]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, bulk)
+    assert await count_kept_and_real(backend.pool, user_id) == (7, 7)
+    await episode_table.delete_messages(backend.pool, user_id, "t-bulk", ["b0", "missing"])
+    assert await count_kept_and_real(backend.pool, user_id) == (6, 6)
+    await delete_chat(backend, user_id, config["configurable"]["thread_id"])
+    assert await count_kept_and_real(backend.pool, user_id) == (2, 2)
+    other, _ = await say(graph, user_id, "I grow tomatoes", name)
+    await episode_table.delete_thread(backend.pool, user_id, other["configurable"]["thread_id"])  # as reindex does
+    await reindex_episodes(backend.pool, minilm)  # rebuilt from the checkpoints: both chats again
+    assert await count_kept_and_real(backend.pool, user_id) == (4, 4)
+    await forget_user_everywhere(backend, user_id)
+    assert await count_kept_and_real(backend.pool, user_id) == (0, 0)
+    async with backend.pool.connection() as conn:
+        left = await (await conn.execute(f"SELECT count(*) AS n FROM {episode_table.COUNTS} WHERE owner = %s", (user_id,))).fetchone()
+    assert left["n"] == 0  # forget-me leaves no trace of the user
+
+
+async def test_an_index_from_before_the_counts_were_kept_is_counted_and_loses_its_shared_word_index(new_database, minilm):
+    from storage.postgres import open_pool, prepare_database
+
+    url = new_database("episodes_migrated")
+    await prepare_database(url)
+    pool = await open_pool(url, max_size=2)
+    try:
+        await episode_table.setup(pool, minilm.dims)
+        said = datetime(2024, 1, 2, tzinfo=timezone.utc)
+        async with pool.connection() as conn:
+            await episode_table.copy_episodes(
+                conn, [episode_table.Episode("t", f"m{i}", i, "user", said, "hello", owner=o) for o in ("ann", "ben") for i in range(3 if o == "ann" else 2)]
+            )
+            # As the index was before: no counts, one GIN over everyone's words.
+            await conn.execute(f"DROP TABLE {episode_table.COUNTS}")
+            await conn.execute(f"CREATE INDEX {episode_table.TABLE}_tsv ON {episode_table.TABLE} USING gin (tsv)")
+        await episode_table.setup(pool, minilm.dims)
+        assert (await episode_table.count(pool, "ann"), await episode_table.count(pool, "ben")) == (3, 2)
+        async with pool.connection() as conn:
+            shared = await (await conn.execute("SELECT to_regclass(%s) AS r", (f"{episode_table.TABLE}_tsv",))).fetchone()
+        assert shared["r"] is None
+    finally:
+        await pool.close()
+
+
+async def test_a_message_holding_a_rare_word_is_found_however_many_messages_hold_a_common_one(backend, user_id, minilm, monkeypatch):
+    """The full-text arm reads at most PER_WORD messages per word: a common word cannot crowd out a rare one."""
+    monkeypatch.setattr(episode_table, "PER_WORD", 3)
+    monkeypatch.setattr(episode_table, "DF_CAP", 5)
+    said = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    texts = [f"We talked about the garden again ({i})" for i in range(12)] + ["The garden has a quince tree"]
+    rows = [episode_table.Episode("t", f"g{i}", i, "user", said, t, owner=user_id) for i, t in enumerate(texts)]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, rows)
+    found = await episode_table.search(backend.pool, user_id, "the quince in my garden", None, k=5)
+    by_rank = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)
+    assert by_rank[0].message_id == "g12" and len(by_rank) <= 5
+    assert by_rank[0].coverage == 1.0 and all(c.coverage < 0.5 for c in by_rank[1:])  # the rare word weighs more
