@@ -220,7 +220,7 @@ async def seed_messages(backend, user: str, messages: int, other_users: int, oth
         # owner crosses the line; timing turns during that build would measure the build).
         started = time.perf_counter()
         await ensure_owner_index(backend.pool, user)
-        note(f"built the user's own HNSW index over {messages:,} messages in {time.perf_counter() - started:.0f} s")
+        note(f"built the user's own HNSW and GIN indexes over {messages:,} messages in {time.perf_counter() - started:.0f} s")
 
 
 async def run(turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0) -> None:
