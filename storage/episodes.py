@@ -473,7 +473,9 @@ async def search(
         "exclude": list(exclude),
     }
     async with pool.connection() as conn:
-        indexed = await has_owner_index(conn, owner)
+        # Either of the owner's indexes (an index from before the GIN was added has the HNSW alone
+        # until the summarize step adds the other) is used once the owner is written as a literal.
+        indexed = bool(await _valid_indexes(conn, owner_index_names(owner)))
         owner_match = sql.SQL("e.owner = {}").format(sql.Literal(owner)) if indexed else sql.SQL("e.owner = %(owner)s")
         statement = sql.SQL(_SEARCH).format(
             table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner_match=owner_match
