@@ -108,7 +108,8 @@ async def test_a_fact_from_the_assistants_reply_or_from_nowhere_is_dropped_and_a
 async def test_a_copy_of_the_worked_examples_fact_without_a_name_is_dropped_unless_the_user_said_it():
     assert "Goes running" in EXAMPLE_FACTS
     copied = await extract(model_answering(facts("Goes running", "Likes tea")), "I like tea in the morning.", "Nice!", {})
-    assert [f.text for f in copied.value.new_facts] == ["Likes tea"]
+    # (the model's "Likes tea" gives way to the rules' more specific wording of it)
+    assert [f.text for f in copied.value.new_facts] == ["Likes tea in the morning"]
     said = await extract(model_answering(facts("Goes running")), "I go running every day.", "Nice!", {})
     assert [f.text for f in said.value.new_facts] == ["Goes running"]
 
@@ -135,3 +136,26 @@ async def test_a_role_is_taken_only_from_a_sentence_about_the_user_themselves():
     assert father.value.profile_updates.role is None
     own = await extract(model_answering(answer), "I work on my farm, I'm a farmer like my father.", "Lovely.", {})
     assert own.value.profile_updates.role == "farmer"
+
+
+async def test_a_value_is_stated_by_the_start_of_a_word_not_by_letters_inside_one():
+    # The 0.5B gave the worked example's "Porto" for "Do you play any sports?": "port" is inside "sports".
+    answer = {"profile_updates": {"location": "Porto"}, "new_preferences": {"tone": "formal"}}
+    result = (await extract(model_answering(answer), "Do you play any sports? I'm in shape, I guess.", "I run.", {})).value
+    assert result.profile_updates.location is None and result.new_preferences.tone is None
+
+
+async def test_a_fact_most_of_whose_words_the_user_did_not_say_is_dropped():
+    # The 0.5B on MSC small talk: one word of the message ("trumpet", "work") carried a made-up or stored fact.
+    answer = facts("Teaches trumpet in Porto", "Likes going to the gym to work out", "Plays the trumpet in school")
+    said = "I play the trumpet. I really enjoy it. It makes time go by in school faster, I work hard."
+    result = await extract(model_answering(answer), said, "Cool!", {})
+    assert [f.text for f in result.value.new_facts] == ["Plays the trumpet in school"]
+
+
+async def test_a_fact_with_words_from_the_assistants_reply_that_the_user_did_not_say_is_dropped():
+    # The other speaker's words, taken for the user's: "veggies" and "marketing" are only in the reply.
+    answer = facts("Grilled veggies", "I work in marketing", "Loves steak")
+    said = "I love to grill! I love steak. What do you do for work?"
+    result = await extract(model_answering(answer), said, "I work in marketing. I like some grilled veggies.", {})
+    assert [f.text for f in result.value.new_facts] == ["Loves steak", "Loves to grill"]
