@@ -262,7 +262,8 @@ def _fact_words(text: str) -> list[str]:
 
 def grounded_in(fact: str, user_message: str, reply: str = "") -> bool:
     """The user's own words of this turn carry ``fact``: at least half of what it says is in their
-    message, and none of the rest is in the assistant's reply (the other side's words taken for the user's).
+    message, one of its names if it has any, and none of the rest is in the assistant's reply (the other side's
+    words taken for the user's).
 
     The 0.5B kept one word of the message and wrote the rest itself or took it from elsewhere: "Teaches
     trumpet in Porto" for "I play the trumpet", a stored "Likes going to the gym to work out" for "I
@@ -273,6 +274,9 @@ def grounded_in(fact: str, user_message: str, reply: str = "") -> bool:
     unsaid = [w for w in words if not _word_said(w, said)]
     if not words or 2 * len(unsaid) > len(words):
         return False
+    named = [n for n in _folded_words(" ".join(w for w in re.findall(r"\w+", fact)[1:] if w[:1].isupper())) if n not in STOPWORDS]
+    if named and not any(_word_said(n, said) for n in named):
+        return False  # names only what the user did not ("Has lived in Haifa", the prompt's example); "Lisbon, Portugal" is theirs
     replied = _folded_words(reply)
     return not any(_word_said(w, replied) for w in unsaid)
 

@@ -159,3 +159,11 @@ async def test_a_fact_with_words_from_the_assistants_reply_that_the_user_did_not
     said = "I love to grill! I love steak. What do you do for work?"
     result = await extract(model_answering(answer), said, "I work in marketing. I like some grilled veggies.", {})
     assert [f.text for f in result.value.new_facts] == ["Loves steak", "Loves to grill"]
+
+
+async def test_a_fact_naming_a_place_or_person_the_user_did_not_name_is_dropped():
+    # The 0.5B: the prompt's example city and a band nobody named, each beside a word of the message.
+    answer = facts("Has lived in Haifa", "Favorite band: The Beatles", "Moved to Charlotte, NC")
+    said = "How long have you lived here? I just moved -- to charlotte, nc. My favorite band plays tonight."
+    result = await extract(model_answering(answer), said, "Nice!", {})
+    assert [f.text for f in result.value.new_facts] == ["Moved to Charlotte, NC"]
