@@ -380,7 +380,7 @@ def _unsupported_message(schema: Any) -> str:
 
 def _json_request(messages: Sequence[BaseMessage]) -> type[BaseModel] | None:
     """The schema asked for by a plain call that wants one JSON object (text mode or repair), or None."""
-    if any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in m.text for m in messages):
+    if any(isinstance(m, SystemMessage) and SUMMARY_HEADER in m.text for m in messages):
         return None  # a chat prompt built by prompts.reply_prompt: always a chat reply
     for i, m in enumerate(messages):
         if not isinstance(m, HumanMessage):

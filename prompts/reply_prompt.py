@@ -3,12 +3,14 @@
 Order, most stable first, so a provider's prompt cache (OpenAI, Anthropic, llama.cpp's
 ``cache_prompt``) reuses the longest prefix from one turn to the next:
 
-1. one system message: persona and rules, then the user's profile and preferences, then the
-   conversation summary (each changes rarely: an extraction that learns a name, a fold);
+1. one system message: persona and rules, then the conversation summary (it changes only when
+   older messages are folded into it);
 2. the recent conversation (messages after the summary's cursor; it only grows between folds);
-3. the current message, opening with what was found for it: the facts ranked for it, open tasks,
-   related chats, relevant knowledge and excerpts of earlier conversations, each labelled, then
-   the user's own words under ``MESSAGE_HEADER``. The next turn shows that message as the user
+3. the current message, opening with what was found for it: the user's profile and preferences,
+   the facts ranked for it, open tasks, related chats, relevant knowledge and excerpts of earlier
+   conversations, each labelled, then the user's own words under ``MESSAGE_HEADER``. (The
+   profile sits here, not in the system message: a new user's first turns teach it a name, a
+   city, a preference, and each change there would make the whole prompt new to the cache.) The next turn shows that message as the user
    wrote it, so only this last message differs from the cached prefix. (It travels in the user
    message, not in a second system message, because Anthropic and Gemini accept a system
    message only first.)
@@ -236,12 +238,12 @@ def build_prompt(
         knowledge=count_tokens(knowledge_text),
         episodes=count_tokens(episodes_text),
     )
-    stable = "\n\n".join([system, _section(USER_CONTEXT_HEADER, profile), _section(SUMMARY_HEADER, summary)])
+    stable = "\n\n".join([system, _section(SUMMARY_HEADER, summary)])
 
     kept_recent = _fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
     found = "\n\n".join(
-        [FOUND_NOTE, _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
+        [FOUND_NOTE, _section(USER_CONTEXT_HEADER, profile), _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
     )
     words = current.text
     current_msg = HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{words}", id=current.id)

@@ -100,7 +100,8 @@ async def test_reply_streams_token_by_token_over_sse_with_usage(graph, backend, 
     (reply_request,) = openai_stub.requests_of("reply")
     assert reply_request.stream and reply_request.body["stream_options"] == {"include_usage": True}
     assert {"recall_context", "search_conversation_history", "add_task"} <= set(reply_request.tool_names)
-    assert reply_request.messages[0]["role"] == "system" and "## User context" in reply_request.messages[0]["content"]
+    assert reply_request.messages[0]["role"] == "system" and "## Conversation summary" in reply_request.messages[0]["content"]
+    assert "## User context" in reply_request.messages[-1]["content"]
     assert reply_request.messages[-1]["role"] == "user" and user_words(reply_request.messages[-1]["content"]) == "Tell me about Haifa."
 
     # Usage from the final SSE usage chunk lands in the turn's figures.

@@ -87,8 +87,8 @@ async def test_a_fact_told_in_one_process_is_stored_and_is_in_the_next_process_p
     second = run_cli(["Where do I live?"], url, {**env, "MEMORY_AGENT_EXTRACT_EVERY_N_TURNS": "0"}, user)
     assert second.returncode == 0, second.stderr.decode()
     request = recording_proxy.requests_of("reply")[0].messages
-    # The profile is in the system message; the facts ranked for the message open the message itself.
-    user_context = request[0]["content"].split("## User context", 1)[1] + "\n" + request[-1]["content"]
+    # The profile and the facts ranked for the message open the message itself.
+    user_context = request[-1]["content"]
     assert all(item in user_context for item in stored), (stored, user_context)
 
 

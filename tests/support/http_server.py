@@ -78,9 +78,9 @@ def _current_user_text(messages) -> str:
 
 
 def _is_chat_reply(messages) -> bool:
-    from prompts.reply_prompt import USER_CONTEXT_HEADER
+    from prompts.reply_prompt import SUMMARY_HEADER
 
-    return any(isinstance(m, SystemMessage) and USER_CONTEXT_HEADER in str(m.content) for m in messages)
+    return any(isinstance(m, SystemMessage) and SUMMARY_HEADER in str(m.content) for m in messages)
 
 
 def _wants_task(messages) -> str | None:

@@ -1,5 +1,5 @@
 """Excerpts of earlier conversations in the reply prompt: dated, named by their chat, within their
-own budget, after the stable prefix (system text, then the profile)."""
+own budget, after the stable prefix (system text, then the summary)."""
 
 from langchain_core.messages import HumanMessage
 
@@ -18,8 +18,8 @@ def _excerpt(i: int, day: int = 8) -> dict:
     }
 
 
-def _build(excerpts, facts=(), budget=1200):
-    loaded = {"profile": {"name": "Dana"}, "facts": [{"text": f} for f in facts], "excerpts": list(excerpts)}
+def _build(excerpts, facts=(), budget=1200, profile=None):
+    loaded = {"profile": profile or {"name": "Dana"}, "facts": [{"text": f} for f in facts], "excerpts": list(excerpts)}
     return build_prompt(persona_text="You help.", loaded_context=loaded, summary_text="", knowledge=[],
                         recent=[], current=HumanMessage("when?"), budgets=PromptBudgets(episodes=budget))
 
@@ -38,14 +38,15 @@ def test_excerpts_stay_within_their_budget_whole():
     assert kept and all(f"Question {i}" not in section for i in range(10) if i not in kept)  # none cut in two
 
 
-def test_what_a_message_brings_travels_with_it_so_the_system_message_is_the_same_whatever_it_brings():
+def test_what_a_message_brings_and_the_profile_travel_with_it_so_the_system_message_is_the_same_whatever_they_are():
     one = _build([_excerpt(1)], facts=["Likes tea"]).messages
-    two = _build([], facts=["Has a dog"]).messages
-    assert one[0].text == two[0].text  # system text, profile, summary: the cached prefix
-    assert "You help." in one[0].text and "- name: Dana" in one[0].text
+    # A new user's early turns teach the profile: that must not change the cached prefix either.
+    two = _build([], facts=["Has a dog"], profile={"name": "Dana", "location": "Haifa"}).messages
+    assert one[0].text == two[0].text  # system text and summary: the cached prefix
+    assert "You help." in one[0].text and "Dana" not in one[0].text
     assert "Likes tea" not in one[0].text and EPISODES_HEADER not in one[0].text
-    current = one[-1].text  # the facts ranked for it and the excerpts open the current message
-    assert current.index("Likes tea") < current.index(EPISODES_HEADER) < current.index(MESSAGE_HEADER)
+    current = one[-1].text  # the profile, the facts ranked for it and the excerpts open the current message
+    assert current.index("- name: Dana") < current.index("Likes tea") < current.index(EPISODES_HEADER) < current.index(MESSAGE_HEADER)
     assert user_words(one[-1]) == "when?"
 
 
