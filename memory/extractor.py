@@ -260,17 +260,25 @@ def _fact_words(text: str) -> list[str]:
     return [w for w in _folded_words(text) if w not in STOPWORDS and w not in _FEELING_WORDS]
 
 
+def _statements(text: str) -> str:
+    """``text`` without its questions: asking "Do you like music?" says nothing of the user."""
+    return " ".join(s for s in re.split(r"(?<=[.!?])\s+", text) if not s.rstrip().endswith("?"))
+
+
 def grounded_in(fact: str, user_message: str, reply: str = "") -> bool:
-    """The user's own words of this turn carry ``fact``: at least half of what it says is in their
-    message, one of its names if it has any, and none of the rest is in the assistant's reply (the other side's
-    words taken for the user's).
+    """The user's own words of this turn carry ``fact``: at least half of what it says is in what they
+    stated (their questions left out), its "not" if it has one, one of its names if it has any, and
+    none of the rest is in the assistant's reply (the other side's words taken for the user's).
 
     The 0.5B kept one word of the message and wrote the rest itself or took it from elsewhere: "Teaches
     trumpet in Porto" for "I play the trumpet", a stored "Likes going to the gym to work out" for "I
     work in marketing", "Grilled veggies" from the reply for "I love to grill". A paraphrase keeps
     the thing it is about: "Enjoys exercising at the gym" for "I like going to the gym".
     """
-    said, words = _folded_words(user_message), _fact_words(fact)
+    statements = _statements(user_message)
+    if _negated(fact) and not _negated(statements):
+        return False  # a "not" the user never said ("Does not like movies" for "the sunset over a movie")
+    said, words = _folded_words(statements), _fact_words(fact)
     unsaid = [w for w in words if not _word_said(w, said)]
     if not words or 2 * len(unsaid) > len(words):
         return False

@@ -167,3 +167,17 @@ async def test_a_fact_naming_a_place_or_person_the_user_did_not_name_is_dropped(
     said = "How long have you lived here? I just moved -- to charlotte, nc. My favorite band plays tonight."
     result = await extract(model_answering(answer), said, "Nice!", {})
     assert [f.text for f in result.value.new_facts] == ["Moved to Charlotte, NC"]
+
+
+async def test_a_fact_read_from_the_users_question_is_dropped():
+    # The 0.5B wrote "Does music" for "Do you like music?": asking is not saying.
+    answer = facts("Does music", "Plays the guitar")
+    result = await extract(model_answering(answer), "Do you like music? I play the guitar.", "I do!", {})
+    assert [f.text for f in result.value.new_facts] == ["Plays the guitar"]
+
+
+async def test_a_fact_with_a_not_the_user_never_said_is_dropped():
+    # The 0.5B for "I prefer to watch the sunset over a movie": "Does not like movies".
+    answer = facts("Does not like movies", "Prefers watching the sunset")
+    result = await extract(model_answering(answer), "I prefer to watch the sunset over a movie.", "Me too.", {})
+    assert [f.text for f in result.value.new_facts] == ["Prefers watching the sunset"]
