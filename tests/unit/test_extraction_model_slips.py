@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memory.extractor import EXAMPLE_FACTS, extract
 from core.schemas import ExtractionResult
 from tests.support.scripted_model import ScriptedChatModel
@@ -145,39 +147,28 @@ async def test_a_value_is_stated_by_the_start_of_a_word_not_by_letters_inside_on
     assert result.profile_updates.location is None and result.new_preferences.tone is None
 
 
-async def test_a_fact_most_of_whose_words_the_user_did_not_say_is_dropped():
-    # The 0.5B on MSC small talk: one word of the message ("trumpet", "work") carried a made-up or stored fact.
-    answer = facts("Teaches trumpet in Porto", "Likes going to the gym to work out", "Plays the trumpet in school")
-    said = "I play the trumpet. I really enjoy it. It makes time go by in school faster, I work hard."
-    result = await extract(model_answering(answer), said, "Cool!", {})
-    assert [f.text for f in result.value.new_facts] == ["Plays the trumpet in school"]
+# What the 0.5B wrote on MSC small talk: (what the user said, the reply, the model's facts, the facts kept).
+UNCARRIED_FACTS = [
+    pytest.param(  # one word of the message ("trumpet", "work") carried a made-up or a stored fact
+        "I play the trumpet. I really enjoy it. It makes time go by in school faster, I work hard.", "Cool!",
+        ["Teaches trumpet in Porto", "Likes going to the gym to work out", "Plays the trumpet in school"],
+        ["Plays the trumpet in school"], id="most-of-its-words-unsaid"),
+    pytest.param(  # the other speaker's words taken for the user's: "veggies" and "marketing" are only in the reply
+        "I love to grill! I love steak. What do you do for work?", "I work in marketing. I like some grilled veggies.",
+        ["Grilled veggies", "I work in marketing", "Loves steak"], ["Loves steak", "Loves to grill"], id="words-from-the-reply"),
+    pytest.param(  # the prompt's example city and a band nobody named, each beside a word of the message
+        "I have lived here all my life. I just moved -- to charlotte, nc. My favorite band plays tonight.", "Nice!",
+        ["Has lived in Haifa", "Favorite band: The Beatles", "Moved to Charlotte, NC"], ["Moved to Charlotte, NC"],
+        id="names-only-what-the-user-did-not"),
+    pytest.param(  # asking is not saying: "Does music" for "Do you like music?"
+        "Do you like music? I play the guitar.", "I do!", ["Does music", "Plays the guitar"], ["Plays the guitar"], id="read-from-a-question"),
+    pytest.param(  # "Does not like movies" for "I prefer to watch the sunset over a movie"
+        "I prefer to watch the sunset over a movie.", "Me too.", ["Does not like movies", "Prefers watching the sunset"],
+        ["Prefers watching the sunset"], id="a-not-the-user-never-said"),
+]
 
 
-async def test_a_fact_with_words_from_the_assistants_reply_that_the_user_did_not_say_is_dropped():
-    # The other speaker's words, taken for the user's: "veggies" and "marketing" are only in the reply.
-    answer = facts("Grilled veggies", "I work in marketing", "Loves steak")
-    said = "I love to grill! I love steak. What do you do for work?"
-    result = await extract(model_answering(answer), said, "I work in marketing. I like some grilled veggies.", {})
-    assert [f.text for f in result.value.new_facts] == ["Loves steak", "Loves to grill"]
-
-
-async def test_a_fact_naming_a_place_or_person_the_user_did_not_name_is_dropped():
-    # The 0.5B: the prompt's example city and a band nobody named, each beside a word of the message.
-    answer = facts("Has lived in Haifa", "Favorite band: The Beatles", "Moved to Charlotte, NC")
-    said = "How long have you lived here? I just moved -- to charlotte, nc. My favorite band plays tonight."
-    result = await extract(model_answering(answer), said, "Nice!", {})
-    assert [f.text for f in result.value.new_facts] == ["Moved to Charlotte, NC"]
-
-
-async def test_a_fact_read_from_the_users_question_is_dropped():
-    # The 0.5B wrote "Does music" for "Do you like music?": asking is not saying.
-    answer = facts("Does music", "Plays the guitar")
-    result = await extract(model_answering(answer), "Do you like music? I play the guitar.", "I do!", {})
-    assert [f.text for f in result.value.new_facts] == ["Plays the guitar"]
-
-
-async def test_a_fact_with_a_not_the_user_never_said_is_dropped():
-    # The 0.5B for "I prefer to watch the sunset over a movie": "Does not like movies".
-    answer = facts("Does not like movies", "Prefers watching the sunset")
-    result = await extract(model_answering(answer), "I prefer to watch the sunset over a movie.", "Me too.", {})
-    assert [f.text for f in result.value.new_facts] == ["Prefers watching the sunset"]
+@pytest.mark.parametrize(("said", "reply", "answer", "kept"), UNCARRIED_FACTS)
+async def test_a_model_fact_the_users_own_words_of_the_turn_do_not_carry_is_dropped(said, reply, answer, kept):
+    result = await extract(model_answering(facts(*answer)), said, reply, {})
+    assert [f.text for f in result.value.new_facts] == kept
