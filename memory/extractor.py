@@ -104,7 +104,7 @@ async def extract(
         count_failure(EXTRACTION_FAILURES, exc, model_call=True)
         log.warning("memory extraction by the model failed; keeping what the rules found: %s", str(exc)[:300])
         result = StructuredResult(value=ExtractionResult(), attempts=1, method=RULES_ONLY, errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])
-    value = drop_unsaid_facts(drop_echoed_examples(result.value, user_message), user_message)
+    value = drop_unsaid_facts(drop_echoed_examples(result.value, user_message), user_message, reply)
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
     value = drop_unstated_preferences(value, user_message, stored.get("preferences") or {})
     value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
@@ -133,18 +133,19 @@ def _folded_words(text: str) -> list[str]:
     return re.findall(r"\w+", "".join(c for c in plain if not unicodedata.combining(c)))
 
 
+def _word_said(word: str, said: list[str]) -> bool:
+    """One word is in the message: whole when short ("A2"), else its first four letters begin a word
+    of the message ("Italian" / "italiano"), or for a script that joins prefixes to words lie inside one
+    (Hebrew "חיפה" in "בחיפה", in Haifa). Not inside a Latin word: "Porto" is not in "sports"."""
+    if len(word) <= 3:
+        return word in said
+    head = word[:4]
+    return any(w.startswith(head) or (not head.isascii() and head in w) for w in said)
+
+
 def _stated(value: str, said: list[str]) -> bool:
-    """Some word of ``value`` is in the message: whole when short ("A2"), else its first four letters
-    inside a word of the message ("Italian" in "italiano"; Hebrew "חיפה" in "בחיפה", in Haifa)."""
-    for word in _folded_words(value):
-        if word in STOPWORDS:
-            continue
-        if len(word) <= 3:
-            if word in said:
-                return True
-        elif any(word[:4] in w for w in said):
-            return True
-    return False
+    """Some word of ``value`` beyond the stopwords is in the message (:func:`_word_said`)."""
+    return any(_word_said(word, said) for word in _folded_words(value) if word not in STOPWORDS)
 
 
 def _stated_whole(value: str, said: list[str]) -> bool:
@@ -254,20 +255,52 @@ def drop_unstated_preferences(result: ExtractionResult, user_message: str, store
     return result.model_copy(update={"new_preferences": PreferenceUpdates.model_validate(prefs), "new_facts": facts})
 
 
-def drop_unsaid_facts(result: ExtractionResult, user_message: str) -> ExtractionResult:
-    """``result`` without the model's facts that share no word with the user's message.
+def _fact_words(text: str) -> list[str]:
+    """What a fact says beyond stopwords and the templates' and feelings' verbs ("Loves poached eggs": poached, eggs)."""
+    return [w for w in _folded_words(text) if w not in STOPWORDS and w not in _FEELING_WORDS]
+
+
+def _statements(text: str) -> str:
+    """``text`` without its questions: asking "Do you like music?" says nothing of the user."""
+    return " ".join(s for s in re.split(r"(?<=[.!?])\s+", text) if not s.rstrip().endswith("?"))
+
+
+def grounded_in(fact: str, user_message: str, reply: str = "") -> bool:
+    """The user's own words of this turn carry ``fact``: at least half of what it says is in what they
+    stated (their questions left out), its "not" if it has one, one of its names if it has any, and
+    none of the rest is in the assistant's reply (the other side's words taken for the user's).
+
+    The 0.5B kept one word of the message and wrote the rest itself or took it from elsewhere: "Teaches
+    trumpet in Porto" for "I play the trumpet", a stored "Likes going to the gym to work out" for "I
+    work in marketing", "Grilled veggies" from the reply for "I love to grill". A paraphrase keeps
+    the thing it is about: "Enjoys exercising at the gym" for "I like going to the gym".
+    """
+    statements = _statements(user_message)
+    if _negated(fact) and not _negated(statements):
+        return False  # a "not" the user never said ("Does not like movies" for "the sunset over a movie")
+    said, words = _folded_words(statements), _fact_words(fact)
+    unsaid = [w for w in words if not _word_said(w, said)]
+    if not words or 2 * len(unsaid) > len(words):
+        return False
+    named = [n for n in _folded_words(" ".join(w for w in re.findall(r"\w+", fact)[1:] if w[:1].isupper())) if n not in STOPWORDS]
+    if named and not any(_word_said(n, said) for n in named):
+        return False  # names only what the user did not ("Has lived in Haifa", the prompt's example); "Lisbon, Portugal" is theirs
+    replied = _folded_words(reply)
+    return not any(_word_said(w, replied) for w in unsaid)
+
+
+def drop_unsaid_facts(result: ExtractionResult, user_message: str, reply: str = "") -> ExtractionResult:
+    """``result`` without the model's facts the user's message does not carry (:func:`grounded_in`).
 
     With a worked example in the prompt the 0.5B writes facts, but some come from the assistant's
     reply ("Does not own a car" after the user spoke of the gym) or from nowhere ("I love to cook
-    healthy food" after "I love poached eggs"). A fact the user stated shares at least one word with
-    what they said, beyond the templates' and feelings' verbs: "Enjoys exercising at the gym" has "gym". A fact translated
-    into another language than the message's is lost here (the prompt asks for the user's language).
-    A question ("Do you like movies?") is not a fact.
+    healthy food" after "I love poached eggs"), and many keep one word of the message and invent the
+    rest. A fact translated into another language than the message's is lost here (the prompt asks
+    for the user's language). A question ("Do you like movies?") is not a fact.
     """
-    said = _folded_words(user_message)
-    kept = [f for f in result.new_facts if not f.text.rstrip().endswith("?") and _stated(" ".join(w for w in _folded_words(f.text) if w not in _FEELING_WORDS), said)]
+    kept = [f for f in result.new_facts if not f.text.rstrip().endswith("?") and grounded_in(f.text, user_message, reply)]
     if len(kept) < len(result.new_facts):
-        log.warning("extraction: dropped %d fact(s) sharing no word with the user's message", len(result.new_facts) - len(kept))
+        log.warning("extraction: dropped %d fact(s) the user's message does not carry", len(result.new_facts) - len(kept))
         return result.model_copy(update={"new_facts": kept})
     return result
 
@@ -301,13 +334,52 @@ _TEMPLATE_WORDS = frozenset("lives moved works is has likes loves dislikes speak
 _FEELING_WORDS = _TEMPLATE_WORDS | frozenset("like love enjoy enjoys prefer prefers want wants really".split())
 
 
-def _covered(rule_fact: str, model_facts: list[NewFact]) -> bool:
-    """The model's facts already say what a rule's fact says, in any words or language: every word of
-    the rule's value is in one model fact ("Moved to Rome" / "Lives in Rome", "Lives in חיפה" / "גר בחיפה")."""
-    words = [w for w in _folded_words(rule_fact) if w not in STOPWORDS and w not in _TEMPLATE_WORDS]
-    if not words:
+# A "not" in any of the languages the rules read; "don't" folds to "don" + "t".
+_NEGATION = re.compile(r"\b(?:not|no|never|non|nor|לא)\b|n['’]t\b", re.I)
+# The rules' verbs of where a person lives or what they are: any wording says the same ("Vive a Roma").
+_PLACE_VERBS = frozenset("lives moved works is".split())
+
+
+def _negated(text: str) -> bool:
+    return bool(_NEGATION.search(text))
+
+
+def _value_words(rule_fact: str) -> list[str]:
+    return [w for w in _folded_words(rule_fact) if w not in STOPWORDS and w not in _TEMPLATE_WORDS]
+
+
+def _has_value_of(model_fact: str, rule_fact: str) -> bool:
+    """Every word of the rule's value is in ``model_fact`` ("Lives in חיפה" / "גר בחיפה")."""
+    words, theirs = _value_words(rule_fact), _folded_words(model_fact)
+    return bool(words) and all(_word_said(w, theirs) for w in words)
+
+
+def _says_as_much(model_fact: str, rule_fact: str) -> bool:
+    """``model_fact`` says what ``rule_fact`` says, in any words or language: every word of the rule's
+    value with the same "not" ("Eats meat" does not say "Does not eat meat"), and the rule's verb too
+    when the model's fact adds words of its own ("Teaches the trumpet" is not "Plays the trumpet";
+    "Moved to Rome" / "Lives in Rome" are one place in other verbs)."""
+    if not _has_value_of(model_fact, rule_fact) or _negated(model_fact) != _negated(rule_fact):
         return False
-    return any(all(_stated(w, _folded_words(f.text)) for w in words) for f in model_facts)
+    value = _value_words(rule_fact)
+    extra = [w for w in _fact_words(model_fact) if not _word_said(w, value)]
+    verb = _folded_words(rule_fact)[0]
+    return not extra or verb in _PLACE_VERBS or _word_said(verb, _folded_words(model_fact))
+
+
+def _denies(model_fact: str, rule_fact: str) -> bool:
+    """``model_fact`` has the rule's value with the "not" lost or added: the rules kept the user's own."""
+    return _has_value_of(model_fact, rule_fact) and _negated(model_fact) != _negated(rule_fact)
+
+
+def _meaning(text: str) -> set[str]:
+    return {_stem(w) for w in _fact_words(text) if len(w) > 2}
+
+
+def _vaguer(a: str, b: str) -> bool:
+    """``a`` says part of what ``b`` says and nothing else ("Loves warm pants" / "Loves wearing warm
+    pants in the winter"): the more specific wording is the one to keep."""
+    return _meaning(a) < _meaning(b)
 
 
 def _slot_value(text: str, slot: str) -> str:
@@ -358,8 +430,21 @@ def merge_with_rules(
         rival = model_slots.get(slot) if slot else None
         if normalize_text(fact.text) in known:
             continue
-        if rival is None and (_covered(fact.text, model.new_facts) or any(_restates(f.text, fact.text) for f in facts)):
-            continue  # the model said it in its own words
+        if rival is None:
+            theirs = [f for f in facts if any(f is m for m in model.new_facts)]
+            denying = [f for f in theirs if _denies(f.text, fact.text)]
+            if denying:
+                facts = [f for f in facts if not any(f is d for d in denying)]
+                facts.append(fact)
+                continue
+            if any(_says_as_much(f.text, fact.text) for f in theirs):
+                continue  # the model said it in its own words
+            vaguer = next((i for i, f in enumerate(facts) if any(f is m for m in theirs) and _restates(f.text, fact.text) and _vaguer(f.text, fact.text)), None)
+            if vaguer is not None:
+                facts[vaguer] = fact  # the model's wording says less than the rules' of the same thing
+                continue
+            if any(_restates(f.text, fact.text) for f in facts):
+                continue  # another wording of it, saying something of its own too
         if rival is not None:
             if _stated(_slot_value(rival.text, slot), said):
                 continue  # the model's value for the slot, stated by the user, wins

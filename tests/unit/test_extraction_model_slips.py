@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memory.extractor import EXAMPLE_FACTS, extract
 from core.schemas import ExtractionResult
 from tests.support.scripted_model import ScriptedChatModel
@@ -108,7 +110,8 @@ async def test_a_fact_from_the_assistants_reply_or_from_nowhere_is_dropped_and_a
 async def test_a_copy_of_the_worked_examples_fact_without_a_name_is_dropped_unless_the_user_said_it():
     assert "Goes running" in EXAMPLE_FACTS
     copied = await extract(model_answering(facts("Goes running", "Likes tea")), "I like tea in the morning.", "Nice!", {})
-    assert [f.text for f in copied.value.new_facts] == ["Likes tea"]
+    # (the model's "Likes tea" gives way to the rules' more specific wording of it)
+    assert [f.text for f in copied.value.new_facts] == ["Likes tea in the morning"]
     said = await extract(model_answering(facts("Goes running")), "I go running every day.", "Nice!", {})
     assert [f.text for f in said.value.new_facts] == ["Goes running"]
 
@@ -135,3 +138,37 @@ async def test_a_role_is_taken_only_from_a_sentence_about_the_user_themselves():
     assert father.value.profile_updates.role is None
     own = await extract(model_answering(answer), "I work on my farm, I'm a farmer like my father.", "Lovely.", {})
     assert own.value.profile_updates.role == "farmer"
+
+
+async def test_a_value_is_stated_by_the_start_of_a_word_not_by_letters_inside_one():
+    # The 0.5B gave the worked example's "Porto" for "Do you play any sports?": "port" is inside "sports".
+    answer = {"profile_updates": {"location": "Porto"}, "new_preferences": {"tone": "formal"}}
+    result = (await extract(model_answering(answer), "Do you play any sports? I'm in shape, I guess.", "I run.", {})).value
+    assert result.profile_updates.location is None and result.new_preferences.tone is None
+
+
+# What the 0.5B wrote on MSC small talk: (what the user said, the reply, the model's facts, the facts kept).
+UNCARRIED_FACTS = [
+    pytest.param(  # one word of the message ("trumpet", "work") carried a made-up or a stored fact
+        "I play the trumpet. I really enjoy it. It makes time go by in school faster, I work hard.", "Cool!",
+        ["Teaches trumpet in Porto", "Likes going to the gym to work out", "Plays the trumpet in school"],
+        ["Plays the trumpet in school"], id="most-of-its-words-unsaid"),
+    pytest.param(  # the other speaker's words taken for the user's: "veggies" and "marketing" are only in the reply
+        "I love to grill! I love steak. What do you do for work?", "I work in marketing. I like some grilled veggies.",
+        ["Grilled veggies", "I work in marketing", "Loves steak"], ["Loves steak", "Loves to grill"], id="words-from-the-reply"),
+    pytest.param(  # the prompt's example city and a band nobody named, each beside a word of the message
+        "I have lived here all my life. I just moved -- to charlotte, nc. My favorite band plays tonight.", "Nice!",
+        ["Has lived in Haifa", "Favorite band: The Beatles", "Moved to Charlotte, NC"], ["Moved to Charlotte, NC"],
+        id="names-only-what-the-user-did-not"),
+    pytest.param(  # asking is not saying: "Does music" for "Do you like music?"
+        "Do you like music? I play the guitar.", "I do!", ["Does music", "Plays the guitar"], ["Plays the guitar"], id="read-from-a-question"),
+    pytest.param(  # "Does not like movies" for "I prefer to watch the sunset over a movie"
+        "I prefer to watch the sunset over a movie.", "Me too.", ["Does not like movies", "Prefers watching the sunset"],
+        ["Prefers watching the sunset"], id="a-not-the-user-never-said"),
+]
+
+
+@pytest.mark.parametrize(("said", "reply", "answer", "kept"), UNCARRIED_FACTS)
+async def test_a_model_fact_the_users_own_words_of_the_turn_do_not_carry_is_dropped(said, reply, answer, kept):
+    result = await extract(model_answering(facts(*answer)), said, reply, {})
+    assert [f.text for f in result.value.new_facts] == kept

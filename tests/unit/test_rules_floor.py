@@ -175,3 +175,27 @@ async def test_a_preference_the_user_words_in_their_own_way_is_taken_from_the_mo
     result = (await extract(model_answering(answer), said, "Va bene.", {})).value
     prefs = result.new_preferences
     assert (prefs.answer_length, prefs.language, prefs.code_examples, prefs.prefers_bullets) == ("short", "Italian", True, True)
+
+
+async def test_a_rules_fact_is_not_displaced_by_a_model_fact_that_only_shares_a_word_with_it():
+    # "Teaches the trumpet" is not "Plays the trumpet"; both are kept (the model's passes the word check).
+    answer = {"new_facts": [{"text": "Teaches the trumpet"}]}
+    result = (await extract(model_answering(answer), "I play the trumpet, I teach it too.", "Cool!", {})).value
+    assert [f.text for f in result.new_facts] == ["Teaches the trumpet", "Plays the trumpet"]
+
+
+async def test_a_model_fact_that_drops_the_users_not_gives_way_to_the_rules_fact():
+    answer = {"new_facts": [{"text": "Eats meat"}]}
+    result = (await extract(model_answering(answer), "Oh neat! I don't eat meat.", "I love steak.", {})).value
+    assert [f.text for f in result.new_facts] == ["Does not eat meat"]
+
+
+async def test_a_vaguer_restatement_by_the_model_gives_way_to_the_rules_more_specific_fact():
+    answer = {"new_facts": [{"text": "Loves warm pants"}]}
+    said = "Haha I feel you. I love wearing warm pants in the winter."
+    result = (await extract(model_answering(answer), said, "Same!", {})).value
+    assert [f.text for f in result.new_facts] == ["Loves wearing warm pants in the winter"]
+    # The model's more specific wording of the same thing is kept instead of the rules'.
+    answer = {"new_facts": [{"text": "Loves wearing warm pants in the winter months"}]}
+    result = (await extract(model_answering(answer), said, "Same!", {})).value
+    assert [f.text for f in result.new_facts] == ["Loves wearing warm pants in the winter months"]
