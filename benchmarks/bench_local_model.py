@@ -64,6 +64,11 @@ def raw_speed(server, spec) -> dict[str, float]:
     }
 
 
+def _tokens_read(line: str) -> int:
+    """N of llama.cpp's "prompt eval time = X ms / N tokens (...)"."""
+    return int(line.split("/")[1].split("tokens")[0])
+
+
 def _tps(line: str) -> float:
     return float(line.split("(")[1].split("tokens per second")[0].split(",")[-1])
 
@@ -100,6 +105,7 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
             until_reply: list[float] = []
             calls: list[int] = []
             for i in range(turns):
+                log_seen = len(server.log().splitlines())
                 start = last = time.perf_counter()
                 ttft = replied = None
                 async for mode, chunk in graph.astream(
@@ -127,9 +133,11 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
                         pass
                 usage = (await graph.aget_state(config)).values.get("turn_usage") or {}
                 calls.append(usage.get("model_calls", 0))
+                # Tokens the server read per call this turn (llama.cpp's own count): the prompt cache at work.
+                read = [_tokens_read(line) for line in server.log().splitlines()[log_seen:] if "prompt eval time" in line]
                 print(
                     f"turn {i + 1}: first token {first_token[-1]:.1f} s, reply done {until_reply[-1]:.1f} s, "
-                    f"whole turn {per_turn[-1]:.1f} s (load {os.getloadavg()[0]:.1f})",
+                    f"whole turn {per_turn[-1]:.1f} s (load {os.getloadavg()[0]:.1f}); prompt tokens read per call: {read}",
                     flush=True,
                 )
             mode = remembered_mode(load_chat_model(server.model_name)) or "json_schema (no refusal)"

@@ -73,10 +73,10 @@ class Context:
         "structured",
         "Summarization prompt variant from prompts/summary_variants (narrative, structured, fact_preserving).",
     )
-    summary_window: int = _setting(16, "Fold the oldest messages once more than this many are unsummarized.")
-    tail_size: int = _setting(6, "How many of the newest messages stay raw after a fold.")
+    summary_window: int = _setting(14, "Fold the oldest messages once more than this many are unsummarized.")
+    tail_size: int = _setting(4, "How many of the newest messages stay raw after a fold.")
     max_context_tokens: int = _setting(6000, "Token budget of the unsummarized conversation; passing it also triggers a fold.")
-    max_summary_tokens: int = _setting(350, "The running summary is re-compressed (summary of summaries) when it grows past this.")
+    max_summary_tokens: int = _setting(400, "The running summary is re-compressed (summary of summaries) when it grows past this.")
     max_message_chars: int = _setting(20000, "Longest user message accepted; longer ones are refused with a clear error.")
     extract_every_n_turns: int = _env_int_setting(
         "MEMORY_AGENT_EXTRACT_EVERY_N_TURNS",
@@ -90,7 +90,7 @@ class Context:
     rag_token_budget: int = _setting(1200, "Token budget of the relevant-knowledge section.")
     user_context_token_budget: int = _setting(800, "Token budget of the user-context section.")
     episodic_token_budget: int = _setting(
-        950,
+        975,
         "Token budget of the excerpts of earlier conversations (what was said, found for the message); 0 turns them off.",
     )
     max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")

@@ -333,7 +333,7 @@ async def recall(
     store=None,
     thread_id: str | None = None,
     exclude: Sequence[str] = (),
-    token_budget: int = 950,
+    token_budget: int = 975,
     gate: EpisodeGate | None = EPISODE_GATE,
 ) -> list[dict[str, Any]]:
     """Excerpts of past conversations for the reply prompt, within ``token_budget`` (as the prompt

@@ -46,9 +46,9 @@ FOUND_NOTE = "(Found in memory for this message; the user did not write this par
 class PromptBudgets:
     system: int = 800
     user_context: int = 800
-    summary: int = 350
+    summary: int = 400
     knowledge: int = 1200
-    episodes: int = 950
+    episodes: int = 975
     recent: int = 6000
 
 
