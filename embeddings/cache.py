@@ -2,11 +2,14 @@
 
 One turn embeds the same text several times: the store embeds the query once per
 namespace it searches (facts, tasks, chats) and the knowledge base embeds it again.
-Caching by exact text makes that one model call.
+Caching by exact text makes that one model call. Calls running at the same time (load_context
+recalls facts and past messages concurrently, both for the message's text) share one computation
+rather than both missing the cache.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 
@@ -21,6 +24,8 @@ class CachedEmbeddings(Embeddings):
         self.max_items = max_items
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
+        # Texts being embedded right now, by event loop: a concurrent caller awaits the same result.
+        self._pending: dict[tuple[int, str], asyncio.Future] = {}
         self.hits = 0
         self.misses = 0
 
@@ -61,9 +66,29 @@ class CachedEmbeddings(Embeddings):
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         found, missing = self._lookup(texts)
-        vectors = await self.inner.aembed_documents(missing) if missing else []
-        self._remember(missing, vectors)
-        return self._assemble(texts, found, missing, vectors)
+        if not missing:
+            return self._assemble(texts, found, [], [])
+        loop = asyncio.get_running_loop()
+        key = id(loop)
+        waiting = {t: self._pending[(key, t)] for t in missing if (key, t) in self._pending}
+        mine = [t for t in missing if t not in waiting]
+        futures = {t: loop.create_future() for t in mine}
+        self._pending.update({(key, t): f for t, f in futures.items()})
+        vectors: list[list[float]] = []
+        try:
+            if mine:
+                vectors = await self.inner.aembed_documents(mine)
+                self._remember(mine, vectors)
+        finally:
+            done = dict(zip(mine, vectors))
+            for t, f in futures.items():
+                self._pending.pop((key, t), None)
+                f.set_result(done.get(t))  # None: it failed here, a waiter embeds it itself
+        fresh = dict(zip(mine, vectors))
+        for t, f in waiting.items():
+            vector = await f
+            fresh[t] = vector if vector is not None else (await self.inner.aembed_documents([t]))[0]
+        return self._assemble(texts, found, list(fresh), [fresh[t] for t in fresh])
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
