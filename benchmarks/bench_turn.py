@@ -262,11 +262,11 @@ async def run(
     others = f", other users: {other_users:,} × {other_facts:,} facts and {other_messages:,} messages" if other_users else ""
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"turns: {turns} (after {warmup} untimed warm-up), stored facts: {facts}, indexed messages: {messages:,}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
+    print("load_context per turn (ms):", " ".join(f"{v:.0f}" for v in per_node["load_context"]))
     print(f"{'step':<18}{'p50 ms':>10}{'p95 ms':>10}")
     for node, values in per_node.items():
         print(f"{node:<18}{statistics.median(values):>10.1f}{pct(values, 0.95):>10.1f}")
     print(f"{'whole turn':<18}{statistics.median(per_turn):>10.1f}{pct(per_turn, 0.95):>10.1f}")
-    print("load_context per turn (ms):", " ".join(f"{v:.0f}" for v in per_node["load_context"]))
 
 
 def main() -> None:

@@ -280,7 +280,9 @@ def grounded_in(fact: str, user_message: str, reply: str = "") -> bool:
         return False  # a "not" the user never said ("Does not like movies" for "the sunset over a movie")
     said, words = _folded_words(statements), _fact_words(fact)
     unsaid = [w for w in words if not _word_said(w, said)]
-    if not words or 2 * len(unsaid) > len(words):
+    # A number the user said is what the fact is about ("Is 31 years old" for "I turned 31!").
+    said_number = any(w.isdigit() and w in said for w in words)
+    if not words or (2 * len(unsaid) > len(words) and not said_number):
         return False
     named = [n for n in _folded_words(" ".join(w for w in re.findall(r"\w+", fact)[1:] if w[:1].isupper())) if n not in STOPWORDS]
     if named and not any(_word_said(n, said) for n in named):

@@ -34,7 +34,7 @@ def extraction_for(said: str) -> dict:
     fact = said.removeprefix("remember: ")
     return {
         **empty_extraction(),
-        "new_facts": [{"text": fact}, {"text": f"{fact} (second fact of the same turn)"}],
+        "new_facts": [{"text": fact}, {"text": f"{fact} every day"}],
         "profile_updates": {"role": f"role from '{fact}'"},
         "task_updates": [{"action": "add", "description": f"Follow up on {fact}"}],
     }
@@ -78,7 +78,7 @@ async def test_a_refused_message_leaves_nothing_in_the_thread_or_memory(backend,
     assert [m.id for m in after["messages"]] == [m.id for m in before]  # the refused message was taken out again
     assert len(model.calls) == calls_before  # no model call was made for it
     assert after["user_turns"] == 1
-    assert [f.text for f in await list_facts(backend.store, user_id)] == ["I play the cello", "I play the cello (second fact of the same turn)"]
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["I play the cello", "I play the cello every day"]
     chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])
     assert chat.message_count == 2
 
@@ -217,7 +217,7 @@ async def test_connections_killed_between_statements_heal_and_the_turn_completes
 
     holder["responder"] = responder
     graph = compile_graph(backend.checkpointer, backend.store)
-    out = await graph.ainvoke({"messages": [HumanMessage("remember: I swim")]}, new_thread(), context=Context(user_id=user_id, model=name))
+    out = await graph.ainvoke({"messages": [HumanMessage("remember: I play the cello")]}, new_thread(), context=Context(user_id=user_id, model=name))
     assert out["messages"][-1].content == "Answered."
     assert len(await list_facts(backend.store, user_id)) == 2
 

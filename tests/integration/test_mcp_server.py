@@ -64,7 +64,7 @@ EXTRACTIONS = {
         "task_updates": [{"action": "add", "description": "Book the ferry from Piraeus to Heraklion", "due": "May 20"}],
     },
     SOURDOUGH[0]: {
-        "new_facts": [{"text": "Bakes sourdough bread", "importance": "medium"}],
+        "new_facts": [{"text": "Has a sourdough starter", "importance": "medium"}],
         "task_updates": [{"action": "add", "description": "Buy a new jar for the sourdough starter"}],
     },
     LISBON[0]: {
@@ -274,7 +274,7 @@ async def test_recall_gathers_each_context_type_from_summaries_and_long_term_mem
     facts = await q.recall_context(b.store, b.checkpointer, seeded.alice, "facts")
     stored = {i.text for i in facts.items if i.source == "long_term_memory"}
     from_boards = {i.text for i in facts.items if i.source == "chat_summary"}
-    assert stored == {"Is planning a trip to Crete in June", "Bakes sourdough bread"}
+    assert stored == {"Is planning a trip to Crete in June", "Has a sourdough starter"}
     assert from_boards == {"The ferry leaves Piraeus at 9pm", "The starter is fed once a day"}
 
     tasks = await q.recall_context(b.store, b.checkpointer, seeded.alice, "tasks", seeded.chats["crete"])

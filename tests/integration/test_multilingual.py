@@ -18,7 +18,7 @@ from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, stream_pieces, structured_answer  # noqa: F401
 from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
-HEBREW_MESSAGE = "שלום! אני גר בחיפה, ויש לי כלב בשם רקס."
+HEBREW_MESSAGE = "שלום! אני גר בחיפה, ויש לי כלב בשם רקס. אני אוהב את המילה שָׁלוֹם."
 HEBREW_FACTS = ["גר בחיפה", "יש לו כלב בשם רקס"]
 HEBREW_REPLY = "נעים מאוד! חיפה עיר יפה, ורקס נשמע כלב נהדר."
 WITH_NIQQUD = "אוהב את המילה שָׁלוֹם"  # combining marks: must come back byte for byte

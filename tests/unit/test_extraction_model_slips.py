@@ -172,3 +172,8 @@ UNCARRIED_FACTS = [
 async def test_a_model_fact_the_users_own_words_of_the_turn_do_not_carry_is_dropped(said, reply, answer, kept):
     result = await extract(model_answering(facts(*answer)), said, reply, {})
     assert [f.text for f in result.value.new_facts] == kept
+
+
+async def test_a_fact_about_a_number_the_user_said_is_kept_though_its_other_words_are_the_models():
+    result = await extract(model_answering(facts("Is 31 years old")), "Today is my birthday, I turned 31!", "Happy birthday!", {})
+    assert [f.text for f in result.value.new_facts] == ["Is 31 years old"]
