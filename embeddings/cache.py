@@ -84,7 +84,7 @@ class CachedEmbeddings(Embeddings):
             for t, f in futures.items():
                 self._pending.pop((key, t), None)
                 f.set_result(done.get(t))  # None: it failed here, a waiter embeds it itself
-        fresh = dict(zip(mine, vectors))
+        fresh = done
         for t, f in waiting.items():
             vector = await f
             fresh[t] = vector if vector is not None else (await self.inner.aembed_documents([t]))[0]

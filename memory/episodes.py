@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
 
+from core.context import Context
 from core.messages import sent_at
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
@@ -333,7 +334,7 @@ async def recall(
     store=None,
     thread_id: str | None = None,
     exclude: Sequence[str] = (),
-    token_budget: int = 975,
+    token_budget: int = Context.episodic_token_budget,
     gate: EpisodeGate | None = EPISODE_GATE,
 ) -> list[dict[str, Any]]:
     """Excerpts of past conversations for the reply prompt, within ``token_budget`` (as the prompt

@@ -10,8 +10,9 @@ Order, most stable first, so a provider's prompt cache (OpenAI, Anthropic, llama
    the facts ranked for it, open tasks, related chats, relevant knowledge and excerpts of earlier
    conversations, each labelled, then the user's own words under ``MESSAGE_HEADER``. (The
    profile sits here, not in the system message: a new user's first turns teach it a name, a
-   city, a preference, and each change there would make the whole prompt new to the cache.) The next turn shows that message as the user
-   wrote it, so only this last message differs from the cached prefix. (It travels in the user
+   city, a preference, and each change there would make the whole prompt new to the cache.)
+   The next turn shows that message as the user wrote it, so only this last message differs
+   from the cached prefix. (It travels in the user
    message, not in a second system message, because Anthropic and Gemini accept a system
    message only first.)
 
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
 import prompts
+from core.context import Context
 from core.dates import due_phrase
 from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate_lines
 
@@ -44,12 +46,14 @@ FOUND_NOTE = "(Found in memory for this message; the user did not write this par
 
 @dataclass
 class PromptBudgets:
+    """Token budget of each section; the defaults are the Context settings' (written once, there)."""
+
     system: int = 800
-    user_context: int = 800
-    summary: int = 400
-    knowledge: int = 1200
-    episodes: int = 975
-    recent: int = 6000
+    user_context: int = Context.user_context_token_budget
+    summary: int = Context.max_summary_tokens
+    knowledge: int = Context.rag_token_budget
+    episodes: int = Context.episodic_token_budget
+    recent: int = Context.max_context_tokens
 
 
 @dataclass
