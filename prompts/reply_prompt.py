@@ -172,16 +172,25 @@ def render_excerpt(excerpt: dict[str, Any], *, before: dict[str, Any] | None = N
     return "\n".join(out)
 
 
+def excerpt_piece(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
+    """What ``excerpt`` adds to the rendering after ``before`` (None: it comes first): its separator
+    and itself. It depends on ``before`` only through its chat and first date."""
+    part = render_excerpt(excerpt, before=before)
+    if not part or before is None:
+        return part
+    # A "…" excerpt continues the one before it: a line break, not a blank line, between them.
+    return ("\n" if part.startswith("…") else EXCERPT_SEPARATOR) + part
+
+
 def render_excerpts(excerpts: Sequence[dict[str, Any]], budget: int | None = None) -> str:
     """The excerpts in order; with a budget, only the leading whole ones that fit."""
     text = ""
     before = None
     for e in excerpts:
-        part = render_excerpt(e, before=before)
-        if not part:
+        piece = excerpt_piece(e, before=before)
+        if not piece:
             continue
-        # A "…" excerpt continues the one before it: a line break, not a blank line, between them.
-        longer = part if not text else text + ("\n" if part.startswith("…") else EXCERPT_SEPARATOR) + part
+        longer = text + piece
         if budget is not None and count_tokens(longer) > budget:
             break  # the leading whole ones: a later, smaller one would read out of order without its header
         text, before = longer, e
