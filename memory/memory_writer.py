@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from langgraph.store.base import PutOp
+from langgraph.store.base import GetOp, PutOp
 from psycopg_pool import AsyncConnectionPool
 
 from storage import store_rows, vector_search
@@ -557,23 +557,22 @@ async def delete_client_item(store, user_id: str, namespace: tuple[str, ...], ke
 # --------------------------------------------------------------------------- recall
 
 
-async def mark_used(store, user_id: str, facts: list[Fact], now: datetime | None = None) -> None:
+async def mark_used(store, user_id: str, fact_ids: list[str], now: datetime | None = None) -> None:
     """Set ``last_used`` on the facts that went into the prompt, and nothing else.
 
-    Only that one field is written (storage.store_rows.set_field), without the user's lock, so
-    recall never waits for an extraction, and a concurrent merge or supersede is never overwritten.
+    Only that one field is written (storage.store_rows.set_field), without the user's lock, so it
+    never waits for an extraction, and a concurrent merge or supersede is never overwritten.
     """
     now = now or utcnow()
-    if not facts:
+    if not fact_ids:
         return
-    for f in facts:
-        f.last_used = now
     pool = getattr(store, "conn", None)
     if isinstance(pool, AsyncConnectionPool):
-        await store_rows.set_field(pool, facts_ns(user_id), [f.id for f in facts], "last_used", now)
+        await store_rows.set_field(pool, facts_ns(user_id), list(fact_ids), "last_used", now)
         return
     # Other stores (tests with an in-memory store): a plain put, text unchanged so no re-embedding.
-    await store.abatch([PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts])
+    items = [i for i in await store.abatch([GetOp(facts_ns(user_id), k) for k in fact_ids]) if i is not None]
+    await store.abatch([PutOp(i.namespace, i.key, {**i.value, "last_used": now.isoformat()}, index=False) for i in items])
 
 
 # --------------------------------------------------------------------------- maintenance

@@ -25,7 +25,6 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from storage import vector_search
-from memory import memory_writer
 from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_facts, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
@@ -80,7 +79,8 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
 async def load_user_context(
     store, user_id: str, query: str, *, thread_id: str | None = None, max_facts: int = 7
 ) -> dict[str, Any]:
-    """Everything load_context puts in the turn, as JSON-friendly dicts (shown in Studio)."""
+    """Everything load_context puts in the turn, as JSON-friendly dicts (shown in Studio). It only
+    reads: extract_memories marks the facts used after the reply (``memory_writer.mark_used``)."""
     now = utcnow()
     # load_context runs before the first token: the reads that do not need the message's vector
     # overlap its embedding (a thread), and the searches then share the cached vector.
@@ -95,7 +95,6 @@ async def load_user_context(
         search_chats(store, user_id, query, limit=5),
         task_search if task_search is not None else asyncio.sleep(0, result=None),
     )
-    await memory_writer.mark_used(store, user_id, [s.fact for s in ranked], now)
     if similar_tasks is None:
         tasks = open_tasks
     else:

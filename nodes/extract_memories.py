@@ -16,7 +16,7 @@ from nodes.tools import TASK_TOOLS
 from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
 from memory.extractor import RULES_ONLY, extract
-from memory.memory_writer import apply_extraction
+from memory.memory_writer import apply_extraction, mark_used
 from memory.user_memory import get_user_document, list_tasks, search_facts
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,10 @@ def _asked_about_tasks(messages) -> bool:
 
 async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     try:
+        # The facts recalled into this turn's prompt, marked used here, after the reply: a write
+        # before the first token cost load_context ~5 ms at 100,000 indexed messages.
+        facts = (state.loaded_context or {}).get("facts") or []
+        await mark_used(runtime.store, get_context(runtime).user_id, [f["id"] for f in facts if f.get("id")])
         return await _extract_memories(state, runtime)
     except GraphBubbleUp:
         raise

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import uuid
 
+from core.context import Context
 from core.schemas import ChatRecord, ExtractionResult, NewFact, ProfileUpdates, TaskUpdate
 from memory.memory_writer import apply_extraction, save_chat_record
 from memory.recall import load_user_context
 from memory.user_memory import list_facts
+from graph.assembly import compile_graph
+from tests.support.graph_turns import new_thread, stream_turn
+from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
 
 async def tell(backend, user_id: str, **fields) -> None:
     await apply_extraction(backend.store, user_id, ExtractionResult(**fields))
 
 
-async def test_profile_and_the_facts_nearest_the_message_are_loaded_and_marked_used(backend, user_id):
+async def test_profile_and_the_facts_nearest_the_message_are_loaded_and_loading_writes_nothing(backend, user_id):
     await tell(
         backend,
         user_id,
@@ -28,8 +32,18 @@ async def test_profile_and_the_facts_nearest_the_message_are_loaded_and_marked_u
     loaded = await load_user_context(backend.store, user_id, "How should I walk my dog in the rain?")
     assert loaded["profile"]["name"] == "Dana"
     assert loaded["facts"][0]["text"] == "Has a dog named Rex"
+    # Before the first token nothing is written: the turn marks them used after the reply.
+    assert all(f.last_used is None for f in await list_facts(backend.store, user_id))
+
+
+async def test_the_facts_a_turn_recalled_are_marked_used_after_its_reply(backend, user_id):
+    await tell(backend, user_id, new_facts=[NewFact(text="Has a dog named Rex"), NewFact(text="Works as a nurse"), NewFact(text="Is learning Italian at level A2")])
+    with registered_scripted_model(plain_answers(extract=lambda _text: empty_extraction(), title="Dogs", summary="Talked.", reply="Walk him early.")) as (name, _):
+        graph = compile_graph(backend.checkpointer, backend.store)
+        turn = await stream_turn(graph, "How should I walk my dog in the rain?", new_thread(), Context(user_id=user_id, model=name))
+    recalled = {f["text"] for f in turn.values["loaded_context"]["facts"]}
     used = {f.text for f in await list_facts(backend.store, user_id) if f.last_used is not None}
-    assert used == {f["text"] for f in loaded["facts"]}
+    assert "Has a dog named Rex" in recalled and used == recalled
 
 
 async def test_a_few_open_tasks_always_show(backend, user_id):
