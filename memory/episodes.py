@@ -26,7 +26,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any, Awaitable, Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
@@ -35,8 +35,8 @@ from core.context import Context
 from core.messages import sent_at
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
-from memory.user_memory import get_chat
-from prompts.reply_prompt import render_excerpts
+from memory.user_memory import chat_titles
+from prompts.reply_prompt import excerpt_date, excerpt_piece
 from storage import episodes as table
 from storage import thread_owners
 
@@ -257,14 +257,15 @@ async def fused_search(
     exclude: Sequence[str] = (),
     candidates: int | None = None,
     gate: EpisodeGate | None = EPISODE_GATE,
-    vector: Sequence[float] | None = None,
+    vector: Sequence[float] | Awaitable[Sequence[float]] | None = None,
 ) -> list[Found]:
     """The owner's messages matching ``query``, full text and vectors fused (RRF), best first;
-    with a ``gate``, only those it admits."""
+    with a ``gate``, only those it admits. Without a ``vector`` (or its awaitable) the query is
+    embedded here, while its words are searched."""
     if not query.strip():
         return []
     candidates = candidates or CANDIDATES
-    vector = vector if vector is not None else await embeddings.aembed_query(query)
+    vector = vector if vector is not None else embeddings.aembed_query(query)
     found = await table.search(pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude)
     by_key = {(c.thread_id, c.message_id): c for c in found}
     text_order = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)
@@ -308,9 +309,29 @@ class _Block:
     thread_id: str
     lines: dict[int, _Line] = field(default_factory=dict)
     score: float = 0.0
+    # What the packing asks of a block again and again, computed once per set of lines (set_lines resets them).
+    _key: tuple | None = field(default=None, repr=False, compare=False)
+    _first: datetime | None = field(default=None, repr=False, compare=False)
+    _first_date: str | None = field(default=None, repr=False, compare=False)
+
+    def set_lines(self, lines: dict[int, _Line]) -> None:
+        self.lines, self._key, self._first, self._first_date = lines, None, None, None
+
+    def key(self) -> tuple:
+        if self._key is None:
+            self._key = (self.thread_id, tuple(sorted(self.lines)))
+        return self._key
 
     def first_time(self) -> datetime:
-        return min(l.sent_at for l in self.lines.values())
+        if self._first is None:
+            self._first = min(l.sent_at for l in self.lines.values())
+        return self._first
+
+    def first_date(self) -> str:
+        """The date its excerpt is headed by."""
+        if self._first_date is None:
+            self._first_date = excerpt_date(self.first_time())
+        return self._first_date
 
     def touches(self, low: int, high: int) -> bool:
         """Whether messages at positions low..high would continue this block (or overlap it)."""
@@ -321,8 +342,7 @@ async def _titles(store, owner: str, thread_ids: Iterable[str]) -> dict[str, str
     ids = list(dict.fromkeys(thread_ids))
     if store is None or not ids:
         return {}
-    chats = await asyncio.gather(*(get_chat(store, owner, t) for t in ids))
-    return {t: c.title for t, c in zip(ids, chats) if c is not None}
+    return await chat_titles(store, owner, ids)
 
 
 async def recall(
@@ -344,19 +364,17 @@ async def recall(
     None when nothing clears the gate."""
     if token_budget <= 0 or not query.strip():
         return []
-    vector = await embeddings.aembed_query(query)
-    if gate is not None and await is_small_talk(embeddings, vector):
-        return []
+    # The message's words are searched while it is embedded (the first step of a turn's critical path).
+    vector = asyncio.ensure_future(embeddings.aembed_query(query))
     found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
+    if gate is not None and await is_small_talk(embeddings, await vector):
+        return []
     if gate is not None:
         if not any(gate.admits(f.candidate) for f in found):
             return []
         found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
     hidden = set(exclude) if thread_id else set()
-    anchors = [(f.candidate.thread_id, f.candidate.position) for f in found]
-    around, titles = await asyncio.gather(
-        table.neighbours(pool, owner, anchors, before=1, after=1), _titles(store, owner, (t for t, _ in anchors))
-    )
+    titles = await _titles(store, owner, (f.candidate.thread_id for f in found))
     blocks: list[_Block] = []
     seen_text: set[str] = set()
     rendering = _Rendering(titles)
@@ -368,8 +386,8 @@ async def recall(
         if norm in seen_text:
             continue  # the same words said again add nothing
         lines = [_Line(c.message_id, c.position, c.role, c.sent_at, c.content)]
-        for n in around.get((c.thread_id, c.position), []):
-            if n.thread_id == thread_id and n.message_id in hidden:
+        for n in (c.before, c.after):
+            if n is None or (n.thread_id == thread_id and n.message_id in hidden):
                 continue
             if NEIGHBOURS_ALWAYS or (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
                 lines.append(_Line(n.message_id, n.position, n.role, n.sent_at, n.content))
@@ -378,11 +396,11 @@ async def recall(
         block = next((b for b in blocks if b.thread_id == c.thread_id and b.touches(low, high)), None)
         trial = [*blocks] if block else [*blocks, _Block(c.thread_id, score=f.score)]
         target = block or trial[-1]
-        before = dict(target.lines)
-        target.lines.update({l.position: l for l in lines})
+        before = target.lines
+        target.set_lines({**before, **{l.position: l for l in lines}})
         # The cost as the prompt renders it, oldest first (dates, titles, separators): the budget holds exactly.
         if count_tokens(rendering.text(rendering.in_order(trial))) > token_budget:
-            target.lines = before  # a smaller later one may still fit
+            target.set_lines(before)  # a smaller later one may still fit
             continue
         blocks = trial
         seen_text.add(norm)
@@ -390,43 +408,32 @@ async def recall(
 
 
 class _Rendering:
-    """``render_excerpts`` of a list of blocks, built from pieces rendered once each: an excerpt
-    renders alike after the same excerpt, so the text is the first excerpt's rendering plus, for
-    each next one, what ``render_excerpts`` adds after its predecessor. Rendering every trial list
-    whole made packing quadratic (~150 ms for 40 excerpts on 2 busy cores)."""
+    """``render_excerpts`` of a list of blocks, built from pieces rendered once each: what an excerpt
+    adds after its predecessor (``excerpt_piece``) depends on the predecessor only through its chat
+    and first date, so a block renders at most three ways. Rendering every trial list whole made
+    packing quadratic (~150 ms for 40 excerpts on 2 busy cores)."""
 
     def __init__(self, titles: dict[str, str]) -> None:
         self.titles = titles
         self.pieces: dict[tuple, str] = {}
-        self.first_times: dict[tuple, datetime] = {}
 
-    def in_order(self, blocks: Sequence[_Block]) -> list[_Block]:
+    @staticmethod
+    def in_order(blocks: Sequence[_Block]) -> list[_Block]:
         """Oldest first, as the prompt shows them."""
-        def first(b: _Block) -> datetime:
-            key = _key(b)
-            if key not in self.first_times:
-                self.first_times[key] = b.first_time()
-            return self.first_times[key]
-
-        return sorted(blocks, key=first)
+        return sorted(blocks, key=_Block.first_time)
 
     def text(self, blocks: Sequence[_Block]) -> str:
         out, before = [], None
         for b in blocks:
-            key = (_key(before), _key(b))
-            if key not in self.pieces:
-                if before is None:
-                    self.pieces[key] = render_excerpts(_as_excerpts([b], self.titles))
-                else:
-                    alone = render_excerpts(_as_excerpts([before], self.titles))
-                    self.pieces[key] = render_excerpts(_as_excerpts([before, b], self.titles))[len(alone):]
-            out.append(self.pieces[key])
+            after = None if before is None else (before.thread_id, before.first_date())
+            key = (after, b.key())
+            piece = self.pieces.get(key)
+            if piece is None:
+                previous = None if before is None else _as_excerpts([before], self.titles)[0]
+                piece = self.pieces[key] = excerpt_piece(_as_excerpts([b], self.titles)[0], before=previous)
+            out.append(piece)
             before = b
         return "".join(out)
-
-
-def _key(block: _Block | None) -> tuple | None:
-    return None if block is None else (block.thread_id, tuple(sorted(block.lines)))
 
 
 def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[dict[str, Any]]:

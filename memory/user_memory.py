@@ -19,7 +19,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from pydantic import BaseModel, ValidationError
 
 from core.metrics import INVALID_ITEMS
-from storage import vector_search
+from storage import store_lookups, vector_search
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
 from memory.kinds import KINDS, STORE_KIND_NAMES, Kind
@@ -203,6 +203,12 @@ async def get_task(store: BaseStore, user_id: str, task_id: str) -> Task | None:
 async def get_chat(store: BaseStore, user_id: str, thread_id: str) -> ChatRecord | None:
     item = await store.aget(chats_ns(user_id), thread_id)
     return parse_item("chats", item) if item else None
+
+
+async def chat_titles(store: BaseStore, user_id: str, thread_ids: list[str]) -> dict[str, str]:
+    """thread id → title of those of the user's chats that exist (the title field alone)."""
+    titles = await store_lookups.field_of(store, chats_ns(user_id), thread_ids, "title")
+    return {t: str(title) for t, title in titles.items() if title}
 
 
 async def list_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:

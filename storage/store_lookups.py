@@ -54,3 +54,18 @@ async def items_where(
             found += await store.asearch(namespace, filter={field: value, **({"status": status} if status else {})}, limit=limit)
         return [(i.key, i.value) for i in found][:limit]
     return [(r["key"], r["value"]) for r in rows]
+
+
+async def field_of(store: BaseStore, namespace: tuple[str, ...], keys: list[str], field: str) -> dict[str, Any]:
+    """``value[field]`` of each item of ``namespace`` among ``keys`` that exists (one query: reading
+    whole items through the store's batch costs ~4 ms for a few dozen, on a turn's critical path)."""
+    if not keys:
+        return {}
+    conn = getattr(store, "conn", None)
+    if not isinstance(conn, AsyncConnectionPool):  # not a Postgres store (in-memory, tests)
+        items = [await store.aget(namespace, k) for k in keys]
+        return {i.key: i.value.get(field) for i in items if i is not None and field in i.value}
+    sql = "SELECT key, value -> %s AS v FROM store WHERE prefix = %s AND key = ANY(%s) AND value ? %s"
+    async with conn.connection() as c:
+        rows = await (await c.execute(sql, (field, ".".join(namespace), list(keys), field))).fetchall()
+    return {r["key"]: r["v"] for r in rows}

@@ -325,7 +325,6 @@ async def test_an_index_from_before_the_counts_were_kept_is_counted_and_loses_it
 async def test_a_message_holding_a_rare_word_is_found_however_many_messages_hold_a_common_one(backend, user_id, minilm, monkeypatch):
     """The full-text arm reads at most PER_WORD messages per word: a common word cannot crowd out a rare one."""
     monkeypatch.setattr(episode_table, "PER_WORD", 3)
-    monkeypatch.setattr(episode_table, "DF_CAP", 5)
     said = datetime(2024, 6, 1, tzinfo=timezone.utc)
     texts = [f"We talked about the garden again ({i})" for i in range(12)] + ["The garden has a quince tree"]
     rows = [episode_table.Episode("t", f"g{i}", i, "user", said, t, owner=user_id) for i, t in enumerate(texts)]
@@ -335,3 +334,32 @@ async def test_a_message_holding_a_rare_word_is_found_however_many_messages_hold
     by_rank = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)
     assert by_rank[0].message_id == "g12" and len(by_rank) <= 5
     assert by_rank[0].coverage == 1.0 and all(c.coverage < 0.5 for c in by_rank[1:])  # the rare word weighs more
+
+
+async def test_a_short_answer_comes_with_the_question_before_it_and_a_question_with_the_answer_after_it(backend, user_id, minilm):
+    """A turn alone that says little ("The beagle, in March.") is excerpted with the turn before it,
+    and a question found is excerpted with its answer, though neither neighbour matches the message."""
+    said = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    texts = [
+        "What did you do on Sunday?",
+        "The beagle, in March.",
+        "My cousin repaired the roof of the garage over the weekend.",
+        "Which instrument do you play at the community school?",
+        "Every morning for two years now, before work, with a teacher from Lisbon.",
+    ]
+    vectors = await minilm.embeddings.aembed_documents(texts)
+    rows = [
+        episode_table.Episode("t-pets", f"p{i}", i, "user" if i % 2 == 0 else "assistant", said + timedelta(minutes=i), text, owner=user_id, embedding=vector)
+        for i, (text, vector) in enumerate(zip(texts, vectors))
+    ]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, rows)
+    found = {c.message_id: c for c in await episode_table.search(backend.pool, user_id, "beagle instrument garage roof", None, k=10)}
+    assert found["p1"].before.message_id == "p0" and found["p1"].after.message_id == "p2"
+    assert found["p3"].before.message_id == "p2" and found["p3"].after.message_id == "p4"
+
+    def lines(excerpts) -> list[str]:
+        return [line["message_id"] for e in excerpts for line in e["lines"]]
+
+    assert lines(await episodes.recall(backend.pool, minilm.embeddings, user_id, "When did we get the beagle?")) == ["p0", "p1"]
+    assert lines(await episodes.recall(backend.pool, minilm.embeddings, user_id, "Which instrument do I play at the community school?")) == ["p3", "p4"]
