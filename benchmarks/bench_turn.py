@@ -4,7 +4,8 @@
                                     [--other-users 0 [--other-facts 1000] [--other-messages 0]] [--warmup 1]
 
 Runs on a throwaway embedded Postgres with the real embeddings (all-MiniLM-L6-v2
-in numpy) and the offline model, so the figures are the agent's own overhead:
+in numpy) and the offline model, one chat whose every turn sends a new message
+(``MESSAGES``: 46 of them), so the figures are the agent's own overhead:
 memory recall, retrieval, prompt building, summary folds, extraction and the
 Postgres writes — everything but the LLM's own latency. Prints p50/p95 per node
 and per turn, plus the machine.
@@ -41,6 +42,9 @@ from datetime import datetime, timedelta, timezone
 
 from langchain_core.messages import HumanMessage
 
+# The chat: every turn sends a message not sent before (a real chat does not repeat itself, and a
+# repeated message would find its vector cached and its rows in Postgres' pages); past the end of
+# the list they repeat.
 MESSAGES = [
     "My name is Dana and I live in Haifa.",
     "I work as a nurse at Rambam hospital.",
@@ -50,6 +54,44 @@ MESSAGES = [
     "I have a dog named Rex who hates the rain.",
     "Can you suggest a simple dinner for tonight?",
     "I'm learning Italian, my level is A2.",
+    "What did my sister say about the loan for the flat last spring?",
+    "Do you remember when I started the new job at the bank?",
+    "I need ideas for a birthday present for my nephew.",
+    "How long did my knee surgery recovery take?",
+    "Which vegan curry recipe did I like best?",
+    "When are we going to Kyoto again?",
+    "Tell me something about black holes.",
+    "My violin teacher moved to Lisbon, can you believe it?",
+    "What was the name of the animal shelter I volunteered at?",
+    "I'm thinking about selling my old Vespa.",
+    "Can you help me plan a week of yoga?",
+    "What did I say about the kids' school meeting?",
+    "Write a haiku about autumn rain.",
+    "I got a new laptop, it's really fast.",
+    "Did I mention my astronomy club?",
+    "How do I make sourdough bread without a starter?",
+    "Let's talk about jazz records from the fifties.",
+    "Remind me what we planned for mountain biking.",
+    "I'm worried about the exam next month.",
+    "Why do crowded beaches stress me out so much?",
+    "Which board games did we discuss for the party?",
+    "What is the capital of Australia?",
+    "I finally learned some Japanese phrases.",
+    "My peanut allergy flared up again yesterday.",
+    "Remember the trip we planned to the Sea of Galilee?",
+    "What's a good book on ancient history?",
+    "I collected three new vintage stamps today.",
+    "Could you summarize our talk about the mobile app?",
+    "I cooked Italian food for ten people.",
+    "How was my mood last week according to what I told you?",
+    "Rex chewed my running shoes this morning.",
+    "Add buying a gift for my mother to my list.",
+    "Is it better to stretch before or after a run?",
+    "My shift at the hospital moved to nights.",
+    "What do you know about my trip to Rome so far?",
+    "Thanks, that helps a lot.",
+    "I want to start saving for a new car.",
+    "Can you explain how interest on a mortgage works?",
 ]
 
 # Distinct fact texts to embed (subjects × details): the stored facts are variations of these.
