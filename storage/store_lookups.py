@@ -65,7 +65,10 @@ async def field_of(store: BaseStore, namespace: tuple[str, ...], keys: list[str]
     if not isinstance(conn, AsyncConnectionPool):  # not a Postgres store (in-memory, tests)
         items = [await store.aget(namespace, k) for k in keys]
         return {i.key: i.value.get(field) for i in items if i is not None and field in i.value}
-    sql = "SELECT key, value -> %s AS v FROM store WHERE prefix = %s AND key = ANY(%s) AND value ? %s"
+    sql = (
+        "SELECT key, value -> %s AS v FROM store WHERE prefix = %s AND key = ANY(%s) AND value ? %s"
+        " AND (expires_at IS NULL OR expires_at > now())"  # as the store's own reads
+    )
     async with conn.connection() as c:
         rows = await (await c.execute(sql, (field, ".".join(namespace), list(keys), field))).fetchall()
     return {r["key"]: r["v"] for r in rows}
