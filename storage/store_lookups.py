@@ -42,13 +42,8 @@ async def items_where(
         + " ORDER BY updated_at DESC LIMIT %s"
     )
     params: tuple = (".".join(namespace), list(values), *((status,) if status is not None else ()), limit)
-    conn = getattr(store, "conn", None)
-    if isinstance(conn, AsyncConnectionPool):
-        async with conn.connection() as c:
-            rows = await (await c.execute(sql, params)).fetchall()
-    elif conn is not None and hasattr(conn, "execute"):
-        rows = await (await conn.execute(sql, params)).fetchall()
-    else:  # not a Postgres store (in-memory, tests): filter its items
+    rows = await _rows(store, sql, params)
+    if rows is None:  # not a Postgres store (in-memory, tests): filter its items
         found = []
         for value in values:
             found += await store.asearch(namespace, filter={field: value, **({"status": status} if status else {})}, limit=limit)
@@ -61,14 +56,23 @@ async def field_of(store: BaseStore, namespace: tuple[str, ...], keys: list[str]
     whole items through the store's batch costs ~4 ms for a few dozen, on a turn's critical path)."""
     if not keys:
         return {}
-    conn = getattr(store, "conn", None)
-    if not isinstance(conn, AsyncConnectionPool):  # not a Postgres store (in-memory, tests)
-        items = [await store.aget(namespace, k) for k in keys]
-        return {i.key: i.value.get(field) for i in items if i is not None and field in i.value}
     sql = (
         "SELECT key, value -> %s AS v FROM store WHERE prefix = %s AND key = ANY(%s) AND value ? %s"
         " AND (expires_at IS NULL OR expires_at > now())"  # as the store's own reads
     )
-    async with conn.connection() as c:
-        rows = await (await c.execute(sql, (field, ".".join(namespace), list(keys), field))).fetchall()
+    rows = await _rows(store, sql, (field, ".".join(namespace), list(keys), field))
+    if rows is None:  # not a Postgres store (in-memory, tests)
+        items = [await store.aget(namespace, k) for k in keys]
+        return {i.key: i.value.get(field) for i in items if i is not None and field in i.value}
     return {r["key"]: r["v"] for r in rows}
+
+
+async def _rows(store: BaseStore, sql: str, params: tuple) -> list[dict[str, Any]] | None:
+    """``sql`` run on the store's own Postgres (its pool or its connection); None for any other store."""
+    conn = getattr(store, "conn", None)
+    if isinstance(conn, AsyncConnectionPool):
+        async with conn.connection() as c:
+            return await (await c.execute(sql, params)).fetchall()
+    if conn is not None and hasattr(conn, "execute"):
+        return await (await conn.execute(sql, params)).fetchall()
+    return None
