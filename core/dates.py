@@ -232,6 +232,21 @@ def dated_task(description: str, due: str | None, due_date: str | None) -> str:
     return _upper_first(f"{before}{phrase}{description[m.end():]}")
 
 
+def redated_task(description: str, old_due_date: str | None, due: str | None, due_date: str | None) -> str:
+    """A dated task's text after its due date is changed: the old date's phrase ("on Fri 4 Dec 2026",
+    "by …", "in …") gives way to the new one; a text that never carried the old date is kept as is."""
+    if not old_due_date or old_due_date == due_date or human_date(old_due_date) not in description:
+        return description
+    old = re.compile(rf"(\s*)\(?(?:\b(on|by|before|until|till|in)\s+)?(?:the end of )?{re.escape(human_date(old_due_date))}\)?")
+    if not (due and due_date):
+        return old.sub("", description, count=1).strip()
+    # The new words where the old date was, after its preposition ("by"), then dated as any task's.
+    def words(m: re.Match[str]) -> str:
+        return f"{m.group(1)}{m.group(2) + ' ' if m.group(2) in ('by', 'before', 'until', 'till') else ''}{due}"
+
+    return dated_task(old.sub(words, description, count=1), due, due_date)
+
+
 def _upper_first(text: str) -> str:
     return text[:1].upper() + text[1:]
 

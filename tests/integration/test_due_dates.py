@@ -63,8 +63,11 @@ async def test_a_due_date_the_user_edits_means_a_date_from_the_edit(backend, use
     (task,) = await list_tasks(backend.store, user_id)
     assert task.due_date == "2026-11-26"
 
+    assert task.description == "Call mom on Thu 26 Nov 2026"
+
     edited = await edit_task(backend.store, user_id, task.id, {"due": "January 15, 2027"})
     assert (edited.due, edited.due_date) == ("January 15, 2027", "2027-01-15")
+    assert edited.description == "Call mom on Fri 15 Jan 2027"  # the text says the new date, not the old one
     cleared = await edit_task(backend.store, user_id, task.id, {"due": None})
     assert (cleared.due, cleared.due_date) == (None, None)
 
