@@ -7,8 +7,8 @@ Without a header it depends on ``MEMORY_AGENT_AUTH``:
 * ``optional`` — the caller is the Studio user (``studio``, or ``$MEMORY_AGENT_STUDIO_USER``),
   never the CLI's and web page's ``local``, so what is tried here stays out of their memory.
   A run may name another user, as the LangGraph memory-agent template does:
-  ``config.configurable.user_id`` (or ``context.user_id``, unless it is the settings form's default
-  ``local``: a default is no choice). The run then reads and writes that user's memory, and its
+  ``config.configurable.user_id`` (or ``context.user_id``), unless it is the settings form's
+  default ``local``: a default is no choice. The run then reads and writes that user's memory, and its
   thread becomes that user's chat (see :func:`_acting_user`). A user who holds an API key is
   acted as only with the key;
 * ``required`` — 401.
@@ -164,16 +164,21 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thr
     return {OWNER_KEY: owner}
 
 
+_FORM_DEFAULT_USER = Context.__dataclass_fields__["user_id"].default
+
+
 def _named_user(kwargs: Any) -> str | None:
     """The user a run names: ``config.configurable.user_id`` (the LangGraph memory-agent template's
-    way), else ``context.user_id`` unless it is the settings form's default."""
+    way) or ``context.user_id`` (the server mirrors one into the other), unless it is the settings
+    form's default ``local``: Studio may send the form as it stands, and a default is no choice
+    (``memory-agent studio --user local`` shares the CLI's memory on purpose)."""
     if not isinstance(kwargs, dict):
         return None
     config, context = kwargs.get("config"), kwargs.get("context")
     configurable = config.get("configurable") if isinstance(config, dict) else None
-    for source, default in ((configurable, None), (context, Context.__dataclass_fields__["user_id"].default)):
+    for source in (configurable, context):
         named = source.get("user_id") if isinstance(source, dict) else None
-        if isinstance(named, str) and named.strip() and named.strip() != default:
+        if isinstance(named, str) and named.strip() and named.strip() != _FORM_DEFAULT_USER:
             return named.strip()
     return None
 

@@ -71,6 +71,7 @@ def test_the_user_a_run_names_is_configurable_user_id_as_in_the_langgraph_templa
     assert _named_user({"context": {"user_id": "noa"}}) == "noa"
     # The settings form's default is no choice: Studio's runs stay the Studio user's, not the CLI's.
     assert _named_user({"context": {"user_id": "local"}}) is None
+    assert _named_user({"config": {"configurable": {"user_id": "local", "__context_provided__": True}}}) is None
     assert _named_user({"config": {"configurable": {"user_id": "  "}}}) is None
     assert _named_user(None) is None
 
