@@ -304,6 +304,25 @@ async def test_with_auth_required_neither_a_missing_key_nor_studio_gets_in_but_a
     assert thread["metadata"]["owner"] == alice
 
 
+async def test_forgetting_a_named_user_also_drops_the_studio_thread_handed_to_them(dev_server, memory):
+    from memory.chat_admin import forget_user_everywhere
+
+    eve = f"eve-{uuid.uuid4().hex[:8]}"
+    keyless = client_for(dev_server, None)
+    thread_id = (await keyless.threads.create())["thread_id"]
+    await keyless.runs.wait(thread_id, GRAPH, input={"messages": [human("My vault code is 5521.")]}, config={"configurable": {"user_id": eve}})
+    assert "5521" in str((await keyless.threads.get(thread_id))["values"])
+
+    await forget_user_everywhere(memory, eve)
+    for _ in range(100):  # the server drops the record (Studio's user's) when Postgres announces the release
+        if thread_id not in {t["thread_id"] for t in await keyless.threads.search(limit=100)}:
+            break
+        await asyncio.sleep(0.1)
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        await keyless.threads.get(thread_id)
+    assert gone.value.response.status_code == 404
+
+
 async def test_with_auth_required_the_key_decides_the_user_whatever_configurable_user_id_says(strict_server, api_keys, memory):
     (alice, alice_key), (bob, _) = api_keys.items()
     client = client_for(strict_server, alice_key)
