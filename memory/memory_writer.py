@@ -362,7 +362,9 @@ async def _apply_tasks(
         else:
             if upd.status:
                 target.status = upd.status
-            if upd.due:
+            if upd.due:  # a text that said the old date says the new one (its vector, of the same task, is kept)
+                redated = redated_task(target.description, target.due_date, upd.due, upd.due_date)
+                target.description, target.hash = redated, text_hash(redated)
                 target.due, target.due_date = upd.due, upd.due_date
             target.updated_at = now
             staged[target.id] = target

@@ -90,3 +90,18 @@ async def test_no_emojis_please_is_stored_as_a_preference(backend, user_id):
     preferences = (await get_user_document(backend.store, user_id)).preferences
     assert preferences.other_notes == ["No emojis"]
     assert preferences.answer_length == "short"
+
+
+async def test_a_task_moved_to_another_day_says_the_new_date_in_its_text(backend, user_id):
+    from core.schemas import ExtractionResult, TaskUpdate
+    from memory.memory_writer import apply_extraction
+
+    said = "Call the dentist on Fri 4 Dec 2026"
+    await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[TaskUpdate(action="add", description=said, due="next Friday", due_date="2026-12-04")]))
+    (task,) = await list_tasks(backend.store, user_id)
+    moved = TaskUpdate(action="update", description="call the dentist", task_id=task.id, due="Monday", due_date="2026-11-30")
+    report = await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[moved]))
+
+    (task,) = await list_tasks(backend.store, user_id)
+    assert (task.description, task.due_date) == ("Call the dentist on Mon 30 Nov 2026", "2026-11-30")
+    assert report.tasks_updated == ["Call the dentist on Mon 30 Nov 2026"]
