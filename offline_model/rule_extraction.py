@@ -783,7 +783,9 @@ def _style_clauses(sentence: str, b: _Builder) -> None:
 # "answer briefly": a request about how to answer, in whatever words.
 @_rule(
     r"^\s*(?:please[, ]+)?(?:always|keep|use|be|no|avoid|stop|skip|don't|do not|never|without|less|fewer|"
-    r"short|shorter|brief|briefer|concise|detailed|longer|answer|reply|respond|write|talk|speak)\b"
+    r"short|shorter|brief|briefer|concise|detailed|longer)\b"
+    # "answer briefly", "reply without emojis"; not "reply to this email in Italian" (one message)
+    r"|^\s*(?:please[, ]+)?(?:answer|reply|respond|write)(?: me)? (?:briefly|concisely|succinctly|in detail|shorter|longer|with(?:out)? |more |less )"
     r"|\b(?:from now on|always|in (?:the )?future|going forward|in general)\b|\bplease\s*[.!]*\s*$"
 )
 def _imperative_style(m: re.Match[str], b: _Builder, casual: bool) -> None:

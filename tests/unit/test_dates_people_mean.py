@@ -159,6 +159,10 @@ async def test_a_preference_said_in_other_words_is_kept_under_every_model(model,
         "Can you explain it briefly?",
         "Give me a detailed explanation of TCP.",
         "Please help me with my code.",
+        "Reply to this email in Italian.",
+        "Write me a detailed report please.",
+        "Tell me a long story please.",
+        "Do you always use bullet points?",
     ],
 )
 def test_a_request_about_one_answer_is_not_a_preference(said):
