@@ -112,7 +112,11 @@ async def extract(
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
     value = drop_unstated_preferences(value, user_message, stored.get("preferences") or {})
     value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
-    value = with_dates(value, said_at or datetime.now(timezone.utc), _languages(user_message, stored, value))
+    when, languages = said_at or datetime.now(timezone.utc), _languages(user_message, stored, value)
+    value = with_dates(value, when, languages)
+    if rule_texts is not None:  # the rules' texts as stored: a task's or fact's carries its date
+        dated_floor = with_dates(floor, when, languages)
+        rule_texts += [f.text for f in dated_floor.new_facts] + [t.description for t in dated_floor.task_updates]
     return replace(result, value=value)
 
 

@@ -79,6 +79,7 @@ async def test_remind_me_next_friday_said_on_a_thursday_stores_the_friday_of_nex
 
     (task,) = await list_tasks(backend.store, user_id)
     assert (task.description, task.due, task.due_date) == ("Call the dentist on Fri 4 Dec 2026", "next Friday", "2026-12-04")
+    assert [s.by for s in task.sources] == ["rules"]  # the dated text is still known as the rules' own
     assert "Fri 4 Dec 2026" in out["memory_written"]["described"]  # the "remembered:" line states the date it took
 
 
