@@ -131,12 +131,9 @@ def chat_id_on(lines: list[str]) -> str:
     return found.group(1)
 
 
-async def test_on_a_terminal_help_history_a_12_line_paste_and_a_25000_character_paste(terminal_chat, backend, user_id, tmp_path):
+async def test_on_a_terminal_help_lists_every_command_and_up_recalls_the_last_line(terminal_chat, user_id, tmp_path):
     term = terminal_chat
-    lines = await asyncio.to_thread(term.wait_for, "its first prompt", waiting_at_a_new_prompt)
-    thread_id = chat_id_on(lines)
-
-    # /help lists every command there is.
+    await asyncio.to_thread(term.wait_for, "its first prompt", waiting_at_a_new_prompt)
     term.send("/help\r")
     lines = await asyncio.to_thread(term.wait_for, "the help", lambda ls: any("/regenerate" in l for l in ls) and waiting_at_a_new_prompt(ls))
     listed = "\n".join(lines)
@@ -145,11 +142,24 @@ async def test_on_a_terminal_help_history_a_12_line_paste_and_a_25000_character_
     # Up recalls the last line typed (the terminal's own line editor printed ^[[A).
     term.send(UP)
     await asyncio.to_thread(term.wait_for, "/help recalled by Up", lambda ls: [l for l in ls if l.strip()][-1] == "you> /help")
-    term.send("\x15")  # Ctrl-U: the line is cleared again
+    term.send("\r")  # sent again: the help again
+    await asyncio.to_thread(term.wait_for, "the help twice", lambda ls: sum("/regenerate" in l for l in ls) >= 2 and waiting_at_a_new_prompt(ls))
+    term.send("/quit\r")
+    await asyncio.to_thread(term.child.expect, pexpect.EOF, timeout=60)
+    term.child.close()
+    assert term.child.exitstatus == 0
+    assert "+/help" in (tmp_path / "state" / "history" / user_id).read_text()  # kept for this user's next chat
 
-    # A paste of 12 lines is one message, with one reply.
+
+async def test_on_a_terminal_a_12_line_paste_is_one_message_and_a_25000_character_paste_is_refused_not_cut(
+    terminal_chat, backend, user_id, tmp_path
+):
+    term = terminal_chat
+    lines = await asyncio.to_thread(term.wait_for, "its first prompt", waiting_at_a_new_prompt)
+    thread_id = chat_id_on(lines)
+
+    # A paste of 12 lines is one message, with one reply (it was 12 messages and 12 replies).
     paragraphs = [f"Line {i} of the pasted notes: the garden needs {i} more tulips." for i in range(1, 13)]
-    before = prompts_on(term.lines)
     term.paste("\n".join(paragraphs))
     term.send("\r")
     await asyncio.to_thread(term.wait_for, "the reply to the paste", lambda ls: waiting_at_a_new_prompt(ls) and "agent>" in "\n".join(ls))
@@ -157,7 +167,7 @@ async def test_on_a_terminal_help_history_a_12_line_paste_and_a_25000_character_
     assert [kind for kind, _ in stored] == ["human", "ai"], stored
     assert stored[0][1] == "\n".join(paragraphs)
 
-    # A paste of 25,000 characters (over the 20,000 limit): refused with its size, nothing cut or stored.
+    # A paste of 25,000 characters (over the 20,000 limit; it was stored cut at 4,095): refused with its size.
     words = " ".join(f"w{i:05d}" for i in range(4200))[:25000]
     assert len(words) == 25000
     term.paste(words)
@@ -173,9 +183,7 @@ async def test_on_a_terminal_help_history_a_12_line_paste_and_a_25000_character_
     term.child.close()
     assert term.child.exitstatus == 0
     assert "WARNING" not in "".join(term.transcript)
-    # The lines typed are kept for this user, the paste as one entry.
-    history = (tmp_path / "state" / "history" / user_id).read_text()
-    assert "+/help" in history and "+Line 12 of the pasted notes" in history
+    assert "+Line 12 of the pasted notes" in (tmp_path / "state" / "history" / user_id).read_text()  # one entry
 
 
 async def test_on_a_terminal_the_remembered_line_comes_before_the_next_prompt(terminal_chat):
