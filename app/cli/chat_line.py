@@ -19,6 +19,7 @@ import sys
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.output import create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from app.cli.chat_logging import OneCalmLine, history_path
@@ -56,7 +57,12 @@ def _forget_history(prompt: PromptSession, user_id: str) -> None:
 
 async def chat_on_terminal(session: ChatSession) -> int:
     session.background_memory = True
-    prompt: PromptSession[str] = PromptSession(history=_history(session.user_id), key_bindings=_key_bindings())
+    output = create_output(stdout=sys.stdout)
+    # No cursor-position requests: they only size menus below the prompt, which this line has none of,
+    # and a terminal that does not answer them got a "WARNING: your terminal doesn't support…" line.
+    if hasattr(output, "enable_cpr"):
+        output.enable_cpr = False
+    prompt: PromptSession[str] = PromptSession(history=_history(session.user_id), key_bindings=_key_bindings(), output=output)
     session.ask_line = prompt.prompt_async  # a task confirmation is asked on the same line editor
     session.on_forget_all.append(lambda: _forget_history(prompt, session.user_id))
     # raw: the session's dim lines keep their colour codes. Everything printed from here on, by the
