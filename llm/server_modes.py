@@ -156,8 +156,11 @@ def _write_merged(path: Path, entry: ServerEntry) -> None:
         servers = sorted([*others, entry], key=lambda e: e.updated_at)[-MAX_ENTRIES:]
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".structured-output-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(ServerModesFile(servers=servers).model_dump_json(indent=1))
-        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(ServerModesFile(servers=servers).model_dump_json(indent=1))
+            os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # gone already when replaced
     except OSError as exc:
         log.info("could not keep the structured-output cache in %s (%s); this process still knows", path, exc)

@@ -1,8 +1,9 @@
 """`memory-agent chat`: an interactive chat on a terminal, or one message per line from a pipe.
 
-On a terminal replies stream token by token and a dim line shows what was
-remembered. From a pipe each input line is one message and each reply is printed
-on one stdout line (notes go to stderr), so scripts and tests can drive it.
+On a terminal (the line editor is ``app.cli.chat_line``) replies stream token by token and a dim
+line shows what was remembered. From a pipe each input line is one message and each reply is printed
+on one stdout line (notes go to stderr), so scripts and tests can drive it. Log records go to the
+chat's log file either way (``app.cli.chat_logging``), not into the conversation.
 
 Turns run exactly as the HTTP API runs them (app.runs.active_runs, app.runs.turn_runner): the same
 per-chat run lock, so a second window on a busy chat is told so and nothing is lost, and
