@@ -24,6 +24,8 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from app.cli.chat_logging import OneCalmLine, history_path
 from app.cli.chat_session import HELP, ChatSession
+from core.errors import InvalidMessage
+from core.text_validation import validate_user_text
 
 PROMPT = "you> "
 
@@ -88,6 +90,12 @@ async def chat_on_terminal(session: ChatSession) -> int:
                     await session.settle()
                     return 0
                 continue
-            if line.strip():
-                print("agent> ", end="", file=session.out, flush=True)
-                await session.send(line)
+            if not line.strip():
+                continue
+            try:
+                validate_user_text(line, session.context.max_message_chars)
+            except InvalidMessage as exc:  # said on its own line, not after "agent> "; the text is not lost
+                session.error(f"{exc} Nothing was sent; Up brings your text back.")
+                continue
+            print("agent> ", end="", file=session.out, flush=True)
+            await session.send(line)

@@ -175,8 +175,19 @@ async def test_on_a_terminal_a_12_line_paste_is_one_message_and_a_25000_characte
     lines = await asyncio.to_thread(term.wait_for, "the refusal of the long paste", lambda ls: any("too long" in l for l in ls))
     refusal = " ".join(line for line in lines if line)
     assert "25,000 characters, the limit is 20,000" in refusal, refusal
+    assert "Nothing was sent; Up brings your text back." in refusal
     await asyncio.to_thread(term.wait_for, "a prompt after the refusal", waiting_at_a_new_prompt)
     assert await stored_messages(backend, user_id, thread_id) == stored  # nothing of it was stored, cut or whole
+    term.send(UP)  # the refused text is back on the line, whole, to shorten
+    tail = words[-300:]  # (the line wraps over more rows than the screen has: its end is what shows)
+
+    def back_below_the_refusal(lines: list[str]) -> bool:
+        errors = [i for i, line in enumerate(lines) if "error:" in line]
+        below = lines[errors[-1] + 1 :] if errors else lines  # the echo of the first paste is above the error
+        return tail in "".join(line.ljust(COLS) for line in below)
+
+    await asyncio.to_thread(term.wait_for, "the refused text back on the line", back_below_the_refusal)
+    term.send("\x15")  # Ctrl-U clears it
 
     term.send("/quit\r")
     await asyncio.to_thread(term.child.expect, pexpect.EOF, timeout=60)
