@@ -62,7 +62,7 @@ COMMANDS = (
     ("/open N|words", "go to chat N of /chats, or to the chat about those words"),
     ("/new", "start a new chat"),
     ("/regenerate", "answer your last message again (memory learns from the new answer, also after a stop)"),
-    ("/forget [text]", "forget the fact that matches the text; alone: everything about you, after a yes"),
+    ("/forget [text]", "forget what the text says, every copy of it; alone: everything about you, after a yes"),
     ("/quit", "leave (also /exit or Ctrl-D)"),
 )
 HELP = f"Commands: {' '.join(name for name, _ in COMMANDS)} (or say \"go back to the chat about …\")"
