@@ -15,7 +15,6 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Awaitable, Callable
 
 import pytest
