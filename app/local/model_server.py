@@ -264,6 +264,9 @@ class LocalServer:
             "MEMORY_AGENT_MODEL": self.model_name,
             "MEMORY_AGENT_MAX_REPLY_TOKENS": os.environ.get("MEMORY_AGENT_MAX_REPLY_TOKENS", "1024"),
             "MEMORY_AGENT_MODEL_TIMEOUT": os.environ.get("MEMORY_AGENT_MODEL_TIMEOUT", str(LOCAL_TIMEOUT_SECONDS)),
+            # Known up front: llama-cpp-python refuses json_schema (HTTP 500) and makes json_object + schema a
+            # grammar. Starting there, the first structured call of every run is not a refused one.
+            "MEMORY_AGENT_STRUCTURED_OUTPUT": os.environ.get("MEMORY_AGENT_STRUCTURED_OUTPUT", "json_object_schema"),
         }
 
     def log(self) -> str:

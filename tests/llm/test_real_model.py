@@ -134,14 +134,14 @@ async def test_a_task_tool_call_asks_for_confirmation_and_yes_adds_the_task(back
 
 async def test_structured_calls_go_through_the_schema_door_and_come_back_valid_the_first_time(real_model, local_server):
     """llama-cpp-python refuses ``json_schema`` (HTTP 500) and makes ``json_object`` + ``schema`` a grammar:
-    the 0.5B's extraction and title are valid JSON of their schema, with no repair call."""
+    the 0.5B's extraction and title are valid JSON of their schema, with no repair call. The server
+    `memory-agent local` starts is asked through that door first (its env), so nothing is refused."""
     model = load_chat_model(real_model)
     messages = build_extraction_messages("Hi! My name is Dana, I live in Haifa and I work as a nurse.", "Nice to meet you, Dana!", {})
     first = await invoke_structured(model, ExtractionResult, messages)
 
-    assert any(e.startswith("auto refused") and "response_format" in e for e in first.errors), first.errors
-    assert first.method == "json_object_schema" and first.attempts == 1, first
-    assert remembered_mode(model) == "json_object_schema"
+    assert first.errors == [] and first.method == "json_object_schema" and first.attempts == 1, first
+    assert remembered_mode(model) is None  # no refusal to remember
     title = await invoke_structured(model, ChatTitle, [SystemMessage(prompts.text("title")), HumanMessage("We planned a trip to Rome.")])
     assert title.method == "json_object_schema" and title.attempts == 1 and title.calls == 1  # straight to the door that works
     assert title.value.title.strip()
