@@ -57,6 +57,16 @@ def _forget_history(prompt: PromptSession, user_id: str) -> None:
     prompt.default_buffer.history = prompt.history
 
 
+def _forget_history_lines(prompt: PromptSession, user_id: str, redactor) -> None:
+    """After a forget: the typed lines that carry a forgotten word leave the history (file and list)."""
+    kept = [line for line in reversed(prompt.history.get_strings()) if not redactor.carries(line)]
+    history_path(user_id).unlink(missing_ok=True)
+    prompt.history = _history(user_id)
+    for line in reversed(kept):
+        prompt.history.append_string(line)
+    prompt.default_buffer.history = prompt.history
+
+
 async def chat_on_terminal(session: ChatSession) -> int:
     session.background_memory = True
     output = create_output(stdout=sys.stdout)
@@ -67,6 +77,7 @@ async def chat_on_terminal(session: ChatSession) -> int:
     prompt: PromptSession[str] = PromptSession(history=_history(session.user_id), key_bindings=_key_bindings(), output=output)
     session.ask_line = prompt.prompt_async  # a task confirmation is asked on the same line editor
     session.on_forget_all.append(lambda: _forget_history(prompt, session.user_id))
+    session.on_forget_words.append(lambda redactor: _forget_history_lines(prompt, session.user_id, redactor))
     # raw: the session's dim lines keep their colour codes. Everything printed from here on, by the
     # session or a log record, goes above the prompt when one is shown.
     with patch_stdout(raw=True):

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
-from typing import Awaitable, Callable, TextIO
+from typing import Any, Awaitable, Callable, TextIO
 
 import psycopg
 from langchain_core.messages import AIMessage, HumanMessage
@@ -47,7 +47,7 @@ from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
-from memory.forgetting import forget_request
+from memory.forgetting import forget_request, redactor_for
 from memory import queries as q
 from memory.queries import list_chats, list_facts
 from storage import chat_runs
@@ -102,6 +102,8 @@ class ChatSession:
     """How a terminal asks a question (the chat line's prompt); None: ``input()``."""
     on_forget_all: list[Callable[[], None]] = field(default_factory=list)
     """Called once everything about the user was forgotten (the chat line drops its history of them)."""
+    on_forget_words: list[Callable[[Any], None]] = field(default_factory=list)
+    """Called with the user's redactor after a /forget (the chat line drops the typed lines that carry it)."""
 
     def __post_init__(self) -> None:
         self.context = Context(user_id=self.user_id, **self.context_overrides)
@@ -472,6 +474,10 @@ class ChatSession:
         # Every copy: the facts, profile fields, preferences and tasks that carry it, the messages
         # that said it (in the index and in every model's view), the summaries and chat records.
         report = await forget_request(store, self.user_id, what)
+        if report is not None and self.on_forget_words:
+            redactor = await redactor_for(store, self.user_id)
+            for forgotten in self.on_forget_words:
+                forgotten(redactor)
         self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
 
 
