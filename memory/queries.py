@@ -227,7 +227,7 @@ def _midnight(d: date) -> datetime:
 
 
 def _parse_point(text: str, *, end: bool) -> datetime:
-    """A date (whole day; the end of a span includes it) or an ISO datetime."""
+    """A date (whole day; the end of a span includes it) or an ISO datetime, in UTC."""
     try:
         if _DAY.match(text):
             day = _midnight(date.fromisoformat(text))
@@ -235,11 +235,29 @@ def _parse_point(text: str, *, end: bool) -> datetime:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
         raise InvalidTimeRange(f"'{text}' is not a date; time_range accepts {TIME_RANGE_HELP}") from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    # In UTC here, so a moment whose UTC leaves years 1-9999 fails now, not later in a comparison or the SQL.
+    return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def parse_time_range(spec: str | None, now: datetime | None = None) -> TimeWindow:
-    now = now or utcnow()
+    """The UTC window a time_range names; anything else, however odd, is an InvalidTimeRange saying why."""
+    try:
+        return _parse_time_range(spec, now or utcnow())
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, InvalidTimeRange):
+            raise
+        # 99999999999d, 9999-12-31 (its day ends in year 10000), a 5,000-digit count: past what a date can hold.
+        raise InvalidTimeRange(
+            f"time_range '{_shown(spec)}' reaches outside the years 1-9999 (UTC); use 'all' or a narrower range: {TIME_RANGE_HELP}"
+        ) from exc
+
+
+def _shown(spec: str | None) -> str:
+    text = spec or ""
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _parse_time_range(spec: str | None, now: datetime) -> TimeWindow:
     text = (spec or "").strip().lower()
     if text in ("", "all", "any", "all_time"):
         return TimeWindow(None, None, "all")
