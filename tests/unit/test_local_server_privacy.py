@@ -74,6 +74,7 @@ async def test_a_foreign_origin_is_refused_and_no_cors_header_is_ever_sent(clien
     # The server's own origin (its /docs page) may call, still with the key and still without CORS headers.
     same = await client.post("/v1/chat/completions", json=CHAT, headers={"Origin": "http://127.0.0.1:8123"})
     assert same.status_code == 200 and not [h for h in same.headers if h.lower().startswith("access-control-")]
+    assert CORSMiddleware not in [m.cls for m in stub.app.user_middleware]  # the library's allow-all CORS is gone, not only hidden
 
 
 async def test_every_reply_names_the_models_alias_never_the_weights_path(client, stub):
