@@ -44,7 +44,7 @@ def isolate_requests() -> None:
     llama.cpp resumes a prompt from the longest prefix it shares with the live context (and, with
     ``--cache``, with a saved state), so a prompt that repeats a recent one is read faster: a client
     can time a guess of what another just sent. Here nothing is resumed; every call reads its whole
-    prompt (a turn's first token in ~11 s instead of ~3 s on the 0.5B).
+    prompt, as a chat's first turn does (its first token ~11 s instead of ~3 s on the 0.5B, docs/local-model.md).
     """
     create = llama_cpp.Llama._create_completion
 
