@@ -45,7 +45,7 @@ def raw_speed(server, spec) -> dict[str, float]:
         "max_tokens": 64,
         "temperature": 0,
     }
-    with httpx.Client(base_url=server.base_url, timeout=900) as client:
+    with httpx.Client(base_url=server.base_url, headers=server.headers, timeout=900) as client:
         client.post("/chat/completions", json={**body, "max_tokens": 1})  # warm-up (weights paged in)
         body["messages"][0]["content"] += " Thanks."  # a new prompt, not a cache hit
         started = time.perf_counter()

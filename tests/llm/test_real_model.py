@@ -150,7 +150,7 @@ async def test_structured_calls_go_through_the_schema_door_and_come_back_valid_t
 async def test_an_empty_reply_is_asked_again_without_tools_and_the_user_never_sees_a_blank_line(recording_proxy, local_server, backend, user_id):
     """The 0.5B answered three of the four Dana lines with a line of spaces: the proxy gives that answer
     once, the real server answers the second asking."""
-    forward = forwarding_responder(local_server.base_url)
+    forward = forwarding_responder(local_server)
     blanked: list[StubRequest] = []
 
     def answer(request: StubRequest) -> StubReply:
@@ -228,7 +228,7 @@ async def test_the_next_reply_prompt_extends_the_last_one_so_the_server_reads_on
     first, second = replies[0], replies[turns]  # each turn's first reply call
     assert second.messages[: len(first.messages) - 1] == first.messages[:-1]  # the same prefix, message for message
 
-    client = httpx.Client(base_url=local_server.base_url, timeout=600)
+    client = httpx.Client(base_url=local_server.base_url, headers=local_server.headers, timeout=600)
 
     def send(request: StubRequest) -> dict:
         body = {**request.body, "stream": False, "max_tokens": 1}
