@@ -32,6 +32,8 @@ EXCERPT_SEPARATOR = "\n\n"
 TITLE_CHARS = 60
 # A longer message is cut here: an excerpt reminds, the history tool reads whole messages.
 EXCERPT_LINE_CHARS = 700
+# Relative dates ("yesterday") shown with the date they meant (docs/episodic-memory.md: its measure).
+RESOLVE_DATES = True
 
 
 def excerpt_date(when: datetime) -> str:
@@ -46,7 +48,7 @@ def excerpt_line(role: str, text: str, date: str = "", said: datetime | None = N
     """One message: who, its date when the excerpt's header does not give it, its words (relative
     dates resolved against ``said``, cut at ``EXCERPT_LINE_CHARS``)."""
     words = " ".join(text.split())
-    if said is not None:
+    if said is not None and RESOLVE_DATES:
         words = resolve_relative(words, said)
     if len(words) > EXCERPT_LINE_CHARS:
         words = words[: EXCERPT_LINE_CHARS - 1].rstrip() + "…"
