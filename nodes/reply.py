@@ -74,6 +74,7 @@ def reply_prompt(state: State, ctx: Context) -> tuple[BuiltPrompt, list[BaseMess
             knowledge=ctx.rag_token_budget,
             episodes=ctx.episodic_token_budget,
             recent=ctx.max_context_tokens,
+            total=ctx.prompt_token_budget,
         ),
     )
     return built, list(this_turn)
