@@ -490,7 +490,7 @@ def report_markdown(results: RecallResults) -> str:
         lines += ["", f"## {part.replace('_', ' ')}: {', '.join(results.split.get(part, []))}", "",
                   "| system | questions | answer words | evidence turns | tokens median | multi-hop | temporal | open-domain | single-hop |", "|---|---|---|---|---|---|---|---|---|"]
         for name, s in systems.items():
-            cats = [_fmt(s.per_category[c].answer_recall) if c in s.per_category else "–" for c in sorted(s.per_category)]
+            cats = [_fmt(s.per_category[c].answer_recall) if c in s.per_category else "–" for c in (f"{k} {CATEGORY_NAMES[k]}" for k in CATEGORIES)]
             lines.append(f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {s.prompt_tokens_median:.0f} | " + " | ".join(cats) + " |")
     if results.lead:
         lines += ["", "## memory-agent's lead in answer words (paired bootstrap over questions, 95 %)", ""]
