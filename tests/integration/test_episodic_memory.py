@@ -15,6 +15,7 @@ from core.messages import sent_at, stamp_sent_at
 from graph.assembly import compile_graph
 from memory import episodes, queries
 from memory.chat_admin import delete_chat, forget_user_everywhere
+from storage import forget_ledger
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
 from storage import episodes as episode_table
 from tests.support.graph_turns import new_thread, stream_turn
@@ -190,6 +191,7 @@ async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new
             for statement in episode_table.create_statements(minilm.dims, partitions=4):
                 await conn.execute(statement)
         await episode_table.setup(pool, minilm.dims)  # the backend's set-up accepts the partitioned table
+        await forget_ledger.setup(pool)  # index writes read what the owner had forgotten
         async with pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) AS n FROM pg_inherits WHERE inhparent = %s::regclass", (episode_table.TABLE,))).fetchone()
         assert row["n"] == 4
