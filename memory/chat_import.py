@@ -282,10 +282,13 @@ async def import_chat(
     title = (chat.title or "").strip()
     record = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=ctx.persona,
                         created_at=chat.created_at or chat.messages[0].time)
-    if chat.source_id is None:
-        await thread_owners.create(pool, record.thread_id, user_id)
-    elif holder := await chat_sources.create_imported_thread(pool, record.thread_id, user_id, chat.source_id):
-        return ImportedChat(chat_id=holder, title=title, messages=0, exchanges=0, already_imported=True)
+    try:
+        if chat.source_id is None:
+            await thread_owners.create(pool, record.thread_id, user_id)
+        else:
+            await chat_sources.create_imported_thread(pool, record.thread_id, user_id, chat.source_id)
+    except chat_sources.AlreadyImported as exc:  # nothing written
+        return ImportedChat(chat_id=exc.thread_id, title=title, messages=0, exchanges=0, already_imported=True)
     await create_chat_record(graph.store, user_id, record)
     cfg = {"configurable": {"thread_id": record.thread_id}}
     result = ImportedChat(
