@@ -4,6 +4,7 @@ live server, every request to anywhere but the server aborted, the page's CSP en
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,7 @@ async def test_the_api_docs_render_every_operation_with_the_network_off(server, 
                                      "#operations-chats-send_message_chats__chat_id__messages_post .microlight", timeout=30_000)
         body = await page.inner_text("#operations-chats-send_message_chats__chat_id__messages_post")
         assert '"text"' in body
+        await page.screenshot(path=str(Path(tempfile.gettempdir()) / "memory-agent-api-docs.png"))  # to look at, not compared
 
         assert offsite == [], f"the docs page asked the network for {offsite}"
         assert "script-src 'self' 'sha256-" in response.headers["content-security-policy"]
