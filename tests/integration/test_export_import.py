@@ -21,7 +21,7 @@ from core.messages import sent_at
 from graph.assembly import compile_graph
 from memory.chat_admin import delete_chat
 from memory.chat_import import check_all, import_chat, parse_import
-from memory.user_memory import get_chat, list_chats
+from memory.user_memory import get_chat, get_user_document, list_chats
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
 from storage import thread_owners
 from tests.support.graph_turns import new_thread, stream_turn
@@ -81,6 +81,8 @@ async def test_a_chatgpt_export_becomes_one_chat_per_conversation_with_its_title
     texts = " ".join(m.text for m in messages)
     assert "Porto" not in texts and "Start with your visa" not in texts  # the other branches
     assert "Be brief" not in texts and "I am a nurse" not in texts  # custom instructions: hidden
+    profile = (await get_user_document(backend.store, user_id)).profile
+    assert not profile.role  # nor learned from: the hidden "I am a nurse" never reached the memory steps
 
     # Tool calls and results are left out; a photo's caption stays.
     sourdough = [m.text for m in await messages_of(graph, done[1].chat_id)]
