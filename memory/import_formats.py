@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -39,6 +40,9 @@ from core.text_validation import NAME_CHARS
 __all__ = ["ChatGPTConversation", "ClaudeConversation", "export_histories", "export_kind"]
 
 CHATGPT = "chatgpt"
+# Citation marks in ChatGPT's replies that only its app renders: 【4†source】 (browsing) and the
+# private-use-area ones of newer exports (U+E200 … U+E201).
+_CITATION = re.compile(r"[ \t]*(?:【\d+(?::\d+)?†[^】\n]{0,80}】|\ue200[^\ue201\n]{0,200}\ue201)")
 CLAUDE = "claude"
 
 
@@ -201,8 +205,19 @@ def _chatgpt_text(message: ChatGPTMessage) -> str | None:
         return None
     if message.content.content_type not in ("text", "multimodal_text"):
         return None
-    text = "\n\n".join(p for p in (message.content.parts or []) if isinstance(p, str) and p.strip())
+    text = "\n\n".join(t for t in map(_part_text, message.content.parts or []) if t and t.strip())
+    if message.author.role == "assistant":
+        text = _CITATION.sub("", text)
     return text.strip() or None
+
+
+def _part_text(part: Any) -> str | None:
+    """A part's text: a string, or what was said in a voice conversation (``audio_transcription``)."""
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and part.get("content_type") == "audio_transcription" and isinstance(part.get("text"), str):
+        return part["text"]
+    return None  # an image, an audio file, another asset
 
 
 def _chatgpt_history(conversation: ChatGPTConversation, raw: Any) -> dict:

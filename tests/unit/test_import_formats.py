@@ -88,3 +88,22 @@ def test_each_history_carries_the_conversation_id_and_a_given_title_numbers_the_
     del no_id["id"], no_id["conversation_id"]
     [a], [b] = export_histories([no_id]), export_histories([copy.deepcopy(no_id)])
     assert a["source_id"] == b["source_id"] and a["source_id"].startswith("chatgpt:")  # known by its content
+
+
+def test_chatgpt_voice_transcripts_are_kept_and_citation_marks_dropped():
+    conversation = lisbon()
+    mapping = conversation["mapping"]
+    question = mapping["aaa2c0de-0003-4b1c-8d2e-100000000003"]["message"]
+    question["content"] = {
+        "content_type": "multimodal_text",
+        "parts": [
+            {"content_type": "audio_transcription", "text": "My landlord is Mr. Duarte.", "direction": "in", "decoding_id": None},
+            {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_0001", "size_bytes": 41230, "format": "wav"},
+        ],
+    }
+    reply = mapping["c7f3e9a1-0003-4d2a-b3c4-200000000003"]["message"]
+    reply["content"]["parts"] = ["Get a NIF first \ue200cite\ue202turn0search3\ue201 and open a bank account【4†source】."]
+    [history] = export_histories([conversation])
+    texts = [m["text"] for m in history["messages"]]
+    assert texts[1] == "Get a NIF first and open a bank account."
+    assert texts[2] == "My landlord is Mr. Duarte."
