@@ -19,6 +19,7 @@ import pytest
 from core.context import Context
 from core.messages import sent_at
 from graph.assembly import compile_graph
+from memory import queries
 from memory.chat_admin import delete_chat
 from memory.chat_import import check_all, import_chat, parse_import
 from memory.user_memory import get_chat, get_user_document, list_chats
@@ -121,6 +122,19 @@ async def test_a_claude_export_becomes_one_chat_per_conversation_and_a_question_
     excerpts = await reply_prompt_excerpts(graph, user_id, "Which Bach piece did my cello teacher give me to practise?")
     assert "practise the Bach prelude in G major" in excerpts and '"Cello practice routine"' in excerpts
     assert "19 July 2024" in excerpts
+
+
+async def test_an_imported_conversation_is_found_in_the_month_it_happened_not_in_the_month_it_was_imported(backend, graph, user_id):
+    done = await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
+    lisbon = done[0].chat_id
+
+    march = await queries.search_conversation_history(backend.store, None, user_id, "moving to Lisbon", "2024-03-01..2024-03-31")
+    assert lisbon in {h.chat_id for h in march.summaries}
+    assert {m.chat_id for m in march.messages} == {lisbon}
+    june = await queries.search_conversation_history(backend.store, None, user_id, "moving to Lisbon", "2024-06-01..2024-06-30")
+    assert lisbon not in {h.chat_id for h in june.summaries}
+    today = await queries.search_conversation_history(backend.store, None, user_id, "moving to Lisbon", "7d")
+    assert today.summaries == [] and today.messages == []
 
 
 @pytest.mark.parametrize("name", ["chatgpt_conversations.json", "claude_conversations.json"])
