@@ -299,3 +299,27 @@ async def test_forget_with_a_text_waits_for_the_users_lock_and_leaves_no_copy_of
 
     assert "Forgot: Has a peanut allergy" in err.getvalue()
     assert await list_facts(backend.store, user_id, include_superseded=True) == []
+
+
+async def test_regenerate_answers_the_last_message_again_through_the_apis_path(backend, user_id):
+    """The stop message said "regenerate it", and the CLI had no such command."""
+    answers = iter(["Tulips.", "Roses, in the sun.", "Sure."])
+    with scripted_session(backend, user_id, lambda messages: next(answers)) as (s, out, err):
+        await s.command("/regenerate")
+        assert "Nothing to regenerate yet" in err.getvalue()
+        await s.send("What should I plant?")
+        await s.command("/regenerate")
+        stored = [(m.type, m.text) for m in (await s.graph.aget_state(s.config)).values["messages"]]
+        assert stored == [("human", "What should I plant?"), ("ai", "Roses, in the sun.")]  # the same message, a new reply
+        assert await s.send("Thanks") == "Sure."  # the chat's run lock was released each time
+    assert out.getvalue() == "Tulips.\nRoses, in the sun.\nSure.\n" and "error" not in err.getvalue()
+
+
+async def test_help_lists_every_command_the_chat_has(session):
+    s, out, err = session
+    await s.command("/help")
+    for name in ("/help", "/memory", "/summary", "/chats", "/open", "/new", "/regenerate", "/forget", "/quit"):
+        assert name in err.getvalue()
+        if name not in ("/help",):
+            await s.command(name.split()[0] + (" 1" if name == "/open" else ""))  # each one exists
+    assert "Unknown command" not in err.getvalue()
