@@ -1,6 +1,7 @@
 """Importing a chat history into a new chat, running the memory nodes as the chat would.
 
-Two formats (docs/import.md):
+Formats (docs/import.md); the other products' exports (ChatGPT's and Claude's
+``conversations.json``) are read by memory.import_formats into ours:
 
 * ours, :class:`ChatImport`: ``{"title": "...", "messages": [{"role": "user"|"assistant",
   "text": "...", "time": "2023-05-08T13:56:00Z"}, ...]}``;
@@ -37,8 +38,9 @@ from core.errors import InvalidMessage, MemoryAgentError
 from core.messages import stamp_sent_at
 from core.schemas import ChatRecord
 from core.text_validation import DEFAULT_MAX_CHARS, ShortText, validate_user_text
+from memory.import_formats import ExportError, export_histories
 from memory.memory_writer import create_chat_record
-from storage import thread_owners
+from storage import chat_sources, thread_owners
 
 __all__ = [
     "ChatImport",
@@ -46,6 +48,7 @@ __all__ = [
     "ImportedChat",
     "ImportedMessage",
     "InvalidImport",
+    "check_all",
     "LocomoSample",
     "import_chat",
     "locomo_chat",
@@ -89,6 +92,10 @@ class ChatImport(BaseModel):
 
     title: ShortText | None = Field(None, description="The chat's title (default: generated as for any chat).")
     messages: list[ImportedMessage] = Field(min_length=1)
+    source_id: str | None = Field(
+        None, max_length=300, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
+    )
+    created_at: datetime | None = Field(None, description="When the conversation was started (default: its first message's time).")
 
 
 class LocomoSample(BaseModel):
@@ -109,6 +116,7 @@ class ImportedChat:
     first_time: datetime | None = None
     last_time: datetime | None = None
     id_map: dict[str, str] = field(default_factory=dict)  # source_id -> message id in the chat
+    already_imported: bool = False  # the chat held this source_id before: nothing was added
 
 
 # --------------------------------------------------------------------------- formats
@@ -168,7 +176,13 @@ def is_locomo(data: Any) -> bool:
 
 
 def parse_import(data: Any, *, title: str | None = None) -> list[ChatImport]:
-    """The chats in ``data``: our format, one LoCoMo sample, or a list of LoCoMo samples."""
+    """The chats in ``data``: our format, one LoCoMo sample, a list of LoCoMo samples, or a ChatGPT or Claude export."""
+    try:
+        exported = export_histories(data)  # None: not an export
+    except ExportError as exc:
+        raise InvalidImport(str(exc)) from None
+    if exported is not None:
+        return _exported_chats(exported, title)
     if isinstance(data, list) and data and all(is_locomo(d) for d in data):
         return [locomo_chat(d, title=f"{title} ({i + 1})" if title and len(data) > 1 else title) for i, d in enumerate(data)]
     if is_locomo(data):
@@ -180,8 +194,36 @@ def parse_import(data: Any, *, title: str | None = None) -> list[ChatImport]:
         return [chat]
     raise InvalidImport(
         "Not an importable history: expected {\"messages\": [{\"role\", \"text\", \"time\"}, ...]} "
-        "or LoCoMo's format (a sample with 'conversation', or a list of them). See docs/import.md."
+        "LoCoMo's format (a sample with 'conversation', or a list of them), or a ChatGPT or Claude conversations.json. See docs/import.md."
     )
+
+
+def _exported_chats(histories: list[dict], title: str | None) -> list[ChatImport]:
+    if not histories:
+        raise InvalidImport("The export holds no conversation with a text message.")
+    chats = []
+    for i, history in enumerate(histories):
+        named = f"{title} ({i + 1})" if title and len(histories) > 1 else title or history["title"]
+        try:
+            chats.append(_validated({**history, "title": named}))
+        except InvalidImport as exc:
+            raise InvalidImport(f"{_which(history)}: {exc}") from None
+    return chats
+
+
+def _which(chat: ChatImport | dict) -> str:
+    """A conversation of a multi-chat import, named in an error."""
+    get = chat.get if isinstance(chat, dict) else lambda k: getattr(chat, k)
+    return f"conversation {get('source_id') or ''} {get('title') or 'untitled'!r}".replace("  ", " ")
+
+
+def check_all(chats: list[ChatImport], max_chars: int = DEFAULT_MAX_CHARS) -> None:
+    """:func:`check_messages` on every chat before any is imported; the error names the chat when there are several."""
+    for chat in chats:
+        try:
+            check_messages(chat, max_chars)
+        except InvalidImport as exc:
+            raise InvalidImport(f"{_which(chat)}: {exc}" if len(chats) > 1 else str(exc)) from None
 
 
 def check_messages(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> None:
@@ -238,8 +280,15 @@ async def import_chat(
     check_messages(chat, ctx.max_message_chars)
     groups = exchanges(chat.messages)
     title = (chat.title or "").strip()
-    record = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=ctx.persona)
-    await thread_owners.create(pool, record.thread_id, user_id)
+    record = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=ctx.persona,
+                        created_at=chat.created_at or chat.messages[0].time)
+    try:
+        if chat.source_id is None:
+            await thread_owners.create(pool, record.thread_id, user_id)
+        else:
+            await chat_sources.create_imported_thread(pool, record.thread_id, user_id, chat.source_id)
+    except chat_sources.AlreadyImported as exc:  # nothing written
+        return ImportedChat(chat_id=exc.thread_id, title=title, messages=0, exchanges=0, already_imported=True)
     await create_chat_record(graph.store, user_id, record)
     cfg = {"configurable": {"thread_id": record.thread_id}}
     result = ImportedChat(

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also ingest what symbolic links inside the given folders point to outside them (skipped by default)",
     )
 
-    imp = sub.add_parser("import", help="import a chat history (JSON: roles, texts, times; or LoCoMo's format) into a new chat")
+    imp = sub.add_parser("import", help="import chat histories (ours: roles, texts, times; LoCoMo's; a ChatGPT or Claude conversations.json) as new chats")
     imp.add_argument("file", help="the history, as docs/import.md describes ('-' reads stdin)")
     imp.add_argument("--user", default=_default_user(), help="whose chat it becomes (default: $MEMORY_AGENT_USER or 'local')")
     imp.add_argument("--title", help="the chat's title (default: the file's, else generated)")
@@ -198,7 +198,7 @@ async def _import(backend, args: argparse.Namespace) -> int:
 
     from core.context import Context
     from graph.assembly import compile_graph
-    from memory.chat_import import import_chat, parse_import
+    from memory.chat_import import check_all, import_chat, parse_import
     from storage.fenced_saver import FencedPostgresSaver
 
     try:
@@ -210,6 +210,7 @@ async def _import(backend, args: argparse.Namespace) -> int:
     chats = parse_import(data, title=args.title)  # InvalidImport (a MemoryAgentError) before anything is written
     graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
     context = Context(user_id=args.user, **({"model": args.model} if args.model else {}))
+    check_all(chats, context.max_message_chars)  # every chat of an export, before the first is written
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("messages"), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=False, disable=not sys.stdout.isatty()) as progress:
         for chat in chats:
@@ -218,6 +219,10 @@ async def _import(backend, args: argparse.Namespace) -> int:
                 graph, backend.pool, args.user, chat, context=context,
                 on_progress=lambda n, total, task=task: progress.update(task, completed=n),
             )
+            if done.already_imported:
+                progress.update(task, completed=len(chat.messages))
+                print(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added.")
+                continue
             print(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}.")
     return 0
 

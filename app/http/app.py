@@ -29,6 +29,7 @@ from fastapi.staticfiles import StaticFiles
 from psycopg_pool import PoolTimeout
 
 import prompts
+from app.http.api_docs import install_api_docs
 from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http.auth import auth_enabled
 from app.http.errors import install_error_handlers
@@ -135,7 +136,10 @@ def create_app() -> FastAPI:
         "(or `X-API-Key`); keys come from `memory-agent keys create --user <you>`. Errors are "
         '`{"error": {"code", "message"}}`.',
         lifespan=lifespan,
+        docs_url=None,  # /docs is served from local files (app.http.api_docs); ReDoc would need a CDN
+        redoc_url=None,
     )
+    install_api_docs(app)
     install_error_handlers(app)
     # Inside WorkerHeaders (a 413 names its worker too), outside the rest: before authentication and parsing.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)

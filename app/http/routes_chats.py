@@ -17,7 +17,8 @@ through :mod:`app.runs.turn_runner`; replies stream as Server-Sent Events (:mod:
   same fork, answering that reply's user message again.
 - ``POST /chats/import`` takes a chat history (ours or LoCoMo's format, docs/import.md) into a
   new chat of the caller, running the memory nodes after every exchange as a chat does
-  (memory.chat_import); it answers once all is imported (not streamed).
+  (memory.chat_import); it answers once all is imported (not streamed). A ChatGPT or Claude
+  export becomes one chat per conversation; a conversation imported before adds nothing.
 - ``PATCH /chats/{id}`` renames a chat; a title the user set is never replaced by a
   generated one (memory.chat_titles).
 """
@@ -29,7 +30,8 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Annotated, AsyncIterator
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.encoders import jsonable_encoder
 from pydantic import AfterValidator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
@@ -47,6 +49,8 @@ from app.http.schemas import (
     ChatSummary,
     Deleted,
     ErrorResponse,
+    ImportedChatOut,
+    ImportedChats,
     MessageIn,
     MessageOut,
     ModelView,
@@ -64,7 +68,8 @@ from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_runs, thread_owners
 from memory.forgetting import forgotten_in
 from memory.chat_admin import delete_message_everywhere, delete_chat, owned_chats
-from memory.chat_import import ChatImport, ImportFailed, InvalidImport, LocomoSample, import_chat, parse_import
+from memory.chat_import import ChatImport, ImportFailed, InvalidImport, LocomoSample, check_all, import_chat, parse_import
+from memory.import_formats import ChatGPTConversation, ClaudeConversation
 from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
@@ -249,20 +254,39 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
     return await chat_detail(services, record, user)
 
 
-@router.post("/chats/import", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
-async def import_history(body: ChatImport | LocomoSample, user: CurrentUser, services: AppServices):
+@router.post("/chats/import", status_code=201, response_model=ChatDetail | ImportedChats, responses=_TURN_ERRORS)
+async def import_history(
+    body: ChatImport | LocomoSample | list[ChatGPTConversation] | list[ClaudeConversation],
+    user: CurrentUser,
+    services: AppServices,
+    response: Response,
+):
     """Import a chat history into a new chat: every message checked first (422 names the first bad
     one, and nothing is created), then each exchange is added as if the agent had answered it and the
-    memory nodes run after it (summary, memories, the search index). Returns when all is imported."""
+    memory nodes run after it (summary, memories, the search index). Returns when all is imported.
+
+    A ChatGPT or Claude ``conversations.json`` (a list of conversations) becomes one chat per
+    conversation and answers with the list of them; a conversation (or a history with a
+    ``source_id``) the caller imported before adds nothing. 200 instead of 201 when nothing was added."""
+    exported = isinstance(body, list)
     try:
-        [chat] = parse_import(body.model_dump(mode="json", exclude_none=True))
-        done = await import_chat(services.graph, services.backend.pool, user, chat, context=Context(user_id=user, max_message_chars=services.max_message_chars))
+        chats = parse_import(jsonable_encoder(body, exclude_none=True))
+        context = Context(user_id=user, max_message_chars=services.max_message_chars)
+        check_all(chats, context.max_message_chars)  # all of an export's chats, before the first is written
+        done = [await import_chat(services.graph, services.backend.pool, user, chat, context=context) for chat in chats]
     except InvalidImport as exc:
         raise ApiError(422, "invalid_import", str(exc)) from exc
     except ImportFailed as exc:
         raise ApiError(500, "import_failed", str(exc)) from exc
-    record = await owned_chat(done.chat_id, user, services)
-    return await chat_detail(services, record, user)
+    if all(d.already_imported for d in done):
+        response.status_code = 200
+    if not exported:
+        return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
+    out = [
+        ImportedChatOut(chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages, already_imported=d.already_imported)
+        for d in done
+    ]
+    return ImportedChats(chats=out)
 
 
 @router.get("/chats/search", response_model=ChatSearchResult, responses=_ERRORS)

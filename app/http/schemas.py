@@ -124,6 +124,18 @@ class ChatDetail(BaseModel):
     running: bool = Field(description="A reply is being generated right now.")
 
 
+class ImportedChatOut(BaseModel):
+    chat: ChatSummary
+    imported_messages: int = Field(description="Messages added by this import (0 when it was imported before).")
+    already_imported: bool = Field(description="The user had imported this conversation before (its source id): nothing was added.")
+
+
+class ImportedChats(BaseModel):
+    """What an import of a ChatGPT or Claude export made: one chat per conversation, oldest first."""
+
+    chats: list[ImportedChatOut]
+
+
 class SearchHit(BaseModel):
     chat: ChatSummary
     similarity: float

@@ -1,0 +1,265 @@
+"""Other products' chat exports, read as histories in our import format (memory.chat_import).
+
+Two exports, as their data-export archives hold them (docs/import.md):
+
+* **ChatGPT** ``conversations.json``: a list of conversations, each a tree of nodes
+  (``mapping``: id -> {message, parent, children}) because an edited question or a
+  regenerated reply starts a new branch. The conversation as the user last saw it is the
+  branch from ``current_node`` up through the parents; the other branches are left out.
+  Only text people saw is kept: system and tool messages, the assistant's calls to its tools
+  (``recipient`` other than ``all``), hidden messages (``is_visually_hidden_from_conversation``:
+  custom instructions, the empty system prompt) and content that is not text (code sent to a
+  tool, browsing results, images) are skipped; a photo's caption in ``multimodal_text`` is kept.
+* **Claude** ``conversations.json``: a list of ``{uuid, name, created_at, updated_at,
+  chat_messages: [{sender: human|assistant, text, content: [{type, text}], created_at}]}``;
+  the ``text`` blocks of ``content`` are the message (``thinking`` and tool blocks are not
+  what was said), else ``text``.
+
+Each conversation becomes one history with its title, its messages' times, the
+conversation's creation time and ``source_id`` (``chatgpt:<id>`` or ``claude:<uuid>``), by
+which a second import of the same export adds nothing. A conversation without any text
+message (opened and left) is left out. The pydantic models below are the JSON contracts:
+they name only the fields read, and ignore the many others an export carries.
+
+This module returns plain dicts in our format; memory.chat_import validates them as any
+history (the checks of a chat message, times that never go back).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.text_validation import NAME_CHARS
+
+__all__ = ["ChatGPTConversation", "ClaudeConversation", "export_histories", "export_kind"]
+
+CHATGPT = "chatgpt"
+# Citation marks in ChatGPT's replies that only its app renders: 【4†source】 (browsing) and the
+# private-use-area ones of newer exports (U+E200 … U+E201).
+_CITATION = re.compile(r"[ \t]*(?:【\d+(?::\d+)?†[^】\n]{0,80}】|\ue200[^\ue201\n]{0,200}\ue201)")
+CLAUDE = "claude"
+
+
+class _Export(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# --------------------------------------------------------------------------- ChatGPT
+class ChatGPTAuthor(_Export):
+    role: str = Field(description="user, assistant, system or tool.")
+    name: str | None = None
+
+
+class ChatGPTContent(_Export):
+    content_type: str = Field(description="text and multimodal_text are read; code, execution_output, tether_* … are not.")
+    parts: list[Any] | None = Field(None, description="Strings, and objects for images and other assets.")
+
+
+class ChatGPTMessage(_Export):
+    id: str | None = None
+    author: ChatGPTAuthor
+    content: ChatGPTContent
+    create_time: float | None = Field(None, description="Seconds since 1970 (UTC).")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    recipient: str | None = Field("all", description="'all' for a message to the user; a tool's name for a call to it.")
+
+
+class ChatGPTNode(_Export):
+    id: str | None = None
+    message: ChatGPTMessage | None = None
+    parent: str | None = None
+    children: list[str] = Field(default_factory=list)
+
+
+class ChatGPTConversation(_Export):
+    """One conversation of ChatGPT's ``conversations.json``."""
+
+    id: str | None = None
+    conversation_id: str | None = None
+    title: str | None = None
+    create_time: float | None = None
+    update_time: float | None = None
+    mapping: dict[str, ChatGPTNode]
+    current_node: str | None = None
+
+
+# --------------------------------------------------------------------------- Claude
+class ClaudeBlock(_Export):
+    type: str = Field(description="text is read; thinking, tool_use, tool_result … are not.")
+    text: str | None = None
+
+
+class ClaudeMessage(_Export):
+    uuid: str | None = None
+    sender: Literal["human", "assistant"]
+    text: str = ""
+    content: list[ClaudeBlock] = Field(default_factory=list)
+    created_at: datetime
+
+
+class ClaudeConversation(_Export):
+    """One conversation of Claude's ``conversations.json``."""
+
+    uuid: str
+    name: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    chat_messages: list[ClaudeMessage] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- reading
+class ExportError(ValueError):
+    """The data looks like an export but a conversation does not read as one."""
+
+
+def export_kind(data: Any) -> str | None:
+    """``chatgpt`` or ``claude`` when ``data`` is such an export (a list of conversations, or one), else None."""
+    items = data if isinstance(data, list) else [data]
+    if not items or not all(isinstance(c, dict) for c in items):
+        return None
+    if all("mapping" in c for c in items):
+        return CHATGPT
+    if all("chat_messages" in c for c in items):
+        return CLAUDE
+    return None
+
+
+def export_histories(data: Any) -> list[dict] | None:
+    """The histories (our format, as dicts) of a ChatGPT or Claude export, oldest conversation
+    first; None when ``data`` is neither. ExportError names the conversation that does not read."""
+    kind = export_kind(data)
+    if kind is None:
+        return None
+    items = data if isinstance(data, list) else [data]
+    model, read = (ChatGPTConversation, _chatgpt_history) if kind == CHATGPT else (ClaudeConversation, _claude_history)
+    histories = []
+    for i, raw in enumerate(items):
+        try:
+            conversation = model.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ExportError(f"{kind} conversation {i} ({_label(raw)}): {where}: {first['msg']}.") from None
+        history = read(conversation, raw)
+        if history["messages"]:
+            histories.append(history)
+    # Oldest first, so memory learns in the order things were said (a later fact supersedes).
+    histories.sort(key=lambda h: h["created_at"] or h["messages"][0]["time"])
+    return histories
+
+
+def _label(raw: Any) -> str:
+    if isinstance(raw, dict):
+        return repr(raw.get("title") or raw.get("name") or raw.get("id") or raw.get("uuid") or "untitled")
+    return type(raw).__name__
+
+
+def _title(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return value[:NAME_CHARS] or None
+
+
+def _fallback_id(raw: Any) -> str:
+    """A conversation without an id is known by its content (the same export gives the same key)."""
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _utc(value: datetime) -> datetime:
+    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def _from_epoch(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds is not None else None
+
+
+def current_branch(conversation: ChatGPTConversation) -> list[ChatGPTNode]:
+    """The nodes from the root down to ``current_node``: the conversation as last shown."""
+    nodes = conversation.mapping
+    node_id = conversation.current_node
+    if node_id not in nodes:
+        # No current node recorded: follow the last child down from the root, as the app shows it.
+        roots = [n for n in nodes.values() if n.parent is None or n.parent not in nodes]
+        node_id = roots[0].id if roots else None
+        while node_id in nodes and nodes[node_id].children:
+            node_id = nodes[node_id].children[-1]
+    branch: list[ChatGPTNode] = []
+    seen: set[str] = set()
+    while node_id in nodes and node_id not in seen:  # a cycle would be a broken export: stop there
+        seen.add(node_id)
+        branch.append(nodes[node_id])
+        node_id = nodes[node_id].parent
+    return branch[::-1]
+
+
+def _chatgpt_text(message: ChatGPTMessage) -> str | None:
+    """What the user saw of a message, or None for what a chat of ours would not show."""
+    if message.author.role not in ("user", "assistant") or message.recipient not in (None, "all"):
+        return None
+    if message.metadata.get("is_visually_hidden_from_conversation"):
+        return None
+    if message.content.content_type not in ("text", "multimodal_text"):
+        return None
+    text = "\n\n".join(t for t in map(_part_text, message.content.parts or []) if t and t.strip())
+    if message.author.role == "assistant":
+        text = _CITATION.sub("", text)
+    return text.strip() or None
+
+
+def _part_text(part: Any) -> str | None:
+    """A part's text: a string, or what was said in a voice conversation (``audio_transcription``)."""
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and part.get("content_type") == "audio_transcription" and isinstance(part.get("text"), str):
+        return part["text"]
+    return None  # an image, an audio file, another asset
+
+
+def _chatgpt_history(conversation: ChatGPTConversation, raw: Any) -> dict:
+    created = _from_epoch(conversation.create_time)
+    messages: list[dict] = []
+    last = created
+    for node in current_branch(conversation):
+        message = node.message
+        text = _chatgpt_text(message) if message is not None else None
+        if text is None:
+            continue
+        # A message without a time, or out of order (clock skew), is dated with the one before it.
+        when = _from_epoch(message.create_time) or last or _from_epoch(conversation.update_time)
+        if when is None:
+            raise ExportError(f"chatgpt conversation {_label(raw)}: message {node.id} has no time, and neither has the conversation.")
+        when = max(when, last) if last else when
+        messages.append({"role": message.author.role, "text": text, "time": when, "source_id": message.id or node.id})
+        last = when
+    key = conversation.id or conversation.conversation_id or _fallback_id(raw)
+    return {"title": _title(conversation.title), "messages": messages, "created_at": created, "source_id": f"{CHATGPT}:{key}"}
+
+
+def _claude_text(message: ClaudeMessage) -> str | None:
+    blocks = [b.text for b in message.content if b.type == "text" and b.text]
+    text = "\n\n".join(blocks) if blocks else message.text
+    return text.strip() or None
+
+
+def _claude_history(conversation: ClaudeConversation, raw: Any) -> dict:
+    messages: list[dict] = []
+    last: datetime | None = None
+    for message in conversation.chat_messages:
+        text = _claude_text(message)
+        if text is None:  # a reply whose stream failed is kept in exports with no text
+            continue
+        when = _utc(message.created_at)
+        when = max(when, last) if last else when
+        messages.append({"role": "user" if message.sender == "human" else "assistant", "text": text, "time": when, "source_id": message.uuid})
+        last = when
+    return {
+        "title": _title(conversation.name),
+        "messages": messages,
+        "created_at": _utc(conversation.created_at) if conversation.created_at else None,
+        "source_id": f"{CLAUDE}:{conversation.uuid}",
+    }

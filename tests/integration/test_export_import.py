@@ -1,0 +1,177 @@
+"""ChatGPT's and Claude's ``conversations.json`` imported as they come (embedded Postgres).
+
+The fixtures (tests/fixtures/exports/) are small exports in the products' shapes: ChatGPT's
+with an edited question and a regenerated reply (branches), a hidden system message, custom
+instructions, a tool call and a photo with a caption; Claude's with text blocks beside a
+thinking block, a failed (empty) reply and an empty conversation. The import runs the offline
+model; the question afterwards runs a scripted model so the reply prompt can be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from core.context import Context
+from core.messages import sent_at
+from graph.assembly import compile_graph
+from memory import queries
+from memory.chat_admin import delete_chat
+from memory.chat_import import check_all, import_chat, parse_import
+from memory.user_memory import get_chat, get_user_document, list_chats
+from prompts.reply_prompt import EPISODES_HEADER, parse_sections
+from storage import thread_owners
+from tests.support.graph_turns import new_thread, stream_turn
+from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
+
+EXPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "exports"
+
+
+def export(name: str):
+    return json.loads((EXPORTS / name).read_text())
+
+
+@pytest.fixture
+def graph(backend):
+    return compile_graph(backend.checkpointer, backend.store)
+
+
+async def import_all(graph, backend, user_id: str, data) -> list:
+    chats = parse_import(data)
+    context = Context(user_id=user_id, model="offline")
+    check_all(chats, context.max_message_chars)
+    return [await import_chat(graph, backend.pool, user_id, chat, context=context) for chat in chats]
+
+
+async def messages_of(graph, chat_id: str) -> list:
+    return (await graph.aget_state({"configurable": {"thread_id": chat_id}})).values["messages"]
+
+
+async def reply_prompt_excerpts(graph, user_id: str, question: str) -> str:
+    """The excerpts of what was said that reach the reply prompt for ``question``, in a new chat."""
+    with registered_scripted_model(plain_answers(extract=lambda _t: empty_extraction(), title="A chat", summary="Talked.", reply="Noted.")) as (name, model):
+        await stream_turn(graph, question, new_thread(), Context(user_id=user_id, model=name))
+        return parse_sections(model.calls_of("reply")[-1]).get(EPISODES_HEADER, "")
+
+
+def utc(*parts) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+async def test_a_chatgpt_export_becomes_one_chat_per_conversation_with_its_title_times_and_current_branch(backend, graph, user_id):
+    done = await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
+
+    assert [d.title for d in done] == ["Moving to Lisbon", "Sourdough starter smell", "Birthday gift for Tomás"]  # oldest first
+    chats = {c.title: c for c in await list_chats(backend.store, user_id)}
+    assert set(chats) == {"Moving to Lisbon", "Sourdough starter smell", "Birthday gift for Tomás"}
+    assert all(c.title_by_user for c in chats.values())
+    lisbon = chats["Moving to Lisbon"]
+    assert lisbon.created_at == datetime.fromtimestamp(1709370000.0 - 5.2, tz=timezone.utc)  # the conversation's create_time
+    assert lisbon.last_activity == datetime.fromtimestamp(1709370000.0 + 851.2, tz=timezone.utc)  # its last message's time
+
+    # Only the branch last shown: the edited question, the regenerated reply; no system, hidden or edited-away message.
+    messages = await messages_of(graph, done[0].chat_id)
+    assert [m.type for m in messages] == ["human", "ai", "human", "ai"]
+    assert messages[0].text.startswith("I'm moving to Lisbon in March for a new job")
+    assert messages[1].text.startswith("Congratulations on the job at Santa Maria!")
+    assert sent_at(messages[0]) == datetime.fromtimestamp(1709370060.3, tz=timezone.utc)
+    texts = " ".join(m.text for m in messages)
+    assert "Porto" not in texts and "Start with your visa" not in texts  # the other branches
+    assert "Be brief" not in texts and "I am a nurse" not in texts  # custom instructions: hidden
+    profile = (await get_user_document(backend.store, user_id)).profile
+    assert not profile.role  # nor learned from: the hidden "I am a nurse" never reached the memory steps
+
+    # Tool calls and results are left out; a photo's caption stays.
+    sourdough = [m.text for m in await messages_of(graph, done[1].chat_id)]
+    assert sourdough == [
+        "My sourdough starter smells like nail polish remover. Is it dead?",
+        "It isn't dead: an acetone smell means the starter is hungry. Feed it twice a day at room temperature for a few days.",
+        "Here it is after two feedings. I named the starter Clint Yeastwood.",
+        "Clint Yeastwood looks lively: lots of bubbles and a domed top. It's ready to bake with.",
+    ]
+    assert sorted(await thread_owners.threads_of(backend.pool, user_id)) == sorted(d.chat_id for d in done)
+
+
+async def test_a_question_about_an_imported_chatgpt_conversation_is_answered_from_it(backend, graph, user_id):
+    await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
+
+    excerpts = await reply_prompt_excerpts(graph, user_id, "What did I name my sourdough starter?")
+    assert "I named the starter Clint Yeastwood" in excerpts
+    assert '"Sourdough starter smell"' in excerpts and "10 April 2024" in excerpts  # named by its chat, dated as said
+
+
+async def test_a_claude_export_becomes_one_chat_per_conversation_and_a_question_is_answered_from_it(backend, graph, user_id):
+    done = await import_all(graph, backend, user_id, export("claude_conversations.json"))
+
+    # The empty conversation is left out; titles and times are the export's.
+    assert [d.title for d in done] == ["Planning an October trip to Kyoto", "Cello practice routine", "Flattening a list in Python"]
+    kyoto = await get_chat(backend.store, user_id, done[0].chat_id)
+    assert kyoto.created_at == utc(2024, 5, 4, 7, 15, 2, 118245) and kyoto.last_activity == utc(2024, 5, 4, 7, 31, 40, 902311)
+    kyoto_messages = await messages_of(graph, done[0].chat_id)
+    assert kyoto_messages[1].text == (
+        "For temples and walks, stay near Higashiyama.\n\n"
+        "Shigetsu at Tenryu-ji in Arashiyama serves excellent shojin ryori (Buddhist vegetarian cuisine)."
+    )  # the text blocks, not the thinking block
+    cello = await messages_of(graph, done[1].chat_id)
+    assert [m.type for m in cello] == ["human", "human", "ai"]  # the failed, empty reply is skipped
+
+    excerpts = await reply_prompt_excerpts(graph, user_id, "Which Bach piece did my cello teacher give me to practise?")
+    assert "practise the Bach prelude in G major" in excerpts and '"Cello practice routine"' in excerpts
+    assert "19 July 2024" in excerpts
+
+
+async def test_an_imported_conversation_is_found_in_the_month_it_happened_not_in_the_month_it_was_imported(backend, graph, user_id):
+    done = await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
+    lisbon = done[0].chat_id
+
+    march = await queries.search_conversation_history(backend.store, None, user_id, "moving to Lisbon", "2024-03-01..2024-03-31")
+    assert lisbon in {h.chat_id for h in march.summaries}
+    assert {m.chat_id for m in march.messages} == {lisbon}
+    june = await queries.search_conversation_history(backend.store, None, user_id, "moving to Lisbon", "2024-06-01..2024-06-30")
+    assert lisbon not in {h.chat_id for h in june.summaries}
+    today = await queries.search_conversation_history(backend.store, None, user_id, "moving to Lisbon", "7d")
+    assert today.summaries == [] and today.messages == []
+
+
+@pytest.mark.parametrize("name", ["chatgpt_conversations.json", "claude_conversations.json"])
+async def test_importing_the_same_export_twice_adds_nothing(backend, graph, user_id, name):
+    first = await import_all(graph, backend, user_id, export(name))
+    threads = sorted(await thread_owners.threads_of(backend.pool, user_id))
+    counts = {d.chat_id: len(await messages_of(graph, d.chat_id)) for d in first}
+
+    again = await import_all(graph, backend, user_id, export(name))
+
+    assert all(d.already_imported and d.messages == 0 for d in again)
+    assert [d.chat_id for d in again] == [d.chat_id for d in first]  # each names the chat that holds it
+    assert sorted(await thread_owners.threads_of(backend.pool, user_id)) == threads
+    assert len(await list_chats(backend.store, user_id)) == len(first)
+    assert {d.chat_id: len(await messages_of(graph, d.chat_id)) for d in first} == counts
+
+
+async def test_two_imports_of_one_conversation_at_once_make_one_chat(backend, graph, user_id):
+    [chat] = parse_import([export("claude_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    results = await asyncio.gather(*(import_chat(graph, backend.pool, user_id, chat, context=context) for _ in range(2)))
+    assert sorted(r.already_imported for r in results) == [False, True]
+    assert len({r.chat_id for r in results}) == 1
+    assert await thread_owners.threads_of(backend.pool, user_id) == [results[0].chat_id]
+
+
+async def test_a_deleted_imported_chat_can_be_imported_again(backend, graph, user_id):
+    data = [export("claude_conversations.json")[2]]
+    [first] = await import_all(graph, backend, user_id, data)
+    await delete_chat(backend, user_id, first.chat_id)
+    [second] = await import_all(graph, backend, user_id, data)
+    assert not second.already_imported and second.chat_id != first.chat_id and second.messages == 2
+
+
+async def test_another_user_importing_the_same_export_gets_their_own_chats(backend, graph, user_id):
+    data = [export("claude_conversations.json")[2]]
+    [mine] = await import_all(graph, backend, user_id, data)
+    [theirs] = await import_all(graph, backend, f"{user_id}-other", data)
+    assert not theirs.already_imported and theirs.chat_id != mine.chat_id
+    assert await thread_owners.owner_of(backend.pool, theirs.chat_id) == f"{user_id}-other"

@@ -1,0 +1,87 @@
+"""A ChatGPT or Claude ``conversations.json`` through both entry points: ``POST /chats/import`` on a
+live server and ``memory-agent import`` as a process, each answering as docs/import.md says."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.support.http_server import live_server_fixture, new_account
+
+pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess, CLI processes
+
+EXPORTS = REPO_ROOT / "tests" / "fixtures" / "exports"
+CHATGPT = EXPORTS / "chatgpt_conversations.json"
+CLAUDE = EXPORTS / "claude_conversations.json"
+
+server = live_server_fixture("httpexports", workers=1)
+
+
+@pytest.fixture
+async def owner(server):
+    return await new_account(server)
+
+
+def test_an_export_posted_to_chats_import_becomes_chats_and_a_second_post_adds_nothing(server, owner):
+    export = json.loads(CHATGPT.read_text())
+    with server.client(owner[1]) as client:
+        first = client.post("/chats/import", json=export)
+        assert first.status_code == 201, first.text
+        chats = first.json()["chats"]
+        assert [c["chat"]["title"] for c in chats] == ["Moving to Lisbon", "Sourdough starter smell", "Birthday gift for Tomás"]
+        assert [c["imported_messages"] for c in chats] == [4, 4, 4] and not any(c["already_imported"] for c in chats)
+        assert chats[0]["chat"]["created_at"].startswith("2024-03-02T08:59:54")
+        assert chats[0]["chat"]["last_activity"].startswith("2024-03-02T09:14:11")
+
+        again = client.post("/chats/import", json=export)
+        assert again.status_code == 200, again.text
+        assert [c["chat"]["id"] for c in again.json()["chats"]] == [c["chat"]["id"] for c in chats]
+        assert all(c["already_imported"] and c["imported_messages"] == 0 for c in again.json()["chats"])
+        assert len(client.get("/chats").json()["chats"]) == 3
+
+        claude = client.post("/chats/import", json=json.loads(CLAUDE.read_text()))
+        assert claude.status_code == 201, claude.text
+        assert len(claude.json()["chats"]) == 3  # the empty conversation is left out
+        detail = client.get(f"/chats/{claude.json()['chats'][1]['chat']['id']}").json()
+        assert detail["messages"][0]["content"].startswith("I started cello lessons with Ms. Okafor")
+
+
+def test_an_export_with_a_bad_conversation_is_422_naming_it_and_creates_nothing(server, owner):
+    export = json.loads(CLAUDE.read_text())
+    export[1]["chat_messages"][0]["text"] = export[1]["chat_messages"][0]["content"][0]["text"] = "bad \x00 text"
+    with server.client(owner[1]) as client:
+        response = client.post("/chats/import", json=export)
+        assert response.status_code == 422, response.text
+        message = response.json()["error"]["message"]
+        assert "'Cello practice routine'" in message and "NUL" in message
+        assert client.get("/chats").json()["chats"] == []
+
+
+def run_import(path: Path, database_url: str, user: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
+    env["DATABASE_URL"] = database_url
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "import", str(path), "--user", user, "--model", "offline"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600,
+    )  # fmt: skip
+
+
+def test_memory_agent_import_takes_an_export_and_says_what_it_did_each_time(new_database):
+    database_url, user = new_database("cliexports"), f"u{uuid.uuid4().hex[:10]}"
+    first = run_import(CLAUDE, database_url, user)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("Imported ") for line in lines)
+    assert '"Planning an October trip to Kyoto"' in lines[0] and "2024-05-04 to 2024-05-04" in lines[0]
+
+    again = run_import(CLAUDE, database_url, user)
+    assert again.returncode == 0, again.stderr
+    lines = again.stdout.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("Already imported: ") and line.endswith("nothing added.") for line in lines)

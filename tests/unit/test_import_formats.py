@@ -1,0 +1,109 @@
+"""Reading ChatGPT's and Claude's exports (memory.import_formats) into histories, without a database."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from memory.chat_import import InvalidImport, parse_import
+from memory.import_formats import export_histories, export_kind
+
+EXPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "exports"
+
+
+def chatgpt() -> list[dict]:
+    return json.loads((EXPORTS / "chatgpt_conversations.json").read_text())
+
+
+def claude() -> list[dict]:
+    return json.loads((EXPORTS / "claude_conversations.json").read_text())
+
+
+def lisbon() -> dict:
+    return next(c for c in chatgpt() if c["title"] == "Moving to Lisbon")
+
+
+def test_the_exports_are_recognised_and_other_json_is_not():
+    assert export_kind(chatgpt()) == "chatgpt" and export_kind(lisbon()) == "chatgpt"
+    assert export_kind(claude()) == "claude"
+    assert export_kind({"messages": []}) is None and export_kind([]) is None and export_kind([{"conversation": {}}]) is None
+    assert export_histories({"title": "x", "messages": []}) is None
+
+
+def test_chatgpt_follows_the_branch_of_the_current_node():
+    [history] = export_histories([lisbon()])
+    texts = [m["text"] for m in history["messages"]]
+    assert texts[0].startswith("I'm moving to Lisbon") and texts[1].startswith("Congratulations on the job at Santa Maria")
+    # Point current_node at the first, edited-away branch: that branch is imported instead.
+    other = lisbon()
+    other["current_node"] = "c7f3e9a1-0001-4d2a-b3c4-200000000001"
+    [history] = export_histories([other])
+    assert [m["text"][:22] for m in history["messages"]] == ["I'm moving to Porto in", "Porto is lovely in spr"]
+
+
+def test_chatgpt_without_a_current_node_follows_the_latest_children():
+    conversation = lisbon()
+    del conversation["current_node"]
+    [history] = export_histories([conversation])
+    assert history["messages"][-1]["text"].startswith("Alfama is a beautiful neighbourhood")
+
+
+def test_chatgpt_message_without_a_time_takes_the_one_before_and_times_never_go_back():
+    conversation = lisbon()
+    mapping = conversation["mapping"]
+    mapping["c7f3e9a1-0003-4d2a-b3c4-200000000003"]["message"]["create_time"] = None
+    mapping["aaa2c0de-0003-4b1c-8d2e-100000000003"]["message"]["create_time"] = 1709370000.0  # earlier than the question
+    [history] = export_histories([conversation])
+    times = [m["time"] for m in history["messages"]]
+    assert times[1] == times[0] == datetime.fromtimestamp(1709370060.3, tz=timezone.utc)
+    assert times == sorted(times)
+
+
+def test_a_conversation_without_text_is_left_out_and_an_export_of_only_those_is_refused():
+    assert [h["title"] for h in export_histories(claude())] == ["Planning an October trip to Kyoto", "Cello practice routine", "Flattening a list in Python"]
+    with pytest.raises(InvalidImport, match="no conversation with a text message"):
+        parse_import([claude()[3]])
+
+
+def test_a_broken_conversation_is_refused_by_name():
+    conversations = chatgpt()
+    conversations[1]["mapping"]["aaa2d1e0-0001-4f5e-9c8b-400000000001"]["message"]["author"] = "user"  # not an object
+    with pytest.raises(InvalidImport, match="'Sourdough starter smell'"):
+        parse_import(conversations)
+    bad = copy.deepcopy(claude())
+    bad[0]["chat_messages"][0]["sender"] = "robot"
+    with pytest.raises(InvalidImport, match="Planning an October trip to Kyoto.*sender"):
+        parse_import(bad)
+
+
+def test_each_history_carries_the_conversation_id_and_a_given_title_numbers_the_chats():
+    chats = parse_import(claude(), title="From Claude")
+    assert [c.title for c in chats] == ["From Claude (1)", "From Claude (2)", "From Claude (3)"]
+    assert [c.source_id for c in chats][0] == "claude:a1b2c3d4-1111-4aaa-8bbb-000000000001"
+    no_id = lisbon()
+    del no_id["id"], no_id["conversation_id"]
+    [a], [b] = export_histories([no_id]), export_histories([copy.deepcopy(no_id)])
+    assert a["source_id"] == b["source_id"] and a["source_id"].startswith("chatgpt:")  # known by its content
+
+
+def test_chatgpt_voice_transcripts_are_kept_and_citation_marks_dropped():
+    conversation = lisbon()
+    mapping = conversation["mapping"]
+    question = mapping["aaa2c0de-0003-4b1c-8d2e-100000000003"]["message"]
+    question["content"] = {
+        "content_type": "multimodal_text",
+        "parts": [
+            {"content_type": "audio_transcription", "text": "My landlord is Mr. Duarte.", "direction": "in", "decoding_id": None},
+            {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_0001", "size_bytes": 41230, "format": "wav"},
+        ],
+    }
+    reply = mapping["c7f3e9a1-0003-4d2a-b3c4-200000000003"]["message"]
+    reply["content"]["parts"] = ["Get a NIF first \ue200cite\ue202turn0search3\ue201 and open a bank account【4†source】."]
+    [history] = export_histories([conversation])
+    texts = [m["text"] for m in history["messages"]]
+    assert texts[1] == "Get a NIF first and open a bank account."
+    assert texts[2] == "My landlord is Mr. Duarte."
