@@ -190,9 +190,19 @@ async def find_targets(store, user_id: str, request: str) -> list[Candidate]:
 async def forget_request(store, user_id: str, request: str) -> ForgetReport | None:
     """Forget what ``request`` names (:func:`find_targets`) and its words; None when it names nothing."""
     found = await find_targets(store, user_id, request)
-    if not found:
+    if not found and not await _said_anywhere(store, user_id, request):
         return None
     return await forget(store, user_id, [c.target for c in found], words=request)
+
+
+async def _said_anywhere(store, user_id: str, request: str) -> bool:
+    """Whether some message of the user carries the request's distinctive words (a thing said, never remembered as an item)."""
+    pool = thread_owners.pool_of(store)
+    words = [w for w in content_words(request) if stem(w) in distinctive_stems(request)]
+    if pool is None or not words:
+        return False
+    probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))
+    return any(probe.carries(r.content) for r in await episode_rewrites.rows_with_words(pool, user_id, words, limit=50))
 
 
 class Forgotten(BaseModel):

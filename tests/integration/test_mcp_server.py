@@ -37,7 +37,7 @@ from memory.backend import open_memory
 from tests.conftest import REPO_ROOT
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
-TOOLS = {"search_conversation_history", "get_conversation_summary", "recall_context", "search_chats", "list_tasks"}
+TOOLS = {"search_conversation_history", "get_conversation_summary", "recall_context", "search_chats", "list_tasks", "remember", "forget"}
 # Words only Bob ever said or was told: none may reach Alice's results.
 BOB_ONLY = ("Lisbon", "Alfama", "tram")
 STARTUP_SECONDS = 90
