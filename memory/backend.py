@@ -43,8 +43,9 @@ def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPo
             "embed": embeddings.embeddings,
             "fields": INDEXED_FIELDS,
             "distance_type": "cosine",
-            # No index over everyone's vectors: no search uses one (storage/vector_search.py).
-            "ann_index_config": {"kind": "flat"},
+            # langgraph's async set-up builds this index over everyone's vectors whatever the kind
+            # ("flat" fails there); no search uses it, so vector_search.setup drops it.
+            "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64},
         },
         deserializer=load_value,  # a stored value that is not an object reads back as invalid, not as an error
     )

@@ -115,10 +115,9 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
         if kind == "r":
             large = await (await conn.execute(f"SELECT owner FROM {COUNTS} WHERE messages >= %s ORDER BY owner", (LARGE_OWNER,))).fetchall()
     if kind == "r":
-        for row in large:
-            await ensure_owner_index(pool, row["owner"])
-        if large:
-            done.append(f"{TABLE}: own indexes rebuilt for {len(large)} large owners")
+        built = [row["owner"] for row in large if await ensure_owner_index(pool, row["owner"])]
+        if built:
+            done.append(f"{TABLE}: own indexes rebuilt for {len(built)} large owners")
     return done
 
 
@@ -444,7 +443,7 @@ async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
     return len(await valid_indexes(conn, owner_index_names(owner))) == 2
 
 
-async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int = LARGE_OWNER) -> bool:
+async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int | None = None) -> bool:
     """Give ``owner`` indexes of their own (HNSW over their vectors, GIN over their words) once
     they have ``min_rows`` messages (call it after a bulk load; the summarize step calls it when an
     owner crosses the line). Returns whether both exist afterwards. Built CONCURRENTLY on the
@@ -459,7 +458,7 @@ async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows:
         if not got["got"]:
             return False
         try:
-            if await _count(conn, owner) < min_rows:
+            if await _count(conn, owner) < (LARGE_OWNER if min_rows is None else min_rows):
                 return False
             leaf = await leaf_of(conn, TABLE, "owner", owner)
             if leaf is None:

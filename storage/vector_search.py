@@ -197,7 +197,7 @@ class ScoreWeights:
 # then sees one partition's indexes, not every large namespace's). langgraph creates the plain
 # table; the set-up moves it over (empty on a new database). A namespace's own HNSW index lives
 # on its partition. The store's own HNSW over everyone's vectors is not kept: no search uses it
-# (memory/backend.py configures the store with a "flat" index).
+# (langgraph's set-up creates it once, on the plain table; it goes with it, or is dropped here).
 VECTORS = "store_vectors"
 _VECTOR_COLUMNS = ("prefix", "key", "field_name", "embedding", "created_at", "updated_at")
 STORE_ANN_INDEX = "store_vectors_embedding_idx"
@@ -238,10 +238,9 @@ async def setup(pool: AsyncConnectionPool) -> list[str]:
         # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick.
         await cur.execute(f"CREATE INDEX IF NOT EXISTS {PREFIX_INDEX} ON {VECTORS} USING btree (prefix text_pattern_ops)")
         await cur.execute(f"DROP INDEX IF EXISTS {STORE_ANN_INDEX}")
-    for row in large:
-        await ensure_namespace_index(pool, tuple(row["prefix"].split(".")))
-    if large:
-        done.append(f"{VECTORS}: own indexes rebuilt for {len(large)} large namespaces")
+    built = [row for row in large if await ensure_namespace_index(pool, tuple(row["prefix"].split(".")))]
+    if built:
+        done.append(f"{VECTORS}: own indexes rebuilt for {len(built)} large namespaces")
     return done
 
 

@@ -60,11 +60,11 @@ async def build_old_layout(url: str, minilm, monkeypatch) -> dict:
                 await conn.execute(statement)
         held: dict = {"items": [], "messages": []}
         for user in ("ann", "ben"):
-            for namespace, texts in ITEMS.items():
-                for i, text in enumerate(texts):
-                    await store.aput(namespace(user), f"k{i}", {"text": f"{user}: {text}"})
-                    held["items"].append((namespace(user), f"k{i}", f"{user}: {text}"))
-            messages = conversation(user)
+            for namespace, texts in ITEMS.items():  # ben has fewer: below the line
+                for i, text in enumerate(texts if user == "ann" else texts[:2]):
+                    await store.aput(namespace(user), f"{user}{i}", {"text": f"{user}: {text}"})
+                    held["items"].append((namespace(user), f"{user}{i}", f"{user}: {text}"))
+            messages = conversation(user) if user == "ann" else conversation(user)[:3]
             await episodes.index_thread(pool, minilm.embeddings, user, f"t-{user}", messages)
             held["messages"] += [(user, m.id, m.content) for m in messages]
         async with pool.connection() as conn:  # ann is large: her own indexes, as main built them
@@ -84,13 +84,13 @@ async def build_old_layout(url: str, minilm, monkeypatch) -> dict:
 
 
 async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_chat_and_task_is_still_found(new_database, minilm, monkeypatch):
-    monkeypatch.setattr(episode_table, "LARGE_OWNER", 4)  # ann (4 messages, 3 facts) is large
+    monkeypatch.setattr(episode_table, "LARGE_OWNER", 4)  # ann (4 messages, 3 facts) is large, ben is not
     monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", 3)
     url = new_database("old_layout")
     held = await build_old_layout(url, minilm, monkeypatch)
     emb = minilm.embeddings
     async with open_memory(url, minilm) as backend:
-        assert backend.migrated and any("memory_agent_episodes: 8 messages" in line for line in backend.migrated)
+        assert backend.migrated and any("memory_agent_episodes: 7 messages" in line for line in backend.migrated)
         pool = backend.pool
         assert await relkind(pool, "store_vectors") == "p" and await relkind(pool, episode_table.TABLE) == "p"
         for namespace, key, text in held["items"]:
@@ -104,6 +104,7 @@ async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_c
             gone = await (await conn.execute("SELECT to_regclass('store_vectors_embedding_idx') AS i")).fetchone()
             assert gone["i"] is None  # the index no search used is not kept
         assert await vector_search.ensure_namespace_index(pool, facts_ns("ann"))  # rebuilt on ann's partition
+        assert not await vector_search.ensure_namespace_index(pool, facts_ns("ben"))
         assert await episode_table.count(pool, "ann") == 4
     async with open_memory(url, minilm) as again:  # idempotent
         assert again.migrated == []
@@ -178,7 +179,7 @@ class Recorder:
 
 
 TABLE_REFERENCE = r"\b(?:FROM|JOIN|UPDATE|INTO)\s+\"?{table}\"?(?:\s|$)"
-OWNER_CONDITION = r"\b(?:\w+\.)?{column}\s*=\s*(?:'|%s|%\(owner\)s|\$\d)"
+OWNER_CONDITION = r"(?<![\w\"])(?:\w+\.)?\"?{column}\"?\s*=\s*(?:'|%s|%\(owner\)s|\$\d)"
 
 
 async def test_every_statement_on_the_per_user_tables_names_its_owner(backend, user_id, minilm, monkeypatch):
