@@ -44,7 +44,8 @@ def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPo
             "fields": INDEXED_FIELDS,
             "distance_type": "cosine",
             # langgraph's async set-up builds this index over everyone's vectors whatever the kind
-            # ("flat" fails there); no search uses it, so vector_search.setup drops it.
+            # ("flat" fails there); no search uses it, and it goes with the plain table that
+            # vector_search.setup moves to partitions.
             "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64},
         },
         deserializer=load_value,  # a stored value that is not an object reads back as invalid, not as an error

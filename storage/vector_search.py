@@ -1,28 +1,31 @@
 """One user's nearest memories in the store tables every user shares.
 
 The store (langgraph's ``AsyncPostgresStore``) keeps every user's items in one ``store``
-table and their embeddings in one ``store_vectors`` table, with one HNSW index over all of
-them. pgvector 0.6.2 (the embedded Postgres) has no iterative index scans: an HNSW scan
-yields at most ``hnsw.ef_search`` (≤ 1,000) rows of the whole table, and only then is the
-user's namespace filtered, so with 1,000 users it returns fewer than k of the user's rows,
-or the wrong ones. ``benchmarks/bench_recall.py`` measures it (recall@10 0.07 to 0.70).
-
-So the shared HNSW index is never used. Two plans, both per namespace:
+table and their embeddings in ``store_vectors``, which this module's set-up hash-partitions
+by namespace (``storage/partitions.py``). No index spans everyone's vectors: pgvector 0.6.2
+(the embedded Postgres) has no iterative index scans, so an HNSW scan yields at most
+``hnsw.ef_search`` (≤ 1,000) rows of the whole table before the user's namespace is
+filtered, and with 1,000 users returns fewer than k of the user's rows, or the wrong ones
+(``benchmarks/bench_recall.py``: recall@10 0.07 to 0.70). Two plans, both per namespace:
 
 - **Exact** (every namespace below ``LARGE_NAMESPACE`` items): the namespace's vectors are
-  read through a btree on ``store_vectors.prefix`` (one bitmap heap scan), every distance
+  read through a btree on ``store_vectors.prefix`` in its partition, every distance
   computed, and the nearest joined to their items in distance order until ``k`` pass the
   filter. Cost grows with the user's own memories, never with everyone's; the answer is
-  exact. The distances are computed in a MATERIALIZED step, which also keeps the planner
-  from turning the ORDER BY into a scan of the shared HNSW index.
+  exact. The distances are computed in a MATERIALIZED step.
 - **The namespace's own HNSW index** (namespaces of ``LARGE_NAMESPACE`` items or more; an
   exact scan costs ~10-25 ms per thousand items on the benchmark's 2 cores, ~1 s at
-  100,000): a partial HNSW index whose predicate is the namespace, so every row it yields
-  is the user's and ``ef_search`` bounds the user's rows, not the table's. Approximate
-  (recall@10 0.986 measured at 100,000 items); when fewer than ``k`` of its rows pass the
-  filter, the exact plan answers instead. The first exact search of a namespace that large
-  starts building its index in the background (``ensure_namespace_index``, also callable
-  directly, e.g. after a bulk import).
+  100,000): a partial HNSW index on the namespace's partition whose predicate is the
+  namespace, so every row it yields is the user's and ``ef_search`` bounds the user's rows,
+  not the table's. Approximate (recall@10 0.986 measured at 100,000 items); when fewer than
+  ``k`` of its rows pass the filter, the exact plan answers instead. The first exact search of
+  a namespace that large starts building its index in the background
+  (``ensure_namespace_index``, also callable directly, e.g. after a bulk import).
+
+The namespace is written into the statements as a literal: the planner then prunes to its
+partition at plan time and proves the own index's predicate. A namespace with sub-namespaces
+(none of the agent's own) is searched with ``prefix = 'ns' OR prefix LIKE 'ns.%'``, which
+cannot be pruned: exact, over every partition.
 
 ``rank_memories`` is recall's ranking (the one place its formula is written): the
 ``candidates`` most similar memories, then over that bounded set
@@ -197,7 +200,7 @@ class ScoreWeights:
 # then sees one partition's indexes, not every large namespace's). langgraph creates the plain
 # table; the set-up moves it over (empty on a new database). A namespace's own HNSW index lives
 # on its partition. The store's own HNSW over everyone's vectors is not kept: no search uses it
-# (langgraph's set-up creates it once, on the plain table; it goes with it, or is dropped here).
+# (langgraph's set-up creates it once, on the plain table, and it goes with that table).
 VECTORS = "store_vectors"
 _VECTOR_COLUMNS = ("prefix", "key", "field_name", "embedding", "created_at", "updated_at")
 STORE_ANN_INDEX = "store_vectors_embedding_idx"
@@ -237,7 +240,6 @@ async def setup(pool: AsyncConnectionPool) -> list[str]:
             large = await cur.fetchall()
         # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick.
         await cur.execute(f"CREATE INDEX IF NOT EXISTS {PREFIX_INDEX} ON {VECTORS} USING btree (prefix text_pattern_ops)")
-        await cur.execute(f"DROP INDEX IF EXISTS {STORE_ANN_INDEX}")
     built = [row for row in large if await ensure_namespace_index(pool, tuple(row["prefix"].split(".")))]
     if built:
         done.append(f"{VECTORS}: own indexes rebuilt for {len(built)} large namespaces")
@@ -371,6 +373,9 @@ async def _nearest(
             # query, COMMIT. Inside a caller's transaction, a savepoint instead.
             async with conn.pipeline(), conn.transaction():
                 await cur.execute(f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}")
+                # Through the own index, not a sort: on its partition (a 64th of the table) the
+                # planner may cost a sort of a just-large namespace's rows as cheaper.
+                await cur.execute("SET LOCAL enable_sort = off")
                 await cur.execute(_compose(outer, condition, indexed=True), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False)
             rows = await cur.fetchall()
             # Too few of the index's rows passed the filter: the exact plan finds the rest.
