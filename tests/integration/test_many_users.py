@@ -83,14 +83,22 @@ async def build_old_layout(url: str, minilm, monkeypatch) -> dict:
         await pool.close()
 
 
-async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_chat_and_task_is_still_found(new_database, minilm, monkeypatch):
+async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_chat_and_task_is_still_found(new_database, minilm, monkeypatch, capsys):
+    from app.cli.main import main as cli
+
     monkeypatch.setattr(episode_table, "LARGE_OWNER", 4)  # ann (4 messages, 3 facts) is large, ben is not
     monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", 3)
     url = new_database("old_layout")
     held = await build_old_layout(url, minilm, monkeypatch)
     emb = minilm.embeddings
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.delenv("MEMORY_AGENT_EMBEDDINGS", raising=False)  # the default: MiniLM, as the fixture's
+    assert await asyncio.to_thread(cli, ["migrate"]) == 0  # the one command
+    said = capsys.readouterr().out
+    assert "migrated: memory_agent_episodes: 7 messages moved to 64 partitions by owner" in said, said
+    assert "migrated: store_vectors: 13 vectors moved" in said and "own indexes rebuilt for 1 large owners" in said
     async with open_memory(url, minilm) as backend:
-        assert backend.migrated and any("memory_agent_episodes: 7 messages" in line for line in backend.migrated)
+        assert backend.migrated == []  # idempotent: the set-up finds the new layout
         pool = backend.pool
         assert await relkind(pool, "store_vectors") == "p" and await relkind(pool, episode_table.TABLE) == "p"
         for namespace, key, text in held["items"]:
@@ -106,8 +114,8 @@ async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_c
         assert await vector_search.ensure_namespace_index(pool, facts_ns("ann"))  # rebuilt on ann's partition
         assert not await vector_search.ensure_namespace_index(pool, facts_ns("ben"))
         assert await episode_table.count(pool, "ann") == 4
-    async with open_memory(url, minilm) as again:  # idempotent
-        assert again.migrated == []
+    assert await asyncio.to_thread(cli, ["migrate"]) == 0
+    assert "on the current layout already" in capsys.readouterr().out
 
 
 async def plan_relations(conn, statement, params) -> list[str]:
