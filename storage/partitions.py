@@ -18,8 +18,10 @@ held up). Forgetting the owner stops a running build and drops what it built (``
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Sequence
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Sequence
 
 from psycopg import AsyncConnection, sql
 
@@ -104,15 +106,38 @@ async def valid_indexes(conn: AsyncConnection, names: Sequence[str]) -> set[str]
     return {r["relname"] for r in rows}
 
 
+async def advisory_lock(conn: AsyncConnection, name: str) -> None:
+    """Take the session advisory lock ``hashtext(name)``, waiting between short tries: a blocking
+    pg_advisory_lock waits inside a statement, and CREATE/DROP INDEX CONCURRENTLY elsewhere waits
+    for every running statement to end, so holder and waiter would deadlock."""
+    delay = 0.02
+    while not (await (await conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (name,))).fetchone())["got"]:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+@asynccontextmanager
+async def one_ddl_per_leaf(conn: AsyncConnection, leaf: str) -> AsyncIterator[None]:
+    """Two concurrent index builds (or drops) on one table deadlock: each waits for the other's
+    transaction to end before it can finish (measured: two large users hashed to one partition).
+    So they take turns per partition, on an advisory lock."""
+    await advisory_lock(conn, f"ddl:{leaf}")
+    try:
+        yield
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"ddl:{leaf}",))
+
+
 async def build_on_leaf(conn: AsyncConnection, leaf: str, name: str, method: sql.Composable, predicate: sql.Composable) -> None:
     """``CREATE INDEX CONCURRENTLY name ON leaf USING method WHERE predicate``; ``conn`` must be in
     autocommit. A failed earlier build's invalid index is dropped first (IF NOT EXISTS would keep it)."""
-    await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
-    await conn.execute(
-        sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING {} WHERE {}").format(
-            sql.Identifier(name), sql.SQL(leaf), method, predicate
+    async with one_ddl_per_leaf(conn, leaf):
+        await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        await conn.execute(
+            sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING {} WHERE {}").format(
+                sql.Identifier(name), sql.SQL(leaf), method, predicate
+            )
         )
-    )
 
 
 # The advisory lock a build holds (pg_try_advisory_lock(hashtext(name))), as pg_locks shows it.
@@ -131,9 +156,17 @@ async def stop_and_drop(conn: AsyncConnection, lock_name: str, index_names: Sequ
     rows are gone by then, so none starts afterwards either."""
     for row in await (await conn.execute(_HOLDER, {"name": lock_name})).fetchall():
         await conn.execute("SELECT pg_cancel_backend(%s)", (row["pid"],))
-    await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (lock_name,))
+    await advisory_lock(conn, lock_name)
     try:
-        for name in index_names:
-            await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        tables = await (
+            await conn.execute(
+                "SELECT c.relname AS index, x.indrelid::regclass::text AS leaf FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid "
+                "WHERE c.relname = ANY(%s)",
+                (list(index_names),),
+            )
+        ).fetchall()
+        for row in tables:
+            async with one_ddl_per_leaf(conn, row["leaf"]):
+                await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(row["index"])))
     finally:
         await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock_name,))

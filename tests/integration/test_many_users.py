@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from datetime import datetime, timezone
 
 import pytest
@@ -19,6 +20,7 @@ from memory import episodes
 from memory.backend import open_memory
 from storage import episodes as episode_table
 from storage import vector_search
+from storage.partitions import leaf_of
 from storage.postgres import open_pool, prepare_database
 
 SAID = datetime(2024, 5, 1, tzinfo=timezone.utc)
@@ -281,3 +283,32 @@ async def test_forgetting_a_user_while_their_own_indexes_are_built_drops_what_wa
         assert left["n"] == 0
         assert await episode_table.count(pool, user_id) == 0
     await episode_table.delete_owner(pool, other)
+
+
+async def test_two_users_on_one_partition_get_their_own_indexes_built_at_the_same_time(backend, minilm):
+    """Two concurrent CREATE INDEX CONCURRENTLY on one table deadlock (each waits for the other's
+    transaction): bench_turn hit it building two large users hashed to one partition. They now
+    take turns per partition."""
+    import numpy as np
+
+    pool = backend.pool
+    tag = uuid.uuid4().hex[:6]
+    rng = np.random.default_rng(3)
+    async with pool.connection() as conn:
+        by_leaf: dict[str, str] = {}
+        pair = None
+        for i in range(400):
+            owner = f"pair{tag}-{i}"
+            vectors = rng.standard_normal((1500, minilm.dims)).astype(np.float32)
+            await episode_table.copy_episodes(conn, [episode_table.Episode("t", f"m{j}", j, "user", SAID, f"note {j}", owner=owner, embedding=vectors[j]) for j in range(1500)])
+            leaf = await leaf_of(conn, episode_table.TABLE, "owner", owner)
+            if leaf in by_leaf:
+                pair = (by_leaf[leaf], owner)
+                break
+            by_leaf[leaf] = owner
+    assert pair is not None
+    built = await asyncio.gather(*(episode_table.ensure_owner_index(pool, owner, min_rows=1) for owner in pair))
+    assert built == [True, True]
+    for owner in by_leaf.values():
+        await episode_table.delete_owner(pool, owner)
+    await episode_table.delete_owner(pool, pair[1])
