@@ -190,6 +190,9 @@ async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new
             for statement in episode_table.create_statements(minilm.dims, partitions=4):
                 await conn.execute(statement)
         await episode_table.setup(pool, minilm.dims)  # the backend's set-up accepts the partitioned table
+        from storage import forget_ledger
+
+        await forget_ledger.setup(pool)  # the index's writes read it
         async with pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) AS n FROM pg_inherits WHERE inhparent = %s::regclass", (episode_table.TABLE,))).fetchone()
         assert row["n"] == 4
