@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--messages 0]
                                     [--other-users 0 [--other-facts 1000] [--other-messages 0]] [--warmup 1]
+                                    [--large-at T] [--json PATH]
 
 Runs on a throwaway embedded Postgres with the real embeddings (all-MiniLM-L6-v2
 in numpy) and the offline model, one chat whose every turn sends a new message
@@ -13,10 +14,13 @@ and per turn, plus the machine.
 The stored facts are bulk-loaded, not written one by one: a few hundred distinct fact
 texts are embedded with the real model, and each stored fact reuses one of those vectors
 with a little noise (its text numbered to stay distinct). ``--other-users`` puts that many
-other users, ``--other-facts`` facts each, in the same tables. The shared HNSW index is
-built once after the load, and a user large enough for its own index
-(``storage.vector_search.LARGE_NAMESPACE``) gets it before the turns, as its first search
-would start it. Seeding progress goes to stderr.
+other users, ``--other-facts`` facts each, in the same tables. Every user large enough for
+their own index (``storage.vector_search.LARGE_NAMESPACE`` facts, ``storage.episodes.LARGE_OWNER``
+messages), the other users included, gets it before the turns, as production would build it.
+``--large-at T`` makes T both thresholds for this run only: a simulation, so that thousands of
+large users fit on 2 cores (their indexes are what the planner has to weigh; their sizes are
+small). The planning time of each search statement is printed at the end, and ``--json PATH``
+writes the figures. Seeding progress goes to stderr.
 
 ``--messages N`` seeds N messages of the user into the episodic index (``storage.episodes``,
 bulk COPY through its ``copy_episodes``), in chats of ``CHAT_LENGTH`` messages spread over the
@@ -212,15 +216,18 @@ async def bulk_seed(backend, seeder_class, unit: str, owners: list[tuple[str, in
 
 
 async def seed(backend, user: str, facts: int, other_users: int, other_facts: int) -> None:
+    from storage import vector_search
     from storage.bulk_load import copy_items
-    from storage.vector_search import LARGE_NAMESPACE, ensure_namespace_index
 
     owners = [(user, facts)] + [(f"other{i:05d}", other_facts) for i in range(other_users)]
     query = ("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'",)  # the shared HNSW index
     await bulk_seed(backend, FactSeeder, "facts", owners, copy_items, "items", query, ["store", "store_vectors"])
-    if facts >= LARGE_NAMESPACE:
-        note(f"building the user's own HNSW index ({facts:,} facts)")
-        await ensure_namespace_index(backend.pool, ("users", user, "facts"))
+    large = [owner for owner, count in owners if count >= vector_search.LARGE_NAMESPACE]
+    if large:
+        # What production builds for every large namespace (its first search starts it).
+        started = time.perf_counter()
+        await build_all(large, lambda owner: vector_search.ensure_namespace_index(backend.pool, ("users", owner, "facts")))
+        note(f"built the own HNSW index of {len(large):,} large users' facts in {time.perf_counter() - started:.0f} s")
 
 
 class MessageSeeder(NoisyVectors):
@@ -252,23 +259,58 @@ class MessageSeeder(NoisyVectors):
 async def seed_messages(backend, user: str, messages: int, other_users: int, other_messages: int) -> None:
     if not messages + other_users * other_messages:
         return
-    from storage.episodes import LARGE_OWNER, TABLE, copy_episodes, ensure_owner_index
+    from storage import episodes
+    from storage.episodes import TABLE, copy_episodes
 
     owners = [(user, messages)] + [(f"other{i:05d}", other_messages) for i in range(other_users)]
     query = ("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s", (TABLE, "%_pkey"))
     await bulk_seed(backend, MessageSeeder, "messages", owners, copy_episodes, "rows", query, [TABLE])
-    if messages >= LARGE_OWNER:
-        # The steady state of a large owner (the summarize step builds it in the background when an
-        # owner crosses the line; timing turns during that build would measure the build).
+    large = [owner for owner, count in owners if count >= episodes.LARGE_OWNER]
+    if large:
+        # The steady state of every large owner (the summarize step builds their indexes in the
+        # background when an owner crosses the line; timing turns during that build would measure it).
         started = time.perf_counter()
-        await ensure_owner_index(backend.pool, user)
-        note(f"built the user's own HNSW and GIN indexes over {messages:,} messages in {time.perf_counter() - started:.0f} s")
+        await build_all(large, lambda owner: episodes.ensure_owner_index(backend.pool, owner))
+        note(f"built the own HNSW and GIN indexes of {len(large):,} large users in {time.perf_counter() - started:.0f} s")
+
+
+async def build_all(owners: list[str], build) -> None:
+    """``build(owner)`` for each, two at a time (the machine's cores), with progress."""
+    queue = list(owners)
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while queue:
+            owner = queue.pop()
+            if not await build(owner):
+                raise RuntimeError(f"no own index built for {owner}")
+            done += 1
+            if done % 250 == 0:
+                note(f"  {done:,}/{len(owners):,}")
+
+    await asyncio.gather(worker(), worker())
+
+
+async def planning_times(backend, user: str) -> dict[str, float]:
+    """Median planning ms (EXPLAIN (SUMMARY), 5 runs) of each search statement of ``user``."""
+    from benchmarks.bench_planning import planning
+
+    async with backend.pool.connection() as conn:
+        return await planning(conn, user)
 
 
 async def run(
-    turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0, warmup: int = 1
+    turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0, warmup: int = 1,
+    large_at: int | None = None, json_path: str | None = None,
 ) -> None:
     import pgserver
+
+    from storage import episodes, vector_search
+
+    if large_at is not None:
+        # This run only: every per-user structure that depends on size keys on these two.
+        episodes.LARGE_OWNER = vector_search.LARGE_NAMESPACE = large_at
 
     from graph.assembly import compile_graph
     from core.context import Context
@@ -297,6 +339,10 @@ async def run(
                     last = now
                 if i >= 0:
                     per_turn.append((time.perf_counter() - start) * 1000)
+            planned = await planning_times(backend, user)
+            async with backend.pool.connection() as conn:
+                row = await (await conn.execute("SELECT count(*) AS n FROM pg_class WHERE relkind = 'i'")).fetchone()
+                index_count = row["n"]
     finally:
         server.cleanup()
         shutil.rmtree(directory, ignore_errors=True)
@@ -309,6 +355,25 @@ async def run(
     for node, values in per_node.items():
         print(f"{node:<18}{statistics.median(values):>10.1f}{pct(values, 0.95):>10.1f}")
     print(f"{'whole turn':<18}{statistics.median(per_turn):>10.1f}{pct(per_turn, 0.95):>10.1f}")
+    large = f" (large at {large_at:,}: a simulation, see benchmarks/README.md)" if large_at is not None else ""
+    print(f"planning ms of each search statement of the user, median of 7{large}; {index_count:,} indexes in the database:")
+    for name, ms in planned.items():
+        print(f"  {name:<24}{ms:>8.2f}")
+    if json_path:
+        import json
+
+        result = {
+            "load_context_ms": {"p50": statistics.median(per_node["load_context"]), "p95": pct(per_node["load_context"], 0.95)},
+            "turn_ms": {"p50": statistics.median(per_turn), "p95": pct(per_turn, 0.95)},
+            "nodes_ms": {node: {"p50": statistics.median(v), "p95": pct(v, 0.95)} for node, v in per_node.items()},
+            "planning_ms": planned,
+            "indexes": index_count,
+            "args": {"turns": turns, "facts": facts, "messages": messages, "other_users": other_users, "other_facts": other_facts,
+                     "other_messages": other_messages, "large_at": large_at, "warmup": warmup},
+            "machine": {"cpus": os.cpu_count(), "loadavg": os.getloadavg(), "processor": platform.processor()},
+        }
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 def main() -> None:
@@ -320,10 +385,19 @@ def main() -> None:
     parser.add_argument("--other-facts", type=int, default=1000, help="facts of each other user")
     parser.add_argument("--other-messages", type=int, default=0, help="indexed messages of each other user")
     parser.add_argument("--warmup", type=int, default=1, help="untimed turns first (the process's one-off costs)")
+    parser.add_argument(
+        "--large-at", type=int, help="this run only: the size from which a user counts as large (own indexes), for messages and facts alike"
+    )
+    parser.add_argument("--json", help="also write the figures here (load_context_ms, turn_ms, planning_ms, ...)")
     args = parser.parse_args()
     if min(args.turns, args.facts, args.messages, args.other_users, args.other_facts, args.other_messages) < 0 or args.turns == 0:
         parser.error("counts must be positive")
-    asyncio.run(run(args.turns, args.facts, args.other_users, args.other_facts, args.messages, args.other_messages, args.warmup))
+    if args.large_at is not None and args.large_at < 1:
+        parser.error("--large-at must be at least 1")
+    asyncio.run(
+        run(args.turns, args.facts, args.other_users, args.other_facts, args.messages, args.other_messages, args.warmup,
+            large_at=args.large_at, json_path=args.json)
+    )
 
 
 if __name__ == "__main__":

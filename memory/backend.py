@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -31,6 +31,8 @@ class MemoryBackend:
     checkpointer: AsyncPostgresSaver
     store: AsyncPostgresStore
     embeddings: EmbeddingsInfo
+    migrated: list[str] = field(default_factory=list)
+    """What the set-up moved to the current layout (``memory-agent migrate`` prints it)."""
 
 
 def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPostgresStore:
@@ -41,6 +43,9 @@ def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPo
             "embed": embeddings.embeddings,
             "fields": INDEXED_FIELDS,
             "distance_type": "cosine",
+            # langgraph's async set-up builds this index over everyone's vectors whatever the kind
+            # ("flat" fails there); no search uses it, and it goes with the plain table that
+            # vector_search.setup moves to partitions.
             "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64},
         },
         deserializer=load_value,  # a stored value that is not an object reads back as invalid, not as an error
@@ -54,24 +59,29 @@ async def set_up_schema(
     embeddings: EmbeddingsInfo,
     *,
     check_embeddings: bool = True,
-) -> None:
+) -> list[str]:
     """Idempotent: the embeddings check and the saver's, the store's and our own migrations,
-    under one advisory lock so processes starting together do not collide."""
+    under one advisory lock so processes starting together do not collide. Returns what was
+    moved to the current layout (the per-user tables' partitions, storage/partitions.py)."""
     dims = embeddings.dims
+    migrated: list[str] = []
     async with schema_lock(pool):
         if check_embeddings:
             await check_or_record(pool, embeddings.name, embeddings.dims)
         await saver.setup()
         await store.setup()
         await store_lookups.setup(pool)
-        await vector_search.setup(pool)
+        migrated += await vector_search.setup(pool)
         await knowledge.setup(pool, dims)
-        await episodes.setup(pool, dims)
+        migrated += await episodes.setup(pool, dims)
         await forget_ledger.setup(pool)
         await api_keys.setup(pool)
         await chat_runs.setup(pool)
         await thread_owners.setup(pool)  # after the store and run records: its first set-up reads them
         await chat_sources.setup(pool)  # references thread_owners' table
+    for line in migrated:
+        log.warning("migrated: %s", line)
+    return migrated
 
 
 @asynccontextmanager
@@ -96,7 +106,7 @@ async def open_memory(
     try:
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         store = make_store(pool, emb)
-        await set_up_schema(pool, saver, store, emb, check_embeddings=check_embeddings)
-        yield MemoryBackend(url=url, info=info, pool=pool, checkpointer=saver, store=store, embeddings=emb)
+        migrated = await set_up_schema(pool, saver, store, emb, check_embeddings=check_embeddings)
+        yield MemoryBackend(url=url, info=info, pool=pool, checkpointer=saver, store=store, embeddings=emb, migrated=migrated)
     finally:
         await pool.close()

@@ -30,8 +30,7 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
     async with schema_lock(pool):
         await store_rows.reset_vectors(pool, embeddings.dims)
         store = make_store(pool, embeddings)
-        await store.setup()  # recreates the HNSW index when missing (migration SQL is idempotent)
-        await store_rows.ensure_vector_index(pool)
+        await store.setup()
         items = await memory_writer.reembed_items(store, await store_rows.all_items(pool), batch=BATCH)
         chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
         async with pool.connection() as conn:

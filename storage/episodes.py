@@ -8,10 +8,10 @@ A row keeps the message's owner, thread, id, position in the thread, role, time
 (``sent_at``), plain text, a full-text vector (``'english'``: stemmed, so "painted"
 finds "painting"; words of other languages still match themselves) and the embedding.
 
-Past one machine: every statement here names ``owner`` in its WHERE clause (and the
-primary key starts with it), so the table can be hash-partitioned by ``owner``
-(declarative partitioning) or distributed by it (Citus) with no change to this code;
-``docs/scaling.md`` says how. Nothing here joins across owners.
+The table is hash-partitioned by ``owner`` (``storage/partitions.py``: a statement's planner sees
+one partition's indexes, not every large user's). Every statement here names ``owner`` in its
+WHERE clause (a router query: the same key would distribute it with Citus; ``docs/scaling.md``),
+and the primary key starts with it. Nothing here joins across owners.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
+from storage.partitions import PARTITIONS, build_on_leaf, leaf_of, leaf_statements, relkind, stop_and_drop, to_partitioned, valid_indexes
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
@@ -40,9 +41,10 @@ COUNTS = "memory_agent_episode_counts"
 STOP_LEXEMES: tuple[str, ...] = tuple(sorted(FULL_TEXT_STOP_LEXEMES))
 
 
-def create_statements(dims: int, *, partitions: int = 0) -> list[str]:
-    """The table and its indexes; with ``partitions`` > 0 the table is hash-partitioned by owner
-    (what docs/scaling.md describes; the code reading and writing it is the same)."""
+def create_statements(dims: int, *, partitions: int = PARTITIONS) -> list[str]:
+    """The table, hash-partitioned by owner into ``partitions`` (``storage/partitions.py`` says
+    why), its indexes and the per-owner counts. ``partitions=0`` gives the plain table of the old
+    layout (kept for the migration's tests)."""
     partition_clause = " PARTITION BY HASH (owner)" if partitions else ""
     statements = [
         f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -58,10 +60,7 @@ def create_statements(dims: int, *, partitions: int = 0) -> list[str]:
     PRIMARY KEY (owner, thread_id, message_id)
 ){partition_clause}"""
     ]
-    statements += [
-        f"CREATE TABLE IF NOT EXISTS {TABLE}_p{i} PARTITION OF {TABLE} FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"
-        for i in range(partitions)
-    ]
+    statements += leaf_statements(TABLE, partitions)
     statements += [
         f"CREATE INDEX IF NOT EXISTS {TABLE}_thread_position ON {TABLE} (owner, thread_id, position)",
         f"CREATE INDEX IF NOT EXISTS {TABLE}_owner_time ON {TABLE} (owner, sent_at)",
@@ -75,6 +74,10 @@ def create_statements(dims: int, *, partitions: int = 0) -> list[str]:
     return statements
 
 
+# The columns a migration copies (tsv is generated).
+COLUMNS = ("owner", "thread_id", "message_id", "position", "role", "sent_at", "content", "embedding")
+
+
 async def _column_dims(conn: AsyncConnection) -> int | None:
     row = await (
         await conn.execute(
@@ -84,21 +87,38 @@ async def _column_dims(conn: AsyncConnection) -> int | None:
     return int(row["atttypmod"]) if row else None
 
 
-async def setup(pool: AsyncConnectionPool, dims: int) -> None:
+async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
     """Idempotent; run by the backend's set-up under its schema lock. EmbeddingMismatch when the
-    table was built for vectors of another size (``memory-agent reindex`` rebuilds it)."""
+    table was built for vectors of another size (``memory-agent reindex`` rebuilds it). A table of
+    the old, unpartitioned layout is moved to the partitioned one (``memory-agent migrate`` does
+    the same), and its large owners get their own indexes back on their partitions. Returns what
+    was done, for the migrate command to say."""
+    done: list[str] = []
     async with pool.connection() as conn:
         existing = await _column_dims(conn)
         if existing is not None and existing != dims:
             raise EmbeddingMismatch(
                 f"The episodic index holds {existing}-dimensional vectors but the embeddings give {dims}; run `memory-agent reindex`."
             )
+        kind = await relkind(conn, TABLE)
         async with conn.transaction():
             counted = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (COUNTS,))).fetchone()
+            if kind == "r":
+                moved = await to_partitioned(conn, TABLE, create_statements(dims)[: PARTITIONS + 1], COLUMNS)
+                done.append(f"{TABLE}: {moved} messages moved to {PARTITIONS} partitions by owner")
             for statement in create_statements(dims):
+                if kind == "p" and " PARTITION OF " in statement:
+                    continue  # partitioned already, maybe into another number of partitions: kept
                 await conn.execute(statement)
             if not counted["e"]:  # an index from before the counts were kept: count it once
                 await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
+        if kind == "r":
+            large = await (await conn.execute(f"SELECT owner FROM {COUNTS} WHERE messages >= %s ORDER BY owner", (LARGE_OWNER,))).fetchall()
+    if kind == "r":
+        built = [row["owner"] for row in large if await ensure_owner_index(pool, row["owner"])]
+        if built:
+            done.append(f"{TABLE}: own indexes rebuilt for {len(built)} large owners")
+    return done
 
 
 async def resize(conn: AsyncConnection, dims: int) -> None:
@@ -269,7 +289,8 @@ async def delete_messages(pool: AsyncConnectionPool, owner: str, thread_id: str,
 
 
 async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
-    """Every message of the owner, their count, and their own indexes if they had them."""
+    """Every message of the owner, their count, and their own indexes if they had them (a build
+    of them still running is stopped and what it built dropped; nobody else waits meanwhile)."""
     async with pool.connection() as conn:
         async with conn.transaction():
             cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
@@ -277,8 +298,8 @@ async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
             # A turn indexed at the same moment may have added rows this DELETE did not see: then
             # the count stays, exact, with them.
             await conn.execute(f"DELETE FROM {COUNTS} WHERE owner = %s AND messages <= 0", (owner,))
-        for name in owner_index_names(owner):
-            await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+        names = owner_index_names(owner)
+        await stop_and_drop(conn, names[0], names)
         return cur.rowcount
 
 
@@ -332,12 +353,12 @@ WITH lexemes AS (
 ), terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS tq FROM lexemes
 ), docs AS MATERIALIZED (
-    SELECT coalesce((SELECT c.messages FROM {counts} c WHERE c.owner = %(owner)s), 0)::float8 AS n
+    SELECT coalesce((SELECT c.messages FROM {counts} c WHERE c.owner = {owner}), 0)::float8 AS n
 ), hits AS MATERIALIZED (
     SELECT t.lexeme, h.thread_id, h.message_id, h.tsv
     FROM terms t CROSS JOIN LATERAL (
         SELECT e.thread_id, e.message_id, e.tsv FROM {table} e
-        WHERE {owner_match} AND e.tsv @@ t.tq AND {filters} LIMIT %(per_word)s
+        WHERE e.owner = {owner} AND e.tsv @@ t.tq AND {filters} LIMIT %(per_word)s
     ) h
 ), idf AS MATERIALIZED (
     SELECT t.lexeme, t.tq, ln(1 + (greatest(docs.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
@@ -358,7 +379,7 @@ WITH idf AS (
     SELECT * FROM unnest(%(text_threads)s::text[], %(text_messages)s::text[], %(text_ranks)s::int[]) AS t(thread_id, message_id, text_rank)
 ), nearest AS MATERIALIZED (
     SELECT e.thread_id, e.message_id, e.embedding <=> %(vector)s::vector AS distance FROM {table} e
-    WHERE {owner_match} AND %(vector)s::vector IS NOT NULL AND e.embedding IS NOT NULL AND {filters}
+    WHERE e.owner = {owner} AND %(vector)s::vector IS NOT NULL AND e.embedding IS NOT NULL AND {filters}
     ORDER BY e.embedding <=> %(vector)s::vector
     LIMIT %(k)s
 ), vector_top AS (
@@ -373,17 +394,17 @@ SELECT e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
        b.message_id AS before_id, b.position AS before_position, b.role AS before_role, b.sent_at AS before_sent_at, b.content AS before_content,
        a.message_id AS after_id, a.position AS after_position, a.role AS after_role, a.sent_at AS after_sent_at, a.content AS after_content
 FROM chosen c
-JOIN {table} e ON e.owner = %(owner)s AND e.thread_id = c.thread_id AND e.message_id = c.message_id
+JOIN {table} e ON e.owner = {owner} AND e.thread_id = c.thread_id AND e.message_id = c.message_id
 LEFT JOIN text_top t ON t.thread_id = c.thread_id AND t.message_id = c.message_id
 LEFT JOIN vector_top v ON v.thread_id = c.thread_id AND v.message_id = c.message_id
 -- the indexed messages just before and after it in its thread (a short turn reads with the one before it)
 LEFT JOIN LATERAL (
     SELECT n.message_id, n.position, n.role, n.sent_at, n.content FROM {table} n
-    WHERE n.owner = %(owner)s AND n.thread_id = e.thread_id AND n.position < e.position ORDER BY n.position DESC LIMIT 1
+    WHERE n.owner = {owner} AND n.thread_id = e.thread_id AND n.position < e.position ORDER BY n.position DESC LIMIT 1
 ) b ON true
 LEFT JOIN LATERAL (
     SELECT n.message_id, n.position, n.role, n.sent_at, n.content FROM {table} n
-    WHERE n.owner = %(owner)s AND n.thread_id = e.thread_id AND n.position > e.position ORDER BY n.position LIMIT 1
+    WHERE n.owner = {owner} AND n.thread_id = e.thread_id AND n.position > e.position ORDER BY n.position LIMIT 1
 ) a ON true
 """
 _FILTERS = """(%(since)s::timestamptz IS NULL OR e.sent_at >= %(since)s::timestamptz)
@@ -414,26 +435,20 @@ def owner_index_names(owner: str) -> tuple[str, str]:
     return owner_index_name(owner), owner_words_index_name(owner)
 
 
-async def _valid_indexes(conn: AsyncConnection, names: Sequence[str]) -> set[str]:
-    rows = await (
-        await conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = ANY(%s) AND i.indisvalid",
-            (list(names),),
-        )
-    ).fetchall()
-    return {r["relname"] for r in rows}
+_valid_indexes = valid_indexes
 
 
 async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
     """Whether both of the owner's own indexes are built (the search then goes through them)."""
-    return len(await _valid_indexes(conn, owner_index_names(owner))) == 2
+    return len(await valid_indexes(conn, owner_index_names(owner))) == 2
 
 
-async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int = LARGE_OWNER) -> bool:
+async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int | None = None) -> bool:
     """Give ``owner`` indexes of their own (HNSW over their vectors, GIN over their words) once
     they have ``min_rows`` messages (call it after a bulk load; the summarize step calls it when an
-    owner crosses the line, or has only the HNSW one from before the GIN was added). Returns whether
-    both exist afterwards. Built CONCURRENTLY on a plain table (writes go on); one process builds them."""
+    owner crosses the line). Returns whether both exist afterwards. Built CONCURRENTLY on the
+    owner's partition only (other users' reads and writes go on; only statements pruned to that
+    partition ever consider them); one process builds them, and forgetting the owner stops it."""
     names = owner_index_names(owner)
     lock = names[0]
     async with pool.connection() as conn:
@@ -443,30 +458,44 @@ async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows:
         if not got["got"]:
             return False
         try:
-            if await _count(conn, owner) < min_rows:
+            if await _count(conn, owner) < (LARGE_OWNER if min_rows is None else min_rows):
                 return False
-            kind = await (await conn.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (TABLE,))).fetchone()
-            # A partitioned table takes no CONCURRENTLY: the index is built on each partition.
-            concurrently = sql.SQL("CONCURRENTLY ") if kind["relkind"] != "p" else sql.SQL("")
-            valid = await _valid_indexes(conn, names)
+            leaf = await leaf_of(conn, TABLE, "owner", owner)
+            if leaf is None:
+                return False
+            valid = await valid_indexes(conn, names)
             methods = {
                 names[0]: sql.SQL("hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"),
                 names[1]: sql.SQL("gin (tsv)"),
             }
             await conn.execute("SET maintenance_work_mem = '256MB'")
-            for name in names:
-                if name in valid:
-                    continue
-                await conn.execute(sql.SQL("DROP INDEX {}IF EXISTS {}").format(concurrently, sql.Identifier(name)))  # a failed build
-                await conn.execute(
-                    sql.SQL("CREATE INDEX {}IF NOT EXISTS {} ON {} USING {} WHERE owner = {}").format(
-                        concurrently, sql.Identifier(name), sql.Identifier(TABLE), methods[name], sql.Literal(owner)
-                    )
-                )
-            await conn.execute("RESET maintenance_work_mem")
+            try:
+                for name in names:
+                    if name not in valid:
+                        await build_on_leaf(conn, leaf, name, methods[name], sql.SQL("owner = {}").format(sql.Literal(owner)))
+            finally:
+                await conn.execute("RESET maintenance_work_mem")
             return True
         finally:
             await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock,))
+
+
+def search_statements(conn: AsyncConnection, owner: str) -> tuple[sql.Composed, sql.Composed]:
+    """The words and rows statements of ``owner``'s search. The owner is written into every
+    reference to the tables as a literal, never a parameter: then the planner prunes to the
+    owner's partition at plan time, whatever plan a prepared statement would switch to, and uses
+    the owner's own partial indexes (``WHERE owner = '…'``), which a parameter could not prove.
+    (``tests/integration/test_many_users.py`` checks both; ``benchmarks/bench_planning.py`` times
+    their planning.)"""
+    # A literal's "%" would read as a placeholder of the statement's parameters: doubled.
+    owner_literal = sql.SQL(sql.Literal(owner).as_string(conn).replace("%", "%%"))
+
+    def statement(text: str) -> sql.Composed:
+        return sql.SQL(text).format(
+            table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner=owner_literal
+        )
+
+    return statement(_WORDS), statement(_ROWS)
 
 
 async def search(
@@ -495,18 +524,11 @@ async def search(
         "thread": thread_id or "",
         "exclude": list(exclude),
     }
-    # The owner written as a literal: the planner uses an index of the owner's own (partial,
-    # ``WHERE owner = '…'``) only then, and plans the same as with a parameter when there is none,
-    # so no round trip asks first.
     async with pool.connection() as conn:
-        # A literal's "%" would read as a placeholder of the statement's parameters: doubled.
-        owner_match = sql.SQL("e.owner = " + sql.Literal(owner).as_string(conn).replace("%", "%%"))
-
-        def statement(text: str) -> sql.Composed:
-            return sql.SQL(text).format(table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner_match=owner_match)
+        words_statement, rows_statement = search_statements(conn, owner)
 
         async def words() -> list[dict[str, Any]]:
-            return await (await conn.execute(statement(_WORDS), params)).fetchall()
+            return await (await conn.execute(words_statement, params)).fetchall()
 
         if inspect.isawaitable(vector):
             text_rows, vector = await asyncio.gather(words(), vector)
@@ -523,7 +545,7 @@ async def search(
         # One round trip: BEGIN, SET LOCAL (it ends with the transaction), the query, COMMIT.
         async with conn.pipeline(), conn.transaction():
             await conn.execute(f"SET LOCAL hnsw.ef_search = {ANN_EF_SEARCH}")
-            cur = await conn.execute(statement(_ROWS), params)
+            cur = await conn.execute(rows_statement, params)
         rows = await cur.fetchall()
     return [
         Candidate(

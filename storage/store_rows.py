@@ -56,14 +56,6 @@ async def reset_vectors(pool: AsyncConnectionPool, dims: int) -> None:
             await conn.execute(f"ALTER TABLE store_vectors ALTER COLUMN embedding TYPE vector({int(dims)})")
 
 
-async def ensure_vector_index(pool: AsyncConnectionPool) -> None:
-    async with pool.connection() as conn:
-        await conn.execute(
-            "CREATE INDEX IF NOT EXISTS store_vectors_embedding_idx ON store_vectors "
-            "USING hnsw (embedding vector_cosine_ops) WITH (m=16, ef_construction=64)"
-        )
-
-
 async def all_items(pool: AsyncConnectionPool) -> list[tuple[tuple[str, ...], str, dict]]:
     """(namespace, key, value) of every store item."""
     async with pool.connection() as conn:

@@ -1,28 +1,31 @@
 """One user's nearest memories in the store tables every user shares.
 
 The store (langgraph's ``AsyncPostgresStore``) keeps every user's items in one ``store``
-table and their embeddings in one ``store_vectors`` table, with one HNSW index over all of
-them. pgvector 0.6.2 (the embedded Postgres) has no iterative index scans: an HNSW scan
-yields at most ``hnsw.ef_search`` (≤ 1,000) rows of the whole table, and only then is the
-user's namespace filtered, so with 1,000 users it returns fewer than k of the user's rows,
-or the wrong ones. ``benchmarks/bench_recall.py`` measures it (recall@10 0.07 to 0.70).
-
-So the shared HNSW index is never used. Two plans, both per namespace:
+table and their embeddings in ``store_vectors``, which this module's set-up hash-partitions
+by namespace (``storage/partitions.py``). No index spans everyone's vectors: pgvector 0.6.2
+(the embedded Postgres) has no iterative index scans, so an HNSW scan yields at most
+``hnsw.ef_search`` (≤ 1,000) rows of the whole table before the user's namespace is
+filtered, and with 1,000 users returns fewer than k of the user's rows, or the wrong ones
+(``benchmarks/bench_recall.py``: recall@10 0.07 to 0.70). Two plans, both per namespace:
 
 - **Exact** (every namespace below ``LARGE_NAMESPACE`` items): the namespace's vectors are
-  read through a btree on ``store_vectors.prefix`` (one bitmap heap scan), every distance
+  read through a btree on ``store_vectors.prefix`` in its partition, every distance
   computed, and the nearest joined to their items in distance order until ``k`` pass the
   filter. Cost grows with the user's own memories, never with everyone's; the answer is
-  exact. The distances are computed in a MATERIALIZED step, which also keeps the planner
-  from turning the ORDER BY into a scan of the shared HNSW index.
+  exact. The distances are computed in a MATERIALIZED step.
 - **The namespace's own HNSW index** (namespaces of ``LARGE_NAMESPACE`` items or more; an
   exact scan costs ~10-25 ms per thousand items on the benchmark's 2 cores, ~1 s at
-  100,000): a partial HNSW index whose predicate is the namespace, so every row it yields
-  is the user's and ``ef_search`` bounds the user's rows, not the table's. Approximate
-  (recall@10 0.986 measured at 100,000 items); when fewer than ``k`` of its rows pass the
-  filter, the exact plan answers instead. The first exact search of a namespace that large
-  starts building its index in the background (``ensure_namespace_index``, also callable
-  directly, e.g. after a bulk import).
+  100,000): a partial HNSW index on the namespace's partition whose predicate is the
+  namespace, so every row it yields is the user's and ``ef_search`` bounds the user's rows,
+  not the table's. Approximate (recall@10 0.986 measured at 100,000 items); when fewer than
+  ``k`` of its rows pass the filter, the exact plan answers instead. The first exact search of
+  a namespace that large starts building its index in the background
+  (``ensure_namespace_index``, also callable directly, e.g. after a bulk import).
+
+The namespace is written into the statements as a literal: the planner then prunes to its
+partition at plan time and proves the own index's predicate. A namespace with sub-namespaces
+(none of the agent's own) is searched with ``prefix = 'ns' OR prefix LIKE 'ns.%'``, which
+cannot be pruned: exact, over every partition.
 
 ``rank_memories`` is recall's ranking (the one place its formula is written): the
 ``candidates`` most similar memories, then over that bounded set
@@ -54,6 +57,8 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+
+from storage.partitions import PARTITIONS, build_on_leaf, leaf_of, leaf_statements, relkind, stop_and_drop, to_partitioned
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +96,7 @@ END $$
 _SCORED_EXACT = r"""
         SELECT sv.prefix, sv.key, min(sv.embedding <=> %(query)s::vector) AS distance
         FROM store_vectors sv
-        WHERE sv.prefix = %(ns)s OR sv.prefix LIKE %(ns_like)s ESCAPE '\'
+        WHERE {namespace}
         GROUP BY sv.prefix, sv.key
 """
 _SCORED_ANN = r"""
@@ -191,17 +196,54 @@ class ScoreWeights:
     importance_levels: Mapping[str, float]
 
 
-async def setup(pool: AsyncConnectionPool) -> None:
-    """Idempotent: what the queries here need beyond the store's own schema.
+# The store's vectors, hash-partitioned by namespace (``storage/partitions.py``: a search's planner
+# then sees one partition's indexes, not every large namespace's). langgraph creates the plain
+# table; the set-up moves it over (empty on a new database). A namespace's own HNSW index lives
+# on its partition. The store's own HNSW over everyone's vectors is not kept: no search uses it
+# (langgraph's set-up creates it once, on the plain table, and it goes with that table).
+VECTORS = "store_vectors"
+_VECTOR_COLUMNS = ("prefix", "key", "field_name", "embedding", "created_at", "updated_at")
+STORE_ANN_INDEX = "store_vectors_embedding_idx"
 
-    The index is built CONCURRENTLY (writes go on meanwhile), so ``pool`` must hand out
-    autocommit connections, as ``memory.postgres.open_pool`` does.
-    """
+
+def _partitioned_vectors(dims_type: str, partitions: int = PARTITIONS) -> list[str]:
+    return [
+        f"""CREATE TABLE {VECTORS} (
+    prefix text NOT NULL,
+    key text NOT NULL,
+    field_name text NOT NULL,
+    embedding {dims_type},
+    created_at timestamptz DEFAULT CURRENT_TIMESTAMP,
+    updated_at timestamptz DEFAULT CURRENT_TIMESTAMP,
+    PRIMARY KEY (prefix, key, field_name),
+    FOREIGN KEY (prefix, key) REFERENCES store(prefix, key) ON DELETE CASCADE
+) PARTITION BY HASH (prefix)""",
+        *leaf_statements(VECTORS, partitions),
+    ]
+
+
+async def setup(pool: AsyncConnectionPool) -> list[str]:
+    """Idempotent: what the queries here need beyond the store's own schema, and the move of a
+    plain ``store_vectors`` (the old layout, or langgraph's fresh one) to the partitioned layout,
+    with the large namespaces' own indexes rebuilt on their partitions. Returns what was done."""
+    done: list[str] = []
+    large: list[dict[str, Any]] = []
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(SAFE_TIMESTAMPTZ)
-        await _create_index(
-            cur, PREFIX_INDEX, f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {PREFIX_INDEX} ON store_vectors USING btree (prefix text_pattern_ops)"
-        )
+        if await relkind(conn, VECTORS) == "r":
+            await cur.execute("SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'embedding'", (VECTORS,))
+            dims_type = (await cur.fetchone())["t"]
+            moved = await to_partitioned(conn, VECTORS, _partitioned_vectors(dims_type), _VECTOR_COLUMNS)
+            if moved:
+                done.append(f"{VECTORS}: {moved} vectors moved to {PARTITIONS} partitions by namespace")
+            await cur.execute(f"SELECT prefix FROM {VECTORS} GROUP BY prefix HAVING count(*) >= %s ORDER BY prefix", (LARGE_NAMESPACE,))
+            large = await cur.fetchall()
+        # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick.
+        await cur.execute(f"CREATE INDEX IF NOT EXISTS {PREFIX_INDEX} ON {VECTORS} USING btree (prefix text_pattern_ops)")
+    built = [row for row in large if await ensure_namespace_index(pool, tuple(row["prefix"].split(".")))]
+    if built:
+        done.append(f"{VECTORS}: own indexes rebuilt for {len(built)} large namespaces")
+    return done
 
 
 async def search_memories(
@@ -262,9 +304,10 @@ async def ensure_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[
     """Give ``namespace`` its own HNSW index when it holds at least ``min_items`` vectors
     (default ``LARGE_NAMESPACE``).
 
-    Returns whether the index exists afterwards. Built CONCURRENTLY (the user keeps
-    writing), under an advisory lock so that one process builds it; another process
-    asking meanwhile gets False at once. Takes about a minute per 100,000 items on 2 cores.
+    Returns whether the index exists afterwards. Built CONCURRENTLY on the namespace's partition
+    (the user keeps writing, other users are not touched), under an advisory lock so that one
+    process builds it; another process asking meanwhile gets False at once. Takes about a minute
+    per 100,000 items on 2 cores. Forgetting the namespace stops the build (``drop_namespace_index``).
     """
     path = _path(namespace)
     name = namespace_index_name(namespace)
@@ -273,22 +316,24 @@ async def ensure_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[
         if not (await cur.fetchone())["got"]:
             return False
         try:
-            await cur.execute(
-                r"SELECT count(*) AS n FROM store_vectors WHERE prefix = %s OR prefix LIKE %s ESCAPE '\'",
-                (path, _escape_like(path) + ".%"),
-            )
+            await cur.execute(f"SELECT count(*) AS n FROM {VECTORS} WHERE prefix = %s", (path,))
             if (await cur.fetchone())["n"] < (LARGE_NAMESPACE if min_items is None else min_items):
                 return await _index_is_valid(cur, name)
-            predicate = _namespace_condition(conn, path, column="prefix", for_params=False)
+            if await _index_is_valid(cur, name):
+                return True
+            leaf = await leaf_of(conn, VECTORS, "prefix", path)
+            if leaf is None:
+                return False
             # pgvector builds much faster while the graph fits here (~2 kB per 384-d item).
             await cur.execute("SET maintenance_work_mem = '256MB'")
             try:
                 log.info("building the HNSW index %s of namespace %s", name, path)
-                await _create_index(
-                    cur,
+                await build_on_leaf(
+                    conn,
+                    leaf,
                     name,
-                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON store_vectors "
-                    f"USING hnsw (embedding vector_cosine_ops) WITH ({ANN_INDEX_PARAMS}) WHERE {predicate}",
+                    sql.SQL(f"hnsw (embedding vector_cosine_ops) WITH ({ANN_INDEX_PARAMS})"),
+                    sql.SQL("prefix = {}").format(sql.Literal(path)),
                 )
             finally:
                 await cur.execute("RESET maintenance_work_mem")
@@ -299,9 +344,11 @@ async def ensure_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[
 
 
 async def drop_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[str]) -> None:
-    """Drop the namespace's own HNSW index, if any (e.g. when the user is forgotten)."""
+    """Drop the namespace's own HNSW index, if any (e.g. when the user is forgotten); a build of
+    it still running is stopped first."""
+    name = namespace_index_name(namespace)
     async with pool.connection() as conn:
-        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {namespace_index_name(namespace)}")
+        await stop_and_drop(conn, name, [name])
         _index_state.pop(_state_key(conn, namespace), None)
 
 
@@ -315,16 +362,21 @@ async def _nearest(
 ) -> list[dict[str, Any]]:
     """Run ``outer`` over the namespace's own HNSW index if it has one, else exactly."""
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
-        indexed = await _has_own_index(conn, cur, namespace)
+        # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
+        # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
+        await cur.execute(r"SELECT EXISTS (SELECT 1 FROM store WHERE prefix LIKE %s ESCAPE '\') AS below", (params["ns_like"],))
+        below = (await cur.fetchone())["below"]
+        condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
+        indexed = not below and await _has_own_index(conn, cur, namespace)
         if indexed:
-            scored = _SCORED_ANN.format(namespace=_namespace_condition(conn, params["ns"], column="sv.prefix", for_params=True))
             # One round trip: BEGIN, SET LOCAL (the setting ends with the transaction), the
             # query, COMMIT. Inside a caller's transaction, a savepoint instead.
             async with conn.pipeline(), conn.transaction():
                 await cur.execute(f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}")
-                await cur.execute(
-                    outer.format(nearest=_NEAREST.format(scored=scored)), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False
-                )
+                # Through the own index, not a sort: on its partition (a 64th of the table) the
+                # planner may cost a sort of a just-large namespace's rows as cheaper.
+                await cur.execute("SET LOCAL enable_sort = off")
+                await cur.execute(_compose(outer, condition, indexed=True), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False)
             rows = await cur.fetchall()
             # Too few of the index's rows passed the filter: the exact plan finds the rest.
             if len(rows) >= enough:
@@ -332,11 +384,30 @@ async def _nearest(
         # prepare=False: planned for these values every time. A prepared statement may switch
         # to a generic plan, which cannot use the prefix index for the LIKE arm (a 1,000x
         # slower sequential scan, measured).
-        await cur.execute(outer.format(nearest=_NEAREST.format(scored=_SCORED_EXACT)), params, prepare=False)
+        await cur.execute(_compose(outer, condition, indexed=False), params, prepare=False)
         rows = await cur.fetchall()
     if not indexed and rows and rows[0]["scanned"] >= LARGE_NAMESPACE and isinstance(db, AsyncConnectionPool):
         _index_in_background(db, namespace)
     return rows
+
+
+def _compose(outer: str, condition: str, *, indexed: bool) -> str:
+    scored = (_SCORED_ANN if indexed else _SCORED_EXACT).format(namespace=condition)
+    return outer.format(nearest=_NEAREST.format(scored=scored))
+
+
+def planned_statements(conn: AsyncConnection, namespace: Sequence[str], query: Sequence[float]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The statements (and parameters) a search of ``namespace`` runs, by name, as ``_nearest``
+    composes them (for measuring their planning: ``benchmarks/bench_planning.py``)."""
+    params = _params(namespace, query, 10, None)
+    rank = params | {"now": datetime.now().astimezone(), "limit": 7, "levels": Jsonb({"medium": 0.6}), "half_life": 30.0,
+                     "w_sim": 0.6, "w_imp": 0.25, "w_rec": 0.15, "ann_limit": ANN_EF_SEARCH}
+    condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=False)
+    return {
+        "store rank, own index": (_compose(_RANK, condition, indexed=True), rank),
+        "store rank, exact": (_compose(_RANK, condition, indexed=False), rank),
+        "store search, exact": (_compose(_SEARCH, condition, indexed=False), params),
+    }
 
 
 _building: dict[str, asyncio.Task] = {}
@@ -386,22 +457,15 @@ async def _index_is_valid(cur, name: str) -> bool:
     return bool(row and row["indisvalid"])
 
 
-async def _create_index(cur, name: str, ddl: str) -> None:
-    # An interrupted concurrent build leaves an invalid index that IF NOT EXISTS would keep.
-    await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,))
-    row = await cur.fetchone()
-    if row is not None and not row["indisvalid"]:
-        await cur.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-    await cur.execute(ddl)
-
-
-def _namespace_condition(conn: AsyncConnection, path: str, *, column: str, for_params: bool) -> str:
-    """``(col = 'ns' OR col LIKE 'ns.%' ESCAPE '\\')`` with the namespace written in, quoted."""
+def _namespace_condition(conn: AsyncConnection, path: str, *, column: str, below: bool) -> str:
+    """``col = 'ns'``, or with ``below`` ``(col = 'ns' OR col LIKE 'ns.%' ESCAPE '\\')``: the
+    namespace written in, quoted (a literal: pruned at plan time, and it proves the own index's
+    predicate ``prefix = 'ns'``), '%' doubled for a statement with parameters."""
     exact = sql.Literal(path).as_string(conn)
-    below = sql.Literal(_escape_like(path) + ".%").as_string(conn)
-    condition = f"({column} = {exact} OR {column} LIKE {below} ESCAPE '\\')"
-    # In a query with parameters a literal '%' must be doubled; in DDL it must not.
-    return condition.replace("%", "%%") if for_params else condition
+    if not below:
+        return f"{column} = {exact}".replace("%", "%%")
+    under = sql.Literal(_escape_like(path) + ".%").as_string(conn)
+    return f"({column} = {exact} OR {column} LIKE {under} ESCAPE '\\')".replace("%", "%%")
 
 
 # --------------------------------------------------------------------------- helpers

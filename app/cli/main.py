@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument(
         "--episodes", action="store_true", help="only rebuild the index of what was said (every message) from the chats"
     )
+    sub.add_parser(
+        "migrate", help="move the database to the current layout (also done at start-up; idempotent, nothing is lost)"
+    )
     for name, (_, help_text) in MODULE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     parser.commands = dict(sub.choices)  # for per-command usage on a bad option
@@ -159,6 +162,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
             from app.cli.doctor import doctor_report
 
             print(await doctor_report(backend, startup_seconds=time.perf_counter() - started))
+            return 0
+        if args.command == "migrate":
+            # open_memory's set-up did the work (one transaction per table); say what it was.
+            print("\n".join(f"migrated: {line}" for line in backend.migrated) or "The database is on the current layout already.")
             return 0
         if args.command == "import":
             return await _import(backend, args)

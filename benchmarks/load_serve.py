@@ -1,0 +1,156 @@
+"""Many users chatting with `memory-agent serve` at once (issue 27's load bench; not a pytest test).
+
+    python -m benchmarks.load_serve [--concurrency 1,50,200] [--turns 3] [--model offline] [--workers 2]
+
+For each concurrency N: N users (a key and a chat each) send ``--turns`` messages one after the
+other, all N at once, over HTTP to one `memory-agent serve` on 127.0.0.1 (a throwaway embedded
+Postgres, the offline model). A 409 (the chat still busy with the memory step of the turn
+before) is sent again every 0.2 s, as the page would. Bounded: N × turns requests, each with a
+timeout. Reported per N: turns per second, time to the first ``token`` event (p50/p95) and the
+whole turn's (p50/p95); then every chat is read back through the API and checked: each message
+sent is stored exactly once, in order, with its reply, and the ids ``done`` named are those stored
+(none lost, none duplicated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import time
+import uuid
+from collections import Counter
+
+import httpx
+import psycopg
+
+from tests.support.http_server import LiveServer, aparse_events, create_keys, new_user, running_server
+
+BUSY_RETRY_SECONDS = 120.0
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
+
+
+async def one_turn(client: httpx.AsyncClient, chat_id: str, text: str) -> dict:
+    busy_until = time.monotonic() + BUSY_RETRY_SECONDS
+    while True:
+        started = time.perf_counter()
+        first = None
+        done = None
+        async with client.stream("POST", f"/chats/{chat_id}/messages", json={"text": text}) as response:
+            if response.status_code == 409 and time.monotonic() < busy_until:
+                await response.aread()
+                await asyncio.sleep(0.2)
+                continue
+            if response.status_code != 200:
+                return {"error": f"http {response.status_code}: {(await response.aread())[:200]!r}"}
+            async for event in aparse_events(response.aiter_lines()):
+                if event.name == "token" and first is None:
+                    first = time.perf_counter() - started
+                if event.name in ("done", "error", "interrupt"):
+                    done = event
+        if done is None or done.name != "done":
+            return {"error": f"ended with {done.name if done else 'nothing'}: {done.data if done else ''}"}
+        return {"ttft": first if first is not None else time.perf_counter() - started, "turn": time.perf_counter() - started, "done": done.data}
+
+
+async def user_session(server: LiveServer, key: str, chat_id: str, texts: list[str], results: list[dict]) -> None:
+    async with server.async_client(key, timeout=300) as client:
+        for text in texts:
+            results.append(await one_turn(client, chat_id, text) | {"text": text})
+
+
+async def check(server: LiveServer, key: str, chat_id: str, texts: list[str], results: list[dict]) -> tuple[int, int]:
+    """(lost, duplicated) messages of the chat, read back through the API."""
+    async with server.async_client(key) as client:
+        response = await client.get(f"/chats/{chat_id}")
+        response.raise_for_status()
+        messages = response.json()["messages"]
+    users = [m for m in messages if m["role"] == "user"]
+    counts = Counter(m["content"] for m in users)
+    duplicated = sum(n - 1 for n in counts.values())
+    lost = sum(counts[t] == 0 for t in texts)
+    by_id = {m["id"]: m for m in messages}
+    for r in results:
+        done = r.get("done")
+        if done and (by_id.get(done["user_message_id"], {}).get("content") != r["text"] or done["message_id"] not in by_id):
+            lost += 1
+    if [m["content"] for m in users] != [t for t in texts if counts[t]]:
+        lost += 1  # out of order counts as a loss of the conversation's shape
+    return lost, duplicated
+
+
+async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
+    names = [new_user() for _ in range(concurrency)]
+    keys = await create_keys(server.database_url, names)
+    chats = []
+    for name in names:
+        async with server.async_client(keys[name]) as client:
+            response = await client.post("/chats", json={})
+            response.raise_for_status()
+            chats.append(response.json()["chat"]["id"])
+    texts = [[f"User {u} says hello, message {i}: tell me about rivers and bees ({uuid.uuid4().hex[:6]})" for i in range(turns)] for u in range(concurrency)]
+    results: list[list[dict]] = [[] for _ in range(concurrency)]
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    await asyncio.gather(*(user_session(server, keys[n], c, t, r) for n, c, t, r in zip(names, chats, texts, results)))
+    elapsed = time.perf_counter() - started
+    lost = duplicated = 0
+    for n, c, t, r in zip(names, chats, texts, results):
+        lo, du = await check(server, keys[n], c, t, r)
+        lost, duplicated = lost + lo, duplicated + du
+    ok = [r for rs in results for r in rs if "done" in r]
+    errors = [r["error"] for rs in results for r in rs if "error" in r]
+    return {
+        "concurrency": concurrency, "turns": concurrency * turns, "completed": len(ok), "errors": errors[:5], "error_count": len(errors),
+        "seconds": round(elapsed, 1), "turns_per_s": round(len(ok) / elapsed, 2),
+        "ttft_s": {"p50": round(statistics.median([r["ttft"] for r in ok]), 3), "p95": round(pct([r["ttft"] for r in ok], 0.95), 3)} if ok else None,
+        "turn_s": {"p50": round(statistics.median([r["turn"] for r in ok]), 3), "p95": round(pct([r["turn"] for r in ok], 0.95), 3)} if ok else None,
+        "lost": lost, "duplicated": duplicated, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+    }
+
+
+async def main_async(args) -> list[dict]:
+    from tests.support.embedded_postgres import throwaway_postgres, with_database
+
+    out = []
+    with throwaway_postgres("ma-serve-load-") as pg:
+        name = f"load_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        with running_server(with_database(pg.get_uri(), name), model=args.model, workers=args.workers, timeout=900) as server:
+            for n in [int(c) for c in args.concurrency.split(",")]:
+                result = await level(server, n, args.turns)
+                out.append(result)
+                print(json.dumps(result), flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", default="1,50,200", help="numbers of users chatting at once, one level after the other")
+    parser.add_argument("--turns", type=int, default=3, help="messages each user sends, one after the other")
+    parser.add_argument("--model", default="offline")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()}", flush=True)
+    results = asyncio.run(main_async(args))
+    print(f"{'users':>6} {'turns/s':>8} {'ttft p50':>9} {'ttft p95':>9} {'turn p95':>9} {'lost':>5} {'dup':>4} {'errors':>6}")
+    for r in results:
+        t, w = r["ttft_s"] or {}, r["turn_s"] or {}
+        print(f"{r['concurrency']:>6} {r['turns_per_s']:>8} {t.get('p50', float('nan')):>9} {t.get('p95', float('nan')):>9} "
+              f"{w.get('p95', float('nan')):>9} {r['lost']:>5} {r['duplicated']:>4} {r['error_count']:>6}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""Many users on one Postgres (issue 27): the per-user tables are hash-partitioned by owner, a
+search plans over one partition, every statement names its owner, and an old database moves
+over with nothing lost (storage/partitions.py, docs/scaling.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from psycopg import AsyncConnection, AsyncCursor, sql
+
+from core.messages import stamp_sent_at
+from core.namespaces import INDEXED_FIELDS, chats_ns, facts_ns, tasks_ns
+from memory import episodes
+from memory.backend import open_memory
+from storage import episodes as episode_table
+from storage import forget_ledger, vector_search
+from storage.partitions import leaf_of
+from storage.postgres import open_pool, prepare_database
+
+SAID = datetime(2024, 5, 1, tzinfo=timezone.utc)
+
+
+def conversation(user: str) -> list:
+    texts = [f"{user} keeps bees on the roof", "How many hives?", "Three hives, and a fig tree", "Do the bees like the fig?"]
+    return [stamp_sent_at((HumanMessage if i % 2 == 0 else AIMessage)(t, id=f"{user}-{i}"), SAID) for i, t in enumerate(texts)]
+
+
+ITEMS = {
+    facts_ns: ["Plays the cello on Sundays", "Is allergic to peanuts", "Grew up near Lisbon"],
+    tasks_ns: ["Renew the passport", "Buy a gift for mother"],
+    chats_ns: ["Planning the trip to Kyoto", "Sourdough without a starter"],
+}
+
+
+async def relkind(pool, table: str) -> str:
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (table,))).fetchone()
+    return row["relkind"]
+
+
+async def build_old_layout(url: str, minilm, monkeypatch) -> dict:
+    """A database as main's code (before the partitions) wrote it: the store's vectors and the
+    episodic index in plain tables, the store's HNSW over everyone's vectors, and a large user's
+    own partial indexes on the plain tables. Returns what it holds."""
+    await prepare_database(url)
+    pool = await open_pool(url, max_size=4)
+    try:
+        store = AsyncPostgresStore(
+            conn=pool,
+            index={"dims": minilm.dims, "embed": minilm.embeddings, "fields": INDEXED_FIELDS, "distance_type": "cosine",
+                   "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64}},
+        )
+        await store.setup()
+        async with pool.connection() as conn:
+            for statement in episode_table.create_statements(minilm.dims, partitions=0):  # main's DDL
+                await conn.execute(statement)
+        await forget_ledger.setup(pool)  # the index's writes read it
+        held: dict = {"items": [], "messages": []}
+        for user in ("ann", "ben"):
+            for namespace, texts in ITEMS.items():  # ben has fewer: below the line
+                for i, text in enumerate(texts if user == "ann" else texts[:2]):
+                    await store.aput(namespace(user), f"{user}{i}", {"text": f"{user}: {text}"})
+                    held["items"].append((namespace(user), f"{user}{i}", f"{user}: {text}"))
+            messages = conversation(user) if user == "ann" else conversation(user)[:3]
+            await episodes.index_thread(pool, minilm.embeddings, user, f"t-{user}", messages)
+            held["messages"] += [(user, m.id, m.content) for m in messages]
+        async with pool.connection() as conn:  # ann is large: her own indexes, as main built them
+            owner = sql.Literal("ann")
+            hnsw, gin = episode_table.owner_index_names("ann")
+            await conn.execute(sql.SQL("CREATE INDEX {} ON memory_agent_episodes USING hnsw (embedding vector_cosine_ops) WHERE owner = {}").format(sql.Identifier(hnsw), owner))
+            await conn.execute(sql.SQL("CREATE INDEX {} ON memory_agent_episodes USING gin (tsv) WHERE owner = {}").format(sql.Identifier(gin), owner))
+            await conn.execute(
+                sql.SQL("CREATE INDEX {} ON store_vectors USING hnsw (embedding vector_cosine_ops) WHERE (prefix = {} OR prefix LIKE {} ESCAPE '\\')").format(
+                    sql.Identifier(vector_search.namespace_index_name(facts_ns("ann"))), sql.Literal("users.ann.facts"), sql.Literal("users.ann.facts.%")
+                )
+            )
+        assert await relkind(pool, "store_vectors") == "r" and await relkind(pool, episode_table.TABLE) == "r"
+        return held
+    finally:
+        await pool.close()
+
+
+async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_chat_and_task_is_still_found(new_database, minilm, monkeypatch, capsys):
+    from app.cli.main import main as cli
+
+    monkeypatch.setattr(episode_table, "LARGE_OWNER", 4)  # ann (4 messages, 3 facts) is large, ben is not
+    monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", 3)
+    url = new_database("old_layout")
+    held = await build_old_layout(url, minilm, monkeypatch)
+    emb = minilm.embeddings
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.delenv("MEMORY_AGENT_EMBEDDINGS", raising=False)  # the default: MiniLM, as the fixture's
+    assert await asyncio.to_thread(cli, ["migrate"]) == 0  # the one command
+    said = capsys.readouterr().out
+    assert "migrated: memory_agent_episodes: 7 messages moved to 64 partitions by owner" in said, said
+    assert "migrated: store_vectors: 13 vectors moved" in said and "own indexes rebuilt for 1 large owners" in said
+    async with open_memory(url, minilm) as backend:
+        assert backend.migrated == []  # idempotent: the set-up finds the new layout
+        pool = backend.pool
+        assert await relkind(pool, "store_vectors") == "p" and await relkind(pool, episode_table.TABLE) == "p"
+        for namespace, key, text in held["items"]:
+            found = await vector_search.search_memories(pool, namespace, emb.embed_query(text), k=10)
+            assert (namespace, key) in {(m.namespace, m.key) for m in found}, (namespace, key)
+        for owner, message_id, text in held["messages"]:
+            found = await episode_table.search(pool, owner, text, emb.embed_query(text), k=10)
+            assert message_id in {c.message_id for c in found} and all(c.thread_id == f"t-{owner}" for c in found)
+        async with pool.connection() as conn:
+            assert await episode_table.has_owner_index(conn, "ann") and not await episode_table.has_owner_index(conn, "ben")
+            gone = await (await conn.execute("SELECT to_regclass('store_vectors_embedding_idx') AS i")).fetchone()
+            assert gone["i"] is None  # the index no search used is not kept
+        assert await vector_search.ensure_namespace_index(pool, facts_ns("ann"))  # rebuilt on ann's partition
+        assert not await vector_search.ensure_namespace_index(pool, facts_ns("ben"))
+        assert await episode_table.count(pool, "ann") == 4
+    assert await asyncio.to_thread(cli, ["migrate"]) == 0
+    assert "on the current layout already" in capsys.readouterr().out
+
+
+async def plan_relations(conn, statement, params) -> list[str]:
+    cur = await conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + statement, params, prepare=False)
+    plan = (await cur.fetchone())["QUERY PLAN"]
+    found: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "Relation Name" in node:
+                found.append(node["Relation Name"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(plan)
+    return found
+
+
+async def indexes_on(conn, tables: set[str]) -> int:
+    row = await (await conn.execute("SELECT count(*) AS n FROM pg_index WHERE indrelid = ANY(%s::regclass[])", (sorted(tables),))).fetchone()
+    return row["n"]
+
+
+async def test_a_search_plans_over_its_owners_partition_whatever_the_number_of_large_users(new_database, minilm):
+    """The planner weighs every index of each table a statement touches: on the old layout every
+    large user's own indexes were on the one table every search touched (issue 27: 244 ms to plan
+    at 3,000). Now a search touches its owner's partition only."""
+    large = [f"big{i:02d}" for i in range(16)]
+    async with open_memory(new_database("planning"), minilm) as backend:
+        pool = backend.pool
+        vec = minilm.embeddings.embed_query("bees on the roof")
+        async with pool.connection() as conn:
+            rows = [episode_table.Episode("t", f"m{i}", i, "user", SAID, "bees on the roof", owner=o, embedding=vec) for o in large for i in range(2)]
+            await episode_table.copy_episodes(conn, rows)
+            for owner in large:
+                await backend.store.aput(facts_ns(owner), "k", {"text": "bees on the roof"})
+                await backend.store.aput(facts_ns(owner), "k2", {"text": "a fig tree"})
+        for owner in large:
+            assert await episode_table.ensure_owner_index(pool, owner, min_rows=1)
+            assert await vector_search.ensure_namespace_index(pool, facts_ns(owner), min_items=1)
+        async with pool.connection() as conn:
+            for owner in (large[0], "someone-small"):
+                words, rows_statement = episode_table.search_statements(conn, owner)
+                base = {"q": "bees", "stop": [], "k": 30, "per_word": 300, "since": None, "until": None, "thread": "", "exclude": []}
+                statements = [(words, base), (rows_statement, base | {"vector": str(vec), "lexemes": ["bee"], "weights": [1.0],
+                                                                        "text_threads": ["t"], "text_messages": ["m0"], "text_ranks": [1]})]
+                for name, (text, params) in vector_search.planned_statements(conn, facts_ns(owner), vec).items():
+                    statements.append((sql.SQL(text), params))
+                for statement, params in statements:
+                    touched = {r for r in await plan_relations(conn, statement, params) if r.startswith(("memory_agent_episodes", "store_vectors"))}
+                    per_table = {t.rsplit("_p", 1)[0] for t in touched}
+                    assert len(touched) == len(per_table), touched  # one partition of each table
+                    # pkey + 2 btrees, or pkey + prefix btree, and the own indexes of the few large users hashed there
+                    assert await indexes_on(conn, touched) < 2 * len(large), touched
+
+
+class Recorder:
+    """Every statement our storage code sends, as text (a psycopg wrapper: Postgres here has no
+    pg_stat_statements)."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def text(self, conn, query) -> str:
+        return query.as_string(conn) if isinstance(query, sql.Composable) else str(query)
+
+
+TABLE_REFERENCE = r"\b(?:FROM|JOIN|UPDATE|INTO)\s+\"?{table}\"?(?:\s|$)"
+OWNER_CONDITION = r"(?<![\w\"])(?:\w+\.)?\"?{column}\"?\s*=\s*(?:'|%s|%\(owner\)s|\$\d)"
+
+
+async def test_every_statement_on_the_per_user_tables_names_its_owner(backend, user_id, minilm, monkeypatch):
+    """A router query: each reference to a per-user table comes with ``owner = …`` (``prefix = …``
+    for the store's vectors), the distribution column Citus would route on (docs/scaling.md)."""
+    recorder = Recorder()
+    for cls in (AsyncConnection, AsyncCursor):
+        original = cls.execute
+
+        def wrapped(self, query, *args, __original=original, **kwargs):
+            conn = self if isinstance(self, AsyncConnection) else self.connection
+            recorder.statements.append(recorder.text(conn, query))
+            return __original(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "execute", wrapped)
+    original_many = AsyncCursor.executemany
+
+    async def many(self, query, *args, **kwargs):
+        recorder.statements.append(recorder.text(self.connection, query))
+        return await original_many(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncCursor, "executemany", many)
+
+    emb = minilm.embeddings
+    pool = backend.pool
+    messages = conversation(user_id)
+    await episodes.index_thread(pool, emb, user_id, "t1", messages)
+    await episodes.index_thread(pool, emb, user_id, "t1", messages[:2] + messages[3:])  # an edit: rows dropped and moved
+    await episodes.fused_search(pool, emb, user_id, "bees on the roof")
+    await episode_table.indexed_positions(pool, user_id, "t1")
+    await episode_table.ensure_owner_index(pool, user_id, min_rows=1)
+    await episode_table.search(pool, user_id, "bees", emb.embed_query("bees"))
+    await episode_table.delete_messages(pool, user_id, "t1", [messages[0].id])
+    await episode_table.delete_thread(pool, user_id, "t1")
+    await episode_table.delete_owner(pool, user_id)
+    for i in range(3):
+        await backend.store.aput(facts_ns(user_id), f"k{i}", {"text": f"fact {i} about bees"})
+    await vector_search.search_memories(pool, facts_ns(user_id), emb.embed_query("bees"))
+    await vector_search.ensure_namespace_index(pool, facts_ns(user_id), min_items=1)
+    await vector_search.search_memories(pool, facts_ns(user_id), emb.embed_query("bees"))
+    await vector_search.drop_namespace_index(pool, facts_ns(user_id))
+    monkeypatch.undo()
+
+    checked = 0
+    for statement in recorder.statements:
+        if re.match(r"\s*(CREATE|DROP|ALTER|SET|RESET|BEGIN|COMMIT|SAVEPOINT|RELEASE)\b", statement, re.I):
+            continue
+        for table, column in ((episode_table.TABLE, "owner"), (episode_table.COUNTS, "owner"), ("store_vectors", "prefix")):
+            references = len(re.findall(TABLE_REFERENCE.format(table=table), statement, re.I))
+            if not references:
+                continue
+            checked += 1
+            if re.search(rf"INSERT\s+INTO\s+{table}\s*(?:AS\s+\w+\s*)?\(\s*{column}\b", statement, re.I):
+                continue  # the row's own value routes it
+            conditions = len(re.findall(OWNER_CONDITION.format(column=column), statement, re.I))
+            assert conditions >= references, f"a reference to {table} without its {column}: {statement}"
+    assert checked >= 12
+
+
+async def test_forgetting_a_user_while_their_own_indexes_are_built_drops_what_was_built_and_blocks_nobody(backend, user_id, minilm):
+    """Issue 31: forget-me during a build left the index (and answered 503), and a build on the
+    partitioned table held another owner's write for 6.3 s. The build runs CONCURRENTLY on the
+    owner's partition; forget-me cancels it and drops what it built."""
+    import numpy as np
+
+    pool = backend.pool
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((3000, minilm.dims)).astype(np.float32)
+    rows = [episode_table.Episode("t", f"m{i}", i, "user", SAID, f"note {i} on bees", owner=user_id, embedding=vectors[i]) for i in range(3000)]
+    async with pool.connection() as conn:
+        await episode_table.copy_episodes(conn, rows)
+    names = episode_table.owner_index_names(user_id)
+    build = asyncio.create_task(episode_table.ensure_owner_index(pool, user_id, min_rows=1))
+    async with pool.connection() as conn:
+        for _ in range(600):  # until the build is under way (or already over, on a fast machine)
+            row = await (await conn.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE query ILIKE 'CREATE INDEX CONCURRENTLY%%'")).fetchone()
+            if row["n"] or build.done():
+                break
+            await asyncio.sleep(0.05)
+        # Meanwhile another user writes, and would get an error rather than wait on a lock.
+        other = f"{user_id}-other"
+        await conn.execute("SET lock_timeout = '2s'")
+        try:
+            await episode_table.copy_episodes(conn, [episode_table.Episode("t", "m0", 0, "user", SAID, "hello", owner=other, embedding=vectors[0])])
+        finally:
+            await conn.execute("RESET lock_timeout")
+    await episode_table.delete_owner(pool, user_id)
+    await asyncio.gather(build, return_exceptions=True)  # cancelled, or finished before forget-me
+    async with pool.connection() as conn:
+        left = await (await conn.execute("SELECT count(*) AS n FROM pg_class WHERE relname = ANY(%s)", (list(names),))).fetchone()
+        assert left["n"] == 0
+        assert await episode_table.count(pool, user_id) == 0
+    await episode_table.delete_owner(pool, other)
+
+
+async def test_two_users_on_one_partition_get_their_own_indexes_built_at_the_same_time(backend, minilm):
+    """Two concurrent CREATE INDEX CONCURRENTLY on one table deadlock (each waits for the other's
+    transaction): bench_turn hit it building two large users hashed to one partition. They now
+    take turns per partition."""
+    import numpy as np
+
+    pool = backend.pool
+    tag = uuid.uuid4().hex[:6]
+    rng = np.random.default_rng(3)
+    async with pool.connection() as conn:
+        by_leaf: dict[str, str] = {}
+        pair = None
+        for i in range(400):
+            owner = f"pair{tag}-{i}"
+            vectors = rng.standard_normal((1500, minilm.dims)).astype(np.float32)
+            await episode_table.copy_episodes(conn, [episode_table.Episode("t", f"m{j}", j, "user", SAID, f"note {j}", owner=owner, embedding=vectors[j]) for j in range(1500)])
+            leaf = await leaf_of(conn, episode_table.TABLE, "owner", owner)
+            if leaf in by_leaf:
+                pair = (by_leaf[leaf], owner)
+                break
+            by_leaf[leaf] = owner
+    assert pair is not None
+    built = await asyncio.gather(*(episode_table.ensure_owner_index(pool, owner, min_rows=1) for owner in pair))
+    assert built == [True, True]
+    for owner in by_leaf.values():
+        await episode_table.delete_owner(pool, owner)
+    await episode_table.delete_owner(pool, pair[1])
