@@ -32,7 +32,7 @@ import prompts
 from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http.auth import auth_enabled
 from app.http.errors import install_error_handlers
-from app.http.routes_chats import router as chats_router
+from app.http.routes_chats import add_import_schemas, router as chats_router
 from app.http.routes_memory import router as memory_router
 from app.http.schemas import Health, PersonaList, PersonaOut
 from app.http.services import Services, get_services
@@ -171,4 +171,6 @@ def create_app() -> FastAPI:
         return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    default_openapi = app.openapi
+    app.openapi = lambda: app.openapi_schema or add_import_schemas(default_openapi())  # the import route reads its own body
     return app
