@@ -206,7 +206,7 @@ def test_the_cli_refuses_deeply_nested_json_with_a_clear_message(tmp_path, backe
 async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_history(tmp_path, backend, graph, user_id):
     from storage import chat_imports
 
-    data = history(60, "Killed half way")
+    data = history(30, "Killed half way")
     path = tmp_path / "history.json"
     path.write_text(json.dumps(data))
     env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
@@ -234,7 +234,7 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
         if row.state == "incomplete":
             break
         await asyncio.sleep(0.2)
-    assert row.state == "incomplete" and row.imported < 60
+    assert row.state == "incomplete" and row.imported < 30
     listed = (await chat_admin.import_states(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id)))
     assert list(listed) == [thread_id]
 
