@@ -149,7 +149,11 @@ class _Job:
         await rollback_thread(self.pool, mark)
         self.head = mark if row.head_checkpoint is not None else None
         record = await get_chat(self.graph.store, self.user_id, thread_id)
-        self.title = record.title if record is not None else (self.chat.title or "New chat")
+        if record is None:  # killed between its rows and its record: the chat is listed from now on
+            title = (self.chat.title or "").strip()
+            record = ChatRecord(thread_id=thread_id, title=title or "New chat", title_by_user=bool(title), persona=self.ctx.persona)
+            await create_chat_record(self.graph.store, self.user_id, record)
+        self.title = record.title
         self._new_result(imported=row.imported)
 
     def _new_result(self, imported: int) -> None:

@@ -15,13 +15,8 @@ through :mod:`app.runs.turn_runner`; replies stream as Server-Sent Events (:mod:
   branch (and the model's view). Memories learned from them stay in the user's
   memory, where they can be corrected through /memory. Regenerating a reply is the
   same fork, answering that reply's user message again.
-- ``POST /chats/import`` takes a chat history (ours or LoCoMo's format, docs/import.md) into a
-  new chat of the caller, running the memory nodes after every exchange as a chat does
-  (memory.chat_import, memory.import_job); it answers once all is imported (not streamed). The
-  caller is authenticated before the body is read; the body is read and checked within the
-  import limits off the event loop; a client that leaves stops the import (kept incomplete,
-  resumable with ``?resume=<id>``). A chat being imported takes no message (409
-  ``import_in_progress``); deleting it, or forget-me, stops the import and nothing of it stays.
+- ``POST /chats/import`` lives in app.http.routes_imports. A chat being imported takes no
+  message (409 ``import_in_progress``); deleting it stops the import, and nothing of it stays.
 - ``PATCH /chats/{id}`` renames a chat; a title the user set is never replaced by a
   generated one (memory.chat_titles).
 """
@@ -33,17 +28,14 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Annotated, AsyncIterator
 
-from fastapi import APIRouter, Depends, Query, Request
-from starlette.requests import ClientDisconnect
+from fastapi import APIRouter, Depends, Query
 from pydantic import AfterValidator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 import prompts
 from core.context import Context
-from fastapi.security import HTTPAuthorizationCredentials
-
-from app.http.auth import api_key_header, bearer, current_user, owned_chat
+from app.http.auth import current_user, owned_chat
 from app.http.errors import ApiError
 from app.http.schemas import (
     ChatCreate,
@@ -71,18 +63,6 @@ from core.text_validation import Identifier, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_imports, chat_runs, thread_owners
 from memory.chat_admin import delete_chat, import_states, owned_chats, stop_imports
-from memory.chat_import import (
-    MAX_IMPORT_BYTES,
-    ChatImport,
-    ImportFailed,
-    ImportTooLarge,
-    InvalidImport,
-    LocomoSample,
-    import_chat,
-    prepare_import,
-    read_import,
-)
-from memory.import_job import ImportCancelled, ImportStopped
 from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
@@ -271,102 +251,6 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
         if not events or events[-1][0] != "done":
             break  # a confirmation is pending, or the turn failed: the history shows how far it got
     record = await owned_chat(chat.thread_id, user, services)
-    return await chat_detail(services, record)
-
-
-# The body is read by the route (after authentication), so it is described here for the API document.
-_IMPORT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"anyOf": [{"$ref": "#/components/schemas/ChatImport"}, {"$ref": "#/components/schemas/LocomoSample"}]}}},
-    }
-}
-def add_import_schemas(document: dict) -> dict:
-    """Put the import body's models into the API document's components (create_app's openapi)."""
-    schemas = document.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ChatImport, LocomoSample):
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-    return document
-
-
-_IMPORT_ERRORS = {**_TURN_ERRORS, 429: {"model": ErrorResponse}, 500: {"model": ErrorResponse}}
-
-
-async def read_import_body(request: Request) -> bytes:
-    """The body, counted as it arrives (413 past MAX_IMPORT_BYTES; the server's deadlines cut a slow one off)."""
-    body = bytearray()
-    try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_IMPORT_BYTES:
-                raise ApiError(413, "request_too_large", f"The request body is larger than {MAX_IMPORT_BYTES:,} bytes.", headers={"Connection": "close"})
-    except ClientDisconnect:
-        raise ApiError(400, "client_disconnected", "The client left before the body was complete.") from None
-    return bytes(body)
-
-
-def _read_and_check(body: bytes, max_chars: int) -> tuple[ChatImport, str]:
-    """Parse, validate and digest an import body: CPU work, run in a thread off the event loop."""
-    chats = read_import(body)
-    if len(chats) != 1:
-        raise InvalidImport(f"The body holds {len(chats)} histories; send one per request (a list of LoCoMo samples is for the CLI).")
-    return chats[0], prepare_import(chats[0], max_chars)
-
-
-async def caller_before_body(
-    services: AppServices,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    header_key: Annotated[str | None, Depends(api_key_header)],
-) -> str:
-    """current_user, for a route that reads its body itself: a refusal also closes the connection,
-    so a stranger's body is never read (not even to find the next request)."""
-    try:
-        return await current_user(services, credentials, header_key)
-    except ApiError as exc:
-        exc.headers = {**(exc.headers or {}), "Connection": "close"}
-        raise
-
-
-@router.post("/chats/import", status_code=201, response_model=ChatDetail, responses=_IMPORT_ERRORS, openapi_extra=_IMPORT_BODY)
-async def import_history(
-    request: Request,
-    user: Annotated[str, Depends(caller_before_body)],
-    services: AppServices,
-    resume: Annotated[Identifier | None, Query(description="An incomplete import's chat id: go on with it (the same history).")] = None,
-):
-    """Import a chat history into a new chat: every message checked first (422 names the first bad
-    one, and nothing is created), then each exchange is added as if the agent had answered it and the
-    memory nodes run after it (summary, memories, the search index). Returns when all is imported.
-
-    Limits (413): 32 MB, 5,000 messages. A client that leaves stops the import; the chat is kept,
-    marked incomplete, and ``?resume=<chat id>`` with the same history goes on from where it stopped."""
-    if resume is not None:
-        await owned_chat(resume, user, services)  # 404 / 403 before the body is read
-    body = await read_import_body(request)  # only now: the caller is known
-    try:
-        chat, digest = await asyncio.to_thread(_read_and_check, body, services.max_message_chars)
-        del body  # parsed: the bytes need not stay for the whole import
-        done = await import_chat(
-            services.graph, services.backend.pool, user, chat, digest=digest, resume=resume, stop_when=request.is_disconnected,
-            context=Context(user_id=user, max_message_chars=services.max_message_chars),
-        )
-    except ImportTooLarge as exc:
-        raise ApiError(413, "import_too_large", str(exc)) from exc
-    except InvalidImport as exc:
-        raise ApiError(422, "invalid_import", str(exc)) from exc
-    except chat_imports.TooManyImports as exc:
-        raise ApiError(429, "too_many_imports", str(exc)) from exc
-    except chat_imports.NotResumable as exc:
-        raise ApiError(409, "not_resumable", str(exc)) from exc
-    except ImportCancelled as exc:
-        raise ApiError(409, "import_cancelled", str(exc)) from exc
-    except ImportStopped as exc:  # the client is gone; this answer is for the log
-        raise ApiError(409, "import_stopped", str(exc)) from exc
-    except ImportFailed as exc:
-        raise ApiError(500, "import_failed", str(exc)) from exc
-    record = await owned_chat(done.chat_id, user, services)
     return await chat_detail(services, record)
 
 
