@@ -90,7 +90,7 @@ def long_history(n: int = 80) -> dict:
     return {
         "title": "A long history",
         "messages": [
-            {"role": "user" if i % 2 == 0 else "assistant", "text": f"Message {i} about my garden and the tomatoes {i}.", "time": f"2024-02-01T{i // 60:02d}:{i % 60:02d}:00Z"}
+            {"role": "user" if i % 2 == 0 else "assistant", "text": f"Message {i} about my garden and the tomatoes {i}.", "time": f"2024-02-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z"}
             for i in range(n)
         ],
     }

@@ -37,7 +37,7 @@ def history(n: int = MESSAGES, title: str = "Long history") -> dict:
             {
                 "role": "user" if i % 2 == 0 else "assistant",
                 "text": f"Message {i}: I like hiking in the mountains number {i}." if i % 2 == 0 else f"Nice, tell me more about {i}.",
-                "time": f"2024-01-01T{i // 60:02d}:{i % 60:02d}:00Z",
+                "time": f"2024-01-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z",
             }
             for i in range(n)
         ],
