@@ -10,8 +10,9 @@ another checkout's code (e.g. a worktree of an older commit) for a before/after 
    while it takes (a) a 28 MB body of 470,000 tiny messages whose last one is empty (the attack
    run's: refused, after how much work?), and (b) a maximal valid import (32 MB, 5,000 messages
    of ~6,300 characters), until its chat is listed as being imported (then it is deleted).
-2. **Latency**: two workers; ``--imports`` users each send body (a) at once, then each body (b);
-   meanwhile another user's ``GET /me`` is timed every 0.1 s.
+2. **Latency**: two workers; another user's ``GET /me`` timed every 0.1 s with no import (the
+   loaded machine's baseline), then while ``--imports`` users each send body (a) at once, then
+   each body (b).
 """
 
 from __future__ import annotations
@@ -118,14 +119,14 @@ async def memory_case(server: LiveServer, name: str, body: bytes, expect_import:
     return f"{name:<34} {len(body) / 1e6:6.1f} MB  peak +{grew:7.0f} MB ({grew * 1024 * 1024 / len(body):4.1f}x the body)  {outcome} after {seconds:.1f} s"
 
 
-async def latency_case(server: LiveServer, name: str, body: bytes, imports: int, watch_seconds: float) -> str:
+async def latency_case(server: LiveServer, name: str, body: bytes | None, imports: int, watch_seconds: float) -> str:
     users = [new_user() for _ in range(imports + 1)]
     keys = await create_keys(server.database_url, users)
     watcher_key, importer_keys = keys[users[0]], [keys[u] for u in users[1:]]
     times: list[float] = []
     clients = [httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {k}", "Content-Type": "application/json"}, timeout=900) for k in importer_keys]
     try:
-        posts = [asyncio.create_task(c.post("/chats/import", content=body)) for c in clients]
+        posts = [asyncio.create_task(c.post("/chats/import", content=body)) for c in clients] if body is not None else []
         async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {watcher_key}"}, timeout=120, limits=httpx.Limits(max_keepalive_connections=0)) as watcher:
             deadline = time.monotonic() + watch_seconds
             while time.monotonic() < deadline:
@@ -163,6 +164,7 @@ async def main_async(args) -> None:
             print(await memory_case(server, "470,000 tiny messages (last empty)", tiny, expect_import=False), flush=True)
             print(await memory_case(server, "maximal valid import", maximal, expect_import=True), flush=True)
         with running_server(url, workers=2) as server:
+            print(await latency_case(server, "no import (the machine's baseline)", None, 0, args.watch), flush=True)
             print(await latency_case(server, f"{args.imports} x 470,000 tiny messages", tiny, args.imports, args.watch), flush=True)
             print(await latency_case(server, f"{args.imports} x maximal valid import", maximal, args.imports, args.watch), flush=True)
         print(f"after: {machine()}")

@@ -237,6 +237,12 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
     assert row.state == "incomplete" and row.imported < 30
     listed = (await chat_admin.import_states(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id)))
     assert list(listed) == [thread_id]
+    # The CLI's /chats says so, plainly.
+    from app.cli.chat_session import numbered
+    from memory.queries import list_chats
+
+    chats = await chat_admin.owned_chats(backend.pool, user_id, await list_chats(backend.store, user_id))
+    assert f"IMPORT INCOMPLETE: {row.imported} of 30 messages" in numbered(chats, None, listed)
 
     [chat] = parse_import(data)
     await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), resume=thread_id)
