@@ -21,8 +21,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from memory import memory_writer
 from memory.forgetting import forget_message
-from storage import api_keys, chat_runs, episodes, forget_ledger, thread_owners
+from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from core.schemas import ChatRecord
+
+# How long forget-me or a deletion waits for a running import to stop and undo itself (it answers
+# within a beat, BEAT_SECONDS, plus its clean-up); a later importer still stops at its next step.
+IMPORT_STOP_SECONDS = 15.0
 
 async def owned_ids(db, user_id: str, thread_ids: Iterable[str]) -> set[str]:
     """The ids among ``thread_ids`` the server recorded as ``user_id``'s. ``db`` is the pool or our
@@ -35,6 +39,21 @@ async def owned_chats(db, user_id: str, chats: Sequence[ChatRecord]) -> list[Cha
     """Only the user's own chats: a record in their ``chats`` namespace proves nothing by itself."""
     mine = await owned_ids(db, user_id, (c.thread_id for c in chats))
     return [c for c in chats if c.thread_id in mine]
+
+
+async def stop_imports(pool: AsyncConnectionPool, user_id: str, thread_id: str | None = None) -> int:
+    """Forget-me and chat deletion win over an import: the user's imports (or the chat's) are asked
+    to stop and undo themselves, and waited for; their rows go. How many there were."""
+    rows = await chat_imports.cancel(pool, user_id, thread_id)
+    await chat_imports.wait_gone(pool, [r.import_id for r in rows if r.state == "running"], IMPORT_STOP_SECONDS)
+    await chat_imports.delete(pool, user_id, thread_id)
+    return len(rows)
+
+
+async def import_states(pool: AsyncConnectionPool, user_id: str | None, thread_ids: Iterable[str]) -> dict[str, chat_imports.ImportRow]:
+    """The chats among ``thread_ids`` (of ``user_id``; None: chats already known to be the caller's)
+    that are being imported or whose import is incomplete."""
+    return await chat_imports.of_threads(pool, user_id, thread_ids)
 
 
 async def delete_chat(backend, user_id: str, thread_id: str) -> None:
@@ -56,7 +75,9 @@ async def user_thread_ids(backend, user_id: str) -> list[str]:
 async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     """Delete everything of one user: the threads they own and their checkpoints, every store
     namespace under ``("users", user_id)`` (vectors go with their items), their messages in the
-    episodic index, the record of their forgets, API keys, run rows and ownership rows."""
+    episodic index, the record of their forgets, API keys, run rows and ownership rows. Imports
+    under way stop first and undo themselves, so nothing of them comes back."""
+    await stop_imports(backend.pool, user_id)
     threads = await user_thread_ids(backend, user_id)
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)

@@ -12,39 +12,33 @@ Formats (docs/import.md); the other products' exports (ChatGPT's and Claude's
   ``[shared <caption>]``. A session's turns are dated at the session's time plus one minute per
   turn (LoCoMo dates sessions only).
 
-Every message is validated before anything is written (the checks of a chat message:
-``core.text_validation.validate_user_text``); a bad one is refused with its position and
-nothing is created. Then the chat is created with its owner (``storage.thread_owners``) and
-its record, and each exchange (the user's message(s) and the assistant message(s) after them)
-is written as if the ``reply`` node had produced it (``update_state(..., as_node="reply")``);
-the graph then continues from there, so ``summarize``, ``extract_memories`` and every step
-after ``reply`` run exactly as after a chat turn. The graph is passed in (this layer sits
-below the assembly).
+Bytes are read within limits (:func:`read_import`: bytes, JSON values and depth, messages;
+``core.bounded_json``), and every message is validated before anything is written (the checks
+of a chat message: ``core.text_validation.validate_user_text``); a bad one is refused with its
+position and nothing is created. Running the import (the chat, its owner and import rows, each
+exchange written as if the ``reply`` node had produced it and the memory nodes after it,
+cancellation, resume) is memory.import_job's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from core.context import Context
+from core.bounded_json import InvalidJson, JsonTooLarge, loads_bounded
 from core.errors import InvalidMessage, MemoryAgentError
-from core.messages import stamp_sent_at
-from core.schemas import ChatRecord
 from core.text_validation import DEFAULT_MAX_CHARS, ShortText, validate_user_text
 from memory.import_formats import ExportError, export_histories
-from memory.memory_writer import create_chat_record
-from storage import chat_sources, thread_owners
 
 __all__ = [
     "ChatImport",
     "ImportFailed",
+    "ImportTooLarge",
     "ImportedChat",
     "ImportedMessage",
     "InvalidImport",
@@ -53,8 +47,16 @@ __all__ = [
     "import_chat",
     "locomo_chat",
     "parse_import",
+    "prepare_import",
+    "read_import",
 ]
 
+# Limits of one import (docs/import.md), checked before any work starts: the body or file's bytes,
+# the JSON values it may build (a message of ours is 5 to 9; room for richer export formats), the
+# messages of one chat. 5,000 messages take about 25 min with the offline model on 2 cores.
+MAX_IMPORT_BYTES = 32_000_000
+MAX_IMPORT_MESSAGES = 5_000
+MAX_IMPORT_VALUES = 100 * MAX_IMPORT_MESSAGES
 LOCOMO_TURN_SPACING = timedelta(minutes=1)
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 _SESSION = re.compile(r"session_(\d+)")
@@ -62,6 +64,10 @@ _SESSION = re.compile(r"session_(\d+)")
 
 class InvalidImport(MemoryAgentError, ValueError):
     """The file or body is not an importable history; nothing was written."""
+
+
+class ImportTooLarge(InvalidImport):
+    """Over one of the limits (bytes, JSON values, messages); nothing was written."""
 
 
 class ImportFailed(MemoryAgentError):
@@ -84,14 +90,17 @@ class ImportedMessage(BaseModel):
     @field_validator("time")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        try:
+            return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is in year 10000 in UTC
+            raise ValueError("the time in UTC falls outside the years 1 to 9999") from None
 
 
 class ChatImport(BaseModel):
     """A chat history to import: messages in the order they were said, with their times."""
 
     title: ShortText | None = Field(None, description="The chat's title (default: generated as for any chat).")
-    messages: list[ImportedMessage] = Field(min_length=1)
+    messages: list[ImportedMessage] = Field(min_length=1, max_length=MAX_IMPORT_MESSAGES)
     source_id: str | None = Field(
         None, max_length=300, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
     )
@@ -127,6 +136,13 @@ def _locomo_time(raw: Any, session: int) -> datetime:
         raise InvalidImport(f"session_{session}_date_time {raw!r} is not a LoCoMo date like '1:56 pm on 8 May, 2023'.") from None
 
 
+def _turn_time(start: datetime, i: int, session: int) -> datetime:
+    try:
+        return start + i * LOCOMO_TURN_SPACING
+    except OverflowError:
+        raise InvalidImport(f"session_{session} turn {i + 1}: its time falls after the year 9999.") from None
+
+
 def locomo_chat(sample: dict[str, Any], *, title: str | None = None) -> ChatImport:
     """One LoCoMo sample as a ChatImport (speaker A → user, speaker B → assistant; see the module doc)."""
     conv = sample.get("conversation")
@@ -136,13 +152,21 @@ def locomo_chat(sample: dict[str, Any], *, title: str | None = None) -> ChatImpo
     if not a or not b:
         raise InvalidImport("A LoCoMo conversation needs 'speaker_a' and 'speaker_b'.")
     numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION.fullmatch(k)))
+    sessions = {n: conv[f"session_{n}"] or [] for n in numbers}
+    for n, turns in sessions.items():
+        if not isinstance(turns, list):
+            raise InvalidImport(f"session_{n} must be a list of turns, not {type(turns).__name__}.")
+    count = sum(len(turns) for turns in sessions.values())
+    if count > MAX_IMPORT_MESSAGES:
+        raise ImportTooLarge(f"The LoCoMo conversation has {count:,} turns; an import takes at most {MAX_IMPORT_MESSAGES:,} messages.")
     messages: list[dict] = []
-    for n in numbers:
-        turns = conv[f"session_{n}"] or []
+    for n, turns in sessions.items():
         if not turns:
             continue
         start = _locomo_time(conv.get(f"session_{n}_date_time"), n)
         for i, turn in enumerate(turns):
+            if not isinstance(turn, dict):
+                raise InvalidImport(f"session_{n} turn {i + 1} must be an object with speaker and text, not {type(turn).__name__}.")
             speaker = turn.get("speaker")
             if speaker not in (a, b):
                 raise InvalidImport(f"session_{n} turn {i + 1}: speaker {speaker!r} is neither speaker_a ({a}) nor speaker_b ({b}).")
@@ -153,7 +177,7 @@ def locomo_chat(sample: dict[str, Any], *, title: str | None = None) -> ChatImpo
                 {
                     "role": "user" if speaker == a else "assistant",
                     "text": f"{speaker}: {text}",
-                    "time": start + i * LOCOMO_TURN_SPACING,
+                    "time": _turn_time(start, i, n),
                     "source_id": turn.get("dia_id"),
                 }
             )
@@ -188,6 +212,8 @@ def parse_import(data: Any, *, title: str | None = None) -> list[ChatImport]:
     if is_locomo(data):
         return [locomo_chat(data, title=title)]
     if isinstance(data, dict) and "messages" in data:
+        if isinstance(data["messages"], list) and len(data["messages"]) > MAX_IMPORT_MESSAGES:
+            raise ImportTooLarge(f"The history has {len(data['messages']):,} messages; an import takes at most {MAX_IMPORT_MESSAGES:,}.")
         chat = _validated(data)
         if title:
             chat.title = title
@@ -251,78 +277,43 @@ def exchanges(messages: list[ImportedMessage]) -> list[list[ImportedMessage]]:
     return groups
 
 
-def _message(m: ImportedMessage) -> BaseMessage:
-    cls = HumanMessage if m.role == "user" else AIMessage
-    return stamp_sent_at(cls(m.text, id=str(uuid.uuid4())), m.time)
+def read_import(raw: bytes | str, *, title: str | None = None) -> list[ChatImport]:
+    """The chats in a file's or a body's bytes, read within the limits (ImportTooLarge) before
+    anything is built beyond them: a deeply nested or huge document is refused, not parsed whole.
+    CPU work: run it off the event loop (a thread)."""
+    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    if size > MAX_IMPORT_BYTES:
+        raise ImportTooLarge(f"The history is {size:,} bytes; an import takes at most {MAX_IMPORT_BYTES:,}.")
+    try:
+        data = loads_bounded(raw, max_values=MAX_IMPORT_VALUES)
+    except JsonTooLarge as exc:
+        raise ImportTooLarge(f"The history is too large to import: {exc} (see docs/import.md for the limits).") from None
+    except InvalidJson as exc:
+        raise InvalidImport(f"The history is {exc}.") from None
+    return parse_import(data, title=title)
+
+
+def history_digest(chat: ChatImport) -> str:
+    """What a resume compares: the same messages (roles, texts, times) in the same order."""
+    h = hashlib.sha256()
+    for m in chat.messages:
+        h.update(f"{m.role}\x00{m.time.isoformat()}\x00{len(m.text)}\x00".encode())
+        h.update(m.text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def prepare_import(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """Every check of :func:`check_messages`, then the history's digest (CPU work, like read_import)."""
+    check_messages(chat, max_chars)
+    return history_digest(chat)
 
 
 Progress = Callable[[int, int], Awaitable[None] | None]
 
 
 # --------------------------------------------------------------------------- running it
-async def import_chat(
-    graph,
-    pool,
-    user_id: str,
-    chat: ChatImport,
-    *,
-    context: Context | None = None,
-    on_progress: Progress | None = None,
-) -> ImportedChat:
-    """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer and store).
+async def import_chat(graph, pool, user_id: str, chat: ChatImport, **options) -> ImportedChat:
+    """Import ``chat`` into a new chat of ``user_id`` (or resume one): see memory.import_job.run_import."""
+    from memory.import_job import run_import  # (that module builds on this one)
 
-    Validation first (InvalidImport, nothing written). A failure part way raises ImportFailed
-    saying how many messages the new chat holds by then.
-    """
-    ctx = context or Context(user_id=user_id)
-    if ctx.user_id != user_id:
-        raise ValueError("the context's user_id must be the importing user")
-    check_messages(chat, ctx.max_message_chars)
-    groups = exchanges(chat.messages)
-    title = (chat.title or "").strip()
-    record = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=ctx.persona,
-                        created_at=chat.created_at or chat.messages[0].time)
-    try:
-        if chat.source_id is None:
-            await thread_owners.create(pool, record.thread_id, user_id)
-        else:
-            await chat_sources.create_imported_thread(pool, record.thread_id, user_id, chat.source_id)
-    except chat_sources.AlreadyImported as exc:  # nothing written
-        return ImportedChat(chat_id=exc.thread_id, title=title, messages=0, exchanges=0, already_imported=True)
-    await create_chat_record(graph.store, user_id, record)
-    cfg = {"configurable": {"thread_id": record.thread_id}}
-    result = ImportedChat(
-        chat_id=record.thread_id,
-        title=record.title,
-        messages=0,
-        exchanges=len(groups),
-        first_time=chat.messages[0].time,
-        last_time=chat.messages[-1].time,
-    )
-    try:
-        # An empty checkpoint first, as a chat's first turn has: "before the first message" to fork from.
-        await graph.aupdate_state(cfg, {"messages": []}, as_node="extract_memories")
-        user_turns = 0
-        for group in groups:
-            messages = [_message(m) for m in group]
-            for source, message in zip(group, messages):
-                if source.source_id:
-                    result.id_map[source.source_id] = message.id
-            user_turns += any(m.role == "user" for m in group)
-            # As load_context would count the turn, and reply answer it; then the graph goes on
-            # to summarize, extract_memories and every step after reply.
-            await graph.aupdate_state(cfg, {"messages": messages, "user_turns": user_turns}, as_node="reply")
-            await graph.ainvoke(None, cfg, context=ctx)
-            result.messages += len(messages)
-            if on_progress is not None:
-                maybe = on_progress(result.messages, len(chat.messages))
-                if maybe is not None:
-                    await maybe
-    except Exception as exc:
-        raise ImportFailed(
-            f"The import stopped after {result.messages} of {len(chat.messages)} messages ({type(exc).__name__}: {exc}); "
-            f"chat {record.thread_id} holds those, with their memory updates. Delete it and import again.",
-            chat_id=record.thread_id,
-            imported=result.messages,
-        ) from exc
-    return result
+    return await run_import(graph, pool, user_id, chat, **options)

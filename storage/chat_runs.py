@@ -35,6 +35,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
+from storage.chat_imports import refuse_runs_while_importing
 
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
@@ -152,11 +153,13 @@ async def setup(pool: AsyncConnectionPool) -> None:
 
 async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kind: str, worker: str) -> str:
     """Claim the thread for a new run; its id. RunInProgress when one is active (a dead
-    worker's too: ``RunInProgress.run.stale`` says so, see :func:`take_over_stale`)."""
+    worker's too: ``RunInProgress.run.stale`` says so, see :func:`take_over_stale`);
+    ImportInProgress while the chat is being imported or its import is incomplete."""
     run_id = str(uuid.uuid4())
     for attempt in (1, 2, 3):
         try:
             async with pool.connection() as conn:
+                await refuse_runs_while_importing(conn, thread_id)  # (an import's row exists before anyone can reach its chat)
                 await conn.execute(
                     "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker) "
                     "VALUES (%s, %s, %s, %s, 'running', %s)",

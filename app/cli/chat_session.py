@@ -44,7 +44,8 @@ from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard, utcnow
-from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
+from storage.chat_imports import ImportInProgress
+from memory.chat_admin import forget_user_everywhere, import_states, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
 from memory.forgetting import forget_request, redactor_for
@@ -259,6 +260,9 @@ class ChatSession:
         except chat_runs.RunInProgress:
             self.error(BUSY)
             return None
+        except ImportInProgress as exc:
+            self.error(str(exc))
+            return None
         except (psycopg.Error, TimeoutError) as exc:
             await self._report_database_failure(exc, answered=False)
             return None
@@ -407,7 +411,8 @@ class ChatSession:
             self.note(board.render() + f"\n({folds} folds)" if not board.is_empty() else "No summary yet: the whole chat still fits the model's view.")
         elif name == "/chats":
             self.listed = await owned_chats(self.backend.pool, self.user_id, await list_chats(store, self.user_id))
-            self.note(numbered(self.listed, self.thread_id) or "No chats yet.")
+            imports = await import_states(self.backend.pool, self.user_id, (c.thread_id for c in self.listed))
+            self.note(numbered(self.listed, self.thread_id, imports) or "No chats yet.")
         elif name == "/open":
             await self._open(arg.strip())
         elif name == "/new":
@@ -516,11 +521,22 @@ def describe(chat: ChatRecord) -> str:
     return f"'{chat.title}' ({chat.message_count} messages, {_ago(chat.last_activity, utcnow())})"
 
 
-def numbered(chats: list[ChatRecord], current: str | None = None) -> str:
-    """One line per chat, numbered from 1 (what /open N takes); the current chat is starred."""
+def numbered(chats: list[ChatRecord], current: str | None = None, imports: dict | None = None) -> str:
+    """One line per chat, numbered from 1 (what /open N takes); the current chat is starred; a chat
+    whose import is running or incomplete says so (``imports``: memory.chat_admin.import_states)."""
     now = utcnow()
+    imports = imports or {}
+
+    def marker(chat: ChatRecord) -> str:
+        row = imports.get(chat.thread_id)
+        if row is None:
+            return ""
+        if row.state == "incomplete":
+            return f"  [IMPORT INCOMPLETE: {row.imported} of {row.total} messages; `memory-agent import FILE --resume {chat.thread_id}`]"
+        return f"  [importing: {row.imported} of {row.total} messages]"
+
     return "\n".join(
-        f"{i:>2}. {'*' if c.thread_id == current else ' '} {c.title}  ({c.message_count} messages, {_ago(c.last_activity, now)})"
+        f"{i:>2}. {'*' if c.thread_id == current else ' '} {c.title}  ({c.message_count} messages, {_ago(c.last_activity, now)}){marker(c)}"
         for i, c in enumerate(chats, start=1)
     )
 

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--user", default=_default_user(), help="whose chat it becomes (default: $MEMORY_AGENT_USER or 'local')")
     imp.add_argument("--title", help="the chat's title (default: the file's, else generated)")
     imp.add_argument("--model", help="chat model for the memory updates (default: $MEMORY_AGENT_MODEL or auto)")
+    imp.add_argument("--resume", metavar="CHAT_ID", help="go on with this chat's incomplete import (the same file)")
 
     reindex = sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
     reindex.add_argument(
@@ -205,16 +206,22 @@ async def _import(backend, args: argparse.Namespace) -> int:
 
     from core.context import Context
     from graph.assembly import compile_graph
-    from memory.chat_import import check_all, import_chat, parse_import
+    from memory.chat_import import MAX_IMPORT_BYTES, check_all, import_chat, read_import
     from storage.fenced_saver import FencedPostgresSaver
 
     try:
-        raw = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-        data = json.loads(raw)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # One byte past the limit is enough to refuse it (read_import says so), whatever the file's size.
+        with (open(sys.stdin.fileno(), "rb", closefd=False) if args.file == "-" else open(args.file, "rb")) as source:
+            raw = source.read(MAX_IMPORT_BYTES + 1)
+    except OSError as exc:
         print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
-    chats = parse_import(data, title=args.title)  # InvalidImport (a MemoryAgentError) before anything is written
+    # Bounded (size, values, nesting) and checked: InvalidImport (a MemoryAgentError) before anything is written.
+    chats = await asyncio.to_thread(read_import, raw, title=args.title)
+    del raw
+    if args.resume and len(chats) != 1:
+        print(f"error: --resume takes a file of one history; {args.file} holds {len(chats)}", file=sys.stderr)
+        return 2
     graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
     context = Context(user_id=args.user, **({"model": args.model} if args.model else {}))
     check_all(chats, context.max_message_chars)  # every chat of an export, before the first is written
@@ -223,7 +230,7 @@ async def _import(backend, args: argparse.Namespace) -> int:
         for chat in chats:
             task = progress.add_task(chat.title or "chat", total=len(chat.messages))
             done = await import_chat(
-                graph, backend.pool, args.user, chat, context=context,
+                graph, backend.pool, args.user, chat, context=context, resume=args.resume,
                 on_progress=lambda n, total, task=task: progress.update(task, completed=n),
             )
             if done.already_imported:

@@ -34,6 +34,7 @@ from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http.auth import auth_enabled
 from app.http.errors import install_error_handlers
 from app.http.routes_chats import router as chats_router
+from app.http.routes_imports import add_import_schemas, router as imports_router
 from app.http.routes_memory import router as memory_router
 from app.http.schemas import Health, PersonaList, PersonaOut
 from app.http.services import Services, get_services
@@ -144,6 +145,7 @@ def create_app() -> FastAPI:
     # Inside WorkerHeaders (a 413 names its worker too), outside the rest: before authentication and parsing.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(WorkerHeaders)
+    app.include_router(imports_router)  # (before /chats/{chat_id}'s routes, though none is a POST of that shape)
     app.include_router(chats_router)
     app.include_router(memory_router)
 
@@ -175,4 +177,6 @@ def create_app() -> FastAPI:
         return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    default_openapi = app.openapi
+    app.openapi = lambda: app.openapi_schema or add_import_schemas(default_openapi())  # the import route reads its own body
     return app

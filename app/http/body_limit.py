@@ -1,7 +1,8 @@
 """ASGI middleware: a request body may not exceed a byte limit, counted as it arrives.
 
 It runs before authentication and parsing. A ``Content-Length`` over the limit is
-refused without reading a byte; any other body (chunked, or sized within the limit) is
+refused without reading a byte; a route in :data:`READ_BY_ROUTE` reads its body itself, after
+authentication, within the same limit; any other body (chunked, or sized within the limit) is
 read here, counting bytes, and refused with 413 the moment the count passes the limit,
 so a worker never holds more than ``max_bytes`` of one request. The body read so far is
 then handed to the app as one message; later ``receive`` calls (disconnect detection
@@ -14,9 +15,14 @@ from starlette.responses import JSONResponse
 
 from app.http.errors import error_body
 
+from memory.chat_import import MAX_IMPORT_BYTES
+
 MAX_BODY_BYTES = 1_000_000  # a little over the longest message (20,000 characters) in any encoding, with room
-IMPORT_MAX_BODY_BYTES = 32_000_000  # POST /chats/import: a whole history (LoCoMo's longest conversation is ~250 kB)
+IMPORT_MAX_BODY_BYTES = MAX_IMPORT_BYTES  # POST /chats/import: a whole history (LoCoMo's longest conversation is ~250 kB)
 LIMITS_BY_ROUTE = {("POST", "/chats/import"): IMPORT_MAX_BODY_BYTES}
+# Routes that read their body themselves, after authenticating the caller (a stranger's body is
+# never read) and counting it against the same limit: only a declared length is checked here.
+READ_BY_ROUTE = {("POST", "/chats/import")}
 
 
 class BodyLimit:
@@ -32,6 +38,8 @@ class BodyLimit:
         lengths = [value for name, value in scope.get("headers") or () if name == b"content-length"]
         if any(not value.isdigit() or int(value) > limit for value in lengths):
             return await self._refuse(scope, receive, send, limit)
+        if (scope.get("method", ""), scope.get("path", "")) in READ_BY_ROUTE:
+            return await self.app(scope, receive, send)
 
         chunks: list[bytes] = []
         size = 0

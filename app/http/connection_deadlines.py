@@ -9,7 +9,10 @@ keeps its connection (and a worker's socket and buffers) forever. Here:
   when part of a request had come);
 * a request body may not stall longer than :data:`BODY_IDLE_SECONDS` between two pieces
   (else the connection closes and the app sees the client leave). Time while the server
-  itself stopped reading (flow control) does not count.
+  itself stopped reading (flow control) does not count;
+* a whole request body must arrive within :data:`BODY_TOTAL_SECONDS` of its headers (a body
+  trickled a byte every few seconds is never idle long, yet would hold the connection for
+  ever); 32 MB, the largest body (an import), takes 60 s at 4.3 Mbit/s.
 
 A response, however long it streams (SSE), is not limited.
 """
@@ -23,6 +26,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 HEADER_SECONDS = float(os.environ.get("MEMORY_AGENT_HEADER_TIMEOUT", "10"))
 BODY_IDLE_SECONDS = float(os.environ.get("MEMORY_AGENT_BODY_IDLE_TIMEOUT", "10"))
+BODY_TOTAL_SECONDS = float(os.environ.get("MEMORY_AGENT_BODY_TIMEOUT", "60"))
 _TIMEOUT_TEXT = f"The request headers took longer than {HEADER_SECONDS:g} s.".encode()
 REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\nconnection: close\r\n"
@@ -33,6 +37,7 @@ REQUEST_TIMEOUT = (
 class DeadlineHttpProtocol(HttpToolsProtocol):
     _header_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
+    _body_total_timer: asyncio.TimerHandle | None = None
     _request_begun = False
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -53,6 +58,8 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         self._request_begun = False
         super().on_headers_complete()
         self._arm_body_timer()
+        self._cancel(self._body_total_timer)
+        self._body_total_timer = self.loop.call_later(BODY_TOTAL_SECONDS, self._body_too_slow)
 
     def on_body(self, body: bytes) -> None:
         super().on_body(body)
@@ -60,7 +67,8 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._cancel(self._body_timer)
-        self._body_timer = None
+        self._cancel(self._body_total_timer)
+        self._body_timer = self._body_total_timer = None
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -94,10 +102,20 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
             return
         self.transport.close()
 
+    def _body_too_slow(self) -> None:
+        self._body_total_timer = None
+        if self.transport.is_closing():
+            return
+        if self.flow.read_paused:  # we stopped reading (the app is busy), not the client: a moment more
+            self._body_total_timer = self.loop.call_later(1.0, self._body_too_slow)
+            return
+        self.transport.close()
+
     def _cancel_timers(self) -> None:
         self._cancel(self._header_timer)
         self._cancel(self._body_timer)
-        self._header_timer = self._body_timer = None
+        self._cancel(self._body_total_timer)
+        self._header_timer = self._body_timer = self._body_total_timer = None
 
     @staticmethod
     def _cancel(timer: asyncio.TimerHandle | None) -> None:

@@ -3,7 +3,8 @@
 Codes clients can branch on:
 401 ``unauthorized`` · 403 ``forbidden`` · 404 ``not_found`` · 409 ``reply_in_progress``,
 ``confirmation_pending``, ``no_pending_confirmation``, ``invalid_item`` (a stored item that does not
-validate: delete it), ``item_is_valid`` · 413 ``message_too_long`` ·
+validate: delete it), ``item_is_valid``, ``import_in_progress``, ``import_cancelled``, ``not_resumable`` ·
+413 ``message_too_long``, ``import_too_large`` · 429 ``too_many_imports`` ·
 422 ``invalid_message``, ``invalid_request`` (also a value the database refuses) · 500 ``internal_error`` · 503 ``database_unavailable``.
 """
 

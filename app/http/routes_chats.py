@@ -15,10 +15,8 @@ through :mod:`app.runs.turn_runner`; replies stream as Server-Sent Events (:mod:
   branch (and the model's view). Memories learned from them stay in the user's
   memory, where they can be corrected through /memory. Regenerating a reply is the
   same fork, answering that reply's user message again.
-- ``POST /chats/import`` takes a chat history (ours or LoCoMo's format, docs/import.md) into a
-  new chat of the caller, running the memory nodes after every exchange as a chat does
-  (memory.chat_import); it answers once all is imported (not streamed). A ChatGPT or Claude
-  export becomes one chat per conversation; a conversation imported before adds nothing.
+- ``POST /chats/import`` lives in app.http.routes_imports (ChatGPT and Claude exports too). A chat being imported takes no
+  message (409 ``import_in_progress``); deleting it stops the import, and nothing of it stays.
 - ``PATCH /chats/{id}`` renames a chat; a title the user set is never replaced by a
   generated one (memory.chat_titles).
 """
@@ -30,8 +28,7 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Annotated, AsyncIterator
 
-from fastapi import APIRouter, Depends, Query, Response
-from fastapi.encoders import jsonable_encoder
+from fastapi import APIRouter, Depends, Query
 from pydantic import AfterValidator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
@@ -49,8 +46,7 @@ from app.http.schemas import (
     ChatSummary,
     Deleted,
     ErrorResponse,
-    ImportedChatOut,
-    ImportedChats,
+    ImportProgress,
     MessageIn,
     MessageOut,
     ModelView,
@@ -65,11 +61,9 @@ from app.http.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import Identifier, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
-from storage import chat_runs, thread_owners
+from storage import chat_imports, chat_runs, thread_owners
 from memory.forgetting import forgotten_in
-from memory.chat_admin import delete_message_everywhere, delete_chat, owned_chats
-from memory.chat_import import ChatImport, ImportFailed, InvalidImport, LocomoSample, check_all, import_chat, parse_import
-from memory.import_formats import ChatGPTConversation, ClaudeConversation
+from memory.chat_admin import delete_chat, delete_message_everywhere, import_states, owned_chats, stop_imports
 from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
@@ -93,8 +87,12 @@ _TURN_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}, 413: {"model": ErrorRe
 
 
 # --------------------------------------------------------------------------- helpers
-def chat_summary(chat: ChatRecord) -> ChatSummary:
+def chat_summary(chat: ChatRecord, imported: chat_imports.ImportRow | None = None) -> ChatSummary:
+    progress = None
+    if imported is not None:
+        progress = ImportProgress(state=imported.state, imported=imported.imported, total=imported.total, detail=imported.detail)
     return ChatSummary(
+        import_state=progress,
         id=chat.thread_id,
         title=chat.title,
         title_set_by_user=chat.title_by_user,
@@ -163,9 +161,11 @@ async def chat_detail(services: Services, chat: ChatRecord, user: str | None = N
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
     board = SummaryBoard.model_validate(values.get("summary") or {})
+    # (The caller owns the chat: owned_chat checked it.)
+    imported = (await import_states(services.backend.pool, None, [chat.thread_id])).get(chat.thread_id)
     forgotten = await forgotten_in(services.backend.store, user, chat.thread_id, messages) if user else set()
     return ChatDetail(
-        chat=chat_summary(chat),
+        chat=chat_summary(chat, imported),
         messages=[message_out(m, {v.id for v in view}, forgotten) for m in messages],
         summary=board,
         model_view=ModelView(
@@ -182,6 +182,8 @@ async def chat_detail(services: Services, chat: ChatRecord, user: str | None = N
 async def claim_run_slot(services: Services, chat_id: str, user: str, kind: str) -> str:
     try:
         return await services.runs.claim_run_slot(chat_id, user, kind)
+    except chat_imports.ImportInProgress as exc:
+        raise ApiError(409, "import_in_progress", str(exc)) from exc
     except chat_runs.RunInProgress as exc:
         raise ApiError(
             409,
@@ -231,7 +233,8 @@ def hit(r: RankedChat) -> SearchHit:
 async def list_user_chats(user: CurrentUser, services: AppServices):
     """The caller's chats, most recently active first."""
     chats = await owned_chats(services.backend.pool, user, await list_chats(services.backend.store, user))
-    return ChatList(chats=[chat_summary(c) for c in chats])
+    imports = await import_states(services.backend.pool, user, (c.thread_id for c in chats))
+    return ChatList(chats=[chat_summary(c, imports.get(c.thread_id)) for c in chats])
 
 
 @router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
@@ -252,41 +255,6 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
             break  # a confirmation is pending, or the turn failed: the history shows how far it got
     record = await owned_chat(chat.thread_id, user, services)
     return await chat_detail(services, record, user)
-
-
-@router.post("/chats/import", status_code=201, response_model=ChatDetail | ImportedChats, responses=_TURN_ERRORS)
-async def import_history(
-    body: ChatImport | LocomoSample | list[ChatGPTConversation] | list[ClaudeConversation],
-    user: CurrentUser,
-    services: AppServices,
-    response: Response,
-):
-    """Import a chat history into a new chat: every message checked first (422 names the first bad
-    one, and nothing is created), then each exchange is added as if the agent had answered it and the
-    memory nodes run after it (summary, memories, the search index). Returns when all is imported.
-
-    A ChatGPT or Claude ``conversations.json`` (a list of conversations) becomes one chat per
-    conversation and answers with the list of them; a conversation (or a history with a
-    ``source_id``) the caller imported before adds nothing. 200 instead of 201 when nothing was added."""
-    exported = isinstance(body, list)
-    try:
-        chats = parse_import(jsonable_encoder(body, exclude_none=True))
-        context = Context(user_id=user, max_message_chars=services.max_message_chars)
-        check_all(chats, context.max_message_chars)  # all of an export's chats, before the first is written
-        done = [await import_chat(services.graph, services.backend.pool, user, chat, context=context) for chat in chats]
-    except InvalidImport as exc:
-        raise ApiError(422, "invalid_import", str(exc)) from exc
-    except ImportFailed as exc:
-        raise ApiError(500, "import_failed", str(exc)) from exc
-    if all(d.already_imported for d in done):
-        response.status_code = 200
-    if not exported:
-        return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
-    out = [
-        ImportedChatOut(chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages, already_imported=d.already_imported)
-        for d in done
-    ]
-    return ImportedChats(chats=out)
 
 
 @router.get("/chats/search", response_model=ChatSearchResult, responses=_ERRORS)
@@ -334,7 +302,9 @@ async def delete_message_outright(message_id: Identifier, chat: OwnedChat, user:
 async def delete_user_chat(
     chat: OwnedChat, user: CurrentUser, services: AppServices
 ):
-    """Delete the chat: its checkpoints (all tables), its record and its run rows."""
+    """Delete the chat: its checkpoints (all tables), its record and its run rows. An import into it
+    stops first and undoes itself (deletion wins over an import)."""
+    await stop_imports(services.backend.pool, user, chat.thread_id)
     async with holding_run_slot(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
     return Deleted(deleted={"chats": 1})

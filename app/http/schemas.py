@@ -64,6 +64,15 @@ class ChatPatch(BaseModel):
     )
 
 
+class ImportProgress(BaseModel):
+    """A chat whose import has not completed (docs/import.md)."""
+
+    state: str = Field(description="running | incomplete (stopped, failed or its worker died: resume or delete it) | cancelling")
+    imported: int = Field(description="Messages imported so far.")
+    total: int = Field(description="Messages in the history.")
+    detail: str | None = Field(None, description="Why an incomplete import stopped.")
+
+
 class ChatSummary(BaseModel):
     id: str
     title: str
@@ -73,6 +82,7 @@ class ChatSummary(BaseModel):
     message_count: int
     created_at: datetime
     last_activity: datetime
+    import_state: ImportProgress | None = Field(None, description="Set while the chat is being imported, or when its import is incomplete.")
 
 
 class ChatList(BaseModel):

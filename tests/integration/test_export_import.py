@@ -175,3 +175,22 @@ async def test_another_user_importing_the_same_export_gets_their_own_chats(backe
     [theirs] = await import_all(graph, backend, f"{user_id}-other", data)
     assert not theirs.already_imported and theirs.chat_id != mine.chat_id
     assert await thread_owners.owner_of(backend.pool, theirs.chat_id) == f"{user_id}-other"
+
+
+async def test_a_conversation_whose_import_stopped_part_way_goes_on_when_the_export_is_imported_again(backend, graph, user_id):
+    from memory.import_job import ImportStopped
+
+    [chat] = parse_import([export("chatgpt_conversations.json")[2]])  # "Moving to Lisbon": 4 messages, 2 exchanges
+    context = Context(user_id=user_id, model="offline")
+
+    async def leave() -> bool:  # the client left at the first look
+        return True
+
+    with pytest.raises(ImportStopped) as stopped:
+        await import_chat(graph, backend.pool, user_id, chat, context=context, stop_when=leave)
+    chat_id = stopped.value.chat_id
+    assert len(await messages_of(graph, chat_id)) < 4
+
+    [again] = await import_all(graph, backend, user_id, [export("chatgpt_conversations.json")[2]])
+    assert again.chat_id == chat_id and not again.already_imported and again.messages == 4
+    assert [m.text[:12] for m in await messages_of(graph, chat_id)] == ["I'm moving t", "Congratulati", "Thanks. My l", "Alfama is a "]

@@ -3,6 +3,8 @@ the new chat is the caller's, bad input is a 422 that creates nothing, the route
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.http_server import live_server_fixture, new_account
@@ -71,3 +73,156 @@ def test_the_import_route_takes_a_body_larger_than_the_other_routes_limit(server
         assert response.status_code == 422, response.text  # > 1 MB, yet read and validated
         assert "NUL" in response.json()["error"]["message"]
         assert client.post("/chats", json={"messages": [long_text] * 60}).status_code == 413
+
+
+# --------------------------------------------------------------------------- issue 31: imports that race, die and flood
+import socket  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from tests.support.http_server import create_keys  # noqa: E402
+
+
+def long_history(n: int = 80) -> dict:
+    return {
+        "title": "A long history",
+        "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "text": f"Message {i} about my garden and the tomatoes {i}.", "time": f"2024-02-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z"}
+            for i in range(n)
+        ],
+    }
+
+
+class BackgroundImport:
+    """POST /chats/import in a thread (it answers only once the import ends)."""
+
+    def __init__(self, server, key: str, body: dict, params: dict | None = None) -> None:
+        self.response: httpx.Response | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(server, key, body, params), daemon=True)
+        self._thread.start()
+
+    def _run(self, server, key, body, params) -> None:
+        try:
+            with server.client(key, timeout=600) as client:
+                self.response = client.post("/chats/import", json=body, params=params)
+        except BaseException as exc:
+            self.error = exc
+
+    def join(self, timeout: float = 120) -> httpx.Response:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the import did not answer"
+        if self.error:
+            raise self.error
+        return self.response
+
+
+def wait_for_chat(client: httpx.Client, at_least: int = 2, state: str | None = None, tries: int = 1500) -> dict:
+    """The caller's one chat, once it holds ``at_least`` messages (and its import is in ``state``)."""
+    for _ in range(tries):
+        chats = client.get("/chats").json()["chats"]
+        if chats and chats[0]["message_count"] >= at_least and (state is None or (chats[0].get("import_state") or {}).get("state") == state):
+            return chats[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no chat with {at_least} messages (state {state}) appeared: {chats}")
+
+
+def rows_left(database_url: str, thread_id: str) -> dict[str, int]:
+    with psycopg.connect(database_url) as conn:
+        return {
+            table: conn.execute(f"SELECT count(*) FROM {table} WHERE thread_id = %s", (thread_id,)).fetchone()[0]
+            for table in ("checkpoints", "checkpoint_writes", "memory_agent_thread_owners", "memory_agent_episodes")
+        }
+
+
+def test_a_chat_being_imported_takes_no_message_and_deleting_it_stops_the_import_for_good(server, owner):
+    importing = BackgroundImport(server, owner[1], long_history())
+    with server.client(owner[1]) as client:
+        chat = wait_for_chat(client)
+        refused = client.post(f"/chats/{chat['id']}/messages", json={"text": "Hello in the middle of the import"})
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "import_in_progress"
+        assert client.delete(f"/chats/{chat['id']}").status_code == 200
+        answered = importing.join()
+        assert answered.status_code == 409 and answered.json()["error"]["code"] == "import_cancelled", answered.text
+        assert client.get(f"/chats/{chat['id']}").status_code == 404
+        assert client.get("/chats").json()["chats"] == []
+    assert set(rows_left(server.database_url, chat["id"]).values()) == {0}
+
+
+async def test_forget_me_during_an_import_wins_and_a_new_key_for_the_same_user_finds_nothing(server, owner):
+    user, key = owner
+    importing = BackgroundImport(server, key, long_history())
+    with server.client(key) as client:
+        chat = wait_for_chat(client)
+        assert client.delete("/me").status_code == 200
+    answered = importing.join()
+    assert answered.status_code in (401, 409), answered.text  # cancelled (or its key is gone)
+    assert set(rows_left(server.database_url, chat["id"]).values()) == {0}
+    again = (await create_keys(server.database_url, [user]))[user]
+    with server.client(again) as client:
+        assert client.get("/chats").json()["chats"] == []
+        assert client.get("/memory/facts").json().get("facts", []) == []
+
+
+def test_a_client_that_leaves_stops_the_import_which_is_listed_incomplete_and_resumes(server, owner):
+    body = json.dumps(long_history(40)).encode()
+    host, port = server.url.removeprefix("http://").split(":")
+    head = (
+        f"POST /chats/import HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {owner[1]}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock, server.client(owner[1]) as client:
+        sock.sendall(head + body)
+        chat = wait_for_chat(client, at_least=4)
+    # The connection is closed: the import stops within a beat and its chat is marked.
+    with server.client(owner[1], timeout=600) as client:
+        stopped = wait_for_chat(client, at_least=1, state="incomplete", tries=300)
+        assert stopped["import_state"]["imported"] < 40 and stopped["import_state"]["total"] == 40
+        time.sleep(1.5)  # (a running import would have moved on by now)
+        assert client.get("/chats").json()["chats"][0]["message_count"] == stopped["message_count"]
+        detail = client.get(f"/chats/{chat['id']}").json()
+        assert detail["chat"]["import_state"]["state"] == "incomplete"
+        resumed = client.post("/chats/import", params={"resume": chat["id"]}, content=body, headers={"Content-Type": "application/json"})
+        assert resumed.status_code == 201, resumed.text
+        assert [m["content"] for m in resumed.json()["messages"]] == [m["text"] for m in long_history(40)["messages"]]
+        assert resumed.json()["chat"]["import_state"] is None
+
+
+def test_an_import_without_a_key_is_refused_before_its_body_is_read(server):
+    host, port = server.url.removeprefix("http://").split(":")
+    head = f"POST /chats/import HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head)
+        sock.settimeout(1.0)
+        received = b""
+        for _ in range(8):  # a byte a second for 8 s at most; the answer must not wait for the body
+            try:
+                piece = sock.recv(4096)
+            except socket.timeout:
+                sock.sendall(b" ")
+                continue
+            if not piece:
+                break
+            received += piece
+    assert received.startswith(b"HTTP/1.1 401"), received[:200]
+
+
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        ({"messages": [{"role": "user", "text": "hi", "time": "9999-12-31T23:59:59-23:59"}]}, "invalid_import"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": "hello"}}, "invalid_import"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": {"x": 1}}}, "invalid_import"),
+        (long_history(5_001), "import_too_large"),
+    ],
+)
+def test_bad_or_oversized_histories_are_a_clear_4xx_and_create_nothing(server, owner, body, code):
+    with server.client(owner[1]) as client:
+        response = client.post("/chats/import", json=body)
+        assert 400 <= response.status_code < 500, response.text
+        assert response.json()["error"]["code"] == code
+        assert client.get("/chats").json()["chats"] == []

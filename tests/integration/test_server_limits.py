@@ -2,7 +2,7 @@
 
 A client sending its headers a byte at a time, or a declared body a byte every few
 seconds, is cut off within the server's deadlines (set to 2 s here) while others are
-served; an API key put in the query string is refused and never written to the access log.
+served; a body trickled faster than the idle deadline is cut off by the whole body's (4 s); an API key put in the query string is refused and never written to the access log.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tests.support.http_server import create_keys, new_user, start_server
 pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess and slow clients
 
 DEADLINE = 2  # seconds: MEMORY_AGENT_HEADER_TIMEOUT and MEMORY_AGENT_BODY_IDLE_TIMEOUT of this server
+BODY_DEADLINE = 4  # seconds: MEMORY_AGENT_BODY_TIMEOUT, a whole body's
 SLOW_CLIENTS = 5
 GIVE_UP_AFTER = 20  # seconds a slow client keeps trying; without deadlines it is never cut off
 
@@ -27,7 +28,11 @@ def server(new_database):
         new_database("limits"),
         workers=1,
         log_level="info",
-        env={"MEMORY_AGENT_HEADER_TIMEOUT": str(DEADLINE), "MEMORY_AGENT_BODY_IDLE_TIMEOUT": str(DEADLINE)},
+        env={
+            "MEMORY_AGENT_HEADER_TIMEOUT": str(DEADLINE),
+            "MEMORY_AGENT_BODY_IDLE_TIMEOUT": str(DEADLINE),
+            "MEMORY_AGENT_BODY_TIMEOUT": str(BODY_DEADLINE),
+        },
     )
     yield live
     live.stop()
@@ -87,3 +92,18 @@ async def test_a_key_in_the_query_string_is_refused_and_never_written_to_the_acc
         await asyncio.sleep(0.1)
     assert "GET /chats?api_key=… HTTP/1.1" in log, log[-2000:]
     assert key not in log
+
+
+async def test_a_body_trickled_faster_than_the_idle_deadline_is_cut_off_by_the_total_deadline(server):
+    """A byte a second never leaves the body idle for 2 s; the whole body still has 4 s, on any route,
+    the import's included (authenticated: its body is read)."""
+    user = new_user()
+    key = (await create_keys(server.database_url, [user]))[user]
+    declared = b"POST /chats HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+    importing = (
+        b"POST /chats/import HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
+        + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+    )
+    times = await asyncio.gather(*(trickle(server.url, head, b" ", every=1.0) for head in (declared, declared, importing, importing)))
+    print(f"\nbodies trickled a byte a second cut after {times} s")
+    assert all(t is not None and t < BODY_DEADLINE + 4 for t in times), times

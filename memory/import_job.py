@@ -1,0 +1,302 @@
+"""Running an import: one unit of work with its owner, that forget-me and deletion win over.
+
+The chat's owner row and its import row (``storage.chat_imports``) are written in one
+transaction, then the chat's record; each exchange (the user's message(s) and the assistant
+message(s) after them) is written as if the ``reply`` node had produced it
+(``update_state(..., as_node="reply")``) and the graph goes on, so ``summarize``,
+``extract_memories`` and every step after ``reply`` run exactly as after a chat turn. After
+each exchange the row records how far the import got and the checkpoint it ended on.
+
+While the exchanges run, the importer beats its row every ``BEAT_SECONDS`` and reads it:
+
+* **cancelled** (forget-me or the chat's deletion flipped it, or removed it): the exchanges are
+  stopped at once, the thread is fenced against late writes of this process, and everything
+  of the chat is removed (checkpoints, record, index rows, run rows, owner and import rows);
+  :class:`ImportCancelled`. An importer that missed the signal finds its progress refused at
+  its next exchange and does the same;
+* **the client left** (``stop_when``), a failure, or the caller was cancelled (Ctrl-C): the
+  exchange under way is taken back to the last complete one, and the chat stays, marked
+  ``incomplete`` (:class:`ImportStopped` / ``ImportFailed``). A killed process leaves the same:
+  its row's heartbeat stops and it reads as incomplete.
+
+An incomplete import is resumed with the same history (``resume=<chat id>``; the digest must
+match): what a killed importer wrote past its last complete exchange is taken back and the
+import goes on from there. Message ids are derived from the chat id and the message's
+position, so an exchange done twice writes the same messages (the index skips known ids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from types import SimpleNamespace
+from typing import Awaitable, Callable
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from core.context import Context
+from core.errors import MemoryAgentError
+from core.messages import stamp_sent_at
+from core.schemas import ChatRecord
+from memory.chat_admin import delete_chat
+from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
+from memory.memory_writer import create_chat_record
+from memory.queries import get_chat
+from storage import chat_imports, chat_sources
+from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
+
+log = logging.getLogger(__name__)
+
+BOOKKEEPING_SECONDS = 5.0  # one beat or progress write; past this the database is taken for gone
+_IDS = uuid.UUID("6f1c2a7e-3c55-4b8e-9a43-1d2f9c7b0a11")
+
+
+class ImportCancelled(MemoryAgentError):
+    """The chat was deleted, or its owner forgotten, during the import: nothing of it is kept."""
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        super().__init__(f"The import into chat {chat_id} was cancelled (the chat was deleted or its owner forgotten); nothing of it is kept.")
+
+
+class ImportStopped(ImportFailed):
+    """Stopped before the end (the client left, Ctrl-C): the chat holds the complete exchanges, marked incomplete."""
+
+
+class _Revoked(Exception):
+    """The import's row refused progress: cancelled, deleted or taken over."""
+
+
+def message_id(thread_id: str, index: int) -> str:
+    return str(uuid.uuid5(_IDS, f"{thread_id}:{index}"))
+
+
+def importer_id() -> str:
+    """This importer, uniquely (a resume elsewhere takes the row; this one's writes are then refused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _message(m: ImportedMessage, mid: str) -> BaseMessage:
+    cls = HumanMessage if m.role == "user" else AIMessage
+    return stamp_sent_at(cls(m.text, id=mid), m.time)
+
+
+async def run_import(
+    graph,
+    pool,
+    user_id: str,
+    chat: ChatImport,
+    *,
+    context: Context | None = None,
+    on_progress: Progress | None = None,
+    resume: str | None = None,
+    stop_when: Callable[[], Awaitable[bool]] | None = None,
+    digest: str | None = None,
+) -> ImportedChat:
+    """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer
+    and store), or go on with the incomplete import of chat ``resume``.
+
+    ``digest``: :func:`memory.chat_import.prepare_import`'s, when the caller already checked the
+    messages (off the event loop); otherwise they are checked here (InvalidImport, nothing written).
+    ``stop_when``: polled every beat; True stops the import, keeping it incomplete (a client that left).
+    """
+    ctx = context or Context(user_id=user_id)
+    if ctx.user_id != user_id:
+        raise ValueError("the context's user_id must be the importing user")
+    if digest is None:
+        digest = prepare_import(chat, ctx.max_message_chars)
+    job = _Job(graph, pool, user_id, chat, ctx, digest, on_progress)
+    try:
+        await (job.take_over(resume) if resume else job.begin())
+    except chat_sources.AlreadyImported as exc:  # nothing written
+        try:
+            await job.take_over(exc.thread_id)  # its import stopped part way: go on with it
+        except chat_imports.NotResumable:  # imported (or being imported) already: nothing to add
+            title = (chat.title or "").strip()
+            return ImportedChat(chat_id=exc.thread_id, title=title, messages=0, exchanges=0, already_imported=True)
+    return await job.run(stop_when)
+
+
+class _Job:
+    def __init__(self, graph, pool, user_id: str, chat: ChatImport, ctx: Context, digest: str, on_progress: Progress | None) -> None:
+        self.graph, self.pool, self.user_id, self.chat, self.ctx, self.digest = graph, pool, user_id, chat, ctx, digest
+        self.on_progress = on_progress
+        self.groups = exchanges(chat.messages)
+        self.worker = importer_id()
+        self.import_id = ""
+        self.thread_id = ""
+        self.title = ""
+        self.start = 0  # exchanges done before this run
+        self.head: ThreadMark | None = None  # where the last complete exchange ended
+        self.result: ImportedChat | None = None
+
+    # ------------------------------------------------------------------ starting
+    async def begin(self) -> None:
+        title = (self.chat.title or "").strip()
+        record = self._record(str(uuid.uuid4()), title)
+        self.thread_id, self.title = record.thread_id, record.title
+        self.import_id = await chat_imports.begin(
+            self.pool, record.thread_id, self.user_id, total=len(self.chat.messages), digest=self.digest, worker=self.worker,
+            source_id=self.chat.source_id,
+        )
+        try:
+            await create_chat_record(self.graph.store, self.user_id, record)
+        except BaseException:
+            await asyncio.shield(self._mark_incomplete("the chat's record could not be written"))
+            raise
+        self._new_result(imported=0)
+
+    async def take_over(self, thread_id: str) -> None:
+        row = await chat_imports.take_over(self.pool, thread_id, self.user_id, digest=self.digest, worker=self.worker)
+        self.thread_id, self.import_id, self.start = thread_id, row.import_id, row.exchanges_done
+        # A killed importer may have written part of an exchange past the last complete one.
+        mark = ThreadMark(thread_id, row.head_checkpoint, frozenset(row.head_writes))
+        await rollback_thread(self.pool, mark)
+        self.head = mark if row.head_checkpoint is not None else None
+        record = await get_chat(self.graph.store, self.user_id, thread_id)
+        if record is None:  # killed between its rows and its record: the chat is listed from now on
+            title = (self.chat.title or "").strip()
+            record = self._record(thread_id, title)
+            await create_chat_record(self.graph.store, self.user_id, record)
+        self.title = record.title
+        self._new_result(imported=row.imported)
+
+    def _record(self, thread_id: str, title: str) -> ChatRecord:
+        # Created when the conversation started (an export's time), not when it was imported.
+        return ChatRecord(thread_id=thread_id, title=title or "New chat", title_by_user=bool(title), persona=self.ctx.persona,
+                          created_at=self.chat.created_at or self.chat.messages[0].time)
+
+    def _new_result(self, imported: int) -> None:
+        msgs = self.chat.messages
+        self.result = ImportedChat(
+            chat_id=self.thread_id, title=self.title, messages=imported, exchanges=len(self.groups),
+            first_time=msgs[0].time, last_time=msgs[-1].time,
+        )
+
+    # ------------------------------------------------------------------ running
+    async def run(self, stop_when: Callable[[], Awaitable[bool]] | None) -> ImportedChat:
+        work = asyncio.create_task(self._exchanges(), name=f"import-{self.thread_id}")
+        why = None
+        try:
+            while why is None and not work.done():
+                await asyncio.wait({work}, timeout=chat_imports.BEAT_SECONDS)
+                if work.done():
+                    break
+                why = await self._why_stop(stop_when)
+        except BaseException:  # the caller was cancelled (Ctrl-C, a cancelled request)
+            await asyncio.shield(self._stop(work, "the import was interrupted"))
+            raise
+        if why == "cancelled" or (work.done() and isinstance(work.exception(), _Revoked)):
+            await asyncio.shield(self._undo(work))
+            raise ImportCancelled(self.thread_id)
+        if why is not None:
+            await asyncio.shield(self._stop(work, why))
+            raise self._failure(ImportStopped, why)
+        if work.exception() is not None:
+            exc = work.exception()
+            detail = f"{type(exc).__name__}: {exc}"
+            await asyncio.shield(self._stop(work, detail))
+            raise self._failure(ImportFailed, detail) from exc
+        if not await chat_imports.finish(self.pool, self.import_id, self.worker):  # cancelled at the very end
+            await asyncio.shield(self._undo(work))
+            raise ImportCancelled(self.thread_id)
+        return self.result
+
+    async def _why_stop(self, stop_when) -> str | None:
+        try:
+            state = await asyncio.wait_for(chat_imports.beat(self.pool, self.import_id, self.worker), BOOKKEEPING_SECONDS)
+        except Exception as exc:  # the database is away: the exchanges fail on it too, or go on once it is back
+            log.warning("import %s: heartbeat failed: %s", self.import_id, exc)
+            state = "running"
+        if state != "running":
+            return "cancelled"
+        if stop_when is not None and await stop_when():
+            return "the client left before the import ended"
+        return None
+
+    async def _exchanges(self) -> None:
+        cfg = {"configurable": {"thread_id": self.thread_id}}
+        if self.head is None:
+            # An empty checkpoint first, as a chat's first turn has: "before the first message" to fork from.
+            await self.graph.aupdate_state(cfg, {"messages": []}, as_node="extract_memories")
+            await self._progress(0)
+        index = sum(len(g) for g in self.groups[: self.start])
+        user_turns = sum(any(m.role == "user" for m in g) for g in self.groups[: self.start])
+        for number, group in enumerate(self.groups[self.start :], start=self.start + 1):
+            messages = [_message(m, message_id(self.thread_id, index + k)) for k, m in enumerate(group)]
+            for k, source in enumerate(group):
+                if source.source_id:
+                    self.result.id_map[source.source_id] = messages[k].id
+            index += len(group)
+            user_turns += any(m.role == "user" for m in group)
+            # As load_context would count the turn, and reply answer it; then the graph goes on
+            # to summarize, extract_memories and every step after reply.
+            await self.graph.aupdate_state(cfg, {"messages": messages, "user_turns": user_turns}, as_node="reply")
+            await self.graph.ainvoke(None, cfg, context=self.ctx)
+            self.result.messages = index
+            await self._progress(number)
+            if self.on_progress is not None:
+                maybe = self.on_progress(self.result.messages, len(self.chat.messages))
+                if maybe is not None:
+                    await maybe
+        # The id map covers the exchanges of earlier runs too.
+        for position, m in enumerate(self.chat.messages[: sum(len(g) for g in self.groups[: self.start])]):
+            if m.source_id:
+                self.result.id_map.setdefault(m.source_id, message_id(self.thread_id, position))
+
+    async def _progress(self, exchanges_done: int) -> None:
+        mark = await mark_thread(self.pool, self.thread_id)
+        ok = await chat_imports.record_progress(
+            self.pool, self.import_id, self.worker, imported=self.result.messages, exchanges=exchanges_done,
+            head=mark.checkpoint_id, head_writes=mark.head_writes,
+        )
+        if not ok:
+            raise _Revoked()
+        self.head = mark
+
+    # ------------------------------------------------------------------ ending early
+    async def _halt(self, work: asyncio.Task, head: str | None) -> None:
+        """Cancel the exchanges and fence the thread: late writes of this process newer than ``head`` are dropped."""
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        close = getattr(self.graph.checkpointer, "close_thread", None)
+        if close is not None:
+            await close(self.thread_id, head)
+
+    async def _undo(self, work: asyncio.Task) -> None:
+        """Cancelled: remove everything of the chat (the fence stays closed until it expires: the chat is gone)."""
+        await self._halt(work, None)
+        parts = SimpleNamespace(checkpointer=self.graph.checkpointer, store=self.graph.store, pool=self.pool)
+        await delete_chat(parts, self.user_id, self.thread_id)
+        await chat_imports.delete(self.pool, self.user_id, self.thread_id)
+
+    async def _stop(self, work: asyncio.Task, detail: str) -> None:
+        """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete."""
+        head = self.head.checkpoint_id if self.head is not None else None
+        try:
+            await self._halt(work, head)
+            removed = await rollback_thread(self.pool, self.head or ThreadMark(self.thread_id, None))
+            reopen = getattr(self.graph.checkpointer, "reopen_thread", None)
+            if reopen is not None:
+                reopen(self.thread_id, head, removed)
+        finally:
+            await self._mark_incomplete(detail)
+
+    async def _mark_incomplete(self, detail: str) -> None:
+        try:
+            await asyncio.wait_for(chat_imports.mark_incomplete(self.pool, self.import_id, self.worker, detail), BOOKKEEPING_SECONDS)
+        except Exception as exc:  # its heartbeat stops anyway: the row reads as incomplete soon
+            log.warning("import %s: could not mark it incomplete: %s", self.import_id, exc)
+
+    def _failure(self, cls: type[ImportFailed], detail: str) -> ImportFailed:
+        done, total = self.result.messages, len(self.chat.messages)
+        return cls(
+            f"The import stopped after {done} of {total} messages ({detail}); chat {self.thread_id} holds those, with their "
+            f"memory updates, marked incomplete. Resume it with the same history (`memory-agent import FILE --resume "
+            f"{self.thread_id}` or POST /chats/import?resume={self.thread_id}), or delete it.",
+            chat_id=self.thread_id,
+            imported=done,
+        )

@@ -1,0 +1,280 @@
+"""Imports in progress, one row per import, shared by every process through Postgres.
+
+An import (memory.chat_import) is one unit of work with its owner: the row is written in the
+same transaction as the new chat's owner row, so no one can reach the chat before its import
+is known. While the row exists:
+
+- no run may start on the chat (:func:`refuse_runs_while_importing`, called by
+  :func:`storage.chat_runs.start_run`): a message sent to a chat being imported is refused,
+  so it can never be written into the middle of the import and lost;
+- the importer beats the row (``heartbeat_at``) and reads its state between exchanges and every
+  :data:`BEAT_SECONDS`; a row whose heartbeat stopped (the process was killed) reads as
+  ``incomplete``, like one the importer marked so (the client left, a failure);
+- forget-me and chat deletion win: :func:`cancel` flips the rows to ``cancelling``; the importer
+  stops, removes what it wrote and deletes its row (:func:`wait_gone` waits for that); any later
+  progress of a cancelled or deleted row is refused (:func:`record_progress` matches only
+  ``running`` rows of its own worker), so an importer that missed the signal stops at its next
+  exchange and removes its chat again.
+
+The row goes when the import completes (:func:`finish`), or with the chat or its owner.
+A resume (:func:`take_over`) continues an ``incomplete`` import of the same history (same digest)
+from the checkpoint its last complete exchange ended on (``head_checkpoint``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Iterable
+
+from psycopg_pool import AsyncConnectionPool
+
+from core.errors import MemoryAgentError
+from core.namespaces import check_user_id
+from storage import chat_sources, thread_owners
+
+TABLE = "memory_agent_imports"
+BEAT_SECONDS = 0.5  # how often an importer beats its row and looks for a cancellation
+STALE_AFTER_SECONDS = 10  # an importer silent this long is dead: its import reads as incomplete
+MAX_RUNNING_PER_USER = 2  # imports of one user running at once (each holds a connection and a worker's time)
+
+CREATE = (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    import_id uuid PRIMARY KEY,
+    thread_id text NOT NULL UNIQUE,
+    owner text NOT NULL,
+    state text NOT NULL,
+    total integer NOT NULL,
+    imported integer NOT NULL DEFAULT 0,
+    exchanges_done integer NOT NULL DEFAULT 0,
+    digest text NOT NULL,
+    head_checkpoint text,
+    head_writes text[] NOT NULL DEFAULT '{{}}',
+    worker text,
+    detail text,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now()
+)""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (owner)",
+)
+# A row reads as: running (its importer beats it), incomplete (stopped, or its importer is dead),
+# cancelling (forget-me or a deletion asked it to stop).
+_STATE = f"""CASE WHEN state = 'running' AND heartbeat_at < now() - make_interval(secs => {STALE_AFTER_SECONDS})
+             THEN 'incomplete' ELSE state END AS shown"""
+
+
+class ImportInProgress(MemoryAgentError):
+    """The chat is being imported (or its import is incomplete): nothing else may write to it."""
+
+    def __init__(self, thread_id: str, state: str, imported: int, total: int) -> None:
+        self.thread_id, self.state = thread_id, state
+        if state == "incomplete":
+            message = (
+                f"Chat {thread_id} is an incomplete import ({imported} of {total} messages): resume it "
+                "(POST /chats/import?resume=<id> with the same history) or delete it first."
+            )
+        else:
+            message = f"Chat {thread_id} is being imported ({imported} of {total} messages); wait until the import ends."
+        super().__init__(message)
+
+
+class TooManyImports(MemoryAgentError):
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} imports of this user are running already; wait for one to end.")
+
+
+class NotResumable(MemoryAgentError):
+    """A resume names a chat with no incomplete import of this user, or another history."""
+
+
+@dataclass(frozen=True)
+class ImportRow:
+    import_id: str
+    thread_id: str
+    owner: str
+    state: str  # as shown: running | incomplete | cancelling
+    total: int
+    imported: int
+    exchanges_done: int
+    digest: str
+    head_checkpoint: str | None
+    head_writes: tuple[str, ...]
+    detail: str | None
+
+
+def _row(r: dict) -> ImportRow:
+    return ImportRow(
+        import_id=str(r["import_id"]), thread_id=r["thread_id"], owner=r["owner"], state=r["shown"], total=r["total"],
+        imported=r["imported"], exchanges_done=r["exchanges_done"], digest=r["digest"], head_checkpoint=r["head_checkpoint"],
+        head_writes=tuple(r["head_writes"] or ()), detail=r["detail"],
+    )
+
+
+def _lock_key(owner: str) -> int:
+    return int.from_bytes(hashlib.sha256(b"memory-agent:imports:" + owner.encode()).digest()[:8], "big", signed=True)
+
+
+async def setup(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        for statement in CREATE:
+            await conn.execute(statement)
+
+
+async def begin(pool: AsyncConnectionPool, thread_id: str, owner: str, *, total: int, digest: str, worker: str, source_id: str | None = None) -> str:
+    """The new chat's owner row and its import row (and its ``source_id``'s: storage.chat_sources), in one
+    transaction; the import's id. chat_sources.AlreadyImported (nothing written) for a source imported before.
+
+    TooManyImports when the owner has MAX_RUNNING_PER_USER imports running (counted under a lock
+    of the owner's, so two starting together cannot both pass); ThreadExists for a used id."""
+    check_user_id(owner)
+    import_id = str(uuid.uuid4())
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
+        running = await (
+            await conn.execute(
+                f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s AND state = 'running' "
+                f"AND heartbeat_at >= now() - make_interval(secs => {STALE_AFTER_SECONDS})",
+                (owner,),
+            )
+        ).fetchone()
+        if running["n"] >= MAX_RUNNING_PER_USER:
+            raise TooManyImports(MAX_RUNNING_PER_USER)
+        row = await (await conn.execute(thread_owners.INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
+        if row is None:
+            raise thread_owners.ThreadExists(thread_id)
+        await conn.execute(
+            f"INSERT INTO {TABLE} (import_id, thread_id, owner, state, total, digest, worker) VALUES (%s, %s, %s, 'running', %s, %s, %s)",
+            (import_id, thread_id, owner, total, digest, worker),
+        )
+        if source_id is not None:
+            await chat_sources.claim(conn, owner, source_id, thread_id)
+    return import_id
+
+
+async def take_over(pool: AsyncConnectionPool, thread_id: str, owner: str, *, digest: str, worker: str) -> ImportRow:
+    """Resume: the incomplete import of ``thread_id`` (a stopped one, or one whose importer died)
+    becomes this worker's running one. NotResumable otherwise, or when ``digest`` names another history."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
+        found = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s AND owner = %s FOR UPDATE", (thread_id, owner))).fetchone()
+        if found is None:
+            raise NotResumable(f"Chat {thread_id} has no incomplete import of yours to resume.")
+        row = _row(found)
+        if row.state != "incomplete":
+            raise NotResumable(f"The import of chat {thread_id} is {row.state}; only an incomplete import can be resumed.")
+        if row.digest != digest:
+            raise NotResumable(f"This is not the history chat {thread_id} was imported from (its messages differ); resume with the same file.")
+        await conn.execute(
+            f"UPDATE {TABLE} SET state = 'running', worker = %s, detail = NULL, heartbeat_at = now() WHERE import_id = %s",
+            (worker, row.import_id),
+        )
+    return row
+
+
+async def beat(pool: AsyncConnectionPool, import_id: str, worker: str) -> str | None:
+    """Refresh the importer's heartbeat; the row's state (None: the row is gone, or another worker has it)."""
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                f"UPDATE {TABLE} SET heartbeat_at = now() WHERE import_id = %s AND worker = %s RETURNING state", (import_id, worker)
+            )
+        ).fetchone()
+    return row["state"] if row else None
+
+
+async def record_progress(
+    pool: AsyncConnectionPool, import_id: str, worker: str, *, imported: int, exchanges: int, head: str | None, head_writes: Iterable[str]
+) -> bool:
+    """After a complete exchange: how far the import got and where the thread stands. False when
+    the import was cancelled, deleted or taken by another worker: the importer must stop."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            f"UPDATE {TABLE} SET imported = %s, exchanges_done = %s, head_checkpoint = %s, head_writes = %s, heartbeat_at = now() "
+            "WHERE import_id = %s AND worker = %s AND state = 'running'",
+            (imported, exchanges, head, list(head_writes), import_id, worker),
+        )
+        return cur.rowcount == 1
+
+
+async def finish(pool: AsyncConnectionPool, import_id: str, worker: str) -> bool:
+    """The import completed: its row goes. False when it had been cancelled meanwhile (the importer undoes it)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE import_id = %s AND worker = %s AND state = 'running'", (import_id, worker))
+        return cur.rowcount == 1
+
+
+async def mark_incomplete(pool: AsyncConnectionPool, import_id: str, worker: str, detail: str) -> bool:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            f"UPDATE {TABLE} SET state = 'incomplete', detail = %s WHERE import_id = %s AND worker = %s AND state = 'running'",
+            (detail, import_id, worker),
+        )
+        return cur.rowcount == 1
+
+
+async def cancel(pool: AsyncConnectionPool, owner: str, thread_id: str | None = None) -> list[ImportRow]:
+    """Ask the owner's imports (or the one of ``thread_id``) to stop and undo themselves; the rows
+    as they were (a ``running`` one has an importer that will answer, see :func:`wait_gone`)."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                f"""WITH old AS (SELECT import_id, {_STATE} FROM {TABLE} WHERE owner = %s AND (%s::text IS NULL OR thread_id = %s) FOR UPDATE)
+                UPDATE {TABLE} i SET state = 'cancelling' FROM old WHERE i.import_id = old.import_id
+                RETURNING i.*, old.shown""",
+                (owner, thread_id, thread_id),
+            )
+        ).fetchall()
+    return [_row(r) for r in rows]
+
+
+async def wait_gone(pool: AsyncConnectionPool, import_ids: list[str], timeout: float) -> bool:
+    """Wait until the importers of ``import_ids`` have stopped and removed their rows (or died:
+    their heartbeat expired). False on timeout; a late importer still stops at its next step."""
+    deadline = time.monotonic() + timeout
+    while import_ids:
+        async with pool.connection() as conn:
+            rows = await (
+                await conn.execute(
+                    f"SELECT import_id FROM {TABLE} WHERE import_id = ANY(%s::uuid[]) "
+                    f"AND heartbeat_at >= now() - make_interval(secs => {STALE_AFTER_SECONDS})",
+                    (import_ids,),
+                )
+            ).fetchall()
+        import_ids = [str(r["import_id"]) for r in rows]
+        if not import_ids:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+async def delete(pool: AsyncConnectionPool, owner: str, thread_id: str | None = None) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s AND (%s::text IS NULL OR thread_id = %s)", (owner, thread_id, thread_id))
+        return cur.rowcount
+
+
+async def of_threads(pool: AsyncConnectionPool, owner: str | None, thread_ids: Iterable[str]) -> dict[str, ImportRow]:
+    """The imports among ``thread_ids`` (of ``owner``, unless None), by thread (what chat lists show)."""
+    ids = list(dict.fromkeys(thread_ids))
+    if not ids:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                f"SELECT *, {_STATE} FROM {TABLE} WHERE (%s::text IS NULL OR owner = %s) AND thread_id = ANY(%s)", (owner, owner, ids)
+            )
+        ).fetchall()
+    return {r["thread_id"]: _row(r) for r in rows}
+
+
+async def refuse_runs_while_importing(conn, thread_id: str) -> None:
+    """ImportInProgress when ``thread_id`` has an import (running, incomplete or being cancelled)."""
+    row = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+    if row is not None:
+        found = _row(row)
+        raise ImportInProgress(thread_id, found.state, found.imported, found.total)

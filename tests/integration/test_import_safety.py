@@ -1,0 +1,251 @@
+"""An import is one unit of work with its owner (issue 31), on the embedded Postgres, offline model.
+
+Forget-me and chat deletion win over a running import: it stops and nothing of it comes back.
+A chat being imported takes no message. An import that stops (its client left, Ctrl-C, a kill)
+leaves a chat marked incomplete, which resumes to the whole history. Bad input is a clear error,
+and a huge body is refused holding a few times its size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from core.context import Context
+from graph.assembly import compile_graph
+from memory import chat_admin
+from memory.chat_import import ImportTooLarge, InvalidImport, import_chat, parse_import, read_import
+from memory.queries import get_chat
+from storage import chat_runs, thread_owners
+from storage.fenced_saver import FencedPostgresSaver
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = 40
+
+
+def history(n: int = MESSAGES, title: str = "Long history") -> dict:
+    return {
+        "title": title,
+        "messages": [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "text": f"Message {i}: I like hiking in the mountains number {i}." if i % 2 == 0 else f"Nice, tell me more about {i}.",
+                "time": f"2024-01-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z",
+            }
+            for i in range(n)
+        ],
+    }
+
+
+@pytest.fixture
+async def graph(backend):
+    return compile_graph(FencedPostgresSaver(backend.pool), backend.store)
+
+
+async def left_behind(pool, user: str, thread_id: str) -> dict[str, int]:
+    """Rows of the chat in every table an import writes."""
+    counts = {}
+    async with pool.connection() as conn:
+        for name, sql, args in (
+            ("checkpoints", "SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s", (thread_id,)),
+            ("checkpoint_writes", "SELECT count(*) AS n FROM checkpoint_writes WHERE thread_id = %s", (thread_id,)),
+            ("owner", "SELECT count(*) AS n FROM memory_agent_thread_owners WHERE thread_id = %s", (thread_id,)),
+            ("index", "SELECT count(*) AS n FROM memory_agent_episodes WHERE thread_id = %s", (thread_id,)),
+        ):
+            counts[name] = (await (await conn.execute(sql, args)).fetchone())["n"]
+        imports = await (await conn.execute("SELECT to_regclass('memory_agent_imports') IS NOT NULL AS t")).fetchone()
+        if imports["t"]:
+            counts["import"] = (await (await conn.execute("SELECT count(*) AS n FROM memory_agent_imports WHERE thread_id = %s", (thread_id,))).fetchone())["n"]
+    return counts
+
+
+async def start_import(graph, backend, user: str, data: dict, after: int = 4):
+    """The import as a task, and once ``after`` messages are in: (task, chat id)."""
+    reached = asyncio.Event()
+    [chat] = parse_import(data)
+    task = asyncio.create_task(
+        import_chat(graph, backend.pool, user, chat, context=Context(user_id=user, model="offline"), on_progress=lambda n, total: reached.set() if n >= after else None)
+    )
+    await asyncio.wait_for(reached.wait(), 120)
+    [thread_id] = await thread_owners.threads_of(backend.pool, user)
+    return task, thread_id
+
+
+async def test_forget_me_during_an_import_stops_it_and_nothing_of_it_comes_back(backend, graph, user_id):
+    task, thread_id = await start_import(graph, backend, user_id, history())
+    await chat_admin.forget_user_everywhere(backend, user_id)
+    outcome = await asyncio.gather(task, return_exceptions=True)
+    assert isinstance(outcome[0], Exception) and "cancelled" in str(outcome[0]), outcome  # it did not run to its end
+    assert set((await left_behind(backend.pool, user_id, thread_id)).values()) == {0}
+    assert await get_chat(backend.store, user_id, thread_id) is None
+    assert await thread_owners.threads_of(backend.pool, user_id) == []
+
+
+async def test_deleting_the_chat_during_its_import_stops_it_and_the_chat_stays_deleted(backend, graph, user_id):
+    task, thread_id = await start_import(graph, backend, user_id, history())
+    # What DELETE /chats/{id} does: the import stops first, then the chat goes.
+    await chat_admin.stop_imports(backend.pool, user_id, thread_id)
+    await chat_admin.delete_chat(backend, user_id, thread_id)
+    outcome = await asyncio.gather(task, return_exceptions=True)
+    assert isinstance(outcome[0], Exception), outcome
+    assert set((await left_behind(backend.pool, user_id, thread_id)).values()) == {0}
+    assert await get_chat(backend.store, user_id, thread_id) is None
+
+
+async def test_no_run_may_start_on_a_chat_being_imported(backend, graph, user_id):
+    from storage.chat_imports import ImportInProgress
+
+    task, thread_id = await start_import(graph, backend, user_id, history())
+    try:
+        with pytest.raises(ImportInProgress, match="being imported"):
+            await chat_runs.start_run(backend.pool, thread_id, user_id, "message", "test")
+    finally:
+        await chat_admin.stop_imports(backend.pool, user_id, thread_id)
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_interrupted_import_is_listed_incomplete_and_resumes_to_the_whole_history(backend, graph, user_id):
+    from memory.import_job import ImportStopped
+    from storage.chat_imports import NotResumable
+
+    data = history(12)
+    [chat] = parse_import(data)
+    left = asyncio.Event()
+    reached = asyncio.Event()
+
+    async def client_left() -> bool:
+        return left.is_set()
+
+    def progress(n, total):
+        if n >= 4:
+            reached.set()
+
+    task = asyncio.create_task(
+        import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), on_progress=progress, stop_when=client_left)
+    )
+    await asyncio.wait_for(reached.wait(), 120)
+    left.set()
+    with pytest.raises(ImportStopped, match="marked incomplete"):
+        await task
+    [thread_id] = await thread_owners.threads_of(backend.pool, user_id)
+    states = await chat_admin.import_states(backend.pool, user_id, [thread_id])
+    assert states[thread_id].state == "incomplete" and 4 <= states[thread_id].imported < 12
+    kept = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert len(kept) == states[thread_id].imported  # complete exchanges only
+
+    with pytest.raises(NotResumable, match="not the history"):  # another file cannot resume it
+        await import_chat(graph, backend.pool, user_id, parse_import(history(13))[0], context=Context(user_id=user_id, model="offline"), resume=thread_id)
+    done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), resume=thread_id)
+    messages = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert [m.text for m in messages] == [m["text"] for m in data["messages"]]  # each once, in order
+    assert done.messages == 12 and await chat_admin.import_states(backend.pool, user_id, [thread_id]) == {}
+    async with backend.pool.connection() as conn:
+        indexed = (await (await conn.execute("SELECT count(*) AS n FROM memory_agent_episodes WHERE thread_id = %s", (thread_id,))).fetchone())["n"]
+    assert indexed == 12
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ({"messages": [{"role": "user", "text": "hi", "time": "9999-12-31T23:59:59-23:59"}]}, "years 1 to 9999"),
+        ({"messages": [{"role": "user", "text": "hi", "time": "0001-01-01T00:00:00+01:00"}]}, "years 1 to 9999"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": "hello"}}, "session_1 must be a list"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": 7}}, "session_1 must be a list"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": {"speaker": "A"}}}, "session_1 must be a list"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": ["hi"]}}, "turn 1 must be an object"),
+        ({"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "11:59 pm on 31 December, 9999", "session_1": [{"speaker": "A", "text": "a"}, {"speaker": "B", "text": "b"}]}}, "after the year 9999"),
+    ],
+)
+def test_times_out_of_range_and_malformed_locomo_sessions_are_refused_naming_the_problem(bad, says):
+    with pytest.raises(InvalidImport) as caught:
+        parse_import(bad)
+    assert says in str(caught.value)
+
+
+def test_deeply_nested_or_oversized_json_is_refused_before_it_is_built():
+    with pytest.raises(ImportTooLarge, match="nested deeper"):
+        read_import("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ImportTooLarge, match="5,000"):
+        read_import(json.dumps(history(5_001)))
+    with pytest.raises(InvalidImport, match="not valid JSON"):
+        read_import(b'{"messages": [')
+
+
+def test_a_huge_body_of_tiny_messages_is_refused_holding_a_few_times_its_size():
+    tiny = {"role": "user", "text": "a", "time": "2024-01-01T00:00:00Z"}
+    body = json.dumps({"messages": [tiny] * 470_000}).encode()  # ~28 MB, as the attack run sent
+    tracemalloc.start()
+    try:
+        with pytest.raises(ImportTooLarge):
+            read_import(body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"\n{len(body) / 1e6:.1f} MB body: peak {peak / 1e6:.1f} MB allocated while refusing it")
+    assert peak < 3 * len(body)
+
+
+def test_the_cli_refuses_deeply_nested_json_with_a_clear_message(tmp_path, backend):
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 200_000 + "]" * 200_000)
+    env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "import", str(nested), "--user", "nested"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "nested deeper than" in done.stderr
+
+
+async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_history(tmp_path, backend, graph, user_id):
+    from storage import chat_imports
+
+    data = history(30, "Killed half way")
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(data))
+    env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli.main", "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        row = None
+        for _ in range(1200):  # up to 4 min on a loaded machine; it stops as soon as 4 messages are in
+            threads = await thread_owners.threads_of(backend.pool, user_id)
+            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
+            if row is not None and row.imported >= 4 or process.poll() is not None:
+                break
+            await asyncio.sleep(0.2)
+        assert row is not None and row.imported >= 4 and process.poll() is None, "the import did not get going"
+        process.kill()  # SIGKILL: no clean-up of any kind
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    thread_id = row.thread_id
+    for _ in range(int(chat_imports.STALE_AFTER_SECONDS / 0.2) + 50):  # its heartbeat stops: then it reads as incomplete
+        row = (await chat_admin.import_states(backend.pool, user_id, [thread_id]))[thread_id]
+        if row.state == "incomplete":
+            break
+        await asyncio.sleep(0.2)
+    assert row.state == "incomplete" and row.imported < 30
+    listed = (await chat_admin.import_states(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id)))
+    assert list(listed) == [thread_id]
+    # The CLI's /chats says so, plainly.
+    from app.cli.chat_session import numbered
+    from memory.queries import list_chats
+
+    chats = await chat_admin.owned_chats(backend.pool, user_id, await list_chats(backend.store, user_id))
+    assert f"IMPORT INCOMPLETE: {row.imported} of 30 messages" in numbered(chats, None, listed)
+
+    [chat] = parse_import(data)
+    await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), resume=thread_id)
+    messages = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert [m.text for m in messages] == [m["text"] for m in data["messages"]]
+    assert await chat_admin.import_states(backend.pool, user_id, [thread_id]) == {}
