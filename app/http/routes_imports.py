@@ -137,4 +137,4 @@ async def import_history(
     except ImportFailed as exc:
         raise ApiError(500, "import_failed", str(exc)) from exc
     record = await owned_chat(done.chat_id, user, services)
-    return await chat_detail(services, record)
+    return await chat_detail(services, record, user)
