@@ -45,7 +45,7 @@ def raw_speed(server, spec) -> dict[str, float]:
         "max_tokens": 64,
         "temperature": 0,
     }
-    with httpx.Client(base_url=server.base_url, timeout=900) as client:
+    with httpx.Client(base_url=server.base_url, headers=server.headers, timeout=900) as client:
         client.post("/chat/completions", json={**body, "max_tokens": 1})  # warm-up (weights paged in)
         body["messages"][0]["content"] += " Thanks."  # a new prompt, not a cache hit
         started = time.perf_counter()
@@ -80,7 +80,7 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
     from graph.assembly import compile_graph
     from core.context import Context
     from llm.chat_model import load_chat_model
-    from llm.structured import remembered_mode
+    from llm.structured import configured_method, remembered_mode
     from memory.backend import open_memory
 
     if not runtime_installed():
@@ -140,7 +140,7 @@ async def run(model_key: str, turns: int, threads: int | None) -> None:
                     f"whole turn {per_turn[-1]:.1f} s (load {os.getloadavg()[0]:.1f}); prompt tokens read per call: {read}",
                     flush=True,
                 )
-            mode = remembered_mode(load_chat_model(server.model_name)) or "json_schema (no refusal)"
+            mode = remembered_mode(load_chat_model(server.model_name)) or f"{configured_method()} (no refusal)"
     finally:
         server.stop()
         pg.cleanup()

@@ -12,6 +12,12 @@ backend as a ``StudioUser`` without credentials. It acts as a user of its own,
 ``studio`` (``$MEMORY_AGENT_STUDIO_USER`` names another), so personas tried in
 Studio never touch the memory of ``local``, the CLI's and the web page's default
 user. The auth handlers refuse Studio when ``MEMORY_AGENT_AUTH=required``.
+
+A key-less caller (Studio, or a request without a key in ``optional`` mode: the machine's own
+user) may name the user a run acts as, in ``configurable.user_id`` as the LangGraph memory-agent
+template passes it (or ``context.user_id``). The auth handler decides (``app/studio/auth.py``) and
+writes its decision into the run's ``context.user_id``, which the graph then follows for such a
+caller; a key holder is always the key's user.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from core.namespaces import InvalidUserId, user_id_problem
 LOCAL_USER = "local"
 STUDIO_USER = "studio"
 STUDIO_USER_ENV = "MEMORY_AGENT_STUDIO_USER"
+KEYLESS = "memory-agent:keyless"
+"""The permission the auth handler gives a caller without a key (``optional`` mode only)."""
 
 
 def studio_user(environ: Mapping[str, str] = os.environ) -> str:
@@ -44,6 +52,16 @@ def is_studio_user(user: Any) -> bool:
         return True
     # A user that went through serialization arrives as a dict.
     return isinstance(user, Mapping) and user.get("kind") == "StudioUser"
+
+
+def is_keyless(user: Any) -> bool:
+    """Studio, or a caller let in without a key (``optional`` mode): the run's user is named by the run."""
+    if user is None:
+        return False
+    if is_studio_user(user):
+        return True
+    permissions = user.get("permissions") if isinstance(user, Mapping) else getattr(user, "permissions", None)
+    return KEYLESS in (permissions or ())
 
 
 def memory_user_of(user: Any) -> str | None:
@@ -82,8 +100,12 @@ def server_user(runtime: Any) -> Any | None:
 def effective_user_id(runtime: Any, ctx: Any) -> str:
     """The user whose memory this turn reads and writes.
 
-    The server-authenticated user when there is one; otherwise ``ctx.user_id``.
-    ``runtime`` is a node's ``Runtime`` or a tool's ``ToolRuntime``; ``ctx`` the turn's
-    :class:`core.context.Context` (from ``get_context(runtime)``).
+    The server-authenticated user when there is one, or for a key-less one the user the auth
+    handler chose and wrote into ``ctx.user_id`` (the run's named user, else the Studio user);
+    otherwise ``ctx.user_id``. ``runtime`` is a node's ``Runtime`` or a tool's ``ToolRuntime``;
+    ``ctx`` the turn's :class:`core.context.Context` (from ``get_context(runtime)``).
     """
-    return memory_user_of(server_user(runtime)) or ctx.user_id
+    user = server_user(runtime)
+    if is_keyless(user):
+        return ctx.user_id
+    return memory_user_of(user) or ctx.user_id

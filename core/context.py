@@ -48,6 +48,7 @@ SAFETY_CEILINGS: dict[str, int] = {
     "rag_token_budget": 8_000,
     "user_context_token_budget": 8_000,
     "episodic_token_budget": 8_000,
+    "prompt_token_budget": 200_000,
     "max_context_tokens": 200_000,
     "max_summary_tokens": 20_000,
     "max_facts": 30,
@@ -90,8 +91,14 @@ class Context:
     rag_token_budget: int = _setting(1200, "Token budget of the relevant-knowledge section.")
     user_context_token_budget: int = _setting(800, "Token budget of the user-context section.")
     episodic_token_budget: int = _setting(
-        975,
-        "Token budget of the excerpts of earlier conversations (what was said, found for the message); 0 turns them off.",
+        2000,
+        "The most the excerpts of earlier conversations (what was said, found for the message) may take; "
+        "they take what the other sections leave of prompt_token_budget. 0 turns them off.",
+    )
+    prompt_token_budget: int = _setting(
+        2000,
+        "Token budget of the whole reply prompt: each section keeps its own budget and the excerpts of "
+        "earlier conversations take what the others leave. 0: the sections' own budgets only.",
     )
     max_tool_steps: int = _setting(4, "Most model→tool round trips in one reply.")
     max_reply_tokens: int = _env_int_setting(

@@ -52,6 +52,12 @@ _LANGUAGE_CODES = {
     "persian": "fa", "thai": "th", "vietnamese": "vi", "indonesian": "id", "catalan": "ca", "norwegian": "nb",
 }  # fmt: skip
 _SCRIPTS = (("he", re.compile(r"[\u0590-\u05FF]")), ("ar", re.compile(r"[\u0600-\u06FF]")), ("ru", re.compile(r"[\u0400-\u04FF]")))
+# "next Friday" said on a Thursday is the Friday of next week (8 days on), not tomorrow: the common
+# reading. dateparser takes the coming Friday, so "next <weekday>" is read here: that weekday in the
+# (Monday-first) week after the one it was said in. "this Friday", "on Friday", "Friday": the coming one.
+_NEXT_WEEKDAY = re.compile(rf"\bnext ({WEEKDAYS})\b", re.I)
+# "on the 1st", "by the 15th of the month": the next day of a month with that number, today included.
+_ORDINAL_DAY = re.compile(r"\bthe (\d{1,2})(?:st|nd|rd|th)(?: of (?:the |this |each |every )?(?P<next>next )?month)?\b", re.I)
 _END_OF = re.compile(r"\bend of (?:the |this )?(?P<next>next )?(?P<unit>week|month|year)\b", re.I)
 _A_WEEK = re.compile(r"\b(?:this|next|coming) week\b", re.I)
 
@@ -83,6 +89,30 @@ def _end_of(unit: str, later: bool, today: date) -> str:
     return str(today.year + (1 if later else 0))
 
 
+def _next_weekday(name: str, today: date) -> date:
+    """``name``'s day in the week after ``today``'s (Monday-first): "next Friday" on Thursday 26 Nov is 4 Dec."""
+    next_monday = today + timedelta(days=7 - today.weekday())
+    return next_monday + timedelta(days=WEEKDAYS.split("|").index(name.lower()))
+
+
+def _day_of_month(number: int, today: date, *, later: bool = False) -> date | None:
+    """The first day numbered ``number`` from ``today`` on (from next month on when ``later``);
+    months without it are skipped ("the 31st" said in November is 31 December)."""
+    if not 1 <= number <= 31:
+        return None
+    year, month = today.year, today.month + (1 if later else 0)
+    for _ in range(14):
+        year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+        try:
+            day = date(year, month, number)
+        except ValueError:  # no 31st (or 30th) in this month
+            day = None
+        if day is not None and day >= today:
+            return day
+        month += 1
+    return None
+
+
 def resolve_date(words: str | None, said_at: datetime, languages: Iterable[str] = ("en",)) -> str | None:
     """The ISO date ``words`` meant when said at ``said_at`` ("next Tuesday" on Wed 2026-11-25 →
     "2026-12-01"; "next month" → "2026-12"), or None when they name no date dateparser knows."""
@@ -90,6 +120,13 @@ def resolve_date(words: str | None, said_at: datetime, languages: Iterable[str] 
     if not words:
         return None
     base = (said_at if said_at.tzinfo else said_at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).replace(tzinfo=None)
+    weekday = _NEXT_WEEKDAY.search(words)
+    if weekday:
+        return _next_weekday(weekday.group(1), base.date()).isoformat()
+    ordinal = _ORDINAL_DAY.search(words)
+    if ordinal and not re.search(rf"\b(?:{MONTHS})\b", words, re.I):  # "the 3rd of December" is dateparser's
+        day = _day_of_month(int(ordinal.group(1)), base.date(), later=bool(ordinal.group("next")))
+        return day.isoformat() if day else None
     end = _END_OF.search(words)
     if end:  # "by the end of the month": the month itself (dateparser does not read it)
         return _end_of(end.group("unit").lower(), bool(end.group("next")), base.date())
@@ -129,8 +166,94 @@ def dated(text: str, said_at: datetime, languages: Iterable[str] = ("en",)) -> s
     return f"{text[: m.end()]} ({resolved}){text[m.end():]}"
 
 
+def human_date(iso: str) -> str:
+    """A resolved date as people read it: "2026-12-04" → "Fri 4 Dec 2026", "2026-W49" → "the week of
+    Mon 30 Nov 2026", "2026-12" → "December 2026", "2027" unchanged; anything else unchanged."""
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", iso):
+            day = date.fromisoformat(iso)
+            return f"{day:%a} {day.day} {day:%b %Y}"
+        if re.fullmatch(r"\d{4}-W\d{2}", iso):
+            monday = date.fromisocalendar(int(iso[:4]), int(iso[6:]), 1)
+            return f"the week of {human_date(monday.isoformat())}"
+        if re.fullmatch(r"\d{4}-\d{2}", iso):
+            return f"{date(int(iso[:4]), int(iso[5:]), 1):%B %Y}"
+    except ValueError:
+        pass
+    return iso
+
+
+_CLOCK = re.compile(r"\b(?:\d{1,2}(?::\d{2})?\s?(?:am|pm)|noon|midnight)\b", re.I)
+_PART_OF_DAY_WORD = re.compile(rf"\b({PART_OF_DAY})\b|\b(tonight)\b", re.I)
+_DEADLINE = re.compile(r"\b(by|before|until|till)\s+$", re.I)
+_PREPOSITION = re.compile(r"\b(?:on|by|before|until|till|due|for|in|at)\s+$", re.I)
+_ENGLISH_WORDS = re.compile(r"^[\x00-\x7f]+$")
+_NOT_ENGLISH = re.compile(r"\b(?:domani|stasera|oggi|entro)\b", re.I)
+
+
+def _date_phrase(due: str, due_date: str, deadline: str | None) -> str:
+    """The resolved date in prose, with a preposition: "on Fri 4 Dec 2026", "by the end of December 2026"."""
+    human = human_date(due_date)
+    if re.search(r"\bend of\b", due, re.I):
+        if "-W" in due_date:  # the end of a week is its Sunday
+            sunday = date.fromisocalendar(int(due_date[:4]), int(due_date[6:]), 7)
+            return f"{deadline or 'by'} {human_date(sunday.isoformat())}"
+        return f"{deadline or 'by'} the end of {human}"
+    if deadline:
+        return f"{deadline} {human}"
+    phrase = f"on {human}" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", due_date) else f"in {human}"
+    clock, part = _CLOCK.search(due), _PART_OF_DAY_WORD.search(due)
+    if part:  # the time of day stays: "tomorrow morning" → "on Fri 27 Nov 2026 in the morning"
+        phrase += f" in the {(part.group(1) or 'evening').lower()}"
+    if clock:
+        phrase += f" at {clock.group(0)}"
+    return phrase
+
+
+def dated_task(description: str, due: str | None, due_date: str | None) -> str:
+    """A task's text with the date its due words meant in place of them, so it reads true later:
+    ("call the dentist next Friday", "next Friday", "2026-12-04") → "Call the dentist on Fri 4 Dec 2026".
+    Words not in the text get the date added; words in another language keep their place, the date
+    beside them; a text that already carries the date is unchanged."""
+    if not due or not due_date or human_date(due_date) in description:
+        return description
+    m = re.search(rf"(?<!\w){re.escape(due.strip())}(?!\w)", description, re.I)
+    if not _ENGLISH_WORDS.match(due) or _NOT_ENGLISH.search(due):
+        at = m.end() if m else len(description)
+        return f"{description[:at]} ({human_date(due_date)}){description[at:]}"
+    if m is None:
+        return _upper_first(f"{description.rstrip(' .')} {_date_phrase(due, due_date, None)}")
+    before = description[: m.start()]
+    deadline = _DEADLINE.search(before)
+    said = _PREPOSITION.search(before)
+    if said:
+        before = before[: said.start()]
+    phrase = _date_phrase(due, due_date, deadline.group(1).lower() if deadline else None)
+    return _upper_first(f"{before}{phrase}{description[m.end():]}")
+
+
+def redated_task(description: str, old_due_date: str | None, due: str | None, due_date: str | None) -> str:
+    """A dated task's text after its due date is changed: the old date's phrase ("on Fri 4 Dec 2026",
+    "by …", "in …") gives way to the new one; a text that never carried the old date is kept as is."""
+    if not old_due_date or old_due_date == due_date or human_date(old_due_date) not in description:
+        return description
+    old = re.compile(rf"(\s*)\(?(?:\b(on|by|before|until|till|in)\s+)?(?:the end of )?{re.escape(human_date(old_due_date))}\)?")
+    if not (due and due_date):
+        return old.sub("", description, count=1).strip()
+    # The new words where the old date was, after its preposition ("by"), then dated as any task's.
+    def words(m: re.Match[str]) -> str:
+        return f"{m.group(1)}{m.group(2) + ' ' if m.group(2) in ('by', 'before', 'until', 'till') else ''}{due}"
+
+    return dated_task(old.sub(words, description, count=1), due, due_date)
+
+
+def _upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def due_phrase(due: str | None, due_date: str | None) -> str:
-    """How a due date is shown: the user's words and the date they meant ("next Tuesday, 2026-12-01")."""
-    if due and due_date and due_date not in due:
-        return f"{due}, {due_date}"
-    return due or due_date or ""
+    """How a due date is shown: the date it meant, as people read it ("Fri 4 Dec 2026"); the user's
+    words when they meant no date ("someday"). The words stay in the task's ``due``."""
+    if due_date:
+        return human_date(due_date)
+    return due or ""

@@ -6,7 +6,7 @@
     memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
     memory-agent eval retrieval  [--dataset PATH] [--calibrate]
     memory-agent eval chats      [--dataset PATH] [--model M] [--limit N]
-    memory-agent eval recall     [--dataset PATH] [--limit N] [--model M] [--reader-model R] [--judge-model J]
+    memory-agent eval recall     [--dataset PATH] [--limit N] [--conversations 0,1,..] [--split 0,1,..] [--model M] [--reader-model R] [--judge-model J]
 
 See evals/README.md for what each number means.
 """
@@ -135,10 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--judge-model", help="with --reader-model: label the answers CORRECT/WRONG too")
     rc.add_argument("--concurrency", type=_positive, default=4, help="parallel reader/judge calls (default 4)")
     rc.add_argument("--conversations-at-once", type=_positive, default=1, help="import and question N conversations at once (faster; load_context times then include the contention)")
+    rc.add_argument("--conversations", type=_names, help="only these conversations: comma-separated 0-based indices or ids (default: all)")
+    rc.add_argument("--split", type=_names, help="the conversations settings were chosen on (indices or ids): tables are given for them and for the rest, held out")
     rc.add_argument("--out", type=Path, help="output folder (default: eval-results/recall-<run id>)")
     rc.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its users are deleted at the end")
     rc.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     return parser
+
+
+def _names(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one index or id")
+    return names
 
 
 def _common_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -218,6 +227,8 @@ async def _run(args: argparse.Namespace) -> int:
             judge_model=args.judge_model,
             concurrency=args.concurrency,
             conversations_at_once=args.conversations_at_once,
+            conversations=args.conversations,
+            split=args.split,
         )
         await run_recall(options, console)
         return 0

@@ -19,7 +19,14 @@ Measured per question, over the prompt without the question itself:
 Baselines in the same run, each a prompt of at most the memory-agent's median prompt tokens
 (question included) except the whole history: ``whole_history`` (every turn), ``recent`` (the
 newest turns that fit), ``bm25_turns`` (BM25 over the raw turns, best first, while they fit).
-A baseline turn is shown as ``[8 May 2023] Caroline: text``.
+A baseline turn is shown as ``[8 May 2023] Caroline: text``. And ``bm25_excerpts``: the
+memory-agent's own prompt (system, summary, recent conversation, the same total budget) with
+the memory found for the message replaced by plain BM25 turns packed as excerpts, so the
+difference is what recall (search, gate, neighbours, facts) adds beyond plain search.
+
+``--conversations`` picks conversations (by index or id); ``--split`` names the part settings
+were chosen on: every table is then given for that part and for the rest (held out), with a
+paired bootstrap of memory-agent against each baseline (questions resampled).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
@@ -44,7 +51,7 @@ from rich.table import Table
 from core.context import Context
 from core.messages import stamp_sent_at
 from core.state import State
-from core.tokens import CHARS_PER_TOKEN, count_message_tokens
+from core.tokens import count_message_tokens
 from evals.datasets.locomo import load_locomo
 from evals.datasets.paths import resolve_data_file
 from evals.datasets.schema import CATEGORY_NAMES, Conversation, Probe
@@ -52,11 +59,14 @@ from evals.eval_database import open_eval_workspace
 from evals.metrics import score_qa
 from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall
 from evals.production_nodes import single_node_graph
+from evals.recall_baselines import TurnIndex, baseline_prompts, bm25_excerpts_prompt, turn_line  # noqa: F401 (the eval's names)
 from evals.retrieval_eval import load_retrieval_set
 from evals.run_output import RunClock, default_out_dir, new_run_id
 from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
-from memory.chat_import import ChatImport, ImportedMessage, import_chat, locomo_chat
+from memory.chat_import import ChatImport, import_chat, locomo_chat
+from memory.user_memory import chat_titles
+from nodes.compaction import model_view
 from nodes.reply import reply_prompt
 from prompts.reply_prompt import BuiltPrompt, user_words
 
@@ -65,7 +75,7 @@ log = logging.getLogger(__name__)
 __all__ = ["RecallOptions", "RecallResults", "SYSTEMS", "run_recall", "baseline_prompts", "percentile"]
 
 CATEGORIES = (1, 2, 3, 4)
-SYSTEMS = ("memory-agent", "whole_history", "recent", "bm25_turns")
+SYSTEMS = ("memory-agent", "bm25_excerpts", "whole_history", "recent", "bm25_turns")
 QUESTION_DELAY = timedelta(days=1)
 
 
@@ -81,6 +91,8 @@ class RecallOptions:
     judge_model: str | None = None
     concurrency: int = 4
     conversations_at_once: int = 1  # >1 speeds a long run up; load_context times then include the contention
+    conversations: list[str] | None = None  # indices (0-based) or ids of the dataset's conversations; None: all
+    split: list[str] | None = None  # indices or ids of the conversations settings were chosen on (the rest: held out)
 
 
 # --------------------------------------------------------------------------- results
@@ -110,6 +122,12 @@ class RecallResults(BaseModel):
     judge_model: str | None = None
     baseline_token_budget: int
     systems: dict[str, SystemScores]
+    # The split: the conversations settings were chosen on ("tuning") and the rest ("held_out"),
+    # each part's tables, and memory-agent's paired lead over each baseline there.
+    split: dict[str, list[str]] = Field(default_factory=dict)
+    systems_by_split: dict[str, dict[str, SystemScores]] = Field(default_factory=dict)
+    lead: dict[str, dict[str, dict[str, float]]] = Field(default_factory=dict)
+    per_conversation: dict[str, dict[str, float]] = Field(default_factory=dict)
     load_context_ms: dict[str, float]
     # The retrieval eval's unrelated messages, asked as each conversation's user: how many got excerpts.
     unrelated: dict[str, float] = Field(default_factory=dict)
@@ -142,6 +160,7 @@ class Imported:
     evidence: dict[str, str]  # dia_id -> the turn's text
     question_time: datetime
     asked: list[Asked] = field(default_factory=list)
+    bm25_excerpts: list[Asked] = field(default_factory=list)
     unrelated_asked: int = 0
     unrelated_with_excerpts: int = 0
 
@@ -177,38 +196,31 @@ def score(probe: Probe, conversation: str, messages: list[BaseMessage], evidence
     )
 
 
-# --------------------------------------------------------------------------- baselines
-def turn_line(m: ImportedMessage) -> str:
-    return f"[{m.time.day} {m.time:%B %Y}] {m.text}"
+def select_conversations(conversations: list[Conversation], wanted: list[str] | None) -> list[int]:
+    """The indices (in the dataset's order) of ``wanted``: 0-based indices or conversation ids; all for None."""
+    if not wanted:
+        return list(range(len(conversations)))
+    ids = {c.id: i for i, c in enumerate(conversations)}
+    chosen = set()
+    for w in (w.strip() for w in wanted if w.strip()):
+        if w in ids:
+            chosen.add(ids[w])
+        elif w.isdigit() and int(w) < len(conversations):
+            chosen.add(int(w))
+        else:
+            raise ValueError(f"no conversation {w!r}: give indices 0-{len(conversations) - 1} or ids ({', '.join(ids)})")
+    return sorted(chosen)
 
 
-def _fit(lines: list[str], question: HumanMessage, budget: int, *, contiguous: bool = False) -> list[BaseMessage]:
-    """The lines, in the order given, while the prompt stays within ``budget`` tokens
-    (``contiguous``: stop at the first that does not fit; else skip it and try the next)."""
-    base = count_message_tokens([SystemMessage(""), question])
-    kept: list[str] = []
-    chars = 0
-    for line in lines:
-        extra = len(line) + (1 if kept else 0)
-        if base + math.ceil((chars + extra) / CHARS_PER_TOKEN) > budget:
-            if contiguous:
-                break
-            continue
-        kept.append(line)
-        chars += extra
-    return [SystemMessage("\n".join(kept)), question]
+def lead(ours: list[Asked], theirs: list[Asked], seed: int = 0) -> dict[str, float]:
+    """memory-agent's paired lead in answer words over a baseline on the same questions, with the
+    95 % percentile bootstrap interval (questions resampled, 2,000 times)."""
+    from evals.metrics.bootstrap import bootstrap_diff
 
-
-def baseline_prompts(chat: ChatImport, question: HumanMessage, budget: int, bm25: BM25 | None = None) -> dict[str, list[BaseMessage]]:
-    lines = [turn_line(m) for m in chat.messages]
-    newest = _fit(list(reversed(lines)), question, budget, contiguous=True)[0].text
-    bm25 = bm25 or BM25([m.text for m in chat.messages])
-    ranked = [lines[i] for i in bm25.ranked(question.text)]
-    return {
-        "whole_history": [SystemMessage("\n".join(lines)), question],
-        "recent": [SystemMessage("\n".join(reversed(newest.split("\n"))) if newest else ""), question],
-        "bm25_turns": _fit(ranked, question, budget),
-    }
+    if not ours or len(ours) != len(theirs):
+        return {}
+    b = bootstrap_diff([a.answer_recall for a in ours], [a.answer_recall for a in theirs], n_resamples=2000, seed=seed)
+    return {"diff": round(b.mean_diff, 4), "low": round(b.low, 4), "high": round(b.high, 4)}
 
 
 # --------------------------------------------------------------------------- the run
@@ -232,7 +244,7 @@ def _evidence_texts(chat: ChatImport, speakers: tuple[str, str]) -> dict[str, st
     return out
 
 
-async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[BuiltPrompt, float]:
+async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ctx: Context, question: HumanMessage) -> tuple[BuiltPrompt, float, State]:
     cfg = {"configurable": {"thread_id": thread_id}}
     state_in = {**values, "messages": [*values.get("messages", []), question]}
     started = time.perf_counter()
@@ -242,8 +254,9 @@ async def _ask_memory_agent(graph_lc, graph_rt, values: dict, thread_id: str, ct
         raise RuntimeError(f"load_context refused the question: {loaded['error']}")
     retrieved = await graph_rt.ainvoke(loaded, cfg, context=ctx)
     names = {f.name for f in fields(State)}
-    built, _ = reply_prompt(State(**{k: v for k, v in retrieved.items() if k in names}), ctx)
-    return built, load_ms
+    state = State(**{k: v for k, v in retrieved.items() if k in names})
+    built, _ = reply_prompt(state, ctx)
+    return built, load_ms, state
 
 
 def _summarise(asked: list[Asked]) -> SystemScores:
@@ -304,6 +317,9 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         samples = [samples]
     conversations = load_locomo(path, limit=opts.limit)
     samples = samples[: len(conversations)]
+    chosen = select_conversations(conversations, opts.conversations)
+    tuning = {conversations[i].id for i in select_conversations(conversations, opts.split)} if opts.split else set()
+    conversations, samples = [conversations[i] for i in chosen], [samples[i] for i in chosen]
     out_dir = opts.out or default_out_dir("recall", run_id)
 
     unrelated_messages = [q.query for q in load_retrieval_set().queries if not q.related]
@@ -338,21 +354,26 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
                     speakers = (conv.metadata.get("speaker_a") or "", conv.metadata.get("speaker_b") or "")
                     item = Imported(conv, chat, _evidence_texts(chat, speakers), done.last_time + QUESTION_DELAY)
                     values = (await graph.aget_state({"configurable": {"thread_id": done.chat_id}})).values
+                    titles = await chat_titles(ws.store, user, [done.chat_id])
+                    in_view = {m.id for m in model_view(values.get("messages", []), values.get("summarized_through")) if m.id}
+                    turns = TurnIndex.of(done.chat_id, titles.get(done.chat_id, ""), values.get("messages", []), in_view)
                     n = 0
                     for probe in conv.probes:
                         if probe.category not in CATEGORIES:
                             continue
                         question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
-                        built, ms = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
+                        built, ms, state = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
                         load_ms.append(ms)
                         asked = score(probe, conv.id, built.messages, item.evidence)
                         asked.sections = dict(built.section_tokens)
                         item.asked.append(asked)
+                        plain = bm25_excerpts_prompt(state, ctx, turns, probe.question)
+                        item.bm25_excerpts.append(score(probe, conv.id, plain.messages, item.evidence))
                         n += 1
                         progress.turn("questions", conv.id, n)
                     for text in unrelated_messages:
                         message = stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())), item.question_time)
-                        built, _ = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, message)
+                        built, _, _ = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, message)
                         item.unrelated_with_excerpts += built.section_tokens.get("episodes", 0) > 0
                         item.unrelated_asked += 1
                     progress.unit_done("questions", conv.id)
@@ -366,7 +387,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
 
     ours = [a for w in work for a in w.asked]
     budget = int(statistics.median([a.tokens for a in ours])) if ours else 0
-    by_system: dict[str, list[Asked]] = {"memory-agent": ours, "whole_history": [], "recent": [], "bm25_turns": []}
+    by_system: dict[str, list[Asked]] = {"memory-agent": ours, "bm25_excerpts": [a for w in work for a in w.bm25_excerpts], "whole_history": [], "recent": [], "bm25_turns": []}
     for w in work:
         bm25 = BM25([m.text for m in w.chat.messages])
         for a in w.asked:
@@ -374,6 +395,20 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
             for name, messages in baseline_prompts(w.chat, question, budget, bm25).items():
                 by_system[name].append(score(a.probe, w.conversation.id, messages, w.evidence))
     await _read_and_judge(opts, by_system)
+    ids = [w.conversation.id for w in work]
+    parts = {"all": ids}
+    if tuning:
+        parts = {"tuning": [i for i in ids if i in tuning], "held_out": [i for i in ids if i not in tuning]}
+    systems_by_split, leads = {}, {}
+    for part, members in parts.items():
+        subset = {name: [a for a in items if a.conversation in members] for name, items in by_system.items()}
+        if part != "all":
+            systems_by_split[part] = {name: _summarise(items) for name, items in subset.items()}
+        leads[part] = {name: lead(subset["memory-agent"], subset[name]) for name in subset if name != "memory-agent"}
+    per_conversation = {
+        c: {name: round(statistics.fmean(a.answer_recall for a in items if a.conversation == c), 4) for name, items in by_system.items() if any(a.conversation == c for a in items)}
+        for c in ids
+    }
 
     notes = [
         "Answer words and evidence turns are counted in the prompt without the question itself.",
@@ -390,6 +425,10 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         judge_model=opts.judge_model,
         baseline_token_budget=budget,
         systems={name: _summarise(items) for name, items in by_system.items()},
+        split=parts,
+        systems_by_split=systems_by_split,
+        lead=leads,
+        per_conversation=per_conversation,
         unrelated={
             "asked": (asked := sum(w.unrelated_asked for w in work)),
             "with_excerpts": (hit := sum(w.unrelated_with_excerpts for w in work)),
@@ -447,6 +486,22 @@ def report_markdown(results: RecallResults) -> str:
     ours = results.systems.get("memory-agent")
     if ours and ours.prompt_sections_median:
         lines += ["", "memory-agent's prompt by section (median tokens): " + ", ".join(f"{k} {v:.0f}" for k, v in ours.prompt_sections_median.items()) + "."]
+    for part, systems in results.systems_by_split.items():
+        lines += ["", f"## {part.replace('_', ' ')}: {', '.join(results.split.get(part, []))}", "",
+                  "| system | questions | answer words | evidence turns | tokens median | multi-hop | temporal | open-domain | single-hop |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, s in systems.items():
+            cats = [_fmt(s.per_category[c].answer_recall) if c in s.per_category else "–" for c in (f"{k} {CATEGORY_NAMES[k]}" for k in CATEGORIES)]
+            lines.append(f"| {name} | {s.questions} | {_fmt(s.answer_recall)} | {_fmt(s.evidence_recall)} | {s.prompt_tokens_median:.0f} | " + " | ".join(cats) + " |")
+    if results.lead:
+        lines += ["", "## memory-agent's lead in answer words (paired bootstrap over questions, 95 %)", ""]
+        for part, leads in results.lead.items():
+            cells = [f"{name} {v['diff']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]" for name, v in leads.items() if v]
+            lines.append(f"- {part.replace('_', ' ')}: " + "; ".join(cells))
+    if results.per_conversation:
+        names = list(results.systems)
+        lines += ["", "## Answer words per conversation", "", "| conversation | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        for conv, scores in results.per_conversation.items():
+            lines.append(f"| {conv} | " + " | ".join(_fmt(scores.get(n)) for n in names) + " |")
     lines += ["", "## Per category (answer words / evidence turns)", ""]
     cats = sorted({c for s in results.systems.values() for c in s.per_category})
     lines.append("| system | " + " | ".join(cats) + " |")

@@ -10,8 +10,9 @@ format. llama-cpp-python's server answers HTTP 500 to that, but turns
 ``{"type": "json_object", "schema": ...}`` into a grammar (``json_object_schema`` here),
 so even a 0.5B model can only write JSON of the schema; some servers ignore a forced
 tool. When a server refuses a mode the call falls back along
-json_schema -> json_object_schema -> function_calling -> json_mode -> text, and the
-mode that worked is remembered per model and base URL for the process.
+json_schema -> json_object_schema -> function_calling -> json_mode -> text, and what a
+server refused and took is kept per model and base URL (``llm.server_modes``: for the process,
+and in a cache file when the CLI asks), so a refused mode is sent once, not in every process.
 Every call is capped (``max_tokens`` sized to the schema), so a model that loops
 stops early instead of filling its context.
 """
@@ -22,7 +23,6 @@ import json
 import logging
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.errors import ModelOutputError
 from llm.chat_model import model_label, server_of, with_output_cap
+from llm import server_modes
 from llm.shape_repair import coerce_shapes
 
 log = logging.getLogger(__name__)
@@ -70,44 +71,63 @@ def output_cap(schema: type[BaseModel]) -> int:
 
 
 # --------------------------------------------------------------------------- the mode each server takes
-_modes_lock = threading.Lock()
-_working_modes: dict[tuple[str, str | None], str] = {}
-
-
 def _server_key(model: BaseChatModel) -> tuple[str, str | None]:
     return model_label(model), server_of(model)
 
 
 def remembered_mode(model: BaseChatModel) -> str | None:
-    """The mode a refusal moved this model and server to, for this process (None: no refusal seen)."""
-    with _modes_lock:
-        return _working_modes.get(_server_key(model))
+    """The mode refusals moved this model and server to (where a call in "auto" starts); None: no refusal seen."""
+    if not server_modes.any_refused(_server_key(model)):
+        return None
+    return _start_mode(model, "auto")
 
 
 def forget_modes() -> None:
-    """Forget what servers refused (tests; a restarted server may accept more)."""
-    with _modes_lock:
-        _working_modes.clear()
+    """Forget what servers refused and took (tests; a restarted server may accept more)."""
+    server_modes.forget()
 
 
 def _remember(model: BaseChatModel, refused: str, mode: str, reason: str) -> None:
-    key = _server_key(model)
-    with _modes_lock:
-        if _working_modes.get(key) == mode:
-            return
-        _working_modes[key] = mode
-    # Once per model and server: every later call starts at the mode that works.
+    if not server_modes.learn(_server_key(model), refused, refused=reason):
+        return
+    # Once per model and server (and, with the CLI's cache file, once for good): a log line, not a chat line.
+    kept = server_modes.kept_in()
     log.warning(
-        "Model %s at %s refused structured output mode %s (%s); using %s from now on in this process.",
-        key[0], key[1] or "its default endpoint", refused, reason[:200], mode,
+        "Model %s at %s refused structured output mode %s (%s); using %s from now on%s.",
+        model_label(model), server_of(model) or "its default endpoint", refused, reason[:200], mode,
+        f" (kept in {kept})" if kept else " in this process",
     )
 
 
 def _start_mode(model: BaseChatModel, method: str) -> str:
-    remembered = remembered_mode(model)
-    if remembered is None or method == "text":
-        return method
-    return max(method, remembered, key=FALLBACK_ORDER.index)
+    key, mode = _server_key(model), method
+    while mode != "text" and server_modes.is_refused(key, mode):
+        mode = _next_mode(mode)
+    return mode
+
+
+def _talks_http(model: BaseChatModel) -> bool:
+    """An OpenAI-compatible client (through a forwarding wrapper too): the only kind a server can refuse."""
+    inner = getattr(model, "inner", None)
+    if isinstance(inner, BaseChatModel):
+        return _talks_http(inner)
+    return hasattr(getattr(model, "root_async_client", None), "with_options")
+
+
+def _without_retries(model: BaseChatModel) -> BaseChatModel:
+    """The same model, its client not retrying: how a mode this server was never seen to take is tried.
+
+    A refusal is an HTTP 500 from llama-cpp-python, which the openai SDK retries twice: the same
+    refused request three times. Another failure of such a try is sent again with the retries.
+    """
+    inner = getattr(model, "inner", None)
+    if isinstance(inner, BaseChatModel):
+        return model.model_copy(update={"inner": _without_retries(inner)})
+    client = getattr(model, "root_async_client", None)
+    if not hasattr(client, "with_options"):
+        return model
+    once = client.with_options(max_retries=0)
+    return model.model_copy(update={"root_async_client": once, "async_client": once.chat.completions})
 
 
 def _next_mode(mode: str) -> str:
@@ -443,9 +463,11 @@ async def invoke_structured(
     model = with_output_cap(_non_streaming(model), max_tokens or output_cap(schema))
     mode = _start_mode(model, method)
     result = StructuredResult[T](value=None, attempts=1, method=mode)  # type: ignore[arg-type]
+    key, http, retried = _server_key(model), _talks_http(model), False
     while True:
+        probe = http and mode != "text" and not retried and not server_modes.is_known(key, mode)
         try:
-            parsed, raw, error = await _one_mode(model, schema, messages, mode, config)
+            parsed, raw, error = await _one_mode(_without_retries(model) if probe else model, schema, messages, mode, config)
         except NotImplementedError:
             mode = "text"  # the model has no native structured output: not a refusal worth logging
             continue
@@ -454,9 +476,16 @@ async def invoke_structured(
             result.errors.append(f"{mode} refused: {refused}")
             next_mode = _next_mode(mode)
             _remember(model, mode, next_mode, str(refused))
-            mode = next_mode
+            mode, retried = next_mode, False
+            continue
+        except Exception:
+            if not probe:
+                raise
+            retried = True  # not a refusal (an overloaded server?): the same mode again, with the client's retries
             continue
         break
+    if http and mode != "text":
+        server_modes.learn(key, mode)  # the server took it: later calls and processes send it with retries
     result.method = mode
     result.calls += 1
     i, o = _usage(raw)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Iterable, Sequence
 
@@ -33,11 +33,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.context import Context
 from core.messages import is_memory_echo, sent_at
+from core.past_dates import question_range
+from core.redaction import Redactor
+from core.stopwords import ENGLISH as STOPWORDS
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
 from memory.user_memory import chat_titles
-from prompts.reply_prompt import excerpt_date, excerpt_piece
-from core.redaction import Redactor
+from prompts.excerpts import pack_excerpts, render_excerpt
 from storage import episodes as table
 from storage import forget_ledger
 from storage import thread_owners
@@ -310,54 +312,169 @@ def needs_next(c: table.Candidate) -> bool:
     return c.content.rstrip().endswith("?")
 
 
-@dataclass
-class _Line:
-    message_id: str
-    position: int
-    role: str
-    sent_at: datetime
-    text: str
-
-
-@dataclass
-class _Block:
-    thread_id: str
-    lines: dict[int, _Line] = field(default_factory=dict)
-    score: float = 0.0
-    # What the packing asks of a block again and again, computed once per set of lines (set_lines resets them).
-    _key: tuple | None = field(default=None, repr=False, compare=False)
-    _first: datetime | None = field(default=None, repr=False, compare=False)
-    _first_date: str | None = field(default=None, repr=False, compare=False)
-
-    def set_lines(self, lines: dict[int, _Line]) -> None:
-        self.lines, self._key, self._first, self._first_date = lines, None, None, None
-
-    def key(self) -> tuple:
-        if self._key is None:
-            self._key = (self.thread_id, tuple(sorted(self.lines)))
-        return self._key
-
-    def first_time(self) -> datetime:
-        if self._first is None:
-            self._first = min(l.sent_at for l in self.lines.values())
-        return self._first
-
-    def first_date(self) -> str:
-        """The date its excerpt is headed by."""
-        if self._first_date is None:
-            self._first_date = excerpt_date(self.first_time())
-        return self._first_date
-
-    def touches(self, low: int, high: int) -> bool:
-        """Whether messages at positions low..high would continue this block (or overlap it)."""
-        return low <= max(self.lines) + 1 and high >= min(self.lines) - 1
-
-
 async def _titles(store, owner: str, thread_ids: Iterable[str]) -> dict[str, str]:
     ids = list(dict.fromkeys(thread_ids))
     if store is None or not ids:
         return {}
     return await chat_titles(store, owner, ids)
+
+
+async def _time_aware(
+    pool: AsyncConnectionPool,
+    embeddings,
+    owner: str,
+    query: str,
+    found: list[Found],
+    *,
+    vector: Sequence[float],
+    thread_id: str | None,
+    exclude: Sequence[str],
+    now: datetime | None,
+    gate: EpisodeGate | None,
+) -> list[Found]:
+    """A question about a span of time ("in May", "last spring", "last week": ``core.past_dates``)
+    also searches that span, and what was said in it is ranked up (fused again with the search of
+    every time); without such words, ``found`` as it is."""
+    if not TIME_AWARE or now is None or not found:
+        return found
+    span = question_range(query, now)
+    if span is None:
+        return found
+    in_span = await fused_search(
+        pool, embeddings, owner, query, since=span[0], until=span[1], thread_id=thread_id, exclude=exclude, gate=None, vector=vector
+    )
+    if gate is not None:
+        in_span = [f for f in in_span if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
+    by_key = {(f.candidate.thread_id, f.candidate.message_id): f.candidate for f in [*found, *in_span]}
+    keys = lambda items: [(f.candidate.thread_id, f.candidate.message_id) for f in items]  # noqa: E731
+    fused = reciprocal_rank_fusion([keys(found), keys(in_span)], weights=[1.0, TIME_SPAN_WEIGHT])
+    return [Found(by_key[k], score) for k, score in fused]
+
+
+# Excerpt compression: a message longer than this many words shows only its sentences that share a
+# word with the question (and the first), so more evidence fits the budget. 0: off.
+COMPRESS_OVER_WORDS = 0
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _WORDS.findall(text.casefold()) if w not in STOPWORDS and len(w) > 2}
+
+
+def compress(text: str, query: str) -> str:
+    """``text`` with only the sentences that bear on ``query`` (a shared word), the first kept for
+    its context; a short text, or one with no such sentence (found by meaning), as it is."""
+    if not COMPRESS_OVER_WORDS or len(_WORDS.findall(text)) <= COMPRESS_OVER_WORDS:
+        return text
+    wanted = _stems(query)
+    sentences = _SENTENCE.split(text.strip())
+    keep = [i for i, s in enumerate(sentences) if _stems(s) & wanted]
+    if not keep:
+        return text
+    keep = sorted({0, *keep})
+    out = []
+    for i in keep:
+        if out and i != prev + 1:
+            out.append("…")
+        out.append(sentences[i])
+        prev = i
+    return " ".join(out)
+
+
+# Multi-hop: a second search from the names the first excerpts bring (capitalised words the
+# question does not hold), fused after the first with this weight. 0: off.
+SECOND_HOP_WEIGHT = 0.0
+SECOND_HOP_FROM = 3
+_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
+
+
+async def _second_hop(pool, embeddings, owner: str, query: str, found: list[Found], *, thread_id, exclude, gate) -> list[Found]:
+    if not SECOND_HOP_WEIGHT or not found:
+        return found
+    asked = set(_WORDS.findall(query.casefold()))
+    names: list[str] = []
+    for f in found[:SECOND_HOP_FROM]:
+        for name in _NAME.findall(f.candidate.content):
+            if name.casefold() not in asked and name.casefold() not in STOPWORDS and name not in names:
+                names.append(name)
+    if not names:
+        return found
+    hop = await fused_search(pool, embeddings, owner, f"{query} {' '.join(names[:6])}", thread_id=thread_id, exclude=exclude, gate=None)
+    if gate is not None:
+        hop = [f for f in hop if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
+    by_key = {(f.candidate.thread_id, f.candidate.message_id): f.candidate for f in [*found, *hop]}
+    keys = lambda items: [(f.candidate.thread_id, f.candidate.message_id) for f in items]  # noqa: E731
+    fused = reciprocal_rank_fusion([keys(found), keys(hop)], weights=[1.0, SECOND_HOP_WEIGHT])
+    return [Found(by_key[k], score) for k, score in fused]
+
+
+# Whether a question naming a span of time searches it too, and how many times its list counts in the fusion.
+TIME_AWARE = True
+TIME_SPAN_WEIGHT = 1.0
+
+
+def _piece(c: table.Candidate, score: float, title: str, lines: Sequence[table.Said]) -> dict[str, Any]:
+    return {
+        "thread_id": c.thread_id,
+        "chat_title": title,
+        "score": round(score, 5),
+        "lines": [{"message_id": l.message_id, "position": l.position, "role": l.role, "sent_at": l.sent_at.isoformat(), "text": l.content} for l in lines],
+    }
+
+
+async def recall_ranked(
+    pool: AsyncConnectionPool,
+    embeddings,
+    owner: str,
+    query: str,
+    *,
+    store=None,
+    thread_id: str | None = None,
+    exclude: Sequence[str] = (),
+    token_cap: int = Context.episodic_token_budget,
+    gate: EpisodeGate | None = EPISODE_GATE,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """What was said that bears on ``query``, best first, for the reply prompt to pack
+    (``prompts.excerpts.pack_excerpts``): each a message found with the neighbouring turns it
+    needs, ``{thread_id, chat_title, score, lines: [{message_id, position, role, sent_at, text}]}``
+    (the found message's line first). Enough of them to fill ``token_cap`` (their rendered costs
+    add up past it); no budget is applied here. Messages of ``thread_id`` listed in ``exclude``
+    (the model already sees them) are left out. Empty when nothing clears the gate."""
+    if token_cap <= 0 or not query.strip():
+        return []
+    # The message's words are searched while it is embedded (the first step of a turn's critical path).
+    vector = asyncio.ensure_future(embeddings.aembed_query(query))
+    found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
+    if gate is not None and await is_small_talk(embeddings, await vector):
+        return []
+    if gate is not None:
+        if not any(gate.admits(f.candidate) for f in found):
+            return []
+        found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
+    found = await _time_aware(pool, embeddings, owner, query, found, vector=await vector, thread_id=thread_id, exclude=exclude, now=now, gate=gate)
+    found = await _second_hop(pool, embeddings, owner, query, found, thread_id=thread_id, exclude=exclude, gate=gate)
+    hidden = set(exclude) if thread_id else set()
+    titles = await _titles(store, owner, (f.candidate.thread_id for f in found))
+    pieces: list[dict[str, Any]] = []
+    cost = 0
+    for f in found:
+        c = f.candidate
+        lines: list[table.Said] = [c]
+        for n in (c.before, c.after):
+            if n is None or (n.thread_id == thread_id and n.message_id in hidden):
+                continue
+            if NEIGHBOURS_ALWAYS or (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
+                lines.append(n)
+        piece = _piece(c, f.score, titles.get(c.thread_id, ""), lines)
+        if COMPRESS_OVER_WORDS:
+            for line in piece["lines"]:
+                line["text"] = compress(line["text"], query)
+        pieces.append(piece)
+        cost += count_tokens(render_excerpt(piece))
+        if cost > token_cap:
+            break  # packing merges and dedupes: these already fill any budget up to the cap
+    return pieces
 
 
 async def recall(
@@ -371,96 +488,11 @@ async def recall(
     exclude: Sequence[str] = (),
     token_budget: int = Context.episodic_token_budget,
     gate: EpisodeGate | None = EPISODE_GATE,
+    now: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """Excerpts of past conversations for the reply prompt, within ``token_budget`` (as the prompt
-    renders them), oldest first: ``[{thread_id, chat_title, lines: [{message_id, role, sent_at, text}]}]``.
-
-    Messages of ``thread_id`` listed in ``exclude`` (the model already sees them) are left out.
-    None when nothing clears the gate."""
-    if token_budget <= 0 or not query.strip():
-        return []
-    # The message's words are searched while it is embedded (the first step of a turn's critical path).
-    vector = asyncio.ensure_future(embeddings.aembed_query(query))
-    found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
-    if gate is not None and await is_small_talk(embeddings, await vector):
-        return []
-    if gate is not None:
-        if not any(gate.admits(f.candidate) for f in found):
-            return []
-        found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
-    hidden = set(exclude) if thread_id else set()
-    titles = await _titles(store, owner, (f.candidate.thread_id for f in found))
-    blocks: list[_Block] = []
-    seen_text: set[str] = set()
-    rendering = _Rendering(titles)
-    for f in found:
-        c = f.candidate
-        if any(b.thread_id == c.thread_id and c.position in b.lines for b in blocks):
-            continue  # already shown as a neighbour of a better match
-        norm = " ".join(c.content.casefold().split())
-        if norm in seen_text:
-            continue  # the same words said again add nothing
-        lines = [_Line(c.message_id, c.position, c.role, c.sent_at, c.content)]
-        for n in (c.before, c.after):
-            if n is None or (n.thread_id == thread_id and n.message_id in hidden):
-                continue
-            if NEIGHBOURS_ALWAYS or (n.position < c.position and needs_previous(c)) or (n.position > c.position and needs_next(c)):
-                lines.append(_Line(n.message_id, n.position, n.role, n.sent_at, n.content))
-        # Join a block of the same thread this one touches, so a conversation reads as one excerpt.
-        low, high = min(l.position for l in lines), max(l.position for l in lines)
-        block = next((b for b in blocks if b.thread_id == c.thread_id and b.touches(low, high)), None)
-        trial = [*blocks] if block else [*blocks, _Block(c.thread_id, score=f.score)]
-        target = block or trial[-1]
-        before = target.lines
-        target.set_lines({**before, **{l.position: l for l in lines}})
-        # The cost as the prompt renders it, oldest first (dates, titles, separators): the budget holds exactly.
-        if count_tokens(rendering.text(rendering.in_order(trial))) > token_budget:
-            target.set_lines(before)  # a smaller later one may still fit
-            continue
-        blocks = trial
-        seen_text.add(norm)
-    return _as_excerpts(sorted(blocks, key=lambda b: b.first_time()), titles)
-
-
-class _Rendering:
-    """``render_excerpts`` of a list of blocks, built from pieces rendered once each: what an excerpt
-    adds after its predecessor (``excerpt_piece``) depends on the predecessor only through its chat
-    and first date, so a block renders at most three ways. Rendering every trial list whole made
-    packing quadratic (~150 ms for 40 excerpts on 2 busy cores)."""
-
-    def __init__(self, titles: dict[str, str]) -> None:
-        self.titles = titles
-        self.pieces: dict[tuple, str] = {}
-
-    @staticmethod
-    def in_order(blocks: Sequence[_Block]) -> list[_Block]:
-        """Oldest first, as the prompt shows them."""
-        return sorted(blocks, key=_Block.first_time)
-
-    def text(self, blocks: Sequence[_Block]) -> str:
-        out, before = [], None
-        for b in blocks:
-            after = None if before is None else (before.thread_id, before.first_date())
-            key = (after, b.key())
-            piece = self.pieces.get(key)
-            if piece is None:
-                previous = None if before is None else _as_excerpts([before], self.titles)[0]
-                piece = self.pieces[key] = excerpt_piece(_as_excerpts([b], self.titles)[0], before=previous)
-            out.append(piece)
-            before = b
-        return "".join(out)
-
-
-def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[dict[str, Any]]:
-    return [
-        {
-            "thread_id": b.thread_id,
-            "chat_title": titles.get(b.thread_id, ""),
-            "score": round(b.score, 5),
-            "lines": [
-                {"message_id": l.message_id, "role": l.role, "sent_at": l.sent_at.isoformat(), "text": l.text}
-                for _, l in sorted(b.lines.items())
-            ],
-        }
-        for b in blocks
-    ]
+    """:func:`recall_ranked` packed into ``token_budget`` as the prompt renders them, oldest first
+    (the history tool's and tests' view; the reply prompt packs into what its other sections leave)."""
+    ranked = await recall_ranked(
+        pool, embeddings, owner, query, store=store, thread_id=thread_id, exclude=exclude, token_cap=token_budget, gate=gate, now=now
+    )
+    return pack_excerpts(ranked, token_budget)

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 
 import prompts
-from core.dates import date_languages, dated, resolve_date
+from core.dates import date_languages, dated, dated_task, resolve_date
 from core.metrics import EXTRACTION_FAILURES, count_failure
 from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
@@ -112,7 +112,11 @@ async def extract(
     value = drop_unstated_profile_values(value, user_message, stored.get("profile") or {})
     value = drop_unstated_preferences(value, user_message, stored.get("preferences") or {})
     value = merge_with_rules(value, floor, user_message, stored_tasks=stored.get("tasks"))
-    value = with_dates(value, said_at or datetime.now(timezone.utc), _languages(user_message, stored, value))
+    when, languages = said_at or datetime.now(timezone.utc), _languages(user_message, stored, value)
+    value = with_dates(value, when, languages)
+    if rule_texts is not None:  # the rules' texts as stored: a task's or fact's carries its date
+        dated_floor = with_dates(floor, when, languages)
+        rule_texts += [f.text for f in dated_floor.new_facts] + [t.description for t in dated_floor.task_updates]
     return replace(result, value=value)
 
 
@@ -199,7 +203,7 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
 
 # The words a person says each answer length with ("brief" is short): a superset of the rules' own.
 ANSWER_LENGTH_WORDS = {
-    "short": ("short", "shorter", "brief", "briefer", "concise", "succinct", "terse"),
+    "short": ("short", "shorter", "brief", "briefer", "briefly", "concise", "concisely", "succinct", "succinctly", "terse"),
     "medium": ("medium", "moderate"),
     "long": ("detailed", "long", "longer", "in-depth", "thorough", "elaborate", "comprehensive"),
 }
@@ -486,9 +490,16 @@ def _languages(user_message: str, stored: dict[str, Any], result: ExtractionResu
 
 
 def with_dates(result: ExtractionResult, said_at: datetime, languages: tuple[str, ...] = ("en",)) -> ExtractionResult:
-    """Each task's due words given the date they meant at ``said_at`` (``due_date``), and each fact's
-    relative phrase ("next Tuesday") the date beside it, so neither goes stale."""
-    tasks = [t.model_copy(update={"due_date": resolve_date(t.due, said_at, languages)}) for t in result.task_updates]
+    """Each task's due words given the date they meant at ``said_at`` (``due_date``), a new task's
+    text that date in place of the words ("Call the dentist on Fri 4 Dec 2026", not "… next Friday",
+    which reads wrong a week later), and each fact's relative phrase ("next Tuesday") the date beside
+    it, so none goes stale."""
+    tasks = []
+    for task in result.task_updates:
+        due_date = resolve_date(task.due, said_at, languages)
+        # An update's or completion's text only names the task to change: left as said.
+        description = dated_task(task.description, task.due, due_date) if task.action == "add" else task.description
+        tasks.append(task.model_copy(update={"due_date": due_date, "description": description}))
     facts = [f.model_copy(update={"text": dated(f.text, said_at, languages)}) for f in result.new_facts]
     if tasks == result.task_updates and facts == result.new_facts:
         return result

@@ -37,7 +37,7 @@ from storage import episode_rewrites, forget_ledger, store_rows, vector_search
 from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns, user_root
-from core.dates import date_languages, resolve_date
+from core.dates import date_languages, redated_task, resolve_date
 from core.schemas import (
     ChatRecord,
     ExtractionResult,
@@ -418,7 +418,9 @@ async def _apply_tasks(
         else:
             if upd.status:
                 target.status = upd.status
-            if upd.due:
+            if upd.due:  # a text that said the old date says the new one (its vector, of the same task, is kept)
+                redated = redated_task(target.description, target.due_date, upd.due, upd.due_date)
+                target.description, target.hash = redated, text_hash(redated)
                 target.due, target.due_date = upd.due, upd.due_date
             target.updated_at = now
             staged[target.id] = target
@@ -549,7 +551,14 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
             task.status = status
             task.completed_at = now if status == "done" else None
         if "due" in changes:  # words the user types now mean a date from now
+            old_due_date = task.due_date
             task.due, task.due_date = changes["due"], resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
+            if not description:  # the text said the old date ("Call the dentist on Fri 4 Dec 2026"): it says the new one
+                redated = redated_task(task.description, old_due_date, task.due, task.due_date)
+                if redated != task.description:
+                    description = redated
+                    await embed_ahead(store, [description])
+                    task.description, task.hash = description, text_hash(description)
         task.updated_at = now
         await tx.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=None if description else False)
     return task

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import datetime
 from typing import Any, Literal, Sequence
 
 from langchain_core.messages import BaseMessage
@@ -40,6 +40,7 @@ from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
 from storage import thread_owners
+from memory.time_ranges import TIME_RANGE_HELP, InvalidTimeRange, TimeWindow, parse_time_range  # noqa: F401 - re-exported for MCP and tests
 from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported for the entry points
     InvalidItem,
     ItemIsValid,
@@ -75,10 +76,6 @@ MAX_LIMIT = 50
 
 class ChatNotFound(MemoryAgentError, LookupError):
     """The chat id is not one of this user's chats (or the user has no chats yet)."""
-
-
-class InvalidTimeRange(MemoryAgentError, ValueError):
-    """A time_range the parser does not understand."""
 
 
 # --------------------------------------------------------------------------- results
@@ -199,70 +196,6 @@ class TaskList(BaseModel):
     count: int
     tasks: list[Task]
     invalid: list[InvalidItemOut] = Field(default_factory=list, description="Stored tasks that do not validate (ignored by the agent).")
-
-
-# --------------------------------------------------------------------------- time ranges
-@dataclass(frozen=True)
-class TimeWindow:
-    start: datetime | None
-    end: datetime | None
-    label: str
-
-    def admits(self, chat: ChatRecord) -> bool:
-        """A chat belongs to the window when it was active in it."""
-        return (self.start is None or chat.last_activity >= self.start) and (self.end is None or chat.created_at < self.end)
-
-
-TIME_RANGE_HELP = (
-    "'all'; 'today'; 'yesterday'; the last N hours/days/weeks/months as '24h', '7d', '2w', '3m'; "
-    "a day 'YYYY-MM-DD'; or a span 'YYYY-MM-DD..YYYY-MM-DD' (either end may be left out; ends inclusive, UTC)"
-)
-_RELATIVE = re.compile(r"^(?:last[ _-]?)?(\d+)\s*(h|hours?|d|days?|w|weeks?|m|months?)$")
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30}
-
-
-def _midnight(d: date) -> datetime:
-    return datetime.combine(d, time.min, tzinfo=timezone.utc)
-
-
-def _parse_point(text: str, *, end: bool) -> datetime:
-    """A date (whole day; the end of a span includes it) or an ISO datetime."""
-    try:
-        if _DAY.match(text):
-            day = _midnight(date.fromisoformat(text))
-            return day + timedelta(days=1) if end else day
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise InvalidTimeRange(f"'{text}' is not a date; time_range accepts {TIME_RANGE_HELP}") from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def parse_time_range(spec: str | None, now: datetime | None = None) -> TimeWindow:
-    now = now or utcnow()
-    text = (spec or "").strip().lower()
-    if text in ("", "all", "any", "all_time"):
-        return TimeWindow(None, None, "all")
-    today = _midnight(now.date())
-    if text == "today":
-        return TimeWindow(today, None, "today")
-    if text == "yesterday":
-        return TimeWindow(today - timedelta(days=1), today, "yesterday")
-    relative = _RELATIVE.match(text.replace(" ", ""))
-    if relative:
-        count, unit = int(relative.group(1)), relative.group(2)[0]
-        return TimeWindow(now - timedelta(days=count * _UNIT_DAYS[unit]), None, f"last {count}{unit}")
-    if ".." in text:
-        left, right = (part.strip() for part in text.split("..", 1))
-        start = _parse_point(left, end=False) if left else None
-        end = _parse_point(right, end=True) if right else None
-        if start and end and start >= end:
-            raise InvalidTimeRange(f"time_range '{spec}' ends before it starts")
-        return TimeWindow(start, end, f"{left or '…'}..{right or '…'}")
-    if _DAY.match(text):
-        start = _parse_point(text, end=False)
-        return TimeWindow(start, start + timedelta(days=1), text)
-    raise InvalidTimeRange(f"time_range '{spec}' is not understood; use {TIME_RANGE_HELP}")
 
 
 # --------------------------------------------------------------------------- threads

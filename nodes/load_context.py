@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime, timezone
 
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
@@ -60,6 +61,9 @@ async def _excerpts(store, user_id: str, query: str, thread_id: str | None, stat
     if pool is None or embeddings is None or budget <= 0:
         return []
     in_view = [m.id for m in model_view(state.messages, state.summarized_through) if m.id]
-    return await episodes.recall(
-        pool, embeddings, user_id, query, store=store, thread_id=thread_id, exclude=in_view, token_budget=budget
+    human, _ = current_turn(state.messages)
+    # Ranked, not packed: the reply prompt packs them into what its other sections leave.
+    return await episodes.recall_ranked(
+        pool, embeddings, user_id, query, store=store, thread_id=thread_id, exclude=in_view, token_cap=budget,
+        now=(sent_at(human) if human is not None else None) or datetime.now(timezone.utc),
     )

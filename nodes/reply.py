@@ -97,6 +97,7 @@ def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, t
             knowledge=ctx.rag_token_budget,
             episodes=ctx.episodic_token_budget,
             recent=ctx.max_context_tokens,
+            total=ctx.prompt_token_budget,
         ),
     )
     return built, list(this_turn)

@@ -85,6 +85,8 @@ _LANGUAGES = {
 
 _WEEKDAYS, _MONTHS, _PART_OF_DAY, _TIME = WEEKDAYS, MONTHS, PART_OF_DAY, TIME_WORDS
 _DUE_PATTERNS = (
+    # "pay rent on the 1st": a day of the month, only after a preposition and ending the clause ("the 1st draft" is none).
+    re.compile(r"\b(?:on|by|before|until) (the \d{1,2}(?:st|nd|rd|th)(?: of (?:the |this |each |every )?(?:next )?month)?)(?=\s*(?:[.,;!?]|$)|\s(?:and|but|please|so)\b)", re.I),
     re.compile(rf"\bby ({_TIME})\b", re.I),
     re.compile(rf"\bon ((?:{_WEEKDAYS})(?: (?:{_PART_OF_DAY}))?|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS}))\b", re.I),
     re.compile(r"\bentro ([^\s,.;!?]+)", re.I),
@@ -682,23 +684,32 @@ def _native_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
 # --- how to answer
 
 
+_TONES = "formal|informal|casual|friendly|funny|humorous|serious|direct|polite|warm|professional|relaxed"
+
+
+def _without(thing: str, low: str) -> bool:
+    """``thing`` is asked away right before it: "answers without emojis", "no bullet points"."""
+    return bool(re.search(rf"\b(?:no|without|fewer|less|zero|avoid|skip)\s+(?:the |any |using |more )?(?:{thing})", low))
+
+
 def _style(fragment: str, b: _Builder, negative: bool) -> bool:
     """Answer-style preferences in a fragment; True when one was found."""
     low = fragment.lower()
     found = False
     about_answers = bool(re.search(r"\b(?:answers?|repl(?:y|ies)|responses?|explanations?|messages?)\b", low))
     bare = bool(
-        re.fullmatch(r"\s*(?:short|brief|concise|succinct|detailed|long|thorough)\s*", low)
-        or re.search(r"\b(?:be|keep (?:it|them|things|everything))\s+(?:very |more )?(?:short|brief|concise|succinct|detailed|thorough)\b", low)
+        re.fullmatch(r"\s*(?:please\s+)?(?:very |more )?(?:short|shorter|brief|briefly|concise|concisely|succinct|detailed|long|longer|thorough)(?:\s+please)?\s*", low)
+        or re.search(r"\b(?:be|keep (?:it|them|things|everything))\s+(?:very |more |a bit more )?(?:short|shorter|brief|briefer|concise|succinct|detailed|thorough)\b", low)
+        or re.search(r"\b(?:answer|reply|respond|write|explain)\s+(?:more )?(?:briefly|concisely|succinctly|in detail)\b", low)
     )
-    if re.search(r"\b(?:short|shorter|brief|concise|succinct)\b", low) and (about_answers or bare):
+    if re.search(r"\b(?:short|shorter|brief|briefer|briefly|concise|concisely|succinct|succinctly)\b", low) and (about_answers or bare):
         b.set_pref("answer_length", "long" if negative else "short")
         found = True
-    elif re.search(r"\b(?:detailed|long|longer|in-depth|thorough)\b", low) and (about_answers or bare):
+    elif re.search(r"\b(?:detailed|long|longer|in-depth|thorough|in detail)\b", low) and (about_answers or bare):
         b.set_pref("answer_length", "short" if negative else "long")
         found = True
     if re.search(r"\bbullet(?:s| points?| lists?)?\b|\bbulleted\b", low):
-        b.set_pref("prefers_bullets", not negative)
+        b.set_pref("prefers_bullets", not (negative or _without("bullet", low)))
         found = True
     named = _CODE_EXAMPLES_IN.search(fragment)  # "Python examples", "examples in Python"
     if named or re.search(r"\bcode (?:examples?|samples?|snippets?)\b|\bexamples? (?:in|with) code\b", low):
@@ -707,9 +718,12 @@ def _style(fragment: str, b: _Builder, negative: bool) -> bool:
         code_language = named or re.search(r"\b(?:in|using)\s+(" + "|".join(map(re.escape, _PROGRAMMING_LANGUAGES)) + r")(?![\w+#])", low)
         if code_language and not negative:  # the object matters: "code examples in Python"
             b.note(f"Prefers code examples in {_PROGRAMMING_LANGUAGES[(code_language.group(1) or code_language.group(2)).lower()]}")
-    tone = re.search(r"\b(formal|informal|casual|friendly|funny|humorous|serious|direct|polite|warm)\b (?:tone|style)\b", low)
+    tone = re.search(rf"\b({_TONES})\b (?:tone|style)\b|\b(?:be|sound|keep (?:it|things)) (?:more |a bit more )?({_TONES})\b", low)
     if tone and not negative:
-        b.set_pref("tone", tone.group(1))
+        b.set_pref("tone", tone.group(1) or tone.group(2))
+        found = True
+    if re.search(r"\b(?:emojis?|emojies|emoticons?|smileys?)\b", low):  # no field of its own: a note
+        b.note("No emojis" if negative or _without("emoj|emoticon|smiley", low) else "Likes emojis")
         found = True
     lang = re.search(r"\bin ([A-Za-z]+)\b", fragment)
     if lang and about_answers and _language(lang.group(1)) and not negative:
@@ -754,11 +768,39 @@ def _dislike(m: re.Match[str], b: _Builder, casual: bool) -> None:
     b.fact(f"Dislikes {obj}", _importance_for(obj, "low"), _tags_for(obj, ["preference"]))
 
 
-@_rule(r"^\s*(?:please[, ]+)?(?:always|keep|use|be|no|avoid|stop|skip|don't|do not|never)\b|\b(?:from now on|always|in (?:the )?future|going forward|in general)\b")
+_NEGATIVE = re.compile(r"\b(?:no|not|don't|do not|never|without|stop|avoid|less|fewer|skip|drop|cut)\b", re.I)
+# A clause says one thing: "no bullet points, but detailed answers" is two, each with its own "no".
+_CLAUSES = re.compile(r"[,:]|\b(?:and|but|with|though)\b", re.I)
+
+
+def _style_clauses(sentence: str, b: _Builder) -> None:
+    for clause in _CLAUSES.split(sentence):
+        if clause.strip():
+            _style(clause, b, negative=bool(_NEGATIVE.search(clause)))
+
+
+# "Always …", "keep it brief", "no emojis please", "without bullet points", "short replies please",
+# "answer briefly": a request about how to answer, in whatever words.
+@_rule(
+    r"^\s*(?:please[, ]+)?(?:always|keep|use|be|no|avoid|stop|skip|don't|do not|never|without|less|fewer|"
+    r"short|shorter|brief|briefer|concise|detailed|longer)\b"
+    # "answer briefly", "reply without emojis"; not "reply to this email in Italian" (one message)
+    r"|^\s*(?:please[, ]+)?(?:answer|reply|respond|write)(?: me)? (?:briefly|concisely|succinctly|in detail|shorter|longer|with(?:out)? |more |less )"
+    r"|\b(?:from now on|always|in (?:the )?future|going forward|in general)\b|\bplease\s*[.!]*\s*$"
+)
 def _imperative_style(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    sentence = m.string
-    negative = bool(re.search(r"\b(?:no|don't|do not|never|without|stop|avoid|less|skip)\b", sentence, re.I))
-    _style(sentence, b, negative=negative)
+    _style_clauses(m.string, b)
+
+
+# "Can you keep your answers short?", "could you stop using emojis?": a request, though a question.
+# Only about answers in general (plural, "it", "always"), not one answer ("a short summary of this").
+@_rule(
+    r"^\s*(?:can|could|would|will) you (?:please )?(?:always |just |also )?(?:keep|make|use|stop|avoid|write|answer|reply|respond|be|give)\b"
+    r"(?=.*\b(?:answers|replies|responses|messages|it|things|always|from now on|emojis?|bullet points|bullets)\b)",
+    in_questions=True,
+)
+def _asked_style(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    _style_clauses(m.string, b)
 
 
 @_rule(r"\b(?:(?:answer|reply|respond)(?: to me| back)?|(?:write|speak|talk) (?:to me|back)) (?:only |always )?in\s+(?P<x>[A-Za-z]+)\b")

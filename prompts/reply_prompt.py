@@ -16,14 +16,17 @@ Order, most stable first, so a provider's prompt cache (OpenAI, Anthropic, llama
    message, not in a second system message, because Anthropic and Gemini accept a system
    message only first.)
 
-Every section has its own token budget and the output is deterministic: the same inputs always
-give the same messages.
+The prompt as a whole has a budget (``PromptBudgets.total``, Context ``prompt_token_budget``):
+the system text, summary, recent conversation, user context and knowledge each keep within their
+own budget, and the excerpts of earlier conversations take what they leave (at most
+``PromptBudgets.episodes``), so the whole prompt holds the total whatever the conversation. This
+is the one place the excerpts' budget is applied (``prompts.excerpts.pack_excerpts``). The
+output is deterministic: the same inputs always give the same messages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
@@ -32,6 +35,7 @@ import prompts
 from core.context import Context
 from core.dates import due_phrase
 from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate_lines
+from prompts.excerpts import pack_excerpts, render_excerpts
 
 USER_CONTEXT_HEADER = "## User context"
 SUMMARY_HEADER = "## Conversation summary"
@@ -52,8 +56,9 @@ class PromptBudgets:
     user_context: int = Context.user_context_token_budget
     summary: int = Context.max_summary_tokens
     knowledge: int = Context.rag_token_budget
-    episodes: int = Context.episodic_token_budget
+    episodes: int = Context.episodic_token_budget  # the most the excerpts take, of what the others leave
     recent: int = Context.max_context_tokens
+    total: int = Context.prompt_token_budget  # the whole prompt (0: only the sections' own budgets)
 
 
 @dataclass
@@ -119,84 +124,6 @@ def render_knowledge(chunks: Sequence[dict[str, Any]], budget: int | None = None
     return KNOWLEDGE_SEPARATOR.join(parts)
 
 
-# Excerpts of earlier conversations (memory.episodes.recall): one block per run of neighbouring
-# messages of a chat, headed by its date and chat title; a line says who spoke, and its own
-# date when the block spans days.
-EXCERPT_SEPARATOR = "\n\n"
-# A chat title is shown up to this long in an excerpt's header.
-TITLE_CHARS = 60
-
-
-def excerpt_date(when: datetime) -> str:
-    return f"{when.day} {when:%B %Y}"  # "8 May 2023": how people (and LoCoMo's answers) write dates
-
-
-def _when(value: Any) -> datetime:
-    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-
-
-# A longer message is cut here: an excerpt reminds, the history tool reads whole messages.
-EXCERPT_LINE_CHARS = 700
-
-
-def excerpt_line(role: str, text: str, date: str = "") -> str:
-    words = " ".join(text.split())
-    if len(words) > EXCERPT_LINE_CHARS:
-        words = words[: EXCERPT_LINE_CHARS - 1].rstrip() + "…"
-    return f"{role}{f' ({date})' if date else ''}: {words}"
-
-
-def _first_date(excerpt: dict[str, Any]) -> str:
-    lines = excerpt.get("lines") or []
-    return excerpt_date(_when(lines[0]["sent_at"])) if lines else ""
-
-
-def render_excerpt(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
-    """One excerpt: a header with its date and chat title, then a line per message. After an excerpt
-    of the same chat (``before``) the header is the date alone, and after one of the same chat and
-    day it is "…": the same conversation, a little later."""
-    lines = excerpt.get("lines") or []
-    if not lines:
-        return ""
-    first = _first_date(excerpt)
-    same_chat = before is not None and before.get("thread_id") == excerpt.get("thread_id")
-    if same_chat and _first_date(before) == first:
-        out = ["…"]
-    elif same_chat:
-        out = [f"[{first}]"]
-    else:
-        out = [f'[{first}, "{(excerpt.get("chat_title") or "a chat")[:TITLE_CHARS]}"]']
-    for line in lines:
-        date = excerpt_date(_when(line["sent_at"]))
-        out.append(excerpt_line(line["role"], line["text"], "" if date == first else date))
-    return "\n".join(out)
-
-
-def excerpt_piece(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
-    """What ``excerpt`` adds to the rendering after ``before`` (None: it comes first): its separator
-    and itself. It depends on ``before`` only through its chat and first date."""
-    part = render_excerpt(excerpt, before=before)
-    if not part or before is None:
-        return part
-    # A "…" excerpt continues the one before it: a line break, not a blank line, between them.
-    return ("\n" if part.startswith("…") else EXCERPT_SEPARATOR) + part
-
-
-def render_excerpts(excerpts: Sequence[dict[str, Any]], budget: int | None = None) -> str:
-    """The excerpts in order; with a budget, only the leading whole ones that fit."""
-    text = ""
-    before = None
-    for e in excerpts:
-        piece = excerpt_piece(e, before=before)
-        if not piece:
-            continue
-        longer = text + piece
-        if budget is not None and count_tokens(longer) > budget:
-            break  # the leading whole ones: a later, smaller one would read out of order without its header
-        text, before = longer, e
-    return text
-
-
 def system_text(persona_text: str) -> str:
     return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
 
@@ -244,24 +171,32 @@ def build_prompt(
     memories = truncate_lines(render_memories(loaded_context), max(0, budgets.user_context - count_tokens(profile)))
     summary = truncate_lines(summary_text, budgets.summary)
     knowledge_text = render_knowledge(knowledge, budgets.knowledge)
-    episodes_text = render_excerpts(loaded_context.get("excerpts") or [], budgets.episodes)
-    tokens.update(
-        user_context=count_tokens(profile) + count_tokens(memories),
-        summary=count_tokens(summary),
-        knowledge=count_tokens(knowledge_text),
-        episodes=count_tokens(episodes_text),
-    )
+    tokens.update(user_context=count_tokens(profile) + count_tokens(memories), summary=count_tokens(summary), knowledge=count_tokens(knowledge_text))
     stable = "\n\n".join([system, _section(SUMMARY_HEADER, summary)])
-
     kept_recent = _fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
-    found = "\n\n".join(
-        [FOUND_NOTE, _section(USER_CONTEXT_HEADER, profile), _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
-    )
-    words = current.text
-    current_msg = HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{words}", id=current.id)
-    tokens["current"] = count_message_tokens([HumanMessage(words)])
-    messages: list[BaseMessage] = [SystemMessage(stable), *kept_recent, current_msg]
+    tokens["current"] = count_message_tokens([HumanMessage(current.text)])
+
+    def assemble(episodes_text: str) -> list[BaseMessage]:
+        found = "\n\n".join(
+            [FOUND_NOTE, _section(USER_CONTEXT_HEADER, profile), _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
+        )
+        return [SystemMessage(stable), *kept_recent, HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{current.text}", id=current.id)]
+
+    ranked = loaded_context.get("excerpts") or []
+    budget = budgets.episodes
+    if budgets.total and ranked:
+        # The excerpts take what the rest leaves: the prompt without them, and what their text
+        # adds to the current message in place of "(none)".
+        rest = count_message_tokens(assemble(""))
+        budget = min(budget, budgets.total - rest + count_tokens("(none)") - 1)
+    episodes_text = render_excerpts(pack_excerpts(ranked, budget))
+    messages = assemble(episodes_text)
+    while budgets.total and episodes_text and count_message_tokens(messages) > budgets.total:
+        budget -= max(1, count_message_tokens(messages) - budgets.total)  # the counter's rounding: rarely needed
+        episodes_text = render_excerpts(pack_excerpts(ranked, budget))
+        messages = assemble(episodes_text)
+    tokens["episodes"] = count_tokens(episodes_text)
     return BuiltPrompt(messages=messages, section_tokens=tokens)
 
 

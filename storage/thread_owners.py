@@ -156,6 +156,43 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     return owner
 
 
+# A thread its giver owns and nobody has written to yet passes to the taker (one statement: no race).
+HAND_OVER = f"""
+UPDATE {TABLE} SET owner = %(taker)s
+WHERE thread_id = %(thread_id)s AND owner = %(giver)s
+  AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = %(thread_id)s)
+RETURNING owner
+"""
+
+
+async def claim_handed_over(pool: AsyncConnectionPool, thread_id: str, taker: str, giver: str) -> str:
+    """:func:`claim_ownership` by ``taker`` (``adopt_history=False``), where a thread ``giver`` owns
+    with no history yet also passes to ``taker``: Studio creates the thread as its own user, and the
+    run on it names the user it acts as (``configurable.user_id``). ThreadTaken otherwise."""
+    check_user_id(taker)
+    params = {"thread_id": thread_id, "owner": taker, "taker": taker, "giver": giver}
+    async with pool.connection() as conn:
+        row = await (await conn.execute(INSERT_IF_NO_HISTORY, params)).fetchone()
+        if row is None:
+            row = await (await conn.execute(HAND_OVER, params)).fetchone()
+        if row is None:
+            row = await (await conn.execute(f"SELECT owner FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+    current = row["owner"] if row else None
+    if current != taker:
+        raise ThreadTaken(thread_id, current)
+    return taker
+
+
+async def owners_of(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> dict[str, str]:
+    """The owner of each of ``thread_ids`` that has one."""
+    ids = list(dict.fromkeys(thread_ids))
+    if not ids:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(f"SELECT thread_id, owner FROM {TABLE} WHERE thread_id = ANY(%s)", (ids,))).fetchall()
+    return {r["thread_id"]: r["owner"] for r in rows}
+
+
 async def check_readable(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
     """ThreadTaken when another user owns the thread: reads are held to the rule :func:`claim_ownership`
     applies to a run (a thread no one owns yet is readable where a run would adopt it)."""

@@ -1,8 +1,9 @@
 """`memory-agent chat`: an interactive chat on a terminal, or one message per line from a pipe.
 
-On a terminal replies stream token by token and a dim line shows what was
-remembered. From a pipe each input line is one message and each reply is printed
-on one stdout line (notes go to stderr), so scripts and tests can drive it.
+On a terminal (the line editor is ``app.cli.chat_line``) replies stream token by token and a dim
+line shows what was remembered. From a pipe each input line is one message and each reply is printed
+on one stdout line (notes go to stderr), so scripts and tests can drive it. Log records go to the
+chat's log file either way (``app.cli.chat_logging``), not into the conversation.
 
 Turns run exactly as the HTTP API runs them (app.runs.active_runs, app.runs.turn_runner): the same
 per-chat run lock, so a second window on a busy chat is told so and nothing is lost, and
@@ -20,16 +21,15 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
-from typing import TextIO
+from typing import Any, Awaitable, Callable, TextIO
 
 import psycopg
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from app.runs.active_runs import ActiveRuns
@@ -48,16 +48,28 @@ from storage.chat_imports import ImportInProgress
 from memory.chat_admin import forget_user_everywhere, import_states, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
-from memory.forgetting import forget_request
+from memory.forgetting import forget_request, redactor_for
 from memory import queries as q
 from memory.queries import list_chats, list_facts
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 
 DIM, RESET = "\033[2m", "\033[0m"
-HELP = (
-    "Commands: /memory /summary /chats /open N|words /new /forget [text] /quit "
-    "(or say \"go back to the chat about …\")"
+COMMANDS = (
+    ("/help", "this list"),
+    ("/memory", "what is remembered about you: profile, preferences, facts, tasks"),
+    ("/summary", "this chat's running summary"),
+    ("/chats", "your chats, numbered"),
+    ("/open N|words", "go to chat N of /chats, or to the chat about those words"),
+    ("/new", "start a new chat"),
+    ("/regenerate", "answer your last message again (memory learns from the new answer, also after a stop)"),
+    ("/forget [text]", "forget what the text says, every copy of it; alone: everything about you, after a yes"),
+    ("/quit", "leave (also /exit or Ctrl-D)"),
+)
+HELP = f"Commands: {' '.join(name for name, _ in COMMANDS)} (or say \"go back to the chat about …\")"
+TERMINAL_KEYS = (
+    "On a terminal: Up/Down recall earlier lines; a paste is one message, however many lines; "
+    "Esc then Enter starts a new line; Ctrl-C stops a reply, and at the prompt quits."
 )
 YES = {"y", "yes", "ok", "confirm", "approve"}
 NO = {"n", "no", "cancel", "decline"}
@@ -87,6 +99,12 @@ class ChatSession:
     _memory_work: asyncio.Task | None = None
     failures: int = 0
     """Errors reported so far (a pipe's exit status says whether there were any)."""
+    ask_line: Callable[[str], Awaitable[str]] | None = None
+    """How a terminal asks a question (the chat line's prompt); None: ``input()``."""
+    on_forget_all: list[Callable[[], None]] = field(default_factory=list)
+    """Called once everything about the user was forgotten (the chat line drops its history of them)."""
+    on_forget_words: list[Callable[[Any], None]] = field(default_factory=list)
+    """Called with the user's redactor after a /forget (the chat line drops the typed lines that carry it)."""
 
     def __post_init__(self) -> None:
         self.context = Context(user_id=self.user_id, **self.context_overrides)
@@ -135,6 +153,8 @@ class ChatSession:
             self.confirming_forget = False
             if answer in YES:
                 counts = await forget_user_everywhere(self.backend, self.user_id)
+                for forgotten in self.on_forget_all:
+                    forgotten()
                 self.note(f"Forgot everything about you: {counts}.")
             else:
                 self.note("Nothing was deleted.")
@@ -228,9 +248,13 @@ class ChatSession:
                 return interrupt.value
         return None
 
-    async def _run(self, graph_input, kind: str, text: str = "") -> str | None:
+    async def _run(self, graph_input, kind: str, text: str = "", *, fork_from: dict | None = None) -> str | None:
         """One turn under the chat's run lock: its reply ("" when it said nothing, e.g. only asked to
-        confirm a task change); None when it was refused or failed."""
+        confirm a task change); None when it was refused or failed.
+
+        ``graph_input`` may be a coroutine function, called once the lock is held, that returns
+        (graph input, text, fork point): a regeneration reads the chat under the lock, as the API does.
+        """
         try:
             run_id = await self.runs.claim_run_slot(self.thread_id, self.user_id, kind)
         except chat_runs.RunInProgress:
@@ -242,7 +266,19 @@ class ChatSession:
         except (psycopg.Error, TimeoutError) as exc:
             await self._report_database_failure(exc, answered=False)
             return None
-        spec = TurnSpec(self.thread_id, self.user_id, self.context.persona, kind, graph_input, user_text=text, context=self.context_overrides)
+        if callable(graph_input):
+            try:
+                graph_input, text, fork_from = await graph_input()
+            except BaseException as exc:
+                await asyncio.shield(chat_runs.finish(self.backend.pool, run_id, "released"))
+                if isinstance(exc, NothingToRegenerate):
+                    self.note(str(exc))
+                    return None
+                raise
+        spec = TurnSpec(
+            self.thread_id, self.user_id, self.context.persona, kind, graph_input,
+            fork_from=fork_from, user_text=text, context=self.context_overrides,
+        )  # fmt: skip
         handle = self.runs.launch(run_id, spec)
         turn = TurnOutput()
         events = asyncio.create_task(self._collect(handle, turn))
@@ -268,7 +304,7 @@ class ChatSession:
             return None
         self._show(reply, turn, stopped=name == "error")
         if name == "error":  # stopped by Ctrl-C (or /stop through the API), as the API's stop leaves it
-            self.note(data["message"])
+            self.note(data["message"] + (" Type /regenerate for that." if "regenerate it" in data["message"] else ""))
             return reply or ""
         for line in turn.memory_lines:
             self.note(f"  remembered: {line}")
@@ -319,7 +355,8 @@ class ChatSession:
             return
         while True:  # on a terminal the question is asked again until it is answered
             try:
-                answer = input(f"{question} ").strip().casefold().rstrip(".!")
+                line = await self.ask_line(f"{question} ") if self.ask_line else input(f"{question} ")
+                answer = line.strip().casefold().rstrip(".!")
             except (EOFError, KeyboardInterrupt):
                 answer = "no"
             if answer in YES | NO:
@@ -351,7 +388,19 @@ class ChatSession:
         store = self.backend.store
         if name in ("/quit", "/exit"):
             return False
-        if name == "/memory":
+        if name == "/help":
+            width = max(len(n) for n, _ in COMMANDS)
+            lines = [f"  {n:<{width}}  {what}" for n, what in COMMANDS]
+            extra = [TERMINAL_KEYS] if self.interactive else []
+            self.note("\n".join(["Commands:", *lines, 'Or say "go back to the chat about …" to find a chat.', *extra]))
+        elif name == "/regenerate":
+            if not await self.may_read():
+                return True
+            if await self.pending_confirmation() is not None:
+                self.note("A task change waits for your yes or no; answer it first.")
+            else:
+                await self._run(self._regeneration, "regenerate")
+        elif name == "/memory":
             self.note(render_snapshot(await memory_snapshot(store, self.user_id)))
         elif name == "/summary":
             if not await self.may_read():
@@ -374,6 +423,26 @@ class ChatSession:
         else:
             self.note(f"Unknown command {name}. {HELP}")
         return True
+
+    async def _regeneration(self) -> tuple[dict, str, dict]:
+        """The last reply's question and the fork point before it: the API's own regenerate path
+        (app.http.routes_chats: question_of, checkpoint_before), imported only when used."""
+        from app.http.errors import ApiError
+        from app.http.routes_chats import checkpoint_before, question_of
+
+        messages = (await self.graph.aget_state(self.config)).values.get("messages") or []
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
+        if last is None:
+            raise NothingToRegenerate("Nothing to regenerate yet: this chat has no reply.")
+        try:
+            human = await question_of(self.graph, self.thread_id, last.id)
+            base = await checkpoint_before(self.graph, self.thread_id, human.id)
+        except ApiError as exc:
+            raise NothingToRegenerate(exc.message) from exc
+        if self.interactive:
+            print("agent> ", end="", file=self.out, flush=True)
+        # The same message (same id) again: only the reply is new.
+        return {"messages": [human]}, human.text, base
 
     async def _open(self, what: str) -> None:
         if not what:
@@ -410,7 +479,15 @@ class ChatSession:
         # Every copy: the facts, profile fields, preferences and tasks that carry it, the messages
         # that said it (in the index and in every model's view), the summaries and chat records.
         report = await forget_request(store, self.user_id, what)
+        if report is not None and self.on_forget_words:
+            redactor = await redactor_for(store, self.user_id)
+            for forgotten in self.on_forget_words:
+                forgotten(redactor)
         self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
+
+
+class NothingToRegenerate(Exception):
+    """The chat has no reply a regeneration could replace (the message says why)."""
 
 
 @dataclass
@@ -481,52 +558,10 @@ async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None,
     if notice:
         print(notice, file=sys.stderr, flush=True)
     if interactive:
-        session.note(f"Chat {thread_id} as user {user_id}. {HELP}")
-        return await _interactive(session)
+        from app.cli.chat_line import chat_on_terminal
+
+        return await chat_on_terminal(session)
     return await _scripted(session, stdin)
-
-
-async def read_line(prompt: str) -> str:
-    """``input(prompt)`` on a daemon thread: the event loop keeps running meanwhile (the last turn's
-    memory work finishes while the user types), and quitting never waits for a line."""
-    loop = asyncio.get_running_loop()
-    line: asyncio.Future = loop.create_future()
-
-    def deliver(value: str | None, exc: BaseException | None) -> None:
-        if not line.done():
-            line.set_exception(exc) if exc is not None else line.set_result(value)
-
-    def read() -> None:
-        try:
-            value = input(prompt)
-        except BaseException as exc:  # EOFError; KeyboardInterrupt reaches the main thread, not this one
-            loop.call_soon_threadsafe(deliver, None, exc)
-            return
-        loop.call_soon_threadsafe(deliver, value, None)
-
-    threading.Thread(target=read, name="chat-input", daemon=True).start()
-    return await line
-
-
-async def _interactive(session: ChatSession) -> int:
-    session.background_memory = True
-    while True:
-        try:
-            line = await read_line("you> ")
-        except (EOFError, KeyboardInterrupt, asyncio.CancelledError):
-            print(file=session.out)
-            try:
-                await session.settle()  # the last turn's memory work is not cut off by quitting
-            except (KeyboardInterrupt, asyncio.CancelledError):
-                pass
-            return 0
-        if line.startswith("/"):
-            if not await session.command(line):
-                return 0
-            continue
-        if line.strip():
-            print("agent> ", end="", file=session.out, flush=True)
-            await session.send(line)
 
 
 async def _scripted(session: ChatSession, stdin) -> int:

@@ -116,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "chat":
+        from app.cli.chat_logging import log_to_file
+
+        log_to_file(verbose=args.verbose)  # log records go to a file, not into the conversation
+    if args.command in ("chat", "import"):
+        from llm import server_modes
+
+        server_modes.keep_in(server_modes.default_path())  # a mode a server refused is not sent again in a later run
     if extra:
         _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     try:

@@ -2,6 +2,7 @@
 
     memory-agent local prepare [--model 0.5b|1.5b]   install the runtime, assemble and check the model
     memory-agent local serve   [--model ...] [--port P]  run its OpenAI-compatible server until Ctrl-C
+                                                     (127.0.0.1 only, with a key made at start: see docs/security.md)
     memory-agent local chat    [--model ...] [chat options]  start the server and chat on it
 
 The runtime is ``llama-cpp-python[server]``, built from source once (8-15 minutes on
@@ -30,9 +31,10 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.local.private_server import KEY_ENV, new_key
 from core.errors import MemoryAgentError
 
 RUNTIME_VERSION = "0.3.36"
@@ -244,6 +246,9 @@ class LocalServer:
     process: subprocess.Popen
     port: int
     log_path: Path
+    # The one key the server accepts, made at its start and known only to the process that started it (and whoever
+    # it prints it to): other local processes and web pages cannot use the model or probe its prompt cache.
+    key: str = field(default_factory=new_key, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -260,11 +265,19 @@ class LocalServer:
         # gave up, so the client's retry after a 60 s timeout only queues a second copy behind the first.
         return {
             "OPENAI_BASE_URL": self.base_url,
-            "OPENAI_API_KEY": "local",
+            "OPENAI_API_KEY": self.key,
             "MEMORY_AGENT_MODEL": self.model_name,
             "MEMORY_AGENT_MAX_REPLY_TOKENS": os.environ.get("MEMORY_AGENT_MAX_REPLY_TOKENS", "1024"),
             "MEMORY_AGENT_MODEL_TIMEOUT": os.environ.get("MEMORY_AGENT_MODEL_TIMEOUT", str(LOCAL_TIMEOUT_SECONDS)),
+            # Known up front: llama-cpp-python refuses json_schema (HTTP 500) and makes json_object + schema a
+            # grammar. Starting there, the first structured call of every run is not a refused one.
+            "MEMORY_AGENT_STRUCTURED_OUTPUT": os.environ.get("MEMORY_AGENT_STRUCTURED_OUTPUT", "json_object_schema"),
         }
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a client sends with each request (the server refuses any request without it)."""
+        return {"Authorization": f"Bearer {self.key}"}
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -321,9 +334,12 @@ def start_server(
     threads: int | None = None,
     batch_threads: int | None = None,
     timeout: float = 120,
+    isolate: bool = False,
 ) -> LocalServer:
-    """llama-cpp-python's server (``python -m app.local.llama_server``) on a loopback port; returns once it answers /v1/models."""
+    """llama-cpp-python's server (``python -m app.local.llama_server``) on a loopback port, with a new key;
+    returns once it answers /v1/models."""
     port = port or free_port()
+    key = new_key()
     threads, batch_threads = thread_counts(threads, batch_threads)
     log_path = cache_dir() / "logs" / f"server-{spec.key}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,19 +349,28 @@ def start_server(
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(batch_threads),
     ]  # fmt: skip
-    command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(PROMPT_CACHE_BYTES)]
+    if isolate:  # several users who must not time each other's prompts (docs/security.md#the-local-model-server)
+        command += ["--isolate_requests"]
+    else:
+        command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(PROMPT_CACHE_BYTES)]
     with log_path.open("wb") as log:
         parent = os.getpid()
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=lambda: die_with_parent(parent)
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, KEY_ENV: key},  # not in argv: any local user can read a process's argv
+            preexec_fn=lambda: die_with_parent(parent),
         )
-    server = LocalServer(spec, process, port, log_path)
+    server = LocalServer(spec, process, port, log_path, key)
+    ready = urllib.request.Request(f"{server.base_url}/models", headers={"Authorization": f"Bearer {key}"})
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
             raise LocalModelError(f"The model server exited with {process.returncode}:\n{server.log()[-3000:]}")
         try:
-            with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as response:
+            with urllib.request.urlopen(ready, timeout=2) as response:
                 if response.status == 200 and json.load(response).get("data"):
                     return server
         except (urllib.error.URLError, OSError, ValueError):
@@ -370,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"which Qwen2.5-Coder Instruct (default {DEFAULT_MODEL}; 1.5b answers better, about half as fast)")  # fmt: skip
         if name == "serve":
             p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+            p.add_argument("--isolate", action="store_true",
+                           help="no shared prompt cache: every request read whole (for several users; turns ~3x slower)")  # fmt: skip
     return parser
 
 
@@ -382,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.local_command == "prepare":
             print(json.dumps({"model": spec.alias, "path": str(path), "wheel": str(cached_wheel() or "")}))
             return 0
-        server = start_server(spec, path, port=getattr(args, "port", None))
+        server = start_server(spec, path, port=getattr(args, "port", None), isolate=getattr(args, "isolate", False))
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -390,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.local_command == "serve":
             # A `kill` must stop the model server too, not leave it running without its parent.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            say(f"Serving {spec.alias} at {server.base_url} (Ctrl-C stops). Use it with:")
+            say(f"Serving {spec.alias} at {server.base_url}, on this machine only, to clients with this start's key (Ctrl-C stops).")
+            say("Use it with (a new key at every start; it is the only way in, so keep it to yourself):")
             print("  " + " ".join(f"{k}={v}" for k, v in server.env().items()) + " memory-agent chat", flush=True)
             return server.process.wait()
         say(f"{spec.alias} is running at {server.base_url}; replies take several seconds on a laptop CPU.")

@@ -5,7 +5,12 @@ makes the caller user U. A wrong, revoked or malformed key is always a 401.
 Without a header it depends on ``MEMORY_AGENT_AUTH``:
 
 * ``optional`` — the caller is the Studio user (``studio``, or ``$MEMORY_AGENT_STUDIO_USER``),
-  never the CLI's and web page's ``local``, so what is tried here stays out of their memory;
+  never the CLI's and web page's ``local``, so what is tried here stays out of their memory.
+  A run may name another user, as the LangGraph memory-agent template does:
+  ``config.configurable.user_id`` (or ``context.user_id``), unless it is the settings form's
+  default ``local``: a default is no choice. The run then reads and writes that user's memory, and its
+  thread becomes that user's chat (see :func:`_acting_user`). A user who holds an API key is
+  acted as only with the key;
 * ``required`` — 401.
 
 The default is ``optional`` under ``langgraph dev`` (which marks itself with
@@ -49,10 +54,11 @@ from langgraph_sdk import Auth
 
 from app.studio.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
 from core.context import allowed_models, server_safety_settings
-from core.auth_user import is_studio_user, memory_user_of, studio_user
-from core.namespaces import user_root
+from core.auth_user import KEYLESS, is_keyless, is_studio_user, memory_user_of, studio_user
+from core.context import Context
+from core.namespaces import user_id_problem, user_root
 from storage import thread_owners
-from storage.api_keys import verify_key
+from storage.api_keys import list_keys, verify_key
 
 OWNER_KEY = "owner"
 # Set by the server on the assistants it creates for each graph in langgraph.json.
@@ -106,7 +112,7 @@ async def authenticate(authorization: str | None = None) -> Auth.types.MinimalUs
         if auth_mode() == "required":
             raise _unauthorized("Missing API key: send 'Authorization: Bearer <key>' (create one with `memory-agent keys create --user U`).")
         anonymous = studio_user()
-        return {"identity": anonymous, "display_name": anonymous, "permissions": [], "is_authenticated": True}
+        return {"identity": anonymous, "display_name": anonymous, "permissions": [KEYLESS], "is_authenticated": True}
     scheme, _, key = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise _unauthorized("Malformed Authorization header: expected 'Bearer <key>'.")
@@ -158,34 +164,81 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thr
     return {OWNER_KEY: owner}
 
 
-@auth.on.threads.create_run
-async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create_run.value):
-    owner = caller(ctx)
-    _owned_metadata(value, owner)
-    if value.get("thread_id") is not None:  # None: a stateless run, on a new thread of its own
-        thread_id = _thread_key(value["thread_id"])
-        async with _pool() as pool:
-            try:
+_FORM_DEFAULT_USER = Context.__dataclass_fields__["user_id"].default
+
+
+def _named_user(kwargs: Any) -> str | None:
+    """The user a run names: ``config.configurable.user_id`` (the LangGraph memory-agent template's
+    way) or ``context.user_id`` (the server mirrors one into the other), unless it is the settings
+    form's default ``local``: Studio may send the form as it stands, and a default is no choice
+    (``memory-agent studio --user local`` shares the CLI's memory on purpose)."""
+    if not isinstance(kwargs, dict):
+        return None
+    config, context = kwargs.get("config"), kwargs.get("context")
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    for source in (configurable, context):
+        named = source.get("user_id") if isinstance(source, dict) else None
+        if isinstance(named, str) and named.strip() and named.strip() != _FORM_DEFAULT_USER:
+            return named.strip()
+    return None
+
+
+async def _acting_user(ctx: Auth.types.AuthContext, kwargs: Any, owner: str) -> str:
+    """Whose memory the run uses: the key's user; for a key-less caller (``optional`` mode) the user
+    the run names, else the Studio user. Naming a user who holds an API key is refused: their key decides."""
+    named = _named_user(kwargs) if is_keyless(ctx.user) else None
+    if named is None or named == owner:
+        return owner
+    if (problem := user_id_problem(named)) is not None:
+        raise Auth.exceptions.HTTPException(status_code=422, detail=f"user_id {named[:100]!r} is not usable: {problem}")
+    async with _pool() as pool:
+        if any(key.revoked_at is None for key in await list_keys(pool, named)):
+            raise _forbidden(f"User {named!r} has an API key: send it ('Authorization: Bearer <key>') to act as them.")
+    return named
+
+
+async def _claim_thread(thread_id: str, user: str, owner: str, keyless: bool) -> None:
+    async with _pool() as pool:
+        try:
+            if user != owner:
+                # Studio made the thread as its own user: its first run hands it to the user it names.
+                await thread_owners.claim_handed_over(pool, thread_id, user, owner)
+            else:
                 # A run may create its thread (if_not_exists="create"): then it is a first claim, and
                 # history without an owner cannot be told from another user's chat, so it is refused.
                 await thread_owners.claim_ownership(pool, thread_id, owner, adopt_history=False)
-            except thread_owners.ThreadTaken as exc:
-                if exc.owner is not None:  # as the server answers for another user's thread
-                    raise Auth.exceptions.HTTPException(status_code=404, detail=f"Thread with ID {thread_id} not found") from exc
-                raise Auth.exceptions.HTTPException(status_code=409, detail=str(exc)) from exc
-    # The graph reads Context.user_id: make it the caller's, whatever the client sent.
-    # Mutated in place: the server builds the run from these very dicts after this handler.
+        except thread_owners.ThreadTaken as exc:
+            if keyless and exc.owner is not None:  # a chat of this machine's, handed to a user the run did not name
+                raise Auth.exceptions.HTTPException(
+                    status_code=409,
+                    detail=f"Thread {thread_id} is the chat of another user: name its user in configurable.user_id, "
+                    "or start a new thread.",
+                ) from exc
+            if exc.owner is not None:  # as the server answers for another user's thread
+                raise Auth.exceptions.HTTPException(status_code=404, detail=f"Thread with ID {thread_id} not found") from exc
+            raise Auth.exceptions.HTTPException(status_code=409, detail=str(exc)) from exc
+
+
+@auth.on.threads.create_run
+async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create_run.value):
+    owner = caller(ctx)
+    _owned_metadata(value, owner)  # the thread record stays the caller's: Studio keeps seeing it
     kwargs = value.get("kwargs")
+    user = await _acting_user(ctx, kwargs, owner)
+    if value.get("thread_id") is not None:  # None: a stateless run, on a new thread of its own
+        await _claim_thread(_thread_key(value["thread_id"]), user, owner, is_keyless(ctx.user))
+    # The graph reads Context.user_id: make it the acting user's, whatever the client sent.
+    # Mutated in place: the server builds the run from these very dicts after this handler.
     if isinstance(kwargs, dict):
         _check_command(kwargs.get("command"))
         context = _dict_at(kwargs, "context")
         _check_model(context)
-        context["user_id"] = owner
+        context["user_id"] = user
         # Message size, tool steps and budgets are the server's, never the client's.
         context.update(server_safety_settings())
         config = kwargs.get("config")
         if isinstance(config, dict):
-            _dict_at(config, "configurable")["user_id"] = owner
+            _dict_at(config, "configurable")["user_id"] = user
     return {OWNER_KEY: owner}
 
 

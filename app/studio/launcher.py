@@ -4,8 +4,8 @@ Runs ``langgraph dev`` of this environment on the repository's langgraph.json
 (graph without its own persistence; our saver, store and API-key auth from
 ``app/studio/backend.py`` and ``app/studio/auth.py``), offline-safe: no CLI
 analytics, no version check, no LangSmith tracing unless ``LANGSMITH_API_KEY`` is
-set, no browser opened. Prints the Studio and API-docs URLs once the server
-answers, and passes Ctrl-C / SIGTERM / SIGHUP on to it (as SIGINT, see ``forward``).
+set, no browser opened. Prints the Studio, API and API-docs URLs and a LangGraph SDK line, on the
+port the server really has, once it answers, and passes Ctrl-C / SIGTERM / SIGHUP on to it (as SIGINT, see ``forward``).
 """
 
 from __future__ import annotations
@@ -126,6 +126,17 @@ def urls(host: str, port: int) -> tuple[str, str, str]:
     return base, f"{STUDIO_ORIGIN}/studio/?baseUrl={base}", f"{base}/docs"
 
 
+def ready_text(host: str, port: int) -> str:
+    """What is printed once the server answers: the URLs and a LangGraph SDK line, all on the port
+    the server really has (2024 when free, another one otherwise; the docs say to use these)."""
+    base_url, studio_url, docs_url = urls(host, port)
+    moved = f"   (port {DEFAULT_PORT} was taken)" if port != DEFAULT_PORT else ""
+    return (
+        f"\n  Studio:   {studio_url}\n  API:      {base_url}{moved}\n  API docs: {docs_url}\n"
+        f'  SDK:      get_client(url="{base_url}")   # + headers={{"Authorization": "Bearer <key>"}} to act as a key\'s user\n'
+    )
+
+
 def describe_memory(env: dict[str, str]) -> str:
     if env.get("DATABASE_URL"):
         return f"DATABASE_URL {redact(env['DATABASE_URL'])}"
@@ -182,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     except PortInUse as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    base_url, studio_url, docs_url = urls(args.host, port)
+    base_url = urls(args.host, port)[0]
     command = server_command(args.host, port, reload=args.reload, detect_blocking=args.detect_blocking)
 
     print(f"Starting langgraph dev on {base_url} …", flush=True)
@@ -214,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, start_new_session=True)
         started.append(process)
         if wait_until_ready(process, base_url):
-            print(f"\n  Studio:   {studio_url}\n  API docs: {docs_url}\n", flush=True)
+            print(ready_text(args.host, port), flush=True)
         code = process.wait()
     finally:
         for sig, handler in previous.items():

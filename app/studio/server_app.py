@@ -32,6 +32,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from app.studio.auth import auth_mode
+from core.auth_user import studio_user
 from storage import thread_owners
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,8 @@ async def drop_thread_records(*, owner: str | None = None, thread_ids: set[str] 
 
 
 async def drop_unowned_records(pool) -> int:
-    """At start: delete the records of threads whose owner row is gone (released while we were down)."""
+    """Delete the records of threads whose owner row is gone (released while we were down, or
+    released by its owner's forget-me while Studio's user keeps the record; see below)."""
     from langgraph_runtime.database import connect
 
     async with connect() as conn:
@@ -135,18 +137,22 @@ async def drop_unowned_records(pool) -> int:
             if owner:
                 by_owner.setdefault(owner, set()).add(str(t["thread_id"]))
     stale: set[str] = set()
+    keyless = studio_user()
     for owner, ids in by_owner.items():
-        stale |= ids - await thread_owners.owned_among(pool, owner, ids)
+        rows = await thread_owners.owners_of(pool, ids)
+        # A thread Studio made and handed to the user its run named keeps Studio's user on its record.
+        stale |= {i for i in ids if i not in rows or (rows[i] != owner and owner != keyless)}
     return await drop_thread_records(thread_ids=stale) if stale else 0
 
 
-async def follow_releases(url: str) -> None:
+async def follow_releases(url: str, pool) -> None:
     """Drop thread records as ``storage.thread_owners`` announces releases; reconnects after a drop."""
     while True:
         try:
             async for kind, value in thread_owners.released(url):
                 if kind == "owner":
-                    dropped = await drop_thread_records(owner=value)
+                    # Also the threads handed to that user, whose records are Studio's user's.
+                    dropped = await drop_thread_records(owner=value) + await drop_unowned_records(pool)
                 else:
                     dropped = await drop_thread_records(thread_ids={value})
                 if dropped:
@@ -169,7 +175,7 @@ async def lifespan(_app):
                 log.info("memory-agent: dropped %d thread record(s) whose chats were deleted meanwhile", dropped)
         except Exception:
             log.exception("memory-agent: could not check thread records against their owners")
-        follower = asyncio.create_task(follow_releases(backend.url))
+        follower = asyncio.create_task(follow_releases(backend.url, backend.pool))
         try:
             yield
         finally:

@@ -284,8 +284,9 @@ async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_chang
     assert await list_tasks(backend.store, user_id) == []
 
 
-async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in_history(session, backend, user_id):
-    """Issue 19.8: /forget deleted the fact outright, outside the writer and without the user's lock."""
+async def test_forget_with_a_text_waits_for_the_users_lock_and_leaves_no_copy_of_the_fact(session, backend, user_id):
+    """Issue 19.8: /forget deleted the fact outside the writer and without the user's lock. Issue 26: a
+    forget leaves no copy, not even as superseded history (it used to keep the fact's text)."""
     s, out, err = session
     await apply_extraction(backend.store, user_id, ExtractionResult(new_facts=[NewFact(text="Has a peanut allergy")]))
 
@@ -297,6 +298,28 @@ async def test_forget_with_a_text_waits_for_the_users_lock_and_keeps_the_fact_in
     await asyncio.wait_for(forgetting, 30)
 
     assert "Forgot: Has a peanut allergy" in err.getvalue()
-    assert await list_facts(backend.store, user_id) == []
-    (kept,) = await list_facts(backend.store, user_id, include_superseded=True)
-    assert kept.text == "Has a peanut allergy" and kept.status == "superseded" and kept.valid_to is not None
+    assert await list_facts(backend.store, user_id, include_superseded=True) == []
+
+
+async def test_regenerate_answers_the_last_message_again_through_the_apis_path(backend, user_id):
+    """The stop message said "regenerate it", and the CLI had no such command."""
+    answers = iter(["Tulips.", "Roses, in the sun.", "Sure."])
+    with scripted_session(backend, user_id, lambda messages: next(answers)) as (s, out, err):
+        await s.command("/regenerate")
+        assert "Nothing to regenerate yet" in err.getvalue()
+        await s.send("What should I plant?")
+        await s.command("/regenerate")
+        stored = [(m.type, m.text) for m in (await s.graph.aget_state(s.config)).values["messages"]]
+        assert stored == [("human", "What should I plant?"), ("ai", "Roses, in the sun.")]  # the same message, a new reply
+        assert await s.send("Thanks") == "Sure."  # the chat's run lock was released each time
+    assert out.getvalue() == "Tulips.\nRoses, in the sun.\nSure.\n" and "error" not in err.getvalue()
+
+
+async def test_help_lists_every_command_the_chat_has(session):
+    s, out, err = session
+    await s.command("/help")
+    for name in ("/help", "/memory", "/summary", "/chats", "/open", "/new", "/regenerate", "/forget", "/quit"):
+        assert name in err.getvalue()
+        if name not in ("/help",):
+            await s.command(name.split()[0] + (" 1" if name == "/open" else ""))  # each one exists
+    assert "Unknown command" not in err.getvalue()

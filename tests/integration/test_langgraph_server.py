@@ -250,6 +250,41 @@ async def test_studio_acts_as_its_own_user_so_a_persona_tried_there_leaves_the_l
     assert thread["thread_id"] not in {c.thread_id for c in await list_chats(memory.store, "local")}
 
 
+async def test_without_a_key_a_run_acts_as_the_user_its_configurable_user_id_names_as_in_the_langgraph_template(dev_server, api_keys, memory):
+    dana = f"dana-{uuid.uuid4().hex[:8]}"
+    for client in (client_for(dev_server, None), get_client(url=dev_server.url, headers={"x-auth-scheme": "langsmith"})):
+        thread = await client.threads.create()  # made as the Studio user, before any user is named
+        await client.runs.wait(
+            thread["thread_id"], GRAPH, input={"messages": [human("My name is Dana and I live in Haifa.")]},
+            config={"configurable": {"user_id": dana}},
+        )
+        await client.runs.wait(thread["thread_id"], GRAPH, input={"messages": [human("I work as a nurse.")]}, config={"configurable": {"user_id": dana}})
+        # The chat is Dana's now, and the caller still reads it back (as Studio shows a thread's state).
+        assert "I work as a nurse." in texts(await client.threads.get_state(thread["thread_id"]))
+        assert thread["thread_id"] in {c.thread_id for c in await list_chats(memory.store, dana)}
+        with pytest.raises(httpx.HTTPStatusError) as taken:  # a run naming nobody is the Studio user's, not Dana's
+            await client.runs.wait(thread["thread_id"], GRAPH, input={"messages": [human("Who am I?")]})
+        assert taken.value.response.status_code == 409 and "configurable.user_id" in taken.value.response.text
+
+    doc = await get_user_document(memory.store, dana)
+    assert (doc.profile.name, doc.profile.location, doc.profile.role) == ("Dana", "Haifa", "nurse")
+    assert "Dana" not in (await get_user_document(memory.store, "studio")).model_dump_json()
+
+    # The newer template's way, context.user_id, too.
+    noa = f"noa-{uuid.uuid4().hex[:8]}"
+    keyless = client_for(dev_server, None)
+    await keyless.runs.wait(None, GRAPH, input={"messages": [human("My name is Noa.")]}, context={"user_id": noa})
+    assert (await get_user_document(memory.store, noa)).profile.name == "Noa"
+
+    # A user with an API key is acted as only with the key.
+    (alice, _), _ = api_keys.items()
+    thread = await keyless.threads.create()
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await keyless.runs.wait(thread["thread_id"], GRAPH, input={"messages": [human("I live in Mordor.")]}, config={"configurable": {"user_id": alice}})
+    assert refused.value.response.status_code == 403
+    assert "Mordor" not in (await get_user_document(memory.store, alice)).model_dump_json()
+
+
 @pytest.fixture(scope="module")
 def strict_server(server_db, tmp_path_factory):
     with running_dev_server(server_db, tmp_path_factory.mktemp("langgraph-strict"), extra_env={"MEMORY_AGENT_AUTH": "required"}, timeout=240) as server:
@@ -267,6 +302,36 @@ async def test_with_auth_required_neither_a_missing_key_nor_studio_gets_in_but_a
     (alice, alice_key), _ = api_keys.items()
     thread = await client_for(strict_server, alice_key).threads.create()
     assert thread["metadata"]["owner"] == alice
+
+
+async def test_forgetting_a_named_user_also_drops_the_studio_thread_handed_to_them(dev_server, memory):
+    from memory.chat_admin import forget_user_everywhere
+
+    eve = f"eve-{uuid.uuid4().hex[:8]}"
+    keyless = client_for(dev_server, None)
+    thread_id = (await keyless.threads.create())["thread_id"]
+    await keyless.runs.wait(thread_id, GRAPH, input={"messages": [human("My vault code is 5521.")]}, config={"configurable": {"user_id": eve}})
+    assert "5521" in str((await keyless.threads.get(thread_id))["values"])
+
+    await forget_user_everywhere(memory, eve)
+    for _ in range(100):  # the server drops the record (Studio's user's) when Postgres announces the release
+        if thread_id not in {t["thread_id"] for t in await keyless.threads.search(limit=100)}:
+            break
+        await asyncio.sleep(0.1)
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        await keyless.threads.get(thread_id)
+    assert gone.value.response.status_code == 404
+
+
+async def test_with_auth_required_the_key_decides_the_user_whatever_configurable_user_id_says(strict_server, api_keys, memory):
+    (alice, alice_key), (bob, _) = api_keys.items()
+    client = client_for(strict_server, alice_key)
+    thread = await client.threads.create()
+    await client.runs.wait(
+        thread["thread_id"], GRAPH, input={"messages": [human("I live in Lima.")]}, config={"configurable": {"user_id": bob}}
+    )
+    assert (await get_user_document(memory.store, alice)).profile.location == "Lima"
+    assert "Lima" not in (await get_user_document(memory.store, bob)).model_dump_json()
 
 
 async def test_a_client_cannot_lift_the_servers_message_size_or_tool_limits(dev_server, api_keys):

@@ -278,9 +278,10 @@ async def test_recall_gathers_each_context_type_from_summaries_and_long_term_mem
     assert from_boards == {"The ferry leaves Piraeus at 9pm", "The starter is fed once a day"}
 
     tasks = await q.recall_context(b.store, b.checkpointer, seeded.alice, "tasks", seeded.chats["crete"])
-    assert [(i.text, i.status, i.due, i.chat_title) for i in tasks.items] == [
+    assert [(i.text.split(" on ")[0], i.status, i.due, i.chat_title) for i in tasks.items] == [
         ("Book the ferry from Piraeus to Heraklion", "open", "May 20", "Crete trip planning")
     ]
+    assert " 20 May 20" in tasks.items[0].text  # the text carries the date "May 20" meant when said
     for result in (actions, questions, entities, facts, tasks):
         assert_nothing_of_bob(result.model_dump(mode="json"))
 

@@ -81,8 +81,8 @@ async def test_a_server_refusing_both_schema_doors_falls_back_to_function_callin
     # The second turn's script repeats Haifa; the rules under the model keep the nurse.
     assert sorted(f.text for f in await list_facts(backend.store, user_id)) == ["Lives in Haifa", "Works as a nurse"]
     assert turn.values["memory_written"]["facts_added"] == ["Lives in Haifa"]
-    # The first structured call of the process (the new chat's title) is refused (the SDK retries a
-    # 500 before giving up), then the forced tool works; every later call starts at the mode that worked.
+    # The first structured call of the process (the new chat's title) is refused (each new mode is tried
+    # once, without the SDK's retries of a 500), then the forced tool works; every later call starts there.
     structured = [mode_of(r) for r in openai_stub.requests if r.kind in ("title", "extract")]
     first_ok = structured.index("function_calling")
     assert first_ok > 0 and set(structured[:first_ok]) == {"json_schema", "json_object_schema"}
@@ -127,7 +127,7 @@ async def test_on_a_llama_cpp_server_every_structured_call_goes_through_its_sche
     assert {r.kind for r in structured} == {"title", "extract", "fold"}
     refused = [r for r in structured if mode_of(r) == "json_schema"]
     accepted = structured[len(refused) :]
-    # Once per process (the SDK retries the 500 twice): the refusal is remembered.
+    # Once (a mode's first try goes without the SDK's retries): the refusal is remembered.
     assert refused == structured[: len(refused)] and len({r.kind for r in refused}) == 1
     assert {mode_of(r) for r in accepted} == {"json_object_schema"} and not any(r.is_repair for r in accepted)
     assert {r.schema["title"] for r in accepted} == {"ExtractionResult", "SummaryBoard", "ChatTitle"}

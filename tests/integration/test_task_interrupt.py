@@ -11,6 +11,7 @@ from langgraph.types import Command
 
 from graph.assembly import compile_graph
 from core.context import Context
+from core.dates import dated_task, resolve_date
 from llm.chat_model import register_model, unregister_model
 from memory.memory_writer import apply_extraction
 from core.schemas import ExtractionResult, TaskUpdate
@@ -72,15 +73,18 @@ async def test_add_task_pauses_with_a_task_change_interrupt_and_approval_writes_
 
     out = await send("Remind me to buy milk tomorrow.", config)
     (pending,) = out["__interrupt__"]
+    # The message carries no time of its own here, so "tomorrow" is the day after the turn.
+    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).date().isoformat()
+    milk = dated_task("Buy milk", "tomorrow", tomorrow)  # the task's text carries the date it took
+    assert milk.startswith("Buy milk on ")
     assert pending.value == {
         "type": "task_change",
         "action": "add",
-        "description": "Buy milk",
+        "description": milk,
         "task_id": None,
         "status": None,
         "due": "tomorrow",
-        # The message carries no time of its own here, so "tomorrow" is the day after the turn.
-        "due_date": (datetime.now(timezone.utc) + timedelta(days=1)).date().isoformat(),
+        "due_date": tomorrow,
     }
     state = await graph.aget_state(config)
     assert state.next == ("tools",) and [i.id for i in state.interrupts] == [pending.id]
@@ -89,11 +93,11 @@ async def test_add_task_pauses_with_a_task_change_interrupt_and_approval_writes_
     out = await send(Command(resume={"approved": True}), config)
     assert "__interrupt__" not in out
     (task,) = await list_tasks(backend.store, user_id)
-    assert (task.description, task.due, task.status) == ("Buy milk", "tomorrow", "open")
+    assert (task.description, task.due, task.status) == (milk, "tomorrow", "open")
     assert task.source_thread == config["configurable"]["thread_id"]
     tool_message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
-    assert tool_message.content == "Done: task + Buy milk"
-    assert out["messages"][-1].content == "Okay. Done: task + Buy milk"
+    assert tool_message.content == f"Done: task + {milk}"
+    assert out["messages"][-1].content == f"Okay. Done: task + {milk}"
 
 
 @pytest.mark.parametrize("answer", [{"approved": False}, {"approved": None}, {"approved": "yes"}, False])
@@ -180,15 +184,17 @@ async def test_interrupt_and_resume_over_the_streaming_openai_client(backend, us
 
     paused = await stream_turn(graph, "Remind me to water the plants on Friday.", config, ctx)
     (pending,) = paused.interrupts
-    assert pending.value["description"] == "Water the plants" and pending.value["due"] == "Friday"
+    plants = dated_task("Water the plants", "Friday", resolve_date("Friday", datetime.now(timezone.utc)))
+    assert pending.value["description"] == plants and pending.value["due"] == "Friday"
     assert paused.tokens == []  # nothing answered yet
     assert await task_descriptions(backend, user_id) == []
 
     resumed = await stream_turn(graph, Command(resume={"approved": True}), config, ctx)
-    assert resumed.streamed_reply == "Added. (Done: task + Water the plants)"
-    assert await task_descriptions(backend, user_id) == ["Water the plants"]
+    # The model is told the date the task took ("Water the plants on Fri 27 Nov 2026"), so it can say it.
+    assert resumed.streamed_reply == f"Added. (Done: task + {plants})"
+    assert await task_descriptions(backend, user_id) == [plants]
     second_reply = openai_stub.requests_of("reply")[-1]
-    assert second_reply.messages[-1] == {"role": "tool", "content": "Done: task + Water the plants", "tool_call_id": "call_water"}
+    assert second_reply.messages[-1] == {"role": "tool", "content": f"Done: task + {plants}", "tool_call_id": "call_water"}
 
 
 async def test_a_new_message_instead_of_an_answer_drops_the_change_and_the_chat_goes_on(backend, user_id, openai_stub):

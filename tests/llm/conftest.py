@@ -53,12 +53,12 @@ def real_model(local_server, monkeypatch) -> str:
         chat_model._cache.clear()
 
 
-def forwarding_responder(base_url: str):
+def forwarding_responder(server: LocalServer):
     """A stub script that asks the real server (non-streaming) and answers with what it said.
 
     The stub then records every request, so a test can read the exact prompt a process sent.
     """
-    client = httpx.Client(base_url=base_url, timeout=600)
+    client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=600)
 
     def answer(request: StubRequest) -> StubReply:
         body = {**request.body, "stream": False}
@@ -82,7 +82,7 @@ def forwarding_responder(base_url: str):
 def recording_proxy(local_server) -> Iterator[OpenAIStub]:
     """An OpenAI-compatible proxy in front of the real server that records each request."""
     proxy = OpenAIStub().start()
-    proxy.reset(forwarding_responder(local_server.base_url))
+    proxy.reset(forwarding_responder(local_server))
     yield proxy
     proxy.stop()
 

@@ -54,12 +54,14 @@ def test_a_fact_gets_the_date_beside_its_relative_words_but_a_habit_does_not():
     assert dated("Has an exam next Tuesday (2026-12-01)", WEDNESDAY) == "Has an exam next Tuesday (2026-12-01)"
 
 
-def test_a_due_date_is_shown_as_the_words_and_the_date():
-    assert due_phrase("next Tuesday", "2026-12-01") == "next Tuesday, 2026-12-01"
-    assert due_phrase("2026-12-01", "2026-12-01") == "2026-12-01"
+def test_a_due_date_is_shown_as_the_date_it_meant_as_people_read_it():
+    assert due_phrase("next Tuesday", "2026-12-01") == "Tue 1 Dec 2026"
+    assert due_phrase("2026-12-01", "2026-12-01") == "Tue 1 Dec 2026"
+    assert due_phrase("next week", "2026-W49") == "the week of Mon 30 Nov 2026"
+    assert due_phrase("next month", "2026-12") == "December 2026"
     assert due_phrase("someday", None) == "someday"
     tasks = [{"id": "t1", "description": "book the dentist", "status": "open", "due": "next Tuesday", "due_date": "2026-12-01"}]
-    assert "- [t1] book the dentist (open, due next Tuesday, 2026-12-01)" in render_user_context({"tasks": tasks})
+    assert "- [t1] book the dentist (open, due Tue 1 Dec 2026)" in render_user_context({"tasks": tasks})
 
 
 async def test_the_offline_model_stores_the_dates_the_words_meant_when_said():

@@ -4,7 +4,7 @@ what the prompt renders, whatever the blocks and their order."""
 import random
 from datetime import datetime, timedelta, timezone
 
-from memory.episodes import _as_excerpts, _Block, _Line, _Rendering
+from prompts.excerpts import _as_excerpts, _Block, _Line, _Rendering
 from prompts.reply_prompt import render_excerpts
 
 

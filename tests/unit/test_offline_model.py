@@ -178,10 +178,21 @@ def test_bind_tools_returns_a_model_that_replies_without_tool_calls(model):
         return "nothing"
 
     bound = model.bind_tools([search_knowledge], tool_choice="auto")
-    assert bound is model
     reply = bound.invoke(prompt("search the docs for pip", knowledge=KNOWLEDGE))
     assert reply.tool_calls == []
     assert reply.content.startswith("(offline model)")
+
+
+def test_the_offline_model_calls_its_forget_tool_when_asked_to_forget_and_then_says_what_it_did(model):
+    @tool
+    def forget_memory(what: str) -> str:
+        """Forget something."""
+        return "done"
+
+    bound = model.bind_tools([forget_memory])
+    (call,) = bound.invoke(prompt("Please forget that I work as a nurse")).tool_calls
+    assert call["name"] == "forget_memory" and call["args"] == {"what": "that I work as a nurse"}
+    assert model.invoke(prompt("Please forget that I work as a nurse")).tool_calls == []  # no tool bound, no call
 
 
 # --------------------------------------------------------------------------- structured output

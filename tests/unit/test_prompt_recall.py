@@ -65,3 +65,33 @@ def test_verbatim_evidence_counts_only_whole_turns():
     assert evidence_recall(["I went yesterday!"], prompt, verbatim_only=True) == 1.0
     assert evidence_recall(["I went to the support group yesterday"], prompt) == 1.0  # most words
     assert evidence_recall(["I went to the support group yesterday"], prompt, verbatim_only=True) == 0.0
+
+
+def test_bm25_excerpts_is_the_memory_agents_prompt_with_plain_bm25_turns_in_place_of_what_memory_found():
+    from langchain_core.messages import AIMessage
+
+    from core.context import Context
+    from core.messages import stamp_sent_at
+    from core.state import State
+    from evals.recall_eval import TurnIndex, bm25_excerpts_prompt
+    from nodes.reply import reply_prompt
+    from prompts.reply_prompt import EPISODES_HEADER, MEMORIES_HEADER, parse_sections
+
+    when = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+    said = [stamp_sent_at((HumanMessage if i % 2 == 0 else AIMessage)(text, id=f"m{i}"), when) for i, text in enumerate([
+        "Caroline: I adopted a puppy called Oscar.", "Melanie: Lovely!", "Caroline: My sister lives in Haifa.", "Melanie: Nice.",
+        "Caroline: The weather is grey today.", "Melanie: Same here.",
+    ])]
+    question = stamp_sent_at(HumanMessage("What is the name of Caroline's puppy?", id="q"), when)
+    state = State(messages=[*said, question], summarized_through="m3",
+                  loaded_context={"facts": [{"text": "Caroline likes tea"}], "excerpts": []})
+    ctx = Context()
+    index = TurnIndex.of("t1", "Chat", list(state.messages), in_view={"m4", "m5", "q"})
+    ours, _ = reply_prompt(state, ctx)
+    plain = bm25_excerpts_prompt(state, ctx, index, question.text)
+    assert plain.messages[:-1] == ours.messages[:-1]  # the same system message, summary and recent conversation
+    sections = parse_sections(plain.messages)
+    assert sections[EPISODES_HEADER].splitlines()[1] == "user: Caroline: I adopted a puppy called Oscar."
+    assert "weather" not in sections[EPISODES_HEADER]  # in view already: not repeated
+    assert "Caroline likes tea" not in sections[MEMORIES_HEADER]  # plain search: nothing else memory found
+    assert count_message_tokens(plain.messages) <= ctx.prompt_token_budget

@@ -82,7 +82,7 @@ async def test_the_same_task_in_the_models_words_is_added_once_with_the_rules_du
     answer = {"task_updates": [{"action": "add", "description": "Renew passport"}]}
     said = "Remind me to renew my passport next month."
     result = (await extract(model_answering(answer), said, "Sure.", {}, said_at=WEDNESDAY)).value
-    assert [(t.description, t.due, t.due_date) for t in result.task_updates] == [("Renew passport", "next month", "2026-12")]
+    assert [(t.description, t.due, t.due_date) for t in result.task_updates] == [("Renew passport in December 2026", "next month", "2026-12")]
 
 
 async def test_a_value_the_model_states_clearly_wins_over_the_rules_for_the_same_slot():
@@ -125,7 +125,7 @@ async def test_the_dana_lines_are_remembered_with_the_offline_model():
     assert (first.profile_updates.name, first.profile_updates.location, first.profile_updates.role) == ("Dana", "Haifa", "nurse")
     assert second.new_preferences.answer_length == "short"
     (task,) = third.task_updates
-    assert (task.description, task.due, task.due_date) == ("renew my passport next month", "next month", "2026-12")
+    assert (task.description, task.due, task.due_date) == ("Renew my passport in December 2026", "next month", "2026-12")
 
 
 async def test_a_rules_fact_the_model_said_in_other_words_or_another_language_is_not_added_twice():
@@ -166,7 +166,7 @@ async def test_a_preference_the_message_does_not_speak_of_is_not_taken_from_the_
     stored = {"preferences": {"answer_length": "short"}}
     result = (await extract(model_answering(answer), "Remind me to renew my passport next month.", "Done.", stored)).value
     assert result.new_preferences.model_dump(exclude_defaults=True) == {}
-    assert [t.description for t in result.task_updates] == ["Renew passport"]
+    assert [t.description.startswith("Renew passport in ") for t in result.task_updates] == [True]
 
 
 async def test_a_preference_the_user_words_in_their_own_way_is_taken_from_the_model():

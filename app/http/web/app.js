@@ -528,6 +528,17 @@ function messageNode(message, lastReplyId) {
     actions.append(el("time", { class: "message-time", datetime: message.sent_at, title: new Date(message.sent_at).toLocaleString(), testid: "message-time" }, messageTime(message.sent_at)));
   }
   if (!message.in_model_view) actions.append(tag("in summary", "", "Folded into the summary the model sees"));
+  if (message.forgotten) {
+    actions.append(tag("forgotten", "forgotten", "You had the agent forget what this message says: no model sees it. It stays here as you wrote it until you delete it.", "forgotten-tag"));
+    actions.append(el("button", {
+      type: "button", testid: "delete-message", title: "Delete this message for good",
+      onclick: async () => {
+        if (!confirm("Delete this message for good? The chat's undo history goes with it.")) return;
+        try { await api.call("DELETE", `/chats/${state.chatId}/messages/${message.id}`); } catch (err) { setStatus(err.message, "error"); }
+        await openChat(state.chatId);
+      },
+    }, "Delete"));
+  }
   if (message.stopped) {
     actions.append(tag("■ stopped", "stopped", "You stopped this reply. It is kept as far as it got; memory learned nothing from this turn. Regenerate it for a full reply.", "stopped-tag"));
   }
@@ -910,8 +921,20 @@ function renderDocument(testid, values, fields, path) {
   }
 }
 
+// Where a memory came from: "from your message of 3 May 2026, in 'Moving'", a link to that chat.
+function originOf(key) {
+  const found = (state.sources || {})[key] || [];
+  const source = found[found.length - 1];
+  if (!source) return null;
+  if (!source.thread_id) return el("span", { class: "origin", testid: "origin" }, source.described);
+  return el("a", {
+    class: "origin", testid: "origin", href: `#${source.thread_id}`, title: "Open the chat where you said it",
+    onclick: (e) => { e.preventDefault(); openChat(source.thread_id); },
+  }, source.described);
+}
+
 function factItem(fact) {
-  const text = el("span", { class: "item-text", testid: "fact-text" }, fact.text);
+  const text = el("span", { class: "item-text", testid: "fact-text" }, fact.text, originOf(`facts/${fact.id}`));
   const li = el(
     "li",
     { class: "item", testid: "fact", "data-fact-id": fact.id },
@@ -981,12 +1004,14 @@ function renderSummary() {
 }
 
 async function loadMemory() {
-  const [profile, preferences, facts, tasks] = await Promise.all([
+  const [profile, preferences, facts, tasks, sources] = await Promise.all([
     api.call("GET", "/memory/profile"),
     api.call("GET", "/memory/preferences"),
     api.call("GET", "/memory/facts"),
     api.call("GET", "/memory/tasks"),
+    api.call("GET", "/memory/sources"),
   ]);
+  state.sources = sources;
   renderDocument("profile", profile, PROFILE_FIELDS, "/memory/profile");
   renderDocument("preferences", preferences, PREFERENCE_FIELDS, "/memory/preferences");
   tid("facts").replaceChildren(...(facts.facts.length ? facts.facts.map(factItem) : [el("li", { class: "empty" }, "No facts yet.")]));

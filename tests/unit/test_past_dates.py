@@ -1,0 +1,66 @@
+"""Dates of the past: a relative date in a recalled turn is shown with the date it meant, and a
+question naming a span of time is searched in that span."""
+
+from datetime import datetime, timezone
+
+from langchain_core.messages import HumanMessage
+
+from core.past_dates import question_range, resolve_relative
+from prompts.reply_prompt import EPISODES_HEADER, build_prompt, parse_sections
+
+SAID = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
+
+
+def test_yesterday_said_on_8_may_2023_reads_7_may_2023():
+    assert resolve_relative("I went to a support group yesterday.", SAID) == "I went to a support group yesterday (7 May 2023)."
+
+
+def test_relative_phrases_of_the_past_resolve_against_when_they_were_said():
+    text = resolve_relative("last Saturday, last week, last month, last year, two days ago, 3 weeks ago, last summer", SAID)
+    assert "last Saturday (6 May 2023)" in text
+    assert "last week (the week before 8 May 2023)" in text
+    assert "last month (April 2023)" in text and "last year (2022)" in text
+    assert "two days ago (6 May 2023)" in text and "3 weeks ago (the week of 17 April 2023)" in text
+    assert "last summer (summer 2022)" in text
+
+
+def test_a_phrase_already_resolved_or_inside_a_word_is_left_as_it_is():
+    once = resolve_relative("yesterday", SAID)
+    assert resolve_relative(once, SAID) == once
+    assert resolve_relative("yesterdays news", SAID) == "yesterdays news"
+
+
+def test_a_recalled_turn_in_the_prompt_carries_the_date_its_relative_words_meant():
+    excerpt = {"thread_id": "t1", "chat_title": "Chat", "lines": [
+        {"message_id": "m1", "position": 3, "role": "user", "sent_at": SAID.isoformat(), "text": "Caroline: I went to the LGBTQ support group yesterday."}]}
+    built = build_prompt(persona_text="You help.", loaded_context={"excerpts": [excerpt]}, summary_text="", knowledge=[], recent=[],
+                         current=HumanMessage("When did Caroline go to the support group?"))
+    assert "yesterday (7 May 2023)" in parse_sections(built.messages)[EPISODES_HEADER]
+
+
+ASKED = datetime(2023, 10, 20, tzinfo=timezone.utc)
+
+
+def _span(question):
+    found = question_range(question, ASKED)
+    return None if found is None else tuple(d.date().isoformat() for d in found)
+
+
+def test_a_month_without_a_year_is_its_latest_one_before_the_question():
+    assert _span("What did Melanie paint in May?") == ("2023-05-01", "2023-06-01")
+    assert _span("What did she do in November?") == ("2022-11-01", "2022-12-01")
+    assert _span("Where did they travel in June 2022?") == ("2022-06-01", "2022-07-01")
+
+
+def test_years_seasons_and_recent_spans_are_the_spans_they_name():
+    assert _span("What did Caroline do in 2022?") == ("2022-01-01", "2023-01-01")
+    assert _span("What did he do last spring?") == ("2023-03-01", "2023-06-01")
+    assert _span("What happened in the summer of 2022?") == ("2022-06-01", "2022-09-01")
+    assert _span("What did we talk about last week?") == ("2023-10-09", "2023-10-16")
+    assert _span("What did I say yesterday?") == ("2023-10-19", "2023-10-20")
+    assert _span("What did I say last month?") == ("2023-09-01", "2023-10-01")
+
+
+def test_a_question_naming_no_time_has_no_span():
+    assert _span("When did Caroline go to the LGBTQ support group?") is None
+    assert _span("What is Melanie's favourite book?") is None
