@@ -195,6 +195,10 @@ class _Job:
         if why is not None:
             await asyncio.shield(self._stop(work, why))
             raise self._failure(ImportStopped, why)
+        if work.exception() is not None and await self._cancelled_meanwhile():
+            # (A deletion can make an exchange fail before the next beat sees the row: a cancellation still.)
+            await asyncio.shield(self._undo(work))
+            raise ImportCancelled(self.thread_id)
         if work.exception() is not None:
             exc = work.exception()
             detail = f"{type(exc).__name__}: {exc}"
@@ -216,6 +220,12 @@ class _Job:
         if stop_when is not None and await stop_when():
             return "the client left before the import ended"
         return None
+
+    async def _cancelled_meanwhile(self) -> bool:
+        try:
+            return await asyncio.wait_for(chat_imports.beat(self.pool, self.import_id, self.worker), BOOKKEEPING_SECONDS) != "running"
+        except Exception:
+            return False
 
     async def _exchanges(self) -> None:
         cfg = {"configurable": {"thread_id": self.thread_id}}

@@ -163,7 +163,7 @@ async def import_history(
     if all(d.already_imported for d in done):
         response.status_code = 200
     if not exported:
-        return await chat_detail(services, await owned_chat(done[0].chat_id, user, services))
+        return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
     out = [
         ImportedChatOut(chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages, already_imported=d.already_imported)
         for d in done
