@@ -33,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.context import Context
 from core.messages import sent_at
+from core.statements import reported
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
 from memory.user_memory import chat_titles
@@ -364,6 +365,10 @@ async def recall(
     None when nothing clears the gate."""
     if token_budget <= 0 or not query.strip():
         return []
+    if gate is EPISODE_GATE and (about := reported(query)):
+        # "When did I say I was moving?" asks for a search of what was said: what it names is
+        # searched, and a message holding one of its words counts, as in a search the user asks for.
+        query, gate = about, SEARCH_GATE
     # The message's words are searched while it is embedded (the first step of a turn's critical path).
     vector = asyncio.ensure_future(embeddings.aembed_query(query))
     found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
