@@ -104,11 +104,20 @@ async def test_over_danas_four_lines_a_model_like_the_05b_shows_no_markup_no_ech
     assert not any(m in out.getvalue() for m in MARKUP)
 
 
-def test_the_http_token_stream_carries_no_markup(new_database, openai_stub):
+def test_the_http_token_stream_carries_no_markup_and_no_echo_that_was_asked_again(new_database, openai_stub):
+    """The page shows the tokens as they come: markup never arrives, and an echo is held back while
+    it may be one, so the stream carries only the answer that replaced it."""
     from tests.support.http_server import create_keys, final, new_user, reply_text, start_server, stream
     import asyncio
 
-    openai_stub.reset(script(lambda r: "</tool_response>\nHello Dana.<|im_end|>\n<|im_start|>user\nmore"))
+    def reply(request: StubRequest):
+        if nudged(request, "echo"):
+            return "Noted: short answers."
+        if request.last_user_text == DANA[0]:
+            return "</tool_response>\nHello Dana.<|im_end|>\n<|im_start|>user\nmore"
+        return request.last_user_text  # an echo
+
+    openai_stub.reset(script(reply))
     env = {"OPENAI_BASE_URL": openai_stub.base_url, "OPENAI_API_KEY": "x"}
     server = start_server(new_database("markup"), model="openai:stub-http", workers=1, env=env)
     try:
@@ -116,7 +125,9 @@ def test_the_http_token_stream_carries_no_markup(new_database, openai_stub):
         key = asyncio.run(create_keys(server.database_url, [user]))[user]
         with server.client(key) as client:
             chat_id = client.post("/chats", json={}).json()["chat"]["id"]
-            events = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[0]})
+            first = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[0]})
+            second = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[1]})
     finally:
         server.stop()
-    assert reply_text(events) == final(events).data["reply"] == "Hello Dana."
+    assert reply_text(first) == final(first).data["reply"] == "Hello Dana."
+    assert reply_text(second) == final(second).data["reply"] == "Noted: short answers."
