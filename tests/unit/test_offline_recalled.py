@@ -79,3 +79,20 @@ def test_without_excerpts_the_reply_is_as_before():
 )
 def test_what_counts_as_stating_something(text, states):
     assert states_something(text) is states
+
+
+@pytest.mark.parametrize(
+    ("question", "about"),
+    [
+        ("When did I say I was moving?", "I was moving"),
+        ("what did I tell you about my move", "my move"),
+        ("Do you remember when I said I was moving to Lisbon?", "I was moving to Lisbon"),
+        ("Did I ever mention my sister?", "my sister"),
+        ("When did I say that?", None),  # names nothing to look for
+        ("Where is Lisbon?", None),
+    ],
+)
+def test_a_question_about_what_was_said_is_a_search_for_what_it_names(question, about):
+    from core.statements import reported
+
+    assert reported(question) == about
