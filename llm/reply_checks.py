@@ -75,8 +75,11 @@ def without_markup(message: AIMessage) -> AIMessage:
 # Word sequences this alike (difflib's ratio) count as the same text: an echo with a word changed
 # or a "!" added is still an echo; a reply that quotes the message and answers it is not.
 SAME_TEXT_RATIO = 0.9
-# A reply with fewer content words than this may repeat ("You're welcome!" after two thank-yous).
+# A reply with fewer content words than this is never an echo ("Thanks!" back to "Thanks!")...
 MIN_CONTENT_WORDS = 2
+# ...and one with fewer than this may say again what it said last turn: a short acknowledgement
+# ("Got it, happy to help with the garden.") fits many messages; a whole answer given twice does not.
+MIN_REPEAT_WORDS = 5
 
 ECHO_NOTE = "(No answer: the model only repeated your message back, twice. Please ask again, perhaps in other words.)"
 REPEAT_NOTE = "(No answer: the model gave its previous reply again, twice. Please ask again, perhaps in other words.)"
@@ -103,9 +106,9 @@ def same_text(a: str, b: str) -> bool:
 _WORD_WITH_APOSTROPHE = re.compile(r"\w+(?:'\w+)?")
 
 
-def _says_something(text: str) -> bool:
+def _content_count(text: str) -> int:
     words = _WORD_WITH_APOSTROPHE.findall(unicodedata.normalize("NFKC", text).replace("’", "'").casefold())
-    return sum(1 for w in words if w not in STOPWORDS and w not in FILLER) >= MIN_CONTENT_WORDS
+    return sum(1 for w in words if w not in STOPWORDS and w not in FILLER)
 
 
 @dataclass
@@ -123,12 +126,16 @@ def echo_kind(reply: str, said: Said) -> Literal["echo", "repeat"] | None:
     """"echo" when ``reply`` only repeats something the user said (their newest message, or an
     earlier one: the 0.5B answered Dana's second line with her first), "repeat" when it repeats the
     previous reply (unless the user asked the same thing again), else None. A reply too short to
-    mean much is neither: "Thanks!" twice may well be answered "You're welcome!" twice."""
-    if not _says_something(reply):
+    mean much is neither, and a short acknowledgement may repeat: "Thanks!" twice may well be
+    answered "You're welcome!" twice."""
+    content = _content_count(reply)
+    if content < MIN_CONTENT_WORDS:
         return None
     if any(same_text(reply, t) for t in (said.user_text, *said.earlier_user_texts)):
         return "echo"
-    if said.previous_reply and same_text(reply, said.previous_reply) and not same_text(said.user_text, said.previous_user_text):
+    if content < MIN_REPEAT_WORDS or not said.previous_reply:
+        return None
+    if same_text(reply, said.previous_reply) and not same_text(said.user_text, said.previous_user_text):
         return "repeat"
     return None
 

@@ -80,9 +80,9 @@ async def test_a_model_that_only_echoes_gets_a_clear_note_after_one_more_try(cli
 
 
 async def test_a_repeat_of_the_previous_reply_is_asked_again_then_replaced(cli, openai_stub):
-    openai_stub.reset(script(lambda r: "Hello Dana, how can I help you today?"))
+    openai_stub.reset(script(lambda r: "Hello Dana, I can help with reminders, notes and questions about your day."))
     session, _ = cli()
-    assert await session.send(DANA[0]) == "Hello Dana, how can I help you today?"
+    assert await session.send(DANA[0]) == "Hello Dana, I can help with reminders, notes and questions about your day."
     assert await session.send(DANA[1]) == REPEAT_NOTE
     assert nudged(openai_stub.requests_of("reply")[-1], "repeat")
 

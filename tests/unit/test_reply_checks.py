@@ -63,9 +63,10 @@ def test_the_stream_and_the_stored_reply_agree_on_what_markup_leaves():
         ("hi my name is dana, i live in haifa and i work as a nurse", DANA, "", "", "echo"),
         ("Hi! My name is Dana, I live in Haifa and I work as a nurse!!", DANA, "", "", "echo"),
         (DANA, "I prefer short answers.", DANA, DANA, "echo"),  # Dana's turn 2 on the 0.5B: her first line
-        ("Hello Dana, how can I help?", "I prefer short answers.", "Hello Dana, how can I help?", DANA, "repeat"),
+        ("Hello Dana, I can help with reminders, notes and questions about your day.", "I prefer short answers.", "Hello Dana, I can help with reminders, notes and questions about your day.", DANA, "repeat"),
         ("Hello Dana! Nice to meet you, a nurse in Haifa.", DANA, "", "", None),
         ("You're welcome!", "Thanks!", "You're welcome!", "Thank you!", None),  # too short to mean much
+        ("Happy to help with the garden.", "And the roses?", "Happy to help with the garden.", "The tomatoes?", None),  # a short acknowledgement
         ("Your passport task is due in December.", "When is it due?", "Your passport task is due in December.", "When is it due?", None),
         ("", DANA, "", "", None),
     ],
@@ -101,7 +102,7 @@ async def test_an_echo_is_asked_again_once_with_a_nudge_and_a_real_answer_is_kep
 
 @pytest.mark.parametrize(("kind", "note"), [("echo", ECHO_NOTE), ("repeat", REPEAT_NOTE)])
 async def test_a_second_echo_or_repeat_becomes_a_clear_note(kind, note):
-    previous = "Hello Dana, how can I help?"
+    previous = "Hello Dana, I can help with reminders, notes and questions about your day."
     history = [HumanMessage(DANA), AIMessage(previous)]
     words = DANA if kind == "echo" else "I prefer short answers."
     model = echoing_model(DANA if kind == "echo" else previous)
