@@ -66,3 +66,31 @@ def stamp_sent_at(message: BaseMessage, when: "datetime | None" = None) -> BaseM
             moment = moment.replace(tzinfo=timezone.utc)
         message.response_metadata = {**(message.response_metadata or {}), SENT_AT: moment.astimezone(timezone.utc).isoformat()}
     return message
+
+
+# A reply that only repeated what memory gave it (the offline model's "I know: …", a reply that
+# quotes excerpts back) is marked here: it is kept in the chat, but it is no evidence about the
+# user, so the index of what was said, the summary fold and extraction pass over it.
+MEMORY_ECHO = "memory_echo"
+# Share of a reply's content words found in what memory gave the model, past which the reply
+# only repeated memory (a reply that adds a few words of its own still counts as an echo).
+ECHO_SHARE = 0.8
+ECHO_MIN_WORDS = 2
+
+
+def is_memory_echo(message: BaseMessage | None) -> bool:
+    return isinstance(message, AIMessage) and bool((message.response_metadata or {}).get(MEMORY_ECHO))
+
+
+def mark_memory_echo(reply: AIMessage, memory_text: str) -> AIMessage:
+    """Mark ``reply`` when nearly every content word of it was in ``memory_text`` (what the prompt's
+    memory sections and summary held), so it only repeated memory."""
+    from core.words import content_words  # core.words needs nltk; only replies pay for it
+
+    said = content_words(reply.text)
+    if len(said) < ECHO_MIN_WORDS or not memory_text.strip():
+        return reply
+    known = set(content_words(memory_text))
+    if sum(w in known for w in said) / len(said) >= ECHO_SHARE:
+        reply.response_metadata = {**(reply.response_metadata or {}), MEMORY_ECHO: True}
+    return reply

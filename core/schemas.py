@@ -73,6 +73,32 @@ class StoredModel(BaseModel):
         return super().model_validate(obj, context=STORED if context is None else context, **kwargs)
 
 
+# --------------------------------------------------------------------------- provenance
+MAX_SOURCES = 20
+"""Sources kept per item: the first and the newest (a fact heard a hundred times keeps 20)."""
+
+
+class Source(BaseModel):
+    """Where a memory came from: the message that said it, and what wrote it down."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: Identifier | None = None
+    message_id: Identifier | None = None
+    said_at: datetime | None = None
+    by: ShortText = "model"
+    """"rules" (the extraction rules), "model <name>", "user" (typed in /memory or the API),
+    "client" (the LangGraph store API), "remember" (MCP's remember tool)."""
+
+
+def with_source(sources: list[Source], new: Source | None) -> list[Source]:
+    """``sources`` plus ``new`` (once per message), the first and the newest kept."""
+    if new is None or any(s.message_id == new.message_id and s.thread_id == new.thread_id and new.message_id for s in sources):
+        return sources
+    out = [*sources, new]
+    return out if len(out) <= MAX_SOURCES else [out[0], *out[-(MAX_SOURCES - 1):]]
+
+
 # --------------------------------------------------------------------------- profile
 class Profile(BaseModel):
     """Who the user is. Every field is optional: we only store what the user said."""
@@ -106,6 +132,8 @@ class UserDocument(StoredModel):
     profile: Profile = Field(default_factory=Profile)
     preferences: Preferences = Field(default_factory=Preferences)
     updated_at: datetime = Field(default_factory=utcnow)
+    sources: dict[str, list[Source]] = Field(default_factory=dict)
+    """Where each field's value came from, keyed "profile.role", "preferences.answer_length"."""
 
 
 # --------------------------------------------------------------------------- facts
@@ -124,6 +152,8 @@ class Fact(StoredModel):
     last_used: datetime | None = None
     source_thread: Identifier | None = None
     source_message_id: Identifier | None = None
+    sources: list[Source] = Field(default_factory=list)
+    """Every message that said it (merges and repeats add theirs), and what wrote it down."""
     # Contradictions supersede instead of deleting, so history stays auditable.
     superseded_by: Identifier | None = None
     valid_to: datetime | None = None
@@ -149,6 +179,7 @@ class Task(StoredModel):
     completed_at: datetime | None = None
     source_thread: Identifier | None = None
     source_message_id: Identifier | None = None
+    sources: list[Source] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- chats

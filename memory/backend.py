@@ -12,7 +12,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 import knowledge
-from storage import api_keys, chat_runs, episodes, store_lookups, thread_owners, vector_search
+from storage import api_keys, chat_runs, episodes, forget_ledger, store_lookups, thread_owners, vector_search
 from embeddings.cache import CachedEmbeddings
 from embeddings.record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
@@ -67,6 +67,7 @@ async def set_up_schema(
         await vector_search.setup(pool)
         await knowledge.setup(pool, dims)
         await episodes.setup(pool, dims)
+        await forget_ledger.setup(pool)
         await api_keys.setup(pool)
         await chat_runs.setup(pool)
         await thread_owners.setup(pool)  # after the store and run records: its first set-up reads them

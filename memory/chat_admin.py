@@ -17,8 +17,11 @@ from typing import Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
+from langchain_core.messages import AIMessage, BaseMessage
+
 from memory import memory_writer
-from storage import api_keys, chat_runs, episodes, thread_owners
+from memory.forgetting import forget_message
+from storage import api_keys, chat_runs, episodes, forget_ledger, thread_owners
 from core.schemas import ChatRecord
 
 async def owned_ids(db, user_id: str, thread_ids: Iterable[str]) -> set[str]:
@@ -53,12 +56,29 @@ async def user_thread_ids(backend, user_id: str) -> list[str]:
 async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     """Delete everything of one user: the threads they own and their checkpoints, every store
     namespace under ``("users", user_id)`` (vectors go with their items), their messages in the
-    episodic index, API keys, run rows and ownership rows."""
+    episodic index, the record of their forgets, API keys, run rows and ownership rows."""
     threads = await user_thread_ids(backend, user_id)
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)
     forgotten = await memory_writer.forget_user_memory(backend.pool, user_id)  # every kind, messages included
+    # The record of what they had forgotten goes too: nothing of theirs is left to hide.
+    ledger = await forget_ledger.delete_owner(backend.pool, user_id)
     keys = await api_keys.delete_user_keys(backend.pool, user_id)
     runs = await chat_runs.delete_user_runs(backend.pool, user_id)
     await thread_owners.release_all(backend.pool, user_id)
-    return {"chats": len(threads), **forgotten, "api_keys": keys, "runs": runs}
+    return {"chats": len(threads), **forgotten, "forgets": ledger, "api_keys": keys, "runs": runs}
+
+
+DELETED = "[deleted]"
+"""What stands in the transcript for a message the user deleted outright."""
+
+
+async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str, message: BaseMessage) -> None:
+    """Delete one message outright: hidden from every model and derived copy for good (the forget
+    ledger), the facts and tasks only it taught deleted, its index row emptied, its text replaced in
+    the transcript, and the chat's earlier checkpoints (which still hold it) pruned."""
+    await forget_message(backend.store, user_id, thread_id, message.id)
+    update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
+    config = {"configurable": {"thread_id": thread_id}}
+    await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node="extract_memories")
+    await backend.checkpointer.aprune([thread_id], strategy="keep_latest")

@@ -32,13 +32,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
 
 from core.context import Context
-from core.messages import sent_at
+from core.messages import is_memory_echo, sent_at
 from core.statements import reported
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
 from memory.user_memory import chat_titles
 from prompts.reply_prompt import excerpt_date, excerpt_piece
+from core.redaction import Redactor
 from storage import episodes as table
+from storage import forget_ledger
 from storage import thread_owners
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,9 @@ log = logging.getLogger(__name__)
 EMBED_BATCH = 64
 # Candidates per arm (full text, vectors) before fusion.
 CANDIDATES = 40
+# The assistant's words weigh this much of the user's in the fused ranking: evidence about the
+# user is what they said (a reply that only repeated memory is not indexed at all).
+ASSISTANT_WEIGHT = 0.95
 
 
 def role_of(message: BaseMessage) -> str | None:
@@ -58,11 +63,11 @@ def role_of(message: BaseMessage) -> str | None:
 
 def conversation(messages: Sequence[BaseMessage]) -> list[tuple[int, str, BaseMessage]]:
     """(position in the thread, role, message) of the messages the index keeps: user and
-    assistant messages with text."""
+    assistant messages with text, less replies that only repeated memory (no evidence about the user)."""
     out = []
     for position, m in enumerate(messages):
         role = role_of(m)
-        if role and m.id and m.text.strip():
+        if role and m.id and m.text.strip() and not is_memory_echo(m):
             out.append((position, role, m))
     return out
 
@@ -109,11 +114,16 @@ async def index_thread(
     messages: Sequence[BaseMessage],
     *,
     checkpointer=None,
+    redactor: Redactor | None = None,
 ) -> IndexResult:
     """Bring the thread's rows in step with ``messages`` (the thread's current branch): add what
     is new, drop what left the branch, move what changed position. Only the new messages are embedded.
+    A message is kept as the user's forgets leave it (``redactor``; read from the ledger when not
+    given), so no write, sync or rebuild brings a forgotten word back into the index.
 
     The caller has checked that ``owner`` owns the thread (``thread_owners.claim``)."""
+    if redactor is None:
+        redactor = await forget_ledger.redactor(pool, owner)
     kept = conversation(messages)
     existing = await table.indexed_positions(pool, owner, thread_id)
     new = [(p, r, m) for p, r, m in kept if m.id not in existing]
@@ -124,23 +134,26 @@ async def index_thread(
     undated = [m.id for _, _, m in new if sent_at(m) is None]
     fallback = await checkpoint_times(checkpointer, thread_id, undated) if undated else {}
     now = datetime.now(timezone.utc)
-    vectors = await embed_texts(embeddings, [m.text for _, _, m in new]) if new else []
+    texts = [redactor.said(thread_id, m.id, m.text) for _, _, m in new]
+    vectors = await embed_texts(embeddings, texts) if new else []
     rows = [
-        table.Episode(thread_id, m.id, p, r, sent_at(m) or fallback.get(m.id) or now, m.text, owner=owner, embedding=v)
-        for (p, r, m), v in zip(new, vectors)
+        table.Episode(thread_id, m.id, p, r, sent_at(m) or fallback.get(m.id) or now, text, owner=owner, embedding=v)
+        for (p, r, m), text, v in zip(new, texts, vectors)
     ]
     dropped = await table.sync_thread(pool, owner, thread_id, keep=keep_ids, write=rows, moved=moved)
     return IndexResult(written=len(rows), dropped=dropped)
 
 
-async def index_for_run(store, owner: str, thread_id: str, messages: Sequence[BaseMessage], checkpointer=None) -> IndexResult | None:
+async def index_for_run(
+    store, owner: str, thread_id: str, messages: Sequence[BaseMessage], checkpointer=None, redactor: Redactor | None = None
+) -> IndexResult | None:
     """The summarize step's call: our Postgres store gives the pool and the embeddings; any other
     store (a test's in-memory one) has no index."""
     pool = thread_owners.pool_of(store)
     embeddings = getattr(store, "embeddings", None)
     if pool is None or embeddings is None:
         return None
-    result = await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer)
+    result = await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer, redactor=redactor)
     if result.written and owner not in _owners_with_index and await table.count(pool, owner) >= table.LARGE_OWNER:
         # Built in the background (about a minute per 100,000 messages); searches stay exact until it is ready.
         task = asyncio.create_task(table.ensure_owner_index(pool, owner))
@@ -274,7 +287,9 @@ async def fused_search(
     fused = reciprocal_rank_fusion(
         [[(c.thread_id, c.message_id) for c in text_order], [(c.thread_id, c.message_id) for c in vector_order]]
     )
-    out = [Found(by_key[key], score) for key, score in fused]
+    # What the user said outranks what the assistant said at the same fused rank.
+    out = sorted((Found(by_key[key], score * (1.0 if by_key[key].role == "user" else ASSISTANT_WEIGHT)) for key, score in fused),
+                 key=lambda f: -f.score)
     if gate is not None:
         out = [f for f in out if gate.admits(f.candidate)]
     return out

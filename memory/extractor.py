@@ -83,6 +83,7 @@ async def extract(
     *,
     said_at: datetime | None = None,
     rule_tasks: bool = True,
+    rule_texts: list[str] | None = None,
 ) -> StructuredResult[ExtractionResult]:
     """The model's extraction on the floor of the rules, with relative dates resolved against ``said_at``.
 
@@ -94,6 +95,9 @@ async def extract(
     floor = extract_with_rules(user_message, stored)
     if not rule_tasks:
         floor = floor.model_copy(update={"task_updates": []})
+    if rule_texts is not None:  # what the rules found, so the writer can say so in each item's source
+        rule_texts += [f.text for f in floor.new_facts] + [t.description for t in floor.task_updates]
+        rule_texts += [str(v) for part in (floor.profile_updates, floor.new_preferences) for v in part.model_dump(exclude_none=True).values() if not isinstance(v, list)]
     try:
         result = await invoke_structured(model, ExtractionResult, build_extraction_messages(user_message, reply, stored), config=config)
     except GraphBubbleUp:

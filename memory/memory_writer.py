@@ -31,8 +31,9 @@ from typing import Any
 
 from langgraph.store.base import GetOp, PutOp
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, Field
 
-from storage import store_rows, vector_search
+from storage import forget_ledger, store_rows, vector_search
 from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns, user_root
@@ -45,11 +46,15 @@ from core.schemas import (
     NewFact,
     Preferences,
     Profile,
+    Source,
     Task,
     normalize_text,
     text_hash,
     utcnow,
+    with_source,
 )
+from core.redaction import Redactor
+from core.errors import MemoryAgentError
 from memory.kinds import KINDS, MemoryKind
 from memory.user_memory import get_chat, get_user_document, invalid_item, parse_fact, parse_item, parse_task, search_facts, search_tasks
 
@@ -170,25 +175,63 @@ async def apply_extraction(
     message_id: str | None = None,
     now: datetime | None = None,
     merge_threshold: float = MERGE_THRESHOLD,
+    by: str = "model",
+    rule_texts: frozenset[str] = frozenset(),
+    said_at: datetime | None = None,
 ) -> WriteReport:
     """Apply ``result`` exactly once, whatever else writes this user's memory at the same time.
 
     Texts are embedded first, in one batch; then one transaction holding the user's lock reads
     what it needs (by index and bounded vector search, never a whole namespace) and writes.
+    Each item records its source: the message (``thread_id``, ``message_id``), its time and what
+    wrote it (``by``; "rules" for the texts in ``rule_texts``, which the extraction rules found).
+    Nothing the user had forgotten is written again (storage.forget_ledger): whoever calls.
     """
     now = now or utcnow()
     if result.is_empty():  # most turns: nothing to read or write
         return WriteReport()
     await embed_ahead(store, [f.text for f in result.new_facts] + [u.description for u in result.task_updates])
+    source = Source(thread_id=thread_id, message_id=message_id, said_at=said_at or now, by=by) if thread_id or message_id or by != "model" else None
+    rules = {normalize_text(t) for t in rule_texts}
+
+    def source_of(text: str) -> Source | None:
+        if source is None or normalize_text(text) not in rules:
+            return source
+        return source.model_copy(update={"by": "rules"})
+
     async with user_transaction(store, user_id) as tx:
+        result = without_forgotten(result, await forget_ledger.redactor_of_store(tx, user_id))
         report = WriteReport()
         ops: list[PutOp] = []
-        await _apply_profile(tx, user_id, result, now, report, ops)
-        await _apply_facts(tx, user_id, result, now, report, ops, thread_id, message_id, merge_threshold)
-        await _apply_tasks(tx, user_id, result, now, report, ops, thread_id, message_id)
+        await _apply_profile(tx, user_id, result, now, report, ops, source_of)
+        await _apply_facts(tx, user_id, result, now, report, ops, thread_id, message_id, merge_threshold, source_of)
+        await _apply_tasks(tx, user_id, result, now, report, ops, thread_id, message_id, source_of)
         if ops:
             await tx.abatch(ops)
     return report
+
+
+def without_forgotten(result: ExtractionResult, redactor: Redactor) -> ExtractionResult:
+    """``result`` less every fact, field, preference and task that carries something the user had
+    forgotten: no extraction, rule or import brings it back."""
+    if not redactor:
+        return result
+
+    def fields(section) -> dict:
+        return {k: (None if isinstance(v, str) and redactor.carries(v) else [x for x in v if not redactor.carries(x)] if isinstance(v, list) else v)
+                for k, v in section.model_dump(exclude_unset=False).items()}
+
+    kept = result.model_copy(
+        update={
+            "new_facts": [f for f in result.new_facts if not redactor.carries(f.text)],
+            "task_updates": [t for t in result.task_updates if not redactor.carries(t.description)],
+            "profile_updates": type(result.profile_updates).model_validate(fields(result.profile_updates)),
+            "new_preferences": type(result.new_preferences).model_validate(fields(result.new_preferences)),
+        }
+    )
+    if kept != result:
+        log.info("extraction: left out what the user had forgotten")
+    return kept
 
 
 def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes: dict) -> bool:
@@ -210,11 +253,18 @@ def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes
     return changed
 
 
-async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list) -> None:
-    """Profile and preferences: one document, changed fields only."""
+async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list, source_of=lambda _t: None) -> None:
+    """Profile and preferences: one document, changed fields only; each changed field records its source."""
     doc = await get_user_document(tx, user_id)
     doc_changed = _merge_fields(doc.profile, result.profile_updates.model_dump(), "goals", (None, ""), report.profile_changes)
     doc_changed = _merge_fields(doc.preferences, result.new_preferences.model_dump(), "other_notes", (None,), report.preference_changes) or doc_changed
+    for part, changes in (("profile", report.profile_changes), ("preferences", report.preference_changes)):
+        for name, value in changes.items():
+            src = source_of(", ".join(value) if isinstance(value, list) else str(value))
+            key = f"{part}.{name}"
+            if src is not None:
+                # A new value of a scalar field starts its history anew; a list field's entries add theirs.
+                doc.sources[key] = with_source(doc.sources.get(key, []) if isinstance(value, list) else [], src)
     if doc_changed:
         doc.updated_at = now
         ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
@@ -232,7 +282,7 @@ async def _facts_where(tx, user_id: str, field_name: str, values: list[str]) -> 
 
 async def _apply_facts(
     tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list,
-    thread_id: str | None, message_id: str | None, merge_threshold: float,
+    thread_id: str | None, message_id: str | None, merge_threshold: float, source_of=lambda _t: None,
 ) -> None:
     new_facts = _dedupe_batch(result.new_facts)
     if not new_facts:
@@ -265,6 +315,7 @@ async def _apply_facts(
             existing = touched.get(by_hash[h].id, by_hash[h])
             existing.mentions += 1
             existing.updated_at = now
+            existing.sources = with_source(existing.sources, source_of(nf.text))
             stage(existing)
             report.duplicates_dropped.append(nf.text)
             continue
@@ -282,6 +333,7 @@ async def _apply_facts(
             updated_at=created,
             source_thread=thread_id,
             source_message_id=message_id,
+            sources=with_source([], source_of(nf.text)),
         )
         old = active.get(nf.supersedes or "") if nf.supersedes else None
         if old is None:
@@ -297,6 +349,7 @@ async def _apply_facts(
                 target.tags = sorted(set(target.tags) | set(nf.tags))
                 target.mentions += 1
                 target.updated_at = now
+                target.sources = with_source(target.sources, source_of(nf.text))
                 stage(target, text_changed=richer)
                 by_hash[h] = target
                 report.facts_merged.append(target.text)
@@ -326,7 +379,7 @@ async def _apply_facts(
 
 async def _apply_tasks(
     tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list,
-    thread_id: str | None, message_id: str | None,
+    thread_id: str | None, message_id: str | None, source_of=lambda _t: None,
 ) -> None:
     staged: dict[str, Task] = {}
     for upd in result.task_updates:
@@ -347,7 +400,8 @@ async def _apply_tasks(
                 continue  # already on the list
             description = upd.description.strip()
             task = Task(id=str(uuid.uuid4()), description=description, hash=text_hash(description), due=upd.due, due_date=upd.due_date,
-                        created_at=now, updated_at=now, source_thread=thread_id, source_message_id=message_id)
+                        created_at=now, updated_at=now, source_thread=thread_id, source_message_id=message_id,
+                        sources=with_source([], source_of(description)))
             staged[task.id] = task
             ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json")))
             report.tasks_added.append(task.description)
@@ -435,6 +489,7 @@ async def edit_user_document(store, user_id: str, part: str, changes: dict[str, 
     """Set the given fields of the profile or the preferences (a null clears one); ``None`` resets the part."""
     async with user_transaction(store, user_id) as tx:
         doc = await get_user_document(tx, user_id)
+        now = utcnow()
         if changes is None:
             setattr(doc, part, Profile() if part == "profile" else Preferences())
         else:
@@ -443,7 +498,9 @@ async def edit_user_document(store, user_id: str, part: str, changes: dict[str, 
                 if value is None and isinstance(getattr(target, name), list):
                     value = []  # null clears a list field too
                 setattr(target, name, value)
-        doc.updated_at = utcnow()
+                doc.sources[f"{part}.{name}"] = [Source(by="user", said_at=now)] if value not in (None, [], "") else []
+                await _lift_forgets(tx, user_id, value)
+        doc.updated_at = now
         await tx.aput(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False)
     return getattr(doc, part)
 
@@ -461,6 +518,8 @@ async def edit_fact(
             return None
         if text is not None:
             fact.text, fact.hash, fact.slot = text, text_hash(text), slot_of(text)
+            fact.sources = with_source(fact.sources, Source(by="user", said_at=utcnow()))
+            await _lift_forgets(tx, user_id, text)
         if importance is not None:
             fact.importance = importance
         if tags is not None:
@@ -482,6 +541,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
         now = utcnow()
         if description:
             task.description, task.hash = description, text_hash(description)
+            await _lift_forgets(tx, user_id, description)
         status = changes.get("status")
         if status is not None and status != task.status:
             task.status = status
@@ -517,7 +577,35 @@ async def forget_fact(store, user_id: str, fact_id: str, *, now: datetime | None
     return fact
 
 
+# --------------------------------------------------------------------------- MCP's remember
+
+
+class Remembered(BaseModel):
+    """What ``remember`` did with the fact."""
+
+    remembered: bool
+    described: str = Field(description="What changed, in words (empty when nothing did, e.g. the user had forgotten it).")
+
+
+async def remember_fact(store, user_id: str, text: str) -> Remembered:
+    """Remember one fact told by another agent (MCP), under the same rules and provenance as extraction."""
+    fact = NewFact(text=text.strip())
+    report = await apply_extraction(store, user_id, ExtractionResult(new_facts=[fact]), by="remember")
+    return Remembered(remembered=not report.is_empty(), described=report.describe())
+
+
 # --------------------------------------------------------------------------- the store API's writes
+
+
+async def _lift_forgets(tx, user_id: str, value: Any) -> None:
+    """What the user types into their memory themselves is theirs again: the forgets of its words end."""
+    texts = [str(v) for v in value] if isinstance(value, list) else [str(value)] if isinstance(value, str) else []
+    if texts:
+        await forget_ledger.lift_of_store(tx, user_id, texts)
+
+
+class ForgottenItem(MemoryAgentError, ValueError):
+    """A client wrote what the user had the agent forget."""
 
 
 async def put_client_item(store, user_id: str, kind: str, key: str, value: dict[str, Any]) -> str:
@@ -527,12 +615,17 @@ async def put_client_item(store, user_id: str, kind: str, key: str, value: dict[
     (the fact's ``mentions`` go up). Returns the key the item now lives under."""
     spec: MemoryKind = KINDS[kind]
     item = spec.model.model_validate(value)
+    if isinstance(item, (Fact, Task)) and not item.sources:
+        item.sources = [Source(by="client", said_at=utcnow())]
     if isinstance(item, Fact):
         item.hash, item.slot = text_hash(item.text), item.slot or slot_of(item.text)
     elif isinstance(item, Task):
         item.hash = text_hash(item.description)
     await embed_ahead(store, [str(getattr(item, f, "") or "") for f in spec.embedded])
     async with user_transaction(store, user_id) as tx:
+        redactor = await forget_ledger.redactor_of_store(tx, user_id)
+        if redactor and redactor.carries(" ".join(str(getattr(item, f, "") or "") for f in ("text", "description", "summary_text"))):
+            raise ForgottenItem(f"The user had the agent forget what this {kind} item says; it is not stored again.")
         if isinstance(item, Fact) and item.status == "active":
             same = [f for f in await _facts_where(tx, user_id, "hash", [item.hash]) if f.id != key]
             if same:

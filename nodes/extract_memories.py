@@ -8,14 +8,16 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import current_turn, is_stopped, last_human_index, sent_at
+from core.messages import current_turn, is_memory_echo, is_stopped, last_human_index, sent_at
 from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_failure, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
-from nodes.tools import TASK_TOOLS
+from nodes.tools import FORGET_TOOLS, TASK_TOOLS
 from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
+from llm.chat_model import model_label
 from memory.extractor import RULES_ONLY, extract
+from memory.forgetting import redactor_for
 from memory.memory_writer import apply_extraction, mark_used
 from memory.user_memory import get_user_document, list_tasks, search_facts
 
@@ -47,6 +49,12 @@ def _asked_about_tasks(messages) -> bool:
     return i is not None and any(c.get("name") in TASK_TOOLS for m in messages[i + 1 :] for c in getattr(m, "tool_calls", None) or [])
 
 
+def _asked_to_forget(messages) -> bool:
+    """This turn asked to forget (a forget tool was called): it teaches memory nothing, confirmed or not."""
+    i = last_human_index(messages)
+    return i is not None and any(c.get("name") in FORGET_TOOLS for m in messages[i + 1 :] for c in getattr(m, "tool_calls", None) or [])
+
+
 async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     try:
         # The facts recalled into this turn's prompt, marked used here, after the reply: a write
@@ -71,15 +79,22 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     if is_stopped(reply):
         # The rule for stopped turns: kept in the chat, taught nothing (regenerate to have it learned).
         return {"memory_written": {"skipped": "the reply was stopped"}}
+    if _asked_to_forget(state.messages):  # "forget that I work as a nurse" must not teach "Works as a nurse"
+        return {"memory_written": {"skipped": "the turn asked to forget"}}
     store = runtime.store
     model = load_chat_model(ctx.model)
     # No reply yet (a replayed conversation ending on the user's turn): what the user said still counts.
-    reply_text = reply.text if reply is not None else ""
+    # A reply that only repeated memory is no evidence about the user: the extractor reads no word of it.
+    reply_text = reply.text if reply is not None and not is_memory_echo(reply) else ""
+    redactor = await redactor_for(store, ctx.user_id)  # forgotten things reach no extraction call
+    reply_text = redactor.text(reply_text)
+    rule_texts: list[str] = []
     with timed("extract_memories"):
-        stored = await related_memories(store, ctx.user_id, human.text, reply_text)
+        stored = redactor.value(await related_memories(store, ctx.user_id, human.text, reply_text))
         try:
             result = await extract(
-                model, human.text, reply_text, stored, config=NOSTREAM, said_at=sent_at(human), rule_tasks=not _asked_about_tasks(state.messages)
+                model, human.text, reply_text, stored, config=NOSTREAM, said_at=sent_at(human),
+                rule_tasks=not _asked_about_tasks(state.messages), rule_texts=rule_texts,
             )
         except GraphBubbleUp:
             raise
@@ -98,7 +113,8 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
             return {"memory_written": written}
         count_tokens_used("extract", result.input_tokens, result.output_tokens)
         report = await apply_extraction(
-            store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id
+            store, ctx.user_id, result.value, thread_id=thread_id_of(runtime), message_id=human.id,
+            said_at=sent_at(human), by=f"model {model_label(model)}", rule_texts=frozenset(rule_texts),
         )
     written = report.as_dict()
     if result.method == RULES_ONLY:  # the model failed; what the rules found was written

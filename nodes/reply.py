@@ -9,16 +9,27 @@ from langgraph.runtime import Runtime
 
 import prompts
 from nodes.compaction import model_view
-from core.context import Context, get_context
-from core.messages import last_human_index, stamp_sent_at
+from core.context import Context, get_context, thread_id_of
+from core.messages import last_human_index, mark_memory_echo, stamp_sent_at
 from core.metrics import count_tokens_used, timed
-from prompts.reply_prompt import BuiltPrompt, PromptBudgets, build_prompt
+from prompts.reply_prompt import (
+    EPISODES_HEADER,
+    MEMORIES_HEADER,
+    SUMMARY_HEADER,
+    USER_CONTEXT_HEADER,
+    BuiltPrompt,
+    PromptBudgets,
+    build_prompt,
+    parse_sections,
+)
 from core.state import State
 from llm.chat_model import OFFLINE, load_chat_model, model_label, resolve_model_name, with_output_cap
 from llm.reply_checks import ECHO_NOTE, REPEAT_NOTE, echo_kind, echo_targets, without_markup
 from nodes.stream_events import emit
 from llm.text_tool_calls import answer_again, answer_in_plain_words, with_text_calls_resolved
+from core.redaction import Redactor
 from core.schemas import SummaryBoard
+from memory.forgetting import redact_board, redactor_for
 from nodes.tools import agent_tools
 
 
@@ -52,23 +63,35 @@ def with_every_call_answered(messages: list[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
+def memory_sections_text(built: BuiltPrompt) -> str:
+    """What memory gave the model this turn (profile, facts, tasks, chats, excerpts, summary)."""
+    sections = parse_sections(built.messages)
+    return "\n".join(sections.get(h, "") for h in (USER_CONTEXT_HEADER, MEMORIES_HEADER, EPISODES_HEADER, SUMMARY_HEADER))
+
+
 def persona_text(ctx: Context) -> str:
     return ctx.system_prompt.strip() or prompts.persona(ctx.persona).text
 
 
-def reply_prompt(state: State, ctx: Context) -> tuple[BuiltPrompt, list[BaseMessage]]:
+def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, thread_id: str | None = None) -> tuple[BuiltPrompt, list[BaseMessage]]:
     """The prompt the model gets for the newest user message, and this turn's tool steps after it.
 
-    The one place the reply prompt is built: the reply node and ``eval recall`` both use it."""
+    The one place the reply prompt is built: the reply node and ``eval recall`` both use it. With a
+    ``redactor`` nothing the user had forgotten reaches the model, but the user's message of this
+    turn, as they wrote it."""
+    redactor = redactor or Redactor()
     view = model_view(state.messages, state.summarized_through)
     i = last_human_index(view)
     if i is None:  # the cursor never passes the newest human message; this is defensive
         raise RuntimeError("no user message in the model's view")
     recent, current, this_turn = view[:i], view[i], view[i + 1 :]
+    if redactor:
+        recent, this_turn = redactor.messages_of(recent, thread_id), redactor.messages_of(this_turn, thread_id)
+    board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
     built = build_prompt(
         persona_text=persona_text(ctx),
-        loaded_context=state.loaded_context,
-        summary_text=SummaryBoard.model_validate(state.summary).render() if state.summary else "",
+        loaded_context=redactor.value(state.loaded_context) if redactor else state.loaded_context,
+        summary_text=redact_board(board, redactor).render() if redactor else board.render(),
         knowledge=state.retrieved_chunks,
         recent=recent,
         current=current,
@@ -85,7 +108,8 @@ def reply_prompt(state: State, ctx: Context) -> tuple[BuiltPrompt, list[BaseMess
 
 async def reply(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
-    built, this_turn = reply_prompt(state, ctx)
+    thread_id = thread_id_of(runtime)
+    built, this_turn = reply_prompt(state, ctx, await redactor_for(runtime.store, ctx.user_id), thread_id)
     # Tool calls and results of this turn follow the current message (the bounded tool loop).
     messages = with_every_call_answered([*built.messages, *this_turn])
     base_model = load_chat_model(ctx.model)
@@ -133,6 +157,8 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             id=response.id,
             usage_metadata=response.usage_metadata,
         )
+    if not response.tool_calls:
+        mark_memory_echo(response, memory_sections_text(built))
     stamp_sent_at(response)  # the reply's time: the history, the page and the episodic index show it
     usage = response.usage_metadata or {}
     count_tokens_used("reply", usage.get("input_tokens", 0), usage.get("output_tokens", 0))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from langchain_core.messages import AIMessage, HumanMessage
+
+from core.messages import is_memory_echo
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -21,6 +23,7 @@ from memory.chat_titles import keyword_title, needs_model_title
 from core.errors import ModelOutputError
 from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory import episodes
+from memory.forgetting import redact_board, redactor_for
 from memory.summarizer import fold_summary, make_first_title, make_title, recompress_summary
 from memory.memory_writer import save_chat_record
 from memory.user_memory import get_chat
@@ -69,10 +72,16 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
         max_tokens=ctx.max_context_tokens,
     )
     model = load_chat_model(ctx.model)
+    thread_id = thread_id_of(runtime)
+    # What the user had forgotten never reaches the summarizer, the title or the chat's record.
+    redactor = await redactor_for(runtime.store, ctx.user_id)
+    if redactor:
+        board = redact_board(board, redactor)
     if folded:
         try:
             with timed("summarize"):
-                result = await fold_summary(model, board, folded, ctx.summary_prompt, config=NOSTREAM)
+                evidence = [m for m in folded if not is_memory_echo(m)]  # a reply that only repeated memory adds nothing
+                result = await fold_summary(model, board, redactor.messages_of(evidence, thread_id), ctx.summary_prompt, config=NOSTREAM)
                 new_board = result.value
                 count_tokens_used("summarize", result.input_tokens, result.output_tokens)
                 if count_tokens(new_board.render()) > ctx.max_summary_tokens:
@@ -94,20 +103,19 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
             }
             emit({"event": "summary", "folded_messages": len(folded), "summary": board.render()})
 
-    thread_id = thread_id_of(runtime)
     if thread_id and runtime.store is not None:
-        if await _update_chat_record(runtime, ctx, thread_id, board, state, update.get("summarized_through"), model):
-            await _index_messages(runtime, ctx, thread_id, state)
+        if await _update_chat_record(runtime, ctx, thread_id, board, state, update.get("summarized_through"), model, redactor):
+            await _index_messages(runtime, ctx, thread_id, state, redactor)
     return update
 
 
-async def _index_messages(runtime, ctx: Context, thread_id: str, state: State) -> None:
+async def _index_messages(runtime, ctx: Context, thread_id: str, state: State, redactor) -> None:
     """The episodic index after the reply (nothing of it before the first token). Derived data:
     a failure is logged and the next turn's sync writes what this one missed."""
     saver = checkpoint_reader(runtime.store)  # dates messages from before times were kept
     try:
         with timed("index_messages"):
-            await episodes.index_for_run(runtime.store, ctx.user_id, thread_id, state.messages, checkpointer=saver)
+            await episodes.index_for_run(runtime.store, ctx.user_id, thread_id, state.messages, checkpointer=saver, redactor=redactor)
     except GraphBubbleUp:
         raise
     except Exception as exc:
@@ -129,7 +137,7 @@ async def _recompressed(model, board: SummaryBoard, ctx: Context) -> SummaryBoar
     return again.value
 
 
-async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model) -> bool:
+async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: SummaryBoard, state: State, cursor, model, redactor) -> bool:
     """Write the chat's record; False when the thread is another user's (nothing written)."""
     store = runtime.store
     # A thread run without an owner yet (the CLI, evals, a kept stateless run) becomes the
@@ -143,9 +151,10 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
             log.warning("chat record not written: %s", exc)
             return False
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
-    first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
+    messages = redactor.messages_of(state.messages, thread_id)
+    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
     if chat.title == "New chat" and not chat.title_by_user and first is not None:
-        chat.title = await _first_title(model, ctx, state.messages, first)
+        chat.title = await _first_title(model, ctx, messages, first)
     if needs_model_title(chat, board):
         try:
             titled = await make_title(model, board, config=NOSTREAM)
@@ -157,7 +166,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
             count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("chat title not updated: %s", exc)
     chat.summary_text = searchable_text(
-        board, unsummarized(state.messages, cursor or state.summarized_through), title=chat.title, opening=first.text if first else ""
+        board, unsummarized(messages, cursor or state.summarized_through), title=chat.title, opening=first.text if first else ""
     )
     chat.message_count = len(state.messages)
     chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))

@@ -23,6 +23,8 @@ from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
 from memory.extractor import with_dates
 from memory import queries
+from memory.forgetting import find_targets, forget
+from core.redaction import distinctive_stems
 
 
 # Typed with our context and state, so the tool-call schema matches what LangGraph injects.
@@ -191,8 +193,35 @@ TASK_TOOLS = frozenset({"add_task", "update_task", "complete_task"})
 """The tools that change the task list, each only once the user confirms."""
 
 
+@tool
+async def forget_memory(what: str, runtime: AgentToolRuntime) -> str:
+    """Forget something about the user everywhere it is kept (profile, preferences, facts, tasks,
+    past messages, summaries), when the user asks you to forget it. ``what`` names it in the user's
+    words, e.g. "that I play chess". The user is asked to confirm."""
+    user = _user(runtime)
+    found = await find_targets(runtime.store, user, what)
+    if not found and not distinctive_stems(what):
+        return "Nothing remembered matches that; nothing was forgotten."
+    # Pauses the run; the client answers with Command(resume={"approved": bool}). The user sees
+    # what will go; the model never sees those words again.
+    answer = interrupt({"type": "forget", "what": what, "items": [c.label for c in found]})
+    approved = answer.get("approved") if isinstance(answer, dict) else answer
+    if approved is not True:
+        return "The user declined: nothing was forgotten."
+    report = await forget(runtime.store, user, [c.target for c in found], words=what)
+    if report is None:
+        return "Nothing remembered matches that; nothing was forgotten."
+    # Counts only: the words themselves must not come back to the model.
+    return f"Done: forgotten everywhere ({report.facts} fact(s), {len(report.fields)} profile field(s) or preference(s), " \
+        f"{report.tasks} task(s), {report.messages} message(s), {report.summaries} summary(ies)). Confirm it to the user without repeating it."
+
+
+FORGET_TOOLS = frozenset({"forget_memory"})
+"""The tools that forget, each only once the user confirms."""
+
+
 def agent_tools() -> list[BaseTool]:
-    return [search_conversation_history, get_conversation_summary, recall_context, add_task, update_task, complete_task]
+    return [search_conversation_history, get_conversation_summary, recall_context, add_task, update_task, complete_task, forget_memory]
 
 
 def _tool_error(exc: Exception) -> str:

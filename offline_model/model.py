@@ -19,12 +19,13 @@ It never calls tools (``bind_tools`` returns the model itself). Same input, same
 from __future__ import annotations
 
 import json
+import zlib
 import re
 from typing import Any, AsyncIterator, Iterator, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel
@@ -237,8 +238,29 @@ def _knowledge(text: str) -> list[str]:
     return out
 
 
+FORGET_REQUEST = re.compile(r"^\s*(?:please\s+|can you\s+|could you\s+)?(?:forget|erase|delete)\b\s*(?:about\s+)?(?P<what>.+)", re.I | re.S)
+
+
+def forget_call(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> dict | None:
+    """The forget tool's call when the user's message asks to forget something and nothing answered it yet."""
+    if "forget_memory" not in tool_names:
+        return None
+    last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+    if last is None or any(isinstance(m, ToolMessage) for m in messages[last + 1 :]):
+        return None
+    match = FORGET_REQUEST.match(user_words(messages[last].text))
+    if match is None:
+        return None
+    what = match.group("what").strip().rstrip(".!?")
+    return {"name": "forget_memory", "args": {"what": what}, "id": f"call_forget_{zlib.crc32(what.encode()):08x}", "type": "tool_call"}
+
+
 def offline_reply(messages: Sequence[BaseMessage]) -> str:
     """The offline model's chat reply: what the prompt's sections say, restated compactly."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+    results = [m for m in messages[last + 1 :] if isinstance(m, ToolMessage)] if last is not None else []
+    if results:  # after its forget tool: say what the tool said (it names no forgotten word)
+        return f"(offline model) {results[-1].text}"
     sections = parse_sections(messages)
     current = user_words(next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), ""))
 
@@ -418,6 +440,8 @@ class OfflineChatModel(BaseChatModel):
     """Rule-based stand-in for a chat model (see the module docstring). Deterministic; never calls tools."""
 
     model_name: str = "offline"
+    tool_names: tuple[str, ...] = ()
+    """The tools bound: the offline model calls only ``forget_memory``, when the user asks to forget."""
 
     @property
     def _llm_type(self) -> str:
@@ -435,6 +459,10 @@ class OfflineChatModel(BaseChatModel):
         return offline_reply(messages)
 
     def _message(self, messages: list[BaseMessage]) -> AIMessage:
+        call = forget_call(messages, self.tool_names)
+        if call is not None:
+            return AIMessage(content="", tool_calls=[call], usage_metadata=_usage(messages, ""),
+                             response_metadata={"model_name": self.model_name, "finish_reason": "tool_calls"})
         content = self._respond(messages)
         return AIMessage(
             content=content,
@@ -463,6 +491,14 @@ class OfflineChatModel(BaseChatModel):
 
     # -- streamed, word by word; the last chunk carries the usage
     def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+        call = forget_call(messages, self.tool_names)
+        if call is not None:
+            yield ChatGenerationChunk(message=AIMessageChunk(
+                content="", usage_metadata=_usage(messages, ""), chunk_position="last",
+                tool_call_chunks=[{"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": 0}],
+                response_metadata={"model_name": self.model_name, "finish_reason": "tool_calls"},
+            ))
+            return
         content = self._respond(messages)
         pieces = _pieces(content)
         for i, piece in enumerate(pieces):
@@ -503,8 +539,9 @@ class OfflineChatModel(BaseChatModel):
 
     # -- tools and structured output
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any) -> "OfflineChatModel":
-        """The offline model never calls tools; binding them changes nothing, so the graph's tool loop just ends."""
-        return self
+        """The offline model calls one tool: ``forget_memory``, when the user asks it to forget something."""
+        names = tuple(getattr(t, "name", None) or (t.get("name") if isinstance(t, dict) else None) or "" for t in tools)
+        return self.model_copy(update={"tool_names": names})
 
     def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any

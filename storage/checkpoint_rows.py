@@ -89,3 +89,27 @@ async def rollback_thread(pool: AsyncConnectionPool, mark: ThreadMark) -> list[s
     return removed
 
 
+
+
+async def put_state_values(saver: AsyncPostgresSaver, thread_id: str, values: dict) -> bool:
+    """A new head checkpoint of the thread with ``values`` set in its channels, as LangGraph's
+    ``update_state`` records an update (source "update", next step, the changed channels' versions
+    bumped). For changes made from outside any run of the graph (a forget rewriting the summaries of
+    every chat of the user), where no compiled graph is at hand. False when the thread has none."""
+    from langgraph.checkpoint.base import copy_checkpoint, create_checkpoint
+
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    head = await saver.aget_tuple(config)
+    if head is None:
+        return False
+    checkpoint = copy_checkpoint(head.checkpoint)
+    step = int((head.metadata or {}).get("step", -1)) + 1
+    versions: dict = {}
+    for channel, value in values.items():
+        checkpoint["channel_values"][channel] = value
+        versions[channel] = saver.get_next_version(checkpoint["channel_versions"].get(channel), None)
+        checkpoint["channel_versions"][channel] = versions[channel]
+    checkpoint = create_checkpoint(checkpoint, None, step)
+    metadata = {"source": "update", "step": step, "parents": {}, "writes": {"memory-agent": sorted(values)}}
+    await saver.aput(head.config, checkpoint, metadata, versions)
+    return True

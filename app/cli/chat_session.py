@@ -47,7 +47,7 @@ from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory.chat_admin import forget_user_everywhere, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
-from memory.memory_writer import forget_fact
+from memory.forgetting import forget_request
 from memory import queries as q
 from memory.queries import list_chats, list_facts, search_facts
 from storage import chat_runs
@@ -223,7 +223,7 @@ class ChatSession:
     async def pending_confirmation(self) -> dict | None:
         state = await self.graph.aget_state(self.config)
         for interrupt in getattr(state, "interrupts", ()) or ():
-            if isinstance(interrupt.value, dict) and interrupt.value.get("type") == "task_change":
+            if isinstance(interrupt.value, dict) and interrupt.value.get("type") in ("task_change", "forget"):
                 return interrupt.value
         return None
 
@@ -304,8 +304,12 @@ class ChatSession:
             self.note(f"  remembered: {line}")
 
     async def _ask(self, change: dict) -> None:
-        due = f" (due {due_phrase(change.get('due'), change.get('due_date'))})" if change.get("due") or change.get("due_date") else ""
-        question = f"Confirm: {change['action']} task '{change['description']}'{due}? [yes/no]"
+        if change.get("type") == "forget":
+            items = "; ".join(change.get("items") or []) or change.get("what", "")
+            question = f"Confirm: forget {items!r} everywhere (facts, profile, past messages, summaries)? [yes/no]"
+        else:
+            due = f" (due {due_phrase(change.get('due'), change.get('due_date'))})" if change.get("due") or change.get("due_date") else ""
+            question = f"Confirm: {change['action']} task '{change['description']}'{due}? [yes/no]"
         if not self.interactive:
             print(question, file=self.err, flush=True)  # the next input line answers it
             return
@@ -398,13 +402,10 @@ class ChatSession:
             )
             self.confirming_forget = True
             return
-        hits = [(f, s) for f, s in await search_facts(store, self.user_id, what, limit=3) if s >= 0.6]
-        if not hits:
-            self.note(f"No stored fact matches {what!r}. /memory lists them.")
-            return
-        # Through the writer, under the user's lock; the fact stays in history as superseded.
-        fact = await forget_fact(store, self.user_id, hits[0][0].id)
-        self.note(f"Forgot: {fact.text}" if fact else f"No stored fact matches {what!r}. /memory lists them.")
+        # Every copy: the facts, profile fields, preferences and tasks that carry it, the messages
+        # that said it (in the index and in every model's view), the summaries and chat records.
+        report = await forget_request(store, self.user_id, what)
+        self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 
 from core.dates import due_phrase
 from memory import queries as q
+from memory.provenance import as_json, memory_sources
 from memory.queries import get_user_document, invalid_items, list_chats, list_facts
 
 DELETE_HINT = "memory-agent memory delete-invalid KIND KEY"
@@ -17,7 +18,9 @@ async def memory_snapshot(store, user_id: str, *, include_superseded: bool = Fal
     tasks = (await q.list_tasks(store, user_id)).tasks
     chats = await list_chats(store, user_id)
     invalid = await invalid_items(store, user_id)
+    sources = await memory_sources(store, user_id)
     return {
+        "sources": as_json(sources),
         "user_id": user_id,
         "profile": doc.profile.model_dump(mode="json", exclude_defaults=True),
         "preferences": doc.preferences.model_dump(mode="json", exclude_defaults=True),
@@ -31,22 +34,27 @@ async def memory_snapshot(store, user_id: str, *, include_superseded: bool = Fal
     }
 
 
+def _from(snap: dict[str, Any], key: str) -> str:
+    found = (snap.get("sources") or {}).get(key) or []
+    return f"  ({found[-1]['described']})" if found else ""
+
+
 def render_snapshot(snap: dict[str, Any]) -> str:
     lines = [f"Memory of user {snap['user_id']}"]
     lines.append("Profile:" if snap["profile"] else "Profile: (nothing yet)")
     for k, v in snap["profile"].items():
-        lines.append(f"  {k}: {', '.join(v) if isinstance(v, list) else v}")
+        lines.append(f"  {k}: {', '.join(v) if isinstance(v, list) else v}{_from(snap, f'profile.{k}')}")
     lines.append("Preferences:" if snap["preferences"] else "Preferences: (nothing yet)")
     for k, v in snap["preferences"].items():
-        lines.append(f"  {k}: {', '.join(v) if isinstance(v, list) else v}")
+        lines.append(f"  {k}: {', '.join(v) if isinstance(v, list) else v}{_from(snap, f'preferences.{k}')}")
     lines.append(f"Facts ({len(snap['facts'])}):")
     for f in snap["facts"]:
         mark = " (superseded)" if f.get("status") == "superseded" else ""
-        lines.append(f"  - {f['text']} [{f['importance']}]{mark}")
+        lines.append(f"  - {f['text']} [{f['importance']}]{mark}{_from(snap, 'facts/' + f['id'])}")
     lines.append(f"Tasks ({len(snap['tasks'])}):")
     for t in snap["tasks"]:
         due = f", due {due_phrase(t.get('due'), t.get('due_date'))}" if t.get("due") or t.get("due_date") else ""
-        lines.append(f"  - {t['description']} ({t['status']}{due})")
+        lines.append(f"  - {t['description']} ({t['status']}{due}){_from(snap, 'tasks/' + t['id'])}")
     lines.append(f"Chats ({len(snap['chats'])}):")
     for c in snap["chats"][:20]:
         lines.append(f"  - {c['thread_id']}  {c['title']}  ({c['messages']} messages, {c['last_activity'][:16]})")

@@ -37,7 +37,7 @@ from langgraph.types import Command
 import prompts
 from core.context import Context
 from app.http.auth import current_user, owned_chat
-from app.http.errors import ApiError
+from app.http.errors import ApiError, not_found
 from app.http.schemas import (
     ChatCreate,
     ChatDetail,
@@ -62,7 +62,8 @@ from nodes.compaction import model_view
 from core.text_validation import Identifier, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_runs, thread_owners
-from memory.chat_admin import delete_chat, owned_chats
+from memory.forgetting import forgotten_in
+from memory.chat_admin import delete_message_everywhere, delete_chat, owned_chats
 from memory.chat_import import ChatImport, ImportFailed, InvalidImport, LocomoSample, import_chat, parse_import
 from memory.memory_writer import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
@@ -129,7 +130,7 @@ def _role(message: BaseMessage) -> str:
     return "assistant"
 
 
-def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
+def message_out(message: BaseMessage, visible: set[str], forgotten: set[str] = frozenset()) -> MessageOut:
     calls = message.tool_calls if isinstance(message, AIMessage) else []
     return MessageOut(
         id=message.id or "",
@@ -140,10 +141,11 @@ def message_out(message: BaseMessage, visible: set[str]) -> MessageOut:
         in_model_view=message.id in visible,
         sent_at=sent_at(message),
         stopped=is_stopped(message),
+        forgotten=message.id in forgotten,
     )
 
 
-async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
+async def chat_detail(services: Services, chat: ChatRecord, user: str | None = None) -> ChatDetail:
     # A dead worker's run is taken back first, as a claim would: the chat then shows its turn kept
     # as a stopped one, and never says "a reply is being written" for a reply nobody writes.
     active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
@@ -156,9 +158,10 @@ async def chat_detail(services: Services, chat: ChatRecord) -> ChatDetail:
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
     board = SummaryBoard.model_validate(values.get("summary") or {})
+    forgotten = await forgotten_in(services.backend.store, user, chat.thread_id, messages) if user else set()
     return ChatDetail(
         chat=chat_summary(chat),
-        messages=[message_out(m, {v.id for v in view}) for m in messages],
+        messages=[message_out(m, {v.id for v in view}, forgotten) for m in messages],
         summary=board,
         model_view=ModelView(
             summary=board.render(),
@@ -243,7 +246,7 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
         if not events or events[-1][0] != "done":
             break  # a confirmation is pending, or the turn failed: the history shows how far it got
     record = await owned_chat(chat.thread_id, user, services)
-    return await chat_detail(services, record)
+    return await chat_detail(services, record, user)
 
 
 @router.post("/chats/import", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
@@ -259,7 +262,7 @@ async def import_history(body: ChatImport | LocomoSample, user: CurrentUser, ser
     except ImportFailed as exc:
         raise ApiError(500, "import_failed", str(exc)) from exc
     record = await owned_chat(done.chat_id, user, services)
-    return await chat_detail(services, record)
+    return await chat_detail(services, record, user)
 
 
 @router.get("/chats/search", response_model=ChatSearchResult, responses=_ERRORS)
@@ -283,9 +286,24 @@ async def search_user_chats(
 
 # --------------------------------------------------------------------------- one chat
 @router.get("/chats/{chat_id}", response_model=ChatDetail, responses=_ERRORS)
-async def get_chat_detail(chat: OwnedChat, services: AppServices):
-    """Full history for the UI, the summary board, and the compacted view the model sees."""
-    return await chat_detail(services, chat)
+async def get_chat_detail(chat: OwnedChat, user: CurrentUser, services: AppServices):
+    """Full history for the UI, the summary board, and the compacted view the model sees; a message
+    carrying something the user had forgotten is marked ``forgotten``."""
+    return await chat_detail(services, chat, user)
+
+
+@router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})
+async def delete_message_outright(message_id: Identifier, chat: OwnedChat, user: CurrentUser, services: AppServices):
+    """Delete one message outright: its text leaves the transcript (a "[deleted]" stands in its
+    place), every earlier checkpoint of the chat (the chat's undo history goes with it), the index
+    of what was said and every model's view, for good."""
+    async with holding_run_slot(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
+        state = await services.graph.aget_state(config_of(chat.thread_id))
+        message = next((m for m in (state.values or {}).get("messages", []) if m.id == message_id), None)
+        if message is None:
+            raise not_found(f"Message {message_id}")
+        await delete_message_everywhere(services.backend, services.graph, user, chat.thread_id, message)
+    return Deleted(deleted={"messages": 1})
 
 
 @router.delete("/chats/{chat_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})

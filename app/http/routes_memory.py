@@ -11,7 +11,10 @@ cannot be patched (409 ``invalid_item``).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
 
 from app.http.auth import current_user
 from app.http.errors import ApiError, not_found
@@ -34,9 +37,16 @@ from core.text_validation import Identifier, StorableText
 from memory.kinds import KINDS
 from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory import queries as q
+from memory.forgetting import ForgetReport, ForgetTarget, forget, forget_request
+from memory.provenance import as_json, memory_sources
+from storage import forget_ledger
 from memory.queries import InvalidItem, ItemIsValid, Kind, check_item, get_user_document, invalid_items, list_facts
 
 router = APIRouter(tags=["memory"])
+
+
+class ForgetIn(BaseModel):
+    text: StorableText = Field(description="What to forget, in the user's words (\"that I work as a nurse\", \"Porto\").")
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
 _ITEM_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}}
 
@@ -64,10 +74,19 @@ def _document_part_routes(part: str, model: type, patch: type, forget: str) -> N
         return getattr(await get_user_document(services.backend.store, user), part)
 
     async def change(body, user: str = Depends(current_user), services: Services = Depends(get_services)):
-        return await edit_user_document(services.backend.store, user, part, {k: getattr(body, k) for k in body.model_fields_set})
+        # A field sent as null is forgotten everywhere it lives (not only emptied here).
+        cleared = [ForgetTarget(part=part, key=k) for k in body.model_fields_set if getattr(body, k) is None]
+        if cleared:
+            await forget(services.backend.store, user, cleared)
+        changes = {k: getattr(body, k) for k in body.model_fields_set if getattr(body, k) is not None}
+        if not changes:
+            return getattr(await get_user_document(services.backend.store, user), part)
+        return await edit_user_document(services.backend.store, user, part, changes)
 
     async def reset(user: str = Depends(current_user), services: Services = Depends(get_services)):
-        return await edit_user_document(services.backend.store, user, part, None)
+        fields = [ForgetTarget(part=part, key=k) for k in model.model_fields]
+        await forget(services.backend.store, user, fields)
+        return getattr(await get_user_document(services.backend.store, user), part)
 
     change.__annotations__["body"] = patch  # the part's own PATCH model, for validation and the OpenAPI schema
     for method, endpoint, name, doc in (
@@ -107,9 +126,24 @@ async def _patch_item(services: Services, user: str, kind: Kind, key: str, what:
 
 
 async def _delete(services: Services, user: str, kind: Kind, key: str, what: str) -> Deleted:
-    if not await delete_item(services.backend.store, user, kind, key):
+    """A valid item is forgotten everywhere it lives (memory.forgetting); an invalid one is deleted."""
+    store = services.backend.store
+    item = await store.aget(KINDS[kind].namespace(user), key)
+    if item is None:
+        raise not_found(f"{what} {key}")
+    if check_item(kind, item)[1] is None:
+        report = await forget(store, user, [ForgetTarget(part=kind, key=key)])
+        if report is not None:
+            return forget_counts(report)
+    if not await delete_item(store, user, kind, key):
         raise not_found(f"{what} {key}")
     return Deleted(deleted={kind: 1})
+
+
+def forget_counts(report: ForgetReport) -> Deleted:
+    counts = {"facts": report.facts, "tasks": report.tasks, "fields": len(report.fields), "messages": report.messages,
+              "summaries": report.summaries, "chats": report.chats}
+    return Deleted(deleted={k: v for k, v in counts.items() if v} or {"facts": 0})
 
 
 @router.patch("/memory/facts/{fact_id}", response_model=Fact, responses=_ITEM_ERRORS)
@@ -156,6 +190,44 @@ async def patch_task(task_id: Identifier, body: TaskPatch, user: str = Depends(c
 async def delete_task(task_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Delete a task, valid or not."""
     return await _delete(services, user, "tasks", task_id, "Task")
+
+
+# --------------------------------------------------------------------------- forgetting and provenance
+@router.delete("/memory/{part}/{field}", response_model=Deleted, responses=_ERRORS)
+async def forget_field(part: Literal["profile", "preferences"], field: str, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Forget one profile field or preference everywhere it lives (facts, messages, summaries, chats)."""
+    model = Profile if part == "profile" else Preferences
+    if field not in model.model_fields:
+        raise not_found(f"{part} field {field}")
+    report = await forget(services.backend.store, user, [ForgetTarget(part=part, key=field)])
+    if report is None:
+        raise not_found(f"{part} field {field} (it has no value)")
+    return forget_counts(report)
+
+
+@router.post("/memory/forget", response_model=Deleted, responses=_ERRORS)
+async def forget_words(body: ForgetIn, user: str = Depends(current_user), services: Services = Depends(get_services)):
+    """Forget what the words name ("that I work as a nurse"): every fact, task, profile field and
+    preference carrying them, and their copies in messages, summaries and chats. 404 when nothing does."""
+    report = await forget_request(services.backend.store, user, body.text)
+    if report is None:
+        raise not_found(f"Anything remembered about {body.text!r}")
+    return forget_counts(report)
+
+
+@router.get("/memory/sources", responses=_ERRORS)
+async def get_sources(user: str = Depends(current_user), services: Services = Depends(get_services)) -> dict:
+    """Where each remembered item came from: keyed "profile.role", "facts/<id>", "tasks/<id>"; each
+    source names its chat and message (link: ``/chats/{thread_id}`` and the message id), its time and
+    what wrote it down ("rules", "model …", "user")."""
+    return as_json(await memory_sources(services.backend.store, user))
+
+
+@router.get("/memory/forgotten", responses=_ERRORS)
+async def get_forgotten(user: str = Depends(current_user), services: Services = Depends(get_services)) -> dict:
+    """The caller's forgets: when, what kind, how many messages were hidden whole (never the words)."""
+    records = await forget_ledger.records(services.backend.pool, user)
+    return {"forgotten": [{"id": r.id, "kind": r.kind, "forgotten_at": r.forgotten_at.isoformat(), "messages_hidden": r.messages} for r in records]}
 
 
 # --------------------------------------------------------------------------- invalid items

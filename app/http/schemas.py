@@ -96,6 +96,9 @@ class MessageOut(BaseModel):
     stopped: bool = Field(
         False, description="A reply the user stopped: kept as far as it got; memory learned nothing from its turn."
     )
+    forgotten: bool = Field(
+        False, description="The message carries something the user had the agent forget: shown here as written, never to a model."
+    )
 
 
 class ModelView(BaseModel):

@@ -2,7 +2,8 @@
 
 The server opens one backend for its lifetime and answers only for the user named
 at start: no tool takes a user id, so a client cannot read anyone else's memory.
-Every tool is read-only.
+Every tool reads, but ``remember`` and ``forget``, which write through the same writer as the
+agent (with the same provenance: "remember"), and nothing the user had forgotten is ever returned.
 
     memory-agent mcp --user dana                          # stdio (for an MCP host that spawns it)
     memory-agent mcp --user dana --transport http --port 8765   # http://127.0.0.1:8765/mcp
@@ -25,7 +26,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from memory import forgetting
 from memory import queries as q
+from memory.memory_writer import Remembered, remember_fact
 from memory.backend import MemoryBackend, open_memory
 from core.errors import MemoryAgentError
 from core.namespaces import user_root
@@ -38,6 +41,8 @@ HTTP_PATH = "/mcp"
 DEFAULT_PORT = 8765
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+FORGETS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 # Arguments are validated like every text entering the system (core.text_validation): bounded, no NUL.
 Query = BoundedText(LINE_CHARS)
@@ -56,12 +61,17 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         SERVER_NAME,
         title="memory-agent memory",
         instructions=(
-            "Read-only access to what the memory agent remembers about one user: past chats (summaries and full "
+            "Access to what the memory agent remembers about one user (remember and forget change it): past chats (summaries and full "
             "histories), facts, tasks, action items and open questions. Find chats with search_chats or "
             "search_conversation_history, then pass their chat_id to get_conversation_summary or recall_context."
         ),
         log_level="WARNING",
     )
+
+    async def redacted(result):
+        # What the user had forgotten never leaves through MCP, whatever copy a read finds.
+        redactor = await forgetting.redactor_for(store, user_id)
+        return type(result).model_validate(redactor.value(result.model_dump(mode="json"))) if redactor else result
 
     @contextlib.contextmanager
     def user_errors():
@@ -86,7 +96,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         time it was said and a snippet), best first.
         Use it to answer "what did we say about X" or "when did I mention Y"."""
         with user_errors():
-            return await q.search_conversation_history(store, checkpointer, user_id, query, time_range, limit)
+            return await redacted(await q.search_conversation_history(store, checkpointer, user_id, query, time_range, limit))
 
     @server.tool(annotations=READ_ONLY)
     async def get_conversation_summary(chat_id: ChatId = None) -> q.ConversationSummary:
@@ -94,7 +104,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         entities, topics, action items and pending questions, plus the chat's title, dates, message count and the
         newest messages the summary does not cover yet."""
         with user_errors():
-            return await q.get_conversation_summary(store, checkpointer, user_id, chat_id)
+            return await redacted(await q.get_conversation_summary(store, checkpointer, user_id, chat_id))
 
     @server.tool(annotations=READ_ONLY)
     async def recall_context(
@@ -111,7 +121,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         running summaries; facts are the user's long-term facts plus the key facts of the summaries; tasks are the
         user's stored tasks (with status and due date). Each item says which chat it comes from."""
         with user_errors():
-            return await q.recall_context(store, checkpointer, user_id, context_type, chat_id)
+            return await redacted(await q.recall_context(store, checkpointer, user_id, context_type, chat_id))
 
     @server.tool(annotations=READ_ONLY)
     async def search_chats(
@@ -121,7 +131,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         """Find the user's chats about a topic, ranked by similarity of the chat's summary to the query and by
         recency (see the score fields). Returns chat_id, title, a summary snippet, dates and the scores."""
         with user_errors():
-            return await q.search_chats(store, user_id, query, limit)
+            return await redacted(await q.search_chats(store, user_id, query, limit))
 
     @server.tool(annotations=READ_ONLY)
     async def list_tasks(
@@ -133,7 +143,26 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         """The user's tasks (to-dos the agent keeps), oldest first, each with id, description, status, due date
         and the chat it was created in."""
         with user_errors():
-            return await q.list_tasks(store, user_id, status)
+            return await redacted(await q.list_tasks(store, user_id, status))
+
+    @server.tool(annotations=WRITES)
+    async def remember(
+        text: Annotated[Query, Field(min_length=1, description="One fact about the user, e.g. 'Prefers tea to coffee'.")],
+    ) -> Remembered:
+        """Remember one fact about the user, through the agent's own writer: a duplicate is merged, a new value
+        of a single-valued fact ('Lives in …') supersedes the old one, and the fact records that it came from
+        this tool. Something the user had the agent forget is not remembered again."""
+        with user_errors():
+            return await remember_fact(store, user_id, text)
+
+    @server.tool(annotations=FORGETS)
+    async def forget(
+        what: Annotated[Query, Field(min_length=1, description="What to forget, in the user's words ('that I work as a nurse', 'Porto').")],
+    ) -> forgetting.Forgotten:
+        """Forget something about the user everywhere it is kept: the facts, profile fields, preferences and tasks
+        that carry it, and its copies in past messages, summaries and chat records. It is never returned again."""
+        with user_errors():
+            return await forgetting.forget_in_words(store, user_id, what)
 
     return server
 

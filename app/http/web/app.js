@@ -223,6 +223,10 @@ function describeInterrupt(value) {
     const verb = { add: "add a task", update: "update a task", complete: "mark a task done" }[value.action] || value.action;
     return `The agent wants to ${verb}: “${value.description}”${duePhrase(value) ? ` (due ${duePhrase(value)})` : ""}.`;
   }
+  if (value && value.type === "forget") {
+    const items = (value.items || []).join("; ") || value.what;
+    return `The agent wants to forget, everywhere it is kept: “${items}”.`;
+  }
   return `The agent asks for a confirmation: ${JSON.stringify(value)}`;
 }
 

@@ -1,0 +1,345 @@
+"""Forgetting one thing everywhere it lives, and finding what "forget that I …" means.
+
+One thing a user said can live in seven places: the message, its row in the index of what was
+said, a fact, a profile field or preference, a task, the running summary of its chat, and the
+chat's searchable text and title (which related-chat snippets quote). :func:`forget` reaches all
+of them:
+
+1. in one transaction holding the user's lock, it records the forget (storage.forget_ledger:
+   hashes of the item's distinctive word stems and its source messages), then deletes every fact
+   and task that carries those words or came only from those messages (superseded history
+   included), and clears every profile field and preference that carries them;
+2. then the derived copies: the index rows of every message that carried them are rewritten
+   without them (new text, words and vector), and every chat record and running summary that
+   carried them is redacted and written again.
+
+What a forget missed cannot come back: the redactor built from the ledger (core.redaction) runs
+on every model call, index write and extraction, so neither the rules, nor a new extraction over
+the old messages, nor a reindex, nor an import restores it. The transcript keeps the message as
+the user wrote it, marked as forgotten (``forgotten_in``), until the user deletes it outright.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from langgraph.store.base import PutOp
+from pydantic import BaseModel
+
+from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
+from core.schemas import ChatRecord, Fact, Preferences, Profile, Source, SummaryBoard, Task, UserDocument, utcnow
+from core.words import content_words, stem
+from memory.memory_writer import preference_in_words, save_chat_record
+from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
+from storage import episode_rewrites, forget_ledger, thread_owners
+from storage.checkpoint_rows import checkpoint_reader, put_state_values
+from storage.user_transaction import user_transaction
+
+log = logging.getLogger(__name__)
+
+Part = Literal["facts", "tasks", "profile", "preferences"]
+PARTS: tuple[Part, ...] = ("facts", "tasks", "profile", "preferences")
+# A fact found by meaning alone (its words differ from the request's) must be this close.
+FORGET_SIMILARITY = 0.55
+
+
+class ForgetTarget(BaseModel):
+    """One item to forget: a fact or task by id, or a profile field or preference by name."""
+
+    part: Part
+    key: str
+
+
+@dataclass
+class ForgetReport:
+    """What a forget reached, copy by copy."""
+
+    forget_id: str = ""
+    forgotten: list[str] = field(default_factory=list)
+    """The items as the user knew them ("Works as a nurse", "role: nurse")."""
+    facts: int = 0
+    tasks: int = 0
+    fields: list[str] = field(default_factory=list)
+    messages: int = 0
+    summaries: int = 0
+    chats: int = 0
+
+    def describe(self) -> str:
+        reached = [f"{n} {what}" for n, what in ((self.facts, "fact(s)"), (self.tasks, "task(s)"), (self.messages, "message(s)"),
+                                                 (self.summaries, "summary(ies)"), (self.chats, "chat record(s)")) if n]
+        if self.fields:
+            reached.append("field(s) " + ", ".join(self.fields))
+        return f"Forgot: {'; '.join(self.forgotten) or 'nothing'}" + (f" (removed from {', '.join(reached)})" if reached else "")
+
+
+def field_label(part: str, name: str, value) -> str:
+    if part == "preferences":
+        return "; ".join(preference_in_words(name, value))
+    return f"{name}: {', '.join(value) if isinstance(value, list) else value}"
+
+
+def _value_texts(part: str, name: str, value) -> list[str]:
+    if value in (None, "", []):
+        return []
+    if part == "preferences" and isinstance(value, bool):
+        return preference_in_words(name, value)
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def _refs(sources: list[Source], legacy: tuple[str | None, str | None] = (None, None)) -> list[tuple[str, str]]:
+    refs = [(s.thread_id, s.message_id) for s in sources if s.thread_id and s.message_id]
+    if legacy[0] and legacy[1]:
+        refs.append((legacy[0], legacy[1]))
+    return list(dict.fromkeys(refs))
+
+
+async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str = "", now: datetime | None = None) -> ForgetReport | None:
+    """Forget ``targets`` (and, with ``words``, whatever carries the words' distinctive stems) in every
+    copy. None when there is nothing to forget (no such item, and no words)."""
+    now = now or utcnow()
+    pool = thread_owners.pool_of(store)
+    report = ForgetReport()
+    texts: list[str] = [words] if words.strip() and distinctive_stems(words) else []
+    refs: list[tuple[str, str]] = []
+    async with user_transaction(store, user_id) as tx:
+        doc = await get_user_document(tx, user_id)
+        cleared: set[str] = set()
+        for target in targets:
+            if target.part in ("facts", "tasks"):
+                item = await tx.aget((facts_ns if target.part == "facts" else tasks_ns)(user_id), target.key)
+                parsed = parse_item(target.part, item) if item else None
+                if parsed is None:
+                    continue
+                text = parsed.text if isinstance(parsed, Fact) else parsed.description
+                texts.append(text)
+                report.forgotten.append(text)
+                refs += _refs(parsed.sources, (parsed.source_thread, parsed.source_message_id))
+            else:
+                section = getattr(doc, target.part)
+                if target.key not in type(section).model_fields:
+                    continue
+                value = getattr(section, target.key)
+                if value in (None, "", []):
+                    continue
+                texts += _value_texts(target.part, target.key, value)
+                report.forgotten.append(field_label(target.part, target.key, value))
+                refs += _refs(doc.sources.get(f"{target.part}.{target.key}", []))
+                cleared.add(f"{target.part}.{target.key}")
+        if not texts:
+            return None
+        hashes = term_hashes(user_id, texts)
+        # A source message that does not carry the words themselves is hidden whole.
+        sources = await episode_rewrites.rows_with_words(pool, user_id, [], refs) if pool is not None and refs else []
+        probe = Redactor(user_id, frozenset(hashes))
+        carried = {(s.thread_id, s.message_id) for s in sources if probe.carries(s.content)}
+        hidden = [r for r in refs if r not in carried]
+        conn = getattr(tx, "conn", None)
+        if conn is not None and pool is not None:
+            report.forget_id = await forget_ledger.record(conn, user_id, ",".join(sorted({t.part for t in targets})) or "words", hashes, hidden)
+            redactor = await forget_ledger.redactor(conn, user_id)
+        else:
+            redactor = Redactor(user_id, frozenset(hashes), frozenset(hidden))
+        ops: list[PutOp] = []
+        deleted_ids = {t.key for t in targets if t.part in ("facts", "tasks")}
+        for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
+            for item in await _all(tx, ns):
+                parsed = parse_item(part, item)
+                if parsed is None:
+                    continue
+                text = parsed.text if isinstance(parsed, Fact) else parsed.description
+                from_hidden = bool(parsed.sources) and all(redactor.hides(s.thread_id, s.message_id) for s in parsed.sources)
+                if parsed.id in deleted_ids or redactor.carries(text) or from_hidden:
+                    ops.append(PutOp(ns, parsed.id, None))
+                    setattr(report, part, getattr(report, part) + 1)
+        if _forget_fields(doc, redactor, cleared, report):
+            doc.updated_at = now
+            ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
+        if ops:
+            await tx.abatch(ops)
+    if pool is not None:
+        report.messages = await _redact_index(store, pool, user_id, redactor, texts, refs)
+    report.chats, report.summaries = await _redact_chats(store, user_id, redactor)
+    log.info("forget for %s: %s", user_id, report.describe())
+    return report
+
+
+def _forget_fields(doc: UserDocument, redactor: Redactor, cleared: set[str], report: ForgetReport) -> bool:
+    """Clear the named fields and every field whose value carries the forgotten words."""
+    changed = False
+    for part in ("profile", "preferences"):
+        section = getattr(doc, part)
+        for name in type(section).model_fields:
+            value = getattr(section, name)
+            key = f"{part}.{name}"
+            if isinstance(value, list):
+                kept = [v for v in value if not redactor.carries(v)]
+                if key in cleared:
+                    kept = []
+                if kept != value:
+                    setattr(section, name, kept)
+                    changed = True
+                    report.fields.append(key)
+                    doc.sources.pop(key, None)
+            elif value is not None and (key in cleared or any(redactor.carries(t) for t in _value_texts(part, name, value))):
+                setattr(section, name, None)
+                changed = True
+                report.fields.append(key)
+                doc.sources.pop(key, None)
+    return changed
+
+
+async def _redact_index(store, pool, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]]) -> int:
+    """Rewrite the index rows of the messages that carried what was forgotten."""
+    words = sorted({w for t in texts for w in content_words(t) if stem(w) in distinctive_stems(t)})
+    rows = await episode_rewrites.rows_with_words(pool, user_id, words, refs)
+    changed = [(r, redactor.said(r.thread_id, r.message_id, r.content)) for r in rows]
+    changed = [(r, text) for r, text in changed if text != r.content]
+    if not changed:
+        return 0
+    embeddings = (getattr(store, "index_config", None) or {}).get("embed")
+    vectors = await embeddings.aembed_documents([t for _, t in changed])
+    return await episode_rewrites.rewrite(
+        pool, user_id, [episode_rewrites.Rewrite(r.thread_id, r.message_id, t, v) for (r, t), v in zip(changed, vectors)]
+    )
+
+
+def redact_board(board: SummaryBoard, redactor: Redactor) -> SummaryBoard:
+    """The summary board without what was forgotten: its text redacted, list entries that carried it dropped."""
+    lists = {name: [i for i in getattr(board, name) if not redactor.carries(i)] for name in ("key_facts", "entities", "topics", "action_items", "pending_questions")}
+    return board.model_copy(update={"summary": redactor.text(board.summary), **lists})
+
+
+async def _redact_chats(store, user_id: str, redactor: Redactor) -> tuple[int, int]:
+    """Chat records (title, searchable text) and running summaries that carried what was forgotten."""
+    saver = checkpoint_reader(store)
+    chats = summaries = 0
+    for chat in await list_chats(store, user_id):
+        if not (redactor.carries(chat.summary_text) or redactor.carries(chat.title)):
+            continue
+        if saver is not None and await _redact_summary(saver, chat.thread_id, redactor):
+            summaries += 1
+        title = redactor.text(chat.title)
+        if title != chat.title and not chat.title_by_user:
+            title = title.replace(MARK, "").strip(" ,;:-") or f"Chat of {chat.created_at:%-d %B %Y}"
+            chat.title, chat.title_topics = title, []
+        chat.summary_text = redactor.text(chat.summary_text)
+        await save_chat_record(store, user_id, chat)
+        chats += 1
+    return chats, summaries
+
+
+async def _redact_summary(saver, thread_id: str, redactor: Redactor) -> bool:
+    head = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    summary = ((head.checkpoint.get("channel_values") or {}).get("summary") if head else None) or {}
+    if not summary:
+        return False
+    board = SummaryBoard.model_validate(summary)
+    if not redactor.carries(board.render()):
+        return False
+    return await put_state_values(saver, thread_id, {"summary": redact_board(board, redactor).model_dump(mode="json")})
+
+
+async def forget_message(store, user_id: str, thread_id: str, message_id: str) -> ForgetReport:
+    """Hide one message whole, for good: recorded in the ledger, the facts and tasks only it taught
+    deleted, its row in the index of what was said emptied."""
+    report = ForgetReport(forgotten=[f"message {message_id}"])
+    pool = thread_owners.pool_of(store)
+    async with user_transaction(store, user_id) as tx:
+        conn = getattr(tx, "conn", None)
+        if conn is not None:
+            report.forget_id = await forget_ledger.hide_message(conn, user_id, thread_id, message_id)
+        redactor = Redactor(user_id, frozenset(), frozenset({(thread_id, message_id)}))
+        ops: list[PutOp] = []
+        for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
+            for item in await _all(tx, ns):
+                parsed = parse_item(part, item)
+                refs = _refs(parsed.sources, (parsed.source_thread, parsed.source_message_id)) if parsed else []
+                if refs and all(redactor.hides(t, m) for t, m in refs):
+                    ops.append(PutOp(ns, parsed.id, None))
+                    setattr(report, part, getattr(report, part) + 1)
+        if ops:
+            await tx.abatch(ops)
+    if pool is not None:
+        report.messages = await _redact_index(store, pool, user_id, redactor, [], [(thread_id, message_id)])
+    return report
+
+
+# --------------------------------------------------------------------------- "forget that I …"
+@dataclass
+class Candidate:
+    target: ForgetTarget
+    label: str
+
+
+async def find_targets(store, user_id: str, request: str) -> list[Candidate]:
+    """What a request such as "forget that I work as a nurse" or "/forget Porto" names: every fact,
+    task, profile field and preference that carries its distinctive words; failing that, the fact
+    nearest in meaning when it is close."""
+    wanted = distinctive_stems(request)
+    probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))
+    found: list[Candidate] = []
+    doc = await get_user_document(store, user_id)
+    for part in ("profile", "preferences"):
+        section = getattr(doc, part)
+        for name in type(section).model_fields:
+            value = getattr(section, name)
+            if any(probe.carries(t) for t in _value_texts(part, name, value)):
+                found.append(Candidate(ForgetTarget(part=part, key=name), field_label(part, name, value)))
+    for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
+        for item in await _all(store, ns):
+            parsed = parse_item(part, item)
+            if parsed is None or (isinstance(parsed, Fact) and parsed.status != "active") or (isinstance(parsed, Task) and parsed.status == "retracted"):
+                continue
+            text = parsed.text if isinstance(parsed, Fact) else parsed.description
+            if wanted and probe.carries(text):
+                found.append(Candidate(ForgetTarget(part=part, key=parsed.id), text))
+    if not found and request.strip():
+        hits = await search_facts(store, user_id, request, limit=1)
+        if hits and hits[0][1] >= FORGET_SIMILARITY:
+            found.append(Candidate(ForgetTarget(part="facts", key=hits[0][0].id), hits[0][0].text))
+    return found
+
+
+async def forget_request(store, user_id: str, request: str) -> ForgetReport | None:
+    """Forget what ``request`` names (:func:`find_targets`) and its words; None when it names nothing."""
+    found = await find_targets(store, user_id, request)
+    if not found:
+        return None
+    return await forget(store, user_id, [c.target for c in found], words=request)
+
+
+class Forgotten(BaseModel):
+    """What a forget reached (MCP's ``forget``); it names no forgotten word."""
+
+    forgotten: bool
+    facts: int = 0
+    tasks: int = 0
+    fields: int = 0
+    messages: int = 0
+    summaries: int = 0
+    chats: int = 0
+
+
+async def forget_in_words(store, user_id: str, request: str) -> Forgotten:
+    report = await forget_request(store, user_id, request)
+    if report is None:
+        return Forgotten(forgotten=False)
+    return Forgotten(forgotten=True, facts=report.facts, tasks=report.tasks, fields=len(report.fields), messages=report.messages,
+                     summaries=report.summaries, chats=report.chats)
+
+
+async def forgotten_in(store, user_id: str, thread_id: str, messages) -> set[str]:
+    """Ids of the chat's messages that carry something forgotten (the transcript marks them)."""
+    redactor = await forget_ledger.redactor(thread_owners.pool_of(store), user_id)
+    if not redactor:
+        return set()
+    return {m.id for m in messages if m.id and (redactor.hides(thread_id, m.id) or redactor.carries(m.text))}
+
+
+async def redactor_for(store, user_id: str) -> Redactor:
+    """The user's redactor, for everything that sends text to a model or writes derived text."""
+    return await forget_ledger.redactor(thread_owners.pool_of(store), user_id)

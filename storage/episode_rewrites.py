@@ -1,0 +1,56 @@
+"""Rewriting rows of the index of what was said in place: a forget replaces the text (and so the
+words and the vector) of the messages that carried what was forgotten. Every statement names the
+owner. The rows' other columns, and the owner's message count, do not change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from psycopg_pool import AsyncConnectionPool
+
+from storage.episodes import TABLE, Said, _vector_text
+
+
+@dataclass
+class Rewrite:
+    thread_id: str
+    message_id: str
+    content: str
+    embedding: Sequence[float]
+
+
+async def rows_with_words(
+    pool: AsyncConnectionPool, owner: str, words: Sequence[str], messages: Sequence[tuple[str, str]] = (), *, limit: int = 20_000
+) -> list[Said]:
+    """The owner's rows holding any of ``words`` (Postgres' English stems, as the index reads them)
+    or being one of ``messages`` ((thread_id, message_id))."""
+    words = [w for w in dict.fromkeys(words) if w.strip()]
+    threads = [t for t, _ in messages]
+    ids = [m for _, m in messages]
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                f"""SELECT thread_id, message_id, position, role, sent_at, content FROM {TABLE}
+                WHERE owner = %(owner)s AND (
+                    (cardinality(%(words)s::text[]) > 0 AND tsv @@ (
+                        SELECT string_agg(quote_literal(w), ' | ')::tsquery FROM (
+                            SELECT unnest(tsvector_to_array(to_tsvector('english', array_to_string(%(words)s::text[], ' ')))) AS w) q))
+                    OR (thread_id, message_id) IN (SELECT * FROM unnest(%(threads)s::text[], %(ids)s::text[])))
+                LIMIT %(limit)s""",
+                {"owner": owner, "words": words, "threads": threads, "ids": ids, "limit": limit},
+            )
+        ).fetchall()
+    return [Said(r["thread_id"], r["message_id"], r["position"], r["role"], r["sent_at"], r["content"]) for r in rows]
+
+
+async def rewrite(pool: AsyncConnectionPool, owner: str, rewrites: Sequence[Rewrite]) -> int:
+    """Set each row's text and vector (its words follow the text) in one transaction."""
+    if not rewrites:
+        return 0
+    async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        await cur.executemany(
+            f"UPDATE {TABLE} SET content = %s, embedding = %s::vector WHERE owner = %s AND thread_id = %s AND message_id = %s",
+            [(r.content, _vector_text(r.embedding), owner, r.thread_id, r.message_id) for r in rewrites],
+        )
+    return len(rewrites)

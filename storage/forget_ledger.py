@@ -1,0 +1,123 @@
+"""The record of what each user had the agent forget (``memory_agent_forgotten``).
+
+One row per forget: the owner, what kind of item it was, the salted hashes of its distinctive
+word stems (core.redaction; never the words), and the messages it came from. It is what keeps a
+forgotten thing from coming back: core.redaction.Redactor is built from these rows for every
+model call, every index write and every extraction. Forget-me deletes the owner's rows.
+Every statement names the owner (the distribution column a sharded deployment would use).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from core.redaction import Redactor, term_hashes
+
+TABLE = "memory_agent_forgotten"
+
+CREATE = (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+        owner text NOT NULL,
+        id text NOT NULL,
+        kind text NOT NULL,
+        forgotten_at timestamptz NOT NULL DEFAULT now(),
+        hashes text[] NOT NULL,
+        messages jsonb NOT NULL DEFAULT '[]'::jsonb,
+        PRIMARY KEY (owner, id)
+    )""",
+)
+
+
+@dataclass(frozen=True)
+class ForgetRecord:
+    id: str
+    kind: str
+    forgotten_at: datetime
+    messages: int
+
+
+async def setup(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        for statement in CREATE:
+            await conn.execute(statement)
+
+
+async def record(
+    conn: AsyncConnection, owner: str, kind: str, hashes: Iterable[str], messages: Sequence[tuple[str, str]]
+) -> str:
+    """Add one forget (inside the caller's transaction, under the user's lock); its id."""
+    forget_id = str(uuid.uuid4())
+    await conn.execute(
+        f"INSERT INTO {TABLE} (owner, id, kind, hashes, messages) VALUES (%s, %s, %s, %s, %s::jsonb)",
+        (owner, forget_id, kind, sorted(set(hashes)), json.dumps([list(m) for m in dict.fromkeys(messages)])),
+    )
+    return forget_id
+
+
+async def _rows(conn: AsyncConnection, owner: str) -> list[dict[str, Any]]:
+    return await (
+        await conn.execute(f"SELECT id, kind, forgotten_at, hashes, messages FROM {TABLE} WHERE owner = %s ORDER BY forgotten_at", (owner,))
+    ).fetchall()
+
+
+async def redactor(db: AsyncConnectionPool | AsyncConnection | None, owner: str) -> Redactor:
+    """The owner's redactor (an empty one when nothing was forgotten, or there is no database)."""
+    if db is None:
+        return Redactor(owner)
+    if isinstance(db, AsyncConnectionPool):
+        async with db.connection() as conn:
+            rows = await _rows(conn, owner)
+    else:
+        rows = await _rows(db, owner)
+    hashes = frozenset(h for r in rows for h in r["hashes"])
+    messages = frozenset((m[0], m[1]) for r in rows for m in r["messages"] if isinstance(m, list) and len(m) == 2)
+    return Redactor(owner, hashes, messages)
+
+
+async def records(pool: AsyncConnectionPool, owner: str) -> list[ForgetRecord]:
+    async with pool.connection() as conn:
+        rows = await _rows(conn, owner)
+    return [ForgetRecord(r["id"], r["kind"], r["forgotten_at"], len(r["messages"])) for r in rows]
+
+
+async def hide_message(conn: AsyncConnection, owner: str, thread_id: str, message_id: str) -> str:
+    """Hide one message whole (the user deleted it from the transcript)."""
+    return await record(conn, owner, "message", [], [(thread_id, message_id)])
+
+
+async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
+        return cur.rowcount
+
+
+async def redactor_of_store(store, owner: str) -> Redactor:
+    """The redactor read through a store's own connection (the writer's transaction sees a forget
+    that committed before it took the user's lock); empty for a store that is not Postgres."""
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    if not isinstance(store, AsyncPostgresStore):
+        return Redactor(owner)
+    return await redactor(store.conn, owner)
+
+
+async def lift_of_store(store, owner: str, texts: list[str]) -> None:
+    """End the forgets of the words of ``texts`` (the user typed them into their memory themselves),
+    through the store's own connection (the writer's transaction)."""
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    hashes = sorted(term_hashes(owner, texts))
+    if not isinstance(store, AsyncPostgresStore) or not hashes:
+        return
+    await store.conn.execute(
+        f"UPDATE {TABLE} SET hashes = ARRAY(SELECT unnest(hashes) EXCEPT SELECT unnest(%s::text[])) "
+        "WHERE owner = %s AND hashes && %s::text[]",
+        (hashes, owner, hashes),
+    )
