@@ -26,18 +26,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from langgraph.store.base import PutOp
 from pydantic import BaseModel
 
-from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from core.namespaces import facts_ns, tasks_ns
 from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
-from core.schemas import ChatRecord, Fact, Preferences, Profile, Source, SummaryBoard, Task, UserDocument, utcnow
+from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
-from memory.memory_writer import preference_in_words, save_chat_record
+from memory.memory_writer import field_label, forget_items, forget_message_items, save_chat_record, value_texts
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
 from storage import episode_rewrites, forget_ledger, thread_owners
 from storage.checkpoint_rows import checkpoint_reader, put_state_values
-from storage.user_transaction import user_transaction
 
 log = logging.getLogger(__name__)
 
@@ -76,120 +74,30 @@ class ForgetReport:
         return f"Forgot: {'; '.join(self.forgotten) or 'nothing'}" + (f" (removed from {', '.join(reached)})" if reached else "")
 
 
-def field_label(part: str, name: str, value) -> str:
-    if part == "preferences":
-        return "; ".join(preference_in_words(name, value))
-    return f"{name}: {', '.join(value) if isinstance(value, list) else value}"
-
-
-def _value_texts(part: str, name: str, value) -> list[str]:
-    if value in (None, "", []):
-        return []
-    if part == "preferences" and isinstance(value, bool):
-        return preference_in_words(name, value)
-    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
-
-
-def _refs(sources: list[Source], legacy: tuple[str | None, str | None] = (None, None)) -> list[tuple[str, str]]:
-    refs = [(s.thread_id, s.message_id) for s in sources if s.thread_id and s.message_id]
-    if legacy[0] and legacy[1]:
-        refs.append((legacy[0], legacy[1]))
-    return list(dict.fromkeys(refs))
-
-
 async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str = "", now: datetime | None = None) -> ForgetReport | None:
     """Forget ``targets`` (and, with ``words``, whatever carries the words' distinctive stems) in every
     copy. None when there is nothing to forget (no such item, and no words)."""
-    now = now or utcnow()
+    written = await forget_items(store, user_id, [(t.part, t.key) for t in targets], words=words, now=now)
+    if written is None:
+        return None
+    report = ForgetReport(written.forget_id, written.forgotten, written.facts, written.tasks, written.fields)
     pool = thread_owners.pool_of(store)
-    report = ForgetReport()
-    texts: list[str] = [words] if words.strip() and distinctive_stems(words) else []
-    refs: list[tuple[str, str]] = []
-    async with user_transaction(store, user_id) as tx:
-        doc = await get_user_document(tx, user_id)
-        cleared: set[str] = set()
-        for target in targets:
-            if target.part in ("facts", "tasks"):
-                item = await tx.aget((facts_ns if target.part == "facts" else tasks_ns)(user_id), target.key)
-                parsed = parse_item(target.part, item) if item else None
-                if parsed is None:
-                    continue
-                text = parsed.text if isinstance(parsed, Fact) else parsed.description
-                texts.append(text)
-                report.forgotten.append(text)
-                refs += _refs(parsed.sources, (parsed.source_thread, parsed.source_message_id))
-            else:
-                section = getattr(doc, target.part)
-                if target.key not in type(section).model_fields:
-                    continue
-                value = getattr(section, target.key)
-                if value in (None, "", []):
-                    continue
-                texts += _value_texts(target.part, target.key, value)
-                report.forgotten.append(field_label(target.part, target.key, value))
-                refs += _refs(doc.sources.get(f"{target.part}.{target.key}", []))
-                cleared.add(f"{target.part}.{target.key}")
-        if not texts:
-            return None
-        hashes = term_hashes(user_id, texts)
-        # A source message that does not carry the words themselves is hidden whole.
-        sources = await episode_rewrites.rows_with_words(pool, user_id, [], refs) if pool is not None and refs else []
-        probe = Redactor(user_id, frozenset(hashes))
-        carried = {(s.thread_id, s.message_id) for s in sources if probe.carries(s.content)}
-        hidden = [r for r in refs if r not in carried]
-        conn = getattr(tx, "conn", None)
-        if conn is not None and pool is not None:
-            report.forget_id = await forget_ledger.record(conn, user_id, ",".join(sorted({t.part for t in targets})) or "words", hashes, hidden)
-            redactor = await forget_ledger.redactor(conn, user_id)
-        else:
-            redactor = Redactor(user_id, frozenset(hashes), frozenset(hidden))
-        ops: list[PutOp] = []
-        deleted_ids = {t.key for t in targets if t.part in ("facts", "tasks")}
-        for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
-            for item in await _all(tx, ns):
-                parsed = parse_item(part, item)
-                if parsed is None:
-                    continue
-                text = parsed.text if isinstance(parsed, Fact) else parsed.description
-                from_hidden = bool(parsed.sources) and all(redactor.hides(s.thread_id, s.message_id) for s in parsed.sources)
-                if parsed.id in deleted_ids or redactor.carries(text) or from_hidden:
-                    ops.append(PutOp(ns, parsed.id, None))
-                    setattr(report, part, getattr(report, part) + 1)
-        if _forget_fields(doc, redactor, cleared, report):
-            doc.updated_at = now
-            ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
-        if ops:
-            await tx.abatch(ops)
     if pool is not None:
-        report.messages = await _redact_index(store, pool, user_id, redactor, texts, refs)
-    report.chats, report.summaries = await _redact_chats(store, user_id, redactor)
+        report.messages = await _redact_index(store, pool, user_id, written.redactor, written.texts, written.refs)
+    report.chats, report.summaries = await _redact_chats(store, user_id, written.redactor)
     log.info("forget for %s: %s", user_id, report.describe())
     return report
 
 
-def _forget_fields(doc: UserDocument, redactor: Redactor, cleared: set[str], report: ForgetReport) -> bool:
-    """Clear the named fields and every field whose value carries the forgotten words."""
-    changed = False
-    for part in ("profile", "preferences"):
-        section = getattr(doc, part)
-        for name in type(section).model_fields:
-            value = getattr(section, name)
-            key = f"{part}.{name}"
-            if isinstance(value, list):
-                kept = [v for v in value if not redactor.carries(v)]
-                if key in cleared:
-                    kept = []
-                if kept != value:
-                    setattr(section, name, kept)
-                    changed = True
-                    report.fields.append(key)
-                    doc.sources.pop(key, None)
-            elif value is not None and (key in cleared or any(redactor.carries(t) for t in _value_texts(part, name, value))):
-                setattr(section, name, None)
-                changed = True
-                report.fields.append(key)
-                doc.sources.pop(key, None)
-    return changed
+async def forget_message(store, user_id: str, thread_id: str, message_id: str) -> ForgetReport:
+    """Hide one message whole, for good: recorded in the ledger, the facts and tasks only it taught
+    deleted, its row in the index of what was said emptied."""
+    written = await forget_message_items(store, user_id, thread_id, message_id)
+    report = ForgetReport(written.forget_id, written.forgotten, written.facts, written.tasks, written.fields)
+    pool = thread_owners.pool_of(store)
+    if pool is not None:
+        report.messages = await _redact_index(store, pool, user_id, written.redactor, [], written.refs)
+    return report
 
 
 async def _redact_index(store, pool, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]]) -> int:
@@ -243,31 +151,6 @@ async def _redact_summary(saver, thread_id: str, redactor: Redactor) -> bool:
     return await put_state_values(saver, thread_id, {"summary": redact_board(board, redactor).model_dump(mode="json")})
 
 
-async def forget_message(store, user_id: str, thread_id: str, message_id: str) -> ForgetReport:
-    """Hide one message whole, for good: recorded in the ledger, the facts and tasks only it taught
-    deleted, its row in the index of what was said emptied."""
-    report = ForgetReport(forgotten=[f"message {message_id}"])
-    pool = thread_owners.pool_of(store)
-    async with user_transaction(store, user_id) as tx:
-        conn = getattr(tx, "conn", None)
-        if conn is not None:
-            report.forget_id = await forget_ledger.hide_message(conn, user_id, thread_id, message_id)
-        redactor = Redactor(user_id, frozenset(), frozenset({(thread_id, message_id)}))
-        ops: list[PutOp] = []
-        for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
-            for item in await _all(tx, ns):
-                parsed = parse_item(part, item)
-                refs = _refs(parsed.sources, (parsed.source_thread, parsed.source_message_id)) if parsed else []
-                if refs and all(redactor.hides(t, m) for t, m in refs):
-                    ops.append(PutOp(ns, parsed.id, None))
-                    setattr(report, part, getattr(report, part) + 1)
-        if ops:
-            await tx.abatch(ops)
-    if pool is not None:
-        report.messages = await _redact_index(store, pool, user_id, redactor, [], [(thread_id, message_id)])
-    return report
-
-
 # --------------------------------------------------------------------------- "forget that I …"
 @dataclass
 class Candidate:
@@ -287,7 +170,7 @@ async def find_targets(store, user_id: str, request: str) -> list[Candidate]:
         section = getattr(doc, part)
         for name in type(section).model_fields:
             value = getattr(section, name)
-            if any(probe.carries(t) for t in _value_texts(part, name, value)):
+            if any(probe.carries(t) for t in value_texts(part, name, value)):
                 found.append(Candidate(ForgetTarget(part=part, key=name), field_label(part, name, value)))
     for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
         for item in await _all(store, ns):

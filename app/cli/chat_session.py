@@ -49,7 +49,7 @@ from memory.chat_search import chat_query, find_chat, switch_request
 from storage import thread_owners
 from memory.forgetting import forget_request
 from memory import queries as q
-from memory.queries import list_chats, list_facts, search_facts
+from memory.queries import list_chats, list_facts
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 

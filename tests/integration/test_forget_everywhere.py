@@ -15,7 +15,6 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Awaitable, Callable
 
 import pytest
@@ -226,3 +225,27 @@ async def test_a_declined_forget_forgets_nothing_and_teaches_nothing(env: Env):
     facts = [f.text for f in await list_facts(env.backend.store, env.user)]
     assert facts.count("Works as a nurse") == 1  # kept, and the request taught no second copy
     assert (await get_user_document(env.backend.store, env.user)).profile.role == "nurse"
+
+
+async def test_forget_me_leaves_no_record_of_the_forgets_either(env: Env):
+    from memory.chat_admin import forget_user_everywhere
+    from storage import forget_ledger
+
+    await env.say(0, INTRO)
+    await by_words(env, "nurse")
+    assert await forget_ledger.records(env.backend.pool, env.user)
+    counts = await forget_user_everywhere(env.backend, env.user)
+    assert counts["forgets"] == 1
+    assert await forget_ledger.records(env.backend.pool, env.user) == []
+
+
+async def test_a_reply_that_only_repeated_memory_is_kept_in_the_chat_but_never_indexed_or_extracted(env: Env):
+    from storage import episodes as table
+
+    await env.say(0, INTRO)
+    turn = await env.say(0, ASK)  # the offline model answers "I know: your name is Rosa; …"
+    reply = turn.final_reply
+    assert reply.response_metadata.get("memory_echo") is True
+    indexed = await table.indexed_positions(env.backend.pool, env.user, env.chats[0]["configurable"]["thread_id"])
+    asked = next(m for m in reversed(turn.values["messages"]) if m.type == "human")
+    assert reply.id not in indexed and asked.id in indexed

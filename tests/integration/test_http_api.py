@@ -574,7 +574,7 @@ def test_a_corrected_fact_is_re_embedded_and_a_deleted_one_is_gone(server, clien
 
     assert error_of(client.patch("/memory/facts/nope", json={"text": "x"})) == (404, "not_found")
     assert error_of(client.patch(f"/memory/facts/{fact['id']}", json={"text": ""})) == (422, "invalid_request")
-    assert client.delete(f"/memory/facts/{fact['id']}").json() == {"deleted": {"facts": 1}}
+    assert client.delete(f"/memory/facts/{fact['id']}").json()["deleted"]["facts"] == 1
     assert client.get("/memory/facts").json()["facts"] == []
     assert error_of(client.delete(f"/memory/facts/{fact['id']}")) == (404, "not_found")
 
@@ -591,8 +591,46 @@ def test_tasks_can_be_listed_changed_and_deleted(client):
     assert reopened["completed_at"] is None and reopened["due"] is None
     assert error_of(client.patch(f"/memory/tasks/{task['id']}", json={"status": "someday"})) == (422, "invalid_request")
     assert error_of(client.patch("/memory/tasks/nope", json={"status": "done"})) == (404, "not_found")
-    assert client.delete(f"/memory/tasks/{task['id']}").json() == {"deleted": {"tasks": 1}}
+    assert client.delete(f"/memory/tasks/{task['id']}").json()["deleted"]["tasks"] == 1
     assert client.get("/memory/tasks").json()["tasks"] == []
+
+
+def test_deleting_a_fact_forgets_it_in_the_profile_the_replies_and_the_transcript_marks_it(client):
+    """Issue 26: DELETE of "Lives in Coimbra" answered 200, the profile kept the city and the next reply said it."""
+    chat_id = new_chat(client)
+    final(say(client, chat_id, "My name is Rosa, I live in Coimbra and I work as a nurse"))
+    sources = client.get("/memory/sources").json()
+    assert sources["profile.location"][0]["described"].startswith("from your message of ")
+    fact = next(f for f in client.get("/memory/facts").json()["facts"] if f["text"] == "Lives in Coimbra")
+    assert fact["sources"][0]["message_id"]
+
+    deleted = client.delete(f"/memory/facts/{fact['id']}").json()["deleted"]
+    assert deleted["facts"] == 1 and deleted["fields"] == 1 and deleted["messages"] >= 1
+    assert client.get("/memory/profile").json()["location"] is None
+    assert client.get("/memory/profile").json()["name"] == "Rosa"  # what was not forgotten is kept
+    for chat in (chat_id, new_chat(client)):
+        reply = final(say(client, chat, "What do you know about me?")).data["reply"]
+        assert "Coimbra" not in reply and "Rosa" in reply
+    messages = client.get(f"/chats/{chat_id}").json()["messages"]
+    said = next(m for m in messages if m["role"] == "user" and "Coimbra" in m["content"])
+    assert said["forgotten"] is True  # the transcript keeps it as written, marked
+    assert client.get("/memory/forgotten").json()["forgotten"][0]["kind"] == "facts"
+
+    assert client.delete(f"/chats/{chat_id}/messages/{said['id']}").json() == {"deleted": {"messages": 1}}
+    after = client.get(f"/chats/{chat_id}").json()["messages"]
+    assert not any("Coimbra" in m["content"] for m in after)
+    assert error_of(client.delete(f"/chats/{chat_id}/messages/nope")) == (404, "not_found")
+
+
+def test_forget_by_words_reaches_profile_and_facts_and_says_404_for_nothing(client):
+    chat_id = new_chat(client)
+    final(say(client, chat_id, "My name is Rosa, I live in Coimbra and I work as a nurse"))
+    deleted = client.post("/memory/forget", json={"text": "that I work as a nurse"}).json()["deleted"]
+    assert deleted["facts"] == 1 and deleted["fields"] == 1
+    assert client.get("/memory/profile").json()["role"] is None
+    assert error_of(client.post("/memory/forget", json={"text": "astronomy"})) == (404, "not_found")
+    assert client.delete("/memory/profile/location").json()["deleted"]["fields"] == 1
+    assert error_of(client.delete("/memory/profile/shoe_size")) == (404, "not_found")
 
 
 def invalid_item_counts(server) -> dict[str, float]:
