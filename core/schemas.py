@@ -193,6 +193,9 @@ class ChatRecord(StoredModel):
     summary_text: BoundedText(SUMMARY_CHARS) = ""
     persona: ShortText | None = None
     message_count: int = 0
+    # How many of the user's messages state something rather than only ask (core.statements): a
+    # chat of questions alone is no evidence and is not offered as a related chat. None: not counted yet.
+    user_statements: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     last_activity: datetime = Field(default_factory=utcnow)
 

@@ -21,10 +21,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
+from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, without_markup
+
 __all__ = [
     "CallTextFilter",
     "NO_TOOLS_INSTRUCTION",
     "TextCalls",
+    "answer_again",
     "answer_in_plain_words",
     "find_text_calls",
     "with_text_calls_resolved",
@@ -193,7 +196,7 @@ def with_text_calls_resolved(message: AIMessage, tools: list[BaseTool]) -> tuple
     ), False
 
 
-def _with_instruction(messages: list[BaseMessage], instruction: str) -> list[BaseMessage]:
+def with_instruction(messages: list[BaseMessage], instruction: str) -> list[BaseMessage]:
     # In the leading system message: local chat templates reject a system message after the first turn.
     if messages and isinstance(messages[0], SystemMessage) and isinstance(messages[0].content, str):
         return [SystemMessage(f"{messages[0].content}\n\n{instruction}"), *messages[1:]]
@@ -204,7 +207,7 @@ def _with_instruction(messages: list[BaseMessage], instruction: str) -> list[Bas
 LOOKUP_CHARS = 1500
 
 
-def _without_tool_steps(messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+def without_tool_steps(messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
     """The messages up to the newest user message, and this turn's tool results as text: small
     models (the 0.5B) answer nothing at all after a tool result, every time, but do answer the
     same question with the results stated in the instructions."""
@@ -216,16 +219,34 @@ def _without_tool_steps(messages: list[BaseMessage]) -> tuple[list[BaseMessage],
 async def answer_in_plain_words(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage) -> AIMessage:
     """Ask once more, without tools (and without this turn's tool steps, their results told in the
     instructions), for a plain answer; an empty or call-shaped text again gives a fixed reply."""
-    plain, results = _without_tool_steps(messages)
-    instruction = NO_TOOLS_INSTRUCTION + ("\n\nWhat your lookups for this message returned:\n" + "\n".join(results) if results else "")
-    again: AIMessage = await model.ainvoke(_with_instruction(plain, instruction))
-    usage = _summed_usage(failed, again)
+    again, usage = await _ask_again(model, messages, failed, NO_TOOLS_INSTRUCTION)
     if find_text_calls(again.text).found or not again.text.strip():
         return AIMessage(content=FALLBACK_REPLY, id=again.id, usage_metadata=usage)
     return again.model_copy(update={"usage_metadata": usage})
 
 
-def _summed_usage(a: AIMessage, b: AIMessage) -> dict | None:
+async def answer_again(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage, kind: str) -> AIMessage:
+    """Ask once more, without tools and with a nudge (``llm.reply_checks.NUDGES[kind]``), after a reply
+    that only echoed the user's message ("echo") or repeated the previous reply ("repeat"); a second
+    such answer, an empty one or a call written as text becomes a note saying so."""
+    again, usage = await _ask_again(model, messages, failed, NUDGES[kind])
+    plain, _ = without_tool_steps(messages)
+    if not again.text.strip() or find_text_calls(again.text).found or echo_kind(again.text, echo_targets(plain)):
+        return AIMessage(content=ECHO_NOTE if kind == "echo" else REPEAT_NOTE, id=again.id, usage_metadata=usage)
+    return again.model_copy(update={"usage_metadata": usage})
+
+
+async def _ask_again(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage, instruction: str) -> tuple[AIMessage, dict | None]:
+    """The model's answer (its markup stripped) to the messages up to the user's newest, the
+    instruction and this turn's lookups in the system message; and both calls' usage summed."""
+    plain, results = without_tool_steps(messages)
+    if results:
+        instruction += "\n\nWhat your lookups for this message returned:\n" + "\n".join(results)
+    again = without_markup(await model.ainvoke(with_instruction(plain, instruction)))
+    return again, summed_usage(failed, again)
+
+
+def summed_usage(a: AIMessage, b: AIMessage) -> dict | None:
     ua, ub = a.usage_metadata or {}, b.usage_metadata or {}
     if not ua and not ub:
         return None
@@ -244,12 +265,19 @@ class CallTextFilter:
     Feed it each chunk with its message id; it returns what may be shown now. A part that
     could be a call (a ``<tool_call>`` block, a fenced block, a JSON object) is held until
     it is complete, then dropped if it is a call and shown if it is not (a JSON example the
-    user asked for still appears, only a moment later). ``finish()`` ends the message.
+    user asked for still appears, only a moment later). Template and tool markup is taken out
+    as the stored reply's is (:class:`llm.reply_checks.MarkupFilter`). ``finish()`` ends the message.
     """
 
     def __init__(self) -> None:
         self._id: str | None = None
         self._held = ""
+        self._markup = MarkupFilter()  # then template and tool markup (llm.reply_checks) goes too,
+        self._echo = EchoHold()  # and an echo the reply node will ask again for
+
+    def expect(self, said: Said | None) -> None:
+        """What the coming reply is checked against for echoes (``llm.reply_checks.echo_targets``)."""
+        self._echo.expect(said)
 
     def feed(self, message_id: str | None, text: str) -> str:
         out = ""
@@ -257,15 +285,14 @@ class CallTextFilter:
             out += self.finish()
             self._id = message_id
         self._held += text
-        return out + self._release()
+        return out + self._echo.feed(self._markup.feed(self._release()))
 
     def finish(self) -> str:
         """End the current message: release held text unless it holds a call."""
         held, self._held = self._held, ""
-        if not held:
-            return ""
-        found = find_text_calls(held)
-        return found.prose if found.found else held
+        found = find_text_calls(held) if held else None
+        text = found.prose if found is not None and found.found else held
+        return self._echo.feed(self._markup.feed(text) + self._markup.finish()) + self._echo.finish()
 
     def _release(self) -> str:
         out = ""

@@ -36,6 +36,7 @@ from core.messages import is_memory_echo, sent_at
 from core.past_dates import question_range
 from core.redaction import Redactor
 from core.stopwords import ENGLISH as STOPWORDS
+from core.statements import reported
 from core.tokens import count_tokens
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
 from memory.user_memory import chat_titles
@@ -443,6 +444,11 @@ async def recall_ranked(
     (the model already sees them) are left out. Empty when nothing clears the gate."""
     if token_cap <= 0 or not query.strip():
         return []
+    asked = query
+    if gate is EPISODE_GATE and (about := reported(query)):
+        # "When did I say I was moving?" asks for a search of what was said: what it names is
+        # searched, and a message holding one of its words counts, as in a search the user asks for.
+        query, gate = about, SEARCH_GATE
     # The message's words are searched while it is embedded (the first step of a turn's critical path).
     vector = asyncio.ensure_future(embeddings.aembed_query(query))
     found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
@@ -452,7 +458,7 @@ async def recall_ranked(
         if not any(gate.admits(f.candidate) for f in found):
             return []
         found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
-    found = await _time_aware(pool, embeddings, owner, query, found, vector=await vector, thread_id=thread_id, exclude=exclude, now=now, gate=gate)
+    found = await _time_aware(pool, embeddings, owner, asked, found, vector=await vector, thread_id=thread_id, exclude=exclude, now=now, gate=gate)
     found = await _second_hop(pool, embeddings, owner, query, found, thread_id=thread_id, exclude=exclude, gate=gate)
     hidden = set(exclude) if thread_id else set()
     titles = await _titles(store, owner, (f.candidate.thread_id for f in found))

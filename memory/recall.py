@@ -8,7 +8,9 @@ similarity alone.
 The top ``max_facts`` (default 7) go in; at least 3 when the user has 3 facts, and
 beyond 3 only facts whose similarity clears ``min_similarity``. Open tasks go in
 when they relate to the message (or the message is about tasks); summaries of the
-user's other chats go in when they clearly relate (similarity ≥ 0.5).
+user's other chats go in when they clearly relate (similarity ≥ 0.5) and the user stated something
+in them (a chat of the user's questions alone, such as the same question asked before, is not
+evidence: ``ChatRecord.user_statements``).
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ async def load_user_context(
     else:
         tasks = [t for t, s in similar_tasks if s >= TASK_SIMILARITY and t.status in ("open", "in_progress")][:5]
 
-    chats = [(c, s) for c, s in similar_chats if c.thread_id != thread_id and s >= RELATED_CHAT_SIMILARITY][:2]
+    # A chat where the user only asked (the same question, maybe) is no evidence: not offered.
+    chats = [(c, s) for c, s in similar_chats if c.thread_id != thread_id and s >= RELATED_CHAT_SIMILARITY and c.user_statements != 0][:2]
     return {
         "profile": doc.profile.model_dump(mode="json"),
         "preferences": doc.preferences.model_dump(mode="json"),

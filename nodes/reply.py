@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 
@@ -21,8 +23,10 @@ from prompts.reply_prompt import (
     parse_sections,
 )
 from core.state import State
-from llm.chat_model import load_chat_model, model_label, with_output_cap
-from llm.text_tool_calls import answer_in_plain_words, with_text_calls_resolved
+from llm.chat_model import OFFLINE, load_chat_model, model_label, resolve_model_name, with_output_cap
+from llm.reply_checks import ECHO_NOTE, REPEAT_NOTE, echo_kind, echo_targets, without_markup
+from nodes.stream_events import emit
+from llm.text_tool_calls import answer_again, answer_in_plain_words, with_text_calls_resolved
 from core.redaction import Redactor
 from core.schemas import SummaryBoard
 from memory.forgetting import redact_board, redactor_for
@@ -120,16 +124,33 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             model = model.bind_tools(tools)
         except NotImplementedError:
             pass  # a model without tool calling still answers
+    calls = 1
+    checked = not resolve_model_name(ctx.model).startswith(OFFLINE)  # the offline model restates memory by design
+    said = echo_targets(messages)
+    if checked:  # the token stream holds back what may be an echo (app.runs.turn_runner)
+        emit({"event": "reply_check", "said": asdict(said)})
     with timed("reply"):
         response: AIMessage = await model.ainvoke(messages)
         # Small local models write calls as text: a valid one becomes the call, any other is never shown.
         response, needs_plain_answer = with_text_calls_resolved(response, tools if can_call_tools else [])
+        # Template and tool markup (a raw "</tool_response>", "<|im_end|>") never reaches the user.
+        response = without_markup(response)
         if not response.tool_calls and not response.text.strip():
             # An empty reply (small local models give one now and then, a line of spaces) is asked
             # again once without tools; a second empty one becomes a note, never a blank line.
             needs_plain_answer = True
         if needs_plain_answer:
             response = await answer_in_plain_words(base_model, messages, response)
+            calls += 1
+        # A reply that only echoes the user's message or repeats the previous reply (the 0.5B gave
+        # Dana's first message back five times) is asked again once with a nudge, then becomes a note.
+        echo = echo_kind(response.text, said) if checked and not response.tool_calls else None
+        if echo is not None:
+            if calls > 1:  # already asked again once this turn
+                response = AIMessage(content=ECHO_NOTE if echo == "echo" else REPEAT_NOTE, id=response.id, usage_metadata=response.usage_metadata)
+            else:
+                response = await answer_again(base_model, messages, response, echo)
+                calls += 1
     if response.tool_calls and not can_call_tools:
         # Out of tool budget: keep the text, drop the calls, so no call is left unanswered.
         response = AIMessage(
@@ -150,7 +171,7 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
             "prompt_tokens_estimated": built.total_tokens,
             "input_tokens": turn_usage.get("input_tokens", 0) + usage.get("input_tokens", 0),
             "output_tokens": turn_usage.get("output_tokens", 0) + usage.get("output_tokens", 0),
-            "model_calls": turn_usage.get("model_calls", 0) + (2 if needs_plain_answer else 1),
+            "model_calls": turn_usage.get("model_calls", 0) + calls,
         }
     )
     update: dict = {"messages": [response], "turn_usage": turn_usage}

@@ -18,6 +18,7 @@ from nodes.stream_events import NOSTREAM, emit
 from core.tokens import count_tokens
 from storage.checkpoint_rows import checkpoint_reader
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
+from core.statements import states_something
 from memory.chat_titles import keyword_title, needs_model_title
 from core.errors import ModelOutputError
 from core.messages import sent_at
@@ -169,6 +170,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
         board, unsummarized(messages, cursor or state.summarized_through), title=chat.title, opening=first.text if first else ""
     )
     chat.message_count = len(state.messages)
+    chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))
     # The time of its newest message: now for a live turn, the source's time for an imported history.
     chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
     await save_chat_record(store, ctx.user_id, chat)

@@ -3,9 +3,10 @@
 It is NOT an LLM and never pretends to be one. Every reply starts with
 ``(offline model)`` and only reflects what the prompt gives it:
 
-* a chat reply restates the labelled sections of the system message built by
-  :func:`prompts.reply_prompt.build_prompt` (profile, preferences, facts, tasks,
-  related knowledge, summary) in a fixed, compact form;
+* a chat reply restates the labelled sections of the prompt built by
+  :func:`prompts.reply_prompt.build_prompt` (what the user said earlier that bears on the
+  message, dated and named by its chat (:mod:`offline_model.recalled`), then profile,
+  preferences, facts, tasks, related knowledge, summary) in a fixed, compact form;
 * structured calls are answered by deterministic stand-ins: rule-based extraction
   (:mod:`offline_model.rule_extraction`), extractive summaries (:mod:`offline_model.extractive_summary`)
   and a title made of the summary's topic words;
@@ -30,7 +31,15 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel
 
 import prompts
-from prompts.reply_prompt import KNOWLEDGE_HEADER, MEMORIES_HEADER, SUMMARY_HEADER, USER_CONTEXT_HEADER, parse_sections, user_words
+from prompts.reply_prompt import (
+    EPISODES_HEADER,
+    KNOWLEDGE_HEADER,
+    MEMORIES_HEADER,
+    SUMMARY_HEADER,
+    USER_CONTEXT_HEADER,
+    parse_sections,
+    user_words,
+)
 from offline_model.extractive_summary import (
     OFFLINE_REPLY_PREFIX,
     compress_extractively,
@@ -38,6 +47,7 @@ from offline_model.extractive_summary import (
     fold_extractively,
     split_sentences,
 )
+from offline_model.recalled import quotes_for, render_quotes
 from offline_model.rule_extraction import extract_with_rules
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard, normalize_text
 from core.tokens import count_tokens
@@ -264,14 +274,16 @@ def offline_reply(messages: Sequence[BaseMessage]) -> str:
     knowledge = _knowledge(sections.get(KNOWLEDGE_HEADER, ""))
     summary_lines = [l.strip() for l in sections.get(SUMMARY_HEADER, "").splitlines() if l.strip() and not l.strip().startswith("…(")]
 
-    parts: list[str] = []
+    # What the user said in earlier conversations, when it bears on the message, comes first.
+    quotes = quotes_for(sections.get(EPISODES_HEADER, ""), current)
+    parts: list[str] = [render_quotes(quotes)] if quotes else []
     if about:
         parts.append(f"I know: {_join(about)}.")
     if facts:
         parts.append(f"Facts: {_join(facts)}.")
     if tasks:
         parts.append(f"Open tasks: {_join(tasks)}.")
-    if not parts:
+    if not (about or facts or tasks or quotes):
         parts.append("I don't know anything about you yet.")
     if knowledge:
         parts.append("Related knowledge: " + " ".join(knowledge))
@@ -279,7 +291,7 @@ def offline_reply(messages: Sequence[BaseMessage]) -> str:
         parts.append(f"Related earlier chats: {_join(chats)}.")
     if summary_lines:
         parts.append("Summary so far: " + _clip(summary_lines[0], MAX_CHUNK_CHARS))
-    if len(parts) == 1 and not (about or facts or tasks):
+    if len(parts) == 1 and not (about or facts or tasks or quotes):
         parts.append(f'You said: "{_clip(current, MAX_ECHO_CHARS)}"')
     return _clip(f"{OFFLINE_REPLY_PREFIX} " + " ".join(parts), MAX_REPLY_CHARS)
 

@@ -49,6 +49,7 @@ from core import metrics
 from core.context import Context
 from core.messages import current_turn, stopped_reply
 from storage import chat_runs
+from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
 from memory.memory_writer import retract_taught_by
@@ -321,6 +322,8 @@ class TurnRunner:
                 if text:
                     self.streamed.append(text)
                     self.emit("token", {"text": text})
+        elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") == "reply_check":
+            self._calls.expect(Said(**chunk["said"]))  # an echo of the user is held out of the stream
         elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") in ("memory", "summary"):
             self.emit(chunk["event"], {k: v for k, v in chunk.items() if k != "event"})
 

@@ -1,0 +1,248 @@
+"""What a reply must not be: template or tool markup, an echo of the user's message, a repeat of
+the previous reply.
+
+Small local models (Qwen2.5 0.5B behind llama-cpp-python) were seen answering with a raw
+``</tool_response>`` and then the user's first message, word for word, turn after turn. The reply
+node (the one place a reply is finalized) strips the markup, then asks once more with a nudge
+when what is left only echoes or repeats (``llm.text_tool_calls.answer_again``), and puts a clear note in its
+place when the second answer does the same. :class:`MarkupFilter` keeps the same markup out of
+the token stream, and :class:`EchoHold` an echo there.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from core.stopwords import FILLER, STOPWORDS
+from prompts.reply_prompt import user_words
+
+__all__ = [
+    "ECHO_NOTE",
+    "EchoHold",
+    "REPEAT_NOTE",
+    "MarkupFilter",
+    "Said",
+    "echo_kind",
+    "echo_targets",
+    "strip_markup",
+    "without_markup",
+]
+
+# Chat-template special tokens (<|im_start|>, <|im_end|>, <|endoftext|>, <|eot_id|> …) and the tags
+# Qwen's template wraps tool traffic in. None is ever meant for the user.
+_SPECIAL = r"<\|[A-Za-z0-9_]{1,30}\|>"
+_TAGS = r"</?(?:tool_response|tool_call|tools|function_call|tool_result|tool_results|function_results)>"
+# A turn ends at these: whatever follows is the model writing the next turn (often the user's).
+_END_OF_TURN = re.compile(r"<\|(?:im_end|im_start|endoftext|eot_id|end|eom_id)\|>")
+# A tool result the model made up: the block goes whole.
+_MADE_UP_RESULT = re.compile(r"<tool_response>.*?(?:</tool_response>|$)", re.S)
+_LEADING = re.compile(rf"^\s*(?:(?:<\|im_start\|>|<\|start_header_id\|>)\s*assistant\b(?:<\|end_header_id\|>)?\s*|{_SPECIAL}\s*|{_TAGS}\s*)+")
+_ANY = re.compile(rf"{_SPECIAL}|{_TAGS}")
+
+
+def strip_markup(text: str, *, at_start: bool = True) -> tuple[str, bool]:
+    """``text`` without template and tool markup, and whether a turn-ending token cut it.
+
+    A leading ``<|im_start|>assistant`` header or stray tag is dropped; an end-of-turn token
+    further on ends the reply there; a ``<tool_response>`` block goes whole; any other special
+    token or tool tag is taken out. ``at_start``: the text opens the reply (a stream's later
+    chunks are not)."""
+    text = _MADE_UP_RESULT.sub("", text)
+    if at_start:
+        text = _LEADING.sub("", text)
+    ended = False
+    if (end := _END_OF_TURN.search(text)) is not None:
+        text, ended = text[: end.start()], True
+    return _ANY.sub("", text), ended
+
+
+def without_markup(message: AIMessage) -> AIMessage:
+    """``message`` with its text content stripped of markup (a message with no markup is returned as it is)."""
+    if not isinstance(message.content, str) or not message.content:
+        return message
+    cleaned, _ = strip_markup(message.content)
+    cleaned = cleaned.strip() if cleaned != message.content else cleaned
+    return message if cleaned == message.content else message.model_copy(update={"content": cleaned})
+
+
+# --------------------------------------------------------------------------- echoes and repeats
+# Word sequences this alike (difflib's ratio) count as the same text: an echo with a word changed
+# or a "!" added is still an echo; a reply that quotes the message and answers it is not.
+SAME_TEXT_RATIO = 0.9
+# A reply with fewer content words than this is never an echo ("Thanks!" back to "Thanks!")...
+MIN_CONTENT_WORDS = 2
+# ...and one with fewer than this may say again what it said last turn: a short acknowledgement
+# ("Got it, happy to help with the garden.") fits many messages; a whole answer given twice does not.
+MIN_REPEAT_WORDS = 5
+
+ECHO_NOTE = "(No answer: the model only repeated your message back, twice. Please ask again, perhaps in other words.)"
+REPEAT_NOTE = "(No answer: the model gave its previous reply again, twice. Please ask again, perhaps in other words.)"
+NUDGES = {
+    "echo": "Your last answer only repeated the user's message back. Do not repeat it: answer it, in your own words.",
+    "repeat": "Your last answer repeated your previous reply word for word. Do not repeat it: answer the user's newest message.",
+}
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` say the same words (case, punctuation and spacing aside), near enough."""
+    wa, wb = _words(a), _words(b)
+    if not wa or not wb:
+        return False
+    return wa == wb or SequenceMatcher(None, wa, wb, autojunk=False).ratio() >= SAME_TEXT_RATIO
+
+
+_WORD_WITH_APOSTROPHE = re.compile(r"\w+(?:'\w+)?")
+
+
+def _content_count(text: str) -> int:
+    words = _WORD_WITH_APOSTROPHE.findall(unicodedata.normalize("NFKC", text).replace("’", "'").casefold())
+    return sum(1 for w in words if w not in STOPWORDS and w not in FILLER)
+
+
+@dataclass
+class Said:
+    """What a reply is checked against: the user's newest words, their earlier messages in view, the
+    reply before the newest message and the user message that reply answered."""
+
+    user_text: str = ""
+    earlier_user_texts: tuple[str, ...] = ()
+    previous_reply: str = ""
+    previous_user_text: str = ""
+
+
+def echo_kind(reply: str, said: Said) -> Literal["echo", "repeat"] | None:
+    """"echo" when ``reply`` only repeats something the user said (their newest message, or an
+    earlier one: the 0.5B answered Dana's second line with her first), "repeat" when it repeats the
+    previous reply (unless the user asked the same thing again), else None. A reply too short to
+    mean much is neither, and a short acknowledgement may repeat: "Thanks!" twice may well be
+    answered "You're welcome!" twice."""
+    content = _content_count(reply)
+    if content < MIN_CONTENT_WORDS:
+        return None
+    if any(same_text(reply, t) for t in (said.user_text, *said.earlier_user_texts)):
+        return "echo"
+    if content < MIN_REPEAT_WORDS or not said.previous_reply:
+        return None
+    if same_text(reply, said.previous_reply) and not same_text(said.user_text, said.previous_user_text):
+        return "repeat"
+    return None
+
+
+def echo_targets(messages: list[BaseMessage]) -> Said:
+    """What a reply to ``messages`` (a conversation whose last human message is the current one,
+    maybe followed by this turn's tool steps) is checked against."""
+    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    if not humans:
+        return Said()
+    current = humans[-1]
+    previous_reply = next((m.text for m in reversed(messages[:current]) if isinstance(m, AIMessage) and m.text.strip() and not m.tool_calls), "")
+    earlier = tuple(user_words(messages[i]) for i in humans[:-1])
+    return Said(user_words(messages[current]), earlier, previous_reply, earlier[-1] if earlier else "")
+
+
+# --------------------------------------------------------------------------- streaming
+# The tail of a chunk that may be the start of markup still arriving: held until it is decided.
+_LEADERS = ("<|im_start|>assistant", "<|start_header_id|>assistant<|end_header_id|>")
+_PARTIAL = re.compile(r"<(?:\|[A-Za-z0-9_]{0,30}\|?|/?[a-z_]{0,20})$")
+
+
+class MarkupFilter:
+    """Streamed text of one message with the markup :func:`strip_markup` removes taken out:
+    a possible token's start is held until it is complete, a ``<tool_response>`` block until it
+    closes, and nothing after an end-of-turn token is shown."""
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._ended = False
+        self._started = False  # some text was shown already
+        self._dropped_lead = False  # markup before any text was dropped
+
+    def feed(self, text: str) -> str:
+        if self._ended:
+            return ""
+        self._held += text
+        held = self._held
+        if not self._started and held.strip() and any(leader.startswith(held.lstrip()) for leader in _LEADERS):
+            return ""  # a role header arriving token by token ("<|im_start|>", "assistant")
+        cut = len(held)
+        if (opened := held.rfind("<tool_response>")) >= 0 and "</tool_response>" not in held[opened:]:
+            cut = opened  # a made-up tool result still arriving
+        elif (partial := _PARTIAL.search(held)) is not None:
+            cut = partial.start()
+        return self._show(held[:cut], held[cut:])
+
+    def finish(self) -> str:
+        """The end of the message: what is still held, stripped."""
+        out = "" if self._ended else self._show(self._held, "")
+        self._held, self._ended, self._started, self._dropped_lead = "", False, False, False
+        return out
+
+    def _show(self, ready: str, rest: str) -> str:
+        cleaned, ended = strip_markup(ready, at_start=not self._started)
+        if not self._started:
+            self._dropped_lead = self._dropped_lead or cleaned != ready
+            if self._dropped_lead:
+                cleaned = cleaned.lstrip()  # what a dropped leading tag leaves (the stored reply is stripped too)
+        self._held = "" if ended else rest
+        self._ended = ended
+        self._started = self._started or bool(cleaned)
+        return cleaned
+
+
+class EchoHold:
+    """Streamed text of one message held while it may still be an echo or a repeat of ``said``
+    (its words so far begin one of the texts it is checked against), so an echo the reply node
+    will replace is never shown; released as soon as it departs from them, or at the message's
+    end unless :func:`echo_kind` finds it an echo or a repeat."""
+
+    def __init__(self) -> None:
+        self.said: Said | None = None
+        self._held = ""
+        self._holding = False
+
+    def expect(self, said: Said | None) -> None:
+        """What the coming reply is checked against (None: nothing is held)."""
+        self.said = said
+        self._holding = said is not None
+
+    def feed(self, text: str) -> str:
+        if not self._holding:
+            return text
+        self._held += text
+        if self._could_be_echo(self._held):
+            return ""
+        out, self._held, self._holding = self._held, "", False
+        return out
+
+    def finish(self) -> str:
+        held, self._held = self._held, ""
+        self._holding = self.said is not None
+        if held and self.said is not None and echo_kind(held, self.said) is not None:
+            return ""
+        return held
+
+    def _could_be_echo(self, text: str) -> bool:
+        said = self.said
+        assert said is not None
+        words = _words(text)
+        if not words:
+            return True
+        complete = words if text[-1:].isspace() or not text[-1:].isalnum() else words[:-1]
+        partial = "" if len(complete) == len(words) else words[-1]
+        for target in (said.user_text, *said.earlier_user_texts, said.previous_reply):
+            them = _words(target)
+            if them[: len(complete)] == complete and (not partial or (len(them) > len(complete) and them[len(complete)].startswith(partial))):
+                return True
+        return False

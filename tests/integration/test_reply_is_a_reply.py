@@ -1,0 +1,133 @@
+"""A local model's reply is a reply, over the real client path (langchain-openai against the stub
+server, streamed word by word as a server does): no template or tool markup reaches the user, and a
+reply that only echoes the user or repeats the previous reply is asked again once, then replaced."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import pytest
+
+from app.cli.chat_session import ChatSession
+from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE
+from prompts.reply_prompt import user_words
+from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, structured_answer  # noqa: F401
+
+EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
+DANA = [
+    "Hi! My name is Dana, I live in Haifa and I work as a nurse.",
+    "I prefer short answers.",
+    "Remind me to renew my passport next month.",
+    "What do you know about me?",
+]
+MARKUP = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_response>", "</tool_response>", "<tool_call>", "</tool_call>")
+
+
+def script(reply):
+    def answer(request: StubRequest):
+        if request.kind in ("extract", "fold", "title"):
+            value = {"extract": EMPTY, "fold": {"summary": "s"}, "title": {"title": "Chat"}}[request.kind]
+            return structured_answer(request, value)
+        return reply(request)
+
+    return answer
+
+
+def nudged(request: StubRequest, kind: str) -> bool:
+    return NUDGES[kind] in request.messages[0]["content"]
+
+
+def first_user_line(request: StubRequest) -> str:
+    """What the 0.5B said to every line of Dana's: her first message (the first time after a raw tag)."""
+    return user_words(next(m["content"] for m in request.messages if m["role"] == "user"))
+
+
+@pytest.fixture
+def cli(backend, user_id, openai_stub):
+    def make() -> tuple[ChatSession, io.StringIO]:
+        out = io.StringIO()
+        overrides = {"model": f"openai:stub-{uuid.uuid4().hex[:8]}"}
+        return ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=io.StringIO(), context_overrides=overrides), out
+
+    return make
+
+
+async def test_template_and_tool_markup_never_reaches_the_user_or_the_stored_reply(cli, openai_stub):
+    openai_stub.reset(script(lambda r: "</tool_response>\nHello Dana, nice to meet you.<|im_end|>\n<|im_start|>user\nok"))
+    session, out = cli()
+    assert await session.send(DANA[0]) == "Hello Dana, nice to meet you."
+    assert out.getvalue() == "Hello Dana, nice to meet you.\n"
+    stored = (await session.graph.aget_state(session.config)).values["messages"][-1]
+    assert stored.text == "Hello Dana, nice to meet you."
+
+
+async def test_an_echo_is_asked_again_once_with_a_nudge_and_without_tools_and_the_answer_is_shown(cli, openai_stub):
+    openai_stub.reset(script(lambda r: "Hello Dana, a nurse in Haifa!" if nudged(r, "echo") else "</tool_response>" + r.last_user_text))
+    session, out = cli()
+    assert await session.send(DANA[0]) == "Hello Dana, a nurse in Haifa!"
+    first, again = openai_stub.requests_of("reply")
+    assert first.tools and not again.tools and nudged(again, "echo")
+    values = (await session.graph.aget_state(session.config)).values
+    assert values["messages"][-1].text == "Hello Dana, a nurse in Haifa!" and values["turn_usage"]["model_calls"] == 2
+
+
+async def test_a_model_that_only_echoes_gets_a_clear_note_after_one_more_try(cli, openai_stub):
+    openai_stub.reset(script(lambda r: r.last_user_text))
+    session, out = cli()
+    assert await session.send(DANA[0]) == ECHO_NOTE
+    assert len(openai_stub.requests_of("reply")) == 2 and out.getvalue() == ECHO_NOTE + "\n"
+
+
+async def test_a_repeat_of_the_previous_reply_is_asked_again_then_replaced(cli, openai_stub):
+    openai_stub.reset(script(lambda r: "Hello Dana, I can help with reminders, notes and questions about your day."))
+    session, _ = cli()
+    assert await session.send(DANA[0]) == "Hello Dana, I can help with reminders, notes and questions about your day."
+    assert await session.send(DANA[1]) == REPEAT_NOTE
+    assert nudged(openai_stub.requests_of("reply")[-1], "repeat")
+
+
+async def test_over_danas_four_lines_a_model_like_the_05b_shows_no_markup_no_echo_and_no_repeat(cli, openai_stub):
+    """The measured failure: every line answered with Dana's first message, the first time after a
+    raw </tool_response>. Asked again with the nudge this model answers; every reply is then a reply."""
+    answers = iter(["Hello Dana!", "Short answers it is.", "I'll remind you about the passport.", "You are Dana, a nurse in Haifa."])
+
+    def reply(request: StubRequest):
+        if nudged(request, "echo") or nudged(request, "repeat"):
+            return next(answers)
+        return "</tool_response>\n" + first_user_line(request)
+
+    openai_stub.reset(script(reply))
+    session, out = cli()
+    replies = [await session.send(line) for line in DANA]
+    assert replies == ["Hello Dana!", "Short answers it is.", "I'll remind you about the passport.", "You are Dana, a nurse in Haifa."]
+    assert not any(m in out.getvalue() for m in MARKUP)
+
+
+def test_the_http_token_stream_carries_no_markup_and_no_echo_that_was_asked_again(new_database, openai_stub):
+    """The page shows the tokens as they come: markup never arrives, and an echo is held back while
+    it may be one, so the stream carries only the answer that replaced it."""
+    from tests.support.http_server import create_keys, final, new_user, reply_text, start_server, stream
+    import asyncio
+
+    def reply(request: StubRequest):
+        if nudged(request, "echo"):
+            return "Noted: short answers."
+        if request.last_user_text == DANA[0]:
+            return "</tool_response>\nHello Dana.<|im_end|>\n<|im_start|>user\nmore"
+        return request.last_user_text  # an echo
+
+    openai_stub.reset(script(reply))
+    env = {"OPENAI_BASE_URL": openai_stub.base_url, "OPENAI_API_KEY": "x"}
+    server = start_server(new_database("markup"), model="openai:stub-http", workers=1, env=env)
+    try:
+        user = new_user()
+        key = asyncio.run(create_keys(server.database_url, [user]))[user]
+        with server.client(key) as client:
+            chat_id = client.post("/chats", json={}).json()["chat"]["id"]
+            first = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[0]})
+            second = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[1]})
+    finally:
+        server.stop()
+    assert reply_text(first) == final(first).data["reply"] == "Hello Dana."
+    assert reply_text(second) == final(second).data["reply"] == "Noted: short answers."

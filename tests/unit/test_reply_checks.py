@@ -1,0 +1,137 @@
+"""A reply is a reply: markup stripped (stored and streamed), echoes and repeats detected, asked
+again once with a nudge and then replaced by a note, with a scripted model that echoes."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE, Said, echo_kind, echo_targets, strip_markup, without_markup
+from llm.text_tool_calls import CallTextFilter, answer_again
+from prompts.reply_prompt import build_prompt
+from tests.support.scripted_model import ScriptedChatModel
+
+DANA = "Hi! My name is Dana, I live in Haifa and I work as a nurse."
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("</tool_response>\n" + DANA, DANA),  # what the 0.5B sent first
+        ("<|im_start|>assistant\nHello Dana!", "Hello Dana!"),
+        ("Hello Dana!<|im_end|>\n<|im_start|>user\nWhat do you know?", "Hello Dana!"),
+        ("Noted.<|endoftext|>", "Noted."),
+        ("<tool_response>\n{\"facts\": []}\n</tool_response>\nNothing stored yet.", "Nothing stored yet."),
+        ("Done.</tool_call>", "Done."),
+        ("Use a < b and <b>bold</b> as you like.", "Use a < b and <b>bold</b> as you like."),
+    ],
+)
+def test_template_and_tool_markup_is_taken_out_of_a_reply(raw, clean):
+    assert without_markup(AIMessage(raw)).text == clean
+
+
+def streamed(text: str, size: int) -> str:
+    f = CallTextFilter()
+    return "".join(f.feed("m1", text[i : i + size]) for i in range(0, len(text), size)) + f.finish()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 1000])
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("</tool_response>\nHello Dana!", "Hello Dana!"),
+        ("<|im_start|>assistant\nHello Dana!<|im_end|>\n<|im_start|>user\nmore", "Hello Dana!"),
+        ("Noted. <tool_response>{\"x\": 1}</tool_response> Anything else?", "Noted.  Anything else?"),
+        ("Use a < b and <b>bold</b>.", "Use a < b and <b>bold</b>."),
+        ("Ends with a <", "Ends with a <"),
+    ],
+)
+def test_markup_never_reaches_the_token_stream_whatever_the_chunking(raw, shown, size):
+    assert streamed(raw, size) == shown
+    assert "<|" not in streamed(raw, size) and "tool_response" not in streamed(raw, size)
+
+
+def test_the_stream_and_the_stored_reply_agree_on_what_markup_leaves():
+    raw = "</tool_response>\nHello Dana!<|im_end|>junk"
+    assert streamed(raw, 3) == without_markup(AIMessage(raw)).text == strip_markup(raw)[0].strip()
+
+
+@pytest.mark.parametrize(
+    ("reply", "user", "previous", "previous_user", "kind"),
+    [
+        (DANA, DANA, "", "", "echo"),
+        ("hi my name is dana, i live in haifa and i work as a nurse", DANA, "", "", "echo"),
+        ("Hi! My name is Dana, I live in Haifa and I work as a nurse!!", DANA, "", "", "echo"),
+        (DANA, "I prefer short answers.", DANA, DANA, "echo"),  # Dana's turn 2 on the 0.5B: her first line
+        ("Hello Dana, I can help with reminders, notes and questions about your day.", "I prefer short answers.", "Hello Dana, I can help with reminders, notes and questions about your day.", DANA, "repeat"),
+        ("Hello Dana! Nice to meet you, a nurse in Haifa.", DANA, "", "", None),
+        ("You're welcome!", "Thanks!", "You're welcome!", "Thank you!", None),  # too short to mean much
+        ("Happy to help with the garden.", "And the roses?", "Happy to help with the garden.", "The tomatoes?", None),  # a short acknowledgement
+        ("Your passport task is due in December.", "When is it due?", "Your passport task is due in December.", "When is it due?", None),
+        ("", DANA, "", "", None),
+    ],
+)
+def test_what_counts_as_an_echo_or_a_repeat(reply, user, previous, previous_user, kind):
+    earlier = (previous_user,) if previous_user else ()
+    assert echo_kind(reply, Said(user, earlier, previous, previous_user)) == kind
+
+
+def prompt_after(history: list, words: str) -> list:
+    return build_prompt(persona_text="You help.", loaded_context={"profile": {"name": "Dana"}}, summary_text="", knowledge=[], recent=history, current=HumanMessage(words)).messages
+
+
+def test_the_targets_are_the_users_own_words_not_the_memory_sections_and_the_previous_reply():
+    messages = prompt_after([HumanMessage(DANA), AIMessage(DANA)], "I prefer short answers.")
+    assert echo_targets(messages) == Said("I prefer short answers.", (DANA,), DANA, DANA)
+
+
+def echoing_model(*answers: str) -> ScriptedChatModel:
+    """A scripted model that answers in turn with ``answers`` (the last one again after that)."""
+    said = list(answers)
+    return ScriptedChatModel(responder=lambda kind, messages: said.pop(0) if len(said) > 1 else said[0])
+
+
+async def test_an_echo_is_asked_again_once_with_a_nudge_and_a_real_answer_is_kept():
+    model = echoing_model("Hello Dana, nice to meet you.")
+    messages = prompt_after([], DANA)
+    answer = await answer_again(model, messages, AIMessage(DANA), "echo")
+    assert answer.text == "Hello Dana, nice to meet you."
+    (_, asked), = model.calls
+    assert isinstance(asked[0], SystemMessage) and NUDGES["echo"] in asked[0].text
+
+
+@pytest.mark.parametrize(("kind", "note"), [("echo", ECHO_NOTE), ("repeat", REPEAT_NOTE)])
+async def test_a_second_echo_or_repeat_becomes_a_clear_note(kind, note):
+    previous = "Hello Dana, I can help with reminders, notes and questions about your day."
+    history = [HumanMessage(DANA), AIMessage(previous)]
+    words = DANA if kind == "echo" else "I prefer short answers."
+    model = echoing_model(DANA if kind == "echo" else previous)
+    answer = await answer_again(model, prompt_after(history, words), AIMessage(DANA), kind)
+    assert answer.text == note and len(model.calls) == 1
+
+
+async def test_markup_around_the_second_answer_is_stripped_too():
+    model = echoing_model("</tool_response>Hello Dana.<|im_end|>")
+    answer = await answer_again(model, prompt_after([], DANA), AIMessage(DANA), "echo")
+    assert answer.text == "Hello Dana."
+
+
+@pytest.mark.parametrize("size", [1, 4, 1000])
+def test_an_echo_is_held_out_of_the_stream_and_a_real_reply_streams_as_it_comes(size):
+    f = CallTextFilter()
+    f.expect(Said(DANA, (), "", ""))
+
+    def stream(message_id: str, text: str) -> str:
+        return "".join(f.feed(message_id, text[i : i + size]) for i in range(0, len(text), size))
+
+    shown = stream("echo", "</tool_response>\n" + DANA)
+    assert shown == ""  # held while it may be an echo
+    shown += stream("again", "Hi Dana, a nurse in Haifa!")  # the nudged answer: a new message
+    assert (shown + f.finish()).strip() == "Hi Dana, a nurse in Haifa!"  # the echo was dropped when its message ended
+
+
+def test_a_reply_that_starts_like_the_users_message_is_shown_once_it_departs_from_it():
+    f = CallTextFilter()
+    f.expect(Said("Hi there", (), "", ""))
+    assert f.feed("m", "Hi ") == "" and f.feed("m", "Dana, welcome back.") == "Hi Dana, welcome back."
+    assert f.finish() == ""
