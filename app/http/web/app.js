@@ -929,7 +929,12 @@ function originOf(key) {
   if (!source.thread_id) return el("span", { class: "origin", testid: "origin" }, source.described);
   return el("a", {
     class: "origin", testid: "origin", href: `#${source.thread_id}`, title: "Open the chat where you said it",
-    onclick: (e) => { e.preventDefault(); openChat(source.thread_id); },
+    onclick: async (e) => {
+      e.preventDefault();
+      await openChat(source.thread_id);
+      const said = document.querySelector(`[data-message-id="${CSS.escape(source.message_id || "")}"]`);
+      if (said) { said.scrollIntoView({ block: "center" }); said.classList.add("highlight"); }
+    },
   }, source.described);
 }
 
