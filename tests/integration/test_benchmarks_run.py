@@ -26,9 +26,16 @@ def run(module: str, *args: str, tmp_path) -> str:
 
 
 def table(stdout: str, first_column: str) -> dict[str, list[str]]:
+    """The rows under the ``first_column`` header, up to the first line that is not a row of figures."""
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(first_column))
-    return {line[:18].strip(): line[18:].split() for line in lines[start + 1 :] if line.strip()}
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 1 :]:
+        values = line[18:].split()
+        if not line.strip() or not values or not all(v.replace(".", "", 1).isdigit() for v in values):
+            break
+        rows[line[:18].strip()] = values
+    return rows
 
 
 def test_bench_turn_prints_p50_and_p95_per_node_then_the_whole_turn(tmp_path):
