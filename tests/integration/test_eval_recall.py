@@ -25,7 +25,7 @@ def test_eval_recall_imports_asks_categories_1_to_4_and_writes_every_system_with
     results = json.loads((out / "results.json").read_text())
     assert results["conversations"] == ["tiny-a"]
     systems = results["systems"]
-    assert set(systems) == {"memory-agent", "whole_history", "recent", "bm25_turns"}
+    assert set(systems) == {"memory-agent", "whole_history", "recent", "bm25_turns", "bm25_excerpts"}
     for name, s in systems.items():
         assert s["questions"] == 4, name  # the adversarial (category 5) question is not asked
         assert 0 <= s["answer_recall"] <= 1 and 0 <= s["evidence_recall"] <= 1
