@@ -37,6 +37,7 @@ GENERIC = frozenset(
     notes note yes none forget forgets forgot forgotten remember remembered delete deleted remove erase
     monday tuesday wednesday thursday friday saturday sunday january february march april may june july
     august september october november december morning evening tonight afternoon
+    mon tue wed thu fri sat sun jan feb mar apr jun jul aug sep sept oct nov dec
     """.split()
 )
 
@@ -53,6 +54,8 @@ def distinctive_stems(text: str) -> set[str]:
     a nurse" -> {"nurs"}); all its content words when nothing else is left ("short")."""
     content = content_words(text)
     found = [w for w in content if w not in GENERIC] or content or [w for w in words(text) if len(w) > 1]
+    # A number is the thing only when nothing else is ("Is 31 years old"); a date in a task's text is not.
+    found = [w for w in found if not w.isdigit()] or found
     return {stem(w) for w in found}
 
 
@@ -155,7 +158,7 @@ class Redactor:
         return [m if keep is not None and m.id == keep else self.message(m, thread_id) for m in messages]
 
 
-_ID_KEYS = frozenset({"id", "thread_id", "chat_id", "message_id", "task_id"})
+_ID_KEYS = frozenset({"id", "thread_id", "chat_id", "message_id", "task_id", "sent_at", "created_at", "updated_at", "due_date", "last_activity"})
 _TEXT_KEYS = frozenset({"text", "description", "summary_snippet", "title", "content", "value"})
 
 

@@ -42,3 +42,12 @@ def test_a_hidden_message_is_hidden_whole_in_its_chat_only():
     r = Redactor("u", frozenset(), frozenset({("t1", "m1")}))
     assert r.said("t1", "m1", "anything at all") == MARK
     assert r.said("t2", "m1", "anything at all") == "anything at all"
+
+
+def test_a_dated_task_forgets_its_words_not_its_date_and_times_are_never_redacted():
+    """A task's text carries its date ("… on Fri 27 Nov 2026"): forgetting it once hid every 2026 in
+    the prompt and broke the excerpts' times (found by the forget cases after the dates change)."""
+    assert distinctive_stems("Call the dentist on Fri 27 Nov 2026") == {"dentist"}
+    r = redactor("Call the dentist on Fri 27 Nov 2026")
+    line = {"text": "see you in 2026", "sent_at": "2026-11-26T12:56:48+00:00"}
+    assert r.value(line) == line
