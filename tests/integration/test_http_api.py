@@ -618,8 +618,10 @@ def test_deleting_a_fact_forgets_it_in_the_profile_the_replies_and_the_transcrip
 
     assert client.delete(f"/chats/{chat_id}/messages/{said['id']}").json() == {"deleted": {"messages": 1}}
     after = client.get(f"/chats/{chat_id}").json()["messages"]
-    assert not any("Coimbra" in m["content"] for m in after)
-    assert error_of(client.delete(f"/chats/{chat_id}/messages/nope")) == (404, "not_found")
+    assert next(m for m in after if m["id"] == said["id"])["content"] == "[deleted]"
+    # A reply that quoted it is another message: it stays, marked forgotten, never shown to a model.
+    assert all(m["forgotten"] for m in after if "Coimbra" in m["content"])
+    assert error_of(client.delete(f"/chats/{new_chat(client)}/messages/nope")) == (404, "not_found")  # an idle chat
 
 
 def test_forget_by_words_reaches_profile_and_facts_and_says_404_for_nothing(client):
