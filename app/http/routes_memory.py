@@ -67,7 +67,7 @@ async def _stored(services: Services, user: str, kind: Kind, key: str, what: str
 
 
 # --------------------------------------------------------------------------- profile and preferences
-def _document_part_routes(part: str, model: type, patch: type, forget: str) -> None:
+def _document_part_routes(part: str, model: type, patch: type, reset_doc: str) -> None:
     """GET, PATCH and DELETE of one part of the user's profile document (``profile``, ``preferences``)."""
 
     async def read(user: str = Depends(current_user), services: Services = Depends(get_services)):
@@ -92,7 +92,7 @@ def _document_part_routes(part: str, model: type, patch: type, forget: str) -> N
     for method, endpoint, name, doc in (
         ("GET", read, f"get_{part}", None),
         ("PATCH", change, f"patch_{part}", "Change the fields sent (null clears one)."),
-        ("DELETE", reset, f"delete_{part}", forget),
+        ("DELETE", reset, f"delete_{part}", reset_doc),
     ):
         router.add_api_route(f"/memory/{part}", endpoint, methods=[method], name=name, description=doc, response_model=model, responses=_ERRORS)
 

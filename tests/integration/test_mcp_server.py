@@ -35,6 +35,7 @@ from memory import chat_search
 from memory import queries as q
 from memory.backend import open_memory
 from tests.conftest import REPO_ROOT
+from tests.support.dated_tasks import dated_now
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 TOOLS = {"search_conversation_history", "get_conversation_summary", "recall_context", "search_chats", "list_tasks", "remember", "forget"}
@@ -302,7 +303,8 @@ async def test_chat_search_ranks_by_similarity_and_recency(seeded):
 async def test_task_list_filters_by_status(seeded):
     b = seeded.backend
     every = await q.list_tasks(b.store, seeded.alice)
-    assert [t.description for t in every.tasks] == ["Book the ferry from Piraeus to Heraklion", "Buy a new jar for the sourdough starter"]
+    ferry = dated_now("Book the ferry from Piraeus to Heraklion", "May 20")  # a task's text carries its date (issue 30)
+    assert [t.description for t in every.tasks] == [ferry, "Buy a new jar for the sourdough starter"]
     assert (await q.list_tasks(b.store, seeded.alice, "done")).count == 0
     assert (await q.list_tasks(b.store, seeded.alice, "open")).count == 2
     assert [t.description for t in (await q.list_tasks(b.store, seeded.bob)).tasks] == ["Find a flat in Alfama"]

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord
 from memory.backend import open_memory
-from storage import thread_owners
+from storage import chat_sources, thread_owners
 from storage.thread_owners import ThreadExists, ThreadTaken
 
 
@@ -107,7 +107,9 @@ async def test_the_first_set_up_on_an_existing_database_backfills_only_undispute
     recorded, disputed, from_runs, later = new_id(), new_id(), new_id(), new_id()
     async with open_memory(url, minilm) as backend:
         async with backend.pool.connection() as conn:
-            await conn.execute(f"DROP TABLE {thread_owners.TABLE}")  # a database from before the table
+            # A database from before the table (and before the imported chats' table that refers to it).
+            await conn.execute(f"DROP TABLE {chat_sources.TABLE}")
+            await conn.execute(f"DROP TABLE {thread_owners.TABLE}")
         await backend.store.aput(chats_ns(alice), recorded, ChatRecord(thread_id=recorded).model_dump(mode="json"), index=False)
         for user in (alice, bob):  # two users' records name one thread: one of them is forged
             await backend.store.aput(chats_ns(user), disputed, ChatRecord(thread_id=disputed).model_dump(mode="json"), index=False)

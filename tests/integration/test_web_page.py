@@ -462,7 +462,9 @@ async def test_a_second_tab_sees_the_running_reply_and_keeps_its_message(pages):
     assert await second.locator(f'{tid("user-message")} >> text=mountains').count() == 1
 
     # A tab that opens the chat while a reply runs says so, and can stop it.
-    await first.fill(tid("message-input"), "[slow] One more long story, please")
+    # A long reply (the markdown one, at 150 ms a word) that repeats nothing, so it streams from its
+    # first words (a reply that begins like the previous one is held back while it may be a repeat).
+    await first.fill(tid("message-input"), "[slow] [markdown] One more long story, please")
     await first.click(tid("send"))
     await first.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
     await second.reload()

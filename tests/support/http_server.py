@@ -11,7 +11,7 @@ environment, and :func:`register_test_models`, loaded into every worker through
   same model pacing every reply, for the web page and the fault tests), and
 - a message starting with ``[task] <description>`` makes the reply call the
   ``add_task`` tool, which asks for a confirmation (an interrupt);
-- a message containing ``[fail]`` makes the reply fail after two streamed words
+- a message containing ``[fail]`` makes the reply fail after six streamed words
   (a provider error mid-stream);
 - a message containing ``[markdown]`` is answered with :data:`MARKDOWN_REPLY`, Markdown
   as real models write it (headings, lists, code, a table) plus HTML that must not run.
@@ -139,7 +139,9 @@ def _make_test_model(paced_ms: int = 0):
                 failing = _is_chat_reply(messages) and FAIL_CUE in _current_user_text(messages)
                 sent = 0
                 async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
-                    if failing and sent == 2:
+                    # Six, not two: the first words of a reply that begins like the previous one are
+                    # held back while it may be a repeat (llm.reply_checks.EchoHold).
+                    if failing and sent == 6:
                         raise RuntimeError("the model provider went away")
                     sent += 1
                     yield chunk
