@@ -40,7 +40,7 @@ async def run(messages: int, mentions: int, repeats: int) -> None:
     from graph.assembly import compile_graph
     from memory import forgetting
     from memory.backend import open_memory
-    from memory.memory_writer import forget_items
+    from memory.writer.forgets import forget_items
     from storage.episodes import Episode, copy_episodes
 
     directory = tempfile.mkdtemp(prefix="ma-bench-")

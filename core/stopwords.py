@@ -2,7 +2,7 @@
 
 Every keyword matcher (chat history search, finding a chat by topic, the knowledge base's
 full-text query, the offline model's rules and extractive summaries, the evals' lexical
-recall) takes its words from here; tests/unit/test_one_writer.py fails when a module
+recall) takes its words from here; tests/unit/test_one_home.py fails when a module
 defines a list of its own.
 """
 

@@ -2,7 +2,7 @@
 
 A variant is a chat model spec: the same production extraction path
 (``extract_memories`` node → ``memory.extractor.extract`` →
-``memory.memory_writer.apply_extraction`` into the real store) runs with each
+``memory.writer.extraction.apply_extraction`` into the real store) runs with each
 model, through a metering proxy for calls and tokens.
 """
 

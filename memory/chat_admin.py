@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from memory import memory_writer
+from memory.writer import records as memory_records
 from memory.forgetting import forget_message
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from core.schemas import ChatRecord
@@ -61,7 +61,7 @@ async def delete_chat(backend, user_id: str, thread_id: str) -> None:
     in the episodic index, its run rows, and last its owner row (so a failure half-way leaves a
     chat its owner can still delete)."""
     await backend.checkpointer.adelete_thread(thread_id)
-    await memory_writer.delete_chat_record(backend.store, user_id, thread_id)
+    await memory_records.delete_chat_record(backend.store, user_id, thread_id)
     await episodes.delete_thread(backend.pool, user_id, thread_id)
     await chat_runs.delete_thread_runs(backend.pool, thread_id)
     await thread_owners.release(backend.pool, thread_id)
@@ -81,7 +81,7 @@ async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     threads = await user_thread_ids(backend, user_id)
     for thread_id in threads:
         await backend.checkpointer.adelete_thread(thread_id)
-    forgotten = await memory_writer.forget_user_memory(backend.pool, user_id)  # every kind, messages included
+    forgotten = await memory_records.forget_user_memory(backend.pool, user_id)  # every kind, messages included
     # The record of what they had forgotten goes too: nothing of theirs is left to hide.
     ledger = await forget_ledger.delete_owner(backend.pool, user_id)
     keys = await api_keys.delete_user_keys(backend.pool, user_id)

@@ -20,7 +20,7 @@ from core.dates import date_languages, dated, dated_task, resolve_date
 from core.metrics import EXTRACTION_FAILURES, count_failure
 from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
-from memory.memory_writer import refines, slot_of
+from memory.writer.merge_rules import refines, slot_of
 from memory.queries import STOPWORDS
 from offline_model.rule_extraction import extract_with_rules
 

@@ -32,7 +32,8 @@ from core.namespaces import facts_ns, tasks_ns
 from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
-from memory.memory_writer import field_label, forget_items, forget_message_items, save_chat_record, value_texts
+from memory.writer.forgets import field_label, forget_items, forget_message_items, value_texts
+from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
 from storage import episode_rewrites, forget_ledger, thread_owners
 from storage.checkpoint_rows import checkpoint_reader, put_state_values

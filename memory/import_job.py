@@ -43,7 +43,7 @@ from core.messages import stamp_sent_at
 from core.schemas import ChatRecord
 from memory.chat_admin import delete_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
-from memory.memory_writer import create_chat_record
+from memory.writer.records import create_chat_record
 from memory.queries import get_chat
 from storage import chat_imports, chat_sources
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread

@@ -36,7 +36,7 @@ class MemoryKind:
     """Fields the store embeds for semantic search (empty: never searched by meaning)."""
     client_writable: bool = False
     """Whether a client may put items of this kind through the LangGraph store API (always through
-    the writer, memory.memory_writer.put_client_item); the server maintains the others."""
+    the writer, memory.writer.edits.put_client_item); the server maintains the others."""
     forget: Callable[[Any, str], Awaitable[int]] | None = None
     """Deletes one user's items (pool, user_id) -> count, for a kind outside the store; a store kind
     is forgotten with the user's whole namespace root (memory.chat_admin.forget_user_everywhere)."""

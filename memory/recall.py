@@ -82,7 +82,7 @@ async def load_user_context(
     store, user_id: str, query: str, *, thread_id: str | None = None, max_facts: int = 7
 ) -> dict[str, Any]:
     """Everything load_context puts in the turn, as JSON-friendly dicts (shown in Studio). It only
-    reads: extract_memories marks the facts used after the reply (``memory_writer.mark_used``)."""
+    reads: extract_memories marks the facts used after the reply (``memory.writer.extraction.mark_used``)."""
     now = utcnow()
     # load_context runs before the first token: the reads that do not need the message's vector
     # overlap its embedding (a thread), and the searches then share the cached vector.

@@ -15,7 +15,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 import knowledge
 from memory import episodes
 from memory.backend import make_store
-from memory import memory_writer
+from memory.writer import records as memory_records
 from storage import episodes as episode_table
 from storage import store_rows, thread_owners
 from storage.postgres import schema_lock
@@ -31,7 +31,7 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
         await store_rows.reset_vectors(pool, embeddings.dims)
         store = make_store(pool, embeddings)
         await store.setup()
-        items = await memory_writer.reembed_items(store, await store_rows.all_items(pool), batch=BATCH)
+        items = await memory_records.reembed_items(store, await store_rows.all_items(pool), batch=BATCH)
         chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
         async with pool.connection() as conn:
             await episode_table.resize(conn, embeddings.dims)

@@ -18,7 +18,7 @@ from core.errors import ModelOutputError
 from llm.chat_model import model_label
 from memory.extractor import RULES_ONLY, extract
 from memory.forgetting import redactor_for
-from memory.memory_writer import apply_extraction, mark_used
+from memory.writer.extraction import apply_extraction, mark_used
 from memory.user_memory import get_user_document, list_tasks, search_facts
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from core.schemas import ChatRecord, SummaryBoard, utcnow
 from memory import episodes
 from memory.forgetting import redact_board, redactor_for
 from memory.summarizer import fold_summary, make_first_title, make_title, recompress_summary
-from memory.memory_writer import save_chat_record
+from memory.writer.records import save_chat_record
 from memory.user_memory import get_chat
 from storage import thread_owners
 

@@ -19,7 +19,8 @@ from core.dates import date_languages
 from core.messages import current_turn, sent_at
 from storage.checkpoint_rows import checkpoint_reader
 from core.state import State
-from memory.memory_writer import TASK_DUPLICATE_THRESHOLD, apply_extraction
+from memory.writer.extraction import apply_extraction
+from memory.writer.merge_rules import TASK_DUPLICATE_THRESHOLD
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate, normalize_text, utcnow
 from memory.extractor import with_dates
 from memory import queries

@@ -186,7 +186,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 
 async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
-    from memory.memory_writer import delete_invalid
+    from memory.writer.edits import delete_invalid
     from memory.queries import ItemIsValid
 
     try:

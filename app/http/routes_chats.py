@@ -64,11 +64,11 @@ from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_imports, chat_runs, thread_owners
 from memory.forgetting import forgotten_in
 from memory.chat_admin import delete_chat, delete_message_everywhere, import_states, owned_chats, stop_imports
-from memory.memory_writer import rename_chat as rename_chat_record
+from memory.writer.records import rename_chat as rename_chat_record
 from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
-from memory.memory_writer import create_chat_record
+from memory.writer.records import create_chat_record
 from memory.queries import list_chats
 from core.messages import is_stopped, sent_at
 

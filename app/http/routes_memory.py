@@ -35,7 +35,7 @@ from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
 from core.text_validation import Identifier, StorableText
 from memory.kinds import KINDS
-from memory.memory_writer import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
+from memory.writer.edits import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory import queries as q
 from memory.forgetting import ForgetReport, ForgetTarget, forget, forget_request
 from memory.provenance import as_json, memory_sources

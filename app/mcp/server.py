@@ -28,7 +28,7 @@ from pydantic import Field
 
 from memory import forgetting
 from memory import queries as q
-from memory.memory_writer import Remembered, remember_fact
+from memory.writer.extraction import Remembered, remember_fact
 from memory.backend import MemoryBackend, open_memory
 from core.errors import MemoryAgentError
 from core.namespaces import user_root

@@ -52,7 +52,7 @@ from storage import chat_runs
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
-from memory.memory_writer import retract_taught_by
+from memory.writer.extraction import retract_taught_by
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.base import NOT_PROVIDED
 from langgraph.store.postgres.aio import AsyncPostgresStore
 
-from memory import memory_writer
+from memory.writer import edits as memory_edits
 from memory.backend import MemoryBackend, open_memory
 from memory.kinds import kind_of_namespace
 from storage.postgres import describe_location
@@ -113,7 +113,7 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
 
 class ServerStore(AsyncPostgresStore):
     """The server's store: what its store API puts or deletes in a user's memory goes through the
-    one writer (memory.memory_writer) under the user's lock, with the writer's dedupe, as the
+    one writer (memory.writer.edits) under the user's lock, with the writer's dedupe, as the
     chat API's writes do. app/studio/auth.py has checked the caller and the value first.
 
     Nothing else of ours calls ``aput``/``adelete`` on it: the graph's nodes write through the
@@ -127,13 +127,13 @@ class ServerStore(AsyncPostgresStore):
         ns = tuple(namespace)
         if kind_of_namespace(ns) is None:
             return await super().aput(ns, key, value, index, ttl=ttl)
-        await memory_writer.put_client_item(self._plain, ns[1], ns[2], key, dict(value))
+        await memory_edits.put_client_item(self._plain, ns[1], ns[2], key, dict(value))
 
     async def adelete(self, namespace, key) -> None:
         ns = tuple(namespace)
         if kind_of_namespace(ns) is None:
             return await super().adelete(ns, key)
-        await memory_writer.delete_client_item(self._plain, ns[1], ns, key)
+        await memory_edits.delete_client_item(self._plain, ns[1], ns, key)
 
 
 @asynccontextmanager

@@ -19,7 +19,7 @@ anything else  refused: nothing reads it                                    allo
 (The table is ``memory.kinds.KINDS``: ``client_writable`` says which kinds a client may put.)
 A value is checked with every bound of the chat API (a NUL, a 50,000-character tag or 5,000
 tags answer 422, as the chat API does), then written by the one writer under the user's lock
-(``memory.memory_writer.put_client_item``, reached through the server's store,
+(``memory.writer.edits.put_client_item``, reached through the server's store,
 ``app/studio/backend.py``): the same fact text put under six keys is one fact.
 """
 

@@ -228,7 +228,7 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
 ):
     backend, url, dbname = dying_backend
     name, _, holder = scripted
-    from memory import memory_writer
+    from memory.writer import extraction as memory_writer  # the extraction's write transaction
 
     write_failures: list[BaseException] = []
     real_transaction = memory_writer.user_transaction

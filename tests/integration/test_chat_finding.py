@@ -15,7 +15,7 @@ from core.schemas import ChatRecord
 from graph.assembly import compile_graph
 from llm.chat_model import register_model, unregister_model
 from memory.chat_search import find_chat
-from memory.memory_writer import create_chat_record as put_chat
+from memory.writer.records import create_chat_record as put_chat
 from memory.user_memory import get_chat
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 

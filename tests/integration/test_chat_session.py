@@ -15,7 +15,7 @@ from app.cli.chat_session import ChatSession
 from llm.text_tool_calls import FALLBACK_REPLY, NO_TOOLS_INSTRUCTION
 from llm.chat_model import register_model, unregister_model
 from core.schemas import ExtractionResult, NewFact
-from memory.memory_writer import apply_extraction
+from memory.writer.extraction import apply_extraction
 from memory.user_memory import list_chats, list_facts, list_tasks
 from storage.user_transaction import user_transaction
 from storage import thread_owners

@@ -19,7 +19,7 @@ from core.errors import DatabaseUnreachable, EmbeddingMismatch, ExtensionPermiss
 from storage.postgres import open_pool, prepare_database
 from memory.reindex import reindex
 from core.schemas import ExtractionResult, NewFact
-from memory.memory_writer import apply_extraction
+from memory.writer.extraction import apply_extraction
 from memory.user_memory import search_facts
 
 DEBIAN_PG15 = Path("/usr/lib/postgresql/15/bin")

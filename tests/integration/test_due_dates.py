@@ -12,7 +12,7 @@ from app.cli.memory_report import memory_snapshot, render_snapshot
 from core.context import Context
 from core.messages import stamp_sent_at
 from graph.assembly import compile_graph
-from memory.memory_writer import edit_task
+from memory.writer.edits import edit_task
 from memory.recall import load_user_context
 from memory.user_memory import get_user_document, list_tasks
 from prompts.reply_prompt import render_user_context
@@ -95,7 +95,7 @@ async def test_no_emojis_please_is_stored_as_a_preference(backend, user_id):
 
 async def test_a_task_moved_to_another_day_says_the_new_date_in_its_text(backend, user_id):
     from core.schemas import ExtractionResult, TaskUpdate
-    from memory.memory_writer import apply_extraction
+    from memory.writer.extraction import apply_extraction
 
     said = "Call the dentist on Fri 4 Dec 2026"
     await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[TaskUpdate(action="add", description=said, due="next Friday", due_date="2026-12-04")]))

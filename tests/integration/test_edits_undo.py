@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from core.schemas import ExtractionResult, NewFact, TaskUpdate
-from memory.memory_writer import apply_extraction, retract_taught_by
+from memory.writer.extraction import apply_extraction, retract_taught_by
 from memory.user_memory import list_facts, list_tasks
 
 

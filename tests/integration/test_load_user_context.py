@@ -10,7 +10,8 @@ import uuid
 
 from core.context import Context
 from core.schemas import ChatRecord, ExtractionResult, NewFact, ProfileUpdates, TaskUpdate
-from memory.memory_writer import apply_extraction, save_chat_record
+from memory.writer.extraction import apply_extraction
+from memory.writer.records import save_chat_record
 from memory.recall import load_user_context
 from memory.user_memory import list_facts
 from graph.assembly import compile_graph

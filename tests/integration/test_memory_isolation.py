@@ -19,7 +19,7 @@ from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
 from llm.chat_model import register_model, unregister_model
-from memory.memory_writer import apply_extraction
+from memory.writer.extraction import apply_extraction
 from core.schemas import ExtractionResult, SummaryBoard, TaskUpdate
 from memory.user_memory import (
     get_chat,

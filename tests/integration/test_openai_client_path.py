@@ -20,7 +20,7 @@ from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
 from llm.chat_model import load_chat_model
-from memory.memory_writer import apply_extraction
+from memory.writer.extraction import apply_extraction
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
 from memory.summarizer import make_title
 from memory.user_memory import get_user_document, list_facts, search_facts

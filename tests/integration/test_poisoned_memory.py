@@ -22,7 +22,7 @@ from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_n
 from core.schemas import Fact
 from graph.assembly import compile_graph
 from memory import queries
-from memory.memory_writer import delete_invalid as delete_invalid_item
+from memory.writer.edits import delete_invalid as delete_invalid_item
 from memory.user_memory import (
     get_user_document,
     invalid_items,
@@ -184,7 +184,7 @@ async def test_cli_memory_show_lists_invalid_items_and_delete_invalid_removes_on
 async def test_a_stored_value_that_is_not_an_object_is_invalid_to_every_reader_and_deletable(backend, user_id):
     from psycopg.types.json import Jsonb
 
-    from memory.memory_writer import delete_invalid
+    from memory.writer.edits import delete_invalid
 
     async with backend.pool.connection() as conn:  # straight into the table: the store's API only writes objects
         for namespace, key, value in (("facts", "list-fact", ["a"]), ("tasks", "text-task", "text"), ("profile", PROFILE_KEY, 7)):

@@ -13,7 +13,7 @@ from graph.assembly import compile_graph
 from core.context import Context
 from core.dates import dated_task, resolve_date
 from llm.chat_model import register_model, unregister_model
-from memory.memory_writer import apply_extraction
+from memory.writer.extraction import apply_extraction
 from core.schemas import ExtractionResult, TaskUpdate
 from memory.user_memory import list_tasks
 from tests.support.graph_turns import new_thread, stream_turn

@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 from app.cli.chat_session import ChatSession
 from core.context import Context
 from llm.text_tool_calls import NO_TOOLS_INSTRUCTION
-from memory.memory_writer import apply_extraction
+from memory.writer.extraction import apply_extraction
 from core.schemas import ExtractionResult
 from memory.user_memory import list_tasks
 from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)

@@ -1,6 +1,6 @@
 """What the user is told was remembered reads as plain words."""
 
-from memory.memory_writer import WriteReport
+from memory.writer.extraction import WriteReport
 
 
 def test_preferences_are_described_in_plain_words():

@@ -1,0 +1,174 @@
+"""Edits by the user and by store-API clients: profile, preferences, a fact or task corrected or
+deleted, a client's put or delete, an invalid item removed. Each runs under the user's lock, as
+extraction does; what the user types themselves lifts the forgets of its words."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+
+from storage import forget_ledger
+from storage.user_transaction import embed_ahead, user_transaction
+from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from core.dates import date_languages, redated_task, resolve_date
+from core.schemas import Fact, Importance, Preferences, Profile, Source, Task, text_hash, utcnow, with_source
+from core.errors import MemoryAgentError
+from memory.kinds import KINDS, MemoryKind
+from memory.user_memory import get_user_document, invalid_item
+from memory.writer.merge_rules import slot_of
+from memory.writer.stored import facts_where, tasks_with_hash, valid_stored
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- edits by the user
+# The memory API and the CLI change memory through these, under the same lock as extraction.
+
+
+async def edit_user_document(store, user_id: str, part: str, changes: dict[str, Any] | None) -> Profile | Preferences:
+    """Set the given fields of the profile or the preferences (a null clears one); ``None`` resets the part."""
+    async with user_transaction(store, user_id) as tx:
+        doc = await get_user_document(tx, user_id)
+        now = utcnow()
+        if changes is None:
+            setattr(doc, part, Profile() if part == "profile" else Preferences())
+        else:
+            target = getattr(doc, part)
+            for name, value in changes.items():
+                if value is None and isinstance(getattr(target, name), list):
+                    value = []  # null clears a list field too
+                setattr(target, name, value)
+                doc.sources[f"{part}.{name}"] = [Source(by="user", said_at=now)] if value not in (None, [], "") else []
+                await _lift_forgets(tx, user_id, value)
+        doc.updated_at = now
+        await tx.aput(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False)
+    return getattr(doc, part)
+
+
+async def edit_fact(
+    store, user_id: str, fact_id: str, *, text: str | None = None, importance: Importance | None = None, tags: list[str] | None = None
+) -> Fact | None:
+    """Correct a stored fact (None when there is no valid fact with that id). A new text is re-embedded."""
+    if text is not None:
+        text = text.strip()
+        await embed_ahead(store, [text])
+    async with user_transaction(store, user_id) as tx:
+        fact = await valid_stored(tx, "facts", user_id, fact_id)
+        if fact is None:
+            return None
+        if text is not None:
+            fact.text, fact.hash, fact.slot = text, text_hash(text), slot_of(text)
+            fact.sources = with_source(fact.sources, Source(by="user", said_at=utcnow()))
+            await _lift_forgets(tx, user_id, text)
+        if importance is not None:
+            fact.importance = importance
+        if tags is not None:
+            fact.tags = sorted({t.strip() for t in tags if t.strip()})
+        fact.updated_at = utcnow()
+        await tx.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=None if text is not None else False)
+    return fact
+
+
+async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) -> Task | None:
+    """Change a task's description, status or due date (None when there is no valid task with that id)."""
+    description = (changes.get("description") or "").strip()
+    if description:
+        await embed_ahead(store, [description])
+    async with user_transaction(store, user_id) as tx:
+        task = await valid_stored(tx, "tasks", user_id, task_id)
+        if task is None:
+            return None
+        now = utcnow()
+        if description:
+            task.description, task.hash = description, text_hash(description)
+            await _lift_forgets(tx, user_id, description)
+        status = changes.get("status")
+        if status is not None and status != task.status:
+            task.status = status
+            task.completed_at = now if status == "done" else None
+        if "due" in changes:  # words the user types now mean a date from now
+            old_due_date = task.due_date
+            task.due, task.due_date = changes["due"], resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
+            if not description:  # the text said the old date ("Call the dentist on Fri 4 Dec 2026"): it says the new one
+                redated = redated_task(task.description, old_due_date, task.due, task.due_date)
+                if redated != task.description:
+                    description = redated
+                    await embed_ahead(store, [description])
+                    task.description, task.hash = description, text_hash(description)
+        task.updated_at = now
+        await tx.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=None if description else False)
+    return task
+
+
+async def delete_item(store, user_id: str, kind: str, item_id: str) -> bool:
+    """Delete one fact or task by id, valid or not; False when there is none."""
+    namespace = KINDS[kind].namespace(user_id)
+    async with user_transaction(store, user_id) as tx:
+        if await tx.aget(namespace, item_id) is None:
+            return False
+        await tx.adelete(namespace, item_id)
+    return True
+
+
+async def delete_invalid(store, user_id: str, kind: str, key: str) -> bool:
+    """Delete one stored item that does not validate (ItemIsValid when it does); False when absent."""
+    async with user_transaction(store, user_id) as tx:
+        item = await invalid_item(tx, user_id, kind, key)
+        if item is None:
+            return False
+        await tx.adelete(item.namespace, key)
+        return True
+
+
+# --------------------------------------------------------------------------- the store API's writes
+
+
+async def _lift_forgets(tx, user_id: str, value: Any) -> None:
+    """What the user types into their memory themselves is theirs again: the forgets of its words end."""
+    texts = [str(v) for v in value] if isinstance(value, list) else [str(value)] if isinstance(value, str) else []
+    if texts:
+        await forget_ledger.lift_of_store(tx, user_id, texts)
+
+
+class ForgottenItem(MemoryAgentError, ValueError):
+    """A client wrote what the user had the agent forget."""
+
+
+async def put_client_item(store, user_id: str, kind: str, key: str, value: dict[str, Any]) -> str:
+    """Write an item a client put through the LangGraph store API (app/studio/store_writes.py checked it
+    against its kind's model and bounds) under the same rules as extraction: a fact whose text an
+    active fact already has, or a task whose description an open task already has, adds nothing
+    (the fact's ``mentions`` go up). Returns the key the item now lives under."""
+    spec: MemoryKind = KINDS[kind]
+    item = spec.model.model_validate(value)
+    if isinstance(item, (Fact, Task)) and not item.sources:
+        item.sources = [Source(by="client", said_at=utcnow())]
+    if isinstance(item, Fact):
+        item.hash, item.slot = text_hash(item.text), item.slot or slot_of(item.text)
+    elif isinstance(item, Task):
+        item.hash = text_hash(item.description)
+    await embed_ahead(store, [str(getattr(item, f, "") or "") for f in spec.embedded])
+    async with user_transaction(store, user_id) as tx:
+        redactor = await forget_ledger.redactor_of_store(tx, user_id)
+        if redactor and redactor.carries(" ".join(str(getattr(item, f, "") or "") for f in ("text", "description", "summary_text"))):
+            raise ForgottenItem(f"The user had the agent forget what this {kind} item says; it is not stored again.")
+        if isinstance(item, Fact) and item.status == "active":
+            same = [f for f in await facts_where(tx, user_id, "hash", [item.hash]) if f.id != key]
+            if same:
+                same[0].mentions += 1
+                same[0].updated_at = utcnow()
+                await tx.aput(facts_ns(user_id), same[0].id, same[0].model_dump(mode="json"), index=False)
+                return same[0].id
+        if isinstance(item, Task) and item.status in ("open", "in_progress"):
+            same_tasks = [t for t, _ in await tasks_with_hash(tx, user_id, item.hash) if t.id != key and t.status in ("open", "in_progress")]
+            if same_tasks:
+                return same_tasks[0].id
+        await tx.aput(spec.namespace(user_id), key, item.model_dump(mode="json"), index=spec.index)
+    return key
+
+
+async def delete_client_item(store, user_id: str, namespace: tuple[str, ...], key: str) -> None:
+    """Delete one item a client named through the LangGraph store API, under the user's lock."""
+    async with user_transaction(store, user_id) as tx:
+        await tx.adelete(namespace, key)

@@ -1,0 +1,169 @@
+"""The store half of a forget (memory.forgetting does the derived copies after it): in one transaction
+holding the user's lock, the forget is recorded (storage.forget_ledger) and every fact, task, profile
+field and preference that carries its words, or came only from its messages, goes."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from langgraph.store.base import PutOp
+from psycopg_pool import AsyncConnectionPool
+
+from storage import episode_rewrites, forget_ledger
+from storage.user_transaction import user_transaction
+from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
+from core.schemas import Fact, Source, UserDocument, utcnow
+from core.redaction import Redactor, distinctive_stems, term_hashes
+from memory.user_memory import _all as all_items
+from memory.user_memory import get_user_document, parse_item
+from memory.writer.merge_rules import preference_in_words
+from memory.writer.stored import valid_stored
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ForgetWrite:
+    forget_id: str = ""
+    forgotten: list[str] = field(default_factory=list)
+    facts: int = 0
+    tasks: int = 0
+    fields: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    refs: list[tuple[str, str]] = field(default_factory=list)
+    redactor: Redactor = field(default_factory=Redactor)
+
+
+def field_label(part: str, name: str, value) -> str:
+    if part == "preferences":
+        return "; ".join(preference_in_words(name, value))
+    return f"{name}: {', '.join(value) if isinstance(value, list) else value}"
+
+
+def value_texts(part: str, name: str, value) -> list[str]:
+    if value in (None, "", []):
+        return []
+    if part == "preferences" and isinstance(value, bool):
+        return preference_in_words(name, value)
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def _refs(sources: list[Source], legacy: tuple[str | None, str | None] = (None, None)) -> list[tuple[str, str]]:
+    refs = [(s.thread_id, s.message_id) for s in sources if s.thread_id and s.message_id]
+    if legacy[0] and legacy[1]:
+        refs.append((legacy[0], legacy[1]))
+    return list(dict.fromkeys(refs))
+
+
+async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, words: str = "", now: datetime | None = None) -> ForgetWrite | None:
+    """Forget ``targets`` ((part, key): a fact or task id, a profile field or preference name) and, with
+    ``words``, what carries their distinctive stems; None when there is nothing to forget."""
+    now = now or utcnow()
+    pool = store.conn if isinstance(getattr(store, "conn", None), AsyncConnectionPool) else None
+    out = ForgetWrite()
+    texts: list[str] = [words] if words.strip() and distinctive_stems(words) else []
+    refs: list[tuple[str, str]] = []
+    async with user_transaction(store, user_id) as tx:
+        doc = await get_user_document(tx, user_id)
+        cleared: set[str] = set()
+        for part, key in targets:
+            if part in ("facts", "tasks"):
+                parsed = await valid_stored(tx, part, user_id, key)
+                if parsed is None:
+                    continue
+                text = parsed.text if isinstance(parsed, Fact) else parsed.description
+                texts.append(text)
+                out.forgotten.append(text)
+                refs += _refs(parsed.sources, (parsed.source_thread, parsed.source_message_id))
+            else:
+                section = getattr(doc, part)
+                value = getattr(section, key, None) if key in type(section).model_fields else None
+                if value in (None, "", []):
+                    continue
+                texts += value_texts(part, key, value)
+                out.forgotten.append(field_label(part, key, value))
+                refs += _refs(doc.sources.get(f"{part}.{key}", []))
+                cleared.add(f"{part}.{key}")
+        if not texts:
+            return None
+        hashes = term_hashes(user_id, texts)
+        # A source message that does not carry the words themselves is hidden whole.
+        sources = await episode_rewrites.rows_with_words(pool, user_id, [], refs) if pool is not None and refs else []
+        probe = Redactor(user_id, frozenset(hashes))
+        carried = {(s.thread_id, s.message_id) for s in sources if probe.carries(s.content)}
+        hidden = [r for r in refs if r not in carried]
+        conn = getattr(tx, "conn", None)
+        if pool is not None and conn is not None:
+            kind = ",".join(sorted({p for p, _ in targets})) or "words"
+            out.forget_id = await forget_ledger.record(conn, user_id, kind, hashes, hidden)
+            out.redactor = await forget_ledger.redactor(conn, user_id)
+        else:
+            out.redactor = Redactor(user_id, frozenset(hashes), frozenset(hidden))
+        named = {key for part, key in targets if part in ("facts", "tasks")}
+        ops = await _forget_carriers(tx, user_id, out, lambda item, text: item.id in named or out.redactor.carries(text)
+                                     or (bool(item.sources) and all(out.redactor.hides(s.thread_id, s.message_id) for s in item.sources)))
+        if _forget_fields(doc, out.redactor, cleared, out):
+            doc.updated_at = now
+            ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
+        if ops:
+            await tx.abatch(ops)
+    out.texts, out.refs = texts, refs
+    return out
+
+
+async def _forget_carriers(tx, user_id: str, out: ForgetWrite, goes) -> list[PutOp]:
+    """Deletes of the facts (superseded history included) and tasks for which ``goes(item, text)``."""
+    ops: list[PutOp] = []
+    for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
+        for item in await all_items(tx, ns):
+            parsed = parse_item(part, item)
+            if parsed is not None and goes(parsed, parsed.text if isinstance(parsed, Fact) else parsed.description):
+                ops.append(PutOp(ns, parsed.id, None))
+                setattr(out, part, getattr(out, part) + 1)
+    return ops
+
+
+async def forget_message_items(store, user_id: str, thread_id: str, message_id: str) -> ForgetWrite:
+    """Hide one message whole (the user deleted it outright): recorded, and the facts and tasks only it taught deleted."""
+    out = ForgetWrite(forgotten=[f"message {message_id}"], refs=[(thread_id, message_id)])
+    async with user_transaction(store, user_id) as tx:
+        conn = getattr(tx, "conn", None)
+        if conn is not None:
+            out.forget_id = await forget_ledger.hide_message(conn, user_id, thread_id, message_id)
+        out.redactor = Redactor(user_id, frozenset(), frozenset({(thread_id, message_id)}))
+
+        def only_from_it(item, _text) -> bool:
+            refs = _refs(item.sources, (item.source_thread, item.source_message_id))
+            return bool(refs) and all(out.redactor.hides(t, m) for t, m in refs)
+
+        ops = await _forget_carriers(tx, user_id, out, only_from_it)
+        if ops:
+            await tx.abatch(ops)
+    return out
+
+
+def _forget_fields(doc: UserDocument, redactor: Redactor, cleared: set[str], report: "ForgetWrite") -> bool:
+    """Clear the named fields and every field whose value carries the forgotten words."""
+    changed = False
+    for part in ("profile", "preferences"):
+        section = getattr(doc, part)
+        for name in type(section).model_fields:
+            value = getattr(section, name)
+            key = f"{part}.{name}"
+            if isinstance(value, list):
+                kept = [v for v in value if not redactor.carries(v)]
+                if key in cleared:
+                    kept = []
+                if kept != value:
+                    setattr(section, name, kept)
+                    changed = True
+                    report.fields.append(key)
+                    doc.sources.pop(key, None)
+            elif value is not None and (key in cleared or any(redactor.carries(t) for t in value_texts(part, name, value))):
+                setattr(section, name, None)
+                changed = True
+                report.fields.append(key)
+                doc.sources.pop(key, None)
+    return changed

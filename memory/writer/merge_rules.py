@@ -1,0 +1,68 @@
+"""The writer's rules for what is the same memory: when two facts are one (merge), when a new one
+replaces an old (a single-valued slot), how importance grows, and a preference in words. Pure
+functions and the thresholds they use; no reads or writes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from core.schemas import Importance, normalize_text
+
+MERGE_THRESHOLD = 0.9
+TASK_MATCH_THRESHOLD = 0.75
+TASK_DUPLICATE_THRESHOLD = 0.92
+
+# Facts of which a user has one value at a time: a new value supersedes the old.
+# Each slot is recognised by patterns on the normalized text ("is 30 years old" and
+# "age is 30" are the same slot).
+SINGLE_VALUED_SLOTS: dict[str, tuple[str, ...]] = {
+    "lives in": (r"lives in ",),
+    "works as": (r"works as ",),
+    "works at": (r"works at ",),
+    "name is": (r"(?:his |her |their |the user's )?name is ", r"is called "),
+    "native language is": (r"native language is ",),
+    "is married to": (r"is married to ",),
+    "age": (r"age is \d", r"is \d+ years old$"),
+}
+_SLOT_PATTERNS = [(slot, re.compile(p)) for slot, patterns in SINGLE_VALUED_SLOTS.items() for p in patterns]
+
+_RANK = {"low": 0, "medium": 1, "high": 2}
+_BY_RANK = {v: k for k, v in _RANK.items()}
+
+def raise_importance(a: Importance, b: Importance) -> Importance:
+    """Hearing something again makes it matter more: one step above the higher of the two."""
+    return _BY_RANK[min(2, max(_RANK[a], _RANK[b]) + 1)]  # type: ignore[return-value]
+
+def slot_of(text: str) -> str | None:
+    norm = normalize_text(text)
+    for slot, pattern in _SLOT_PATTERNS:
+        if pattern.match(norm):
+            return slot
+    return None
+
+def refines(a: str, b: str) -> bool:
+    """One text restates the other with more detail ("Lives in Haifa" / "Lives in Haifa, Israel")."""
+    na, nb = normalize_text(a), normalize_text(b)
+    return na in nb or nb in na
+
+def contradicts(new_text: str, old_text: str) -> bool:
+    """Another value for the same single-valued slot: an update, never a merge."""
+    slot = slot_of(new_text)
+    return slot is not None and slot_of(old_text) == slot and not refines(new_text, old_text)
+
+def preference_in_words(key: str, value: Any) -> list[str]:
+    """A preference as a person would say it ("prefers bullet points"), never "prefers_bullets = True"."""
+    if key == "other_notes":
+        return [str(v) for v in value]
+    if key == "prefers_bullets":
+        return ["prefers bullet points" if value else "prefers no bullet points"]
+    if key == "code_examples":
+        return ["wants code examples" if value else "wants no code examples"]
+    if key == "answer_length":
+        return [f"prefers {value} answers"]
+    if key == "language":
+        return [f"prefers answers in {value}"]
+    if key == "tone":
+        return [f"prefers a {value} tone"]
+    return [f"prefers {key.replace('_', ' ')}: {value}"]

@@ -1,0 +1,88 @@
+"""Chat records (title and searchable summary) and the maintenance writes: re-embedding every item
+(``memory-agent reindex``) and deleting every item of a user (forget-me)."""
+
+from __future__ import annotations
+
+import logging
+
+
+from storage import store_rows, vector_search
+from storage.user_transaction import embed_ahead, lock_key, user_transaction
+from core.namespaces import chats_ns, user_root
+from core.schemas import ChatRecord
+from memory.kinds import KINDS
+from memory.user_memory import get_chat
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- chat records
+
+
+async def _put_chat(tx, user_id: str, chat: ChatRecord) -> None:
+    # Only the summary is embedded: that is what "find the chat about X" searches.
+    await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if chat.summary_text else False)
+
+
+async def create_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
+    """The record of a new chat (its title before any summary)."""
+    async with user_transaction(store, user_id) as tx:
+        await _put_chat(tx, user_id, record)
+    return record
+
+
+async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
+    async with user_transaction(store, user_id) as tx:
+        await tx.adelete(chats_ns(user_id), thread_id)
+
+
+async def save_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
+    """Write a chat's record (title, searchable summary) under the user's lock; a title the user
+    set in the meantime wins over the one computed here."""
+    await embed_ahead(store, [record.summary_text])
+    async with user_transaction(store, user_id) as tx:
+        stored = await get_chat(tx, user_id, record.thread_id)
+        if stored is not None and stored.title_by_user:
+            record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
+        await _put_chat(tx, user_id, record)
+    return record
+
+
+async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | None) -> ChatRecord:
+    """Set the chat's title for good, or (``None``) hand titling back to the agent."""
+    async with user_transaction(store, user_id) as tx:
+        record = await get_chat(tx, user_id, fallback.thread_id) or fallback
+        if title is None:
+            record.title_by_user = False
+            record.title_topics = []  # retitled at the next summary
+        else:
+            record.title, record.title_by_user = title, True
+        await _put_chat(tx, user_id, record)
+    return record
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *, batch: int = 64) -> int:
+    """Put every item again, values unchanged, so the store embeds them with its current model
+    (``memory-agent reindex``); the profile is never embedded."""
+    for start in range(0, len(items), batch):
+        for namespace, key, value in items[start : start + batch]:
+            await store.aput(namespace, key, value, index=None if namespace[-1] != "profile" else False)
+    return len(items)
+
+
+async def forget_user_memory(pool, user_id: str) -> dict[str, int]:
+    """Delete every item of the user, every kind: ``{"memories": store items, <kind>: rows}``.
+
+    The store's items go under the user's lock (an extraction running now commits before, or
+    sees nothing after), a namespace's own vector index with its rows; a kind kept in a table
+    of its own (``forget`` hook) reports its count under its name."""
+    counts = {"memories": await store_rows.delete_under(pool, user_root(user_id), lock_key(user_id))}
+    for kind in KINDS.values():
+        if kind.forget is not None:
+            counts[kind.name] = await kind.forget(pool, user_id)
+        elif kind.namespace is not None:
+            await vector_search.drop_namespace_index(pool, kind.namespace(user_id))
+    return counts
