@@ -24,11 +24,9 @@ import os
 import platform
 import statistics
 import time
-import uuid
 from pathlib import Path
 
 import httpx
-import psycopg
 
 import tests.support.http_server as http_server
 from tests.support.http_server import LiveServer, create_keys, new_user, running_server
@@ -151,7 +149,7 @@ async def latency_case(server: LiveServer, name: str, body: bytes | None, import
 
 
 async def main_async(args) -> None:
-    from tests.support.embedded_postgres import throwaway_postgres, with_database
+    from tests.support.embedded_postgres import throwaway_database
 
     if args.repo:
         http_server.REPO_ROOT = Path(args.repo).resolve()  # start_server runs `serve` from there
@@ -176,11 +174,8 @@ async def main_async(args) -> None:
     if args.database_url:
         await against(args.database_url)
         return
-    with throwaway_postgres("ma-flood-") as pg:
-        name = f"flood_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        await against(with_database(pg.get_uri(), name))
+    with throwaway_database("ma-flood-") as url:
+        await against(url)
 
 
 def main() -> None:

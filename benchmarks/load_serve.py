@@ -25,7 +25,6 @@ import uuid
 from collections import Counter
 
 import httpx
-import psycopg
 
 from tests.support.http_server import LiveServer, aparse_events, create_keys, new_user, running_server
 
@@ -117,14 +116,11 @@ async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
 
 
 async def main_async(args) -> list[dict]:
-    from tests.support.embedded_postgres import throwaway_postgres, with_database
+    from tests.support.embedded_postgres import throwaway_database
 
     out = []
-    with throwaway_postgres("ma-serve-load-") as pg:
-        name = f"load_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        with running_server(with_database(pg.get_uri(), name), model=args.model, workers=args.workers, timeout=900) as server:
+    with throwaway_database("ma-serve-load-") as url:
+        with running_server(url, model=args.model, workers=args.workers, timeout=900) as server:
             for n in [int(c) for c in args.concurrency.split(",")]:
                 result = await level(server, n, args.turns)
                 out.append(result)

@@ -37,7 +37,6 @@ import platform
 import signal
 import socket
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -320,7 +319,7 @@ def machine() -> str:
 
 
 async def main_async(args) -> None:
-    from tests.support.embedded_postgres import throwaway_postgres, with_database
+    from tests.support.embedded_postgres import throwaway_database
 
     async def against(url: str) -> Report:
         print(f"before: {machine()}", flush=True)
@@ -335,11 +334,8 @@ async def main_async(args) -> None:
     if args.database_url:
         await against(args.database_url)
         return
-    with throwaway_postgres("ma-load-") as pg:
-        name = f"load_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        await against(with_database(pg.get_uri(), name))
+    with throwaway_database("ma-load-") as url:
+        await against(url)
 
 
 def main() -> None:

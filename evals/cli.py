@@ -217,11 +217,6 @@ async def _run(args: argparse.Namespace) -> int:
         if args.judge_model and not args.reader_model:
             raise ValueError("--judge-model judges the reader's answers: give --reader-model too")
         options = RecallOptions(
-            dataset=args.dataset,
-            limit=args.limit,
-            out=args.out,
-            database_url=args.database_url,
-            progress=not args.no_progress,
             model=args.model,
             reader_model=args.reader_model,
             judge_model=args.judge_model,
@@ -229,6 +224,7 @@ async def _run(args: argparse.Namespace) -> int:
             conversations_at_once=args.conversations_at_once,
             conversations=args.conversations,
             split=args.split,
+            **_common_options(args),
         )
         await run_recall(options, console)
         return 0

@@ -344,11 +344,16 @@ async def _time_aware(
     in_span = await fused_search(
         pool, embeddings, owner, query, since=span[0], until=span[1], thread_id=thread_id, exclude=exclude, gate=None, vector=vector
     )
+    return _fused_with(found, in_span, TIME_SPAN_WEIGHT, gate)
+
+
+def _fused_with(found: list[Found], more: list[Found], weight: float, gate: EpisodeGate | None) -> list[Found]:
+    """``found`` fused with a second search's ``more`` (what the gate lets through), which counts ``weight``."""
     if gate is not None:
-        in_span = [f for f in in_span if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
-    by_key = {(f.candidate.thread_id, f.candidate.message_id): f.candidate for f in [*found, *in_span]}
+        more = [f for f in more if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
+    by_key = {(f.candidate.thread_id, f.candidate.message_id): f.candidate for f in [*found, *more]}
     keys = lambda items: [(f.candidate.thread_id, f.candidate.message_id) for f in items]  # noqa: E731
-    fused = reciprocal_rank_fusion([keys(found), keys(in_span)], weights=[1.0, TIME_SPAN_WEIGHT])
+    fused = reciprocal_rank_fusion([keys(found), keys(more)], weights=[1.0, weight])
     return [Found(by_key[k], score) for k, score in fused]
 
 
@@ -401,12 +406,7 @@ async def _second_hop(pool, embeddings, owner: str, query: str, found: list[Foun
     if not names:
         return found
     hop = await fused_search(pool, embeddings, owner, f"{query} {' '.join(names[:6])}", thread_id=thread_id, exclude=exclude, gate=None)
-    if gate is not None:
-        hop = [f for f in hop if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
-    by_key = {(f.candidate.thread_id, f.candidate.message_id): f.candidate for f in [*found, *hop]}
-    keys = lambda items: [(f.candidate.thread_id, f.candidate.message_id) for f in items]  # noqa: E731
-    fused = reciprocal_rank_fusion([keys(found), keys(hop)], weights=[1.0, SECOND_HOP_WEIGHT])
-    return [Found(by_key[k], score) for k, score in fused]
+    return _fused_with(found, hop, SECOND_HOP_WEIGHT, gate)
 
 
 # Whether a question naming a span of time searches it too, and how many times its list counts in the fusion.
@@ -484,21 +484,10 @@ async def recall_ranked(
 
 
 async def recall(
-    pool: AsyncConnectionPool,
-    embeddings,
-    owner: str,
-    query: str,
-    *,
-    store=None,
-    thread_id: str | None = None,
-    exclude: Sequence[str] = (),
-    token_budget: int = Context.episodic_token_budget,
-    gate: EpisodeGate | None = EPISODE_GATE,
-    now: datetime | None = None,
+    pool: AsyncConnectionPool, embeddings, owner: str, query: str, *, token_budget: int = Context.episodic_token_budget, **options: Any
 ) -> list[dict[str, Any]]:
-    """:func:`recall_ranked` packed into ``token_budget`` as the prompt renders them, oldest first
-    (the history tool's and tests' view; the reply prompt packs into what its other sections leave)."""
-    ranked = await recall_ranked(
-        pool, embeddings, owner, query, store=store, thread_id=thread_id, exclude=exclude, token_cap=token_budget, gate=gate, now=now
-    )
+    """:func:`recall_ranked` (``options`` are its own: ``store``, ``thread_id``, ``exclude``, ``gate``,
+    ``now``) packed into ``token_budget`` as the prompt renders them, oldest first (the history
+    tool's and tests' view; the reply prompt packs into what its other sections leave)."""
+    ranked = await recall_ranked(pool, embeddings, owner, query, token_cap=token_budget, **options)
     return pack_excerpts(ranked, token_budget)

@@ -22,7 +22,7 @@ the user wrote it, marked as forgotten (``forgotten_in``), until the user delete
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Literal
 
@@ -32,7 +32,7 @@ from core.namespaces import facts_ns, tasks_ns
 from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
-from memory.writer.forgets import field_label, forget_items, forget_message_items, value_texts
+from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
 from storage import episode_rewrites, forget_ledger, thread_owners
@@ -54,18 +54,17 @@ class ForgetTarget(BaseModel):
 
 
 @dataclass
-class ForgetReport:
-    """What a forget reached, copy by copy."""
+class ForgetReport(ForgetWrite):
+    """What a forget reached, copy by copy: the store's items (what the writer's half did), then the
+    derived copies this module rewrites."""
 
-    forget_id: str = ""
-    forgotten: list[str] = field(default_factory=list)
-    """The items as the user knew them ("Works as a nurse", "role: nurse")."""
-    facts: int = 0
-    tasks: int = 0
-    fields: list[str] = field(default_factory=list)
     messages: int = 0
     summaries: int = 0
     chats: int = 0
+
+    @classmethod
+    def of(cls, written: ForgetWrite) -> "ForgetReport":
+        return cls(**{f.name: getattr(written, f.name) for f in fields(ForgetWrite)})
 
     def describe(self) -> str:
         reached = [f"{n} {what}" for n, what in ((self.facts, "fact(s)"), (self.tasks, "task(s)"), (self.messages, "message(s)"),
@@ -81,7 +80,7 @@ async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str
     written = await forget_items(store, user_id, [(t.part, t.key) for t in targets], words=words, now=now)
     if written is None:
         return None
-    report = ForgetReport(written.forget_id, written.forgotten, written.facts, written.tasks, written.fields)
+    report = ForgetReport.of(written)
     pool = thread_owners.pool_of(store)
     if pool is not None:
         report.messages = await _redact_index(store, pool, user_id, written.redactor, written.texts, written.refs)
@@ -94,7 +93,7 @@ async def forget_message(store, user_id: str, thread_id: str, message_id: str) -
     """Hide one message whole, for good: recorded in the ledger, the facts and tasks only it taught
     deleted, its row in the index of what was said emptied."""
     written = await forget_message_items(store, user_id, thread_id, message_id)
-    report = ForgetReport(written.forget_id, written.forgotten, written.facts, written.tasks, written.fields)
+    report = ForgetReport.of(written)
     pool = thread_owners.pool_of(store)
     if pool is not None:
         report.messages = await _redact_index(store, pool, user_id, written.redactor, [], written.refs)

@@ -26,8 +26,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ForgetWrite:
+    """What the store half of a forget did, and what the derived copies' half needs from it."""
+
     forget_id: str = ""
     forgotten: list[str] = field(default_factory=list)
+    """The items as the user knew them ("Works as a nurse", "role: nurse")."""
     facts: int = 0
     tasks: int = 0
     fields: list[str] = field(default_factory=list)

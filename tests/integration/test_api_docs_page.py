@@ -3,32 +3,18 @@ live server, every request to anywhere but the server aborted, the page's CSP en
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.support.browser import browser  # noqa: F401 (a pytest fixture)
 from tests.support.http_server import live_server_fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a server and headless Chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
 
 server = live_server_fixture("apidocs", workers=1)
-
-
-@pytest.fixture(scope="module")
-async def browser():
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.fail("Chromium is missing: install it with `apt-get update && apt-get install -y chromium`.")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        await browser.close()
 
 
 async def test_the_api_docs_render_every_operation_with_the_network_off(server, browser):

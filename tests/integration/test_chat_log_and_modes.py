@@ -28,18 +28,13 @@ from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
     openai_stub,
     openai_stub_server,
     structured_answer,
+    structured_mode,
 )
 
 EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
 
 
-def mode_of(request: StubRequest) -> str:
-    if isinstance(request.body.get("tool_choice"), dict):
-        return "function_calling"
-    fmt = request.response_format or {}
-    if fmt.get("type") == "json_object" and "schema" in fmt:
-        return "json_object_schema"
-    return fmt.get("type", "text")
+mode_of = structured_mode
 
 
 def answer(request: StubRequest):

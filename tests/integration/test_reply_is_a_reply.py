@@ -12,9 +12,8 @@ import pytest
 from app.cli.chat_session import ChatSession
 from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE
 from prompts.reply_prompt import user_words
-from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, structured_answer  # noqa: F401
+from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, replies_only  # noqa: F401
 
-EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
 DANA = [
     "Hi! My name is Dana, I live in Haifa and I work as a nurse.",
     "I prefer short answers.",
@@ -24,14 +23,7 @@ DANA = [
 MARKUP = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_response>", "</tool_response>", "<tool_call>", "</tool_call>")
 
 
-def script(reply):
-    def answer(request: StubRequest):
-        if request.kind in ("extract", "fold", "title"):
-            value = {"extract": EMPTY, "fold": {"summary": "s"}, "title": {"title": "Chat"}}[request.kind]
-            return structured_answer(request, value)
-        return reply(request)
-
-    return answer
+script = replies_only
 
 
 def nudged(request: StubRequest, kind: str) -> bool:
@@ -107,8 +99,7 @@ async def test_over_danas_four_lines_a_model_like_the_05b_shows_no_markup_no_ech
 def test_the_http_token_stream_carries_no_markup_and_no_echo_that_was_asked_again(new_database, openai_stub):
     """The page shows the tokens as they come: markup never arrives, and an echo is held back while
     it may be one, so the stream carries only the answer that replaced it."""
-    from tests.support.http_server import create_keys, final, new_user, reply_text, start_server, stream
-    import asyncio
+    from tests.support.http_server import final, new_chat_behind_stub, reply_text, stream
 
     def reply(request: StubRequest):
         if nudged(request, "echo"):
@@ -118,16 +109,8 @@ def test_the_http_token_stream_carries_no_markup_and_no_echo_that_was_asked_agai
         return request.last_user_text  # an echo
 
     openai_stub.reset(script(reply))
-    env = {"OPENAI_BASE_URL": openai_stub.base_url, "OPENAI_API_KEY": "x"}
-    server = start_server(new_database("markup"), model="openai:stub-http", workers=1, env=env)
-    try:
-        user = new_user()
-        key = asyncio.run(create_keys(server.database_url, [user]))[user]
-        with server.client(key) as client:
-            chat_id = client.post("/chats", json={}).json()["chat"]["id"]
-            first = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[0]})
-            second = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[1]})
-    finally:
-        server.stop()
+    with new_chat_behind_stub(new_database("markup"), openai_stub.base_url) as (client, chat_id):
+        first = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[0]})
+        second = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[1]})
     assert reply_text(first) == final(first).data["reply"] == "Hello Dana."
     assert reply_text(second) == final(second).data["reply"] == "Noted: short answers."

@@ -24,11 +24,10 @@ from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
     StubRequest,
     openai_stub,
     openai_stub_server,
-    structured_answer,
+    replies_only,
     tool_call,
 )
 
-EMPTY = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
 RECALL = {"name": "recall_context", "arguments": {"context_type": "facts"}}
 WRITTEN = {
     "bare": json.dumps(RECALL),
@@ -38,14 +37,7 @@ WRITTEN = {
 }
 
 
-def script(reply):
-    def answer(request: StubRequest):
-        if request.kind in ("extract", "fold", "title"):
-            value = {"extract": EMPTY, "fold": {"summary": "s"}, "title": {"title": "Chat"}}[request.kind]
-            return structured_answer(request, value)
-        return reply(request)
-
-    return answer
+script = replies_only
 
 
 def tool_results(request: StubRequest) -> list[str]:
@@ -167,21 +159,12 @@ async def test_a_json_answer_the_user_asked_for_is_shown(cli, openai_stub):
 
 def test_the_http_token_stream_never_carries_a_call_written_as_text(new_database, openai_stub):
     """The chat API (and so the web page) streams tokens through the same filter as the CLI."""
-    from tests.support.http_server import create_keys, final, new_user, reply_text, start_server, stream
-    import asyncio
+    from tests.support.http_server import final, new_chat_behind_stub, reply_text, stream
 
     tagged = '<tool_call>\n{"name": "recall_context", "arguments": {"context_type": "tasks"}}\n</tool_call>'
     openai_stub.reset(script(lambda r: f"Your tasks: {tool_results(r)[-1]}" if tool_results(r) else tagged))
-    env = {"OPENAI_BASE_URL": openai_stub.base_url, "OPENAI_API_KEY": "x"}
-    server = start_server(new_database("texttools"), model="openai:stub-http", workers=1, env=env)
-    try:
-        user = new_user()
-        key = asyncio.run(create_keys(server.database_url, [user]))[user]
-        with server.client(key) as client:
-            chat_id = client.post("/chats", json={}).json()["chat"]["id"]
-            events = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": "What are my tasks?"})
-    finally:
-        server.stop()
+    with new_chat_behind_stub(new_database("texttools"), openai_stub.base_url) as (client, chat_id):
+        events = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": "What are my tasks?"})
     assert reply_text(events) == final(events).data["reply"] == "Your tasks: No tasks."
     assert not any("tool_call" in e.data.get("text", "") for e in events if e.name == "token")
 

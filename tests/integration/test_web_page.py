@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import signal
 import tempfile
 from pathlib import Path
@@ -20,12 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.support.browser import browser  # noqa: F401 (a pytest fixture)
 from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, paced_test_model, start_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a server and headless Chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
 # Where screenshots go: a temporary folder, or docs/images/ under --update-screenshots (set below).
 SCREENSHOTS = {"folder": Path(tempfile.gettempdir()) / "memory-agent-web-page"}
 HEIGHTS = {390: 844, 1024: 768, 1440: 900}
@@ -46,18 +44,6 @@ def server(new_database):
     live = start_server(new_database("web"), model=paced_test_model(60))
     yield live
     live.stop()
-
-
-@pytest.fixture(scope="module")
-async def browser():
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.fail("Chromium is missing: install it with `apt-get update && apt-get install -y chromium`.")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        await browser.close()
 
 
 class Pages:

@@ -33,3 +33,16 @@ def with_database(url: str, dbname: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(url)
     info["dbname"] = dbname
     return psycopg.conninfo.make_conninfo(**info)
+
+
+@contextmanager
+def throwaway_database(prefix: str = "ma-pg-") -> Iterator[str]:
+    """The URL of a new, empty database on a :func:`throwaway_postgres` (the benchmarks' default when
+    no ``--database-url`` is given); the server and its folder go on leaving the block."""
+    import uuid
+
+    with throwaway_postgres(prefix) as pg:
+        name = f"db_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        yield with_database(pg.get_uri(), name)

@@ -304,6 +304,20 @@ def new_user() -> str:
     return f"u{uuid.uuid4().hex[:12]}"
 
 
+@contextmanager
+def new_chat_behind_stub(database_url: str, stub_url: str) -> Iterator[tuple[httpx.Client, str]]:
+    """A one-worker server whose model is the OpenAI-compatible stub at ``stub_url``, a new user's
+    client and a new chat's id; the server stops on leaving the block."""
+    import asyncio
+
+    env = {"OPENAI_BASE_URL": stub_url, "OPENAI_API_KEY": "x"}
+    with running_server(database_url, model="openai:stub-http", workers=1, env=env) as server:
+        user = new_user()
+        key = asyncio.run(create_keys(server.database_url, [user]))[user]
+        with server.client(key) as client:
+            yield client, client.post("/chats", json={}).json()["chat"]["id"]
+
+
 async def new_account(server: LiveServer) -> tuple[str, str]:
     """A fresh user of ``server`` and their API key."""
     user = new_user()

@@ -66,6 +66,33 @@ def structured_answer(request: "StubRequest", value: dict[str, Any] | str) -> St
     return StubReply(content=value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
+EMPTY_EXTRACTION = {"new_facts": [], "new_preferences": {}, "profile_updates": {}, "task_updates": []}
+
+
+def structured_mode(request: "StubRequest") -> str:
+    """How a request asked for structured output: "function_calling", "json_object_schema" (llama.cpp's
+    constrained JSON), "json_object", "json_schema", or "text"."""
+    if isinstance(request.body.get("tool_choice"), dict):
+        return "function_calling"
+    fmt = request.response_format or {}
+    if fmt.get("type") == "json_object" and "schema" in fmt:
+        return "json_object_schema"
+    return fmt.get("type", "text")
+
+
+def replies_only(reply):
+    """A stub script that answers the memory calls (extraction, fold, title) with nothing to learn and
+    a fixed summary and title, and every chat reply with ``reply(request)``: for tests of replies."""
+
+    def answer(request: "StubRequest"):
+        if request.kind in ("extract", "fold", "title"):
+            value = {"extract": EMPTY_EXTRACTION, "fold": {"summary": "s"}, "title": {"title": "Chat"}}[request.kind]
+            return structured_answer(request, value)
+        return reply(request)
+
+    return answer
+
+
 @dataclass
 class StubRequest:
     """One recorded request to /chat/completions."""
