@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 from nltk.stem import PorterStemmer
 
@@ -41,3 +43,49 @@ def is_content_word(word: str) -> bool:
 
 def content_words(text: str) -> list[str]:
     return [w for w in words(text) if is_content_word(w)]
+
+
+# --------------------------------------------------------------------------- keyword matching
+# Search as the user types it (the MCP and history searches): a term matches the words it starts.
+_TYPED_WORD = re.compile(r"\w+")
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct lower-case words of the query, without stopwords (unless it has nothing else)."""
+    # One-letter words would match nearly every message by prefix.
+    typed = [w for w in dict.fromkeys(w.casefold() for w in _TYPED_WORD.findall(query)) if len(w) > 1 or w.isdigit()]
+    kept = [w for w in typed if w not in STOPWORDS]
+    return kept or typed
+
+
+@dataclass
+class KeywordMatch:
+    terms: list[str]
+    position: int
+    """Where the first matching word (or the whole query) starts."""
+    score: float
+
+
+def keyword_match(text: str, terms: Sequence[str], phrase: str) -> KeywordMatch | None:
+    """Terms found in ``text``; a term matches the words it starts ('book' finds 'booking').
+
+    Score: share of the terms found, plus 0.25 when the whole query appears as typed.
+    """
+    if not terms:
+        return None
+    folded = text.casefold()
+    found: list[str] = []
+    first = len(text)
+    for word in _TYPED_WORD.finditer(folded):
+        for term in terms:
+            if word.group().startswith(term):
+                if term not in found:
+                    found.append(term)
+                first = min(first, word.start())
+    if not found:
+        return None
+    score = len(found) / len(terms)
+    if len(terms) > 1 and phrase and phrase in folded:
+        first = min(first, folded.index(phrase))
+        score += 0.25
+    return KeywordMatch(found, first, round(score, 3))

@@ -21,7 +21,7 @@ from core.metrics import EXTRACTION_FAILURES, count_failure
 from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
 from memory.writer.merge_rules import refines, slot_of
-from memory.queries import STOPWORDS
+from core.stopwords import STOPWORDS
 from offline_model.rule_extraction import extract_with_rules
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ the chats that were active in the window (created before its end, last active af
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Sequence
@@ -34,7 +33,7 @@ from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from memory import chat_search, episodes
-from core.stopwords import STOPWORDS
+from core.words import keyword_match, query_terms
 from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
@@ -307,51 +306,6 @@ def _clip(text: str, limit: int = SNIPPET_CHARS) -> str:
 
 def _clamp(limit: int) -> int:
     return max(1, min(int(limit), MAX_LIMIT))
-
-
-# --------------------------------------------------------------------------- keyword matching
-_WORD = re.compile(r"\w+")
-
-
-def query_terms(query: str) -> list[str]:
-    """Distinct lower-case words of the query, without stopwords (unless it has nothing else)."""
-    # One-letter words would match nearly every message by prefix.
-    words = [w for w in dict.fromkeys(w.casefold() for w in _WORD.findall(query)) if len(w) > 1 or w.isdigit()]
-    kept = [w for w in words if w not in STOPWORDS]
-    return kept or words
-
-
-@dataclass
-class KeywordMatch:
-    terms: list[str]
-    position: int
-    """Where the first matching word (or the whole query) starts."""
-    score: float
-
-
-def keyword_match(text: str, terms: Sequence[str], phrase: str) -> KeywordMatch | None:
-    """Terms found in ``text``; a term matches the words it starts ('book' finds 'booking').
-
-    Score: share of the terms found, plus 0.25 when the whole query appears as typed.
-    """
-    if not terms:
-        return None
-    folded = text.casefold()
-    found: list[str] = []
-    first = len(text)
-    for word in _WORD.finditer(folded):
-        for term in terms:
-            if word.group().startswith(term):
-                if term not in found:
-                    found.append(term)
-                first = min(first, word.start())
-    if not found:
-        return None
-    score = len(found) / len(terms)
-    if len(terms) > 1 and phrase and phrase in folded:
-        first = min(first, folded.index(phrase))
-        score += 0.25
-    return KeywordMatch(found, first, round(score, 3))
 
 
 def _snippet_around(text: str, position: int, width: int = SNIPPET_CHARS) -> str:

@@ -25,7 +25,6 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from datetime import datetime
 from typing import Any, Awaitable, Callable, TextIO
 
 import psycopg
@@ -33,6 +32,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from app.runs.active_runs import ActiveRuns
+from app.cli.chat_list import describe, numbered
 from app.cli.memory_report import memory_snapshot, render_snapshot
 from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
@@ -43,7 +43,7 @@ from core.text_validation import validate_user_text
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
-from core.schemas import ChatRecord, SummaryBoard, utcnow
+from core.schemas import ChatRecord, SummaryBoard
 from storage.chat_imports import ImportInProgress
 from memory.chat_admin import forget_user_everywhere, import_states, owned_chats, user_thread_ids
 from memory.chat_search import chat_query, find_chat, switch_request
@@ -507,38 +507,6 @@ class TurnOutput:
         # answer, asked again) gives way to the stored reply, which is never blank.
         # (A turn that only asks to confirm a task may have streamed nothing but spaces: it shows no blank line.)
         return self.streamed.strip() or stored or ""
-
-
-def _ago(when: datetime, now: datetime) -> str:
-    seconds = max(0, int((now - when).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit} ago"
-    return "just now"
-
-
-def describe(chat: ChatRecord) -> str:
-    return f"'{chat.title}' ({chat.message_count} messages, {_ago(chat.last_activity, utcnow())})"
-
-
-def numbered(chats: list[ChatRecord], current: str | None = None, imports: dict | None = None) -> str:
-    """One line per chat, numbered from 1 (what /open N takes); the current chat is starred; a chat
-    whose import is running or incomplete says so (``imports``: memory.chat_admin.import_states)."""
-    now = utcnow()
-    imports = imports or {}
-
-    def marker(chat: ChatRecord) -> str:
-        row = imports.get(chat.thread_id)
-        if row is None:
-            return ""
-        if row.state == "incomplete":
-            return f"  [IMPORT INCOMPLETE: {row.imported} of {row.total} messages; `memory-agent import FILE --resume {chat.thread_id}`]"
-        return f"  [importing: {row.imported} of {row.total} messages]"
-
-    return "\n".join(
-        f"{i:>2}. {'*' if c.thread_id == current else ' '} {c.title}  ({c.message_count} messages, {_ago(c.last_activity, now)}){marker(c)}"
-        for i, c in enumerate(chats, start=1)
-    )
 
 
 async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:
