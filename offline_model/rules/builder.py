@@ -1,0 +1,150 @@
+"""What the rules build: the result of one message, checked against the memories already stored,
+and the registry the rules add themselves to (in the order their modules are imported)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from core.schemas import (
+    ExtractionResult,
+    NewFact,
+    PreferenceUpdates,
+    ProfileUpdates,
+    TaskUpdate,
+    normalize_text,
+)
+from offline_model.rules.vocabulary import (
+    _content_words,
+)
+
+# --------------------------------------------------------------------------- stored memories
+def _stored_list(stored: dict[str, Any] | None, key: str) -> list[dict[str, Any]]:
+    if not isinstance(stored, dict):
+        return []
+    items = stored.get(key) or []
+    if isinstance(items, dict):
+        items = list(items.values())
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append({"text": item, "description": item})
+    return out
+
+
+def _active_facts(stored: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return [
+        f
+        for f in _stored_list(stored, "facts")
+        if isinstance(f.get("text"), str) and f.get("status", "active") == "active" and not f.get("superseded_by")
+    ]
+
+
+def _open_tasks(stored: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return [
+        t
+        for t in _stored_list(stored, "tasks")
+        if isinstance(t.get("description"), str) and t.get("status", "open") in ("open", "in_progress")
+    ]
+
+
+def _match_task(phrase: str, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The open task sharing the most words with ``phrase``: two words, or more than half of the longer side."""
+    words = _content_words(phrase)
+    if not words:
+        return None
+    best, best_key = None, (0, 0.0)
+    for task in tasks:
+        task_words = _content_words(task["description"])
+        if not task_words:
+            continue
+        shared = len(words & task_words)
+        ratio = shared / max(len(words), len(task_words))
+        key = (shared, ratio)
+        if shared >= 1 and (shared >= 2 or ratio > 0.5) and key > best_key:
+            best, best_key = task, key
+    return best
+
+
+# --------------------------------------------------------------------------- the result being built
+class _Builder:
+    def __init__(self, stored: dict[str, Any] | None) -> None:
+        self.facts: list[NewFact] = []
+        self.profile: dict[str, Any] = {}
+        self.goals: list[str] = []
+        self.prefs: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.tasks: list[TaskUpdate] = []
+        self.stored_facts = _active_facts(stored)
+        self.open_tasks = _open_tasks(stored)
+        self._seen_facts = {normalize_text(f["text"]) for f in self.stored_facts}
+
+    def fact(self, text: str, importance: str = "medium", tags: list[str] | None = None, *, supersede_prefix: str | None = None) -> None:
+        text = re.sub(r"\s+", " ", text).strip(" .")
+        key = normalize_text(text)
+        if not key or key in self._seen_facts:
+            return
+        self._seen_facts.add(key)
+        supersedes = None
+        if supersede_prefix:
+            for f in self.stored_facts:
+                old = f["text"].strip()
+                if old.lower().startswith(supersede_prefix.lower()) and normalize_text(old) != key and f.get("id"):
+                    supersedes = str(f["id"])
+                    break
+        self.facts.append(NewFact(text=text, importance=importance, tags=tags or [], supersedes=supersedes))
+
+    def set_profile(self, field: str, value: str) -> None:
+        self.profile.setdefault(field, value)
+
+    def goal(self, goal: str) -> None:
+        if normalize_text(goal) not in {normalize_text(g) for g in self.goals}:
+            self.goals.append(goal)
+
+    def set_pref(self, field: str, value: Any) -> None:
+        self.prefs.setdefault(field, value)
+
+    def note(self, note: str) -> None:
+        if normalize_text(note) not in {normalize_text(n) for n in self.notes}:
+            self.notes.append(note)
+
+    def task(self, update: TaskUpdate) -> None:
+        for t in self.tasks:
+            if t.action == update.action and (
+                normalize_text(t.description) == normalize_text(update.description)
+                or (update.task_id and t.task_id == update.task_id)
+            ):
+                return
+        self.tasks.append(update)
+
+    def result(self) -> ExtractionResult:
+        return ExtractionResult(
+            new_facts=self.facts,
+            new_preferences=PreferenceUpdates(**self.prefs, other_notes=self.notes),
+            profile_updates=ProfileUpdates(**self.profile, goals=self.goals),
+            task_updates=self.tasks,
+        )
+
+
+# --------------------------------------------------------------------------- the rules
+Rule = Callable[[re.Match[str], _Builder, bool], None]
+_RULES: list[tuple[re.Pattern[str], Rule]] = []
+_QUESTION_RULES: list[tuple[re.Pattern[str], Rule]] = []
+
+
+def _rule(pattern: str, *, in_questions: bool = False, flags: int = re.I) -> Callable[[Rule], Rule]:
+    compiled = re.compile(pattern, flags)
+
+    def register(fn: Rule) -> Rule:
+        _RULES.append((compiled, fn))
+        if in_questions:
+            _QUESTION_RULES.append((compiled, fn))
+        return fn
+
+    return register
+
+
+_I_AM = r"\bI(?:'m| am|m)"
+_I_HAVE = r"\bI(?:'ve| have)"
