@@ -9,7 +9,7 @@ from app.http.app import create_app
 from tests.conftest import REPO_ROOT
 
 API_DOC = REPO_ROOT / "docs" / "api.md"
-PAGE_SCRIPT = REPO_ROOT / "app" / "http" / "web" / "app.js"
+PAGE_SCRIPTS = sorted((REPO_ROOT / "app" / "http" / "web").glob("*.js"))  # the page's own scripts (vendor/ aside)
 # The page's calls: api.call("GET", "/chats") and runTurn("POST", `/chats/${state.chatId}/messages`, ...).
 PAGE_CALL = re.compile(r"""(?:call|runTurn)\("([A-Z]+)",\s*[`"]([^`"]+)[`"]""")
 
@@ -57,7 +57,7 @@ def test_every_route_the_web_page_calls_has_a_curl_example():
     table = routes()
     examples = curl_examples()
     missing = []
-    for method, raw in PAGE_CALL.findall(PAGE_SCRIPT.read_text()):
+    for method, raw in PAGE_CALL.findall("\n".join(p.read_text() for p in PAGE_SCRIPTS)):
         path = re.sub(r"\$\{[^}]*\}", "some-id", raw).split("?")[0]
         route = route_of(method, path, table)
         assert route is not None, f"the page calls {method} {raw}, which the server does not have"
