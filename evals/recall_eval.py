@@ -64,7 +64,8 @@ from evals.retrieval_eval import load_retrieval_set
 from evals.run_output import RunClock, default_out_dir, new_run_id
 from evals.terminal import progress_tracker
 from graph.assembly import compile_graph
-from memory.chat_import import ChatImport, import_chat, locomo_chat
+from memory.chat_import import ChatImport, locomo_chat
+from memory.import_job import import_chat
 from memory.user_memory import chat_titles
 from nodes.compaction import model_view
 from nodes.reply import reply_prompt

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from evals.charts import tokens_per_turn_chart
-from evals.token_savings import ANCHOR, TokenResults, headline
+from evals.token_results import ANCHOR, TokenResults, headline
 
 __all__ = ["MAX_CHARTS", "token_report", "write_token_files"]
 

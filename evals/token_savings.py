@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
 from evals.options import CompactionOverrides, compaction_settings
+from evals.token_results import ANCHOR, ConversationTokens, TokenResults, TurnTokens, headline
+from evals.token_report import write_token_files
 from evals.conversation_replay import human_speaker, session_header
 from evals.datasets import load_dataset
 from evals.datasets.schema import Conversation
@@ -48,12 +49,6 @@ from nodes.reply import persona_text
 
 __all__ = ["ANCHOR", "TokenOptions", "TokenResults", "run_token_savings", "user_messages"]
 
-ANCHOR = (
-    "Published anchor: on LoCoMo, Mem0 reports ~1.8k tokens per query with its memory against ~26k tokens "
-    "for the full conversation (about 93% fewer), at 66.9 vs 72.9 LLM-judge accuracy (Mem0 paper, 2025)."
-)
-
-
 @dataclass
 class TokenOptions:
     dataset: str = "builtin"
@@ -64,48 +59,6 @@ class TokenOptions:
     compaction: CompactionOverrides = field(default_factory=CompactionOverrides)
     database_url: str | None = None
     progress: bool = True
-
-
-class TurnTokens(BaseModel):
-    conversation: str
-    turn: int
-    sent: int  # prompt_tokens_estimated
-    model_input: int  # the model's reported input tokens for the turn (all reply calls)
-    full: int
-    summarized: bool  # a summary existed when this turn's prompt was built
-    refused: str | None = None
-
-
-class ConversationTokens(BaseModel):
-    conversation: str
-    turns: int
-    sent_total: int
-    model_input_total: int
-    full_total: int
-    saved: float  # 1 - sent_total / full_total
-    last_sent: int
-    last_full: int
-    folds: int
-    facts_active: int = 0  # long-term facts stored for the replayed user at the end
-    facts_superseded: int = 0
-    tasks: int = 0
-
-
-class TokenResults(BaseModel):
-    command: str = "tokens"
-    dataset: str
-    model: str
-    settings: dict = Field(default_factory=dict)
-    conversations: list[ConversationTokens]
-    turns: list[TurnTokens]
-    sent_total: int
-    full_total: int
-    saved: float
-    mean_sent: float
-    mean_full: float
-    notes: list[str] = Field(default_factory=list)
-    started_at: str
-    wall_seconds: float
 
 
 def user_messages(conversation: Conversation) -> list[str]:
@@ -166,8 +119,6 @@ def _summary(conversation: str, turns: list[TurnTokens], folds: int) -> Conversa
 
 
 async def run_token_savings(opts: TokenOptions, console: Console) -> TokenResults:
-    from evals.token_report import write_token_files  # imports this module's models
-
     conversations = load_dataset(opts.dataset, limit=opts.limit)
     if not conversations:
         raise ValueError(f"dataset {opts.dataset!r} has no conversations")
@@ -223,14 +174,6 @@ async def run_token_savings(opts: TokenOptions, console: Console) -> TokenResult
     console.print(f"[dim]{ANCHOR}[/]")
     console.print(f"Wrote {paths['report']}, results.json, results.csv and charts in {out_dir}")
     return results
-
-
-def headline(results: TokenResults) -> str:
-    return (
-        f"{results.saved:.1%} of prompt tokens saved: the graph sent {results.sent_total:,} tokens over "
-        f"{len(results.turns)} turns where the full history would need {results.full_total:,} "
-        f"(mean {results.mean_sent:,.0f} vs {results.mean_full:,.0f} per turn)."
-    )
 
 
 def _notes(conversations: list[Conversation], opts: TokenOptions) -> list[str]:

@@ -17,7 +17,7 @@ Bytes are read within limits (:func:`read_import`: bytes, JSON values and depth,
 of a chat message: ``core.text_validation.validate_user_text``); a bad one is refused with its
 position and nothing is created. Running the import (the chat, its owner and import rows, each
 exchange written as if the ``reply`` node had produced it and the memory nodes after it,
-cancellation, resume) is memory.import_job's.
+cancellation, resume) is memory.import_job's (``import_chat``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ __all__ = [
     "InvalidImport",
     "check_all",
     "LocomoSample",
-    "import_chat",
     "locomo_chat",
     "parse_import",
     "prepare_import",
@@ -309,11 +308,3 @@ def prepare_import(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> str:
 
 
 Progress = Callable[[int, int], Awaitable[None] | None]
-
-
-# --------------------------------------------------------------------------- running it
-async def import_chat(graph, pool, user_id: str, chat: ChatImport, **options) -> ImportedChat:
-    """Import ``chat`` into a new chat of ``user_id`` (or resume one): see memory.import_job.run_import."""
-    from memory.import_job import run_import  # (that module builds on this one)
-
-    return await run_import(graph, pool, user_id, chat, **options)

@@ -84,7 +84,7 @@ def _message(m: ImportedMessage, mid: str) -> BaseMessage:
     return stamp_sent_at(cls(m.text, id=mid), m.time)
 
 
-async def run_import(
+async def import_chat(
     graph,
     pool,
     user_id: str,

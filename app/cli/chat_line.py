@@ -7,7 +7,7 @@
 - Output while the prompt is up (the last turn's ``remembered:`` line, written while its memory
   work finishes) is printed above the prompt, which is drawn again below it.
 
-A pipe does not come here: ``chat_session._scripted`` reads one message per line.
+A pipe does not come here: ``chat_run._scripted`` reads one message per line.
 """
 
 from __future__ import annotations

@@ -40,7 +40,6 @@ from core.context import Context
 from core.dates import due_phrase
 from core.messages import sent_at
 from core.text_validation import validate_user_text
-from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
@@ -507,52 +506,6 @@ class TurnOutput:
         # answer, asked again) gives way to the stored reply, which is never blank.
         # (A turn that only asks to confirm a task may have streamed nothing but spaces: it shows no blank line.)
         return self.streamed.strip() or stored or ""
-
-
-async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:
-    chats = await owned_chats(backend.pool, user_id, await list_chats(backend.store, user_id))
-    return chats[0].thread_id if chats else None
-
-
-async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None, new: bool, model: str | None, stdin=None) -> int:
-    stdin = stdin or sys.stdin
-    interactive = stdin.isatty()
-    thread_id = chat_id or (None if new else await latest_thread(backend, user_id)) or str(uuid.uuid4())
-    overrides = {"model": model} if model else {}
-    session = ChatSession(backend, user_id, thread_id, interactive, context_overrides=overrides)
-    if chat_id and not await session.may_read():
-        return 1
-    notice = offline_notice(session.context.model)
-    if notice:
-        print(notice, file=sys.stderr, flush=True)
-    if interactive:
-        from app.cli.chat_line import chat_on_terminal
-
-        return await chat_on_terminal(session)
-    return await _scripted(session, stdin)
-
-
-async def _scripted(session: ChatSession, stdin) -> int:
-    buffer = getattr(stdin, "buffer", None)
-    lines = iter(buffer) if buffer is not None else (l.encode("utf-8") for l in stdin)
-    for number, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r\n")
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            session.error(f"line {number} is not valid UTF-8 (byte {exc.start}); skipped")
-            continue
-        if line.startswith("/"):
-            if not await session.command(line):
-                break
-            continue
-        await session.send(line)
-    if await session.pending_confirmation() is not None:
-        session.note("The input ended before the confirmation was answered: the task change was not made (the chat still asks it).")
-    if session.failures:
-        print(f"error: {session.failures} of what was sent failed (said above), so the exit status is 1", file=session.err, flush=True)
-        return 1
-    return 0
 
 
 @contextmanager

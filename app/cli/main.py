@@ -148,7 +148,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
     async with open_memory() as backend:
         logging.getLogger(__name__).info("memory ready in %.2fs", time.perf_counter() - started)
         if args.command == "chat":
-            from app.cli.chat_session import run_chat
+            from app.cli.chat_run import run_chat
 
             return await run_chat(backend, user_id=args.user, chat_id=args.chat_id, new=args.new, model=args.model)
         if args.command == "memory" and args.memory_command == "delete-invalid":
@@ -206,7 +206,8 @@ async def _import(backend, args: argparse.Namespace) -> int:
 
     from core.context import Context
     from graph.assembly import compile_graph
-    from memory.chat_import import MAX_IMPORT_BYTES, check_all, import_chat, read_import
+    from memory.chat_import import MAX_IMPORT_BYTES, check_all, read_import
+    from memory.import_job import import_chat
     from storage.fenced_saver import FencedPostgresSaver
 
     try:

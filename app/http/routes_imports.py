@@ -34,12 +34,11 @@ from memory.chat_import import (
     ImportTooLarge,
     InvalidImport,
     LocomoSample,
-    import_chat,
     prepare_import,
     read_import,
 )
 from memory.import_formats import ChatGPTConversation, ClaudeConversation, is_exported
-from memory.import_job import ImportCancelled, ImportStopped
+from memory.import_job import ImportCancelled, ImportStopped, import_chat
 from storage import chat_imports
 
 router = APIRouter(tags=["chats"])

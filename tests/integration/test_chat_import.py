@@ -14,7 +14,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from core.context import Context
 from core.messages import sent_at
 from graph.assembly import compile_graph
-from memory.chat_import import InvalidImport, import_chat, locomo_chat, parse_import
+from memory.chat_import import InvalidImport, locomo_chat, parse_import
+from memory.import_job import import_chat
 from memory.user_memory import get_chat, list_chats, list_facts
 from storage import thread_owners
 from tests.support.locomo_sample import locomo_sample

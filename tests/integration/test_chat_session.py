@@ -186,7 +186,7 @@ async def test_a_turn_that_only_asks_to_confirm_prints_no_blank_reply_line(backe
 
 
 async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_so_and_is_sent_as_a_message(backend, user_id, capfd):
-    from app.cli.chat_session import run_chat
+    from app.cli.chat_run import run_chat
 
     with registered_scripted_model(responder) as (name, _):
         lines = io.StringIO("Please remind me about my passport\nWhat do you know about me?\n")
@@ -205,7 +205,7 @@ async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_s
 
 
 async def test_a_pipe_that_exits_non_zero_says_why_on_stderr(backend, user_id, capfd):
-    from app.cli.chat_session import run_chat
+    from app.cli.chat_run import run_chat
 
     with registered_scripted_model(responder) as (name, _):
         lines = io.StringIO("hello\n" + "x" * 30000 + "\n")
@@ -261,7 +261,7 @@ async def test_switching_to_another_users_chat_shows_none_of_its_history(backend
 
 
 async def test_chat_started_on_another_users_chat_id_is_refused_at_once(backend, session, alices_folded_chat, capfd):
-    from app.cli.chat_session import run_chat
+    from app.cli.chat_run import run_chat
 
     s, _, _ = session
     code = await run_chat(
@@ -274,7 +274,7 @@ async def test_chat_started_on_another_users_chat_id_is_refused_at_once(backend,
 
 
 async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_change_was_not_made(backend, user_id, capfd):
-    from app.cli.chat_session import run_chat
+    from app.cli.chat_run import run_chat
 
     with registered_scripted_model(responder) as (name, _):
         code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model=name, stdin=io.StringIO("Please remind me about my passport\n"))

@@ -21,7 +21,8 @@ from core.messages import sent_at
 from graph.assembly import compile_graph
 from memory import queries
 from memory.chat_admin import delete_chat
-from memory.chat_import import check_all, import_chat, parse_import
+from memory.chat_import import check_all, parse_import
+from memory.import_job import import_chat
 from memory.user_memory import get_chat, get_user_document, list_chats
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
 from storage import thread_owners

@@ -158,7 +158,8 @@ CASES = [
 
 
 async def import_history(env: Env, lines: list[str]) -> None:
-    from memory.chat_import import ChatImport, import_chat  # the import's own path, as CLI and API call it
+    from memory.chat_import import ChatImport
+    from memory.import_job import import_chat  # the import's own path, as CLI and API call it
 
     history = ChatImport.model_validate(
         {"messages": [{"role": "user", "text": t, "time": f"2026-01-0{i + 1}T10:00:00Z"} for i, t in enumerate(lines)]}

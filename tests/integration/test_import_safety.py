@@ -21,7 +21,8 @@ import pytest
 from core.context import Context
 from graph.assembly import compile_graph
 from memory import chat_admin
-from memory.chat_import import ImportTooLarge, InvalidImport, import_chat, parse_import, read_import
+from memory.chat_import import ImportTooLarge, InvalidImport, parse_import, read_import
+from memory.import_job import import_chat
 from memory.queries import get_chat
 from storage import chat_runs, thread_owners
 from storage.fenced_saver import FencedPostgresSaver

@@ -76,6 +76,49 @@ def test_there_are_no_import_cycles_between_packages():
     assert [p for p in sorted(PACKAGES) if reaches(p, p, {p})] == []
 
 
+def _module_edges() -> dict[str, set[str]]:
+    """module -> the modules of ours it imports (module level or inside functions)."""
+    paths = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            paths[name.removesuffix(".__init__")] = path
+
+    def ours(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {m: set() for m in paths}
+    for module, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found = [ours(a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found = [ours(f"{node.module}.{a.name}") or ours(node.module) for a in node.names]
+            else:
+                continue
+            edges[module] |= {f for f in found if f and f != module}
+    return edges
+
+
+def test_there_are_no_import_cycles_between_modules():
+    """Two modules never import each other, directly or through others (a function-level import too)."""
+    edges = _module_edges()
+    cyclic = []
+    for start in sorted(edges):
+        seen, todo = set(), list(edges[start])
+        while todo:
+            m = todo.pop()
+            if m == start:
+                cyclic.append(start)
+                break
+            if m not in seen:
+                seen.add(m)
+                todo.extend(edges.get(m, ()))
+    assert cyclic == []
+
+
 def test_no_production_package_imports_the_entry_points_or_the_evals():
     edges = _edges()
     for pkg in PACKAGES - {"app", "evals"}:
