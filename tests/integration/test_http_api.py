@@ -816,6 +816,8 @@ async def test_a_live_workers_run_blocks_the_chat_and_a_dead_workers_half_reply_
         async with open_memory(server.database_url, minilm) as backend:
             graph = compile_graph(backend.checkpointer, backend.store)
 
+            replying = asyncio.Event()
+
             async def reply():
                 async for _ in graph.astream(
                     {"messages": [HumanMessage("I live in Rome")]},
@@ -823,10 +825,12 @@ async def test_a_live_workers_run_blocks_the_chat_and_a_dead_workers_half_reply_
                     context=Context(user_id=user, model="slow-here"),
                     stream_mode=["messages"],
                 ):
-                    pass
+                    replying.set()
 
             task = asyncio.create_task(reply())
-            await asyncio.sleep(1.5)
+            # Killed mid-reply, once its first words streamed (a fixed 1.5 s fell before the turn's
+            # first checkpoint on a loaded machine).
+            await asyncio.wait_for(replying.wait(), 60)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await asyncio.sleep(0.5)  # (its late writes land)
