@@ -94,3 +94,22 @@ def mark_memory_echo(reply: AIMessage, memory_text: str) -> AIMessage:
     if sum(w in known for w in said) / len(said) >= ECHO_SHARE:
         reply.response_metadata = {**(reply.response_metadata or {}), MEMORY_ECHO: True}
     return reply
+
+
+# A note shown in place of a reply the model could not give, asked twice ("(No answer: the model only
+# repeated your message back, twice. …)"). It is for the user: the model never sees it again (a small
+# model copied it as its next reply), and like a memory echo it is no evidence.
+NO_ANSWER = "no_answer"
+
+
+def no_answer_note(note: str, *, id: str | None = None, usage_metadata=None) -> AIMessage:
+    return AIMessage(content=note, id=id, usage_metadata=usage_metadata, response_metadata={NO_ANSWER: True})
+
+
+def is_no_answer(message: BaseMessage | None) -> bool:
+    return isinstance(message, AIMessage) and bool((message.response_metadata or {}).get(NO_ANSWER))
+
+
+def adds_no_evidence(message: BaseMessage | None) -> bool:
+    """A reply that says nothing about the user: a memory echo or a no-answer note."""
+    return is_memory_echo(message) or is_no_answer(message)

@@ -21,6 +21,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
+from core.messages import no_answer_note
+from prompts.reply_prompt import found_apart
 from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, without_markup
 
 __all__ = [
@@ -216,12 +218,25 @@ def without_tool_steps(messages: list[BaseMessage]) -> tuple[list[BaseMessage], 
     return list(messages[: last + 1]), results
 
 
+def found_in_instructions(messages: list[BaseMessage]) -> tuple[list[BaseMessage], str]:
+    """The newest user message as the user wrote it, and what memory found for it, to go with the
+    instructions: the 0.5B, given memory's sections above a message, copied the message back (every
+    time, at temperature 0), but answers the same message alone under the same sections as instructions."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+    if last is None:
+        return messages, ""
+    found, words = found_apart(messages[last])
+    if not found:
+        return messages, ""
+    return [*messages[:last], HumanMessage(words, id=messages[last].id), *messages[last + 1 :]], found
+
+
 async def answer_in_plain_words(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage) -> AIMessage:
     """Ask once more, without tools (and without this turn's tool steps, their results told in the
     instructions), for a plain answer; an empty or call-shaped text again gives a fixed reply."""
     again, usage = await _ask_again(model, messages, failed, NO_TOOLS_INSTRUCTION)
     if find_text_calls(again.text).found or not again.text.strip():
-        return AIMessage(content=FALLBACK_REPLY, id=again.id, usage_metadata=usage)
+        return no_answer_note(FALLBACK_REPLY, id=again.id, usage_metadata=usage)
     return again.model_copy(update={"usage_metadata": usage})
 
 
@@ -232,7 +247,7 @@ async def answer_again(model: BaseChatModel, messages: list[BaseMessage], failed
     again, usage = await _ask_again(model, messages, failed, NUDGES[kind])
     plain, _ = without_tool_steps(messages)
     if not again.text.strip() or find_text_calls(again.text).found or echo_kind(again.text, echo_targets(plain)):
-        return AIMessage(content=ECHO_NOTE if kind == "echo" else REPEAT_NOTE, id=again.id, usage_metadata=usage)
+        return no_answer_note(ECHO_NOTE if kind == "echo" else REPEAT_NOTE, id=again.id, usage_metadata=usage)
     return again.model_copy(update={"usage_metadata": usage})
 
 
@@ -242,6 +257,9 @@ async def _ask_again(model: BaseChatModel, messages: list[BaseMessage], failed: 
     plain, results = without_tool_steps(messages)
     if results:
         instruction += "\n\nWhat your lookups for this message returned:\n" + "\n".join(results)
+    plain, found = found_in_instructions(plain)
+    if found:
+        instruction = f"{found}\n\n{instruction}"
     again = without_markup(await model.ainvoke(with_instruction(plain, instruction)))
     return again, summed_usage(failed, again)
 

@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
 
 from core.context import Context
-from core.messages import is_memory_echo, sent_at
+from core.messages import adds_no_evidence, sent_at
 from core.past_dates import question_range
 from core.redaction import Redactor
 from core.stopwords import ENGLISH as STOPWORDS
@@ -69,7 +69,7 @@ def conversation(messages: Sequence[BaseMessage]) -> list[tuple[int, str, BaseMe
     out = []
     for position, m in enumerate(messages):
         role = role_of(m)
-        if role and m.id and m.text.strip() and not is_memory_echo(m):
+        if role and m.id and m.text.strip() and not adds_no_evidence(m):
             out.append((position, role, m))
     return out
 

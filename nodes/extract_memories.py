@@ -8,7 +8,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import current_turn, is_memory_echo, is_stopped, last_human_index, sent_at
+from core.messages import adds_no_evidence, current_turn, is_stopped, last_human_index, sent_at
 from core.metrics import EXTRACTION_FAILURES, MEMORIES_WRITTEN, count_failure, count_tokens_used, timed
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
@@ -85,7 +85,7 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     model = load_chat_model(ctx.model)
     # No reply yet (a replayed conversation ending on the user's turn): what the user said still counts.
     # A reply that only repeated memory is no evidence about the user: the extractor reads no word of it.
-    reply_text = reply.text if reply is not None and not is_memory_echo(reply) else ""
+    reply_text = reply.text if reply is not None and not adds_no_evidence(reply) else ""
     redactor = await redactor_for(store, ctx.user_id)  # forgotten things reach no extraction call
     reply_text = redactor.text(reply_text)
     rule_texts: list[str] = []

@@ -6,7 +6,7 @@ import logging
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from core.messages import is_memory_echo
+from core.messages import adds_no_evidence
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
@@ -81,7 +81,7 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
     if folded:
         try:
             with timed("summarize"):
-                evidence = [m for m in folded if not is_memory_echo(m)]  # a reply that only repeated memory adds nothing
+                evidence = [m for m in folded if not adds_no_evidence(m)]  # a memory echo or a no-answer note adds nothing
                 result = await fold_summary(model, board, redactor.messages_of(evidence, thread_id), ctx.summary_prompt, config=NOSTREAM)
                 new_board = result.value
                 count_tokens_used("summarize", result.input_tokens, result.output_tokens)

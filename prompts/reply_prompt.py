@@ -202,9 +202,18 @@ def build_prompt(
 
 def user_words(message: BaseMessage | str) -> str:
     """The user's own words of a current message built here (the whole text of any other message)."""
+    return found_apart(message)[1]
+
+
+def found_apart(message: BaseMessage | str) -> tuple[str, str]:
+    """What memory found and the user's own words, of a current message built here ("" and the
+    whole text for any other message)."""
     text = message if isinstance(message, str) else message.text
     marker = f"\n\n{MESSAGE_HEADER}\n"
-    return text.split(marker, 1)[1] if text.startswith(FOUND_NOTE) and marker in text else text
+    if text.startswith(FOUND_NOTE) and marker in text:
+        found, words = text.split(marker, 1)
+        return found, words
+    return "", text
 
 
 def parse_sections(prompt: str | Sequence[BaseMessage]) -> dict[str, str]:

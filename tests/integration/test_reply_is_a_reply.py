@@ -71,6 +71,32 @@ async def test_a_model_that_only_echoes_gets_a_clear_note_after_one_more_try(cli
     assert len(openai_stub.requests_of("reply")) == 2 and out.getvalue() == ECHO_NOTE + "\n"
 
 
+async def test_the_try_after_an_echo_gets_memorys_sections_as_instructions_and_the_users_words_alone(cli, openai_stub):
+    """The real 0.5B copied a message that opened with memory's sections back every time, but answered
+    the same words alone with the sections in the system message: the second try is asked that way."""
+    openai_stub.reset(script(lambda r: "Hello Dana!" if nudged(r, "echo") else r.last_user_text))
+    session, _ = cli()
+    assert await session.send(DANA[0]) == "Hello Dana!"
+    first, again = openai_stub.requests_of("reply")
+    assert first.messages[-1]["content"] != DANA[0] and first.messages[-1]["content"].endswith(DANA[0])
+    assert again.messages[-1] == {"role": "user", "content": DANA[0]}
+    assert "## User context" in again.messages[0]["content"] and "## User context" not in again.messages[-1]["content"]
+
+
+async def test_a_no_answer_note_is_shown_but_never_sent_to_the_model_again(cli, openai_stub):
+    """The real 0.5B copied the note of one turn as its reply to the next ones."""
+    openai_stub.reset(script(lambda r: r.last_user_text))
+    session, _ = cli()
+    assert await session.send(DANA[0]) == ECHO_NOTE
+    openai_stub.reset(script(lambda r: "Short answers it is."))
+    assert await session.send(DANA[1]) == "Short answers it is."
+    (second,) = openai_stub.requests_of("reply")
+    assert not any("No answer" in str(m["content"]) for m in second.messages)
+    assert [m["role"] for m in second.messages] == ["system", "user", "user"]  # her first line stays, the note does not
+    shown = [m.text for m in (await session.graph.aget_state(session.config)).values["messages"]]
+    assert ECHO_NOTE in shown  # the transcript keeps it
+
+
 async def test_a_repeat_of_the_previous_reply_is_asked_again_then_replaced(cli, openai_stub):
     openai_stub.reset(script(lambda r: "Hello Dana, I can help with reminders, notes and questions about your day."))
     session, _ = cli()
