@@ -20,15 +20,10 @@ import importlib
 import logging
 import os
 from contextlib import asynccontextmanager
-from pathlib import Path
 
-import psycopg
-from fastapi import Depends, FastAPI
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
-from psycopg_pool import PoolTimeout
 
-import prompts
 from app.http.api_docs import install_api_docs
 from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http.auth import auth_enabled
@@ -36,8 +31,8 @@ from app.http.errors import install_error_handlers
 from app.http.routes_chats import router as chats_router
 from app.http.routes_imports import add_import_schemas, router as imports_router
 from app.http.routes_memory import router as memory_router
-from app.http.schemas import Health, PersonaList, PersonaOut
-from app.http.services import Services, get_services
+from app.http.routes_system import WEB_DIR, router as system_router
+from app.http.services import Services
 from app.runs.active_runs import ActiveRuns
 from graph.assembly import compile_graph
 from core.context import Context
@@ -46,7 +41,6 @@ from storage.fenced_saver import FencedPostgresSaver
 
 log = logging.getLogger(__name__)
 
-WEB_DIR = Path(__file__).resolve().parent / "web"
 PLUGINS_ENV = "MEMORY_AGENT_MODEL_PLUGINS"
 POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"
 
@@ -100,35 +94,6 @@ class WorkerHeaders:
         return await self.app(scope, receive, send_with_pid)
 
 
-# The page holds the user's key: only its own scripts run (a script that slipped into a reply
-# cannot), nothing is fetched from elsewhere, and no other site may frame it (clickjacking).
-# img-src allows data: for the inline favicon.
-PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; "
-    "frame-ancestors 'none'; form-action 'self'; img-src 'self' data:"
-)
-PAGE_HEADERS = {"Content-Security-Policy": PAGE_CSP, "X-Frame-Options": "DENY"}
-
-
-def database_problem(exc: BaseException) -> str:
-    """/healthz's description of a failed database check, without the exception's own text."""
-    if isinstance(exc, PoolTimeout):
-        return "no database connection within 5 s: the database is down or every connection is busy"
-    if isinstance(exc, psycopg.OperationalError):
-        return "the database refused or dropped the connection"
-    return f"the database check failed ({type(exc).__name__}); see the server log"
-
-
-def metrics_payload() -> bytes:
-    from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
-
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry)
-    return generate_latest(REGISTRY)
-
-
 def create_app() -> FastAPI:
     app = FastAPI(
         title="memory-agent chat API",
@@ -148,33 +113,7 @@ def create_app() -> FastAPI:
     app.include_router(imports_router)  # (before /chats/{chat_id}'s routes, though none is a POST of that shape)
     app.include_router(chats_router)
     app.include_router(memory_router)
-
-    @app.get("/personas", response_model=PersonaList, tags=["system"])
-    async def list_personas():
-        return PersonaList(personas=[PersonaOut(name=p.name, title=p.title, description=p.description) for p in prompts.personas().values()])
-
-    @app.get("/healthz", response_model=Health, tags=["system"], responses={503: {"model": Health}})
-    async def health(services: Services = Depends(get_services)):
-        try:
-            async with services.backend.pool.connection(timeout=5) as conn:
-                await conn.execute("SELECT 1")
-        except Exception as exc:
-            # What is wrong, in words; the exception text (hosts, paths, users) stays in the server log.
-            log.warning("health check: the database is unavailable: %r", exc)
-            body = Health(status="unavailable", database=database_problem(exc), worker_pid=os.getpid())
-            return JSONResponse(body.model_dump(), status_code=503)
-        return Health(status="ok", database="ok", worker_pid=os.getpid())
-
-    @app.get("/metrics", tags=["system"], response_class=Response)
-    async def metrics():
-        """Prometheus metrics of all workers: turns, node latency, tokens in/out, memories written, failures."""
-        from prometheus_client import CONTENT_TYPE_LATEST
-
-        return Response(metrics_payload(), media_type=CONTENT_TYPE_LATEST)
-
-    @app.get("/", include_in_schema=False)
-    async def index():
-        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
+    app.include_router(system_router)
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     default_openapi = app.openapi
