@@ -83,10 +83,13 @@ class CachedEmbeddings(Embeddings):
             done = dict(zip(mine, vectors))
             for t, f in futures.items():
                 self._pending.pop((key, t), None)
-                f.set_result(done.get(t))  # None: it failed here, a waiter embeds it itself
+                if not f.done():
+                    f.set_result(done.get(t))  # None: it failed here, a waiter embeds it itself
         fresh = done
         for t, f in waiting.items():
-            vector = await f
+            # Shielded: a waiter that is cancelled (its import stopped) must not cancel the shared
+            # future, which would fail the caller that embeds it (another user's turn or import).
+            vector = await asyncio.shield(f)
             fresh[t] = vector if vector is not None else (await self.inner.aembed_documents([t]))[0]
         return self._assemble(texts, found, list(fresh), [fresh[t] for t in fresh])
 

@@ -49,3 +49,18 @@ async def test_a_failed_embedding_fails_its_caller_and_a_concurrent_one_tries_ag
     assert not cache._pending  # nothing left waiting
     inner.fail = False
     assert await cache.aembed_query("x") == [1.0, 1.0]
+
+
+async def test_a_cancelled_waiter_does_not_fail_the_caller_embedding_the_same_text():
+    # Four users importing the same history share texts; when one import is cancelled (its chat
+    # deleted), the others' embeddings must still arrive (this failed with InvalidStateError).
+    inner = CountingEmbeddings()
+    cache = CachedEmbeddings(inner)
+    owner = asyncio.create_task(cache.aembed_documents(["the same message"]))
+    await asyncio.sleep(0)  # the owner has registered the text as pending
+    waiter = asyncio.create_task(cache.aembed_documents(["the same message"]))
+    await asyncio.sleep(0.01)
+    waiter.cancel()
+    assert await owner == [[16.0, 1.0]]
+    assert (await asyncio.gather(waiter, return_exceptions=True))[0].__class__ is asyncio.CancelledError
+    assert not cache._pending
