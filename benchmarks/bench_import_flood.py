@@ -86,6 +86,15 @@ async def settled(post: asyncio.Task, timeout: float = 30) -> httpx.Response | N
     return post.result() if post.exception() is None else None
 
 
+def answer_of(response: httpx.Response | None) -> str:
+    """The status, with the error's code and words for a server error (its cause is in the server's log)."""
+    if response is None:
+        return "none"
+    if response.status_code >= 500:
+        return f"{response.status_code} ({response.text[:200]})"
+    return str(response.status_code)
+
+
 async def memory_case(server: LiveServer, name: str, body: bytes, expect_import: bool) -> str:
     user = new_user()
     key = (await create_keys(server.database_url, [user]))[user]
@@ -137,7 +146,7 @@ async def latency_case(server: LiveServer, name: str, body: bytes | None, import
             for chat in (await c.get("/chats")).json().get("chats", []):
                 await c.delete(f"/chats/{chat['id']}")
         answers = [await settled(p) for p in posts]
-        statuses = [str(r.status_code) if r is not None else "none" for r in answers]
+        statuses = [answer_of(r) for r in answers]
     finally:
         for c in clients:
             await c.aclose()

@@ -54,6 +54,8 @@ def _describe_validation(exc: RequestValidationError) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
+        if exc.status >= 500:  # the caller gets the words; the log keeps what caused it
+            log.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.message, exc_info=exc.__cause__ or exc)
         return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
@@ -88,6 +90,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(MemoryAgentError)
     async def _agent_error(request: Request, exc: MemoryAgentError):
+        log.error("agent error on %s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return JSONResponse(error_body("agent_error", str(exc)), status_code=500)
 
     @app.exception_handler(Exception)
