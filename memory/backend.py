@@ -18,7 +18,7 @@ from embeddings.record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
 from core.namespaces import INDEXED_FIELDS
 from storage.postgres import DatabaseInfo, database_url, open_pool, prepare_database, schema_lock
-from storage.store_values import load_value
+from storage.memory_store import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,16 @@ class MemoryBackend:
     info: DatabaseInfo
     pool: AsyncConnectionPool
     checkpointer: AsyncPostgresSaver
-    store: AsyncPostgresStore
+    store: MemoryStore
     embeddings: EmbeddingsInfo
     migrated: list[str] = field(default_factory=list)
     """What the set-up moved to the current layout (``memory-agent migrate`` prints it)."""
 
 
-def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPostgresStore:
-    return AsyncPostgresStore(
-        conn=pool,
+def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> MemoryStore:
+    """The store every entry point hands the graph (nodes reach it through storage.memory_store)."""
+    return MemoryStore(
+        pool,
         index={
             "dims": embeddings.dims,
             "embed": embeddings.embeddings,
@@ -48,7 +49,8 @@ def make_store(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> AsyncPo
             # vector_search.setup moves to partitions.
             "ann_index_config": {"kind": "hnsw", "m": 16, "ef_construction": 64},
         },
-        deserializer=load_value,  # a stored value that is not an object reads back as invalid, not as an error
+        # MemoryStore's deserializer (storage.store_values.load_value): a stored value that is not an
+        # object reads back as invalid, not as an error
     )
 
 

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from memory.writer import records as memory_records
 from memory.forgetting import forget_message
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
+from storage.memory_store import memory_store
 from core.schemas import ChatRecord
 
 # How long forget-me or a deletion waits for a running import to stop and undo itself (it answers
@@ -29,10 +30,9 @@ from core.schemas import ChatRecord
 IMPORT_STOP_SECONDS = 15.0
 
 async def owned_ids(db, user_id: str, thread_ids: Iterable[str]) -> set[str]:
-    """The ids among ``thread_ids`` the server recorded as ``user_id``'s. ``db`` is the pool or our
-    Postgres store; any other store has no ownership records, so nothing is provably the user's."""
-    pool = db if isinstance(db, AsyncConnectionPool) else thread_owners.pool_of(db)
-    return await thread_owners.owned_among(pool, user_id, thread_ids) if pool is not None else set()
+    """The ids among ``thread_ids`` the server recorded as ``user_id``'s. ``db`` is the pool or our store."""
+    pool = db if isinstance(db, AsyncConnectionPool) else memory_store(db).pool
+    return await thread_owners.owned_among(pool, user_id, thread_ids)
 
 
 async def owned_chats(db, user_id: str, chats: Sequence[ChatRecord]) -> list[ChatRecord]:

@@ -43,7 +43,7 @@ from memory.user_memory import chat_titles
 from prompts.excerpts import pack_excerpts, render_excerpt
 from storage import episodes as table
 from storage import forget_ledger
-from storage import thread_owners
+from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +149,10 @@ async def index_thread(
 async def index_for_run(
     store, owner: str, thread_id: str, messages: Sequence[BaseMessage], checkpointer=None, redactor: Redactor | None = None
 ) -> IndexResult | None:
-    """The summarize step's call: our Postgres store gives the pool and the embeddings; any other
-    store (a test's in-memory one) has no index."""
-    pool = thread_owners.pool_of(store)
-    embeddings = getattr(store, "embeddings", None)
-    if pool is None or embeddings is None:
-        return None
-    result = await index_thread(pool, embeddings, owner, thread_id, messages, checkpointer=checkpointer, redactor=redactor)
+    """The summarize step's call: our store gives the pool and the embeddings."""
+    ours = memory_store(store)
+    pool = ours.pool
+    result = await index_thread(pool, ours.embeddings, owner, thread_id, messages, checkpointer=checkpointer, redactor=redactor)
     if result.written and owner not in _owners_with_index and await table.count(pool, owner) >= table.LARGE_OWNER:
         # Built in the background (about a minute per 100,000 messages); searches stay exact until it is ready.
         task = asyncio.create_task(table.ensure_owner_index(pool, owner))

@@ -35,8 +35,9 @@ from core.words import content_words, stem
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
-from storage import episode_rewrites, forget_ledger, thread_owners
-from storage.checkpoint_rows import checkpoint_reader, put_state_values
+from storage import episode_rewrites, forget_ledger
+from storage.checkpoint_rows import put_state_values
+from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,7 @@ async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str
     if written is None:
         return None
     report = ForgetReport.of(written)
-    pool = thread_owners.pool_of(store)
-    if pool is not None:
-        report.messages = await _redact_index(store, pool, user_id, written.redactor, written.texts, written.refs)
+    report.messages = await _redact_index(store, user_id, written.redactor, written.texts, written.refs)
     report.chats, report.summaries = await _redact_chats(store, user_id, written.redactor)
     log.info("forget for %s: %s", user_id, report.describe())
     return report
@@ -94,24 +93,22 @@ async def forget_message(store, user_id: str, thread_id: str, message_id: str) -
     deleted, its row in the index of what was said emptied."""
     written = await forget_message_items(store, user_id, thread_id, message_id)
     report = ForgetReport.of(written)
-    pool = thread_owners.pool_of(store)
-    if pool is not None:
-        report.messages = await _redact_index(store, pool, user_id, written.redactor, [], written.refs)
+    report.messages = await _redact_index(store, user_id, written.redactor, [], written.refs)
     return report
 
 
-async def _redact_index(store, pool, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]]) -> int:
+async def _redact_index(store, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]]) -> int:
     """Rewrite the index rows of the messages that carried what was forgotten."""
+    ours = memory_store(store)
     words = sorted({w for t in texts for w in content_words(t) if stem(w) in distinctive_stems(t)})
-    rows = await episode_rewrites.rows_with_words(pool, user_id, words, refs)
+    rows = await episode_rewrites.rows_with_words(ours.pool, user_id, words, refs)
     changed = [(r, redactor.said(r.thread_id, r.message_id, r.content)) for r in rows]
     changed = [(r, text) for r, text in changed if text != r.content]
     if not changed:
         return 0
-    embeddings = (getattr(store, "index_config", None) or {}).get("embed")
-    vectors = await embeddings.aembed_documents([t for _, t in changed])
+    vectors = await ours.embeddings.aembed_documents([t for _, t in changed])
     return await episode_rewrites.rewrite(
-        pool, user_id, [episode_rewrites.Rewrite(r.thread_id, r.message_id, t, v) for (r, t), v in zip(changed, vectors)]
+        ours.pool, user_id, [episode_rewrites.Rewrite(r.thread_id, r.message_id, t, v) for (r, t), v in zip(changed, vectors)]
     )
 
 
@@ -123,12 +120,12 @@ def redact_board(board: SummaryBoard, redactor: Redactor) -> SummaryBoard:
 
 async def _redact_chats(store, user_id: str, redactor: Redactor) -> tuple[int, int]:
     """Chat records (title, searchable text) and running summaries that carried what was forgotten."""
-    saver = checkpoint_reader(store)
+    saver = memory_store(store).checkpoint_reader()
     chats = summaries = 0
     for chat in await list_chats(store, user_id):
         if not (redactor.carries(chat.summary_text) or redactor.carries(chat.title)):
             continue
-        if saver is not None and await _redact_summary(saver, chat.thread_id, redactor):
+        if await _redact_summary(saver, chat.thread_id, redactor):
             summaries += 1
         title = redactor.text(chat.title)
         if title != chat.title and not chat.title_by_user:
@@ -197,12 +194,12 @@ async def forget_request(store, user_id: str, request: str) -> ForgetReport | No
 
 async def _said_anywhere(store, user_id: str, request: str) -> bool:
     """Whether some message of the user carries the request's distinctive words (a thing said, never remembered as an item)."""
-    pool = thread_owners.pool_of(store)
     words = [w for w in content_words(request) if stem(w) in distinctive_stems(request)]
-    if pool is None or not words:
+    if not words:
         return False
     probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))
-    return any(probe.carries(r.content) for r in await episode_rewrites.rows_with_words(pool, user_id, words, limit=50))
+    rows = await episode_rewrites.rows_with_words(memory_store(store).pool, user_id, words, limit=50)
+    return any(probe.carries(r.content) for r in rows)
 
 
 class Forgotten(BaseModel):
@@ -227,7 +224,7 @@ async def forget_in_words(store, user_id: str, request: str) -> Forgotten:
 
 async def forgotten_in(store, user_id: str, thread_id: str, messages) -> set[str]:
     """Ids of the chat's messages that carry something forgotten (the transcript marks them)."""
-    redactor = await forget_ledger.redactor(thread_owners.pool_of(store), user_id)
+    redactor = await forget_ledger.redactor(memory_store(store).pool, user_id)
     if not redactor:
         return set()
     return {m.id for m in messages if m.id and (redactor.hides(thread_id, m.id) or redactor.carries(m.text))}
@@ -235,4 +232,4 @@ async def forgotten_in(store, user_id: str, thread_id: str, messages) -> set[str
 
 async def redactor_for(store, user_id: str) -> Redactor:
     """The user's redactor, for everything that sends text to a model or writes derived text."""
-    return await forget_ledger.redactor(thread_owners.pool_of(store), user_id)
+    return await forget_ledger.redactor(memory_store(store).pool, user_id)

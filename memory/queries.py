@@ -38,7 +38,7 @@ from memory.chat_admin import owned_chats, owned_ids
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
-from storage import thread_owners
+from storage.memory_store import memory_store
 from memory.time_ranges import TIME_RANGE_HELP, InvalidTimeRange, TimeWindow, parse_time_range  # noqa: F401 - re-exported for MCP and tests
 from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported for the entry points
     InvalidItem,
@@ -374,11 +374,9 @@ async def _indexed_message_hits(
 ) -> list[MessageHit]:
     """Messages of every chat of the user, from the episodic index (memory.episodes), the time
     range applied to each message's own time; best first (full text and vectors fused)."""
-    pool, embeddings = thread_owners.pool_of(store), getattr(store, "embeddings", None)
-    if pool is None or embeddings is None:
-        return []  # a store without our tables (an in-memory test store) has no index
+    ours = memory_store(store)
     found = await episodes.fused_search(
-        pool, embeddings, user_id, query, since=window.start, until=window.end,
+        ours.pool, ours.embeddings, user_id, query, since=window.start, until=window.end,
         candidates=max(episodes.CANDIDATES, limit), gate=episodes.SEARCH_GATE,
     )
     terms, phrase = query_terms(query), " ".join(query.casefold().split())

@@ -2,8 +2,7 @@
 
 Facts are ranked in SQL by ``storage.vector_search.rank_memories`` (its docstring holds the
 formula, written once) with the weights below: 0.6 similarity, 0.25 importance, 0.15 recency
-with a 30-day half-life. A store that is not Postgres (in-memory, in unit tests) ranks by
-similarity alone.
+with a 30-day half-life.
 
 The top ``max_facts`` (default 7) go in; at least 3 when the user has 3 facts, and
 beyond 3 only facts whose similarity clears ``min_similarity``. Open tasks go in
@@ -22,12 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import SearchItem
-from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from storage import vector_search
-from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_facts, search_tasks
+from storage.memory_store import memory_store
+from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -61,18 +60,16 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
     """
     now = now or utcnow()
     candidates = max(CANDIDATES, max_facts * 3)
-    embeddings = getattr(store, "embeddings", None)
-    if isinstance(store, AsyncPostgresStore) and embeddings is not None and query.strip():
-        # In SQL: the nearest candidates of this user's facts, scored there (storage.vector_search).
-        vector = await embeddings.aembed_query(query)
-        ranked = await vector_search.rank_memories(
-            store.conn, facts_ns(user_id), vector, now=now, weights=WEIGHTS, candidates=candidates, limit=candidates, filter={"status": "active"}
-        )
-        items = [SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=r.similarity) for r in ranked]
-        scored = [ScoredFact(f, s, r.score) for (f, s), r in zip(_parsed_with(items), ranked) if f is not None]
-    else:
-        similar = await search_facts(store, user_id, query, limit=candidates)
-        scored = [ScoredFact(f, s, s) for f, s in similar]
+    if not query.strip():
+        return []
+    ours = memory_store(store)
+    # In SQL: the nearest candidates of this user's facts, scored there (storage.vector_search).
+    vector = await ours.embeddings.aembed_query(query)
+    ranked = await vector_search.rank_memories(
+        ours.conn, facts_ns(user_id), vector, now=now, weights=WEIGHTS, candidates=candidates, limit=candidates, filter={"status": "active"}
+    )
+    items = [SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=r.similarity) for r in ranked]
+    scored = [ScoredFact(f, s, r.score) for (f, s), r in zip(_parsed_with(items), ranked) if f is not None]
     scored.sort(key=lambda s: (-s.score, s.fact.created_at))
     chosen = scored[:MIN_FACTS] + [s for s in scored[MIN_FACTS:] if s.similarity >= MIN_SIMILARITY]
     return chosen[:max_facts]
@@ -86,8 +83,7 @@ async def load_user_context(
     now = utcnow()
     # load_context runs before the first token: the reads that do not need the message's vector
     # overlap its embedding (a thread), and the searches then share the cached vector.
-    embeddings = getattr(store, "embeddings", None)
-    warm = embeddings.aembed_query(query) if embeddings is not None and query.strip() else asyncio.sleep(0)
+    warm = memory_store(store).embeddings.aembed_query(query) if query.strip() else asyncio.sleep(0)
     doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_tasks(store, user_id, newest=10), warm)
 
     # A few open tasks always show; more only when they relate to the message (or it is about tasks).

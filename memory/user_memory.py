@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.store.base import BaseStore, Item, SearchItem
-from langgraph.store.postgres.aio import AsyncPostgresStore
 from pydantic import BaseModel, ValidationError
 
 from core.metrics import INVALID_ITEMS
 from storage import store_lookups, vector_search
+from storage.memory_store import memory_store
 from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_ns
 from core.schemas import ChatRecord, Fact, Task, UserDocument
 from memory.kinds import KINDS, STORE_KIND_NAMES, Kind
@@ -126,15 +126,13 @@ async def nearest_items(
     """The namespace's items nearest to ``query``. On Postgres through storage.vector_search: only
     this user's vectors are compared (the store's shared HNSW index, filtered afterwards, returns too
     few or wrong rows when many users share the table; benchmarks/bench_recall.py)."""
-    embeddings = getattr(store, "embeddings", None)
-    if isinstance(store, AsyncPostgresStore) and embeddings is not None:
-        vector = await embeddings.aembed_query(query)
-        matches = await vector_search.search_memories(store.conn, namespace, vector, k=limit, filter=filter)
-        return [
-            SearchItem(namespace=m.namespace, key=m.key, value=m.value, created_at=m.created_at, updated_at=m.updated_at, score=m.similarity)
-            for m in matches
-        ]
-    return await store.asearch(namespace, query=query, filter=filter, limit=limit)
+    ours = memory_store(store)
+    vector = await ours.embeddings.aembed_query(query)
+    matches = await vector_search.search_memories(ours.conn, namespace, vector, k=limit, filter=filter)
+    return [
+        SearchItem(namespace=m.namespace, key=m.key, value=m.value, created_at=m.created_at, updated_at=m.updated_at, score=m.similarity)
+        for m in matches
+    ]
 
 
 def _parse_hits(kind: Kind, hits: list[SearchItem]) -> list[tuple[Any, float]]:

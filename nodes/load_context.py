@@ -17,7 +17,7 @@ from core.errors import InvalidMessage
 from memory import episodes
 from memory.recall import load_user_context
 from nodes.compaction import model_view
-from storage import thread_owners
+from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +56,13 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
 async def _excerpts(store, user_id: str, query: str, thread_id: str | None, state: State, budget: int) -> list[dict]:
     """What was said in earlier turns and chats that bears on the message, minus what the model
     already sees (this thread's messages after the compaction cursor)."""
-    pool = thread_owners.pool_of(store)
-    embeddings = getattr(store, "embeddings", None)
-    if pool is None or embeddings is None or budget <= 0:
+    if budget <= 0:
         return []
+    ours = memory_store(store)
     in_view = [m.id for m in model_view(state.messages, state.summarized_through) if m.id]
     human, _ = current_turn(state.messages)
     # Ranked, not packed: the reply prompt packs them into what its other sections leave.
     return await episodes.recall_ranked(
-        pool, embeddings, user_id, query, store=store, thread_id=thread_id, exclude=in_view, token_cap=budget,
+        ours.pool, ours.embeddings, user_id, query, store=store, thread_id=thread_id, exclude=in_view, token_cap=budget,
         now=(sent_at(human) if human is not None else None) or datetime.now(timezone.utc),
     )

@@ -11,6 +11,7 @@ from core.messages import current_turn
 from core.metrics import timed
 from core.state import State
 import knowledge
+from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -18,11 +19,10 @@ log = logging.getLogger(__name__)
 async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
     human, _ = current_turn(state.messages)
-    store = runtime.store
-    # The knowledge base shares the store's pool and embeddings; other stores have no KB.
-    pool = getattr(store, "conn", None)
-    embeddings = getattr(store, "embeddings", None)
-    if human is None or pool is None or embeddings is None:
+    # The knowledge base shares the store's pool and embeddings.
+    store = memory_store(runtime.store)
+    pool, embeddings = store.pool, store.embeddings
+    if human is None:
         return {"retrieved_chunks": []}
     with timed("retrieve"):
         collection = ctx.rag_collection or None

@@ -16,7 +16,6 @@ from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used, tim
 from core.state import State
 from nodes.stream_events import NOSTREAM, emit
 from core.tokens import count_tokens
-from storage.checkpoint_rows import checkpoint_reader
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
 from core.statements import states_something
 from memory.chat_titles import keyword_title, needs_model_title
@@ -29,6 +28,7 @@ from memory.summarizer import fold_summary, make_first_title, make_title, recomp
 from memory.writer.records import save_chat_record
 from memory.user_memory import get_chat
 from storage import thread_owners
+from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
 async def _index_messages(runtime, ctx: Context, thread_id: str, state: State, redactor) -> None:
     """The episodic index after the reply (nothing of it before the first token). Derived data:
     a failure is logged and the next turn's sync writes what this one missed."""
-    saver = checkpoint_reader(runtime.store)  # dates messages from before times were kept
+    saver = memory_store(runtime.store).checkpoint_reader()  # dates messages from before times were kept
     try:
         with timed("index_messages"):
             await episodes.index_for_run(runtime.store, ctx.user_id, thread_id, state.messages, checkpointer=saver, redactor=redactor)
@@ -144,13 +144,11 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, board: Summ
     # A thread run without an owner yet (the CLI, evals, a kept stateless run) becomes the
     # run's user's, so its record and its ownership agree. Entry points check before the run;
     # this only refuses to file another user's chat among this user's.
-    pool = thread_owners.pool_of(store)
-    if pool is not None:
-        try:
-            await thread_owners.claim_ownership(pool, thread_id, ctx.user_id)
-        except thread_owners.ThreadTaken as exc:
-            log.warning("chat record not written: %s", exc)
-            return False
+    try:
+        await thread_owners.claim_ownership(memory_store(store).pool, thread_id, ctx.user_id)
+    except thread_owners.ThreadTaken as exc:
+        log.warning("chat record not written: %s", exc)
+        return False
     chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
     messages = redactor.messages_of(state.messages, thread_id)
     first = next((m for m in messages if isinstance(m, HumanMessage)), None)

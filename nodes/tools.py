@@ -17,7 +17,7 @@ from langgraph.types import interrupt
 from core.context import Context, get_context
 from core.dates import date_languages
 from core.messages import current_turn, sent_at
-from storage.checkpoint_rows import checkpoint_reader
+from storage.memory_store import memory_store
 from core.state import State
 from memory.writer.extraction import apply_extraction
 from memory.writer.merge_rules import TASK_DUPLICATE_THRESHOLD
@@ -43,9 +43,9 @@ def _user(runtime: AgentToolRuntime) -> str:
     return get_context(runtime).user_id
 
 
-def _saver(runtime: AgentToolRuntime) -> BaseCheckpointSaver | None:
+def _saver(runtime: AgentToolRuntime) -> BaseCheckpointSaver:
     """A reader of the user's other chats: checkpoints live in the store's database."""
-    return checkpoint_reader(runtime.store)
+    return memory_store(runtime.store).checkpoint_reader()
 
 
 def _current(runtime: AgentToolRuntime) -> queries.CurrentThread | None:

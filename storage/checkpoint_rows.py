@@ -14,15 +14,6 @@ from dataclasses import dataclass, field
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
-from storage.thread_owners import pool_of
-
-def checkpoint_reader(store) -> AsyncPostgresSaver | None:
-    """A saver reading the checkpoints in the database of ``store`` (our Postgres store), or None
-    for any other store. Tools read other chats through it: LangGraph gives a node its store, and
-    its own checkpointer only under a private config key."""
-    pool = pool_of(store)
-    return AsyncPostgresSaver(pool) if pool is not None else None
-
 
 GC_BLOBS = """
 DELETE FROM checkpoint_blobs b

@@ -19,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from core.redaction import Redactor, term_hashes
+from storage.memory_store import memory_store
 
 TABLE = "memory_agent_forgotten"
 
@@ -100,23 +101,17 @@ async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
 
 async def redactor_of_store(store, owner: str) -> Redactor:
     """The redactor read through a store's own connection (the writer's transaction sees a forget
-    that committed before it took the user's lock); empty for a store that is not Postgres."""
-    from langgraph.store.postgres.aio import AsyncPostgresStore
-
-    if not isinstance(store, AsyncPostgresStore):
-        return Redactor(owner)
-    return await redactor(store.conn, owner)
+    that committed before it took the user's lock)."""
+    return await redactor(memory_store(store).conn, owner)
 
 
 async def lift_of_store(store, owner: str, texts: list[str]) -> None:
     """End the forgets of the words of ``texts`` (the user typed them into their memory themselves),
     through the store's own connection (the writer's transaction)."""
-    from langgraph.store.postgres.aio import AsyncPostgresStore
-
     hashes = sorted(term_hashes(owner, texts))
-    if not isinstance(store, AsyncPostgresStore) or not hashes:
+    if not hashes:
         return
-    await store.conn.execute(
+    await memory_store(store).conn.execute(
         f"UPDATE {TABLE} SET hashes = ARRAY(SELECT unnest(hashes) EXCEPT SELECT unnest(%s::text[])) "
         "WHERE owner = %s AND hashes && %s::text[]",
         (hashes, owner, hashes),

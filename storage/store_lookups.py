@@ -12,6 +12,8 @@ from typing import Any
 from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool
 
+from storage.memory_store import memory_store
+
 # Expression indexes on LangGraph's own store table (created after store.setup(); idempotent).
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS store_value_hash_idx ON store (prefix, (value->>'hash')) WHERE value ? 'hash'",
@@ -43,11 +45,6 @@ async def items_where(
     )
     params: tuple = (".".join(namespace), list(values), *((status,) if status is not None else ()), limit)
     rows = await _rows(store, sql, params)
-    if rows is None:  # not a Postgres store (in-memory, tests): filter its items
-        found = []
-        for value in values:
-            found += await store.asearch(namespace, filter={field: value, **({"status": status} if status else {})}, limit=limit)
-        return [(i.key, i.value) for i in found][:limit]
     return [(r["key"], r["value"]) for r in rows]
 
 
@@ -61,18 +58,13 @@ async def field_of(store: BaseStore, namespace: tuple[str, ...], keys: list[str]
         " AND (expires_at IS NULL OR expires_at > now())"  # as the store's own reads
     )
     rows = await _rows(store, sql, (field, ".".join(namespace), list(keys), field))
-    if rows is None:  # not a Postgres store (in-memory, tests)
-        items = [await store.aget(namespace, k) for k in keys]
-        return {i.key: i.value.get(field) for i in items if i is not None and field in i.value}
     return {r["key"]: r["v"] for r in rows}
 
 
-async def _rows(store: BaseStore, sql: str, params: tuple) -> list[dict[str, Any]] | None:
-    """``sql`` run on the store's own Postgres (its pool or its connection); None for any other store."""
-    conn = getattr(store, "conn", None)
+async def _rows(store: BaseStore, sql: str, params: tuple) -> list[dict[str, Any]]:
+    """``sql`` run on the store's own connection: its pool, or the writer's transaction."""
+    conn = memory_store(store).conn
     if isinstance(conn, AsyncConnectionPool):
         async with conn.connection() as c:
             return await (await c.execute(sql, params)).fetchall()
-    if conn is not None and hasattr(conn, "execute"):
-        return await (await conn.execute(sql, params)).fetchall()
-    return None
+    return await (await conn.execute(sql, params)).fetchall()

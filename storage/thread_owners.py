@@ -26,7 +26,6 @@ import logging
 from typing import AsyncIterator, Iterable
 
 import psycopg
-from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
@@ -96,12 +95,6 @@ class ThreadTaken(MemoryAgentError, PermissionError):
         else:
             message = f"Thread {thread_id} belongs to another user."
         super().__init__(message)
-
-
-def pool_of(store) -> AsyncConnectionPool | None:
-    """The connection pool behind our Postgres store (``memory.backend.make_store``), else None."""
-    conn = getattr(store, "conn", None) if isinstance(store, AsyncPostgresStore) else None
-    return conn if isinstance(conn, AsyncConnectionPool) else None
 
 
 async def setup(pool: AsyncConnectionPool) -> None:

@@ -23,11 +23,11 @@ from typing import AsyncIterator
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.base import NOT_PROVIDED
-from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from memory.writer import edits as memory_edits
 from memory.backend import MemoryBackend, open_memory
 from memory.kinds import kind_of_namespace
+from storage.memory_store import MemoryStore
 from storage.postgres import describe_location
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
         yield backend.checkpointer
 
 
-class ServerStore(AsyncPostgresStore):
+class ServerStore(MemoryStore):
     """The server's store: what its store API puts or deletes in a user's memory goes through the
     one writer (memory.writer.edits) under the user's lock, with the writer's dedupe, as the
     chat API's writes do. app/studio/auth.py has checked the caller and the value first.
@@ -120,7 +120,9 @@ class ServerStore(AsyncPostgresStore):
     writer, whose transactions use a store of their own on one connection."""
 
     def __init__(self, backend: MemoryBackend) -> None:
-        super().__init__(backend.pool, index=backend.store.index_config)
+        # The nodes of the server's runs get this store: a MemoryStore like every entry point's. Its
+        # store API reads values as LangGraph's own store does (no load_value), as it always has.
+        super().__init__(backend.pool, index=backend.store.index_config, deserializer=None)  # type: ignore[arg-type]
         self._plain = backend.store
 
     async def aput(self, namespace, key, value, index=None, *, ttl=NOT_PROVIDED) -> None:
@@ -137,7 +139,7 @@ class ServerStore(AsyncPostgresStore):
 
 
 @asynccontextmanager
-async def store() -> AsyncIterator[AsyncPostgresStore]:
-    """langgraph.json ``store.path``: our AsyncPostgresStore (pgvector index on memory texts)."""
+async def store() -> AsyncIterator[MemoryStore]:
+    """langgraph.json ``store.path``: our MemoryStore (pgvector index on memory texts)."""
     async with shared_backend().use() as backend:
         yield ServerStore(backend)

@@ -23,11 +23,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-from langgraph.store.base import GetOp, PutOp
-from psycopg_pool import AsyncConnectionPool
+from langgraph.store.base import PutOp
 from pydantic import BaseModel, Field
 
 from storage import forget_ledger, store_rows
+from storage.memory_store import memory_store
 from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
@@ -423,10 +423,4 @@ async def mark_used(store, user_id: str, fact_ids: list[str], now: datetime | No
     now = now or utcnow()
     if not fact_ids:
         return
-    pool = getattr(store, "conn", None)
-    if isinstance(pool, AsyncConnectionPool):
-        await store_rows.set_field(pool, facts_ns(user_id), list(fact_ids), "last_used", now)
-        return
-    # Other stores (tests with an in-memory store): a plain put, text unchanged so no re-embedding.
-    items = [i for i in await store.abatch([GetOp(facts_ns(user_id), k) for k in fact_ids]) if i is not None]
-    await store.abatch([PutOp(i.namespace, i.key, {**i.value, "last_used": now.isoformat()}, index=False) for i in items])
+    await store_rows.set_field(memory_store(store).pool, facts_ns(user_id), list(fact_ids), "last_used", now)

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from langgraph.store.base import PutOp
-from psycopg_pool import AsyncConnectionPool
 
 from storage import episode_rewrites, forget_ledger
+from storage.memory_store import memory_store
 from storage.user_transaction import user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.schemas import Fact, Source, UserDocument, utcnow
@@ -64,7 +64,7 @@ async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, w
     """Forget ``targets`` ((part, key): a fact or task id, a profile field or preference name) and, with
     ``words``, what carries their distinctive stems; None when there is nothing to forget."""
     now = now or utcnow()
-    pool = store.conn if isinstance(getattr(store, "conn", None), AsyncConnectionPool) else None
+    pool = memory_store(store).pool
     out = ForgetWrite()
     texts: list[str] = [words] if words.strip() and distinctive_stems(words) else []
     refs: list[tuple[str, str]] = []
@@ -93,17 +93,13 @@ async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, w
             return None
         hashes = term_hashes(user_id, texts)
         # A source message that does not carry the words themselves is hidden whole.
-        sources = await episode_rewrites.rows_with_words(pool, user_id, [], refs) if pool is not None and refs else []
+        sources = await episode_rewrites.rows_with_words(pool, user_id, [], refs) if refs else []
         probe = Redactor(user_id, frozenset(hashes))
         carried = {(s.thread_id, s.message_id) for s in sources if probe.carries(s.content)}
         hidden = [r for r in refs if r not in carried]
-        conn = getattr(tx, "conn", None)
-        if pool is not None and conn is not None:
-            kind = ",".join(sorted({p for p, _ in targets})) or "words"
-            out.forget_id = await forget_ledger.record(conn, user_id, kind, hashes, hidden)
-            out.redactor = await forget_ledger.redactor(conn, user_id)
-        else:
-            out.redactor = Redactor(user_id, frozenset(hashes), frozenset(hidden))
+        kind = ",".join(sorted({p for p, _ in targets})) or "words"
+        out.forget_id = await forget_ledger.record(tx.conn, user_id, kind, hashes, hidden)
+        out.redactor = await forget_ledger.redactor(tx.conn, user_id)
         named = {key for part, key in targets if part in ("facts", "tasks")}
         ops = await _forget_carriers(tx, user_id, out, lambda item, text: item.id in named or out.redactor.carries(text)
                                      or (bool(item.sources) and all(out.redactor.hides(s.thread_id, s.message_id) for s in item.sources)))
@@ -132,9 +128,7 @@ async def forget_message_items(store, user_id: str, thread_id: str, message_id: 
     """Hide one message whole (the user deleted it outright): recorded, and the facts and tasks only it taught deleted."""
     out = ForgetWrite(forgotten=[f"message {message_id}"], refs=[(thread_id, message_id)])
     async with user_transaction(store, user_id) as tx:
-        conn = getattr(tx, "conn", None)
-        if conn is not None:
-            out.forget_id = await forget_ledger.hide_message(conn, user_id, thread_id, message_id)
+        out.forget_id = await forget_ledger.hide_message(tx.conn, user_id, thread_id, message_id)
         out.redactor = Redactor(user_id, frozenset(), frozenset({(thread_id, message_id)}))
 
         def only_from_it(item, _text) -> bool:

@@ -1,7 +1,8 @@
 """One concept, one place, checked over the production packages' source (ARCHITECTURE.md):
 every write to a user's memory goes through the writer package, memory/writer/, SQL on LangGraph's
-tables lives in storage/, there is one stopword list (core/stopwords.py) and no private
-LangGraph import."""
+tables lives in storage/, there is one stopword list (core/stopwords.py), no private
+LangGraph import, and the store's pool, embeddings and checkpoint reader are reached through
+storage/memory_store.py only."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from core.stopwords import STOPWORDS
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("app", "core", "embeddings", "evals", "graph", "knowledge", "llm", "memory", "nodes", "offline_model", "prompts", "storage")
 WRITER = "memory/writer/"
+STORE_HOME = "storage/memory_store.py"
+STORE_HANDLES = {"conn", "embeddings", "index_config", "pool"}
 STORE_WRITES = {"aput", "adelete", "abatch", "put", "delete", "batch"}
 LANGGRAPH_TABLES = r"(?:store|store_vectors|checkpoints|checkpoint_writes|checkpoint_blobs|checkpoint_migrations|store_migrations|vector_migrations)"
 SQL_ON_LANGGRAPH = re.compile(rf"\b(?:FROM|INTO|UPDATE|JOIN|ON|TABLE)\s+{LANGGRAPH_TABLES}\b", re.I)
@@ -117,3 +120,38 @@ def test_no_private_langgraph_module_is_imported():
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("langgraph") and "._" in node.module
     ]
     assert private == [], f"private langgraph imports: {private}"
+
+
+def store_fishing(tree: ast.Module) -> list[int]:
+    """Lines that reach into a store by name instead of through storage.memory_store.memory_store:
+    ``getattr(x, "conn" | "embeddings" | "index_config" | "pool")``, a ``pool_of``, or a branch on
+    ``isinstance(x, AsyncPostgresStore)`` (a fallback for a store the product does not run on)."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        args = node.args
+        if name == "getattr" and len(args) >= 2 and isinstance(args[1], ast.Constant) and args[1].value in STORE_HANDLES:
+            lines.append(node.lineno)
+        elif name == "pool_of":
+            lines.append(node.lineno)
+        elif name == "isinstance" and len(args) == 2 and "AsyncPostgresStore" in ast.unparse(args[1]):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_store_is_reached_through_its_one_accessor():
+    outside = {path: lines for path, tree in sources() if path != STORE_HOME and (lines := store_fishing(tree))}
+    assert outside == {}, f"a store's pool, embeddings or type fished for outside {STORE_HOME} (use memory_store(store)): {outside}"
+
+
+def test_the_store_check_sees_fishing():
+    tree = ast.parse(
+        "pool = getattr(store, 'conn', None)\n"
+        "emb = (getattr(store, 'index_config', None) or {}).get('embed')\n"
+        "p = thread_owners.pool_of(store)\n"
+        "if isinstance(store, AsyncPostgresStore): pass\n"
+        "x = getattr(item, 'text', '')"
+    )
+    assert sorted(store_fishing(tree)) == [1, 2, 3, 4]
