@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from core.stopwords import CHAT_WORDS, FILLER, STOPWORDS
+from core.words import word_runs
 
 # A sentence opening like this asks, with or without its "?" ("tell me what I said about Lisbon").
 _ASKS = re.compile(
@@ -20,7 +21,6 @@ _ASKS = re.compile(
     re.I,
 )
 _SENTENCES = re.compile(r"(?<=[.!?。？！])\s+|\n+")
-_WORD = re.compile(r"\w+")
 # Words that say nothing of a topic: function words, greetings, how people refer to a chat, and
 # the verbs of asking about one.
 NOT_CONTENT = STOPWORDS | FILLER | CHAT_WORDS | frozenset("say tell know remember mention mentioned".split())
@@ -32,7 +32,7 @@ def sentences(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     # "I'm" splits into "i" and "m": a one-letter piece is never content.
-    return [w for w in _WORD.findall(text.casefold()) if len(w) > 1 and w not in NOT_CONTENT]
+    return [w for w in word_runs(text.casefold()) if len(w) > 1 and w not in NOT_CONTENT]
 
 
 def is_statement(sentence: str) -> bool:

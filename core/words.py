@@ -1,8 +1,9 @@
 """Words of a text as the matchers see them: tokens, stems, content words.
 
 One home for splitting text into words and stemming them (NLTK's Porter stemmer, no corpus
-download). New matchers take their words from here; the older ones are listed in
-ARCHITECTURE.md's open items until they move.
+download). New matchers take :func:`words`, :func:`stem` and :func:`content_words`; the older
+matchers' own splitters and suffix stems live here too, as named variants
+(tests/unit/test_one_home.py fails on a word splitter elsewhere).
 """
 
 from __future__ import annotations
@@ -45,9 +46,57 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if is_content_word(w)]
 
 
+# --------------------------------------------------------------------------- older matchers' words
+# What the older matchers split and stem by, moved here unchanged: they differ from words() and
+# stem() (no normalization, underscores and digits inside words, suffix stems) and their tests pin
+# what they match, so each keeps its own variant rather than one rewording all of them.
+WORD_RUN = re.compile(r"\w+")
+_WORD_WITH_APOSTROPHE = re.compile(r"\w+(?:'\w+)?")
+_HYPHENATED = re.compile(r"[\w-]+")
+# A word starts with a letter and keeps inner apostrophes and hyphens ("O'Brien", "well-known");
+# a number keeps its separators ("3.5", "12:30", "1/2").
+_WORD_OR_NUMBER = re.compile(r"[^\W\d_][\w'’-]*|\d[\d.,:/]*", re.UNICODE)
+LIGHT_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def word_runs(text: str) -> list[str]:
+    """Runs of word characters (``\\w+``: letters, digits, underscores) as written; callers fold."""
+    return WORD_RUN.findall(text)
+
+
+def words_with_apostrophe(text: str) -> list[str]:
+    """Like :func:`word_runs`, one apostrophe kept inside a word ("don't" is one word)."""
+    return _WORD_WITH_APOSTROPHE.findall(text)
+
+
+def hyphenated_words(text: str) -> list[str]:
+    """Word runs with their hyphens, so a code such as "XR-2291-B" stays one word."""
+    return _HYPHENATED.findall(text)
+
+
+def words_and_numbers(text: str) -> list[str]:
+    """Words as written (capitals kept, for names) and numbers with their separators."""
+    return _WORD_OR_NUMBER.findall(text)
+
+
+def accentless_words(text: str) -> list[str]:
+    """Casefolded word runs with accents dropped ("Café" -> "cafe"), for matching across spellings."""
+    plain = unicodedata.normalize("NFKD", text.casefold())
+    return word_runs("".join(c for c in plain if not unicodedata.combining(c)))
+
+
+def light_stem(word: str, *, suffixes: Sequence[str] = LIGHT_SUFFIXES, min_stem: int = 3) -> str:
+    """``word`` without its first matching suffix, when at least ``min_stem`` letters remain
+    ("plays" -> "play", "renewing" -> "renew"): a stem for English templates, no dictionary."""
+    for suffix in suffixes:
+        if len(word) - len(suffix) >= min_stem and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
 # --------------------------------------------------------------------------- keyword matching
 # Search as the user types it (the MCP and history searches): a term matches the words it starts.
-_TYPED_WORD = re.compile(r"\w+")
+_TYPED_WORD = WORD_RUN
 
 
 def query_terms(query: str) -> list[str]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from core.words import word_runs
 from embeddings.encoder import MiniLMEmbeddings
 from embeddings.weights import EmbeddingModelUnavailable, resolve_minilm_dir
 
@@ -50,9 +50,6 @@ class EmbeddingsInfo:
 
 
 
-_WORD_RE = re.compile(r"\w+")
-
-
 class HashEmbeddings(Embeddings):
     """Deterministic signed feature hashing -- FOR TESTS AND DEMOS ONLY, not semantic.
 
@@ -70,7 +67,7 @@ class HashEmbeddings(Embeddings):
         self.model_name = f"hash:{dims}"
 
     def _embed(self, text: str) -> list[float]:
-        words = _WORD_RE.findall(text.lower())
+        words = word_runs(text.lower())
         features = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
         vec = np.zeros(self.dims, dtype=np.float64)
         for feature in features:

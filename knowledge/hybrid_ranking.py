@@ -20,6 +20,8 @@ from typing import Hashable, Sequence, TypeVar
 
 import numpy as np
 
+from embeddings.calibration import CALIBRATED
+
 K = TypeVar("K", bound=Hashable)
 
 RRF_K = 60
@@ -51,12 +53,12 @@ class RelevanceGate:
     retrieval --calibrate`` on the calibration half of ``evals/data/retrieval_queries.json`` (the
     figures and the held-out half are in the README); ``min_coverage`` (half the question's
     weight) is a design choice, not fitted. Another embedding model has another scale of
-    cosines: calibrate again for it.
+    cosines: calibrate again for it (its row in embeddings/calibration.py).
     """
 
-    min_similarity: float = 0.38
-    min_similarity_text_match: float = 0.34
-    min_similarity_covered: float = 0.13
+    min_similarity: float = CALIBRATED.knowledge_min_similarity
+    min_similarity_text_match: float = CALIBRATED.knowledge_min_similarity_text_match
+    min_similarity_covered: float = CALIBRATED.knowledge_min_similarity_covered
     min_coverage: float = 0.5
 
     def admits(self, similarity: float | None, *, text_match: bool, whole_match: bool, coverage: float = 0.0) -> bool:
@@ -121,7 +123,7 @@ def mmr_select(
     lambda_mult: float = 0.7,
     token_costs: Sequence[int] | None = None,
     token_budget: int | None = None,
-    duplicate_threshold: float = 0.95,
+    duplicate_threshold: float = CALIBRATED.knowledge_duplicate,
 ) -> list[int]:
     """Indices of the chosen candidates, in the order chosen (most relevant first).
 

@@ -4,7 +4,6 @@ then diversified with MMR within ``k`` chunks and a token budget (see :mod:`know
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, computed_field
 
 from core.stopwords import FILLER, STOPWORDS
+from core.words import hyphenated_words
 from knowledge.hybrid_ranking import RELEVANCE_GATE, RRF_K, RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
 from prompts.reply_prompt import chunk_cost
 from knowledge.schema import HNSW_MAX_EF_SEARCH, TEXT_VECTOR_FUNCTION, _conn, _dims_mismatch, _distance_sql, _row
@@ -66,11 +66,10 @@ class RetrievedChunk(BaseModel):
 # holding all of them is evidence enough. A longer question must be similar to the chunk: its
 # words can all appear in a chunk that only quotes it.
 LOOKUP_MAX_WORDS = 3
-_QUERY_WORD = re.compile(r"[\w-]+")
 
 
 def content_words(query: str) -> list[str]:
-    return [w for w in _QUERY_WORD.findall(query.casefold()) if w not in STOP_WORDS and len(w.strip("-")) > 1]
+    return [w for w in hyphenated_words(query.casefold()) if w not in STOP_WORDS and len(w.strip("-")) > 1]
 
 
 _CHUNK_COLUMNS = "id, collection, source, chunk_index, heading_path, content, metadata, embedding"

@@ -20,6 +20,7 @@ from typing import Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from core.stopwords import FILLER, STOPWORDS
+from core.words import word_runs, words_with_apostrophe
 from prompts.reply_prompt import user_words
 
 __all__ = [
@@ -88,11 +89,8 @@ NUDGES = {
     "repeat": "Your last answer repeated your previous reply word for word. Do not repeat it: answer the user's newest message.",
 }
 
-_WORD = re.compile(r"\w+")
-
-
 def _words(text: str) -> list[str]:
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return word_runs(unicodedata.normalize("NFKC", text).casefold())
 
 
 def same_text(a: str, b: str) -> bool:
@@ -103,11 +101,8 @@ def same_text(a: str, b: str) -> bool:
     return wa == wb or SequenceMatcher(None, wa, wb, autojunk=False).ratio() >= SAME_TEXT_RATIO
 
 
-_WORD_WITH_APOSTROPHE = re.compile(r"\w+(?:'\w+)?")
-
-
 def _content_count(text: str) -> int:
-    words = _WORD_WITH_APOSTROPHE.findall(unicodedata.normalize("NFKC", text).replace("’", "'").casefold())
+    words = words_with_apostrophe(unicodedata.normalize("NFKC", text).replace("’", "'").casefold())
     return sum(1 for w in words if w not in STOPWORDS and w not in FILLER)
 
 

@@ -32,14 +32,16 @@ from typing import Literal
 
 from core.stopwords import CHAT_WORDS, STOPWORDS
 from core.schemas import ChatRecord, utcnow
+from core.words import light_stem, word_runs
+from embeddings.calibration import CALIBRATED
 from memory.chat_admin import owned_ids
 from memory.user_memory import age_days, search_chats
 
 W_SIMILARITY, W_WORDS, W_RECENCY = 0.7, 0.15, 0.15
 RECENCY_HALF_LIFE_DAYS = 14.0
-MIN_SIMILARITY = 0.2
-CLEAR_SCORE = 0.45
-CLEAR_MARGIN = 0.1
+MIN_SIMILARITY = CALIBRATED.chat_candidate
+CLEAR_SCORE = CALIBRATED.chat_clear_score
+CLEAR_MARGIN = CALIBRATED.chat_clear_margin
 MAX_CANDIDATES = 5
 FORMULA = (
     f"score = {W_SIMILARITY}·similarity + {W_WORDS}·words + {W_RECENCY}·recency, words = share of the query's content "
@@ -72,16 +74,15 @@ def recency(last_activity: datetime, now: datetime) -> float:
     return 0.5 ** (age_days(last_activity, now) / RECENCY_HALF_LIFE_DAYS)
 
 
-_WORD = re.compile(r"\w+")
 _STOP = STOPWORDS | CHAT_WORDS
 
 
 def _words(text: str) -> set[str]:
     out = set()
-    for w in _WORD.findall(text.casefold()):
+    for w in word_runs(text.casefold()):
         if w in _STOP or len(w) < 3:
             continue
-        out.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
+        out.add(light_stem(w, suffixes=("s",)))
     return out
 
 

@@ -38,6 +38,8 @@ from core.redaction import Redactor
 from core.stopwords import ENGLISH as STOPWORDS
 from core.statements import reported
 from core.tokens import count_tokens
+from core.words import WORD_RUN
+from embeddings.calibration import CALIBRATED
 from knowledge.hybrid_ranking import reciprocal_rank_fusion
 from memory.user_memory import chat_titles
 from prompts.excerpts import pack_excerpts, render_excerpt
@@ -198,12 +200,12 @@ class EpisodeGate:
     unrelated messages); another embedding model needs its own floors.
     """
 
-    min_similarity: float = 0.47
-    min_similarity_covered: float = 0.25
+    min_similarity: float = CALIBRATED.episode_min_similarity
+    min_similarity_covered: float = CALIBRATED.episode_min_similarity_covered
     min_coverage: float = 0.5
     # Once one message clears the gate the question is about the past: the others then need only
     # this much (similarity, or share of the question's weighted words) to fill the budget.
-    floor_similarity: float = 0.25
+    floor_similarity: float = CALIBRATED.episode_floor_similarity
     floor_coverage: float = 0.25
 
     def admits(self, c: table.Candidate) -> bool:
@@ -234,7 +236,7 @@ SMALL_TALK = (
     "Great, let's do that.",
     "lol that's funny",
 )
-SMALL_TALK_SIMILARITY = 0.7
+SMALL_TALK_SIMILARITY = CALIBRATED.small_talk
 _small_talk_vectors: dict[int, Any] = {}
 
 
@@ -298,7 +300,7 @@ async def fused_search(
 # (6 did better than 12 or 20 on LoCoMo at the same budget: longer turns mostly stand alone.)
 SHORT_TURN_WORDS = 6
 NEIGHBOURS_ALWAYS = False
-_WORDS = re.compile(r"\w+")
+_WORDS = WORD_RUN  # core.words: every splitter lives there
 
 
 def needs_previous(c: table.Candidate) -> bool:

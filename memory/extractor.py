@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import unicodedata
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -22,6 +21,7 @@ from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
 from memory.writer.merge_rules import refines, slot_of
 from core.stopwords import STOPWORDS
+from core.words import accentless_words, light_stem, word_runs
 from offline_model.rule_extraction import extract_with_rules
 
 log = logging.getLogger(__name__)
@@ -121,24 +121,19 @@ async def extract(
 
 
 def _names(text: str) -> set[str]:
-    return {w.casefold() for w in re.findall(r"\w+", text)[1:] if w[:1].isupper()}
+    return {w.casefold() for w in word_runs(text)[1:] if w[:1].isupper()}
 
 
 def drop_echoed_examples(result: ExtractionResult, user_message: str) -> ExtractionResult:
     """``result`` without new facts that repeat one of the prompt's examples the user never spoke of
     (its names, or for an example without one, its other words)."""
-    examples = {e.casefold(): _names(e) or {w.casefold() for w in re.findall(r"\w+", e)[1:]} - STOPWORDS for e in EXAMPLE_FACTS}
-    said = {w.casefold() for w in re.findall(r"\w+", user_message)}
+    examples = {e.casefold(): _names(e) or {w.casefold() for w in word_runs(e)[1:]} - STOPWORDS for e in EXAMPLE_FACTS}
+    said = {w.casefold() for w in word_runs(user_message)}
     kept = [f for f in result.new_facts if f.text.casefold() not in examples or examples[f.text.casefold()] <= said]
     if len(kept) < len(result.new_facts):
         log.warning("extraction: dropped %d fact(s) copied from the prompt's examples", len(result.new_facts) - len(kept))
         return result.model_copy(update={"new_facts": kept})
     return result
-
-
-def _folded_words(text: str) -> list[str]:
-    plain = unicodedata.normalize("NFKD", text.casefold())
-    return re.findall(r"\w+", "".join(c for c in plain if not unicodedata.combining(c)))
 
 
 def _word_said(word: str, said: list[str]) -> bool:
@@ -153,13 +148,13 @@ def _word_said(word: str, said: list[str]) -> bool:
 
 def _stated(value: str, said: list[str]) -> bool:
     """Some word of ``value`` beyond the stopwords is in the message (:func:`_word_said`)."""
-    return any(_word_said(word, said) for word in _folded_words(value) if word not in STOPWORDS)
+    return any(_word_said(word, said) for word in accentless_words(value) if word not in STOPWORDS)
 
 
 def _stated_whole(value: str, said: list[str]) -> bool:
     """Every word of a one-line value is in the message: the 0.5B's role "web user" for "I love to
     browse the web" has a word of it, not the whole."""
-    words = [w for w in _folded_words(value) if w not in STOPWORDS]
+    words = [w for w in accentless_words(value) if w not in STOPWORDS]
     return bool(words) and all(_stated(w, said) for w in words)
 
 
@@ -176,7 +171,7 @@ def drop_unstated_profile_values(result: ExtractionResult, user_message: str, st
     a larger model rightly infers ("München" → Munich) is lost from the profile, and is still free to
     arrive as a fact.
     """
-    said = _folded_words(user_message)
+    said = accentless_words(user_message)
     stored_profile = stored_profile or {}
     kept: dict = {}
     invented: list[str] = []  # a stored value sent again changes nothing: dropped without a warning
@@ -232,7 +227,7 @@ def drop_unstated_preferences(result: ExtractionResult, user_message: str, store
     word of its value, a yes/no by a word of its topic; a note or fact about answers must name no
     length the user did not say. What the rules read in the message is merged in afterwards.
     """
-    said, said_lengths = _folded_words(user_message), _lengths_named(user_message)
+    said, said_lengths = accentless_words(user_message), _lengths_named(user_message)
     stored_preferences = stored_preferences or {}
     prefs = result.new_preferences.model_dump()
     invented: list[str] = []
@@ -265,7 +260,7 @@ def drop_unstated_preferences(result: ExtractionResult, user_message: str, store
 
 def _fact_words(text: str) -> list[str]:
     """What a fact says beyond stopwords and the templates' and feelings' verbs ("Loves poached eggs": poached, eggs)."""
-    return [w for w in _folded_words(text) if w not in STOPWORDS and w not in _FEELING_WORDS]
+    return [w for w in accentless_words(text) if w not in STOPWORDS and w not in _FEELING_WORDS]
 
 
 def _statements(text: str) -> str:
@@ -286,16 +281,16 @@ def grounded_in(fact: str, user_message: str, reply: str = "") -> bool:
     statements = _statements(user_message)
     if _negated(fact) and not _negated(statements):
         return False  # a "not" the user never said ("Does not like movies" for "the sunset over a movie")
-    said, words = _folded_words(statements), _fact_words(fact)
+    said, words = accentless_words(statements), _fact_words(fact)
     unsaid = [w for w in words if not _word_said(w, said)]
     # A number the user said is what the fact is about ("Is 31 years old" for "I turned 31!").
     said_number = any(w.isdigit() and w in said for w in words)
     if not words or (2 * len(unsaid) > len(words) and not said_number):
         return False
-    named = [n for n in _folded_words(" ".join(w for w in re.findall(r"\w+", fact)[1:] if w[:1].isupper())) if n not in STOPWORDS]
+    named = [n for n in accentless_words(" ".join(w for w in word_runs(fact)[1:] if w[:1].isupper())) if n not in STOPWORDS]
     if named and not any(_word_said(n, said) for n in named):
         return False  # names only what the user did not ("Has lived in Haifa", the prompt's example); "Lisbon, Portugal" is theirs
-    replied = _folded_words(reply)
+    replied = accentless_words(reply)
     return not any(_word_said(w, replied) for w in unsaid)
 
 
@@ -317,15 +312,12 @@ def drop_unsaid_facts(result: ExtractionResult, user_message: str, reply: str = 
 
 # --------------------------------------------------------------------------- the rules' floor
 def _stem(word: str) -> str:
-    """A light stem, so "plays" and "play", "renewing" and "renew" are one word."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    """A light stem, so "plays" and "play", "renewing" and "renew" are one word (four letters left)."""
+    return light_stem(word, min_stem=4)
 
 
 def _content(text: str) -> set[str]:
-    return {_stem(w) for w in _folded_words(text) if w not in STOPWORDS and len(w) > 2}
+    return {_stem(w) for w in accentless_words(text) if w not in STOPWORDS and len(w) > 2}
 
 
 def _restates(a: str, b: str) -> bool:
@@ -355,12 +347,12 @@ def _negated(text: str) -> bool:
 
 
 def _value_words(rule_fact: str) -> list[str]:
-    return [w for w in _folded_words(rule_fact) if w not in STOPWORDS and w not in _TEMPLATE_WORDS]
+    return [w for w in accentless_words(rule_fact) if w not in STOPWORDS and w not in _TEMPLATE_WORDS]
 
 
 def _has_value_of(model_fact: str, rule_fact: str) -> bool:
     """Every word of the rule's value is in ``model_fact`` ("Lives in חיפה" / "גר בחיפה")."""
-    words, theirs = _value_words(rule_fact), _folded_words(model_fact)
+    words, theirs = _value_words(rule_fact), accentless_words(model_fact)
     return bool(words) and all(_word_said(w, theirs) for w in words)
 
 
@@ -373,8 +365,8 @@ def _says_as_much(model_fact: str, rule_fact: str) -> bool:
         return False
     value = _value_words(rule_fact)
     extra = [w for w in _fact_words(model_fact) if not _word_said(w, value)]
-    verb = _folded_words(rule_fact)[0]
-    return not extra or verb in _PLACE_VERBS or _word_said(verb, _folded_words(model_fact))
+    verb = accentless_words(rule_fact)[0]
+    return not extra or verb in _PLACE_VERBS or _word_said(verb, accentless_words(model_fact))
 
 
 def _denies(model_fact: str, rule_fact: str) -> bool:
@@ -417,7 +409,7 @@ def merge_with_rules(
     """The model's result over the rules' floor: nothing the rules found is lost, and for one slot
     (a profile or preference field, a single-valued fact such as "Lives in …", a task) the model's
     value wins when the user's message clearly states it; otherwise the rules' value stands."""
-    said = _folded_words(user_message)
+    said = accentless_words(user_message)
     sections: dict[str, dict[str, Any]] = {}
     for name in ("profile_updates", "new_preferences"):
         mine, theirs = getattr(model, name).model_dump(), getattr(rules, name).model_dump()

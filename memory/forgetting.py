@@ -32,6 +32,7 @@ from core.namespaces import facts_ns, tasks_ns
 from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
+from embeddings.calibration import CALIBRATED
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 Part = Literal["facts", "tasks", "profile", "preferences"]
 PARTS: tuple[Part, ...] = ("facts", "tasks", "profile", "preferences")
 # A fact found by meaning alone (its words differ from the request's) must be this close.
-FORGET_SIMILARITY = 0.55
+FORGET_SIMILARITY = CALIBRATED.forget_match
 
 
 class ForgetTarget(BaseModel):

@@ -24,17 +24,18 @@ from langgraph.store.base import SearchItem
 
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
+from embeddings.calibration import CALIBRATED
 from storage import vector_search
 from storage.memory_store import memory_store
 from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
-MIN_FACTS, MIN_SIMILARITY = 3, 0.25
+MIN_FACTS, MIN_SIMILARITY = 3, CALIBRATED.fact_recall
 # Facts ranked per turn at most: the nearest by similarity (a bounded set, so cost stays flat).
 CANDIDATES = 50
-RELATED_CHAT_SIMILARITY = 0.5
-TASK_SIMILARITY = 0.3
+RELATED_CHAT_SIMILARITY = CALIBRATED.related_chat
+TASK_SIMILARITY = CALIBRATED.task_recall
 TASK_WORDS = re.compile(r"\b(task|tasks|todo|to-do|remind|reminder|plan|list)\b", re.I)
 
 

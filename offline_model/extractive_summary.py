@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 from core.stopwords import FILLER, LOW_CONTENT, STOPWORDS, VAGUE
 from core.tokens import count_tokens
 from core.schemas import SummaryBoard, normalize_text
+from core.words import words_and_numbers
 
 __all__ = [
     "EXTRACTIVE_PREFIX",
@@ -73,7 +74,6 @@ _ACTION_ASSISTANT = re.compile(r"\blet's\b|\blet us\b", re.I)
 _LINE = re.compile(r"^\s*\[(?P<role>[^\]]+)\]\s?(?P<text>.*)$")
 _CALLED = re.compile(r"\s*\(called .*\)\s*$")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=\S)|\n+")
-_TOKEN = re.compile(r"[^\W\d_][\w'’-]*|\d[\d.,:/]*", re.UNICODE)
 _CAPITALIZED = re.compile(r"^[A-Z][\w'’.-]*$")
 _I_FORMS = frozenset({"I", "I'm", "I've", "I'll", "I'd", "Im", "OK", "Ok"})
 _CONNECTORS = frozenset({"of", "de", "da", "di", "del", "van", "von", "la", "le", "al", "el", "bin"})
@@ -131,7 +131,7 @@ def strip_prefix(summary: str) -> str:
 
 # --------------------------------------------------------------------------- signals
 def _tokens(sentence: str) -> list[str]:
-    return _TOKEN.findall(sentence)
+    return words_and_numbers(sentence)
 
 
 def _is_question(sentence: str) -> bool:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from core.statements import content_words, sentences, is_statement
+from core.words import light_stem
 
 __all__ = ["Quote", "quotes_for", "render_quotes"]
 
@@ -37,10 +38,7 @@ class Quote:
 
 def _stem(word: str) -> str:
     """A light stem, so "moving", "moved" and "move" are one word."""
-    for suffix in ("ing", "ed", "es", "e", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
+    return light_stem(word, suffixes=("ing", "ed", "es", "e", "s"))
 
 
 def _stems(text: str) -> set[str]:

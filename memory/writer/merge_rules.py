@@ -8,10 +8,11 @@ import re
 from typing import Any
 
 from core.schemas import Importance, normalize_text
+from embeddings.calibration import CALIBRATED
 
-MERGE_THRESHOLD = 0.9
-TASK_MATCH_THRESHOLD = 0.75
-TASK_DUPLICATE_THRESHOLD = 0.92
+MERGE_THRESHOLD = CALIBRATED.fact_merge
+TASK_MATCH_THRESHOLD = CALIBRATED.task_match
+TASK_DUPLICATE_THRESHOLD = CALIBRATED.task_duplicate
 
 # Facts of which a user has one value at a time: a new value supersedes the old.
 # Each slot is recognised by patterns on the normalized text ("is 30 years old" and

@@ -7,6 +7,7 @@ import re
 
 from core.dates import MONTHS, PART_OF_DAY, TIME_WORDS, WEEKDAYS
 from core.stopwords import STOPWORDS, VAGUE
+from core.words import light_stem, word_runs
 
 # --------------------------------------------------------------------------- vocabulary
 _STOPWORDS = STOPWORDS | VAGUE
@@ -195,31 +196,24 @@ def _language(word: str) -> str | None:
     return None
 
 
-_STEM_SUFFIXES = ("ing", "ed", "es", "s")
-
-
 def _content_words(text: str) -> set[str]:
     out: set[str] = set()
-    for w in re.findall(r"\w+", text.lower()):
+    for w in word_runs(text.lower()):
         if w in _STOPWORDS or len(w) < 2:
             continue
-        for suf in _STEM_SUFFIXES:
-            if len(w) > len(suf) + 2 and w.endswith(suf):
-                w = w[: -len(suf)]
-                break
-        out.add(w)
+        out.add(light_stem(w))
     return out
 
 
 def _importance_for(text: str, default: str = "medium") -> str:
-    words = set(re.findall(r"\w+", text.lower()))
+    words = set(word_runs(text.lower()))
     if words & _FAMILY_WORDS or words & _HEALTH_WORDS:
         return "high"
     return default
 
 
 def _tags_for(text: str, base: list[str]) -> list[str]:
-    words = set(re.findall(r"\w+", text.lower()))
+    words = set(word_runs(text.lower()))
     tags = list(base)
     if words & _FAMILY_WORDS and "family" not in tags:
         tags.append("family")

@@ -1,8 +1,8 @@
 """One concept, one place, checked over the production packages' source (ARCHITECTURE.md):
 every write to a user's memory goes through the writer package, memory/writer/, SQL on LangGraph's
-tables lives in storage/, there is one stopword list (core/stopwords.py), no private
-LangGraph import, and the store's pool, embeddings and checkpoint reader are reached through
-storage/memory_store.py only."""
+tables lives in storage/, there is one stopword list (core/stopwords.py), one home for word splitters (core/words.py), one
+table of similarity thresholds (embeddings/calibration.py), no private LangGraph import, and the store's
+pool, embeddings and checkpoint reader are reached through storage/memory_store.py only."""
 
 from __future__ import annotations
 
@@ -155,3 +155,148 @@ def test_the_store_check_sees_fishing():
         "x = getattr(item, 'text', '')"
     )
     assert sorted(store_fishing(tree)) == [1, 2, 3, 4]
+
+
+# A regular expression that matches a run of word characters: ``\w+``, ``[\w-]+``, ``[a-z0-9]+``,
+# ``[^\W_]+``, ``\w+(?:'\w+)?``... (a pattern that only starts with one, such as a function name's
+# ``[a-z][a-z0-9]*``, is not a splitter).
+WORD_SPLITTER = re.compile(r"^(?:\\w|\[\^?(?:\\[wWd]|a-z|A-Z|0-9|[-_'’])+\])\+")
+# The published scorers' own tokenizers (ROUGE's, LoCoMo's), kept as they define them.
+SPLITTERS_ALLOWED = ("core/words.py", "evals/metrics/")
+
+
+def word_splitters(tree: ast.Module) -> list[int]:
+    """Lines passing a word-run pattern to ``re`` (compile, findall, finditer, split, ...)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "re"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+        and WORD_SPLITTER.match(node.args[0].value)
+    ]
+
+
+def test_words_are_split_only_in_core_words():
+    outside = {path: lines for path, tree in sources() if not path.startswith(SPLITTERS_ALLOWED) and (lines := word_splitters(tree))}
+    assert outside == {}, f"word splitters outside core/words.py (use or add one there): {outside}"
+
+
+def test_the_splitter_check_sees_a_new_splitter_and_not_a_name_pattern():
+    tree = ast.parse(
+        'a = re.findall(r"[a-z0-9]+", t)\nb = re.compile(r"\\w+")\nc = re.compile(r"[^\\W_]+(?:\'x)*")\n'
+        'd = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")\ne = re.compile(r"\\s+")'
+    )
+    assert word_splitters(tree) == [1, 2, 3]
+
+
+# A name of a similarity floor (weights such as W_SIMILARITY are not floors).
+THRESHOLD_NAME = re.compile(r"^(?!W_)\w*(?:similarity|threshold|duplicate)", re.I)
+# evals/ scores runs with its own pinned matcher and options (--threshold): a measurement's settings.
+THRESHOLDS_ALLOWED = ("embeddings/calibration.py", "evals/")
+
+
+def threshold_constants(tree: ast.Module) -> list[str]:
+    """Names bound to a float literal (assignments, fields, parameter defaults) that name a similarity floor."""
+    found = []
+    for node in ast.walk(tree):
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs += list(zip(target.elts, node.value.elts))
+                else:
+                    pairs.append((target, node.value))
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs.append((node.target, node.value))
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            pairs += list(zip(positional[len(positional) - len(node.defaults) :], node.defaults))
+            pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+        for target, value in pairs:
+            name = getattr(target, "id", None) or getattr(target, "arg", None) or getattr(target, "attr", None) or ""
+            if THRESHOLD_NAME.match(name) and isinstance(value, ast.Constant) and isinstance(value.value, float):
+                found.append(f"{name}@{target.lineno}")
+    return found
+
+
+def test_similarity_thresholds_are_only_in_the_calibration_table():
+    outside = {path: names for path, tree in sources() if not path.startswith(THRESHOLDS_ALLOWED) and (names := threshold_constants(tree))}
+    assert outside == {}, f"similarity thresholds outside embeddings/calibration.py: {outside}"
+
+
+def test_the_threshold_check_sees_constants_fields_and_defaults():
+    tree = ast.parse(
+        "MERGE_THRESHOLD = 0.9\nMIN_FACTS, MIN_SIMILARITY = 3, 0.25\nclass G:\n    min_similarity: float = 0.4\n"
+        "def f(k, duplicate_threshold: float = 0.95): pass\nW_SIMILARITY = 0.6\nMIN_SIMILARITY = CALIBRATED.fact_recall"
+    )
+    assert threshold_constants(tree) == ["MERGE_THRESHOLD@1", "MIN_SIMILARITY@2", "min_similarity@4", "duplicate_threshold@5"]
+
+
+def test_every_embedding_model_has_every_threshold():
+    from dataclasses import asdict
+
+    from embeddings.calibration import FIELDS, MINILM, THRESHOLDS
+
+    assert MINILM in THRESHOLDS
+    for model, row in THRESHOLDS.items():
+        values = asdict(row)
+        assert tuple(values) == FIELDS, model
+        assert all(isinstance(v, float) and 0.0 < v <= 1.0 for v in values.values()), (model, values)
+
+
+# The index of what was said (the ``messages`` kind) is derived data with its own writer, not
+# memory/writer/: memory/episodes.py indexes and rebuilds it; the statements are in storage/.
+EPISODE_INDEX_WRITER = "memory/episodes.py"
+EPISODE_INDEX_SQL = ("storage/episodes.py", "storage/episode_rewrites.py")
+EPISODE_INDEX_WRITES = {"sync_thread", "copy_episodes", "delete_thread", "delete_messages", "delete_owner", "resize", "rewrite"}
+# Besides the writer, only these remove or redact rows, each as part of a larger deletion.
+EPISODE_INDEX_DELETERS = {
+    "memory/chat_admin.py": "a chat's rows go with the chat (delete_chat)",
+    "memory/kinds.py": "forget-me: the messages kind's forget=",
+    "memory/forgetting.py": "forgetting one thing rewrites it out of the rows that said it",
+    "memory/reindex.py": "a new embedding model's dimensions empty the table",
+}
+
+
+def episode_index_writes(tree: ast.Module) -> list[int]:
+    """Lines using a write of storage.episodes or storage.episode_rewrites, by any imported name."""
+    modules, functions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "storage":
+            modules |= {a.asname or a.name for a in node.names if a.name in ("episodes", "episode_rewrites")}
+        elif isinstance(node, ast.ImportFrom) and node.module in ("storage.episodes", "storage.episode_rewrites"):
+            functions |= {a.asname or a.name for a in node.names if a.name in EPISODE_INDEX_WRITES}
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Attribute) and node.attr in EPISODE_INDEX_WRITES and isinstance(node.value, ast.Name) and node.value.id in modules)
+        or (isinstance(node, ast.Name) and node.id in functions)
+    ]
+
+
+def test_only_its_writer_writes_the_index_of_what_was_said():
+    allowed = (EPISODE_INDEX_WRITER, *EPISODE_INDEX_SQL, *EPISODE_INDEX_DELETERS)
+    outside = {path: lines for path, tree in sources() if path not in allowed and (lines := episode_index_writes(tree))}
+    assert outside == {}, f"writes of the episodic index outside {EPISODE_INDEX_WRITER}: {outside}"
+    sql = [
+        f"{path}:{node.lineno}"
+        for path, tree in sources()
+        if path not in EPISODE_INDEX_SQL
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "memory_agent_episodes" in node.value
+        and re.search(r"\b(?:INSERT|UPDATE|DELETE|COPY|TRUNCATE)\b", node.value)
+    ]
+    assert sql == [], f"SQL writing the episodic index outside storage/: {sql}"
+
+
+def test_the_index_write_check_sees_each_way_of_naming_it():
+    tree = ast.parse(
+        "from storage import episodes as table, forget_ledger\nfrom storage.episode_rewrites import rewrite\n"
+        "table.sync_thread(p)\nforget_ledger.delete_owner(p)\nrewrite(p)\ntable.count(p)"
+    )
+    assert sorted(episode_index_writes(tree)) == [3, 5]
