@@ -1,7 +1,8 @@
 """The graph's state: the full history plus what each node contributed to the turn.
 
 Only JSON-friendly values live here (dicts, lists, strings), so checkpoints stay
-readable in Studio and psql and deserialize without a type allow-list.
+readable in Studio and psql and deserialize without a type allow-list. The shapes of what
+recall and retrieval put here are TypedDicts (``core.contracts``): plain dicts at run time.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Annotated, Any, Sequence
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph import add_messages
+
+from core.contracts import Chunk, LoadedContext
 
 
 @dataclass(kw_only=True)
@@ -31,9 +34,9 @@ class State(InputState):
     """How many folds built the summary (each one incremental)."""
 
     # What each node put into this turn, shown in Studio's state view.
-    loaded_context: dict[str, Any] = field(default_factory=dict)
-    """load_context: profile, preferences, ranked facts, open tasks, related chats."""
-    retrieved_chunks: list[dict[str, Any]] = field(default_factory=list)
+    loaded_context: LoadedContext = field(default_factory=dict)
+    """load_context: profile, preferences, ranked facts, open tasks, related chats, excerpts."""
+    retrieved_chunks: list[Chunk] = field(default_factory=list)
     """retrieve: knowledge-base chunks with source, chunk index and scores."""
     memory_written: dict[str, Any] = field(default_factory=dict)
     """extract_memories: facts, preferences, profile fields and tasks written this turn."""

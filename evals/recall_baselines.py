@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from core.context import Context
+from core.contracts import Excerpt, ExcerptLine, LoadedContext
 from core.messages import sent_at
 from core.state import State
 from core.tokens import CHARS_PER_TOKEN, count_message_tokens, count_tokens
@@ -63,23 +63,23 @@ class TurnIndex:
 
     thread_id: str
     title: str
-    lines: list[dict[str, Any]]
+    lines: list[ExcerptLine]
     bm25: BM25
 
     @classmethod
     def of(cls, thread_id: str, title: str, messages: list[BaseMessage], in_view: set[str]) -> "TurnIndex":
         lines = [
-            {"message_id": m.id, "position": p, "role": role, "sent_at": sent_at(m).isoformat(), "text": m.text}
+            ExcerptLine(message_id=m.id, position=p, role=role, sent_at=sent_at(m).isoformat(), text=m.text)
             for p, role, m in conversation(messages)
             if m.id not in in_view and sent_at(m) is not None
         ]
         return cls(thread_id, title, lines, BM25([l["text"] for l in lines]))
 
-    def ranked(self, question: str, cap: int) -> list[dict[str, Any]]:
+    def ranked(self, question: str, cap: int) -> list[Excerpt]:
         """Plain BM25 turns as excerpts, best first, enough to fill ``cap`` tokens (the prompt packs them)."""
         out, cost = [], 0
         for i in self.bm25.ranked(question):
-            piece = {"thread_id": self.thread_id, "chat_title": self.title, "score": 0.0, "lines": [self.lines[i]]}
+            piece = Excerpt(thread_id=self.thread_id, chat_title=self.title, score=0.0, lines=[self.lines[i]])
             out.append(piece)
             cost += count_tokens(render_excerpt(piece))
             if cost > cap:
@@ -90,7 +90,7 @@ class TurnIndex:
 def bm25_excerpts_prompt(state: State, ctx: Context, index: TurnIndex, question: str) -> BuiltPrompt:
     """The memory-agent's prompt for ``state`` (system, summary, recent conversation, the same total
     budget) with what memory found replaced by plain BM25 turns packed as excerpts."""
-    loaded = {"excerpts": index.ranked(question, ctx.episodic_token_budget)}
+    loaded = LoadedContext(excerpts=index.ranked(question, ctx.episodic_token_budget))
     built, _ = reply_prompt(replace(state, loaded_context=loaded, retrieved_chunks=[]), ctx)
     return built
 

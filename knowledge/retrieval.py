@@ -11,6 +11,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, computed_field
 
+from core.contracts import Chunk
 from core.stopwords import FILLER, STOPWORDS
 from core.words import hyphenated_words
 from knowledge.hybrid_ranking import RELEVANCE_GATE, RRF_K, RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
@@ -59,6 +60,10 @@ class RetrievedChunk(BaseModel):
     @property
     def citation(self) -> str:
         return f"{self.source}#{self.chunk_index}"
+
+    def as_chunk(self) -> Chunk:
+        """What retrieve keeps in the state (``State.retrieved_chunks``): JSON, without the metadata."""
+        return Chunk(**self.model_dump(mode="json", exclude={"metadata"}))
 
 
 

@@ -32,6 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
 
 from core.context import Context
+from core.contracts import Excerpt, ExcerptLine
 from core.messages import adds_no_evidence, sent_at
 from core.past_dates import question_range
 from core.redaction import Redactor
@@ -413,13 +414,13 @@ TIME_AWARE = True
 TIME_SPAN_WEIGHT = 1.0
 
 
-def _piece(c: table.Candidate, score: float, title: str, lines: Sequence[table.Said]) -> dict[str, Any]:
-    return {
-        "thread_id": c.thread_id,
-        "chat_title": title,
-        "score": round(score, 5),
-        "lines": [{"message_id": l.message_id, "position": l.position, "role": l.role, "sent_at": l.sent_at.isoformat(), "text": l.content} for l in lines],
-    }
+def _piece(c: table.Candidate, score: float, title: str, lines: Sequence[table.Said]) -> Excerpt:
+    return Excerpt(
+        thread_id=c.thread_id,
+        chat_title=title,
+        score=round(score, 5),
+        lines=[ExcerptLine(message_id=l.message_id, position=l.position, role=l.role, sent_at=l.sent_at.isoformat(), text=l.content) for l in lines],
+    )
 
 
 async def recall_ranked(
@@ -434,11 +435,10 @@ async def recall_ranked(
     token_cap: int = Context.episodic_token_budget,
     gate: EpisodeGate | None = EPISODE_GATE,
     now: datetime | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Excerpt]:
     """What was said that bears on ``query``, best first, for the reply prompt to pack
     (``prompts.excerpts.pack_excerpts``): each a message found with the neighbouring turns it
-    needs, ``{thread_id, chat_title, score, lines: [{message_id, position, role, sent_at, text}]}``
-    (the found message's line first). Enough of them to fill ``token_cap`` (their rendered costs
+    needs (``core.contracts.Excerpt``, the found message's line first). Enough of them to fill ``token_cap`` (their rendered costs
     add up past it); no budget is applied here. Messages of ``thread_id`` listed in ``exclude``
     (the model already sees them) are left out. Empty when nothing clears the gate."""
     if token_cap <= 0 or not query.strip():
@@ -461,7 +461,7 @@ async def recall_ranked(
     found = await _second_hop(pool, embeddings, owner, query, found, thread_id=thread_id, exclude=exclude, gate=gate)
     hidden = set(exclude) if thread_id else set()
     titles = await _titles(store, owner, (f.candidate.thread_id for f in found))
-    pieces: list[dict[str, Any]] = []
+    pieces: list[Excerpt] = []
     cost = 0
     for f in found:
         c = f.candidate
@@ -484,7 +484,7 @@ async def recall_ranked(
 
 async def recall(
     pool: AsyncConnectionPool, embeddings, owner: str, query: str, *, token_budget: int = Context.episodic_token_budget, **options: Any
-) -> list[dict[str, Any]]:
+) -> list[Excerpt]:
     """:func:`recall_ranked` (``options`` are its own: ``store``, ``thread_id``, ``exclude``, ``gate``,
     ``now``) packed into ``token_budget`` as the prompt renders them, oldest first (the history
     tool's and tests' view; the reply prompt packs into what its other sections leave)."""

@@ -18,10 +18,10 @@ import asyncio
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from langgraph.store.base import SearchItem
 
+from core.contracts import LoadedContext, RankedFact, RelatedChat, TaskLine
 from core.namespaces import facts_ns
 from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from embeddings.calibration import CALIBRATED
@@ -78,8 +78,8 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
 
 async def load_user_context(
     store, user_id: str, query: str, *, thread_id: str | None = None, max_facts: int = 7
-) -> dict[str, Any]:
-    """Everything load_context puts in the turn, as JSON-friendly dicts (shown in Studio). It only
+) -> LoadedContext:
+    """Everything load_context puts in the turn but the excerpts, as JSON-friendly dicts (shown in Studio). It only
     reads: extract_memories marks the facts used after the reply (``memory.writer.extraction.mark_used``)."""
     now = utcnow()
     # load_context runs before the first token: the reads that do not need the message's vector
@@ -101,15 +101,15 @@ async def load_user_context(
 
     # A chat where the user only asked (the same question, maybe) is no evidence: not offered.
     chats = [(c, s) for c, s in similar_chats if c.thread_id != thread_id and s >= RELATED_CHAT_SIMILARITY and c.user_statements != 0][:2]
-    return {
-        "profile": doc.profile.model_dump(mode="json"),
-        "preferences": doc.preferences.model_dump(mode="json"),
-        "facts": [
-            {"id": s.fact.id, "text": s.fact.text, "importance": s.fact.importance, "similarity": round(s.similarity, 3), "score": round(s.score, 3)}
+    return LoadedContext(
+        profile=doc.profile.model_dump(mode="json"),
+        preferences=doc.preferences.model_dump(mode="json"),
+        facts=[
+            RankedFact(id=s.fact.id, text=s.fact.text, importance=s.fact.importance, similarity=round(s.similarity, 3), score=round(s.score, 3))
             for s in ranked
         ],
-        "tasks": [{"id": t.id, "description": t.description, "status": t.status, "due": t.due, "due_date": t.due_date} for t in tasks],
-        "related_chats": [
-            {"thread_id": c.thread_id, "title": c.title, "summary_snippet": c.summary_text[:300], "similarity": round(s, 3)} for c, s in chats
+        tasks=[TaskLine(id=t.id, description=t.description, status=t.status, due=t.due, due_date=t.due_date) for t in tasks],
+        related_chats=[
+            RelatedChat(thread_id=c.thread_id, title=c.title, summary_snippet=c.summary_text[:300], similarity=round(s, 3)) for c, s in chats
         ],
-    }
+    )

@@ -10,6 +10,7 @@ from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
+from core.contracts import Excerpt
 from core.text_validation import validate_user_text
 from core.messages import current_turn, sent_at, stamp_sent_at
 from core.state import State
@@ -53,7 +54,7 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     }
 
 
-async def _excerpts(store, user_id: str, query: str, thread_id: str | None, state: State, budget: int) -> list[dict]:
+async def _excerpts(store, user_id: str, query: str, thread_id: str | None, state: State, budget: int) -> list[Excerpt]:
     """What was said in earlier turns and chats that bears on the message, minus what the model
     already sees (this thread's messages after the compaction cursor)."""
     if budget <= 0:

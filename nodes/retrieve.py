@@ -31,4 +31,4 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
         chunks = await knowledge.search(
             pool, embeddings, human.text, collection=collection, k=ctx.rag_top_k, token_budget=ctx.rag_token_budget
         )
-    return {"retrieved_chunks": [c.model_dump(mode="json", exclude={"metadata"}) for c in chunks]}
+    return {"retrieved_chunks": [c.as_chunk() for c in chunks]}

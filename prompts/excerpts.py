@@ -6,7 +6,7 @@ is applied to them: best first while the rendered text fits, neighbouring turns 
 joined into one excerpt, the same words shown once, then shown oldest first. The reply prompt
 (``prompts.reply_prompt.build_prompt``) packs them into what the other sections leave.
 
-An excerpt is ``{thread_id, chat_title, score, lines: [{message_id, position, role, sent_at, text}]}``.
+An excerpt is a ``core.contracts.Excerpt``: ``{thread_id, chat_title, score, lines: [ExcerptLine]}``.
 A relative date in a line ("yesterday") is shown with the date it meant, against the line's
 own time (``core.past_dates``).
 """
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
+from core.contracts import Excerpt, ExcerptLine
 from core.past_dates import resolve_relative
 from core.tokens import count_tokens
 
@@ -55,12 +56,12 @@ def excerpt_line(role: str, text: str, date: str = "", said: datetime | None = N
     return f"{role}{f' ({date})' if date else ''}: {words}"
 
 
-def _first_date(excerpt: dict[str, Any]) -> str:
+def _first_date(excerpt: Excerpt) -> str:
     lines = excerpt.get("lines") or []
     return excerpt_date(min(_when(l["sent_at"]) for l in lines)) if lines else ""
 
 
-def render_excerpt(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
+def render_excerpt(excerpt: Excerpt, *, before: Excerpt | None = None) -> str:
     """One excerpt: a header with its date and chat title, then a line per message. After an excerpt
     of the same chat (``before``) the header is the date alone, and after one of the same chat and
     day it is "…": the same conversation, a little later."""
@@ -82,7 +83,7 @@ def render_excerpt(excerpt: dict[str, Any], *, before: dict[str, Any] | None = N
     return "\n".join(out)
 
 
-def excerpt_piece(excerpt: dict[str, Any], *, before: dict[str, Any] | None = None) -> str:
+def excerpt_piece(excerpt: Excerpt, *, before: Excerpt | None = None) -> str:
     """What ``excerpt`` adds to the rendering after ``before`` (None: it comes first): its separator
     and itself. It depends on ``before`` only through its chat and first date."""
     part = render_excerpt(excerpt, before=before)
@@ -92,7 +93,7 @@ def excerpt_piece(excerpt: dict[str, Any], *, before: dict[str, Any] | None = No
     return ("\n" if part.startswith("…") else EXCERPT_SEPARATOR) + part
 
 
-def render_excerpts(excerpts: Sequence[dict[str, Any]]) -> str:
+def render_excerpts(excerpts: Sequence[Excerpt]) -> str:
     """The excerpts in the order given (``pack_excerpts`` chose and ordered them within a budget)."""
     text = ""
     before = None
@@ -176,22 +177,22 @@ class _Rendering:
         return "".join(out)
 
 
-def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[dict[str, Any]]:
+def _as_excerpts(blocks: Sequence[_Block], titles: dict[str, str]) -> list[Excerpt]:
     return [
-        {
-            "thread_id": b.thread_id,
-            "chat_title": titles.get(b.thread_id, ""),
-            "score": round(b.score, 5),
-            "lines": [
-                {"message_id": l.message_id, "position": l.position, "role": l.role, "sent_at": l.sent_at.isoformat(), "text": l.text}
+        Excerpt(
+            thread_id=b.thread_id,
+            chat_title=titles.get(b.thread_id, ""),
+            score=round(b.score, 5),
+            lines=[
+                ExcerptLine(message_id=l.message_id, position=l.position, role=l.role, sent_at=l.sent_at.isoformat(), text=l.text)
                 for _, l in sorted(b.lines.items())
             ],
-        }
+        )
         for b in blocks
     ]
 
 
-def pack_excerpts(ranked: Sequence[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+def pack_excerpts(ranked: Sequence[Excerpt], budget: int) -> list[Excerpt]:
     """The excerpts to show, oldest first, within ``budget`` tokens as rendered: ``ranked`` (best
     first; an excerpt's first line is the message found, the others its neighbours) taken while
     they fit, a later smaller one still tried after one that does not. An excerpt touching one of

@@ -33,6 +33,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 
 import prompts
 from core.context import Context
+from core.contracts import Chunk, LoadedContext, TaskLine
 from core.dates import due_phrase
 from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate_lines
 from prompts.excerpts import pack_excerpts, render_excerpts
@@ -76,18 +77,18 @@ def _field_lines(fields: dict[str, Any]) -> list[str]:
     return [f"- {key}: {', '.join(value) if isinstance(value, list) else value}" for key, value in fields.items() if value not in (None, "", [])]
 
 
-def _task_line(task: dict[str, Any]) -> str:
+def _task_line(task: TaskLine) -> str:
     due = f", due {due_phrase(task.get('due'), task.get('due_date'))}" if task.get("due") or task.get("due_date") else ""
     return f"- [{task['id']}] {task['description']} ({task['status']}{due})"
 
 
-def render_profile(loaded: dict[str, Any]) -> str:
+def render_profile(loaded: LoadedContext) -> str:
     """The stable part of the user context: profile and preferences as labelled lines."""
     sections = (("Profile:", _field_lines(loaded.get("profile") or {})), ("Preferences:", _field_lines(loaded.get("preferences") or {})))
     return "\n".join(line for heading, items in sections if items for line in (heading, *items))
 
 
-def render_memories(loaded: dict[str, Any]) -> str:
+def render_memories(loaded: LoadedContext) -> str:
     """What was found for this message: ranked facts, open tasks and related chats as labelled lines."""
     sections = (
         ("Facts (most relevant first):", [f"- {f['text']}" for f in loaded.get("facts") or []]),
@@ -97,7 +98,7 @@ def render_memories(loaded: dict[str, Any]) -> str:
     return "\n".join(line for heading, items in sections if items for line in (heading, *items))
 
 
-def render_user_context(loaded: dict[str, Any]) -> str:
+def render_user_context(loaded: LoadedContext) -> str:
     """Profile, preferences, ranked facts, open tasks and related chats as labelled lines."""
     return "\n".join(part for part in (render_profile(loaded), render_memories(loaded)) if part)
 
@@ -116,7 +117,7 @@ def chunk_cost(citation: str, heading_path: str, content: str) -> int:
     return count_tokens(render_chunk(citation, heading_path, content) + KNOWLEDGE_SEPARATOR)
 
 
-def render_knowledge(chunks: Sequence[dict[str, Any]], budget: int | None = None) -> str:
+def render_knowledge(chunks: Sequence[Chunk], budget: int | None = None) -> str:
     """The chunks in order; with a budget, only the leading whole chunks that fit (none is cut)."""
     parts = [render_chunk(c["citation"], c.get("heading_path") or "", c["content"]) for c in chunks]
     if budget is not None:
@@ -155,9 +156,9 @@ def _section(header: str, body: str) -> str:
 def build_prompt(
     *,
     persona_text: str,
-    loaded_context: dict[str, Any],
+    loaded_context: LoadedContext,
     summary_text: str,
-    knowledge: Sequence[dict[str, Any]],
+    knowledge: Sequence[Chunk],
     recent: Sequence[BaseMessage],
     current: BaseMessage,
     budgets: PromptBudgets | None = None,
