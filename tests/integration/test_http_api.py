@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.support.dated_tasks import dated_now
-from tests.support.graph_turns import turn_paused_before_summarize
+from tests.support.graph_turns import turn_paused_at_commit_point
 from tests.support.http_server import (
     BackgroundStream,
     client_on_worker,
@@ -861,10 +861,10 @@ async def test_a_live_workers_run_blocks_the_chat_and_a_dead_workers_half_reply_
 
 
 async def test_a_turn_left_before_its_memory_update_is_completed_by_the_next_message(server, client, account, minilm):
-    """A worker that died between reply and memory update leaves the thread paused before summarize."""
+    """A worker that died between reply and memory update leaves the thread paused at the commit point."""
     user, _ = account
     chat_id = new_chat(client)
-    await turn_paused_before_summarize(server.database_url, minilm, user, chat_id)
+    await turn_paused_at_commit_point(server.database_url, minilm, user, chat_id)
     assert len(client.get(f"/chats/{chat_id}").json()["messages"]) == 2
     assert client.get("/memory/facts").json()["facts"] == []
 
