@@ -128,7 +128,7 @@ async def replay_summaries(
 
     for i, turn in enumerate(turns):
         history.append(turn.message)
-        if not turn.is_human:  # production: summarize runs after each reply
+        if not turn.is_human:  # production: the memory phase runs after each reply
             await run(context)
         if on_turn:
             on_turn(i + 1)

@@ -2,7 +2,7 @@
 
 The index (``storage.episodes``) is derived data, like a search index over the checkpoints:
 
-- **written after the reply** (the summarize step calls :func:`index_thread`), embeddings in
+- **written after the reply** (the index_messages node calls :func:`index_thread`), embeddings in
   batches, nothing before the first token. The step syncs the thread's rows with the thread's
   current branch: new messages are added, messages no longer on the branch (an edit or a
   regeneration forked the thread before them) are dropped, so a retraction needs no
@@ -149,7 +149,7 @@ async def index_thread(
 async def index_for_run(
     store, owner: str, thread_id: str, messages: Sequence[BaseMessage], checkpointer=None, redactor: Redactor | None = None
 ) -> IndexResult | None:
-    """The summarize step's call: our Postgres store gives the pool and the embeddings; any other
+    """The index_messages node's call: our Postgres store gives the pool and the embeddings; any other
     store (a test's in-memory one) has no index."""
     pool = thread_owners.pool_of(store)
     embeddings = getattr(store, "embeddings", None)
