@@ -33,12 +33,13 @@ from evals.production_nodes import nodes_graph
 from graph.assembly import MEMORY_PHASE
 from core.context import Context
 from core.schemas import SummaryBoard
+from core.state import LAST_NODE
 
 __all__ = ["CLOSING_MARKER", "FoldRecord", "SummaryReplay", "replay_summaries"]
 
 CLOSING_MARKER = "[end of conversation]"
 FOLD_KINDS = ("fold", "recompress")
-SUMMARY_NODES = MEMORY_PHASE[: MEMORY_PHASE.index("extract_memories")]
+SUMMARY_NODES = MEMORY_PHASE[: MEMORY_PHASE.index(LAST_NODE)]
 """The memory phase up to what memory learns (the extraction eval's part): fold, record, index."""
 
 
