@@ -267,7 +267,7 @@ async def seed_messages(backend, user: str, messages: int, other_users: int, oth
     await bulk_seed(backend, MessageSeeder, "messages", owners, copy_episodes, "rows", query, [TABLE])
     large = [owner for owner, count in owners if count >= episodes.LARGE_OWNER]
     if large:
-        # The steady state of every large owner (the summarize step builds their indexes in the
+        # The steady state of every large owner (the index_messages node builds their indexes in the
         # background when an owner crosses the line; timing turns during that build would measure it).
         started = time.perf_counter()
         await build_all(large, lambda owner: episodes.ensure_owner_index(backend.pool, owner))

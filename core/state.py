@@ -15,6 +15,11 @@ from langgraph.graph import add_messages
 
 from core.contracts import Chunk, LoadedContext
 
+LAST_NODE = "extract_memories"
+"""The graph's last node, which graph/assembly.py ends the memory phase with. Here because memory/
+(below the assembly) writes states as if it had just run: ``update_state(..., as_node=LAST_NODE)``
+leaves nothing pending, as a finished turn does."""
+
 
 @dataclass(kw_only=True)
 class InputState:

@@ -93,7 +93,7 @@ _ALL: list[MetricSpec] = [
         "Seconds per fold (whole node)",
         False,
         "{:.2f}",
-        description="Wall time of the summarize node runs that folded, store writes and chat title included "
+        description="Wall time of the summary nodes' runs that folded (fold, chat record, index), store writes and chat title included "
         "(the embedding cache makes a variant faster when an earlier one wrote the same texts).",
     ),
     MetricSpec("cost_usd", "Estimated cost (USD)", False, "{:.4f}", short_label="USD"),

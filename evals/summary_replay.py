@@ -1,13 +1,14 @@
-"""Replay a conversation through the production ``summarize`` node, turn by turn.
+"""Replay a conversation through the production ``summarize`` node and the nodes after it
+that keep the chat's record and index (``SUMMARY_NODES``), turn by turn.
 
-The chat graph runs ``summarize`` once per user turn, after the reply; the
+The chat graph runs them once per user turn, after the reply; the
 replay does the same: messages are appended in dataset order (see
-``conversation_replay``) and the node runs after every assistant message, with
+``conversation_replay``) and the nodes run after every assistant message, with
 the state carried over from the previous run (``summary``,
 ``summarized_through``, ``summary_folds``). The node decides by itself when to
 fold (``nodes.compaction.plan_fold``: window, tail, token budget), calls
 ``memory.summarizer.fold_summary`` with ``Context.summary_prompt``, re-compresses
-past ``max_summary_tokens`` and keeps the chat record (title, searchable text)
+past ``max_summary_tokens``; ``record_chat`` keeps the chat record (title, searchable text)
 in the store — nothing here re-implements any of that.
 
 Closing fold (on by default): in production the newest ``tail`` messages stay
@@ -28,21 +29,25 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from evals.conversation_replay import replay_turns
 from evals.datasets.schema import Conversation
 from evals.metered_model import CallMeter, CallRecord
-from evals.production_nodes import single_node_graph
+from evals.production_nodes import nodes_graph
+from graph.assembly import MEMORY_PHASE
 from core.context import Context
 from core.schemas import SummaryBoard
+from core.state import LAST_NODE
 
 __all__ = ["CLOSING_MARKER", "FoldRecord", "SummaryReplay", "replay_summaries"]
 
 CLOSING_MARKER = "[end of conversation]"
 FOLD_KINDS = ("fold", "recompress")
+SUMMARY_NODES = MEMORY_PHASE[: MEMORY_PHASE.index(LAST_NODE)]
+"""The memory phase up to what memory learns (the extraction eval's part): fold, record, index."""
 
 
 @dataclass
 class FoldRecord:
     index: int  # 1-based
     after_message: int  # messages in the history when it ran
-    node_seconds: float  # wall time of the summarize node run that folded
+    node_seconds: float  # wall time of the SUMMARY_NODES run that folded
     calls: list[CallRecord]  # fold and recompress calls of that run (repairs included)
     board: dict[str, Any]
     closing: bool = False
@@ -90,12 +95,12 @@ async def replay_summaries(
     closing_fold: bool = True,
     on_turn: Callable[[int], None] | None = None,
 ) -> SummaryReplay:
-    """Run the production summarize node over ``conversation`` (see the module docstring).
+    """Run the production SUMMARY_NODES over ``conversation`` (see the module docstring).
 
     ``context.model`` must name a model whose calls land in ``meter`` (a registered
     ``MeteredChatModel``); ``on_turn(n)`` is called after every replayed message.
     """
-    graph = single_node_graph("summarize", store)
+    graph = nodes_graph(SUMMARY_NODES, store)
     turns = replay_turns(conversation)
     history: list[BaseMessage] = []
     state: dict[str, Any] = {"summary": {}, "summarized_through": None, "summary_folds": 0}
@@ -124,7 +129,7 @@ async def replay_summaries(
 
     for i, turn in enumerate(turns):
         history.append(turn.message)
-        if not turn.is_human:  # production: summarize runs after each reply
+        if not turn.is_human:  # production: the memory phase runs after each reply
             await run(context)
         if on_turn:
             on_turn(i + 1)

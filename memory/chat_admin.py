@@ -24,6 +24,7 @@ from memory.forgetting import forget_message
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from storage.memory_store import memory_store
 from core.schemas import ChatRecord
+from core.state import LAST_NODE
 
 # How long forget-me or a deletion waits for a running import to stop and undo itself (it answers
 # within a beat, BEAT_SECONDS, plus its clean-up); a later importer still stops at its next step.
@@ -101,5 +102,5 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     await forget_message(backend.store, user_id, thread_id, message.id)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
     config = {"configurable": {"thread_id": thread_id}}
-    await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node="extract_memories")
+    await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node=LAST_NODE)
     await backend.checkpointer.aprune([thread_id], strategy="keep_latest")

@@ -15,7 +15,7 @@ clear match when the best score is ≥ ``CLEAR_SCORE`` and leads the next candid
 ≥ ``CLEAR_MARGIN``; otherwise *several* candidates with their scores, so the client
 can ask which one was meant; or *none*.
 
-What is searched is each chat's ``summary_text`` (written by the summarize node every turn):
+What is searched is each chat's ``summary_text`` (written by the record_chat node every turn):
 its title, its opening message, the summary board once there is one, and its newest user
 lines, so a chat is found by what it is about before its first fold too.
 

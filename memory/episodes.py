@@ -2,7 +2,7 @@
 
 The index (``storage.episodes``) is derived data, like a search index over the checkpoints:
 
-- **written after the reply** (the summarize step calls :func:`index_thread`), embeddings in
+- **written after the reply** (the index_messages node calls :func:`index_thread`), embeddings in
   batches, nothing before the first token. The step syncs the thread's rows with the thread's
   current branch: new messages are added, messages no longer on the branch (an edit or a
   regeneration forked the thread before them) are dropped, so a retraction needs no
@@ -152,7 +152,7 @@ async def index_thread(
 async def index_for_run(
     store, owner: str, thread_id: str, messages: Sequence[BaseMessage], checkpointer=None, redactor: Redactor | None = None
 ) -> IndexResult | None:
-    """The summarize step's call: our store gives the pool and the embeddings."""
+    """The index_messages node's call: our store gives the pool and the embeddings."""
     ours = memory_store(store)
     pool = ours.pool
     result = await index_thread(pool, ours.embeddings, owner, thread_id, messages, checkpointer=checkpointer, redactor=redactor)

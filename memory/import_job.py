@@ -3,8 +3,8 @@
 The chat's owner row and its import row (``storage.chat_imports``) are written in one
 transaction, then the chat's record; each exchange (the user's message(s) and the assistant
 message(s) after them) is written as if the ``reply`` node had produced it
-(``update_state(..., as_node="reply")``) and the graph goes on, so ``summarize``,
-``extract_memories`` and every step after ``reply`` run exactly as after a chat turn. After
+(``update_state(..., as_node="reply")``) and the graph goes on, so the memory phase
+(``graph.assembly.MEMORY_PHASE``) and every step after ``reply`` run exactly as after a chat turn. After
 each exchange the row records how far the import got and the checkpoint it ended on.
 
 While the exchanges run, the importer beats its row every ``BEAT_SECONDS`` and reads it:
@@ -41,6 +41,7 @@ from core.context import Context
 from core.errors import MemoryAgentError
 from core.messages import stamp_sent_at
 from core.schemas import ChatRecord
+from core.state import LAST_NODE
 from memory.chat_admin import delete_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
 from memory.writer.records import create_chat_record
@@ -231,7 +232,7 @@ class _Job:
         cfg = {"configurable": {"thread_id": self.thread_id}}
         if self.head is None:
             # An empty checkpoint first, as a chat's first turn has: "before the first message" to fork from.
-            await self.graph.aupdate_state(cfg, {"messages": []}, as_node="extract_memories")
+            await self.graph.aupdate_state(cfg, {"messages": []}, as_node=LAST_NODE)
             await self._progress(0)
         index = sum(len(g) for g in self.groups[: self.start])
         user_turns = sum(any(m.role == "user" for m in g) for g in self.groups[: self.start])
@@ -243,7 +244,7 @@ class _Job:
             index += len(group)
             user_turns += any(m.role == "user" for m in group)
             # As load_context would count the turn, and reply answer it; then the graph goes on
-            # to summarize, extract_memories and every step after reply.
+            # to the memory phase, every step after reply.
             await self.graph.aupdate_state(cfg, {"messages": messages, "user_turns": user_turns}, as_node="reply")
             await self.graph.ainvoke(None, cfg, context=self.ctx)
             self.result.messages = index

@@ -445,7 +445,7 @@ async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
 
 async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int | None = None) -> bool:
     """Give ``owner`` indexes of their own (HNSW over their vectors, GIN over their words) once
-    they have ``min_rows`` messages (call it after a bulk load; the summarize step calls it when an
+    they have ``min_rows`` messages (call it after a bulk load; the index_messages node calls it when an
     owner crosses the line). Returns whether both exist afterwards. Built CONCURRENTLY on the
     owner's partition only (other users' reads and writes go on; only statements pruned to that
     partition ever consider them); one process builds them, and forgetting the owner stops it."""

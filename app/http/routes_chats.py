@@ -316,7 +316,7 @@ async def rename_chat(body: ChatPatch, chat: OwnedChat, user: CurrentUser, servi
     title = body.title.strip() if body.title is not None else None
     if title == "":
         raise ApiError(422, "invalid_request", "The title is empty; send a title, or null to let the agent title the chat.")
-    # Under the user's write lock, like summarize's write of the same record: a rename is never lost.
+    # Under the user's write lock, like record_chat's write of the same record: a rename is never lost.
     record = await rename_chat_record(services.backend.store, user, chat, title)
     return chat_summary(record)
 

@@ -1,7 +1,8 @@
 """One chat turn of the compiled graph as a stream of events, in two phases.
 
-1. The reply phase runs ``load_context → retrieve → reply ⇄ tools`` and pauses
-   before ``summarize`` (a run-time ``interrupt_before``). Reply tokens stream out as
+1. The reply phase (``graph.assembly.REPLY_PHASE``: ``load_context → retrieve → reply ⇄ tools``)
+   runs and pauses at the graph's commit point (``interrupt_before=[COMMIT_POINT]``, the memory
+   phase's first node). Reply tokens stream out as
    ``token`` events. This phase can be stopped: the asyncio task running it is
    cancelled and everything the run wrote to the thread is taken back
    (:func:`storage.checkpoint_rows.rollback_thread`). Then the stopped turn is written
@@ -15,7 +16,8 @@
    confirmation is asked again.)
 2. The commit point: the run's row goes ``running → committing`` (a conditional
    UPDATE, so a stop that won the race is honoured instead), then the memory phase
-   runs ``summarize → extract_memories`` under the user's memory write lock and
+   (``graph.assembly.MEMORY_PHASE``: ``summarize → record_chat → index_messages →
+   extract_memories``) runs under the user's memory write lock and
    cannot be stopped any more: the reply is complete by then.
 
 A reply that ends in a task-change confirmation (an ``interrupt()`` in the tools
@@ -48,6 +50,8 @@ from prometheus_client import Counter, Histogram
 from core import metrics
 from core.context import Context
 from core.messages import current_turn, stopped_reply
+from core.state import LAST_NODE
+from graph.assembly import COMMIT_POINT, MEMORY_PHASE
 from storage import chat_runs
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
@@ -56,7 +60,6 @@ from memory.writer.extraction import retract_taught_by
 
 log = logging.getLogger(__name__)
 
-MEMORY_NODES = ("summarize", "extract_memories")
 FENCE_WAIT_SECONDS = 10.0
 # One bookkeeping step (a run row update, a rollback): past this the database is taken for
 # gone and the step for failed; what it left undone is a live worker's reaper's job.
@@ -293,7 +296,7 @@ class TurnRunner:
             config,
             context=ctx,
             stream_mode=["messages", "custom"],
-            interrupt_before=["summarize"],
+            interrupt_before=[COMMIT_POINT],
         ):
             self._forward(mode, chunk)
         if text := self._calls.finish():
@@ -308,9 +311,10 @@ class TurnRunner:
 
     async def _finish_pending_memory_update(self, ctx: Context) -> None:
         """A worker that died between reply and memory update left the thread paused
-        before summarize: finish that turn's memory update before the new one starts."""
+        at the commit point or inside the memory phase: finish that turn's memory update before
+        the new one starts."""
         state = await self.graph.aget_state(self.config)
-        if state.next and not state.interrupts and set(state.next) <= set(MEMORY_NODES):
+        if state.next and not state.interrupts and set(state.next) <= set(MEMORY_PHASE):
             log.info("thread %s: finishing an earlier turn's memory update", self.spec.thread_id)
             await self._memory_phase(ctx, forward=False)
 
@@ -369,7 +373,7 @@ class TurnRunner:
         if self.spec.fork_from is None and mark.checkpoint_id is None:
             # The chat's first turn: an empty checkpoint first, so that there is a "before this
             # message" to fork from when it is edited or its reply regenerated.
-            base = await self.graph.aupdate_state(self.config, {"messages": []}, as_node="extract_memories")
+            base = await self.graph.aupdate_state(self.config, {"messages": []}, as_node=LAST_NODE)
         # As if `reply` had answered the message.
         await self.graph.aupdate_state(base, {"messages": [human, reply]}, as_node="reply")
         await self._memory_phase(self.context(), forward=False)

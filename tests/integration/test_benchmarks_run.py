@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from graph.assembly import MEMORY_PHASE
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # benchmark processes
@@ -41,7 +42,7 @@ def table(stdout: str, first_column: str) -> dict[str, list[str]]:
 def test_bench_turn_prints_p50_and_p95_per_node_then_the_whole_turn(tmp_path):
     out = run("benchmarks.bench_turn", "--turns", "2", "--facts", "30", "--other-users", "2", "--other-facts", "20", tmp_path=tmp_path)
     rows = table(out, "step")
-    assert list(rows)[:5] == ["load_context", "retrieve", "reply", "summarize", "extract_memories"]
+    assert list(rows)[:7] == ["load_context", "retrieve", "reply", *MEMORY_PHASE]
     assert list(rows)[-1] == "whole turn"
     assert all(len(v) == 2 and all(float(x) > 0 for x in v) for v in rows.values()), rows
 

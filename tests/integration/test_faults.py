@@ -22,7 +22,7 @@ import pytest
 
 from storage.chat_runs import STALE_AFTER_SECONDS
 from tests.support.embedded_postgres import throwaway_postgres, with_database
-from tests.support.graph_turns import turn_paused_before_summarize
+from tests.support.graph_turns import turn_paused_at_commit_point
 from tests.support.http_server import BackgroundStream, create_keys, final, new_chat, new_user, paced_test_model, reply_text, running_server, say, start_server
 from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (pytest fixtures)
 
@@ -271,13 +271,13 @@ async def test_a_worker_killed_the_moment_it_answers_a_message_keeps_the_message
 @pytest.mark.slow  # kills a worker
 async def test_a_worker_killed_in_the_memory_phase_leaves_a_reply_whose_memory_update_the_reaper_completes(database, survivor, minilm):
     """A worker killed after the commit point leaves its run ``committing`` and the thread paused
-    before ``summarize`` (the reply saved, memory not yet updated): that state is made here, and
+    at the commit point (the reply saved, memory not yet updated): that state is made here, and
     the live server's reaper, with nobody touching the chat, completes the memory update."""
     user = new_user()
     key = (await create_keys(database, [user]))[user]
     with survivor.client(key) as client:
         chat_id = new_chat(client)
-    await turn_paused_before_summarize(database, minilm, user, chat_id)
+    await turn_paused_at_commit_point(database, minilm, user, chat_id)
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker, heartbeat_at) "

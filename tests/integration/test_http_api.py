@@ -16,9 +16,10 @@ import time
 import psycopg
 import pytest
 
+from graph.assembly import MEMORY_PHASE
 from tests.conftest import REPO_ROOT
 from tests.support.dated_tasks import dated_now
-from tests.support.graph_turns import turn_paused_before_summarize
+from tests.support.graph_turns import turn_paused_at_commit_point
 from tests.support.http_server import (
     BackgroundStream,
     client_on_worker,
@@ -363,13 +364,13 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
         assert c.get("/chats").json()["chats"][0]["message_count"] == 4
     status = db_rows(server.database_url, "SELECT status FROM memory_agent_runs WHERE thread_id = %s ORDER BY started_at DESC LIMIT 1", (chat_id,))
     assert status == [("stopped",)]
-    # The reply phase's checkpoints were taken back; the kept turn is one update, then summarize and extract_memories.
+    # The reply phase's checkpoints were taken back; the kept turn is one update, then one step a memory-phase node.
     newer = db_rows(
         server.database_url,
         "SELECT metadata ->> 'source' FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s ORDER BY checkpoint_id",
         (chat_id, head_before),
     )
-    assert [r[0] for r in newer] == ["update", "loop", "loop"]
+    assert [r[0] for r in newer] == ["update", *["loop"] * len(MEMORY_PHASE)]
 
     with server.client(key) as c:  # the chat takes the next message at once
         done = final(say(c, chat_id, "I live in Paris")).data
@@ -861,10 +862,10 @@ async def test_a_live_workers_run_blocks_the_chat_and_a_dead_workers_half_reply_
 
 
 async def test_a_turn_left_before_its_memory_update_is_completed_by_the_next_message(server, client, account, minilm):
-    """A worker that died between reply and memory update leaves the thread paused before summarize."""
+    """A worker that died between reply and memory update leaves the thread paused at the commit point."""
     user, _ = account
     chat_id = new_chat(client)
-    await turn_paused_before_summarize(server.database_url, minilm, user, chat_id)
+    await turn_paused_at_commit_point(server.database_url, minilm, user, chat_id)
     assert len(client.get(f"/chats/{chat_id}").json()["messages"]) == 2
     assert client.get("/memory/facts").json()["facts"] == []
 

@@ -23,13 +23,14 @@ from memory.backend import open_memory
 from core.namespaces import facts_ns, profile_ns
 from storage.postgres import open_pool
 from core.schemas import UserDocument
+from graph.assembly import MEMORY_PHASE
 from memory.user_memory import get_user_document, list_chats
 from tests.support.langgraph_dev_server import running_dev_server
 
 pytestmark = pytest.mark.slow  # a `langgraph dev` server
 
 GRAPH = "memory_agent"
-NODES = {"load_context", "retrieve", "reply", "summarize", "extract_memories"}
+NODES = {"load_context", "retrieve", "reply", *MEMORY_PHASE}  # no tool call in these turns
 RUN_TIMEOUT = 120  # seconds; an offline turn takes about one second
 
 

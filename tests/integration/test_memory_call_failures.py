@@ -1,4 +1,4 @@
-"""Every failure of the summarize and extract steps is counted in /metrics by kind, not only bad model JSON.
+"""Every failure of the summary steps (summarize, record_chat) and of extract_memories is counted in /metrics by kind, not only bad model JSON.
 
 The real graph on the real Postgres; the model is scripted (it raises where a provider
 would), and the database failure is a real one: a trigger that refuses the user's fact rows.
@@ -18,6 +18,7 @@ from graph.assembly import compile_graph
 from core.context import Context
 from llm.chat_model import register_model, unregister_model
 from memory.user_memory import get_chat, list_facts
+from storage import episodes as episode_table
 from tests.support.graph_turns import metric, new_thread, stream_turn
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
@@ -90,6 +91,18 @@ async def test_a_provider_error_in_a_summary_fold_is_counted(backend, user_id, s
     values = (await graph.aget_state(config)).values
     assert values.get("summarized_through") is None and values.get("summary_folds", 0) == 0  # refolded later
     assert counts(SUMMARY) == plus_one(before, "provider")
+
+
+@pytest.mark.parametrize("scripted", ["fold"], indirect=True)
+async def test_a_failed_fold_still_leaves_the_chat_recorded_and_every_message_indexed(backend, user_id, scripted):
+    # One node a job (graph/assembly.py MEMORY_PHASE): the fold's failure is its own, not the record's or the index's.
+    graph, config = await five_turns_folding_soon(backend, user_id, scripted)
+    thread_id = config["configurable"]["thread_id"]
+    chat = await get_chat(backend.store, user_id, thread_id)
+    assert chat.message_count == 10 and "turn 5: number 5." in chat.summary_text
+    async with backend.pool.connection() as conn:
+        rows = await (await conn.execute(f"SELECT count(*) AS n FROM {episode_table.TABLE} WHERE owner = %s AND thread_id = %s", (user_id, thread_id))).fetchone()
+    assert rows["n"] == 10
 
 
 @pytest.mark.parametrize("scripted", ["title"], indirect=True)

@@ -67,18 +67,18 @@ def metric(name: str, labels: dict[str, str] | None = None) -> float:
     return REGISTRY.get_sample_value(name, labels or {}) or 0.0
 
 
-async def turn_paused_before_summarize(database_url: str, embeddings, user: str, chat_id: str, text: str = "I have a dog named Rex") -> None:
-    """A turn of the real graph on chat ``chat_id``, stopped before ``summarize``: the reply saved,
+async def turn_paused_at_commit_point(database_url: str, embeddings, user: str, chat_id: str, text: str = "I have a dog named Rex") -> None:
+    """A turn of the real graph on chat ``chat_id``, stopped at the commit point: the reply saved,
     memory not yet updated (what a worker that died between reply and memory update leaves)."""
     from core.context import Context
-    from graph.assembly import compile_graph
+    from graph.assembly import COMMIT_POINT, compile_graph
     from memory.backend import open_memory
 
     async with open_memory(database_url, embeddings) as backend:
         graph = compile_graph(backend.checkpointer, backend.store)
         config = {"configurable": {"thread_id": chat_id}}
         async for _ in graph.astream(
-            {"messages": [HumanMessage(text)]}, config, context=Context(user_id=user, model="offline"), interrupt_before=["summarize"]
+            {"messages": [HumanMessage(text)]}, config, context=Context(user_id=user, model="offline"), interrupt_before=[COMMIT_POINT]
         ):
             pass
-        assert (await graph.aget_state(config)).next == ("summarize",)
+        assert (await graph.aget_state(config)).next == (COMMIT_POINT,)

@@ -1,0 +1,132 @@
+"""record_chat: claim the thread for the run's user and keep the chat's record (title, searchable text).
+
+After ``summarize``: the title and the searchable text read the board the fold left. Before
+``index_messages``: the claim is what lets anything of this user be filed under the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
+
+from core.context import Context, get_context, thread_id_of
+from core.messages import sent_at
+from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used
+from core.schemas import ChatRecord, SummaryBoard, utcnow
+from core.state import State
+from core.statements import states_something
+from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
+from memory.chat_titles import keyword_title, needs_model_title
+from memory.forgetting import redact_board, redactor_for
+from memory.summarizer import make_first_title, make_title
+from memory.user_memory import get_chat
+from memory.writer.records import save_chat_record
+from nodes.compaction import unsummarized
+from nodes.stream_events import NOSTREAM
+from storage import thread_owners
+from storage.memory_store import memory_store
+
+log = logging.getLogger(__name__)
+
+RECENT_SEARCH_CHARS = 600
+OPENING_SEARCH_CHARS = 300
+
+
+def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> str:
+    """What a chat is found by, most telling first (the embedding reads ~256 tokens): its title,
+    its opening message, the summary board once there is one, and the newest user lines not yet folded."""
+    recent_user = [m.text for m in messages if isinstance(m, HumanMessage)]
+    tail = " / ".join(recent_user[-6:])[-RECENT_SEARCH_CHARS:]
+    parts = [title.strip()] if title.strip() and title != "New chat" else []
+    if opening.strip():
+        parts.append(f"Opening: {opening.strip()[:OPENING_SEARCH_CHARS]}")
+    if not board.is_empty():
+        parts.append(board.render())
+    if tail and tail != opening.strip()[-RECENT_SEARCH_CHARS:]:
+        parts.append(f"Recently: {tail}")
+    return "\n".join(parts)
+
+
+async def record_chat(state: State, runtime: Runtime[Context]) -> dict:
+    try:
+        thread_id = thread_id_of(runtime)
+        if thread_id and runtime.store is not None:
+            await _update_chat_record(runtime, get_context(runtime), thread_id, state)
+        return {}
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # what the steps below do not handle themselves (the claim, the record's write)
+        count_failure(SUMMARY_FAILURES, exc)
+        raise
+
+
+async def owns_thread(store, thread_id: str, user_id: str) -> bool:
+    """Claim the thread for the run's user; False when it is another user's (nothing of this
+    run may be filed under it then).
+
+    A thread run without an owner yet (the CLI, evals, a kept stateless run) becomes the run's
+    user's, so its record and its ownership agree. Entry points check before the run; this only
+    refuses to file another user's chat among this user's."""
+    try:
+        await thread_owners.claim_ownership(memory_store(store).pool, thread_id, user_id)
+    except thread_owners.ThreadTaken as exc:
+        log.warning("nothing of this run filed under the thread: %s", exc)
+        return False
+    return True
+
+
+async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: State) -> None:
+    store = runtime.store
+    if not await owns_thread(store, thread_id, ctx.user_id):
+        return
+    model = load_chat_model(ctx.model)
+    # What the user had forgotten never reaches the title or the chat's record.
+    redactor = await redactor_for(store, ctx.user_id)
+    board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
+    if redactor:
+        board = redact_board(board, redactor)
+    chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
+    messages = redactor.messages_of(state.messages, thread_id)
+    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+    if chat.title == "New chat" and not chat.title_by_user and first is not None:
+        chat.title = await _first_title(model, ctx, messages, first)
+    if needs_model_title(chat, board):
+        try:
+            titled = await make_title(model, board, config=NOSTREAM)
+            chat.title = titled.value.title.strip()[:120] or chat.title
+            chat.title_topics = list(board.topics)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # invalid output or a provider failure: keep the current title
+            count_failure(SUMMARY_FAILURES, exc, model_call=True)
+            log.warning("chat title not updated: %s", exc)
+    chat.summary_text = searchable_text(
+        board, unsummarized(messages, state.summarized_through), title=chat.title, opening=first.text if first else ""
+    )
+    chat.message_count = len(state.messages)
+    chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))
+    # The time of its newest message: now for a live turn, the source's time for an imported history.
+    chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
+    await save_chat_record(store, ctx.user_id, chat)
+
+
+async def _first_title(model, ctx: Context, messages, first: HumanMessage) -> str:
+    """The title of a new chat, from its first exchange: the model's when there is a model and a
+    reply, else (offline, no reply yet, or the call failed) a keyword title of the opening message."""
+    offline = resolve_model_name(ctx.model).startswith(OFFLINE)  # "offline" and "offline-slow…"
+    start = messages.index(first)
+    reply = next((m for m in messages[start + 1 :] if isinstance(m, AIMessage) and m.text.strip() and not m.tool_calls), None)
+    if offline or reply is None:
+        return keyword_title(first.text)
+    try:
+        titled = await make_first_title(model, [first, reply], config=NOSTREAM)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # invalid output or a provider failure: the keyword title will do
+        log.warning("chat title from the first exchange failed; using a keyword title: %s", exc)
+        return keyword_title(first.text)
+    count_tokens_used("title", titled.input_tokens, titled.output_tokens)
+    return titled.value.title.strip()[:120] or keyword_title(first.text)
