@@ -326,6 +326,9 @@ def checkpoint_counts(database_url: str, thread_id: str) -> tuple[int, int, int]
     )
 
 
+STOPPED_MESSAGE = "[slow] [markdown] I live in Rome and I have a cat named Tom"
+
+
 @pytest.mark.parametrize("from_other_worker", [False, True], ids=["same-worker", "other-worker"])
 def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_learned(server, account, from_other_worker):
     user, key = account
@@ -335,7 +338,9 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
         before = c.get(f"/chats/{chat_id}").json()
     head_before = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
 
-    running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": "[slow] I live in Rome and I have a cat named Tom"})
+    # A long reply (~9 s at the slow pace): the stop must land while it streams, also on a loaded
+    # machine where finding a connection on the other worker takes a while.
+    running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": STOPPED_MESSAGE})
     running.wait_for_tokens()
     with client_on_worker(server, key, running.worker_pid, other=from_other_worker) as c:
         stopped = c.post(f"/chats/{chat_id}/stop")
@@ -354,7 +359,7 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
         assert after["messages"][:2] == before["messages"]
         kept = after["messages"][2:]  # the message, and the reply as far as it streamed
         assert [(m["role"], m["content"], m["stopped"]) for m in kept] == [
-            ("user", "[slow] I live in Rome and I have a cat named Tom", False),
+            ("user", STOPPED_MESSAGE, False),
             ("assistant", reply_text(events), True),
         ]
         assert after["running"] is False
