@@ -56,7 +56,9 @@ class Env:
         return len(self.stub.requests)
 
     def requests_since(self, mark: int) -> list[str]:
-        return [json.dumps(r.body, ensure_ascii=False) for r in self.stub.requests[mark:]]
+        # What the model is told, not the request's envelope: a random model name like
+        # "forget-3113b7" once "carried" the forgotten "31".
+        return [json.dumps(r.body.get("messages", []), ensure_ascii=False) for r in self.stub.requests[mark:]]
 
 
 def carries(body: str, word: str) -> bool:
@@ -170,7 +172,7 @@ async def import_history(env: Env, lines: list[str]) -> None:
 @pytest.fixture
 def env(backend, openai_stub) -> Env:
     openai_stub.reset(offline_responder)
-    return Env(compile_graph(backend.checkpointer, backend.store), backend, openai_stub, f"forget-{uuid.uuid4().hex[:8]}", f"openai:forget-{uuid.uuid4().hex[:6]}")
+    return Env(compile_graph(backend.checkpointer, backend.store), backend, openai_stub, f"forget-u{uuid.uuid4().hex[:8]}", f"openai:forget-m{uuid.uuid4().hex[:6]}")  # a letter first: no id starts a word like "31"
 
 
 def test_the_forgotten_words_of_the_cases_are_no_prompt_text():
