@@ -30,7 +30,7 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCES.split(text) if s.strip()]
 
 
-def content_words(text: str) -> list[str]:
+def statement_words(text: str) -> list[str]:
     # "I'm" splits into "i" and "m": a one-letter piece is never content.
     return [w for w in word_runs(text.casefold()) if len(w) > 1 and w not in NOT_CONTENT]
 
@@ -39,7 +39,7 @@ def is_statement(sentence: str) -> bool:
     """A sentence that says something: not a question, not a request to look something up, and
     holding a word beyond greetings and function words."""
     s = sentence.strip()
-    return bool(s) and not s.endswith(("?", "？")) and _ASKS.match(s) is None and bool(content_words(s))
+    return bool(s) and not s.endswith(("?", "？")) and _ASKS.match(s) is None and bool(statement_words(s))
 
 
 def stated(text: str) -> str:
@@ -66,4 +66,4 @@ def reported(question: str) -> str | None:
     if (m := _REPORTED.search(question)) is None:
         return None
     about = m.group("about").strip(" ,;:")
-    return about if content_words(about) else None
+    return about if statement_words(about) else None

@@ -44,7 +44,7 @@ from core.messages import last_human_index
 from prompts.reply_prompt import system_text
 from core.tokens import count_message_tokens
 from llm.chat_model import load_chat_model, model_label, resolve_model_name
-from memory.user_memory import list_facts, list_tasks
+from memory.user_memory import list_facts, stored_tasks
 from nodes.reply import persona_text
 
 __all__ = ["ANCHOR", "TokenOptions", "TokenResults", "run_token_savings", "user_messages"]
@@ -145,7 +145,7 @@ async def run_token_savings(opts: TokenOptions, console: Console) -> TokenResult
                 facts = await list_facts(workspace.store, ctx.user_id, include_superseded=True)
                 summary.facts_active = sum(1 for f in facts if f.status == "active")
                 summary.facts_superseded = len(facts) - summary.facts_active
-                summary.tasks = len(await list_tasks(workspace.store, ctx.user_id))
+                summary.tasks = len(await stored_tasks(workspace.store, ctx.user_id))
                 per_conversation.append(summary)
             tracker.finish("tokens")
     sent = sum(c.sent_total for c in per_conversation)

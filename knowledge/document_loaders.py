@@ -251,7 +251,7 @@ def load_document(path: str | Path, *, source: str | None = None, data: bytes | 
         text, pages = _pdf_text(p, data)
     else:
         decoded = _decode(p, data)
-        text = html_to_text(decoded) if kind == "html" else normalize_text(decoded)
+        text = html_to_text(decoded) if kind == "html" else clean_document_text(decoded)
     if not text.strip():
         raise DocumentLoadError(p, "no text could be extracted" + (" (a scanned PDF needs OCR first)" if kind == "pdf" else ""))
     return LoadedDocument(
@@ -277,7 +277,7 @@ _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
 _MANY_BLANK_LINES = re.compile(r"\n{3,}")
 
 
-def normalize_text(text: str) -> str:
+def clean_document_text(text: str) -> str:
     """Unix newlines, no NUL characters, no trailing spaces, at most one blank line in a row, trimmed."""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     text = "\n".join(line.rstrip() for line in text.split("\n"))
@@ -363,7 +363,7 @@ def html_to_text(html: str) -> str:
         if i:
             parts.append("\n" if list_item and blocks[i - 1][1] else "\n\n")
         parts.append(text)
-    return normalize_text("".join(parts))
+    return clean_document_text("".join(parts))
 
 
 # --------------------------------------------------------------------------- PDF
@@ -388,7 +388,7 @@ def _pdf_text(path: Path, data: bytes) -> tuple[str, tuple[PageSpan, ...]]:
         spans: list[PageSpan] = []
         offset = 0
         for number, page in enumerate(reader.pages, start=1):
-            page_text = normalize_text(page.extract_text() or "")
+            page_text = clean_document_text(page.extract_text() or "")
             if not page_text:
                 continue
             if parts:

@@ -73,7 +73,7 @@ class RetrievedChunk(BaseModel):
 LOOKUP_MAX_WORDS = 3
 
 
-def content_words(query: str) -> list[str]:
+def lookup_words(query: str) -> list[str]:
     return [w for w in hyphenated_words(query.casefold()) if w not in STOP_WORDS and len(w.strip("-")) > 1]
 
 
@@ -325,7 +325,7 @@ async def _fused(
     # Matches of stop words and filler alone (a query of only those) are no evidence of relevance.
     text_match = {r["id"] for r in text_rows if r["has_content"]}
     coverage = {r["id"]: float(r["coverage"] or 0.0) for r in text_rows if r["has_content"]}
-    lookup = 0 < len(content_words(query)) <= LOOKUP_MAX_WORDS
+    lookup = 0 < len(lookup_words(query)) <= LOOKUP_MAX_WORDS
     whole_match = {r["id"] for r in text_rows if lookup and r["has_content"] and r["whole_match"]}
     fused = [(cid, score) for cid, score in fused if cid in by_id]  # a chunk replaced meanwhile is gone
     if not fused:

@@ -35,7 +35,7 @@ from core.schemas import ChatRecord, utcnow
 from core.words import light_stem, word_runs
 from embeddings.calibration import CALIBRATED
 from memory.chat_admin import owned_ids
-from memory.user_memory import age_days, search_chats
+from memory.user_memory import age_days, search_chat_summaries
 
 W_SIMILARITY, W_WORDS, W_RECENCY = 0.7, 0.15, 0.15
 RECENCY_HALF_LIFE_DAYS = 14.0
@@ -114,7 +114,7 @@ def decide(ranked: list[RankedChat]) -> ChatLookup:
 
 async def ranked_chats(store, user_id: str, query: str, *, now: datetime | None = None, limit: int = 20) -> list[RankedChat]:
     """The user's own chats (by the owner table) most similar to ``query``, best score first (no floor applied)."""
-    hits = await search_chats(store, user_id, query, limit=limit)
+    hits = await search_chat_summaries(store, user_id, query, limit=limit)
     mine = await owned_ids(store, user_id, (c.thread_id for c, _ in hits))
     return rank([(c, s) for c, s in hits if c.thread_id in mine], now or utcnow(), query)
 

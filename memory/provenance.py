@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from core.schemas import Fact, Source, Task
-from memory.user_memory import chat_titles, get_user_document, list_facts, list_tasks
+from memory.user_memory import chat_titles, get_user_document, list_facts, stored_tasks
 
 
 class SourceView(BaseModel):
@@ -45,7 +45,7 @@ async def memory_sources(store, user_id: str) -> dict[str, list[SourceView]]:
     """Every remembered item's sources, keyed "profile.role", "preferences.tone", "facts/<id>", "tasks/<id>"."""
     doc = await get_user_document(store, user_id)
     facts = await list_facts(store, user_id)
-    tasks = await list_tasks(store, user_id)
+    tasks = await stored_tasks(store, user_id)
     raw: dict[str, list[Source]] = {k: v for k, v in doc.sources.items() if v}
     raw.update({f"facts/{f.id}": _legacy(f) for f in facts})
     raw.update({f"tasks/{t.id}": _legacy(t) for t in tasks})

@@ -55,8 +55,8 @@ from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported 
     search_facts,
     search_tasks,
 )
-from memory.user_memory import list_tasks as stored_tasks
-from memory.user_memory import search_chats as search_chat_summaries
+from memory.user_memory import stored_tasks
+from memory.user_memory import search_chat_summaries
 
 Role = Literal["user", "assistant"]
 ContextType = Literal["action_items", "pending_questions", "facts", "entities", "tasks"]

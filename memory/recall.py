@@ -27,7 +27,7 @@ from core.schemas import IMPORTANCE_WEIGHT, Fact, utcnow
 from embeddings.calibration import CALIBRATED
 from storage import vector_search
 from storage.memory_store import memory_store
-from memory.user_memory import parse_item, get_user_document, list_tasks, search_chats, search_tasks
+from memory.user_memory import parse_item, get_user_document, stored_tasks, search_chat_summaries, search_tasks
 
 W_SIMILARITY, W_IMPORTANCE, W_RECENCY = 0.6, 0.25, 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -85,13 +85,13 @@ async def load_user_context(
     # load_context runs before the first token: the reads that do not need the message's vector
     # overlap its embedding (a thread), and the searches then share the cached vector.
     warm = memory_store(store).embeddings.aembed_query(query) if query.strip() else asyncio.sleep(0)
-    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), list_tasks(store, user_id, newest=10), warm)
+    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), stored_tasks(store, user_id, newest=10), warm)
 
     # A few open tasks always show; more only when they relate to the message (or it is about tasks).
     task_search = None if TASK_WORDS.search(query) or len(open_tasks) <= 3 else search_tasks(store, user_id, query, limit=10)
     ranked, similar_chats, similar_tasks = await asyncio.gather(
         rank_facts(store, user_id, query, max_facts=max_facts, now=now),
-        search_chats(store, user_id, query, limit=5),
+        search_chat_summaries(store, user_id, query, limit=5),
         task_search if task_search is not None else asyncio.sleep(0, result=None),
     )
     if similar_tasks is None:

@@ -171,7 +171,7 @@ async def search_facts(store: BaseStore, user_id: str, query: str, *, limit: int
     return _parse_hits("facts", hits)
 
 
-async def list_tasks(store: BaseStore, user_id: str, *, include_done: bool = True, newest: int | None = None) -> list[Task]:
+async def stored_tasks(store: BaseStore, user_id: str, *, include_done: bool = True, newest: int | None = None) -> list[Task]:
     """The one lister of a user's tasks: oldest first, without done ones when ``include_done`` is
     False. ``newest=n`` gives the n open or in-progress tasks updated last, newest first, reading
     no more than n per status (what a turn's prompt shows). Retracted tasks (taught only by an
@@ -214,7 +214,7 @@ async def list_chats(store: BaseStore, user_id: str) -> list[ChatRecord]:
     return sorted(chats, key=lambda c: c.last_activity, reverse=True)
 
 
-async def search_chats(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[ChatRecord, float]]:
+async def search_chat_summaries(store: BaseStore, user_id: str, query: str, *, limit: int = 10) -> list[tuple[ChatRecord, float]]:
     if not query.strip():
         return []
     hits = await nearest_items(store, chats_ns(user_id), query, limit=limit)

@@ -19,7 +19,7 @@ from llm.chat_model import model_label
 from memory.extractor import RULES_ONLY, extract
 from memory.forgetting import redactor_for
 from memory.writer.extraction import apply_extraction, mark_used
-from memory.user_memory import get_user_document, list_tasks, search_facts
+from memory.user_memory import get_user_document, stored_tasks, search_facts
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ async def related_memories(store, user_id: str, user_text: str, reply_text: str)
         for fact, score in await search_facts(store, user_id, query, limit=RELATED_FACTS):
             seen.setdefault(fact.id, {"id": fact.id, "text": fact.text, "importance": fact.importance})
     doc = await get_user_document(store, user_id)
-    tasks = await list_tasks(store, user_id, newest=20)
+    tasks = await stored_tasks(store, user_id, newest=20)
     return {
         "facts": list(seen.values())[: RELATED_FACTS * 2],
         "profile": doc.profile.model_dump(exclude_defaults=True),

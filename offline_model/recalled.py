@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.statements import content_words, sentences, is_statement
+from core.statements import statement_words, sentences, is_statement
 from core.words import light_stem
 
 __all__ = ["Quote", "quotes_for", "render_quotes"]
@@ -42,7 +42,7 @@ def _stem(word: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {_stem(w) for w in content_words(text)}
+    return {_stem(w) for w in statement_words(text)}
 
 
 def _said_lines(section: str):

@@ -19,7 +19,7 @@ from core.context import Context
 from core.text_validation import validate_user_text
 from memory.backend import open_memory
 from core.errors import InvalidMessage
-from memory.user_memory import get_chat, get_user_document, list_chats, list_facts, list_tasks
+from memory.user_memory import get_chat, get_user_document, list_chats, list_facts, stored_tasks
 from tests.support.graph_turns import new_thread
 from tests.support.embedded_postgres import throwaway_postgres, with_database
 from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
@@ -250,7 +250,7 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
     assert await session.send("remember: I live in Haifa") == "Answered."
     facts_before = sorted(f.text for f in await list_facts(backend.store, user_id))
     doc_before = await get_user_document(backend.store, user_id)
-    tasks_before = [t.description for t in await list_tasks(backend.store, user_id)]
+    tasks_before = [t.description for t in await stored_tasks(backend.store, user_id)]
 
     killer: list[threading.Thread] = []
 
@@ -275,7 +275,7 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
     assert sorted(f.text for f in await list_facts(backend.store, user_id, include_superseded=True)) == facts_before
     doc_after = await get_user_document(backend.store, user_id)
     assert doc_after.profile == doc_before.profile
-    assert [t.description for t in await list_tasks(backend.store, user_id)] == tasks_before
+    assert [t.description for t in await stored_tasks(backend.store, user_id)] == tasks_before
 
     # The database is back: the same thread answers again, with its history.
     holder["responder"] = default_responder

@@ -16,7 +16,7 @@ from llm.text_tool_calls import FALLBACK_REPLY, NO_TOOLS_INSTRUCTION
 from llm.chat_model import register_model, unregister_model
 from core.schemas import ExtractionResult, NewFact
 from memory.writer.extraction import apply_extraction
-from memory.user_memory import list_chats, list_facts, list_tasks
+from memory.user_memory import list_chats, list_facts, stored_tasks
 from storage.user_transaction import user_transaction
 from storage import thread_owners
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers, registered_scripted_model
@@ -47,10 +47,10 @@ async def test_a_task_change_is_asked_on_stderr_and_the_next_yes_applies_it_once
     s, out, err = session
     await s.send("Please remind me about my passport")
     assert "Confirm: add task 'Renew passport'? [yes/no]" in err.getvalue()
-    assert await list_tasks(backend.store, user_id) == []  # nothing before the answer
+    assert await stored_tasks(backend.store, user_id) == []  # nothing before the answer
 
     await s.send("yes")
-    tasks = await list_tasks(backend.store, user_id)
+    tasks = await stored_tasks(backend.store, user_id)
     assert [t.description for t in tasks] == ["Renew passport"]
     assert "Tool said: Done" in out.getvalue()
     assert await s.pending_confirmation() is None
@@ -60,7 +60,7 @@ async def test_answering_no_declines_and_another_message_moves_on(session, backe
     s, out, err = session
     await s.send("Please remind me about my passport")
     await s.send("no")
-    assert await list_tasks(backend.store, user_id) == []
+    assert await stored_tasks(backend.store, user_id) == []
     assert "declined" in out.getvalue()
     reply = await s.send("thanks, what else?")
     assert reply == "Sure."
@@ -70,18 +70,18 @@ async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(ses
     s, out, err = session
     await s.send("Please remind me about my passport")
     await s.send("yes")
-    assert len(await list_tasks(backend.store, user_id)) == 1
+    assert len(await stored_tasks(backend.store, user_id)) == 1
 
     await s.command("/forget")
     assert "1 tasks" in err.getvalue() and "Delete it all? (yes/no)" in err.getvalue()
-    assert len(await list_tasks(backend.store, user_id)) == 1  # nothing before the answer
+    assert len(await stored_tasks(backend.store, user_id)) == 1  # nothing before the answer
     await s.send("no")
     assert "Nothing was deleted." in err.getvalue()
-    assert len(await list_tasks(backend.store, user_id)) == 1
+    assert len(await stored_tasks(backend.store, user_id)) == 1
 
     await s.command("/forget")
     await s.send("yes")
-    assert await list_tasks(backend.store, user_id) == []
+    assert await stored_tasks(backend.store, user_id) == []
     assert await list_chats(backend.store, user_id) == []
 
 
@@ -195,7 +195,7 @@ async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_s
     assert code == 0, err
     assert "Confirm: add task 'Renew passport'? [yes/no]" in err
     assert "the task change was not made; your line is sent as a message" in err
-    assert await list_tasks(backend.store, user_id) == []
+    assert await stored_tasks(backend.store, user_id) == []
     (chat,) = await list_chats(backend.store, user_id)
     s = ChatSession(backend, user_id, chat.thread_id, interactive=False)
     assert await s.pending_confirmation() is None
@@ -222,7 +222,7 @@ async def test_on_a_terminal_a_confirmation_is_asked_again_until_it_is_answered(
     monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
     await s.send("Please remind me about my passport")
     assert "Please answer yes or no" in out.getvalue()
-    assert [t.description for t in await list_tasks(backend.store, user_id)] == ["Renew passport"]
+    assert [t.description for t in await stored_tasks(backend.store, user_id)] == ["Renew passport"]
 
 
 @pytest.fixture
@@ -281,7 +281,7 @@ async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_chang
     out, err = capfd.readouterr()
     assert code == 0
     assert "the task change was not made" in err.splitlines()[-1]
-    assert await list_tasks(backend.store, user_id) == []
+    assert await stored_tasks(backend.store, user_id) == []
 
 
 async def test_forget_with_a_text_waits_for_the_users_lock_and_leaves_no_copy_of_the_fact(session, backend, user_id):

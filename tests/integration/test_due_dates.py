@@ -14,7 +14,7 @@ from core.messages import stamp_sent_at
 from graph.assembly import compile_graph
 from memory.writer.edits import edit_task
 from memory.recall import load_user_context
-from memory.user_memory import get_user_document, list_tasks
+from memory.user_memory import get_user_document, stored_tasks
 from prompts.reply_prompt import render_user_context
 from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
@@ -34,7 +34,7 @@ async def test_the_offline_model_stores_next_tuesday_as_the_date_it_meant_on_the
     graph = compile_graph(backend.checkpointer, backend.store)
     await graph.ainvoke({"messages": [said_on_wednesday("Remind me to book the dentist next Tuesday.")]}, new_thread(), context=Context(user_id=user_id, model="offline"))
 
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     assert (task.due, task.due_date) == ("next Tuesday", "2026-12-01")  # not the Tuesday after the day the test runs
     assert "(open, due Tue 1 Dec 2026)" in render_snapshot(await memory_snapshot(backend.store, user_id))
     loaded = await load_user_context(backend.store, user_id, "dentist")
@@ -53,14 +53,14 @@ async def test_a_models_due_words_are_stored_with_the_date_they_meant_and_the_ru
     graph = compile_graph(backend.checkpointer, backend.store)
     await graph.ainvoke({"messages": [said_on_wednesday("Remind me to renew my passport next month.")]}, new_thread(), context=Context(user_id=user_id, model=name))
 
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     assert (task.description, task.due, task.due_date) == ("Renew passport in December 2026", "next month", "2026-12")
 
 
 async def test_a_due_date_the_user_edits_means_a_date_from_the_edit(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     await graph.ainvoke({"messages": [said_on_wednesday("Remind me to call mom tomorrow.")]}, new_thread(), context=Context(user_id=user_id, model="offline"))
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     assert task.due_date == "2026-11-26"
 
     assert task.description == "Call mom on Thu 26 Nov 2026"
@@ -77,7 +77,7 @@ async def test_remind_me_next_friday_said_on_a_thursday_stores_the_friday_of_nex
     said = stamp_sent_at(HumanMessage("remind me to call the dentist next Friday"), THURSDAY)
     out = await graph.ainvoke({"messages": [said]}, new_thread(), context=Context(user_id=user_id, model="offline"))
 
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     assert (task.description, task.due, task.due_date) == ("Call the dentist on Fri 4 Dec 2026", "next Friday", "2026-12-04")
     assert [s.by for s in task.sources] == ["rules"]  # the dated text is still known as the rules' own
     assert "Fri 4 Dec 2026" in out["memory_written"]["described"]  # the "remembered:" line states the date it took
@@ -99,10 +99,10 @@ async def test_a_task_moved_to_another_day_says_the_new_date_in_its_text(backend
 
     said = "Call the dentist on Fri 4 Dec 2026"
     await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[TaskUpdate(action="add", description=said, due="next Friday", due_date="2026-12-04")]))
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     moved = TaskUpdate(action="update", description="call the dentist", task_id=task.id, due="Monday", due_date="2026-11-30")
     report = await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[moved]))
 
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     assert (task.description, task.due_date) == ("Call the dentist on Mon 30 Nov 2026", "2026-11-30")
     assert report.tasks_updated == ["Call the dentist on Mon 30 Nov 2026"]

@@ -6,7 +6,7 @@ import uuid
 
 from core.schemas import ExtractionResult, NewFact, TaskUpdate
 from memory.writer.extraction import apply_extraction, retract_taught_by
-from memory.user_memory import list_facts, list_tasks
+from memory.user_memory import list_facts, stored_tasks
 
 
 async def test_retracting_a_message_retracts_only_what_it_alone_taught(backend):
@@ -24,7 +24,7 @@ async def test_retracting_a_message_retracts_only_what_it_alone_taught(backend):
     assert [f.text for f in await list_facts(backend.store, user)] == ["Has a sister in Lyon"]
     history = {f.text: f.status for f in await list_facts(backend.store, user, include_superseded=True)}
     assert history["Is travelling to Peru in May"] == "superseded"  # kept, not deleted
-    assert await list_tasks(backend.store, user) == [] and await list_tasks(backend.store, user, newest=10) == []
+    assert await stored_tasks(backend.store, user) == [] and await stored_tasks(backend.store, user, newest=10) == []
     assert await retract_taught_by(backend.store, user, ["m1"]) == type(done)()  # idempotent
 
 
@@ -38,4 +38,4 @@ async def test_the_passport_edit_ends_with_one_task(backend):
     await apply_extraction(
         backend.store, user, ExtractionResult(task_updates=[TaskUpdate(action="add", description="Renew my passport tomorrow")]), message_id="new"
     )
-    assert [t.description for t in await list_tasks(backend.store, user)] == ["Renew my passport tomorrow"]
+    assert [t.description for t in await stored_tasks(backend.store, user)] == ["Renew my passport tomorrow"]

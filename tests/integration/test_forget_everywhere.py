@@ -25,7 +25,7 @@ from graph.assembly import compile_graph
 from memory import forgetting
 from memory.forgetting import ForgetTarget, forget, forget_request
 from memory.reindex import reindex_episodes
-from memory.user_memory import get_user_document, list_facts, list_tasks
+from memory.user_memory import get_user_document, list_facts, stored_tasks
 from tests.conftest import REPO_ROOT
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.offline_behind_stub import offline_responder
@@ -75,7 +75,7 @@ async def fact_id(env: Env, text: str) -> str:
 
 
 async def task_id(env: Env, words: str) -> str:
-    return next(t.id for t in await list_tasks(env.backend.store, env.user) if words in t.description)
+    return next(t.id for t in await stored_tasks(env.backend.store, env.user) if words in t.description)
 
 
 # --------------------------------------------------------------------------- how a case forgets

@@ -13,7 +13,7 @@ from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
 from core.schemas import SummaryBoard
-from memory.user_memory import get_chat, get_user_document, list_facts, search_chats, search_facts
+from memory.user_memory import get_chat, get_user_document, list_facts, search_chat_summaries, search_facts
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, stream_pieces, structured_answer  # noqa: F401
 from tests.support.scripted_model import empty_extraction, registered_scripted_model
@@ -132,5 +132,5 @@ async def test_italian_round_trips_through_extraction_store_summary_and_next_pro
     # The chat is found by an Italian query on its summary.
     chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])
     assert chat.title == "Presentazioni a Roma" and "caffè" in chat.summary_text
-    hits = await search_chats(backend.store, user_id, "Roma caffè", limit=3)
+    hits = await search_chat_summaries(backend.store, user_id, "Roma caffè", limit=3)
     assert hits and hits[0][0].thread_id == config["configurable"]["thread_id"]

@@ -15,7 +15,7 @@ from core.dates import dated_task, resolve_date
 from llm.chat_model import register_model, unregister_model
 from memory.writer.extraction import apply_extraction
 from core.schemas import ExtractionResult, TaskUpdate
-from memory.user_memory import list_tasks
+from memory.user_memory import stored_tasks
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, structured_answer, tool_call  # noqa: F401
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
@@ -62,7 +62,7 @@ def run(backend, user_id):
 
 
 async def task_descriptions(backend, user_id) -> list[str]:
-    return sorted(t.description for t in await list_tasks(backend.store, user_id))
+    return sorted(t.description for t in await stored_tasks(backend.store, user_id))
 
 
 async def test_add_task_pauses_with_a_task_change_interrupt_and_approval_writes_it_once(backend, user_id, run):
@@ -92,7 +92,7 @@ async def test_add_task_pauses_with_a_task_change_interrupt_and_approval_writes_
 
     out = await send(Command(resume={"approved": True}), config)
     assert "__interrupt__" not in out
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     assert (task.description, task.due, task.status) == (milk, "tomorrow", "open")
     assert task.source_thread == config["configurable"]["thread_id"]
     tool_message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
@@ -142,15 +142,15 @@ async def test_two_task_calls_in_one_reply_are_confirmed_one_by_one_and_written_
 
 async def test_complete_task_asks_then_marks_the_stored_task_done(backend, user_id, run):
     await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[TaskUpdate(action="add", description="Submit the tax return")]))
-    (task,) = await list_tasks(backend.store, user_id)
+    (task,) = await stored_tasks(backend.store, user_id)
     graph, send = run(calling({"name": "complete_task", "args": {"description": "Submit the tax return", "task_id": task.id}}))
     config = new_thread()
 
     out = await send("I submitted my tax return!", config)
     assert out["__interrupt__"][0].value["action"] == "complete"
-    assert (await list_tasks(backend.store, user_id))[0].status == "open"
+    assert (await stored_tasks(backend.store, user_id))[0].status == "open"
     await send(Command(resume={"approved": True}), config)
-    (done,) = await list_tasks(backend.store, user_id)
+    (done,) = await stored_tasks(backend.store, user_id)
     assert done.id == task.id and done.status == "done" and done.completed_at is not None
 
 
@@ -161,7 +161,7 @@ async def test_update_task_shows_the_new_status_in_the_confirmation(backend, use
     out = await send("I started the report.", config)
     assert out["__interrupt__"][0].value["status"] == "in_progress"  # the user sees what they approve
     await send(Command(resume={"approved": True}), config)
-    assert [t.status for t in await list_tasks(backend.store, user_id)] == ["in_progress"]
+    assert [t.status for t in await stored_tasks(backend.store, user_id)] == ["in_progress"]
 
 
 async def test_interrupt_and_resume_over_the_streaming_openai_client(backend, user_id, openai_stub):

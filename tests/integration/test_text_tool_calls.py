@@ -19,7 +19,7 @@ from core.context import Context
 from llm.text_tool_calls import NO_TOOLS_INSTRUCTION
 from memory.writer.extraction import apply_extraction
 from core.schemas import ExtractionResult
-from memory.user_memory import list_tasks
+from memory.user_memory import stored_tasks
 from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
     StubRequest,
     openai_stub,
@@ -80,10 +80,10 @@ async def test_a_task_written_as_text_asks_for_confirmation_and_yes_adds_it_once
     session, out, err = cli()
     await session.send("Remind me to renew my passport.")
     assert "Confirm: add task 'Renew passport'? [yes/no]" in err.getvalue()
-    assert await list_tasks(backend.store, user_id) == [] and "<tool_call>" not in out.getvalue()
+    assert await stored_tasks(backend.store, user_id) == [] and "<tool_call>" not in out.getvalue()
 
     await session.send("yes")
-    assert [t.description for t in await list_tasks(backend.store, user_id)] == ["Renew passport"]
+    assert [t.description for t in await stored_tasks(backend.store, user_id)] == ["Renew passport"]
     assert "tool_call" not in out.getvalue()
 
 

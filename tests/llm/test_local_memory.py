@@ -17,7 +17,7 @@ from core.context import Context
 from core.messages import stamp_sent_at
 from graph.assembly import compile_graph
 from llm.text_tool_calls import FALLBACK_REPLY
-from memory.user_memory import get_user_document, list_facts, list_tasks
+from memory.user_memory import get_user_document, list_facts, stored_tasks
 from tests.support.graph_turns import new_thread, stream_turn
 
 # Four turns of reply + extraction on a busy 2-core machine: minutes, not seconds.
@@ -48,7 +48,7 @@ async def test_the_four_dana_lines_store_name_city_job_short_answers_and_the_pas
 
     doc = await get_user_document(backend.store, user_id)
     facts = [f.text for f in await list_facts(backend.store, user_id)]
-    tasks = [t.description for t in await list_tasks(backend.store, user_id, include_done=False)]
+    tasks = [t.description for t in await stored_tasks(backend.store, user_id, include_done=False)]
     seen = {"profile": doc.profile.model_dump(exclude_defaults=True), "preferences": doc.preferences.model_dump(exclude_defaults=True),
             "facts": facts, "tasks": tasks, "replies": [r[:80] for r in replies]}  # fmt: skip
     print(seen)  # the tier's log carries what the model stored (the docs quote it)
@@ -82,7 +82,7 @@ async def test_next_tuesday_tomorrow_and_next_month_said_on_a_known_day_are_stor
     said = stamp_sent_at(HumanMessage(" ".join(line for line, _, _ in DATED), id=str(uuid.uuid4())), WEDNESDAY)
     await stream_turn(graph, {"messages": [said]}, new_thread(), ctx)
 
-    tasks = await list_tasks(backend.store, user_id, include_done=False)
+    tasks = await stored_tasks(backend.store, user_id, include_done=False)
     seen = [t.model_dump(mode="json") for t in tasks]
     for _, key, due_date in DATED:
         assert [t.due_date for t in tasks if key in t.description.casefold()] == [due_date], seen

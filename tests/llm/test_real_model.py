@@ -31,7 +31,7 @@ from llm.structured import invoke_structured, remembered_mode
 from memory.backend import open_memory
 from memory.extractor import build_extraction_messages
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
-from memory.user_memory import get_user_document, list_facts, list_tasks
+from memory.user_memory import get_user_document, list_facts, stored_tasks
 from tests.conftest import REPO_ROOT
 from tests.llm.conftest import TEST_REPLY_CAP, forwarding_responder
 from tests.support.openai_stub_server import StubReply, StubRequest
@@ -63,7 +63,7 @@ async def stored_memory(url: str, minilm, user: str) -> list[str]:
             "profile": doc.profile.model_dump(mode="json"),
             "preferences": doc.preferences.model_dump(mode="json"),
             "facts": [{"text": f.text} for f in await list_facts(backend.store, user)],
-            "tasks": [t.model_dump(mode="json") for t in await list_tasks(backend.store, user, include_done=False)],
+            "tasks": [t.model_dump(mode="json") for t in await stored_tasks(backend.store, user, include_done=False)],
         }
     return [line for line in render_user_context(loaded).splitlines() if line.startswith("- ")]
 
@@ -126,9 +126,9 @@ async def test_a_task_tool_call_asks_for_confirmation_and_yes_adds_the_task(back
 
     asked = [i.value for i in turn.interrupts]
     assert asked and asked[0]["type"] == "task_change" and asked[0]["action"] == "add", turn.values["messages"][-1]
-    assert await list_tasks(backend.store, user_id) == []  # nothing before the answer
+    assert await stored_tasks(backend.store, user_id) == []  # nothing before the answer
     await stream_turn(graph, Command(resume={"approved": True}), config, ctx)
-    tasks = await list_tasks(backend.store, user_id)
+    tasks = await stored_tasks(backend.store, user_id)
     assert [t.description for t in tasks] == [asked[0]["description"]]
 
 

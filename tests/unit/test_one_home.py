@@ -300,3 +300,28 @@ def test_the_index_write_check_sees_each_way_of_naming_it():
         "table.sync_thread(p)\nforget_ledger.delete_owner(p)\nrewrite(p)\ntable.count(p)"
     )
     assert sorted(episode_index_writes(tree)) == [3, 5]
+
+
+# Names a module is called by, never imported bare: every storage module has its own ``setup``
+# (``episodes.setup(...)``); nodes/tools.py names its tools as the model sees them, each over the
+# read layer's function of the same name and shape; the server-modes file's ``forget`` is its own.
+MODULE_VERBS = {"setup", "finish", "delete_owner", "search"}
+SAME_NAME_ON_PURPOSE = {frozenset({"nodes/tools.py", "memory/queries.py"}), frozenset({"llm/server_modes.py", "memory/forgetting.py"})}
+READ_AND_MEMORY_PACKAGES = ("core", "embeddings", "graph", "knowledge", "llm", "memory", "nodes", "prompts", "storage")
+
+
+def test_one_name_means_one_function_across_the_memory_packages():
+    """Issue 29: `search_chats` and `list_tasks` meant two different shapes in two modules. A public
+    function's name belongs to one module of the packages below the entry points."""
+    homes: dict[str, list[str]] = {}
+    for path, tree in sources():
+        if not path.startswith(READ_AND_MEMORY_PACKAGES):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                homes.setdefault(node.name, []).append(path)
+    clashes = {
+        name: paths for name, paths in homes.items()
+        if len(paths) > 1 and name not in MODULE_VERBS and frozenset(paths) not in SAME_NAME_ON_PURPOSE
+    }
+    assert clashes == {}, f"one name, several functions: {clashes}"
