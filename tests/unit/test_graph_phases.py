@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.source_trees import parsed
+
 from langgraph.graph import END, START
 
 from core.state import LAST_NODE
@@ -53,7 +55,7 @@ def test_the_memory_phase_folds_then_records_the_chat_then_indexes_it_then_extra
 
 
 def _tree(relative: str) -> ast.Module:
-    return ast.parse((ROOT / relative).read_text(encoding="utf-8"))
+    return parsed(ROOT / relative)
 
 
 def test_the_turn_runner_pauses_at_the_assemblys_commit_point():
@@ -74,7 +76,7 @@ def test_no_entry_point_pauses_a_turn_at_a_node_name_of_its_own():
     literal = []
     for package in ("app", "evals", "memory", "benchmarks", "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.Call):
                     for kw in node.keywords:
                         if kw.arg in ("interrupt_before", "interrupt_after") and any(

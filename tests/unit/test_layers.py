@@ -11,6 +11,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+from tests.support.source_trees import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Top to bottom. Entry points first; the shared base (core) last and importing nothing of ours.
@@ -34,7 +36,7 @@ def _edges() -> dict[str, dict[str, list[str]]]:
     edges: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parsed(path)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
@@ -91,7 +93,7 @@ def _module_edges() -> dict[str, set[str]]:
 
     edges: dict[str, set[str]] = {m: set() for m in paths}
     for module, path in paths.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 found = [ours(a.name) for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -147,7 +149,7 @@ def _room_edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for room in APP_ROOMS:
         for path in sorted((ROOT / "app" / room).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     names = [node.module]
                 elif isinstance(node, ast.Import):

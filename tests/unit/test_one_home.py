@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.support.source_trees import parsed
+
 from core.stopwords import STOPWORDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +29,7 @@ def sources() -> list[tuple[str, ast.Module]]:
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            found.append((path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))))
+            found.append((path.relative_to(ROOT).as_posix(), parsed(path)))
     return found
 
 
