@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, computed_field
 from typing_extensions import TypedDict
 
-__all__ = ["Chunk", "Excerpt", "ExcerptLine", "LoadedContext", "RankedFact", "RelatedChat", "TaskLine"]
+__all__ = ["Chunk", "Excerpt", "ExcerptLine", "LoadedContext", "RankedFact", "RelatedChat", "RetrievedChunk", "TaskLine"]
 
 
 class RankedFact(TypedDict):
@@ -88,10 +89,9 @@ class LoadedContext(TypedDict, total=False):
     """Ranked, not packed: the reply prompt packs them into what its other sections leave."""
 
 
-class Chunk(TypedDict):
-    """A knowledge-base chunk retrieve chose (``knowledge.RetrievedChunk.as_chunk``), most relevant first.
-
-    ``tokens`` is its cost as the prompt renders it (``prompts.reply_prompt.chunk_cost``)."""
+class RetrievedChunk(BaseModel):
+    """One knowledge-base chunk ``knowledge.search`` found, with how it was found; the state keeps
+    it as a :class:`Chunk`."""
 
     id: int
     source: str
@@ -99,12 +99,40 @@ class Chunk(TypedDict):
     heading_path: str
     content: str
     collection: str
-    vector_rank: int | None
-    text_rank: int | None
+    vector_rank: int | None = None
+    """1-based rank among the vector candidates (None: not among them)."""
+    text_rank: int | None = None
+    """1-based rank among the full-text candidates (None: no full-text match)."""
     rrf_score: float
-    vector_similarity: float | None
-    text_match: bool
-    text_coverage: float
-    whole_match: bool
+    vector_similarity: float | None = None
+    """Cosine similarity between the query and the chunk."""
+    text_match: bool = False
+    """The chunk matches a word of the query that is not a stop word or filler."""
+    text_coverage: float = 0.0
+    """The share of the query's words (stop words and filler aside), each weighed by its rarity
+    in the searched chunks (idf), that the chunk holds: 1.0 when it holds them all."""
+    whole_match: bool = False
+    """The query is a lookup (at most ``knowledge.retrieval.LOOKUP_MAX_WORDS`` words beyond stop words and filler) and the
+    chunk holds every word of it."""
     tokens: int
-    citation: str
+    """Tokens of the chunk as the prompt renders it, separator included (what counts against the budget)."""
+    metadata: dict[str, Any] = {}
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def citation(self) -> str:
+        return f"{self.source}#{self.chunk_index}"
+
+    def as_chunk(self) -> Chunk:
+        """What retrieve keeps in the state (``State.retrieved_chunks``): JSON, without the metadata."""
+        return Chunk(**self.model_dump(mode="json", exclude={"metadata"}))
+
+
+# The state's shape of a chunk, derived from the model above so its fields are written once: a
+# TypedDict (a plain dict at run time, see the module's docstring) of the model's JSON fields
+# without the metadata, plus the computed citation.
+_CHUNK_FIELDS = {name: f.annotation for name, f in RetrievedChunk.model_fields.items() if name != "metadata"}
+Chunk = TypedDict("Chunk", {**_CHUNK_FIELDS, "citation": str})  # type: ignore[misc]
+Chunk.__doc__ = """A knowledge-base chunk retrieve chose (``RetrievedChunk.as_chunk``), most relevant first.
+
+``tokens`` is its cost as the prompt renders it (``prompts.reply_prompt.chunk_cost``)."""

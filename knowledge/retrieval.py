@@ -9,9 +9,8 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, computed_field
 
-from core.contracts import Chunk
+from core.contracts import RetrievedChunk
 from core.stopwords import FILLER, STOPWORDS
 from core.words import hyphenated_words
 from knowledge.hybrid_ranking import RELEVANCE_GATE, RRF_K, RelevanceGate, cosine_similarities, mmr_select, reciprocal_rank_fusion
@@ -25,46 +24,6 @@ log = logging.getLogger(__name__)
 # would find the README's `echo hi`). English, Italian, a little Hebrew; when a query has
 # nothing else, its words are used as they are, but they are no evidence for the relevance gate.
 STOP_WORDS: frozenset[str] = STOPWORDS | FILLER
-
-
-
-class RetrievedChunk(BaseModel):
-    """One chunk returned by :func:`search`, with how it was found."""
-
-    id: int
-    source: str
-    chunk_index: int
-    heading_path: str
-    content: str
-    collection: str
-    vector_rank: int | None = None
-    """1-based rank among the vector candidates (None: not among them)."""
-    text_rank: int | None = None
-    """1-based rank among the full-text candidates (None: no full-text match)."""
-    rrf_score: float
-    vector_similarity: float | None = None
-    """Cosine similarity between the query and the chunk."""
-    text_match: bool = False
-    """The chunk matches a word of the query that is not a stop word or filler."""
-    text_coverage: float = 0.0
-    """The share of the query's words (stop words and filler aside), each weighed by its rarity
-    in the searched chunks (idf), that the chunk holds: 1.0 when it holds them all."""
-    whole_match: bool = False
-    """The query is a lookup (at most ``LOOKUP_MAX_WORDS`` words beyond stop words and filler) and the
-    chunk holds every word of it."""
-    tokens: int
-    """Tokens of the chunk as the prompt renders it, separator included (what counts against the budget)."""
-    metadata: dict[str, Any] = {}
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def citation(self) -> str:
-        return f"{self.source}#{self.chunk_index}"
-
-    def as_chunk(self) -> Chunk:
-        """What retrieve keeps in the state (``State.retrieved_chunks``): JSON, without the metadata."""
-        return Chunk(**self.model_dump(mode="json", exclude={"metadata"}))
-
 
 
 # A query of at most this many content words is a lookup ("XR-2291-B", "scontrino"): a chunk
