@@ -137,12 +137,22 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     tell a new thread from someone else's old one) when it has checkpoints but no owner.
     """
     check_user_id(owner)  # no owner row for a user whose memory could not be stored
-    params = {"thread_id": thread_id, "owner": owner}
+    return await _claim(pool, thread_id, owner, (INSERT if adopt_history else INSERT_IF_NO_HISTORY,), {"thread_id": thread_id, "owner": owner})
+
+
+# Autocommit: each statement sees the row a concurrent claim just committed.
+_CURRENT_OWNER = f"SELECT owner FROM {TABLE} WHERE thread_id = %(thread_id)s"
+
+
+async def _claim(pool: AsyncConnectionPool, thread_id: str, owner: str, attempts: tuple[str, ...], params: dict) -> str:
+    """Run ``attempts`` in order until one returns a row, else read the current owner; ThreadTaken
+    unless the thread ends up ``owner``'s."""
+    row = None
     async with pool.connection() as conn:
-        row = await (await conn.execute(INSERT if adopt_history else INSERT_IF_NO_HISTORY, params)).fetchone()
-        if row is None:
-            # Autocommit: this statement sees the row a concurrent claim just committed.
-            row = await (await conn.execute(f"SELECT owner FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+        for sql in (*attempts, _CURRENT_OWNER):
+            row = await (await conn.execute(sql, params)).fetchone()
+            if row is not None:
+                break
     current = row["owner"] if row else None
     if current != owner:
         raise ThreadTaken(thread_id, current)
@@ -164,16 +174,7 @@ async def claim_handed_over(pool: AsyncConnectionPool, thread_id: str, taker: st
     run on it names the user it acts as (``configurable.user_id``). ThreadTaken otherwise."""
     check_user_id(taker)
     params = {"thread_id": thread_id, "owner": taker, "taker": taker, "giver": giver}
-    async with pool.connection() as conn:
-        row = await (await conn.execute(INSERT_IF_NO_HISTORY, params)).fetchone()
-        if row is None:
-            row = await (await conn.execute(HAND_OVER, params)).fetchone()
-        if row is None:
-            row = await (await conn.execute(f"SELECT owner FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
-    current = row["owner"] if row else None
-    if current != taker:
-        raise ThreadTaken(thread_id, current)
-    return taker
+    return await _claim(pool, thread_id, taker, (INSERT_IF_NO_HISTORY, HAND_OVER), params)
 
 
 async def owners_of(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> dict[str, str]:
