@@ -158,7 +158,7 @@ async def latency_case(server: LiveServer, name: str, body: bytes | None, import
 
 
 async def main_async(args) -> None:
-    from tests.support.embedded_postgres import throwaway_database
+    from tests.support.embedded_postgres import on_database
 
     if args.repo:
         http_server.REPO_ROOT = Path(args.repo).resolve()  # start_server runs `serve` from there
@@ -180,11 +180,7 @@ async def main_async(args) -> None:
             print(await latency_case(server, f"{args.imports} x maximal valid import", maximal, args.imports, args.watch), flush=True)
         print(f"after: {machine()}")
 
-    if args.database_url:
-        await against(args.database_url)
-        return
-    with throwaway_database("ma-flood-") as url:
-        await against(url)
+    await on_database(args.database_url, "ma-flood-", against)
 
 
 def main() -> None:

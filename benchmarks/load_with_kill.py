@@ -319,7 +319,7 @@ def machine() -> str:
 
 
 async def main_async(args) -> None:
-    from tests.support.embedded_postgres import throwaway_database
+    from tests.support.embedded_postgres import on_database
 
     async def against(url: str) -> Report:
         print(f"before: {machine()}", flush=True)
@@ -331,11 +331,7 @@ async def main_async(args) -> None:
         print(f"after: {machine()}")
         return report
 
-    if args.database_url:
-        await against(args.database_url)
-        return
-    with throwaway_database("ma-load-") as url:
-        await against(url)
+    await on_database(args.database_url, "ma-load-", against)
 
 
 def main() -> None:

@@ -6,9 +6,11 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Awaitable, Callable, Iterator, TypeVar
 
 import psycopg
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -46,3 +48,12 @@ def throwaway_database(prefix: str = "ma-pg-") -> Iterator[str]:
         with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         yield with_database(pg.get_uri(), name)
+
+
+async def on_database(database_url: str | None, prefix: str, run: Callable[[str], Awaitable[T]]) -> T:
+    """``run(url)`` on ``database_url`` when given, else on a :func:`throwaway_database` (the
+    benchmarks' ``--database-url``)."""
+    if database_url:
+        return await run(database_url)
+    with throwaway_database(prefix) as url:
+        return await run(url)
