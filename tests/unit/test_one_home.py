@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support.source_trees import parsed
 
 from core.stopwords import STOPWORDS
@@ -31,6 +33,11 @@ def sources() -> list[tuple[str, ast.Module]]:
         for path in sorted((ROOT / package).rglob("*.py")):
             found.append((path.relative_to(ROOT).as_posix(), parsed(path)))
     return found
+
+
+def found_outside(check, allowed: str | tuple[str, ...]) -> dict[str, list]:
+    """What ``check`` finds in each source file outside the ``allowed`` paths."""
+    return {path: hits for path, tree in sources() if not path.startswith(allowed) and (hits := check(tree))}
 
 
 def _is_super_call(node: ast.AST) -> bool:
@@ -55,7 +62,7 @@ def store_writes(tree: ast.Module) -> list[int]:
 
 
 def test_only_the_writer_writes_or_deletes_memory_items():
-    outside = {path: lines for path, tree in sources() if not path.startswith(WRITER) and (lines := store_writes(tree))}
+    outside = found_outside(store_writes, WRITER)
     assert outside == {}, f"memory writes outside {WRITER}: {outside}"
 
 
@@ -184,16 +191,8 @@ def word_splitters(tree: ast.Module) -> list[int]:
 
 
 def test_words_are_split_only_in_core_words():
-    outside = {path: lines for path, tree in sources() if not path.startswith(SPLITTERS_ALLOWED) and (lines := word_splitters(tree))}
+    outside = found_outside(word_splitters, SPLITTERS_ALLOWED)
     assert outside == {}, f"word splitters outside core/words.py (use or add one there): {outside}"
-
-
-def test_the_splitter_check_sees_a_new_splitter_and_not_a_name_pattern():
-    tree = ast.parse(
-        'a = re.findall(r"[a-z0-9]+", t)\nb = re.compile(r"\\w+")\nc = re.compile(r"[^\\W_]+(?:\'x)*")\n'
-        'd = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")\ne = re.compile(r"\\s+")'
-    )
-    assert word_splitters(tree) == [1, 2, 3]
 
 
 # A name of a similarity floor (weights such as W_SIMILARITY are not floors).
@@ -227,16 +226,26 @@ def threshold_constants(tree: ast.Module) -> list[str]:
 
 
 def test_similarity_thresholds_are_only_in_the_calibration_table():
-    outside = {path: names for path, tree in sources() if not path.startswith(THRESHOLDS_ALLOWED) and (names := threshold_constants(tree))}
+    outside = found_outside(threshold_constants, THRESHOLDS_ALLOWED)
     assert outside == {}, f"similarity thresholds outside embeddings/calibration.py: {outside}"
 
 
-def test_the_threshold_check_sees_constants_fields_and_defaults():
-    tree = ast.parse(
-        "MERGE_THRESHOLD = 0.9\nMIN_FACTS, MIN_SIMILARITY = 3, 0.25\nclass G:\n    min_similarity: float = 0.4\n"
-        "def f(k, duplicate_threshold: float = 0.95): pass\nW_SIMILARITY = 0.6\nMIN_SIMILARITY = CALIBRATED.fact_recall"
-    )
-    assert threshold_constants(tree) == ["MERGE_THRESHOLD@1", "MIN_SIMILARITY@2", "min_similarity@4", "duplicate_threshold@5"]
+@pytest.mark.parametrize(
+    "check, source, found",
+    [
+        (word_splitters,
+         'a = re.findall(r"[a-z0-9]+", t)\nb = re.compile(r"\\w+")\nc = re.compile(r"[^\\W_]+(?:\'x)*")\n'
+         'd = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")\ne = re.compile(r"\\s+")',
+         [1, 2, 3]),
+        (threshold_constants,
+         "MERGE_THRESHOLD = 0.9\nMIN_FACTS, MIN_SIMILARITY = 3, 0.25\nclass G:\n    min_similarity: float = 0.4\n"
+         "def f(k, duplicate_threshold: float = 0.95): pass\nW_SIMILARITY = 0.6\nMIN_SIMILARITY = CALIBRATED.fact_recall",
+         ["MERGE_THRESHOLD@1", "MIN_SIMILARITY@2", "min_similarity@4", "duplicate_threshold@5"]),
+    ],
+    ids=["the splitter check sees a new splitter and not a name pattern", "the threshold check sees constants, fields and defaults"],
+)
+def test_a_check_sees_what_it_looks_for(check, source, found):
+    assert check(ast.parse(source)) == found
 
 
 def test_every_embedding_model_has_every_threshold():
