@@ -217,13 +217,8 @@ async def _run(args: argparse.Namespace) -> int:
         if args.judge_model and not args.reader_model:
             raise ValueError("--judge-model judges the reader's answers: give --reader-model too")
         options = RecallOptions(
-            model=args.model,
-            reader_model=args.reader_model,
-            judge_model=args.judge_model,
-            concurrency=args.concurrency,
-            conversations_at_once=args.conversations_at_once,
-            conversations=args.conversations,
-            split=args.split,
+            model=args.model, reader_model=args.reader_model, judge_model=args.judge_model, concurrency=args.concurrency,
+            conversations_at_once=args.conversations_at_once, conversations=args.conversations, split=args.split,
             **_common_options(args),
         )
         await run_recall(options, console)

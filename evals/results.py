@@ -144,20 +144,7 @@ def judge_variants(variants: Sequence[VariantResult], keys: Sequence[str], seed:
             continue
         aligned = {name: [scores[c.key] for c in common] for name, scores in per_variant.items()}
         d = decide_winner(aligned, seed=seed)
-        w = WinnerResult(
-            metric=key,
-            label=metric(key).label,
-            best=d.best,
-            runner_up=d.runner_up,
-            margin=d.margin,
-            ci_low=d.ci_low,
-            ci_high=d.ci_high,
-            confidence=d.confidence,
-            significant=d.significant,
-            n=d.n,
-            means=d.means,
-            verdict="",
-        )
+        w = WinnerResult(metric=key, label=metric(key).label, verdict="", **d.as_dict())
         w.verdict = _verdict(w)
         winners[key] = w
     return winners

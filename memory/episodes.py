@@ -262,17 +262,9 @@ class Found:
 
 
 async def fused_search(
-    pool: AsyncConnectionPool,
-    embeddings,
-    owner: str,
-    query: str,
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    thread_id: str | None = None,
-    exclude: Sequence[str] = (),
-    candidates: int | None = None,
-    gate: EpisodeGate | None = EPISODE_GATE,
+    pool: AsyncConnectionPool, embeddings, owner: str, query: str, *,
+    since: datetime | None = None, until: datetime | None = None, thread_id: str | None = None, exclude: Sequence[str] = (),
+    candidates: int | None = None, gate: EpisodeGate | None = EPISODE_GATE,
     vector: Sequence[float] | Awaitable[Sequence[float]] | None = None,
 ) -> list[Found]:
     """The owner's messages matching ``query``, full text and vectors fused (RRF), best first;

@@ -86,16 +86,9 @@ def _message(m: ImportedMessage, mid: str) -> BaseMessage:
 
 
 async def import_chat(
-    graph,
-    pool,
-    user_id: str,
-    chat: ChatImport,
-    *,
-    context: Context | None = None,
-    on_progress: Progress | None = None,
-    resume: str | None = None,
-    stop_when: Callable[[], Awaitable[bool]] | None = None,
-    digest: str | None = None,
+    graph, pool, user_id: str, chat: ChatImport, *,
+    context: Context | None = None, on_progress: Progress | None = None, resume: str | None = None,
+    stop_when: Callable[[], Awaitable[bool]] | None = None, digest: str | None = None,
 ) -> ImportedChat:
     """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer
     and store), or go on with the incomplete import of chat ``resume``.

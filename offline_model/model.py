@@ -134,21 +134,23 @@ def _with_article(role: str) -> str:
     return ("an " if role[0] in "aeiou" else "a ") + role
 
 
+# How the offline reply says a profile field back; any other field: "your <field> is <value>".
+_PROFILE_PHRASES = {
+    "name": "your name is {}",
+    "location": "you live in {}",
+    "native_language": "your native language is {}",
+    "level": "your level is {}",
+    "goals": "your goals: {}",
+}
+
+
 def _profile_phrases(items: Sequence[str]) -> list[str]:
     phrases = []
     for key, value in _key_values(items):
-        if key == "name":
-            phrases.append(f"your name is {value}")
-        elif key == "location":
-            phrases.append(f"you live in {value}")
-        elif key == "role":
+        if key == "role":
             phrases.append(f"you work as {_with_article(value)}")
-        elif key == "native_language":
-            phrases.append(f"your native language is {value}")
-        elif key == "level":
-            phrases.append(f"your level is {value}")
-        elif key == "goals":
-            phrases.append(f"your goals: {value}")
+        elif key in _PROFILE_PHRASES:
+            phrases.append(_PROFILE_PHRASES[key].format(value))
         else:
             phrases.append(f"your {key.replace('_', ' ')} is {value}")
     return phrases
@@ -513,25 +515,15 @@ class OfflineChatModel(BaseChatModel):
                 chunk = AIMessageChunk(content=piece)
             yield ChatGenerationChunk(message=chunk)
 
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         for chunk in self._chunks(messages):
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
 
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                       run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in self._chunks(messages):
             if run_manager:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
