@@ -26,8 +26,8 @@ from memory.user_memory import (
     get_user_document,
     list_chats,
     list_facts,
-    list_tasks,
-    search_chats,
+    stored_tasks,
+    search_chat_summaries,
     search_facts,
     search_tasks,
 )
@@ -112,7 +112,7 @@ async def test_user_b_never_sees_user_a(backend, user_id, scripted, b_shape):
     for text in A_SAYS:
         await graph.ainvoke({"messages": [HumanMessage(text)]}, a_thread, context=a_ctx)
     await apply_extraction(backend.store, a, ExtractionResult(task_updates=[TaskUpdate(action="add", description="Ship Nightingale")]))
-    assert len(await list_facts(backend.store, a)) == 2 and len(await list_tasks(backend.store, a)) == 2
+    assert len(await list_facts(backend.store, a)) == 2 and len(await stored_tasks(backend.store, a)) == 2
     a_chat = await get_chat(backend.store, a, a_thread["configurable"]["thread_id"])
     assert "Nightingale" in a_chat.summary_text and "Nightingale" in a_chat.title
     a_thread_id = a_thread["configurable"]["thread_id"]
@@ -141,17 +141,17 @@ async def test_user_b_never_sees_user_a(backend, user_id, scripted, b_shape):
     # --- the store, read as B
     assert await list_facts(backend.store, b, include_superseded=True) == []
     assert await search_facts(backend.store, b, "Tiberias Nightingale codename", limit=10) == []
-    assert await list_tasks(backend.store, b) == []
+    assert await stored_tasks(backend.store, b) == []
     assert await search_tasks(backend.store, b, "dentist", limit=10) == []
     b_thread_id = b_thread["configurable"]["thread_id"]
-    assert [c.thread_id for c, _ in await search_chats(backend.store, b, "project Nightingale", limit=10)] == [b_thread_id]
+    assert [c.thread_id for c, _ in await search_chat_summaries(backend.store, b, "project Nightingale", limit=10)] == [b_thread_id]
     assert await get_chat(backend.store, b, a_thread_id) is None
     assert [c.thread_id for c in await list_chats(backend.store, b)] == [b_thread_id]
     assert (await get_user_document(backend.store, b)).profile.name is None
 
     # --- forgetting B removes nothing of A's
     await forget_user_everywhere(backend, b)
-    assert len(await list_facts(backend.store, a)) == 2 and len(await list_tasks(backend.store, a)) == 2
+    assert len(await list_facts(backend.store, a)) == 2 and len(await stored_tasks(backend.store, a)) == 2
     assert await get_chat(backend.store, a, a_thread_id) is not None
     assert (await get_user_document(backend.store, a)).profile.name == "Avital"
 

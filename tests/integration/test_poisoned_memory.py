@@ -28,7 +28,7 @@ from memory.user_memory import (
     invalid_items,
     list_chats,
     list_facts,
-    list_tasks,
+    stored_tasks,
     search_facts,
 )
 from tests.conftest import REPO_ROOT
@@ -95,7 +95,7 @@ async def test_turns_succeed_and_write_memory_over_invalid_items_counted_and_log
         assert not turn.values.get("error")
     # The turn's memory update ran over the poisoned namespaces.
     assert [f.text for f in await list_facts(backend.store, user_id)] == ["Grows tomatoes on the balcony"]
-    assert [t.description for t in await list_tasks(backend.store, user_id)] == ["Buy tomato stakes"]
+    assert [t.description for t in await stored_tasks(backend.store, user_id)] == ["Buy tomato stakes"]
     assert (await get_user_document(backend.store, user_id)).profile.name == "Dana"  # the invalid document was replaced
     assert all(f.id != "poison-fact" for f, _ in await search_facts(backend.store, user_id, "x"))
 
@@ -189,7 +189,7 @@ async def test_a_stored_value_that_is_not_an_object_is_invalid_to_every_reader_a
     async with backend.pool.connection() as conn:  # straight into the table: the store's API only writes objects
         for namespace, key, value in (("facts", "list-fact", ["a"]), ("tasks", "text-task", "text"), ("profile", PROFILE_KEY, 7)):
             await conn.execute("INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)", (f"users.{user_id}.{namespace}", key, Jsonb(value)))
-    assert await list_tasks(backend.store, user_id) == []
+    assert await stored_tasks(backend.store, user_id) == []
     assert (await get_user_document(backend.store, user_id)).profile.name is None
     found = {(i.kind, i.key): i for i in await invalid_items(backend.store, user_id)}
     assert set(found) == {("facts", "list-fact"), ("tasks", "text-task"), ("profile", PROFILE_KEY)}
