@@ -52,11 +52,11 @@ from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported 
     list_chats,
     list_facts,
     nearest_items,
+    search_chat_summaries,
     search_facts,
     search_tasks,
+    stored_tasks,
 )
-from memory.user_memory import stored_tasks
-from memory.user_memory import search_chat_summaries
 
 Role = Literal["user", "assistant"]
 ContextType = Literal["action_items", "pending_questions", "facts", "entities", "tasks"]
