@@ -75,6 +75,7 @@ ON CONFLICT (thread_id) DO NOTHING
 RETURNING owner
 """
 INSERT = f"INSERT INTO {TABLE} (thread_id, owner) VALUES (%(thread_id)s, %(owner)s) ON CONFLICT (thread_id) DO NOTHING RETURNING owner"
+CURRENT_OWNER = f"SELECT owner FROM {TABLE} WHERE thread_id = %(thread_id)s"
 
 
 class ThreadExists(MemoryAgentError):
@@ -117,7 +118,7 @@ async def setup(pool: AsyncConnectionPool) -> None:
 
 async def owner_of(pool: AsyncConnectionPool, thread_id: str) -> str | None:
     async with pool.connection() as conn:
-        row = await (await conn.execute(f"SELECT owner FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+        row = await (await conn.execute(CURRENT_OWNER, {"thread_id": thread_id})).fetchone()
     return row["owner"] if row else None
 
 
@@ -140,16 +141,12 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     return await _claim(pool, thread_id, owner, (INSERT if adopt_history else INSERT_IF_NO_HISTORY,), {"thread_id": thread_id, "owner": owner})
 
 
-# Autocommit: each statement sees the row a concurrent claim just committed.
-_CURRENT_OWNER = f"SELECT owner FROM {TABLE} WHERE thread_id = %(thread_id)s"
-
-
 async def _claim(pool: AsyncConnectionPool, thread_id: str, owner: str, attempts: tuple[str, ...], params: dict) -> str:
     """Run ``attempts`` in order until one returns a row, else read the current owner; ThreadTaken
     unless the thread ends up ``owner``'s."""
     row = None
-    async with pool.connection() as conn:
-        for sql in (*attempts, _CURRENT_OWNER):
+    async with pool.connection() as conn:  # autocommit: each statement sees a concurrent claim's committed row
+        for sql in (*attempts, CURRENT_OWNER):
             row = await (await conn.execute(sql, params)).fetchone()
             if row is not None:
                 break
