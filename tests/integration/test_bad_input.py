@@ -62,7 +62,7 @@ def scripted():
     ],
     ids=["empty", "blank", "one_megabyte", "lone_surrogate", "nul"],
 )
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_refused_message_leaves_nothing_in_the_thread_or_memory(backend, user_id, scripted, text, reason):
     name, model, _ = scripted
     graph = compile_graph(backend.checkpointer, backend.store)

@@ -57,7 +57,7 @@ def model_named():
 # --------------------------------------------------------------------------- titles
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_offline_a_new_chat_gets_a_keyword_title_after_its_first_reply_not_its_greeting(backend, user_id):
     thread = str(uuid.uuid4())
     await turn(backend, user_id, thread, BANK)
@@ -66,7 +66,7 @@ async def test_offline_a_new_chat_gets_a_keyword_title_after_its_first_reply_not
     assert chat.summary_text.startswith("My bank charged me twice\nOpening: Hi! I'm Maya")
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_with_a_model_the_title_comes_from_the_first_exchange(backend, user_id, model_named):
     model = scripted({"title": "Card charged twice"})
     name = model_named(model)
@@ -82,7 +82,7 @@ async def test_with_a_model_the_title_comes_from_the_first_exchange(backend, use
     assert len([c for c in model.calls if c[0] == "title"]) == 1
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_when_the_model_cannot_title_the_keyword_title_is_used(backend, user_id, model_named):
     name = model_named(scripted("this is not a title object"))
     thread = str(uuid.uuid4())
@@ -101,7 +101,7 @@ async def test_a_title_the_user_set_is_kept(backend, user_id, model_named):
 # --------------------------------------------------------------------------- search before any fold
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_chat_is_found_by_its_title_opening_or_latest_message_before_any_fold(backend, user_id):
     bank, trip = str(uuid.uuid4()), str(uuid.uuid4())
     for text in (BANK, "They say the refund takes five working days", "Should I file a dispute with the card issuer?"):
@@ -137,7 +137,7 @@ async def four_chats(backend, user_id):
     return session, threads, err
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_chats_are_listed_numbered_newest_first_and_opened_by_number(four_chats):
     session, threads, err = four_chats
     await session.command("/chats")
@@ -154,7 +154,7 @@ async def test_chats_are_listed_numbered_newest_first_and_opened_by_number(four_
     assert "No chat 9: /chats numbers them 1 to 4." in err.getvalue() and session.thread_id == threads["bank"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_open_with_words_switches_to_the_chat_they_describe(four_chats):
     session, threads, err = four_chats
     await session.command("/open the one about beaches in Greece")
@@ -163,7 +163,7 @@ async def test_open_with_words_switches_to_the_chat_they_describe(four_chats):
     assert "Usage: /open N" in err.getvalue()
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_asking_in_words_offers_the_one_clear_match_and_switches_only_after_yes(four_chats, backend):
     session, threads, err = four_chats
     before = len((await session.graph.aget_state(session.config)).values["messages"])
@@ -177,7 +177,7 @@ async def test_asking_in_words_offers_the_one_clear_match_and_switches_only_afte
     assert session.thread_id == threads["bank"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_no_stays_and_an_unknown_topic_is_said_so(four_chats):
     session, threads, err = four_chats
     await session.send("go back to the chat about the bank")
@@ -187,7 +187,7 @@ async def test_a_no_stays_and_an_unknown_topic_is_said_so(four_chats):
     assert "No earlier chat seems to be about 'quantum chromodynamics'" in err.getvalue()
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_several_matches_are_listed_and_a_number_picks_one(four_chats):
     session, threads, err = four_chats
     await session.command("/new")  # from a fresh chat, so every earlier one may be offered
@@ -201,7 +201,7 @@ async def test_several_matches_are_listed_and_a_number_picks_one(four_chats):
     assert session.thread_id == threads["crete"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_any_other_answer_to_an_offer_is_an_ordinary_message(four_chats):
     session, threads, err = four_chats
     await session.send("go back to the chat about the bank")

@@ -30,7 +30,7 @@ async def _state(graph, chat_id: str) -> dict:
     return (await graph.aget_state({"configurable": {"thread_id": chat_id}})).values
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_locomo_conversation_imports_both_speakers_with_session_times_and_runs_the_memory_nodes(backend, graph, user_id):
     [chat] = parse_import(locomo_sample())
     done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
@@ -53,7 +53,7 @@ async def test_a_locomo_conversation_imports_both_speakers_with_session_times_an
     assert any("Oliver" in f.text or "counsel" in f.text.lower() for f in await list_facts(backend.store, user_id))
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_our_json_format_imports_with_its_times_title_and_an_unanswered_last_message(backend, graph, user_id):
     data = {
         "title": "Moving to Lisbon",

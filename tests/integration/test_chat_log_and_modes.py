@@ -104,7 +104,7 @@ def capability_file(tmp_path):
 TITLE_CALL = [SystemMessage("Title this chat."), HumanMessage("We planned a trip to Rome.")]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_refused_mode_is_sent_once_and_a_fresh_process_state_starts_at_the_mode_that_works(
     openai_stub, capability_file
 ):

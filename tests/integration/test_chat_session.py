@@ -43,7 +43,7 @@ def session(backend, user_id):
     unregister_model(name)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_task_change_is_asked_on_stderr_and_the_next_yes_applies_it_once(session, backend, user_id):
     s, out, err = session
     await s.send("Please remind me about my passport")
@@ -57,7 +57,7 @@ async def test_a_task_change_is_asked_on_stderr_and_the_next_yes_applies_it_once
     assert await s.pending_confirmation() is None
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_answering_no_declines_and_another_message_moves_on(session, backend, user_id):
     s, out, err = session
     await s.send("Please remind me about my passport")
@@ -68,7 +68,7 @@ async def test_answering_no_declines_and_another_message_moves_on(session, backe
     assert reply == "Sure."
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(session, backend, user_id):
     s, out, err = session
     await s.send("Please remind me about my passport")
@@ -145,7 +145,7 @@ async def test_a_reply_empty_twice_shows_a_clear_note_not_a_blank_line(backend, 
     assert out.getvalue() == FALLBACK_REPLY + "\n" and len(systems) == 2
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_with_background_memory_the_reply_returns_before_extraction_and_the_next_turn_waits_for_it(backend, user_id):
     """A terminal chat: the reply is shown at once, the user may type on; nothing is lost or reordered."""
     gate, extracting = threading.Event(), threading.Event()
@@ -189,7 +189,7 @@ async def test_a_turn_that_only_asks_to_confirm_prints_no_blank_reply_line(backe
     assert out.getvalue() == "" and "Confirm: add task 'Renew passport'" in err.getvalue()
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_in_a_pipe_a_line_that_is_not_yes_or_no_declines_the_change_says_so_and_is_sent_as_a_message(backend, user_id, capfd):
     from app.cli.chat_run import run_chat
 
@@ -289,7 +289,7 @@ async def test_a_pipe_that_ends_before_a_confirmation_is_answered_says_the_chang
     assert await stored_tasks(backend.store, user_id) == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_forget_with_a_text_waits_for_the_users_lock_and_leaves_no_copy_of_the_fact(session, backend, user_id):
     """Issue 19.8: /forget deleted the fact outside the writer and without the user's lock. Issue 26: a
     forget leaves no copy, not even as superseded history (it used to keep the fact's text)."""
@@ -307,7 +307,7 @@ async def test_forget_with_a_text_waits_for_the_users_lock_and_leaves_no_copy_of
     assert await list_facts(backend.store, user_id, include_superseded=True) == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_regenerate_answers_the_last_message_again_through_the_apis_path(backend, user_id):
     """The stop message said "regenerate it", and the CLI had no such command."""
     answers = iter(["Tulips.", "Roses, in the sun.", "Sure."])

@@ -191,7 +191,7 @@ def bulky_fold_responder(kind, messages):
     return counting_responder(kind, messages)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("scripted", [bulky_fold_responder], indirect=True)
 async def test_summary_of_summaries_keeps_the_board_under_max_summary_tokens(new_chat, scripted):
     _, model = scripted
@@ -214,7 +214,7 @@ def failing_recompress_responder(kind, messages):
     return bulky_fold_responder(kind, messages)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("scripted", [failing_recompress_responder], indirect=True)
 async def test_a_failed_recompression_still_advances_the_fold(new_chat, scripted):
     """The fold itself succeeded: its messages must not be folded again (and fail again) every turn."""
@@ -245,7 +245,7 @@ def invalid_folds_first(count: int):
     return responder
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("scripted", [invalid_folds_first(2)], indirect=True)
 async def test_a_failed_fold_keeps_summary_and_cursor_and_folds_later(new_chat):
     chat = new_chat(summary_window=6, tail_size=2, max_context_tokens=100_000)
@@ -258,7 +258,7 @@ async def test_a_failed_fold_keeps_summary_and_cursor_and_folds_later(new_chat):
     assert SummaryBoard.model_validate(values["summary"]).key_facts == ["turn 1", "turn 2", "turn 3", "turn 4"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_few_huge_messages_trigger_a_token_budget_fold(new_chat, scripted):
     _, model = scripted
     budget = 2500
@@ -282,7 +282,7 @@ async def test_a_few_huge_messages_trigger_a_token_budget_fold(new_chat, scripte
     assert count_message_tokens(visible) <= budget
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_summary_and_full_history_survive_a_new_graph_instance(backend, new_chat):
     """Everything compaction keeps lives in the Postgres checkpoint, not in the process."""
     chat = new_chat(summary_window=6, tail_size=2, max_context_tokens=100_000)

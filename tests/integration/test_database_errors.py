@@ -86,7 +86,7 @@ async def test_postgres_without_pgvector_is_refused_with_install_instructions(po
     assert "unset DATABASE_URL" in str(err.value)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_other_embeddings_are_refused_until_reindex_then_recall_works_again(new_database):
     url = new_database("emb")
     small, large = resolve_embeddings("hash:16"), resolve_embeddings("hash:24")

@@ -57,7 +57,7 @@ async def test_a_models_due_words_are_stored_with_the_date_they_meant_and_the_ru
     assert (task.description, task.due, task.due_date) == ("Renew passport in December 2026", "next month", "2026-12")
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_due_date_the_user_edits_means_a_date_from_the_edit(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     await graph.ainvoke({"messages": [said_on_wednesday("Remind me to call mom tomorrow.")]}, new_thread(), context=Context(user_id=user_id, model="offline"))
@@ -73,7 +73,7 @@ async def test_a_due_date_the_user_edits_means_a_date_from_the_edit(backend, use
     assert (cleared.due, cleared.due_date) == (None, None)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_remind_me_next_friday_said_on_a_thursday_stores_the_friday_of_next_week_in_the_tasks_text_and_due_date(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     said = stamp_sent_at(HumanMessage("remind me to call the dentist next Friday"), THURSDAY)
@@ -85,7 +85,7 @@ async def test_remind_me_next_friday_said_on_a_thursday_stores_the_friday_of_nex
     assert "Fri 4 Dec 2026" in out["memory_written"]["described"]  # the "remembered:" line states the date it took
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_no_emojis_please_is_stored_as_a_preference(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     await graph.ainvoke({"messages": [said_on_wednesday("no emojis please")]}, new_thread(), context=Context(user_id=user_id, model="offline"))

@@ -53,7 +53,7 @@ async def say(graph, user: str, text: str, model: str, config: dict | None = Non
     return config, turn
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_every_message_of_a_turn_is_indexed_after_the_reply_with_its_time(backend, user_id, scripted):
     graph = compile_graph(backend.checkpointer, backend.store)
     before = datetime.now(timezone.utc)
@@ -66,7 +66,7 @@ async def test_every_message_of_a_turn_is_indexed_after_the_reply_with_its_time(
     assert rows[0]["sent_at"] == sent_at(human)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_what_was_said_in_another_chat_reaches_the_prompt_dated_and_named_by_its_chat(backend, user_id, scripted):
     name, model = scripted
     graph = compile_graph(backend.checkpointer, backend.store)
@@ -78,7 +78,7 @@ async def test_what_was_said_in_another_chat_reaches_the_prompt_dated_and_named_
     assert f"{today.day} {today:%B %Y}" in section  # dated as people write dates
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_unrelated_message_gets_no_excerpts(backend, user_id, scripted):
     name, model = scripted
     graph = compile_graph(backend.checkpointer, backend.store)
@@ -95,7 +95,7 @@ async def test_what_the_model_already_sees_in_this_chat_is_not_excerpted(backend
     assert excerpts_section(model) == ""  # the first message is in the recent conversation already
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_edit_drops_the_abandoned_branch_from_the_index(backend, user_id, scripted):
     from app.http.routes_chats import checkpoint_before
 
@@ -130,7 +130,7 @@ async def test_messages_added_as_if_by_reply_are_indexed_with_their_own_times_or
     assert before - timedelta(seconds=1) <= rows[2]["sent_at"] <= datetime.now(timezone.utc)  # the checkpoint's time
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_time_range_filters_messages_by_when_they_were_said(backend, user_id, scripted):
     name, _ = scripted
     graph = compile_graph(backend.checkpointer, backend.store)
@@ -148,7 +148,7 @@ async def test_the_time_range_filters_messages_by_when_they_were_said(backend, u
     assert "I bought a red kayak" not in [m.snippet for m in week.messages]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_deleting_a_chat_and_forgetting_the_user_remove_their_messages(backend, user_id, scripted):
     name, _ = scripted
     graph = compile_graph(backend.checkpointer, backend.store)
@@ -160,7 +160,7 @@ async def test_deleting_a_chat_and_forgetting_the_user_remove_their_messages(bac
     assert counts["messages"] == 2 and await rows_of(backend.pool, user_id) == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_another_users_thread_is_never_indexed_or_found_under_the_intruder(backend, scripted):
     name, _ = scripted
     alice, mallory = f"a{uuid.uuid4().hex[:8]}", f"m{uuid.uuid4().hex[:8]}"
@@ -173,7 +173,7 @@ async def test_another_users_thread_is_never_indexed_or_found_under_the_intruder
     assert excerpts == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_reindex_rebuilds_the_index_from_the_checkpoints_with_the_same_times(backend, user_id, scripted, minilm):
     from memory.reindex import reindex_episodes
 
@@ -187,7 +187,7 @@ async def test_reindex_rebuilds_the_index_from_the_checkpoints_with_the_same_tim
     assert await rows_of(backend.pool, user_id) == before
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new_database, minilm):
     """docs/scaling.md: the same code writes, searches, retracts and forgets on a partitioned table."""
     from storage.postgres import open_pool, prepare_database
@@ -274,7 +274,7 @@ async def count_kept_and_real(pool, user: str) -> tuple[int, int]:
     return await episode_table.count(pool, user), real["n"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_message_count_kept_beside_the_index_follows_every_write(backend, user_id, scripted, minilm):
     """The search's word weights read the owner's count from the counts table: every write path keeps it."""
     from app.http.routes_chats import checkpoint_before
@@ -309,7 +309,7 @@ async def test_the_message_count_kept_beside_the_index_follows_every_write(backe
     assert left["n"] == 0  # forget-me leaves no trace of the user
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_index_from_before_the_counts_were_kept_is_counted_and_loses_its_shared_word_index(new_database, minilm):
     from storage.postgres import open_pool, prepare_database
 

@@ -52,7 +52,7 @@ def racing_model():
         yield name
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_concurrent_extractions_through_the_graph_store_each_fact_once_and_lose_no_field(backend, racing_model):
     graph = compile_graph(backend.checkpointer, backend.store)
     duplicated = lost = 0

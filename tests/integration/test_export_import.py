@@ -63,7 +63,7 @@ def utc(*parts) -> datetime:
     return datetime(*parts, tzinfo=timezone.utc)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_chatgpt_export_becomes_one_chat_per_conversation_with_its_title_times_and_current_branch(backend, graph, user_id):
     done = await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
 
@@ -98,7 +98,7 @@ async def test_a_chatgpt_export_becomes_one_chat_per_conversation_with_its_title
     assert sorted(await thread_owners.threads_of(backend.pool, user_id)) == sorted(d.chat_id for d in done)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_question_about_an_imported_chatgpt_conversation_is_answered_from_it(backend, graph, user_id):
     await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
 
@@ -107,7 +107,7 @@ async def test_a_question_about_an_imported_chatgpt_conversation_is_answered_fro
     assert '"Sourdough starter smell"' in excerpts and "10 April 2024" in excerpts  # named by its chat, dated as said
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_claude_export_becomes_one_chat_per_conversation_and_a_question_is_answered_from_it(backend, graph, user_id):
     done = await import_all(graph, backend, user_id, export("claude_conversations.json"))
 
@@ -128,7 +128,7 @@ async def test_a_claude_export_becomes_one_chat_per_conversation_and_a_question_
     assert "19 July 2024" in excerpts
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_imported_conversation_is_found_in_the_month_it_happened_not_in_the_month_it_was_imported(backend, graph, user_id):
     done = await import_all(graph, backend, user_id, export("chatgpt_conversations.json"))
     lisbon = done[0].chat_id
@@ -142,7 +142,7 @@ async def test_an_imported_conversation_is_found_in_the_month_it_happened_not_in
     assert today.summaries == [] and today.messages == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["chatgpt_conversations.json", "claude_conversations.json"])
 async def test_importing_the_same_export_twice_adds_nothing(backend, graph, user_id, name):
     first = await import_all(graph, backend, user_id, export(name))
@@ -183,7 +183,7 @@ async def test_another_user_importing_the_same_export_gets_their_own_chats(backe
     assert await thread_owners.owner_of(backend.pool, theirs.chat_id) == f"{user_id}-other"
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_conversation_whose_import_stopped_part_way_goes_on_when_the_export_is_imported_again(backend, graph, user_id, monkeypatch):
     from memory.import_job import ImportStopped
     from storage import chat_imports

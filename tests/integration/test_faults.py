@@ -157,7 +157,7 @@ async def test_postgres_killed_mid_reply_ends_the_stream_with_an_error_in_second
         live.stop()
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_while_postgres_is_down_requests_get_their_503_within_seconds_not_the_pools_30(own_postgres):
     name = f"down_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
@@ -345,7 +345,7 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
 
 
 # --------------------------------------------------------------------------- the heartbeat poller winding down
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_run_launched_while_the_heartbeat_poller_winds_down_still_gets_heartbeats(backend, user_id):
     """The poller ends when its worker has no run left, closing its connection on the way out.
     A run launched during that close found the poller not yet done and started none: it went

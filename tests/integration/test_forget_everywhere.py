@@ -186,7 +186,7 @@ def test_the_forgotten_words_of_the_cases_are_no_prompt_text():
             assert not carries(prompt_text, word), (case.name, word)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 async def test_nothing_forgotten_reaches_a_later_model_call(env: Env, case: Case):
     for i, lines in enumerate(case.chats):
@@ -215,7 +215,7 @@ async def test_nothing_forgotten_reaches_a_later_model_call(env: Env, case: Case
         assert any(carries(b, word) for b in after), f"{case.name}: {word!r} was not forgotten but no longer reaches the model"
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_asking_in_your_own_words_forgets_after_a_yes_and_only_that_message_carries_it(env: Env):
     await env.say(0, INTRO)
     await env.say(0, "I like tea")
@@ -232,7 +232,7 @@ async def test_asking_in_your_own_words_forgets_after_a_yes_and_only_that_messag
     assert doc.profile.role is None and doc.profile.name == "Rosa"
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_declined_forget_forgets_nothing_and_teaches_nothing(env: Env):
     await env.say(0, INTRO)
     turn = await env.say(0, "forget that I work as a nurse")
@@ -243,7 +243,7 @@ async def test_a_declined_forget_forgets_nothing_and_teaches_nothing(env: Env):
     assert (await get_user_document(env.backend.store, env.user)).profile.role == "nurse"
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_forget_me_leaves_no_record_of_the_forgets_either(env: Env):
     from memory.chat_admin import forget_user_everywhere
     from storage import forget_ledger
@@ -256,7 +256,7 @@ async def test_forget_me_leaves_no_record_of_the_forgets_either(env: Env):
     assert await forget_ledger.records(env.backend.pool, env.user) == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_reply_that_only_repeated_memory_is_kept_in_the_chat_but_never_indexed_or_extracted(env: Env):
     from storage import episodes as table
 

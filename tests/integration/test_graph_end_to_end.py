@@ -34,7 +34,7 @@ def scripted():
         yield scripted
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_facts_stated_over_turns_are_stored_and_reach_a_later_prompt(backend, user_id, scripted):
     name, model = scripted
     graph = compile_graph(backend.checkpointer, backend.store)
@@ -66,7 +66,7 @@ async def test_graph_runs_with_no_context_given(backend):
     assert out["messages"][-1].content.startswith("(offline model)")
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_unrelated_turn_gets_no_knowledge_and_a_related_one_does(backend, user_id, scripted):
     from pathlib import Path
 

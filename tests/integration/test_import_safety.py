@@ -79,7 +79,7 @@ async def start_import(graph, backend, user: str, data: dict, after: int = 4):
     return task, thread_id
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_forget_me_during_an_import_stops_it_and_nothing_of_it_comes_back(backend, graph, user_id):
     task, thread_id = await start_import(graph, backend, user_id, history())
     await chat_admin.forget_user_everywhere(backend, user_id)
@@ -90,7 +90,7 @@ async def test_forget_me_during_an_import_stops_it_and_nothing_of_it_comes_back(
     assert await thread_owners.threads_of(backend.pool, user_id) == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_deleting_the_chat_during_its_import_stops_it_and_the_chat_stays_deleted(backend, graph, user_id):
     task, thread_id = await start_import(graph, backend, user_id, history())
     # What DELETE /chats/{id} does: the import stops first, then the chat goes.
@@ -102,7 +102,7 @@ async def test_deleting_the_chat_during_its_import_stops_it_and_the_chat_stays_d
     assert await get_chat(backend.store, user_id, thread_id) is None
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_no_run_may_start_on_a_chat_being_imported(backend, graph, user_id):
     from storage.chat_imports import ImportInProgress
 
@@ -115,7 +115,7 @@ async def test_no_run_may_start_on_a_chat_being_imported(backend, graph, user_id
         await asyncio.gather(task, return_exceptions=True)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_interrupted_import_is_listed_incomplete_and_resumes_to_the_whole_history(backend, graph, user_id):
     from memory.import_job import ImportStopped
     from storage.chat_imports import NotResumable
@@ -183,7 +183,7 @@ def test_deeply_nested_or_oversized_json_is_refused_before_it_is_built():
         read_import(b'{"messages": [')
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 def test_a_huge_body_of_tiny_messages_is_refused_holding_a_few_times_its_size():
     tiny = {"role": "user", "text": "a", "time": "2024-01-01T00:00:00Z"}
     body = json.dumps({"messages": [tiny] * 470_000}).encode()  # ~28 MB, as the attack run sent
@@ -198,7 +198,7 @@ def test_a_huge_body_of_tiny_messages_is_refused_holding_a_few_times_its_size():
     assert peak < 3 * len(body)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 def test_the_cli_refuses_deeply_nested_json_with_a_clear_message(tmp_path, backend):
     nested = tmp_path / "nested.json"
     nested.write_text("[" * 200_000 + "]" * 200_000)
@@ -210,7 +210,7 @@ def test_the_cli_refuses_deeply_nested_json_with_a_clear_message(tmp_path, backe
     assert "Traceback" not in done.stderr and "nested deeper than" in done.stderr
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_history(tmp_path, backend, graph, user_id):
     from storage import chat_imports
 

@@ -437,7 +437,7 @@ async def test_a_lone_product_code_passes_the_gate_on_its_words_though_it_embeds
     assert not any(r.text_match for r in await knowledge.search(kb.pool, kb.embeddings, "hello thanks", gate=None))
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_empty_knowledge_base_returns_nothing_without_calling_the_embeddings(new_database, hash384):
     pool = await new_kb(new_database, 384)
     try:
@@ -516,7 +516,7 @@ async def test_remove_forgets_a_document_and_its_chunks(kb, tmp_path, hash384):
     assert await knowledge.list_documents(kb.pool, "removal") == []
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_reembed_changes_the_dimensions_and_search_works_with_the_new_model(new_database, tmp_path):
     old, new = resolve_embeddings("hash:32").embeddings, resolve_embeddings("hash:48").embeddings
     pool = await new_kb(new_database, 32)
@@ -609,7 +609,7 @@ async def test_a_word_inside_a_path_matches_the_chunk_naming_the_path(settings_k
         assert found and found[0].heading_path == "Nodes" and found[0].whole_match, words
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_setup_regenerates_an_old_full_text_column_so_identifiers_are_indexed(new_database, hash384):
     pool = await new_kb(new_database, 384)
     try:

@@ -86,7 +86,7 @@ async def build_old_layout(url: str, minilm, monkeypatch) -> dict:
         await pool.close()
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_database_of_the_old_layout_is_migrated_and_every_fact_message_chat_and_task_is_still_found(new_database, minilm, monkeypatch, capsys):
     from app.cli.main import main as cli
 
@@ -146,7 +146,7 @@ async def indexes_on(conn, tables: set[str]) -> int:
     return row["n"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_search_plans_over_its_owners_partition_whatever_the_number_of_large_users(new_database, minilm):
     """The planner weighs every index of each table a statement touches: on the old layout every
     large user's own indexes were on the one table every search touched (issue 27: 244 ms to plan
@@ -288,7 +288,7 @@ async def test_forgetting_a_user_while_their_own_indexes_are_built_drops_what_wa
     await episode_table.delete_owner(pool, other)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_two_users_on_one_partition_get_their_own_indexes_built_at_the_same_time(backend, minilm):
     """Two concurrent CREATE INDEX CONCURRENTLY on one table deadlock (each waits for the other's
     transaction): bench_turn hit it building two large users hashed to one partition. They now

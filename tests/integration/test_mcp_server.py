@@ -179,7 +179,7 @@ def assert_nothing_of_bob(payload) -> None:
 
 
 # ---------------------------------------------------------------------------- the query functions
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_history_search_finds_folded_messages_by_keyword_and_chats_by_meaning(seeded):
     b = seeded.backend
     found = await q.search_conversation_history(b.store, b.checkpointer, seeded.alice, "Piraeus harbour", None, 10)

@@ -84,7 +84,7 @@ async def five_turns_folding_soon(backend, user_id: str, scripted):
     return graph, config
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("scripted", ["fold"], indirect=True)
 async def test_a_provider_error_in_a_summary_fold_is_counted(backend, user_id, scripted):
     before = counts(SUMMARY)
@@ -94,7 +94,7 @@ async def test_a_provider_error_in_a_summary_fold_is_counted(backend, user_id, s
     assert counts(SUMMARY) == plus_one(before, "provider")
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("scripted", ["fold"], indirect=True)
 async def test_a_failed_fold_still_leaves_the_chat_recorded_and_every_message_indexed(backend, user_id, scripted):
     # One node a job (graph/assembly.py MEMORY_PHASE): the fold's failure is its own, not the record's or the index's.
@@ -107,7 +107,7 @@ async def test_a_failed_fold_still_leaves_the_chat_recorded_and_every_message_in
     assert rows["n"] == 10
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("scripted", ["title"], indirect=True)
 async def test_a_provider_error_while_titling_a_chat_is_counted(backend, user_id, scripted):
     before = counts(SUMMARY)

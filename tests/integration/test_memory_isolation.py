@@ -93,7 +93,7 @@ def leaked(text: str, a_thread_id: str) -> list[str]:
     return [s for s in (*A_SECRETS, a_thread_id) if s.casefold() in text.casefold()]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("b_shape", ["fresh", "prefix_of_a", "like_underscore", "like_percent"])
 async def test_user_b_never_sees_user_a(backend, user_id, scripted, b_shape):
     name, model, holder = scripted

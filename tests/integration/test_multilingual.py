@@ -31,7 +31,7 @@ def user_message_of(messages) -> str:
     return prompts.between(str(messages[-1].content), prompts.USER_MESSAGE_TAG)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_hebrew_round_trips_through_the_openai_client_extraction_store_and_next_prompt(backend, user_id, openai_stub):
     seen_user_messages: list[str] = []
 
@@ -100,7 +100,7 @@ def italian_model():
         yield scripted
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_italian_round_trips_through_extraction_store_summary_and_next_prompt(backend, user_id, italian_model):
     name, model = italian_model
     graph = compile_graph(backend.checkpointer, backend.store)

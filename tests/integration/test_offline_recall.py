@@ -29,7 +29,7 @@ async def say(graph, user: str, text: str, config: dict | None = None, when: dat
     return config, turn
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_offline_when_did_i_say_i_was_moving_is_answered_with_the_dated_excerpt_and_its_chat(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     moving, _ = await say(graph, user_id, MOVING, when=SAID_ON)
@@ -42,7 +42,7 @@ async def test_offline_when_did_i_say_i_was_moving_is_answered_with_the_dated_ex
     assert turn.streamed_reply == reply  # what streams is what is stored
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_users_own_earlier_question_is_neither_quoted_nor_offered_as_a_related_chat(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     moving, _ = await say(graph, user_id, MOVING, when=SAID_ON)
@@ -57,7 +57,7 @@ async def test_the_users_own_earlier_question_is_neither_quoted_nor_offered_as_a
     assert "you said: \"When did I say" not in reply and f'you said: "{MOVING}"' in reply, reply
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_chat_where_the_user_stated_something_on_the_topic_is_still_offered(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     moving, _ = await say(graph, user_id, MOVING, when=SAID_ON)

@@ -110,7 +110,7 @@ async def test_reply_streams_token_by_token_over_sse_with_usage(graph, backend, 
     assert usage["input_tokens"] > 0 and usage["model_calls"] == 1
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_extraction_uses_json_schema_response_format_and_stores_facts(graph, backend, user_id, openai_stub, openai_model):
     said = "I live in Haifa and I work as a nurse."
     openai_stub.reset(
@@ -142,7 +142,7 @@ async def test_extraction_uses_json_schema_response_format_and_stores_facts(grap
     assert "- Lives in Haifa" in reply_system_prompt(openai_stub)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_same_fact_stated_three_times_is_stored_once(graph, backend, user_id, openai_stub, openai_model):
     # The model repeats the fact each time (as a careless model does); the writer must not duplicate it.
     variants = iter(["Has a dog named Rex", "has a dog named Rex.", "Has a dog  named Rex!"])
@@ -158,7 +158,7 @@ async def test_same_fact_stated_three_times_is_stored_once(graph, backend, user_
     assert [f["id"] for f in shown["facts"]] == [fact.id]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_contradiction_supersedes_the_old_fact_and_hides_it_from_the_prompt(graph, backend, user_id, openai_stub, openai_model):
     def extract(request: StubRequest):
         said = request.tagged(prompts.USER_MESSAGE_TAG)
@@ -185,7 +185,7 @@ async def test_contradiction_supersedes_the_old_fact_and_hides_it_from_the_promp
     assert "- Lives in Rome" in system and "Haifa" not in system.split("## User context", 1)[1]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_contradiction_without_an_id_is_caught_by_the_single_value_slot(graph, backend, user_id, openai_stub, openai_model):
     """The model forgot `supersedes`; "Is 31 years old" still replaces "Is 30 years old" (they embed alike)."""
     ages = iter(["Is 30 years old", "Is 31 years old"])
@@ -310,7 +310,7 @@ async def test_each_structured_output_method_round_trips(graph, backend, user_id
         ("search_conversation_history", {"query": "bakery sourdough"}, "The bakery on Herzl street sells sourdough"),
     ],
 )
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_tool_call_round_trips_through_the_client(graph, backend, user_id, openai_stub, openai_model, tool, args, expected_in_result):
     await apply_extraction(backend.store, user_id, ExtractionResult.model_validate(facts("Is allergic to peanuts")))
     ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
@@ -344,7 +344,7 @@ async def test_tool_call_round_trips_through_the_client(graph, backend, user_id,
     assert turn.values["turn_usage"]["model_calls"] == 2
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_near_duplicate_merge_keeps_the_richer_text_and_raises_importance(graph, backend, user_id, openai_stub, openai_model):
     said = iter([facts("Is allergic to peanuts", importance="medium"), facts("Is severely allergic to peanuts", importance="medium")])
     openai_stub.reset(responder(extract=lambda r: next(said)))
@@ -361,7 +361,7 @@ async def test_near_duplicate_merge_keeps_the_richer_text_and_raises_importance(
     assert hit.id == fact.id and score > 0.99
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, backend, user_id, openai_stub, openai_model):
     """The provider fails the extraction call (HTTP 500): the answer stands, nothing is half-written, the run ends cleanly."""
     openai_stub.reset(
@@ -377,7 +377,7 @@ async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, bac
     assert not (await graph.aget_state(config)).next  # the run finished; nothing pending
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_tool_budget_ends_the_loop_and_no_call_is_left_unanswered(graph, backend, user_id, openai_stub, openai_model):
     """A model that keeps calling tools: after max_tool_steps it is asked without tools, and stray calls are dropped."""
     openai_stub.reset(responder(reply=lambda r: tool_call("recall_context", {"context_type": "facts"})))

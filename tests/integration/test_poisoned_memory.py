@@ -79,7 +79,7 @@ def scripted():
         yield name
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_turns_succeed_and_write_memory_over_invalid_items_counted_and_logged_once(backend, user_id, scripted, caplog):
     await poison(backend.store, user_id)
     before = counts()

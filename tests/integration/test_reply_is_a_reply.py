@@ -45,7 +45,7 @@ def cli(backend, user_id, openai_stub):
     return make
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_template_and_tool_markup_never_reaches_the_user_or_the_stored_reply(cli, openai_stub):
     openai_stub.reset(script(lambda r: "</tool_response>\nHello Dana, nice to meet you.<|im_end|>\n<|im_start|>user\nok"))
     session, out = cli()
@@ -84,7 +84,7 @@ async def test_the_try_after_an_echo_gets_memorys_sections_as_instructions_and_t
     assert "## User context" in again.messages[0]["content"] and "## User context" not in again.messages[-1]["content"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_no_answer_note_is_shown_but_never_sent_to_the_model_again(cli, openai_stub):
     """The real 0.5B copied the note of one turn as its reply to the next ones."""
     openai_stub.reset(script(lambda r: r.last_user_text))
@@ -99,7 +99,7 @@ async def test_a_no_answer_note_is_shown_but_never_sent_to_the_model_again(cli, 
     assert ECHO_NOTE in shown  # the transcript keeps it
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_repeat_of_the_previous_reply_is_asked_again_then_replaced(cli, openai_stub):
     openai_stub.reset(script(lambda r: "Hello Dana, I can help with reminders, notes and questions about your day."))
     session, _ = cli()
@@ -108,7 +108,7 @@ async def test_a_repeat_of_the_previous_reply_is_asked_again_then_replaced(cli, 
     assert nudged(openai_stub.requests_of("reply")[-1], "repeat")
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_over_danas_four_lines_a_model_like_the_05b_shows_no_markup_no_echo_and_no_repeat(cli, openai_stub):
     """The measured failure: every line answered with Dana's first message, the first time after a
     raw </tool_response>. Asked again with the nudge this model answers; every reply is then a reply."""
@@ -126,7 +126,7 @@ async def test_over_danas_four_lines_a_model_like_the_05b_shows_no_markup_no_ech
     assert not any(m in out.getvalue() for m in MARKUP)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 def test_the_http_token_stream_carries_no_markup_and_no_echo_that_was_asked_again(new_database, openai_stub):
     """The page shows the tokens as they come: markup never arrives, and an echo is held back while
     it may be one, so the stream carries only the answer that replaced it."""

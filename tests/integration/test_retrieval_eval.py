@@ -52,7 +52,7 @@ async def test_the_eval_reports_unrelated_and_related_figures_with_and_without_t
         await pool.close()
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_label_naming_a_heading_the_corpus_lacks_is_an_error_not_a_miss(new_database, tmp_path):
     path, _, _ = fixture_subset(tmp_path, broken_label=True)
     with pytest.raises(ValueError, match="A heading nobody wrote"):

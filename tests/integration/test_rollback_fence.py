@@ -65,7 +65,7 @@ async def saved_messages(runs: ActiveRuns, thread_id: str) -> list:
     return list(state.values.get("messages") or [])
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_failed_rollback_lifts_the_fence_and_later_turns_of_the_chat_are_saved(runs, backend, user_id, scripted, monkeypatch):
     thread_id = str(uuid.uuid4())
     first = await run_turn(runs, thread_id, user_id, "hello")
@@ -91,7 +91,7 @@ async def test_a_failed_rollback_lifts_the_fence_and_later_turns_of_the_chat_are
     assert isinstance(messages[-1], AIMessage) and messages[-1].content == "Reply to: are you still there?"
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_fence_that_is_never_reopened_expires(backend, user_id, monkeypatch):
     saver = FencedPostgresSaver(backend.pool)
     graph = compile_graph(saver, backend.store)

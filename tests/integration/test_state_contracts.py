@@ -33,7 +33,7 @@ def assert_shaped(items: list, typed) -> None:
         assert type(item) is dict and set(item) == keys(typed), (typed.__name__, item)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_turn_loads_exactly_the_loaded_context_keys_and_the_checkpoint_gives_them_back(backend, user_id):
     await apply_extraction(
         backend.store, user_id,
@@ -60,7 +60,7 @@ async def test_a_turn_loads_exactly_the_loaded_context_keys_and_the_checkpoint_g
     assert TRIP in [line["text"] for e in loaded["excerpts"] for line in e["lines"]]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_retrieve_keeps_exactly_the_chunk_keys_in_the_checkpoint(backend, user_id):
     collection = f"kb-{uuid.uuid4().hex[:8]}"
     report = await knowledge.ingest(backend.pool, backend.embeddings.embeddings, [Path(__file__).parents[1] / "fixtures" / "kb"], collection)

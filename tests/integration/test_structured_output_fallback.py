@@ -63,7 +63,7 @@ def extraction_script(value: dict):
     return answer
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_server_refusing_both_schema_doors_falls_back_to_function_calling_and_the_fact_is_stored(
     graph, backend, user_id, openai_stub, openai_model, caplog
 ):
@@ -103,7 +103,7 @@ def grammar_script(value_of: dict):
     return answer
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_on_a_llama_cpp_server_every_structured_call_goes_through_its_schema_door(
     graph, backend, user_id, openai_stub, openai_model
 ):
@@ -269,7 +269,7 @@ async def test_an_ambiguous_shape_still_goes_to_the_repair(openai_stub, openai_m
     assert openai_stub.requests[-1].messages[-2]["content"] == wrong
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_http_error_that_names_no_response_format_is_not_a_refusal(openai_stub, openai_model):
     openai_stub.responder = lambda r: StubReply(error_status=500, error_message="upstream overloaded")
     model = load_chat_model(openai_model)

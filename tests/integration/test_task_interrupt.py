@@ -164,7 +164,7 @@ async def test_update_task_shows_the_new_status_in_the_confirmation(backend, use
     assert [t.status for t in await stored_tasks(backend.store, user_id)] == ["in_progress"]
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_interrupt_and_resume_over_the_streaming_openai_client(backend, user_id, openai_stub):
     """The CLI/HTTP path: streamed tool-call deltas, the interrupt in the update stream, a streamed resume."""
 
@@ -198,7 +198,7 @@ async def test_interrupt_and_resume_over_the_streaming_openai_client(backend, us
     assert second_reply.messages[-1] == {"role": "tool", "content": f"Done: task + {plants}", "tool_call_id": "call_water"}
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_new_message_instead_of_an_answer_drops_the_change_and_the_chat_goes_on(backend, user_id, openai_stub):
     """The user ignores the confirmation and types on: nothing is written, and the model is never sent a call
     without its result (the real API refuses that with HTTP 400, which would break the chat for good)."""

@@ -56,7 +56,7 @@ def cli(backend, user_id, openai_stub):
     return make
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 @pytest.mark.parametrize("form", list(WRITTEN))
 async def test_a_call_written_as_text_runs_as_that_call_and_its_json_is_never_printed(cli, backend, user_id, openai_stub, form):
     await apply_extraction(backend.store, user_id, ExtractionResult.model_validate({"new_facts": [{"text": "Is allergic to peanuts"}]}))
@@ -75,7 +75,7 @@ async def test_a_call_written_as_text_runs_as_that_call_and_its_json_is_never_pr
     assert stored[-3].tool_calls[0]["args"] == {"context_type": "facts"} and "{" not in stored[-3].text
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_task_written_as_text_asks_for_confirmation_and_yes_adds_it_once(cli, backend, user_id, openai_stub):
     call = '<tool_call>\n{"name": "add_task", "arguments": {"description": "Renew passport"}}\n</tool_call>'
     openai_stub.reset(script(lambda r: f"Done: {tool_results(r)[-1]}" if tool_results(r) else call))
@@ -97,7 +97,7 @@ async def test_a_task_written_as_text_asks_for_confirmation_and_yes_adds_it_once
         "<tool_call>\n{\"name\": \"add_task\", \"arguments\": {\"description\": \n</tool_call>",  # broken JSON
     ],
 )
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_call_shaped_text_that_is_not_a_valid_call_is_never_shown_and_a_plain_answer_is_asked(cli, openai_stub, written):
     def reply(request: StubRequest):
         return "Here is a plain answer." if NO_TOOLS_INSTRUCTION in request.messages[0]["content"] else written
@@ -114,7 +114,7 @@ async def test_a_call_shaped_text_that_is_not_a_valid_call_is_never_shown_and_a_
     assert values["turn_usage"]["model_calls"] == 2
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_an_empty_reply_after_a_tool_result_is_asked_again_without_the_tool_steps_their_results_in_the_instructions(cli, openai_stub):
     """The 0.5B answered nothing after every tool result, and again when asked with the tool
     messages still there; asked without them, the lookup told in the instructions, it answers."""
@@ -153,7 +153,7 @@ async def test_tools_can_be_turned_off_by_a_setting(cli, openai_stub, monkeypatc
     assert Context().tools is False and Context.from_mapping({"tools": "true"}).tools is True
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_a_json_answer_the_user_asked_for_is_shown(cli, openai_stub):
     answer = 'Here it is: {"city": "Haifa", "country": "Israel"}'
     openai_stub.reset(script(lambda r: answer))
@@ -162,7 +162,7 @@ async def test_a_json_answer_the_user_asked_for_is_shown(cli, openai_stub):
     assert out.getvalue() == answer + "\n"
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 def test_the_http_token_stream_never_carries_a_call_written_as_text(new_database, openai_stub):
     """The chat API (and so the web page) streams tokens through the same filter as the CLI."""
     from tests.support.http_server import final, new_chat_behind_stub, reply_text, stream

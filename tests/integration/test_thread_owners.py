@@ -101,7 +101,7 @@ async def test_owned_among_and_release_keep_to_the_owners_rows(backend):
     assert await thread_owners.owner_of(backend.pool, b1) == bob
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_first_set_up_on_an_existing_database_backfills_only_undisputed_owners(new_database, minilm):
     url = new_database("owners")
     alice, bob, carol = users(3)

@@ -106,7 +106,7 @@ def expected_score(similarity: float, fact: Fact, now) -> float:
     return WEIGHTS.similarity * similarity + WEIGHTS.importance * WEIGHTS.importance_levels[fact.importance] + WEIGHTS.recency * recency
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_one_users_search_returns_exactly_their_rows_and_equals_the_exact_search(many_users):
     backend, data = many_users
     for user in ("many000", "many137", "many199"):
@@ -119,7 +119,7 @@ async def test_one_users_search_returns_exactly_their_rows_and_equals_the_exact_
         assert all(m.value["status"] == "active" for m in found)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_the_many_users_table_is_one_where_a_filtered_hnsw_scan_falls_short(many_users):
     """The premise of the test above, and why no index over everyone's vectors is kept: such an
     HNSW index's 40 nearest rows hold fewer than 10 of one user's. (Built here inside a
@@ -345,7 +345,7 @@ async def test_bulk_loaded_items_are_read_by_the_store_like_items_it_wrote(backe
     assert [h.key for h in hits] == ["bees"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
 
 
-@pytest.mark.slow  # over ~0.4 s on 2 quiet cores: `make test-fast` leaves it out
+@pytest.mark.slow
 async def test_forgetting_a_user_drops_the_hnsw_index_of_their_large_namespace(backend):
     from memory.chat_admin import forget_user_everywhere
 
