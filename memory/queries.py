@@ -1,9 +1,12 @@
 """Read-only queries over one user's memory: the one read layer of the entry points (HTTP,
 CLI, MCP) and the agent's own tools (``nodes/tools.py``); they import nothing else of memory/
-to read. The plain readers of memory.user_memory (parsing every item through its kind's model)
-are re-exported here; the views built on them (searches, summaries, task lists) live here.
+to read. The readers that live beside their writers (memory.user_memory's plain readers, which
+parse every item through its kind's model; finding "the chat about …"; which chats are the user's
+and which are being imported; where a memory came from; what the user had forgotten) are
+re-exported here, so an entry point names this module for every read (tests/unit/test_one_home.py
+checks it); the views built on them (searches, summaries, task lists) live here.
 
-Each function is scoped to one ``user_id``: it reads only that user's store
+Each function but :func:`installation_counts` (``memory-agent doctor``'s totals) is scoped to one ``user_id``: it reads only that user's store
 namespaces, and only the threads the server recorded as that user's
 (``storage.thread_owners``; a record in the user's ``chats`` namespace alone proves
 nothing). A chat id that is not one of the user's chats is "not found", never read,
@@ -34,7 +37,11 @@ from pydantic import BaseModel, Field
 
 from memory import chat_search, episodes
 from core.words import keyword_match, query_terms
-from memory.chat_admin import owned_chats, owned_ids
+from memory.chat_admin import import_states, owned_chats, owned_ids, user_thread_ids  # noqa: F401 - re-exported
+from memory.chat_search import FORMULA as CHAT_SEARCH_FORMULA, ChatLookup, RankedChat, chat_query, find_chat, switch_request  # noqa: F401 - re-exported
+from memory.forgetting import forgotten_in, redactor_for  # noqa: F401 - re-exported
+from memory.provenance import SourceView, as_json as sources_as_json, memory_sources  # noqa: F401 - re-exported
+from storage import store_rows
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
@@ -535,10 +542,8 @@ async def search_chats(store: BaseStore, user_id: str, query: str, limit: int = 
     if not query.strip():
         recent = [(c, 0.0) for c in (await _own_chats(store, user_id))[:limit]]
         return ChatSearch(query=query, chats=[_chat_match(r) for r in chat_search.rank(recent, now)])
-    hits = await search_chat_summaries(store, user_id, query, limit=max(20, limit * 3))
-    mine = await owned_ids(store, user_id, (c.thread_id for c, _ in hits))
-    hits = [(c, s) for c, s in hits if c.thread_id in mine]
-    ranked = [r for r in chat_search.rank(hits, now, query) if r.similarity >= chat_search.MIN_SIMILARITY]
+    ranked = await chat_search.ranked_chats(store, user_id, query, now=now, limit=max(20, limit * 3))
+    ranked = [r for r in ranked if r.similarity >= chat_search.MIN_SIMILARITY]
     return ChatSearch(query=query, chats=[_chat_match(r) for r in ranked[:limit]])
 
 
@@ -554,3 +559,14 @@ async def list_tasks(
         tasks = [t for t in tasks if t.status == status]
     invalid = InvalidItemOut.of(await invalid_items(store, user_id, ("tasks",))) if with_invalid else []
     return TaskList(status=status, count=len(tasks), tasks=tasks, invalid=invalid)
+
+
+class InstallationCounts(BaseModel):
+    size: str = Field(description="The database's size, as Postgres prints it.")
+    threads: int = Field(description="Chat threads with checkpoints, every user's.")
+    items: int = Field(description="Memory items in the store, every user's.")
+
+
+async def installation_counts(store: BaseStore) -> InstallationCounts:
+    """What the whole installation holds (``memory-agent doctor``): the one read of every user's data."""
+    return InstallationCounts(**await store_rows.counts(memory_store(store).pool))

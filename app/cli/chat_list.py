@@ -21,7 +21,7 @@ def describe(chat: ChatRecord) -> str:
 
 def numbered(chats: list[ChatRecord], current: str | None = None, imports: dict | None = None) -> str:
     """One line per chat, numbered from 1 (what /open N takes); the current chat is starred; a chat
-    whose import is running or incomplete says so (``imports``: memory.chat_admin.import_states)."""
+    whose import is running or incomplete says so (``imports``: memory.queries.import_states)."""
     now = utcnow()
     imports = imports or {}
 

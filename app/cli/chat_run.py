@@ -11,7 +11,7 @@ from app.cli.chat_session import ChatSession
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
 from memory.queries import list_chats
-from memory.chat_admin import owned_chats
+from memory.queries import owned_chats
 
 
 async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:

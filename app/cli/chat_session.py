@@ -44,12 +44,11 @@ from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from storage.chat_imports import ImportInProgress
-from memory.chat_admin import forget_user_everywhere, import_states, owned_chats, user_thread_ids
-from memory.chat_search import chat_query, find_chat, switch_request
+from memory.chat_admin import forget_user_everywhere
 from storage import thread_owners
-from memory.forgetting import forget_request, redactor_for
+from memory.forgetting import forget_request
 from memory import queries as q
-from memory.queries import list_chats, list_facts
+from memory.queries import chat_query, find_chat, import_states, list_chats, list_facts, owned_chats, redactor_for, switch_request, user_thread_ids
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 

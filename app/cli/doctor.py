@@ -8,8 +8,8 @@ import sys
 from llm.chat_model import load_chat_model, model_label, resolve_model_name
 import knowledge
 from memory.backend import MemoryBackend
+from memory.queries import installation_counts
 from embeddings.record import read_record
-from storage import store_rows
 from storage.postgres import data_dir, describe_location
 
 
@@ -18,14 +18,14 @@ async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> st
     model = load_chat_model(model_name)
     record = await read_record(backend.pool) or {}
     kb = await knowledge.stats(backend.pool)
-    counts = await store_rows.counts(backend.pool)
+    counts = await installation_counts(backend.store)
     lines = [
         "memory-agent doctor",
         f"  python         {sys.version.split()[0]}",
         f"  database       {backend.info.server_version}, pgvector {backend.info.pgvector_version} (ok)",
         f"  data lives in  {describe_location(backend.url)}",
         f"  data dir       {data_dir()}" if not os.environ.get("DATABASE_URL") else "  data dir       (not used: DATABASE_URL is set)",
-        f"  database size  {counts['size']}; {counts['threads']} chat threads; {counts['items']} memory items",
+        f"  database size  {counts.size}; {counts.threads} chat threads; {counts.items} memory items",
         f"  knowledge base {kb['documents']} documents, {kb['chunks']} chunks"
         + (" (" + ", ".join(f"{name}: {c['documents']}/{c['chunks']}" for name, c in kb["collections"].items()) + ")" if kb["collections"] else ""),
         f"  model          {model_name} ({model_label(model)})" + ("  ← offline: not an LLM" if model_name == "offline" else ""),

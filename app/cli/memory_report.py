@@ -6,8 +6,7 @@ from typing import Any
 
 from core.dates import due_phrase
 from memory import queries as q
-from memory.provenance import as_json, memory_sources
-from memory.queries import get_user_document, invalid_items, list_chats, list_facts
+from memory.queries import get_user_document, invalid_items, list_chats, list_facts, memory_sources, sources_as_json
 
 DELETE_HINT = "memory-agent memory delete-invalid KIND KEY"
 
@@ -20,7 +19,7 @@ async def memory_snapshot(store, user_id: str, *, include_superseded: bool = Fal
     invalid = await invalid_items(store, user_id)
     sources = await memory_sources(store, user_id)
     return {
-        "sources": as_json(sources),
+        "sources": sources_as_json(sources),
         "user_id": user_id,
         "profile": doc.profile.model_dump(mode="json", exclude_defaults=True),
         "preferences": doc.preferences.model_dump(mode="json", exclude_defaults=True),

@@ -34,7 +34,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.types import Command
 
 import prompts
-from core.context import Context
 from app.http.auth import current_user, owned_chat
 from app.http.errors import ApiError, not_found
 from app.http.schemas import (
@@ -62,14 +61,12 @@ from nodes.compaction import model_view
 from core.text_validation import Identifier, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_imports, chat_runs, thread_owners
-from memory.forgetting import forgotten_in
-from memory.chat_admin import delete_chat, delete_message_everywhere, import_states, owned_chats, stop_imports
+from memory.chat_admin import delete_chat, delete_message_everywhere, stop_imports
 from memory.writer.records import rename_chat as rename_chat_record
-from memory.chat_search import FORMULA, RankedChat, find_chat
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.writer.records import create_chat_record
-from memory.queries import list_chats
+from memory.queries import CHAT_SEARCH_FORMULA, RankedChat, find_chat, forgotten_in, import_states, list_chats, owned_chats
 from core.messages import is_stopped, sent_at
 
 router = APIRouter(tags=["chats"])
@@ -272,7 +269,7 @@ async def search_user_chats(
         outcome=found.outcome,
         match=hit(found.match) if found.match else None,
         candidates=[hit(c) for c in found.candidates],
-        formula=FORMULA,
+        formula=CHAT_SEARCH_FORMULA,
     )
 
 

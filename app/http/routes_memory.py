@@ -38,9 +38,10 @@ from memory.kinds import KINDS
 from memory.writer.edits import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory import queries as q
 from memory.forgetting import ForgetReport, ForgetTarget, forget, forget_request
-from memory.provenance import as_json, memory_sources
 from storage import forget_ledger
-from memory.queries import InvalidItem, ItemIsValid, Kind, check_item, get_user_document, invalid_items, list_facts
+from memory.queries import (
+    InvalidItem, ItemIsValid, Kind, check_item, get_user_document, invalid_items, list_facts, memory_sources, sources_as_json,
+)
 
 router = APIRouter(tags=["memory"])
 
@@ -220,7 +221,7 @@ async def get_sources(user: str = Depends(current_user), services: Services = De
     """Where each remembered item came from: keyed "profile.role", "facts/<id>", "tasks/<id>"; each
     source names its chat and message (link: ``/chats/{thread_id}`` and the message id), its time and
     what wrote it down ("rules", "model …", "user")."""
-    return as_json(await memory_sources(services.backend.store, user))
+    return sources_as_json(await memory_sources(services.backend.store, user))
 
 
 @router.get("/memory/forgotten", responses=_ERRORS)

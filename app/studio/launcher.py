@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  auth:   {describe_auth(mode, user)}", flush=True)
     if args.host not in LOOPBACK and mode == "optional":
         print(
-            f"  warning: listening beyond this machine with optional auth: requests are answered only when "
+            "  warning: listening beyond this machine with optional auth: requests are answered only when "
             "addressed to localhost, 127.0.0.1 or [::1] (others get 421). Set MEMORY_AGENT_AUTH=required to serve them.",
             flush=True,
         )

@@ -336,3 +336,59 @@ def test_one_name_means_one_function_across_the_memory_packages():
         if len(paths) > 1 and name not in MODULE_VERBS and frozenset(paths) not in SAME_NAME_ON_PURPOSE
     }
     assert clashes == {}, f"one name, several functions: {clashes}"
+
+
+# Modules whose job is reading memory (or the tables under it): the entry points read them through
+# memory/queries.py, which re-exports what they offer.
+READ_LAYER = "memory.queries"
+READ_ONLY_MODULES = {
+    "memory.user_memory", "memory.chat_search", "memory.episodes", "memory.recall", "memory.provenance",
+    "storage.store_rows", "storage.store_lookups", "storage.episodes", "storage.vector_search",
+}
+
+
+def _module_of(node: ast.ImportFrom, name: str) -> str:
+    """The module an ``import from`` reads ``name`` from (``from memory import user_memory`` reads memory.user_memory)."""
+    base = node.module or ""
+    return f"{base}.{name}" if (ROOT / base.replace(".", "/") / f"{name}.py").exists() else base
+
+
+def read_layer_names() -> set[str]:
+    """The readers memory/queries.py re-exports from beside their writers (functions and models, not modules)."""
+    names = set()
+    for node in ast.walk(parsed(ROOT / "memory/queries.py")):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("memory", "storage")):
+            names |= {a.name for a in node.names if _module_of(node, a.name) == node.module}
+    return names
+
+
+def reads_around_the_layer(tree: ast.Module, reads: set[str]) -> list[str]:
+    """``module.name@line`` for each import of a read-only module, or of a name the read layer
+    re-exports, from anywhere but the read layer."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{a.name}@{node.lineno}" for a in node.names if a.name in READ_ONLY_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.module != READ_LAYER:
+            for alias in node.names:
+                module = _module_of(node, alias.name)
+                if module in READ_ONLY_MODULES or (module.startswith(("memory", "storage")) and alias.name in reads):
+                    found.append(f"{module}.{alias.name}@{node.lineno}")
+    return found
+
+
+def test_the_entry_points_read_memory_only_through_the_read_layer():
+    """Issue 29: routes, the CLI and doctor read chats and counts around memory/queries.py."""
+    reads = read_layer_names()
+    assert {"find_chat", "owned_chats", "memory_sources"} <= reads, "the read layer's re-exports are found"
+    outside = {path: hits for path, tree in sources() if path.startswith("app/") and (hits := reads_around_the_layer(tree, reads))}
+    assert outside == {}, f"entry points reading around memory/queries.py: {outside}"
+
+
+def test_the_read_check_sees_each_way_around_the_layer():
+    source = (
+        "from memory.chat_search import find_chat\nfrom storage import store_rows\nimport memory.recall\n"
+        "from memory.chat_admin import owned_chats, delete_chat\nfrom memory.queries import find_chat\nfrom memory import queries as q"
+    )
+    found = reads_around_the_layer(ast.parse(source), {"find_chat", "owned_chats"})
+    assert found == ["memory.chat_search.find_chat@1", "storage.store_rows.store_rows@2", "memory.recall@3", "memory.chat_admin.owned_chats@4"]
