@@ -31,7 +31,7 @@ from typing import Annotated, AsyncIterator
 from fastapi import APIRouter, Depends, Query
 from pydantic import AfterValidator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 import prompts
 from app.http.auth import current_user, owned_chat
@@ -205,7 +205,9 @@ async def holding_run_slot(services: Services, chat_id: str, user: str, kind: st
         raise
 
 
-def turn_spec(chat: ChatRecord, user: str, kind: str, graph_input, *, user_text: str = "", fork_from: dict | None = None) -> TurnSpec:
+def turn_spec(
+    chat: ChatRecord, user: str, kind: str, graph_input, *, user_text: str = "", fork_from: dict | None = None, head: StateSnapshot | None = None
+) -> TurnSpec:
     return TurnSpec(
         thread_id=chat.thread_id,
         user_id=user,
@@ -214,6 +216,7 @@ def turn_spec(chat: ChatRecord, user: str, kind: str, graph_input, *, user_text:
         graph_input=graph_input,
         fork_from=fork_from,
         user_text=user_text,
+        head=head,
     )
 
 
@@ -330,7 +333,7 @@ async def send_message(body: MessageIn, chat: OwnedChat, user: CurrentUser, serv
                 "confirmation_pending",
                 f"The agent is waiting for a confirmation on this chat; answer it with POST /chats/{chat.thread_id}/resume first.",
             )
-        handle = services.runs.launch(run_id, turn_spec(chat, user, "message", new_user_message(text), user_text=text))
+        handle = services.runs.launch(run_id, turn_spec(chat, user, "message", new_user_message(text), user_text=text, head=state))
     return await sse_response(handle)
 
 

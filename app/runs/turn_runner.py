@@ -42,9 +42,10 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langgraph.types import Interrupt, StateSnapshot
 from prometheus_client import Counter, Histogram
 
 from core import metrics
@@ -97,6 +98,9 @@ class TurnSpec:
     fork_from: dict | None = None  # a checkpoint config to start from (edit)
     user_text: str = ""
     context: dict = field(default_factory=dict)  # Context fields besides user and persona (the CLI's --model)
+    # The thread's state as the entry point read it while holding the run slot, so nothing changed
+    # it since: the runner's first look at the thread uses it instead of reading it again.
+    head: StateSnapshot | None = None
 
     def recorded(self) -> chat_runs.RecordedTurn:
         """What another worker needs to keep this turn as a stopped one if this worker dies."""
@@ -128,8 +132,8 @@ def _chunk_text(message: AIMessageChunk) -> str:
     return "".join(c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text")
 
 
-def _interrupts(state) -> list[dict]:
-    return [{"id": i.id, "value": i.value} for i in (state.interrupts or ())]
+def _interrupts(interrupts: Sequence[Interrupt]) -> list[dict]:
+    return [{"id": i.id, "value": i.value} for i in interrupts]
 
 
 class TurnRunner:
@@ -228,7 +232,7 @@ class TurnRunner:
     async def _run(self, started: float) -> str:
         ctx = self.context()
         if self.spec.kind == "message":
-            await self._finish_pending_memory_update(ctx)
+            await self._finish_pending_memory_update(ctx, self.spec.head)
         branch_before = await self._message_ids() if self.spec.fork_from else set()
         mark = await self._step(mark_thread(self.pool, self.spec.thread_id))
         await self._step(chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes), self.spec.recorded()))
@@ -240,7 +244,7 @@ class TurnRunner:
 
         self._reply_task = asyncio.create_task(self._reply_phase(ctx))
         try:
-            await self._reply_task
+            values, interrupts = await self._reply_task
         except asyncio.CancelledError:
             if not self.stop_requested:
                 raise  # this run itself was cancelled (server shutdown)
@@ -252,20 +256,19 @@ class TurnRunner:
         if self.stop_requested:
             return await self._take_back(mark, "stopped")
 
-        state = await self.graph.aget_state(self.config)
-        if state.values.get("error"):  # load_context refused the message and removed it again
-            await self._finish_row("failed", detail=state.values["error"])
-            self.emit("error", {"code": "refused", "message": state.values["error"]})
+        if values.get("error"):  # load_context refused the message and removed it again
+            await self._finish_row("failed", detail=values["error"])
+            self.emit("error", {"code": "refused", "message": values["error"]})
             return "failed"
-        if state.interrupts:
+        if interrupts:
             if not await self._step(chat_runs.transition(self.pool, self.run_id, "interrupted", when=("running",))):
                 return await self._take_back(mark, "stopped")
-            self.emit("interrupt", {"run_id": self.run_id, "interrupts": _interrupts(state)})
+            self.emit("interrupt", {"run_id": self.run_id, "interrupts": _interrupts(interrupts)})
             return "interrupted"
         if not await self._step(chat_runs.transition(self.pool, self.run_id, "committing", when=("running",))):
             return await self._take_back(mark, "stopped")
         self.committed = True
-        _, reply = current_turn(state.values.get("messages", []))
+        _, reply = current_turn(values.get("messages", []))
         self.reply_text = reply.text if reply is not None else ""
         self.replied.set()
 
@@ -275,13 +278,12 @@ class TurnRunner:
             retracted = await retract_taught_by(self.graph.store, self.spec.user_id, abandoned)
             if retracted.facts or retracted.tasks:
                 self.emit("memory", {"retracted": {"facts": retracted.facts, "tasks": retracted.tasks}})
-        await self._memory_phase(ctx, forward=True)
-        state = await self.graph.aget_state(self.config)
+        values = await self._memory_phase(ctx, forward=True) or values  # (a phase that changed nothing leaves them as they were)
         await self._finish_row("finished")
         elapsed = time.perf_counter() - started
         TURN_SECONDS.labels(kind=self.spec.kind).observe(elapsed)
         metrics.TURNS.inc()
-        self.emit("done", self._done_payload(state.values, elapsed))
+        self.emit("done", self._done_payload(values, elapsed))
         return "finished"
 
     async def _message_ids(self) -> set[str]:
@@ -289,31 +291,52 @@ class TurnRunner:
         return {m.id for m in state.values.get("messages", []) if m.id}
 
     # ------------------------------------------------------------------ phases
-    async def _reply_phase(self, ctx: Context) -> None:
+    async def _reply_phase(self, ctx: Context) -> tuple[dict, list[Interrupt]]:
+        """Stream the reply; the thread's values where the phase stopped, and the interrupts it raised.
+
+        They come from the stream's ``values`` chunks (the state after each step, in memory), so
+        the run does not read the checkpoint back from the database to learn how the phase ended."""
         config = self.spec.fork_from or self.config
+        values: dict = {}
+        interrupts: list[Interrupt] = []
         async for mode, chunk in self.graph.astream(
             self.spec.graph_input,
             config,
             context=ctx,
-            stream_mode=["messages", "custom"],
+            stream_mode=["messages", "custom", "values"],
             interrupt_before=[COMMIT_POINT],
         ):
-            self._forward(mode, chunk)
+            if mode == "values":
+                # An interrupt() arrives as the values with "__interrupt__" (langgraph's stream);
+                # a step's values may follow it, so they are gathered, not taken from the last chunk.
+                interrupts += chunk.get("__interrupt__", ())
+                values = {k: v for k, v in chunk.items() if k != "__interrupt__"}
+            else:
+                self._forward(mode, chunk)
         if text := self._calls.finish():
             self.streamed.append(text)
             self.emit("token", {"text": text})
+        if not values:  # steps that wrote nothing stream no values: then the checkpoint says
+            state = await self.graph.aget_state(self.config)
+            values, interrupts = dict(state.values), list(state.interrupts)
+        return values, interrupts
 
-    async def _memory_phase(self, ctx: Context, *, forward: bool) -> None:
+    async def _memory_phase(self, ctx: Context, *, forward: bool) -> dict:
+        """Run the memory phase; the thread's values after it ({} when it changed none)."""
         # The memory writer serializes this user's writes itself (storage.user_transaction).
-        async for mode, chunk in self.graph.astream(None, self.config, context=ctx, stream_mode=["custom"]):
-            if forward:
+        values: dict = {}
+        async for mode, chunk in self.graph.astream(None, self.config, context=ctx, stream_mode=["custom", "values"]):
+            if mode == "values":
+                values = chunk
+            elif forward:
                 self._forward(mode, chunk)
+        return values
 
-    async def _finish_pending_memory_update(self, ctx: Context) -> None:
+    async def _finish_pending_memory_update(self, ctx: Context, head: StateSnapshot | None = None) -> None:
         """A worker that died between reply and memory update left the thread paused
         at the commit point or inside the memory phase: finish that turn's memory update before
-        the new one starts."""
-        state = await self.graph.aget_state(self.config)
+        the new one starts. ``head``: the thread's state when the caller has just read it."""
+        state = head or await self.graph.aget_state(self.config)
         if state.next and not state.interrupts and set(state.next) <= set(MEMORY_PHASE):
             log.info("thread %s: finishing an earlier turn's memory update", self.spec.thread_id)
             await self._memory_phase(ctx, forward=False)
