@@ -99,7 +99,6 @@ def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, t
         budgets=PromptBudgets(
             user_context=ctx.user_context_token_budget,
             summary=ctx.max_summary_tokens,
-            knowledge=ctx.rag_token_budget,
             episodes=ctx.episodic_token_budget,
             recent=ctx.max_context_tokens,
             total=ctx.prompt_token_budget,

@@ -19,9 +19,12 @@ Order, most stable first, so a provider's prompt cache (OpenAI, Anthropic, llama
 The prompt as a whole has a budget (``PromptBudgets.total``, Context ``prompt_token_budget``):
 the system text, summary, recent conversation, user context and knowledge each keep within their
 own budget, and the excerpts of earlier conversations take what they leave (at most
-``PromptBudgets.episodes``), so the whole prompt holds the total whatever the conversation. This
-is the one place the excerpts' budget is applied (``prompts.excerpts.pack_excerpts``). The
-output is deterministic: the same inputs always give the same messages.
+``PromptBudgets.episodes``), so the whole prompt holds the total whatever the conversation.
+Each budget is applied in one place: here for every section but the knowledge, whose chunks
+retrieval chose within ``Context.rag_token_budget``, costing each as this module renders it
+(:func:`chunk_cost`), so the section it renders holds that budget and is shown as given.
+(``summarize`` compares the board with the summary's budget only to decide when to spend a model
+call recompressing it; the cut to the budget is here.) The output is deterministic: the same inputs always give the same messages.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import prompts
 from core.context import Context
 from core.contracts import Chunk, LoadedContext, TaskLine
 from core.dates import due_phrase
-from core.tokens import count_message_tokens, count_tokens, fit_blocks, truncate_lines
+from core.tokens import count_message_tokens, count_tokens, truncate_lines
 from prompts.excerpts import pack_excerpts, render_excerpts
 
 USER_CONTEXT_HEADER = "## User context"
@@ -56,7 +59,6 @@ class PromptBudgets:
     system: int = 800
     user_context: int = Context.user_context_token_budget
     summary: int = Context.max_summary_tokens
-    knowledge: int = Context.rag_token_budget
     episodes: int = Context.episodic_token_budget  # the most the excerpts take, of what the others leave
     recent: int = Context.max_context_tokens
     total: int = Context.prompt_token_budget  # the whole prompt (0: only the sections' own budgets)
@@ -117,12 +119,9 @@ def chunk_cost(citation: str, heading_path: str, content: str) -> int:
     return count_tokens(render_chunk(citation, heading_path, content) + KNOWLEDGE_SEPARATOR)
 
 
-def render_knowledge(chunks: Sequence[Chunk], budget: int | None = None) -> str:
-    """The chunks in order; with a budget, only the leading whole chunks that fit (none is cut)."""
-    parts = [render_chunk(c["citation"], c.get("heading_path") or "", c["content"]) for c in chunks]
-    if budget is not None:
-        parts = fit_blocks(parts, budget, KNOWLEDGE_SEPARATOR)
-    return KNOWLEDGE_SEPARATOR.join(parts)
+def render_knowledge(chunks: Sequence[Chunk]) -> str:
+    """The chunks in order, whole: retrieval chose them within the knowledge budget (by :func:`chunk_cost`)."""
+    return KNOWLEDGE_SEPARATOR.join(render_chunk(c["citation"], c.get("heading_path") or "", c["content"]) for c in chunks)
 
 
 def system_text(persona_text: str) -> str:
@@ -171,7 +170,7 @@ def build_prompt(
     profile = truncate_lines(render_profile(loaded_context), budgets.user_context)
     memories = truncate_lines(render_memories(loaded_context), max(0, budgets.user_context - count_tokens(profile)))
     summary = truncate_lines(summary_text, budgets.summary)
-    knowledge_text = render_knowledge(knowledge, budgets.knowledge)
+    knowledge_text = render_knowledge(knowledge)
     tokens.update(user_context=count_tokens(profile) + count_tokens(memories), summary=count_tokens(summary), knowledge=count_tokens(knowledge_text))
     stable = "\n\n".join([system, _section(SUMMARY_HEADER, summary)])
     kept_recent = _fit_recent(recent, budgets.recent)
