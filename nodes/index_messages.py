@@ -1,7 +1,8 @@
 """index_messages: add the turn's messages to the index of what was said (memory.episodes).
 
-After ``record_chat``, which claimed the thread: only a thread the run's user owns is indexed
-under that user. Runs after the reply, so nothing of it delays the first token.
+After ``record_chat``, which claimed the thread: the index's own write refuses a thread another
+user owns (``storage.episodes.sync_thread``), so nothing is filed under someone else's chat.
+Runs after the reply, so nothing of it delays the first token.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ async def index_messages(state: State, runtime: Runtime[Context]) -> dict:
         return {}
     ctx = get_context(runtime)
     try:
-        if not await _users_thread(runtime.store, thread_id, ctx.user_id):
-            return {}
         redactor = await redactor_for(runtime.store, ctx.user_id)
         saver = memory_store(runtime.store).checkpoint_reader()  # dates messages from before times were kept
     except GraphBubbleUp:
@@ -43,12 +42,9 @@ async def index_messages(state: State, runtime: Runtime[Context]) -> dict:
             await episodes.index_for_run(runtime.store, ctx.user_id, thread_id, state.messages, checkpointer=saver, redactor=redactor)
     except GraphBubbleUp:
         raise
+    except thread_owners.ThreadTaken as exc:  # record_chat found it another user's, and filed nothing either
+        log.warning("nothing of this run indexed under the thread: %s", exc)
     except Exception as exc:
         log.warning("episodic index not updated for thread %s: %s", thread_id, exc, exc_info=True)
     return {}
 
-
-async def _users_thread(store, thread_id: str, user_id: str) -> bool:
-    """record_chat claimed the thread or found it another user's (and wrote nothing): index
-    only what it claimed."""
-    return await thread_owners.owner_of(memory_store(store).pool, thread_id) == user_id

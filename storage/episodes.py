@@ -30,6 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
+from storage import thread_owners
 from storage.partitions import PARTITIONS, build_on_leaf, leaf_of, leaf_statements, relkind, stop_and_drop, to_partitioned, valid_indexes
 
 TABLE = "memory_agent_episodes"
@@ -195,6 +196,9 @@ async def _add_to_count(conn: AsyncConnection, owner: str, delta: int) -> None:
         )
 
 
+OWNER_OF_THREAD = f"SELECT owner FROM {thread_owners.TABLE} WHERE thread_id = %s FOR SHARE"
+
+
 async def sync_thread(
     pool: AsyncConnectionPool,
     owner: str,
@@ -206,11 +210,19 @@ async def sync_thread(
 ) -> int:
     """In one transaction: drop the thread's rows whose message is not in ``keep`` (a branch left
     by an edit or a regeneration), write ``write`` and move rows to new positions. Returns the
-    number of rows dropped."""
+    number of rows dropped.
+
+    ThreadTaken, with nothing written, when the thread is another user's: what one user said is
+    never filed under a thread someone else owns, whichever caller asks. (A thread no one owns yet
+    may be indexed: a graph run has claimed its thread before this, and an import before its rows.)"""
     for e in write:
         if e.owner != owner or e.thread_id != thread_id:
             raise ValueError("every episode written must be of the thread being synced")
     async with pool.connection() as conn, conn.transaction():
+        # FOR SHARE: the owner row cannot be handed over or deleted while this sync writes.
+        row = await (await conn.execute(OWNER_OF_THREAD, (thread_id,))).fetchone()
+        if row is not None and row["owner"] != owner:
+            raise thread_owners.ThreadTaken(thread_id, row["owner"])
         cur = await conn.execute(
             f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND NOT (message_id = ANY(%s))",
             (owner, thread_id, list(keep)),

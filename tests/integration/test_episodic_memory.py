@@ -15,7 +15,7 @@ from core.messages import sent_at, stamp_sent_at
 from graph.assembly import compile_graph
 from memory import episodes, queries
 from memory.chat_admin import delete_chat, forget_user_everywhere
-from storage import forget_ledger
+from storage import forget_ledger, thread_owners
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
 from storage import episodes as episode_table
 from tests.support.graph_turns import new_thread, stream_turn
@@ -201,6 +201,9 @@ async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new
                 await conn.execute(statement)
         await episode_table.setup(pool, minilm.dims)  # the backend's set-up accepts the partitioned table
         await forget_ledger.setup(pool)  # index writes read what the owner had forgotten
+        async with pool.connection() as conn:  # and who owns each thread
+            for statement in thread_owners.CREATE:
+                await conn.execute(statement)
         async with pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) AS n FROM pg_inherits WHERE inhparent = %s::regclass", (episode_table.TABLE,))).fetchone()
         assert row["n"] == 4
@@ -232,6 +235,21 @@ async def test_small_talk_gets_no_excerpts_even_when_past_chats_hold_the_same_sm
     await say(graph, user_id, "Hi! How are you doing today?", name)
     await say(graph, user_id, "Hey, how are you today?", name)
     assert excerpts_section(model) == ""
+
+
+async def test_the_index_refuses_to_file_anything_under_another_users_thread(backend, user_id, minilm):
+    """The rule lives in the index's own write (storage.episodes.sync_thread), not in the node that
+    calls it: no caller files one user's words under a thread another user owns."""
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    thread_id = f"t-{uuid.uuid4().hex[:8]}"
+    await thread_owners.claim_ownership(backend.pool, thread_id, other)
+    said = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    forged = [stamp_sent_at(HumanMessage("I keep bees on the roof", id="m0"), said)]
+    with pytest.raises(thread_owners.ThreadTaken):
+        await episodes.index_thread(backend.pool, minilm.embeddings, user_id, thread_id, forged)
+    assert await rows_of(backend.pool, user_id) == []
+    await episodes.index_thread(backend.pool, minilm.embeddings, other, thread_id, forged)  # its owner's rows are written
+    assert [r["message_id"] for r in await rows_of(backend.pool, other)] == ["m0"]
 
 
 async def test_an_owner_with_many_messages_searches_through_an_index_of_their_own(backend, user_id, minilm):

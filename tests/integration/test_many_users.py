@@ -19,7 +19,7 @@ from core.namespaces import INDEXED_FIELDS, chats_ns, facts_ns, tasks_ns
 from memory import episodes
 from memory.backend import open_memory
 from storage import episodes as episode_table
-from storage import forget_ledger, vector_search
+from storage import forget_ledger, thread_owners, vector_search
 from storage.partitions import leaf_of
 from storage.postgres import open_pool, prepare_database
 
@@ -61,6 +61,9 @@ async def build_old_layout(url: str, minilm, monkeypatch) -> dict:
             for statement in episode_table.create_statements(minilm.dims, partitions=0):  # main's DDL
                 await conn.execute(statement)
         await forget_ledger.setup(pool)  # the index's writes read it
+        async with pool.connection() as conn:  # and who owns each thread (main had the table by then)
+            for statement in thread_owners.CREATE:
+                await conn.execute(statement)
         held: dict = {"items": [], "messages": []}
         for user in ("ann", "ben"):
             for namespace, texts in ITEMS.items():  # ben has fewer: below the line
