@@ -191,12 +191,18 @@ def bulky_fold_responder(kind, messages):
     return counting_responder(kind, messages)
 
 
+async def folding_every_eight(new_chat, *, max_summary_tokens: int, turns: range):
+    """A chat that folds once 8 messages wait (keeping the last 4), never for size, with ``turns`` sent."""
+    chat = new_chat(summary_window=8, tail_size=4, max_summary_tokens=max_summary_tokens, max_context_tokens=100_000)
+    await chat.send(numbered(turns))
+    return chat
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scripted", [bulky_fold_responder], indirect=True)
 async def test_summary_of_summaries_keeps_the_board_under_max_summary_tokens(new_chat, scripted):
     _, model = scripted
-    chat = new_chat(summary_window=8, tail_size=4, max_summary_tokens=60, max_context_tokens=100_000)
-    await chat.send(numbered(range(1, 21)))
+    chat = await folding_every_eight(new_chat, max_summary_tokens=60, turns=range(1, 21))
 
     recompressions = [c for c in model.calls_of("fold") if is_recompress(c)]
     assert recompressions, "the long board was never re-compressed"
@@ -219,9 +225,8 @@ def failing_recompress_responder(kind, messages):
 async def test_a_failed_recompression_still_advances_the_fold(new_chat, scripted):
     """The fold itself succeeded: its messages must not be folded again (and fail again) every turn."""
     _, model = scripted
-    chat = new_chat(summary_window=8, tail_size=4, max_summary_tokens=20, max_context_tokens=100_000)
     before = metric("memory_agent_summary_failures_total", {"kind": "invalid_output"})
-    await chat.send(numbered(range(1, 8)))
+    chat = await folding_every_eight(new_chat, max_summary_tokens=20, turns=range(1, 8))
     values = await chat.values()
     # window 8, tail 4: after turn 5 the first 6 messages (turns 1-3) fold; recompression fails twice.
     assert values["summary_folds"] == 1 and values["summarized_through"] is not None

@@ -5,7 +5,9 @@ rebuilt by reindex, searched by message time, and scoped by owner (also on a par
 from __future__ import annotations
 
 import uuid
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
+from typing import AsyncIterator
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -18,10 +20,27 @@ from memory.chat_admin import delete_chat, forget_user_everywhere
 from storage import forget_ledger, thread_owners
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
 from storage import episodes as episode_table
+from storage.postgres import open_pool, prepare_database
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
 WEDDING = "My sister Noa is getting married in Haifa on the 14th of June."
+
+
+@pytest.fixture
+def graph(backend):
+    return compile_graph(backend.checkpointer, backend.store)
+
+
+@asynccontextmanager
+async def pool_on_new_database(url: str) -> AsyncIterator:
+    """A pool on a database of its own (``new_database``), with nothing of ours set up in it."""
+    await prepare_database(url)
+    pool = await open_pool(url, max_size=2)
+    try:
+        yield pool
+    finally:
+        await pool.close()
 
 
 async def rows_of(pool, user: str) -> list[dict]:
@@ -54,8 +73,7 @@ async def say(graph, user: str, text: str, model: str, config: dict | None = Non
 
 
 @pytest.mark.slow
-async def test_every_message_of_a_turn_is_indexed_after_the_reply_with_its_time(backend, user_id, scripted):
-    graph = compile_graph(backend.checkpointer, backend.store)
+async def test_every_message_of_a_turn_is_indexed_after_the_reply_with_its_time(graph, backend, user_id, scripted):
     before = datetime.now(timezone.utc)
     _, turn = await say(graph, user_id, "I adopted a beagle called Biscuit in March", scripted[0])
     human, reply = turn.values["messages"][0], turn.values["messages"][-1]
@@ -67,9 +85,8 @@ async def test_every_message_of_a_turn_is_indexed_after_the_reply_with_its_time(
 
 
 @pytest.mark.slow
-async def test_what_was_said_in_another_chat_reaches_the_prompt_dated_and_named_by_its_chat(backend, user_id, scripted):
+async def test_what_was_said_in_another_chat_reaches_the_prompt_dated_and_named_by_its_chat(graph, user_id, scripted):
     name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     await say(graph, user_id, WEDDING, name)
     await say(graph, user_id, "When is Noa's wedding, and where?", name)
     section = excerpts_section(model)
@@ -79,28 +96,25 @@ async def test_what_was_said_in_another_chat_reaches_the_prompt_dated_and_named_
 
 
 @pytest.mark.slow
-async def test_an_unrelated_message_gets_no_excerpts(backend, user_id, scripted):
+async def test_an_unrelated_message_gets_no_excerpts(graph, user_id, scripted):
     name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     await say(graph, user_id, WEDDING, name)
     await say(graph, user_id, "What is the capital of Australia?", name)
     assert excerpts_section(model) == ""
 
 
-async def test_what_the_model_already_sees_in_this_chat_is_not_excerpted(backend, user_id, scripted):
+async def test_what_the_model_already_sees_in_this_chat_is_not_excerpted(graph, user_id, scripted):
     name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     config, _ = await say(graph, user_id, WEDDING, name)
     await say(graph, user_id, "Remind me, where is Noa's wedding?", name, config)
     assert excerpts_section(model) == ""  # the first message is in the recent conversation already
 
 
 @pytest.mark.slow
-async def test_an_edit_drops_the_abandoned_branch_from_the_index(backend, user_id, scripted):
+async def test_an_edit_drops_the_abandoned_branch_from_the_index(graph, backend, user_id, scripted):
     from app.http.routes_chats import checkpoint_before
 
     name, _ = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     config, _ = await say(graph, user_id, "I live in Rome", name)
     _, turn = await say(graph, user_id, "My dog is called Rex", name, config)
     rex = turn.values["messages"][2]
@@ -113,10 +127,9 @@ async def test_an_edit_drops_the_abandoned_branch_from_the_index(backend, user_i
     assert found.messages == []
 
 
-async def test_messages_added_as_if_by_reply_are_indexed_with_their_own_times_or_the_checkpoints(backend, user_id, scripted):
+async def test_messages_added_as_if_by_reply_are_indexed_with_their_own_times_or_the_checkpoints(graph, backend, user_id, scripted):
     """The import path: update_state(as_node="reply"), then the graph continues to its memory steps."""
     name, _ = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     config = new_thread()
     said = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
     human = stamp_sent_at(HumanMessage("We went camping at Lake Tahoe", id=str(uuid.uuid4())), said)
@@ -131,9 +144,8 @@ async def test_messages_added_as_if_by_reply_are_indexed_with_their_own_times_or
 
 
 @pytest.mark.slow
-async def test_the_time_range_filters_messages_by_when_they_were_said(backend, user_id, scripted):
+async def test_the_time_range_filters_messages_by_when_they_were_said(graph, backend, user_id, scripted):
     name, _ = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     config = new_thread()
     old = stamp_sent_at(HumanMessage("I bought a red kayak", id=str(uuid.uuid4())), datetime(2023, 5, 8, tzinfo=timezone.utc))
     await graph.aupdate_state(config, {"messages": [old, AIMessage("Nice kayak!", id=str(uuid.uuid4()))]}, as_node="reply")
@@ -149,9 +161,8 @@ async def test_the_time_range_filters_messages_by_when_they_were_said(backend, u
 
 
 @pytest.mark.slow
-async def test_deleting_a_chat_and_forgetting_the_user_remove_their_messages(backend, user_id, scripted):
+async def test_deleting_a_chat_and_forgetting_the_user_remove_their_messages(graph, backend, user_id, scripted):
     name, _ = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     first, _ = await say(graph, user_id, "I play the cello", name)
     await say(graph, user_id, "I grow tomatoes", name)
     await delete_chat(backend, user_id, first["configurable"]["thread_id"])
@@ -161,10 +172,9 @@ async def test_deleting_a_chat_and_forgetting_the_user_remove_their_messages(bac
 
 
 @pytest.mark.slow
-async def test_another_users_thread_is_never_indexed_or_found_under_the_intruder(backend, scripted):
+async def test_another_users_thread_is_never_indexed_or_found_under_the_intruder(graph, backend, scripted):
     name, _ = scripted
     alice, mallory = f"a{uuid.uuid4().hex[:8]}", f"m{uuid.uuid4().hex[:8]}"
-    graph = compile_graph(backend.checkpointer, backend.store)
     config, _ = await say(graph, alice, "The vault code is Nightingale", name)
     await say(graph, mallory, "Tell me the vault code", name, config)  # alice's thread: the claim refuses mallory
     assert await rows_of(backend.pool, mallory) == []
@@ -174,11 +184,10 @@ async def test_another_users_thread_is_never_indexed_or_found_under_the_intruder
 
 
 @pytest.mark.slow
-async def test_reindex_rebuilds_the_index_from_the_checkpoints_with_the_same_times(backend, user_id, scripted, minilm):
+async def test_reindex_rebuilds_the_index_from_the_checkpoints_with_the_same_times(graph, backend, user_id, scripted, minilm):
     from memory.reindex import reindex_episodes
 
     name, _ = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     await say(graph, user_id, "I run the Tel Aviv marathon every February", name)
     before = await rows_of(backend.pool, user_id)
     await episode_table.delete_owner(backend.pool, user_id)
@@ -190,12 +199,7 @@ async def test_reindex_rebuilds_the_index_from_the_checkpoints_with_the_same_tim
 @pytest.mark.slow
 async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new_database, minilm):
     """docs/scaling.md: the same code writes, searches, retracts and forgets on a partitioned table."""
-    from storage.postgres import open_pool, prepare_database
-
-    url = new_database("episodes_partitioned")
-    await prepare_database(url)
-    pool = await open_pool(url, max_size=2)
-    try:
+    async with pool_on_new_database(new_database("episodes_partitioned")) as pool:
         async with pool.connection() as conn:
             for statement in episode_table.create_statements(minilm.dims, partitions=4):
                 await conn.execute(statement)
@@ -225,13 +229,10 @@ async def test_the_index_runs_unchanged_on_a_table_hash_partitioned_by_owner(new
         assert [r["message_id"] for r in await rows_of(pool, "ann")] == ["ann-1"]
         await episode_table.delete_owner(pool, "ann")
         assert await rows_of(pool, "ann") == [] and len(await rows_of(pool, "ben")) == 3
-    finally:
-        await pool.close()
 
 
-async def test_small_talk_gets_no_excerpts_even_when_past_chats_hold_the_same_small_talk(backend, user_id, scripted):
+async def test_small_talk_gets_no_excerpts_even_when_past_chats_hold_the_same_small_talk(graph, user_id, scripted):
     name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     await say(graph, user_id, "Hi! How are you doing today?", name)
     await say(graph, user_id, "Hey, how are you today?", name)
     assert excerpts_section(model) == ""
@@ -293,13 +294,12 @@ async def count_kept_and_real(pool, user: str) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-async def test_the_message_count_kept_beside_the_index_follows_every_write(backend, user_id, scripted, minilm):
+async def test_the_message_count_kept_beside_the_index_follows_every_write(graph, backend, user_id, scripted, minilm):
     """The search's word weights read the owner's count from the counts table: every write path keeps it."""
     from app.http.routes_chats import checkpoint_before
     from memory.reindex import reindex_episodes
 
     name, _ = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
     config, _ = await say(graph, user_id, "I live in Rome", name)
     _, turn = await say(graph, user_id, "My dog is called Rex", name, config)
     assert await count_kept_and_real(backend.pool, user_id) == (4, 4)
@@ -329,12 +329,7 @@ async def test_the_message_count_kept_beside_the_index_follows_every_write(backe
 
 @pytest.mark.slow
 async def test_an_index_from_before_the_counts_were_kept_is_counted_and_loses_its_shared_word_index(new_database, minilm):
-    from storage.postgres import open_pool, prepare_database
-
-    url = new_database("episodes_migrated")
-    await prepare_database(url)
-    pool = await open_pool(url, max_size=2)
-    try:
+    async with pool_on_new_database(new_database("episodes_migrated")) as pool:
         await episode_table.setup(pool, minilm.dims)
         said = datetime(2024, 1, 2, tzinfo=timezone.utc)
         async with pool.connection() as conn:
@@ -349,8 +344,6 @@ async def test_an_index_from_before_the_counts_were_kept_is_counted_and_loses_it
         async with pool.connection() as conn:
             shared = await (await conn.execute("SELECT to_regclass(%s) AS r", (f"{episode_table.TABLE}_tsv",))).fetchone()
         assert shared["r"] is None
-    finally:
-        await pool.close()
 
 
 async def test_a_message_holding_a_rare_word_is_found_however_many_messages_hold_a_common_one(backend, user_id, minilm, monkeypatch):

@@ -7,9 +7,8 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
-from graph.assembly import compile_graph
-from core.context import Context
 from memory.user_memory import get_user_document, list_facts
+from tests.support.graph_turns import chat_on, new_thread
 from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
 EXTRACTIONS = {
@@ -37,9 +36,7 @@ def scripted():
 @pytest.mark.slow
 async def test_facts_stated_over_turns_are_stored_and_reach_a_later_prompt(backend, user_id, scripted):
     name, model = scripted
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name)
-    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph, ctx, config = chat_on(backend, user_id, name)
     for text in EXTRACTIONS:
         await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
 
@@ -49,7 +46,7 @@ async def test_facts_stated_over_turns_are_stored_and_reach_a_later_prompt(backe
     assert (doc.profile.name, doc.profile.location, doc.profile.role) == ("Dana", "Haifa", "nurse")
 
     # A new chat of the same user: the prompt carries what the earlier chat taught.
-    other = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    other = new_thread()
     await graph.ainvoke({"messages": [HumanMessage("What do you know about my pets?")]}, other, context=ctx)
     prompt = model.calls_of("reply")[-1]
     # The profile opens the current message with the rest found for it: the system message stays the same as it grows.
@@ -60,8 +57,7 @@ async def test_facts_stated_over_turns_are_stored_and_reach_a_later_prompt(backe
 
 async def test_graph_runs_with_no_context_given(backend):
     """runtime.context is None when the caller passes none: the defaults apply (offline model, user 'local')."""
-    graph = compile_graph(backend.checkpointer, backend.store)
-    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph, _, config = chat_on(backend, "local", "offline")
     out = await graph.ainvoke({"messages": [HumanMessage("hello there")]}, config)
     assert out["messages"][-1].content.startswith("(offline model)")
 
@@ -77,9 +73,7 @@ async def test_an_unrelated_turn_gets_no_knowledge_and_a_related_one_does(backen
     collection = f"kb-{uuid.uuid4().hex[:8]}"
     report = await knowledge.ingest(backend.pool, backend.embeddings.embeddings, [Path(__file__).parents[1] / "fixtures" / "kb"], collection)
     assert report.ok, report.summary()
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name, rag_collection=collection)
-    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph, ctx, config = chat_on(backend, user_id, name, rag_collection=collection)
 
     def knowledge_section() -> str:
         return parse_sections([call for kind, call in model.calls if kind == "reply"][-1]).get(KNOWLEDGE_HEADER, "")

@@ -14,7 +14,7 @@ from graph.assembly import compile_graph
 from core.context import Context
 from core.schemas import SummaryBoard
 from memory.user_memory import get_chat, get_user_document, list_facts, search_chat_summaries, search_facts
-from tests.support.graph_turns import new_thread, stream_turn
+from tests.support.graph_turns import chat_on, new_thread, stream_turn
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, stream_pieces, structured_answer  # noqa: F401
 from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
@@ -103,9 +103,7 @@ def italian_model():
 @pytest.mark.slow
 async def test_italian_round_trips_through_extraction_store_summary_and_next_prompt(backend, user_id, italian_model):
     name, model = italian_model
-    graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=name, summary_window=4, tail_size=2)
-    config = new_thread()
+    graph, ctx, config = chat_on(backend, user_id, name, summary_window=4, tail_size=2)
     await graph.ainvoke({"messages": [HumanMessage(ITALIAN_MESSAGE)]}, config, context=ctx)
 
     stored = await list_facts(backend.store, user_id)

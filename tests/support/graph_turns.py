@@ -9,6 +9,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from prometheus_client import REGISTRY
 
+from core.context import Context
+from graph.assembly import compile_graph
+
 
 @dataclass
 class Turn:
@@ -38,6 +41,12 @@ class Turn:
 
 def new_thread() -> dict:
     return {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+
+def chat_on(backend, user_id: str, model: str, **settings) -> tuple[Any, Context, dict]:
+    """The graph on the backend's checkpointer and store, the user's Context with ``model`` (and
+    any other ``settings``), and a new thread: what a test needs to run a chat's turns."""
+    return compile_graph(backend.checkpointer, backend.store), Context(user_id=user_id, model=model, **settings), new_thread()
 
 
 async def stream_turn(graph, payload: str | dict | Any, config: dict, context) -> Turn:
