@@ -16,6 +16,8 @@ from llm.chat_model import register_model, unregister_model
 from storage.fenced_saver import FencedPostgresSaver
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers
 
+pytestmark = pytest.mark.slow
+
 responder = plain_answers(extract=lambda _: empty_extraction(), title="Hops", summary="A test chat.", reply=lambda _: "Noted, thanks.")
 
 
