@@ -16,7 +16,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from embeddings.record import REINDEX_COMMAND
+from storage.embeddings_record import REINDEX_COMMAND
 from knowledge.chunking import DEFAULT_OVERLAP_TOKENS, DEFAULT_TARGET_TOKENS, chunk_text
 from knowledge.document_loaders import (
     DocumentLoadError,

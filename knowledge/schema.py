@@ -38,7 +38,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
-from embeddings.record import REINDEX_COMMAND
+from storage.embeddings_record import REINDEX_COMMAND
 
 log = logging.getLogger(__name__)
 

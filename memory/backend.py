@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 import knowledge
 from storage import api_keys, chat_imports, chat_runs, chat_sources, episodes, forget_ledger, store_lookups, thread_owners, vector_search
 from embeddings.cache import CachedEmbeddings
-from embeddings.record import check_or_record
+from storage.embeddings_record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
 from core.namespaces import INDEXED_FIELDS
 from storage.postgres import DatabaseInfo, database_url, open_pool, prepare_database, schema_lock

@@ -41,7 +41,7 @@ from memory.chat_admin import import_states, owned_chats, owned_ids, user_thread
 from memory.chat_search import FORMULA as CHAT_SEARCH_FORMULA, ChatLookup, RankedChat, chat_query, find_chat, switch_request  # noqa: F401 - re-exported
 from memory.forgetting import forgotten_in, redactor_for  # noqa: F401 - re-exported
 from memory.provenance import SourceView, as_json as sources_as_json, memory_sources  # noqa: F401 - re-exported
-from storage import store_rows
+from storage import embeddings_record, store_rows
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
@@ -565,8 +565,10 @@ class InstallationCounts(BaseModel):
     size: str = Field(description="The database's size, as Postgres prints it.")
     threads: int = Field(description="Chat threads with checkpoints, every user's.")
     items: int = Field(description="Memory items in the store, every user's.")
+    embeddings: dict[str, Any] = Field(default_factory=dict, description="The embedding model recorded as the one that built the vectors ({} before the first start).")
 
 
 async def installation_counts(store: BaseStore) -> InstallationCounts:
     """What the whole installation holds (``memory-agent doctor``): the one read of every user's data."""
-    return InstallationCounts(**await store_rows.counts(memory_store(store).pool))
+    pool = memory_store(store).pool
+    return InstallationCounts(**await store_rows.counts(pool), embeddings=await embeddings_record.read_record(pool) or {})

@@ -19,7 +19,7 @@ from memory.writer import records as memory_records
 from storage import episodes as episode_table
 from storage import store_rows, thread_owners
 from storage.postgres import schema_lock
-from embeddings.record import write_record
+from storage.embeddings_record import write_record
 from embeddings import EmbeddingsInfo
 from psycopg_pool import AsyncConnectionPool
 

@@ -9,14 +9,12 @@ from llm.chat_model import load_chat_model, model_label, resolve_model_name
 import knowledge
 from memory.backend import MemoryBackend
 from memory.queries import installation_counts
-from embeddings.record import read_record
 from storage.postgres import data_dir, describe_location
 
 
 async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> str:
     model_name = resolve_model_name(None)
     model = load_chat_model(model_name)
-    record = await read_record(backend.pool) or {}
     kb = await knowledge.stats(backend.pool)
     counts = await installation_counts(backend.store)
     lines = [
@@ -29,7 +27,7 @@ async def doctor_report(backend: MemoryBackend, *, startup_seconds: float) -> st
         f"  knowledge base {kb['documents']} documents, {kb['chunks']} chunks"
         + (" (" + ", ".join(f"{name}: {c['documents']}/{c['chunks']}" for name, c in kb["collections"].items()) + ")" if kb["collections"] else ""),
         f"  model          {model_name} ({model_label(model)})" + ("  ← offline: not an LLM" if model_name == "offline" else ""),
-        f"  embeddings     {backend.embeddings.name}, {backend.embeddings.dims} dims (recorded: {record.get('model')}, {record.get('dims')})",
+        f"  embeddings     {backend.embeddings.name}, {backend.embeddings.dims} dims (recorded: {counts.embeddings.get('model')}, {counts.embeddings.get('dims')})",
         f"  startup        {startup_seconds:.2f}s",
     ]
     return "\n".join(lines)

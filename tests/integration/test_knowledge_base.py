@@ -18,7 +18,7 @@ import knowledge
 from core.tokens import count_tokens
 from prompts.reply_prompt import render_knowledge
 from knowledge.document_loaders import load_document, source_name
-from embeddings.record import REINDEX_COMMAND
+from storage.embeddings_record import REINDEX_COMMAND
 from embeddings import resolve_embeddings
 from core.errors import EmbeddingMismatch
 from storage.postgres import open_pool, prepare_database

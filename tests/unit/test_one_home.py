@@ -343,7 +343,7 @@ def test_one_name_means_one_function_across_the_memory_packages():
 READ_LAYER = "memory.queries"
 READ_ONLY_MODULES = {
     "memory.user_memory", "memory.chat_search", "memory.episodes", "memory.recall", "memory.provenance",
-    "storage.store_rows", "storage.store_lookups", "storage.episodes", "storage.vector_search",
+    "storage.store_rows", "storage.store_lookups", "storage.episodes", "storage.vector_search", "storage.embeddings_record",
 }
 
 

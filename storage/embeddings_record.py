@@ -1,4 +1,4 @@
-"""Which embedding model built the vectors in this database.
+"""Which embedding model built the vectors in this database (the ``memory_agent_meta`` table).
 
 Vectors of different models (or dimensions) must never be mixed, so the first
 start records the model and its dims, and later starts with another model are
