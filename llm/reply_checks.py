@@ -11,6 +11,7 @@ the token stream, and :class:`EchoHold` an echo there.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -24,14 +25,14 @@ from core.words import word_runs, words_with_apostrophe
 from prompts.reply_prompt import user_words
 
 __all__ = [
-    "ECHO_NOTE",
     "EchoHold",
-    "REPEAT_NOTE",
     "MarkupFilter",
     "Said",
     "echo_kind",
     "echo_targets",
+    "no_answer_text",
     "strip_markup",
+    "unwrap_json_reply",
     "without_markup",
 ]
 
@@ -63,11 +64,28 @@ def strip_markup(text: str, *, at_start: bool = True) -> tuple[str, bool]:
     return _ANY.sub("", text), ended
 
 
+# A reply a small model wrapped in JSON, {"response": "…"} (the 1.5B and the 0.5B both did, once
+# cut off by the reply's token cap): the words inside are the reply. Any other JSON is left alone.
+_WRAPPED = re.compile(r'^\s*\{\s*"(?:response|answer|reply|message|content|text|output)"\s*:\s*"((?:[^"\\]|\\.)*)(?:"\s*\}?)?\s*$', re.S | re.I)
+
+
+def unwrap_json_reply(text: str) -> str:
+    """The words of a reply written as ``{"response": "…"}`` (closed or cut off), else ``text`` as it is."""
+    m = _WRAPPED.match(text)
+    if m is None:
+        return text
+    try:
+        return json.loads(f'"{m.group(1)}"')
+    except json.JSONDecodeError:
+        return m.group(1)
+
+
 def without_markup(message: AIMessage) -> AIMessage:
-    """``message`` with its text content stripped of markup (a message with no markup is returned as it is)."""
+    """``message`` with its text content stripped of markup and of a JSON wrapper (a message with
+    neither is returned as it is)."""
     if not isinstance(message.content, str) or not message.content:
         return message
-    cleaned, _ = strip_markup(message.content)
+    cleaned, _ = strip_markup(unwrap_json_reply(message.content))
     cleaned = cleaned.strip() if cleaned != message.content else cleaned
     return message if cleaned == message.content else message.model_copy(update={"content": cleaned})
 
@@ -82,12 +100,26 @@ MIN_CONTENT_WORDS = 2
 # ("Got it, happy to help with the garden.") fits many messages; a whole answer given twice does not.
 MIN_REPEAT_WORDS = 5
 
-ECHO_NOTE = "(No answer: the model only repeated your message back, twice. Please ask again, perhaps in other words.)"
-REPEAT_NOTE = "(No answer: the model gave its previous reply again, twice. Please ask again, perhaps in other words.)"
+_NO_ANSWER = {
+    "echo": "the model only repeated your message back, twice",
+    "repeat": "the model gave its previous reply again, twice",
+}
+NOTE_QUOTE_CHARS = 60
 NUDGES = {
     "echo": "Your last answer only repeated the user's message back. Do not repeat it: answer it, in your own words.",
     "repeat": "Your last answer repeated your previous reply word for word. Do not repeat it: answer the user's newest message.",
 }
+
+
+
+def no_answer_text(kind: Literal["echo", "repeat"], user_text: str) -> str:
+    """The note in place of a second echo or repeat. It quotes the message it stands in for, so
+    two notes in a row never read the same: one note after another, word for word, looks like a
+    stuck chat (and is what a repeat is)."""
+    said = " ".join(user_text.split())
+    quoted = said if len(said) <= NOTE_QUOTE_CHARS else said[: NOTE_QUOTE_CHARS - 1].rstrip() + "…"
+    return f"(No answer to “{quoted}”: {_NO_ANSWER[kind]}. Please ask again, perhaps in other words.)"
+
 
 def _words(text: str) -> list[str]:
     return word_runs(unicodedata.normalize("NFKC", text).casefold())
@@ -104,6 +136,24 @@ def same_text(a: str, b: str) -> bool:
 def _content_count(text: str) -> int:
     words = words_with_apostrophe(unicodedata.normalize("NFKC", text).replace("’", "'").casefold())
     return sum(1 for w in words if w not in STOPWORDS and w not in FILLER)
+
+
+_FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself"})
+# A restatement in the user's voice says at least this many content words, all of them the user's.
+MIN_RESTATED_WORDS = 3
+
+
+def speaks_as_the_user(reply: str, user_text: str) -> bool:
+    """Whether ``reply`` says nothing but what the user just said, in the user's own first person:
+    "Hi Dana! I live in Haifa and work as a nurse." to "Hi! My name is Dana, I live in Haifa and I
+    work as a nurse." (the 0.5B, taking the user's part). A reply in its own voice ("Nice to meet you,
+    Dana: you live in Haifa") is not one, nor one that adds a content word of its own."""
+    mine, theirs = _words(reply), _words(user_text)
+    content = {w for w in mine if w not in STOPWORDS and w not in FILLER}
+    if len(content) < MIN_RESTATED_WORDS or not content <= set(theirs):
+        return False
+    their_runs = set(zip(theirs, theirs[1:], theirs[2:]))
+    return any(run[0] in _FIRST_PERSON and run in their_runs for run in zip(mine, mine[1:], mine[2:]))
 
 
 @dataclass
@@ -126,7 +176,7 @@ def echo_kind(reply: str, said: Said) -> Literal["echo", "repeat"] | None:
     content = _content_count(reply)
     if content < MIN_CONTENT_WORDS:
         return None
-    if any(same_text(reply, t) for t in (said.user_text, *said.earlier_user_texts)):
+    if any(same_text(reply, t) for t in (said.user_text, *said.earlier_user_texts)) or speaks_as_the_user(reply, said.user_text):
         return "echo"
     if content < MIN_REPEAT_WORDS or not said.previous_reply:
         return None

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.messages import no_answer_note
 from prompts.reply_prompt import found_apart
-from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, without_markup
+from llm.reply_checks import NUDGES, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, no_answer_text, unwrap_json_reply, without_markup
 
 __all__ = [
     "CallTextFilter",
@@ -246,8 +246,9 @@ async def answer_again(model: BaseChatModel, messages: list[BaseMessage], failed
     such answer, an empty one or a call written as text becomes a note saying so."""
     again, usage = await _ask_again(model, messages, failed, NUDGES[kind])
     plain, _ = without_tool_steps(messages)
-    if not again.text.strip() or find_text_calls(again.text).found or echo_kind(again.text, echo_targets(plain)):
-        return no_answer_note(ECHO_NOTE if kind == "echo" else REPEAT_NOTE, id=again.id, usage_metadata=usage)
+    said = echo_targets(plain)
+    if not again.text.strip() or find_text_calls(again.text).found or echo_kind(again.text, said):
+        return no_answer_note(no_answer_text(kind, said.user_text), id=again.id, usage_metadata=usage)
     return again.model_copy(update={"usage_metadata": usage})
 
 
@@ -290,6 +291,7 @@ class CallTextFilter:
     def __init__(self) -> None:
         self._id: str | None = None
         self._held = ""
+        self._shown = False  # some of the current message was released
         self._markup = MarkupFilter()  # then template and tool markup (llm.reply_checks) goes too,
         self._echo = EchoHold()  # and an echo the reply node will ask again for
 
@@ -303,13 +305,15 @@ class CallTextFilter:
             out += self.finish()
             self._id = message_id
         self._held += text
-        return out + self._echo.feed(self._markup.feed(self._release()))
+        released = self._release()
+        self._shown = self._shown or bool(released.strip())
+        return out + self._echo.feed(self._markup.feed(released))
 
     def finish(self) -> str:
         """End the current message: release held text unless it holds a call."""
-        held, self._held = self._held, ""
+        held, self._held, self._shown = self._held, "", False
         found = find_text_calls(held) if held else None
-        text = found.prose if found is not None and found.found else held
+        text = found.prose if found is not None and found.found else unwrap_json_reply(held)
         return self._echo.feed(self._markup.feed(text) + self._markup.finish()) + self._echo.finish()
 
     def _release(self) -> str:
@@ -323,6 +327,9 @@ class CallTextFilter:
                 out, self._held = out + text[:cut], text[cut:]
                 return out
             out, text = out + text[: m.start()], text[m.start() :]
+            if not self._shown and not out.strip() and _may_be_wrapped(text):
+                self._held = text  # a reply that opens as JSON may be one wrapped ({"response": …}): decided at its end
+                return out
             end = _block_end(text)
             if end is None:
                 self._held = text  # the part is still arriving
@@ -331,6 +338,15 @@ class CallTextFilter:
             if not find_text_calls(block).found:
                 out += block
         return out
+
+
+_WRAPPER_OPENINGS = tuple(f'{{"{key}":' for key in ("response", "answer", "reply", "message", "content", "text", "output"))
+
+
+def _may_be_wrapped(text: str) -> bool:
+    """Whether ``text`` opens, or may still open, as a reply wrapped in JSON ({"response": …})."""
+    opening = re.sub(r"\s+", "", text[:40]).lower()
+    return any(w.startswith(opening) or opening.startswith(w) for w in _WRAPPER_OPENINGS)
 
 
 def _block_end(text: str) -> int | None:

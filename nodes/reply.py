@@ -24,7 +24,7 @@ from prompts.reply_prompt import (
 )
 from core.state import State
 from llm.chat_model import OFFLINE, load_chat_model, model_label, resolve_model_name, with_output_cap
-from llm.reply_checks import ECHO_NOTE, REPEAT_NOTE, echo_kind, echo_targets, without_markup
+from llm.reply_checks import echo_kind, echo_targets, no_answer_text, without_markup
 from nodes.stream_events import emit
 from llm.text_tool_calls import answer_again, answer_in_plain_words, with_text_calls_resolved
 from core.redaction import Redactor
@@ -147,7 +147,7 @@ async def reply(state: State, runtime: Runtime[Context]) -> dict:
         echo = echo_kind(response.text, said) if checked and not response.tool_calls else None
         if echo is not None:
             if calls > 1:  # already asked again once this turn
-                response = no_answer_note(ECHO_NOTE if echo == "echo" else REPEAT_NOTE, id=response.id, usage_metadata=response.usage_metadata)
+                response = no_answer_note(no_answer_text(echo, said.user_text), id=response.id, usage_metadata=response.usage_metadata)
             else:
                 response = await answer_again(base_model, messages, response, echo)
                 calls += 1

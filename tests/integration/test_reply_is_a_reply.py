@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from app.cli.chat_session import ChatSession
-from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE
+from llm.reply_checks import NUDGES, no_answer_text
 from prompts.reply_prompt import user_words
 from tests.support.openai_stub_server import StubRequest, openai_stub, openai_stub_server, replies_only  # noqa: F401
 
@@ -68,8 +68,8 @@ async def test_an_echo_is_asked_again_once_with_a_nudge_and_without_tools_and_th
 async def test_a_model_that_only_echoes_gets_a_clear_note_after_one_more_try(cli, openai_stub):
     openai_stub.reset(script(lambda r: r.last_user_text))
     session, out = cli()
-    assert await session.send(DANA[0]) == ECHO_NOTE
-    assert len(openai_stub.requests_of("reply")) == 2 and out.getvalue() == ECHO_NOTE + "\n"
+    assert await session.send(DANA[0]) == no_answer_text("echo", DANA[0])
+    assert len(openai_stub.requests_of("reply")) == 2 and out.getvalue() == no_answer_text("echo", DANA[0]) + "\n"
 
 
 async def test_the_try_after_an_echo_gets_memorys_sections_as_instructions_and_the_users_words_alone(cli, openai_stub):
@@ -89,14 +89,14 @@ async def test_a_no_answer_note_is_shown_but_never_sent_to_the_model_again(cli, 
     """The real 0.5B copied the note of one turn as its reply to the next ones."""
     openai_stub.reset(script(lambda r: r.last_user_text))
     session, _ = cli()
-    assert await session.send(DANA[0]) == ECHO_NOTE
+    assert await session.send(DANA[0]) == no_answer_text("echo", DANA[0])
     openai_stub.reset(script(lambda r: "Short answers it is."))
     assert await session.send(DANA[1]) == "Short answers it is."
     (second,) = openai_stub.requests_of("reply")
     assert not any("No answer" in str(m["content"]) for m in second.messages)
     assert [m["role"] for m in second.messages] == ["system", "user", "user"]  # her first line stays, the note does not
     shown = [m.text for m in (await session.graph.aget_state(session.config)).values["messages"]]
-    assert ECHO_NOTE in shown  # the transcript keeps it
+    assert no_answer_text("echo", DANA[0]) in shown  # the transcript keeps it
 
 
 @pytest.mark.slow
@@ -104,7 +104,7 @@ async def test_a_repeat_of_the_previous_reply_is_asked_again_then_replaced(cli, 
     openai_stub.reset(script(lambda r: "Hello Dana, I can help with reminders, notes and questions about your day."))
     session, _ = cli()
     assert await session.send(DANA[0]) == "Hello Dana, I can help with reminders, notes and questions about your day."
-    assert await session.send(DANA[1]) == REPEAT_NOTE
+    assert await session.send(DANA[1]) == no_answer_text("repeat", DANA[1])
     assert nudged(openai_stub.requests_of("reply")[-1], "repeat")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from llm.reply_checks import ECHO_NOTE, NUDGES, REPEAT_NOTE, Said, echo_kind, echo_targets, strip_markup, without_markup
+from llm.reply_checks import NUDGES, Said, echo_kind, echo_targets, no_answer_text, strip_markup, unwrap_json_reply, without_markup
 from llm.text_tool_calls import CallTextFilter, answer_again
 from prompts.reply_prompt import build_prompt
 from tests.support.scripted_model import ScriptedChatModel
@@ -65,6 +65,10 @@ def test_the_stream_and_the_stored_reply_agree_on_what_markup_leaves():
         (DANA, "I prefer short answers.", DANA, DANA, "echo"),  # Dana's turn 2 on the 0.5B: her first line
         ("Hello Dana, I can help with reminders, notes and questions about your day.", "I prefer short answers.", "Hello Dana, I can help with reminders, notes and questions about your day.", DANA, "repeat"),
         ("Hello Dana! Nice to meet you, a nurse in Haifa.", DANA, "", "", None),
+        # The 0.5B taking Dana's part: her own facts, in her own first person, nothing added (26-27 Nov 2026).
+        ("Hi Dana! I live in Haifa and work as a nurse.", DANA, "", "", "echo"),
+        ("Nice to meet you, Dana! You live in Haifa and work as a nurse.", DANA, "", "", None),  # its own voice
+        ("I live in Haifa and work as a nurse.", "What do you know about me?", "", DANA, None),  # an answer, if in the wrong person
         ("You're welcome!", "Thanks!", "You're welcome!", "Thank you!", None),  # too short to mean much
         ("Happy to help with the garden.", "And the roses?", "Happy to help with the garden.", "The tomatoes?", None),  # a short acknowledgement
         ("Your passport task is due in December.", "When is it due?", "Your passport task is due in December.", "When is it due?", None),
@@ -100,14 +104,39 @@ async def test_an_echo_is_asked_again_once_with_a_nudge_and_a_real_answer_is_kep
     assert isinstance(asked[0], SystemMessage) and NUDGES["echo"] in asked[0].text
 
 
-@pytest.mark.parametrize(("kind", "note"), [("echo", ECHO_NOTE), ("repeat", REPEAT_NOTE)])
-async def test_a_second_echo_or_repeat_becomes_a_clear_note(kind, note):
+@pytest.mark.parametrize("kind", ["echo", "repeat"])
+async def test_a_second_echo_or_repeat_becomes_a_clear_note(kind):
     previous = "Hello Dana, I can help with reminders, notes and questions about your day."
     history = [HumanMessage(DANA), AIMessage(previous)]
     words = DANA if kind == "echo" else "I prefer short answers."
     model = echoing_model(DANA if kind == "echo" else previous)
     answer = await answer_again(model, prompt_after(history, words), AIMessage(DANA), kind)
-    assert answer.text == note and len(model.calls) == 1
+    assert answer.text == no_answer_text(kind, words) and len(model.calls) == 1
+    assert answer.text.startswith("(No answer to “") and ("repeated your message" if kind == "echo" else "previous reply") in answer.text
+
+
+def test_two_notes_in_a_row_never_read_the_same():
+    """The 0.5B's run of 26 Nov: two identical notes in a row were themselves a repeated reply."""
+    first, second = no_answer_text("repeat", DANA), no_answer_text("repeat", "I prefer short answers.")
+    assert first != second and "“I prefer short answers.”" in second
+    assert no_answer_text("echo", "word " * 100).count("…") == 1  # a long message is quoted in part
+
+
+@pytest.mark.parametrize(
+    ("raw", "reply"),
+    [
+        ('{"response": "Hi Dana! I live in Haifa and work as', "Hi Dana! I live in Haifa and work as"),  # cut off by the token cap
+        ('{"answer": "Short answers it is: \\"noted\\"."}', 'Short answers it is: "noted".'),
+        ('{"name": "Dana"}', '{"name": "Dana"}'),  # any other JSON is left as it is
+        ('Here is one: {"response": "x"}', 'Here is one: {"response": "x"}'),
+    ],
+)
+def test_a_reply_wrapped_in_json_is_unwrapped_in_the_stored_reply_and_the_stream(raw, reply):
+    assert unwrap_json_reply(raw) == reply
+    assert without_markup(AIMessage(raw)).text == reply
+    stream = CallTextFilter()
+    shown = "".join(stream.feed("m1", raw[i : i + 5]) for i in range(0, len(raw), 5)) + stream.finish()
+    assert shown == reply
 
 
 async def test_markup_around_the_second_answer_is_stripped_too():
