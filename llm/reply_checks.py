@@ -248,9 +248,9 @@ class MarkupFilter:
 
 class EchoHold:
     """Streamed text of one message held while it may still be an echo or a repeat of ``said``
-    (its words so far begin one of the texts it is checked against), so an echo the reply node
-    will replace is never shown; released as soon as it departs from them, or at the message's
-    end unless :func:`echo_kind` finds it an echo or a repeat."""
+    (its words so far begin one of the texts it is checked against, or say nothing but the user's
+    own words), so an echo the reply node will replace is never shown; released as soon as it
+    departs from them, or at the message's end unless :func:`echo_kind` finds it an echo or a repeat."""
 
     def __init__(self) -> None:
         self.said: Said | None = None
@@ -290,4 +290,6 @@ class EchoHold:
             them = _words(target)
             if them[: len(complete)] == complete and (not partial or (len(them) > len(complete) and them[len(complete)].startswith(partial))):
                 return True
-        return False
+        # Every word of weight so far is the user's: it may be their message restated in their voice
+        # (speaks_as_the_user), decided when a word of its own comes or the message ends.
+        return {w for w in complete if w not in STOPWORDS and w not in FILLER} <= set(_words(said.user_text))

@@ -159,6 +159,21 @@ def test_an_echo_is_held_out_of_the_stream_and_a_real_reply_streams_as_it_comes(
     assert (shown + f.finish()).strip() == "Hi Dana, a nurse in Haifa!"  # the echo was dropped when its message ended
 
 
+@pytest.mark.parametrize("size", [1, 5, 1000])
+def test_a_restatement_in_the_users_voice_is_held_out_of_the_stream_and_a_reply_of_its_own_is_not(size):
+    """The real 0.5B's first reply to Dana (27 Nov 2026) reached the terminal though the stored
+    reply had become a note: it departed from her words at its second word."""
+    f = CallTextFilter()
+    f.expect(Said(DANA, (), "", ""))
+    restated = "Hi Dana! I live in Haifa and work as a nurse."
+    shown = "".join(f.feed("m1", restated[i : i + size]) for i in range(0, len(restated), size))
+    assert shown + f.finish() == ""
+    f.expect(Said(DANA, (), "", ""))
+    own = "Nice to meet you, Dana! How are the shifts at the hospital?"
+    shown = "".join(f.feed("m2", own[i : i + size]) for i in range(0, len(own), size))
+    assert shown.startswith("Nice to meet you") and shown + f.finish() == own
+
+
 def test_a_reply_that_starts_like_the_users_message_is_shown_once_it_departs_from_it():
     f = CallTextFilter()
     f.expect(Said("Hi there", (), "", ""))

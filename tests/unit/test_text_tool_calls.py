@@ -81,6 +81,16 @@ def test_broken_json_that_reads_as_a_call_is_an_invalid_call_and_never_streamed(
         assert streamed(broken, size).strip() == "Let me look."
 
 
+def test_a_tool_name_opening_a_broken_object_is_an_invalid_call_and_never_streamed():
+    """What the 0.5B answered "What do you know about me?" with on 27 Nov 2026, cut at the reply cap."""
+    garbled = '{"name": "recall_context", "{"name": "recall_context", "{"name": "recall_context", "'
+    found = find_text_calls(garbled)
+    assert found.found and found.prose == ""
+    for size in (1, 6, 1000):
+        assert streamed(garbled, size) == ""
+    assert not find_text_calls('{"name": "Dana", "city": "Haifa"}').found  # JSON the user asked for stays
+
+
 @pytest.mark.parametrize("size", [1, 3, 1000])
 def test_a_valid_call_followed_by_call_shaped_junk_keeps_neither_in_the_text(size):
     """0.5B behind llama-cpp-python: one good call, then calls whose strings swallow stray keys."""
