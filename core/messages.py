@@ -96,7 +96,7 @@ def mark_memory_echo(reply: AIMessage, memory_text: str) -> AIMessage:
     return reply
 
 
-# A note shown in place of a reply the model could not give, asked twice ("(No answer: the model only
+# A note shown in place of a reply the model could not give, asked twice ("(No answer to “…”: the model only
 # repeated your message back, twice. …)"). It is for the user: the model never sees it again (a small
 # model copied it as its next reply), and like a memory echo it is no evidence.
 NO_ANSWER = "no_answer"

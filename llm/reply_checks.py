@@ -96,13 +96,15 @@ def without_markup(message: AIMessage) -> AIMessage:
 SAME_TEXT_RATIO = 0.9
 # A reply with fewer content words than this is never an echo ("Thanks!" back to "Thanks!")...
 MIN_CONTENT_WORDS = 2
-# ...and one with fewer than this may say again what it said last turn: a short acknowledgement
-# ("Got it, happy to help with the garden.") fits many messages; a whole answer given twice does not.
-MIN_REPEAT_WORDS = 5
+# ...and one with fewer than this may say again what it said last turn ("You're welcome!" to two
+# thanks). Two were once allowed to repeat a short acknowledgement ("Happy to help with the
+# garden.") to any message; the 0.5B's "Hi Dana! I live in Haifa…" twice was such a reply.
+MIN_REPEAT_WORDS = MIN_CONTENT_WORDS
 
 _NO_ANSWER = {
     "echo": "the model only repeated your message back, twice",
     "repeat": "the model gave its previous reply again, twice",
+    "unusable": "the model gave no usable reply, twice",
 }
 NOTE_QUOTE_CHARS = 60
 NUDGES = {
@@ -112,8 +114,8 @@ NUDGES = {
 
 
 
-def no_answer_text(kind: Literal["echo", "repeat"], user_text: str) -> str:
-    """The note in place of a second echo or repeat. It quotes the message it stands in for, so
+def no_answer_text(kind: Literal["echo", "repeat", "unusable"], user_text: str) -> str:
+    """The note in place of a second echo, repeat, or empty or call-shaped answer. It quotes the message it stands in for, so
     two notes in a row never read the same: one note after another, word for word, looks like a
     stuck chat (and is what a repeat is)."""
     said = " ".join(user_text.split())

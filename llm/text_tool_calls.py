@@ -41,7 +41,6 @@ _FENCED = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.S)
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _FUNCTION_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 _CALL_KEYS = {"name", "id", "type", "tool", "function", *_ARG_KEYS}
-FALLBACK_REPLY = "(No answer: the model gave no usable reply, twice. Please ask again, perhaps in other words.)"
 NO_TOOLS_INSTRUCTION = (
     "Answer the user directly in plain words. Do not write tool calls, JSON or function names: "
     "no tools are available for this answer."
@@ -235,10 +234,11 @@ def found_in_instructions(messages: list[BaseMessage]) -> tuple[list[BaseMessage
 
 async def answer_in_plain_words(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage) -> AIMessage:
     """Ask once more, without tools (and without this turn's tool steps, their results told in the
-    instructions), for a plain answer; an empty or call-shaped text again gives a fixed reply."""
+    instructions), for a plain answer; an empty or call-shaped text again gives a note saying so."""
     again, usage = await _ask_again(model, messages, failed, NO_TOOLS_INSTRUCTION)
     if find_text_calls(again.text).found or not again.text.strip():
-        return no_answer_note(FALLBACK_REPLY, id=again.id, usage_metadata=usage)
+        plain, _ = without_tool_steps(messages)
+        return no_answer_note(no_answer_text("unusable", echo_targets(plain).user_text), id=again.id, usage_metadata=usage)
     return again.model_copy(update={"usage_metadata": usage})
 
 

@@ -12,7 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from app.cli.chat_session import ChatSession
-from llm.text_tool_calls import FALLBACK_REPLY, NO_TOOLS_INSTRUCTION
+from llm.reply_checks import no_answer_text
+from llm.text_tool_calls import NO_TOOLS_INSTRUCTION
 from llm.chat_model import register_model, unregister_model
 from core.schemas import ExtractionResult, NewFact
 from memory.writer.extraction import apply_extraction
@@ -142,7 +143,7 @@ async def test_a_reply_empty_twice_shows_a_clear_note_not_a_blank_line(backend, 
     reply, systems = empty_then("\n \n")
     with scripted_session(backend, user_id, reply) as (s, out, _):
         await s.send("I prefer short answers.")
-    assert out.getvalue() == FALLBACK_REPLY + "\n" and len(systems) == 2
+    assert out.getvalue() == no_answer_text("unusable", "I prefer short answers.") + "\n" and len(systems) == 2
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ from langgraph.types import Command
 from core.context import Context
 from core.messages import stamp_sent_at
 from graph.assembly import compile_graph
-from llm.text_tool_calls import FALLBACK_REPLY
 from memory.user_memory import get_user_document, list_facts, stored_tasks
 from tests.support.graph_turns import new_thread, stream_turn
 
@@ -62,7 +61,7 @@ async def test_the_four_dana_lines_store_name_city_job_short_answers_and_the_pas
     stored_text = " | ".join([*facts, *doc.preferences.other_notes, *doc.profile.goals]).casefold()
     assert not any(w in stored_text for w in said_otherwise), seen
     # Every reply is an answer: not blank, and not the note that stands in for two empty ones.
-    assert all(r.strip() and r != FALLBACK_REPLY for r in replies), seen
+    assert all(r.strip() and "gave no usable reply" not in r for r in replies), seen
 
 
 # Three reminders in one message (one turn keeps the tier short), said on WEDNESDAY.

@@ -70,7 +70,8 @@ def test_the_stream_and_the_stored_reply_agree_on_what_markup_leaves():
         ("Nice to meet you, Dana! You live in Haifa and work as a nurse.", DANA, "", "", None),  # its own voice
         ("I live in Haifa and work as a nurse.", "What do you know about me?", "", DANA, None),  # an answer, if in the wrong person
         ("You're welcome!", "Thanks!", "You're welcome!", "Thank you!", None),  # too short to mean much
-        ("Happy to help with the garden.", "And the roses?", "Happy to help with the garden.", "The tomatoes?", None),  # a short acknowledgement
+        ("Happy to help with the garden.", "And the roses?", "Happy to help with the garden.", "The tomatoes?", "repeat"),  # the same words to another message
+        ("Got it.", "And the roses?", "Got it.", "The tomatoes?", None),  # too short to mean much
         ("Your passport task is due in December.", "When is it due?", "Your passport task is due in December.", "When is it due?", None),
         ("", DANA, "", "", None),
     ],
