@@ -101,8 +101,9 @@ def _calls_in_json(text: str) -> list[tuple[str, Any]] | None:
 
 _LOOSE_CALL = re.compile(
     r'\{\s*"(?:name|tool)"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters|args|input)"\s*:|"function"\s*:\s*\{\s*"name"\s*:'
-    # or a tool's snake_case name opening a broken object: the 0.5B wrote '{"name": "recall_context", "{"name": …' (27 Nov 2026)
-    r'|\{\s*"(?:name|tool)"\s*:\s*"[a-z]+(?:_[a-z0-9]+)+"\s*,\s*"\{'
+    # or a tool's snake_case name opening a broken object: the 0.5B wrote '{"name": "recall_context", "{"name": …'
+    # and '{"name": "recall_context", "' (27 Nov 2026); a valid call was taken before this is looked for
+    r'|\{\s*"(?:name|tool)"\s*:\s*"[a-z]+(?:_[a-z0-9]+)+"\s*,'
 )
 _JSON_START = re.compile(r"\{\s*\"|\[\s*\{")
 

@@ -83,11 +83,11 @@ def test_broken_json_that_reads_as_a_call_is_an_invalid_call_and_never_streamed(
 
 def test_a_tool_name_opening_a_broken_object_is_an_invalid_call_and_never_streamed():
     """What the 0.5B answered "What do you know about me?" with on 27 Nov 2026, cut at the reply cap."""
-    garbled = '{"name": "recall_context", "{"name": "recall_context", "{"name": "recall_context", "'
-    found = find_text_calls(garbled)
-    assert found.found and found.prose == ""
-    for size in (1, 6, 1000):
-        assert streamed(garbled, size) == ""
+    for garbled in ('{"name": "recall_context", "{"name": "recall_context", "{"name": "recall_context", "', '{"name": "recall_context", "\n'):
+        found = find_text_calls(garbled)
+        assert found.found and found.prose == ""
+        for size in (1, 6, 1000):
+            assert streamed(garbled, size).strip() == ""
     assert not find_text_calls('{"name": "Dana", "city": "Haifa"}').found  # JSON the user asked for stays
 
 
