@@ -96,10 +96,9 @@ def without_markup(message: AIMessage) -> AIMessage:
 SAME_TEXT_RATIO = 0.9
 # A reply with fewer content words than this is never an echo ("Thanks!" back to "Thanks!")...
 MIN_CONTENT_WORDS = 2
-# ...and one with fewer than this may say again what it said last turn ("You're welcome!" to two
-# thanks). Two were once allowed to repeat a short acknowledgement ("Happy to help with the
-# garden.") to any message; the 0.5B's "Hi Dana! I live in Haifa…" twice was such a reply.
-MIN_REPEAT_WORDS = MIN_CONTENT_WORDS
+# ...and one with fewer than this may say again what it said last turn: a short acknowledgement
+# ("Got it, happy to help with the garden.") fits many messages; a whole answer given twice does not.
+MIN_REPEAT_WORDS = 5
 
 _NO_ANSWER = {
     "echo": "the model only repeated your message back, twice",
@@ -140,24 +139,6 @@ def _content_count(text: str) -> int:
     return sum(1 for w in words if w not in STOPWORDS and w not in FILLER)
 
 
-_FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself"})
-# A restatement in the user's voice says at least this many content words, all of them the user's.
-MIN_RESTATED_WORDS = 3
-
-
-def speaks_as_the_user(reply: str, user_text: str) -> bool:
-    """Whether ``reply`` says nothing but what the user just said, in the user's own first person:
-    "Hi Dana! I live in Haifa and work as a nurse." to "Hi! My name is Dana, I live in Haifa and I
-    work as a nurse." (the 0.5B, taking the user's part). A reply in its own voice ("Nice to meet you,
-    Dana: you live in Haifa") is not one, nor one that adds a content word of its own."""
-    mine, theirs = _words(reply), _words(user_text)
-    content = {w for w in mine if w not in STOPWORDS and w not in FILLER}
-    if len(content) < MIN_RESTATED_WORDS or not content <= set(theirs):
-        return False
-    their_runs = set(zip(theirs, theirs[1:], theirs[2:]))
-    return any(run[0] in _FIRST_PERSON and run in their_runs for run in zip(mine, mine[1:], mine[2:]))
-
-
 @dataclass
 class Said:
     """What a reply is checked against: the user's newest words, their earlier messages in view, the
@@ -178,7 +159,7 @@ def echo_kind(reply: str, said: Said) -> Literal["echo", "repeat"] | None:
     content = _content_count(reply)
     if content < MIN_CONTENT_WORDS:
         return None
-    if any(same_text(reply, t) for t in (said.user_text, *said.earlier_user_texts)) or speaks_as_the_user(reply, said.user_text):
+    if any(same_text(reply, t) for t in (said.user_text, *said.earlier_user_texts)):
         return "echo"
     if content < MIN_REPEAT_WORDS or not said.previous_reply:
         return None
@@ -250,9 +231,9 @@ class MarkupFilter:
 
 class EchoHold:
     """Streamed text of one message held while it may still be an echo or a repeat of ``said``
-    (its words so far begin one of the texts it is checked against, or say nothing but the user's
-    own words), so an echo the reply node will replace is never shown; released as soon as it
-    departs from them, or at the message's end unless :func:`echo_kind` finds it an echo or a repeat."""
+    (its words so far begin one of the texts it is checked against), so an echo the reply node
+    will replace is never shown; released as soon as it departs from them, or at the message's
+    end unless :func:`echo_kind` finds it an echo or a repeat."""
 
     def __init__(self) -> None:
         self.said: Said | None = None
@@ -292,6 +273,4 @@ class EchoHold:
             them = _words(target)
             if them[: len(complete)] == complete and (not partial or (len(them) > len(complete) and them[len(complete)].startswith(partial))):
                 return True
-        # Every word of weight so far is the user's: it may be their message restated in their voice
-        # (speaks_as_the_user), decided when a word of its own comes or the message ends.
-        return {w for w in complete if w not in STOPWORDS and w not in FILLER} <= set(_words(said.user_text))
+        return False
