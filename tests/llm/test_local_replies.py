@@ -28,7 +28,7 @@ MARKUP = ("<|", "|>", "<tool_response>", "</tool_response>", "<tool_call>", "</t
     reason="issue 30 item 8: failed on the real 0.5B on 26 Nov 2026 (four notes: it echoed Dana's first line, "
     "then copied the note); passed (XPASS) after the second try moved memory's sections into the instructions "
     "and notes left the model's view. Non-strict until it has held on more runs: the 0.5B's words change "
-    "with the dates in its prompt. 27 Nov 2026: XPASS on 4 runs of 5; the fifth failed on a shortened restatement "
+    "with the dates in its prompt. 27 Nov 2026: XPASS on 3 runs of 4 (2 of 2 on the 1.5B); the fourth failed on a shortened restatement "
     "right after the whole one, under the repeat check's five words of weight (docs/local-model.md).",
     strict=False,
 )
