@@ -66,7 +66,8 @@ def strip_markup(text: str, *, at_start: bool = True) -> tuple[str, bool]:
 
 # A reply a small model wrapped in JSON, {"response": "…"} (the 1.5B and the 0.5B both did, once
 # cut off by the reply's token cap): the words inside are the reply. Any other JSON is left alone.
-_WRAPPED = re.compile(r'^\s*\{\s*"(?:response|answer|reply|message|content|text|output)"\s*:\s*"((?:[^"\\]|\\.)*)(?:"\s*\}?)?\s*$', re.S | re.I)
+WRAPPER_KEYS = ("response", "answer", "reply", "message", "content", "text", "output")
+_WRAPPED = re.compile(r'^\s*\{\s*"(?:' + "|".join(WRAPPER_KEYS) + r')"\s*:\s*"((?:[^"\\]|\\.)*)(?:"\s*\}?)?\s*$', re.S | re.I)
 
 
 def unwrap_json_reply(text: str) -> str:
@@ -110,7 +111,6 @@ NUDGES = {
     "echo": "Your last answer only repeated the user's message back. Do not repeat it: answer it, in your own words.",
     "repeat": "Your last answer repeated your previous reply word for word. Do not repeat it: answer the user's newest message.",
 }
-
 
 
 def no_answer_text(kind: Literal["echo", "repeat", "unusable"], user_text: str) -> str:

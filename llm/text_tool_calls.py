@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.messages import no_answer_note
 from prompts.reply_prompt import found_apart
-from llm.reply_checks import NUDGES, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, no_answer_text, unwrap_json_reply, without_markup
+from llm.reply_checks import NUDGES, WRAPPER_KEYS, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, no_answer_text, unwrap_json_reply, without_markup
 
 __all__ = [
     "CallTextFilter",
@@ -343,7 +343,7 @@ class CallTextFilter:
         return out
 
 
-_WRAPPER_OPENINGS = tuple(f'{{"{key}":' for key in ("response", "answer", "reply", "message", "content", "text", "output"))
+_WRAPPER_OPENINGS = tuple(f'{{"{key}":' for key in WRAPPER_KEYS)
 
 
 def _may_be_wrapped(text: str) -> bool:

@@ -196,9 +196,6 @@ async def _add_to_count(conn: AsyncConnection, owner: str, delta: int) -> None:
         )
 
 
-OWNER_OF_THREAD = f"SELECT owner FROM {thread_owners.TABLE} WHERE thread_id = %s FOR SHARE"
-
-
 async def sync_thread(
     pool: AsyncConnectionPool,
     owner: str,
@@ -219,8 +216,7 @@ async def sync_thread(
         if e.owner != owner or e.thread_id != thread_id:
             raise ValueError("every episode written must be of the thread being synced")
     async with pool.connection() as conn, conn.transaction():
-        # FOR SHARE: the owner row cannot be handed over or deleted while this sync writes.
-        row = await (await conn.execute(OWNER_OF_THREAD, (thread_id,))).fetchone()
+        row = await (await conn.execute(thread_owners.CURRENT_OWNER_HELD, {"thread_id": thread_id})).fetchone()
         if row is not None and row["owner"] != owner:
             raise thread_owners.ThreadTaken(thread_id, row["owner"])
         cur = await conn.execute(

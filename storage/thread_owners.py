@@ -76,6 +76,8 @@ RETURNING owner
 """
 INSERT = f"INSERT INTO {TABLE} (thread_id, owner) VALUES (%(thread_id)s, %(owner)s) ON CONFLICT (thread_id) DO NOTHING RETURNING owner"
 CURRENT_OWNER = f"SELECT owner FROM {TABLE} WHERE thread_id = %(thread_id)s"
+# The same, holding the owner row so it is neither handed over nor deleted until the transaction ends.
+CURRENT_OWNER_HELD = f"{CURRENT_OWNER} FOR SHARE"
 
 
 class ThreadExists(MemoryAgentError):
