@@ -10,8 +10,7 @@ from app.cli.chat_line import chat_on_terminal
 from app.cli.chat_session import ChatSession
 from llm.chat_model import offline_notice
 from memory.backend import MemoryBackend
-from memory.queries import list_chats
-from memory.queries import owned_chats
+from memory.queries import list_chats, owned_chats
 
 
 async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:
