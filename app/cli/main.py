@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 
 from core.errors import MemoryAgentError
 from core.namespaces import user_id_arg
@@ -65,8 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument(
         "--episodes", action="store_true", help="only rebuild the index of what was said (every message) from the chats"
     )
-    sub.add_parser(
-        "migrate", help="move the database to the current layout (also done at start-up; idempotent, nothing is lost)"
+    migrate = sub.add_parser(
+        "migrate",
+        help="move the database to the current layout (also done at start-up; idempotent, nothing is lost), and the "
+        "embedded Postgres' data to a new major version (a copy of the old one is kept)",
+    )
+    migrate.add_argument(
+        "--old-postgres-bin",
+        metavar="DIR",
+        type=Path,
+        help="the bin folder (or the pgserver wheel) of the Postgres that wrote the embedded data, when it cannot be "
+        "downloaded (default: pgserver 0.1.4 from PyPI, cached)",
     )
     for name, (_, help_text) in MODULE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -144,6 +154,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "reindex":
         return await _reindex(episodes_only=args.episodes)
+    if args.command == "migrate":
+        _upgrade_embedded_postgres(args.old_postgres_bin)  # before the backend opens: it could not start the old data
     started = time.perf_counter()
     async with open_memory() as backend:
         logging.getLogger(__name__).info("memory ready in %.2fs", time.perf_counter() - started)
@@ -183,6 +195,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
             return 0
     print(f"error: unknown command {args.command!r}", file=sys.stderr)
     return 2
+
+
+def _upgrade_embedded_postgres(old_bin: Path | None) -> None:
+    """Upgrade the embedded Postgres' data folder when an older major wrote it, saying each step."""
+    if os.environ.get("DATABASE_URL"):
+        if old_bin is not None:
+            print("DATABASE_URL is set: the embedded Postgres is not used, --old-postgres-bin is ignored.")
+        return
+    from storage.embedded_upgrade import upgrade_embedded
+
+    upgrade_embedded(old_bin=old_bin, say=lambda line: print(line, flush=True))
 
 
 async def _delete_invalid(store, user: str, kind: str, key: str) -> int:

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.local.private_server import KEY_ENV, new_key
+from core.cache_dir import cache_dir
 from core.errors import MemoryAgentError
 
 RUNTIME_VERSION = "0.3.36"
 RUNTIME = f"llama-cpp-python=={RUNTIME_VERSION}"
-CACHE_ENV = "MEMORY_AGENT_CACHE"
 DEFAULT_CONTEXT = 8192
 # The server's prompt cache (llama-cpp-python's --cache, in RAM): the state after each call is kept,
 # and a later prompt resumes from the longest cached prefix. A turn makes several calls (reply,
@@ -90,10 +90,6 @@ MODELS = {
     )
 }
 DEFAULT_MODEL = "0.5b"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "memory-agent").expanduser()
 
 
 def wheel_dir() -> Path:

@@ -75,6 +75,6 @@ def test_memory_show_and_doctor_report_what_is_stored_and_where(data_dir):
     doctor = run_cli(["doctor"], b"", data_dir)
     assert doctor.returncode == 0, doctor.stderr.decode()
     out = doctor.stdout.decode()
-    assert "pgvector 0.6" in out and "PostgreSQL 16" in out
+    assert "pgvector 0.8" in out and "PostgreSQL 18" in out
     assert str(data_dir) in out
     assert "all-MiniLM-L6-v2" in out

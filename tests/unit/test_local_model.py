@@ -15,6 +15,7 @@ import pytest
 
 from app.local import model_server as local_model
 from app.local.model_server import LocalModelError, ModelSpec, assemble_model
+from core.cache_dir import CACHE_ENV
 
 CHUNKS = [b"first-", b"second-", b"third"]
 
@@ -32,7 +33,7 @@ def spec_for(data: bytes, packages: int = 3) -> ModelSpec:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(local_model.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     folder = tmp_path / "downloads" / "tiny"
     folder.mkdir(parents=True)
     # As the real packages: the chunk of package i is data/partNN.bin; written in reverse to prove the order is NN's.

@@ -16,6 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from app.local import model_server
 from app.local.private_server import KEY_ENV, is_loopback_address, new_key, private_app
+from core.cache_dir import CACHE_ENV
 from tests.support.openai_stub_server import OpenAIStub
 
 ALIAS = "qwen2.5-coder-0.5b-instruct"
@@ -109,7 +110,7 @@ def test_each_server_start_has_its_own_key_and_the_agent_uses_it(tmp_path):
 
 def test_the_key_reaches_the_server_in_its_environment_not_its_command_line(tmp_path, monkeypatch):
     """Any local user can read a process's command line (ps, /proc/PID/cmdline); its environment only its owner."""
-    monkeypatch.setenv(model_server.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     started: dict = {}
 
     class Exited:
