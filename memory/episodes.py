@@ -154,26 +154,7 @@ async def index_for_run(
 ) -> IndexResult | None:
     """The index_messages node's call: our store gives the pool and the embeddings."""
     ours = memory_store(store)
-    pool = ours.pool
-    result = await index_thread(pool, ours.embeddings, owner, thread_id, messages, checkpointer=checkpointer, redactor=redactor)
-    if result.written and owner not in _owners_with_index and await table.count(pool, owner) >= table.LARGE_OWNER:
-        # Built in the background (about a minute per 100,000 messages); searches stay exact until it is ready.
-        task = asyncio.create_task(table.ensure_owner_index(pool, owner))
-        _building.add(task)
-        task.add_done_callback(lambda t: _owner_indexed(owner, t))
-    return result
-
-
-_owners_with_index: set[str] = set()
-_building: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
-
-
-def _owner_indexed(owner: str, task: asyncio.Task) -> None:
-    _building.discard(task)
-    if not task.cancelled() and task.exception() is None and task.result():
-        _owners_with_index.add(owner)
-    elif not task.cancelled() and task.exception() is not None:
-        log.warning("HNSW index of %s's messages not built: %s", owner, task.exception())
+    return await index_thread(ours.pool, ours.embeddings, owner, thread_id, messages, checkpointer=checkpointer, redactor=redactor)
 
 
 async def rebuild(pool: AsyncConnectionPool, embeddings, checkpointer, owners_threads: Iterable[tuple[str, str]]) -> int:

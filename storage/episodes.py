@@ -9,7 +9,7 @@ A row keeps the message's owner, thread, id, position in the thread, role, time
 finds "painting"; words of other languages still match themselves) and the embedding.
 
 The table is hash-partitioned by ``owner`` (``storage/partitions.py``: a statement's planner sees
-one partition's indexes, not every large user's). Every statement here names ``owner`` in its
+one partition's indexes, the same few whatever the number of users). Every statement here names ``owner`` in its
 WHERE clause (a router query: the same key would distribute it with Citus; ``docs/scaling.md``),
 and the primary key starts with it. Nothing here joins across owners.
 """
@@ -17,7 +17,6 @@ and the primary key starts with it. Nothing here joins across owners.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import math
 from dataclasses import dataclass
@@ -31,12 +30,15 @@ from psycopg_pool import AsyncConnectionPool
 from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
-from storage.partitions import PARTITIONS, build_on_leaf, leaf_of, leaf_statements, relkind, stop_and_drop, to_partitioned, valid_indexes
+from storage.partitions import PARTITIONS, leaf_statements, relkind, to_partitioned
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
 # transaction (the search's idf needs it, and count(*) over a large owner's rows costs ~20 ms).
 COUNTS = "memory_agent_episode_counts"
+
+ANN_INDEX = f"{TABLE}_embedding_hnsw"
+WORDS_INDEX = f"{TABLE}_words_gin"
 
 # Lexemes a full-text match on them proves nothing (core/stopwords.py keeps every word list).
 STOP_LEXEMES: tuple[str, ...] = tuple(sorted(FULL_TEXT_STOP_LEXEMES))
@@ -65,11 +67,14 @@ def create_statements(dims: int, *, partitions: int = PARTITIONS) -> list[str]:
     statements += [
         f"CREATE INDEX IF NOT EXISTS {TABLE}_thread_position ON {TABLE} (owner, thread_id, position)",
         f"CREATE INDEX IF NOT EXISTS {TABLE}_owner_time ON {TABLE} (owner, sent_at)",
-        # No GIN index over everyone's words: a common word's posting list grows with the whole
-        # table (54 ms for one word of a 1,000-message owner among 1,000,000 rows), while filtering
-        # a small owner's rows costs ~0.3 ms per 1,000; a large owner gets a GIN of their own
-        # (``ensure_owner_index``).
+        # One HNSW and one GIN index per partition (created on the parent), for the owners of
+        # LARGE_OWNER messages or more (``search``). A smaller owner's search reads their own rows
+        # instead: a common word's posting list grows with everyone's messages (54 ms for one word
+        # of a 1,000-message owner among 1,000,000 rows), filtering a small owner's rows costs
+        # ~0.3 ms per 1,000.
         f"DROP INDEX IF EXISTS {TABLE}_tsv",
+        f"CREATE INDEX IF NOT EXISTS {ANN_INDEX} ON {TABLE} USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+        f"CREATE INDEX IF NOT EXISTS {WORDS_INDEX} ON {TABLE} USING gin (tsv)",
         f"CREATE TABLE IF NOT EXISTS {COUNTS} (owner text PRIMARY KEY, messages bigint NOT NULL)",
     ]
     return statements
@@ -92,8 +97,7 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
     """Idempotent; run by the backend's set-up under its schema lock. EmbeddingMismatch when the
     table was built for vectors of another size (``memory-agent reindex`` rebuilds it). A table of
     the old, unpartitioned layout is moved to the partitioned one (``memory-agent migrate`` does
-    the same), and its large owners get their own indexes back on their partitions. Returns what
-    was done, for the migrate command to say."""
+    the same). Returns what was done, for the migrate command to say."""
     done: list[str] = []
     async with pool.connection() as conn:
         existing = await _column_dims(conn)
@@ -107,18 +111,17 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
             if kind == "r":
                 moved = await to_partitioned(conn, TABLE, create_statements(dims)[: PARTITIONS + 1], COLUMNS)
                 done.append(f"{TABLE}: {moved} messages moved to {PARTITIONS} partitions by owner")
+            built = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (ANN_INDEX,))).fetchone()
+            # pgvector builds much faster while the graph fits here (once, on a table of many rows).
+            await conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
             for statement in create_statements(dims):
                 if kind == "p" and " PARTITION OF " in statement:
                     continue  # partitioned already, maybe into another number of partitions: kept
                 await conn.execute(statement)
+            if kind is not None and not built["e"]:
+                done.append(f"{TABLE}: HNSW and GIN indexes built, one of each per partition")
             if not counted["e"]:  # an index from before the counts were kept: count it once
                 await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
-        if kind == "r":
-            large = await (await conn.execute(f"SELECT owner FROM {COUNTS} WHERE messages >= %s ORDER BY owner", (LARGE_OWNER,))).fetchall()
-    if kind == "r":
-        built = [row["owner"] for row in large if await ensure_owner_index(pool, row["owner"])]
-        if built:
-            done.append(f"{TABLE}: own indexes rebuilt for {len(built)} large owners")
     return done
 
 
@@ -297,17 +300,13 @@ async def delete_messages(pool: AsyncConnectionPool, owner: str, thread_id: str,
 
 
 async def delete_owner(pool: AsyncConnectionPool, owner: str) -> int:
-    """Every message of the owner, their count, and their own indexes if they had them (a build
-    of them still running is stopped and what it built dropped; nobody else waits meanwhile)."""
-    async with pool.connection() as conn:
-        async with conn.transaction():
-            cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
-            await _add_to_count(conn, owner, -cur.rowcount)
-            # A turn indexed at the same moment may have added rows this DELETE did not see: then
-            # the count stays, exact, with them.
-            await conn.execute(f"DELETE FROM {COUNTS} WHERE owner = %s AND messages <= 0", (owner,))
-        names = owner_index_names(owner)
-        await stop_and_drop(conn, names[0], names)
+    """Every message of the owner and their count."""
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(f"DELETE FROM {TABLE} WHERE owner = %s", (owner,))
+        await _add_to_count(conn, owner, -cur.rowcount)
+        # A turn indexed at the same moment may have added rows this DELETE did not see: then
+        # the count stays, exact, with them.
+        await conn.execute(f"DELETE FROM {COUNTS} WHERE owner = %s AND messages <= 0", (owner,))
         return cur.rowcount
 
 
@@ -341,11 +340,12 @@ class Candidate(Said):
 # its rarity among the owner's messages; turns are short, so term frequency is left out) needs no
 # embedding, so it runs while the query's embedding is computed. The rows statement then runs the
 # vector arm and returns both arms' candidates with their ranks, similarity and word coverage (the
-# words statement hands it the words' weights). The vector arm is exact over the owner's rows (no
-# index spans other owners' vectors, so the planner cannot pick one), or, for an owner with
-# indexes of their own (``ensure_owner_index``), approximate through their HNSW one; the index's
-# predicate names the owner, so the owner is written into the statements as a literal (the words
-# are then found through their own GIN index the same way).
+# words statement hands it the words' weights). For an owner below LARGE_OWNER messages both arms
+# read the owner's rows: the vector arm is exact, the match is written as the functions behind the
+# operators (``cosine_distance``, ``ts_match_vq``), which no index serves, so the planner cannot
+# take the partition's shared indexes, built over everyone's rows there. From LARGE_OWNER on, the
+# operators let it: the vector arm scans the partition's HNSW index iteratively (pgvector 0.8)
+# until k of the owner's rows pass the filters, and the words come through its GIN index.
 #
 # The full-text arm's work is bounded per query word, whatever the owner's size: one scan per
 # word reads up to ``per_word`` of the messages holding it; they are its candidates, and their
@@ -366,7 +366,7 @@ WITH lexemes AS (
     SELECT t.lexeme, h.thread_id, h.message_id, h.tsv
     FROM terms t CROSS JOIN LATERAL (
         SELECT e.thread_id, e.message_id, e.tsv FROM {table} e
-        WHERE e.owner = {owner} AND e.tsv @@ t.tq AND {filters} LIMIT %(per_word)s
+        WHERE e.owner = {owner} AND {words_match} AND {filters} LIMIT %(per_word)s
     ) h
 ), idf AS MATERIALIZED (
     SELECT t.lexeme, t.tq, ln(1 + (greatest(docs.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
@@ -386,9 +386,9 @@ WITH idf AS (
 ), text_top AS (
     SELECT * FROM unnest(%(text_threads)s::text[], %(text_messages)s::text[], %(text_ranks)s::int[]) AS t(thread_id, message_id, text_rank)
 ), nearest AS MATERIALIZED (
-    SELECT e.thread_id, e.message_id, e.embedding <=> %(vector)s::vector AS distance FROM {table} e
+    SELECT e.thread_id, e.message_id, {distance} AS distance FROM {table} e
     WHERE e.owner = {owner} AND %(vector)s::vector IS NOT NULL AND e.embedding IS NOT NULL AND {filters}
-    ORDER BY e.embedding <=> %(vector)s::vector
+    ORDER BY {distance}
     LIMIT %(k)s
 ), vector_top AS (
     SELECT thread_id, message_id, row_number() OVER (ORDER BY distance, thread_id, message_id) AS vector_rank FROM nearest
@@ -419,10 +419,12 @@ _FILTERS = """(%(since)s::timestamptz IS NULL OR e.sent_at >= %(since)s::timesta
       AND (%(until)s::timestamptz IS NULL OR e.sent_at < %(until)s::timestamptz)
       AND NOT (e.thread_id = %(thread)s::text AND e.message_id = ANY(%(exclude)s::text[]))"""
 
-# From this many messages on, an owner gets an HNSW index of their own (an exact scan costs
-# ~10 ms per thousand messages on 2 cores); rows it yields per search (hnsw.ef_search).
+# From this many messages on, an owner's search goes through the partition's indexes (an exact
+# scan costs ~10 ms per thousand messages on 2 cores). The HNSW scan's candidate list
+# (hnsw.ef_search) and the most rows an iterative scan visits before it gives up.
 LARGE_OWNER = 5_000
 ANN_EF_SEARCH = 200
+ANN_MAX_SCAN = 20_000
 # The full-text arm's bound (see _WORDS): up to PER_WORD messages holding a word are read, its
 # candidates and its frequency. (300, where it counted up to 2,000 and then read 500: ~10 ms for a
 # message at 100,000 instead of ~15; on LoCoMo, whose words are rarer, 0.800 answer words
@@ -430,77 +432,27 @@ ANN_EF_SEARCH = 200
 PER_WORD = 300
 
 
-def owner_index_name(owner: str) -> str:
-    return f"{TABLE}_hnsw_" + hashlib.sha256(owner.encode()).hexdigest()[:24]
+# How each arm matches, by the owner's size (see above _WORDS).
+_MATCH = {
+    False: {"words": "ts_match_vq(e.tsv, t.tq)", "distance": "cosine_distance(e.embedding, %(vector)s::vector)"},
+    True: {"words": "e.tsv @@ t.tq", "distance": "e.embedding <=> %(vector)s::vector"},
+}
 
 
-def owner_words_index_name(owner: str) -> str:
-    return f"{TABLE}_gin_" + hashlib.sha256(owner.encode()).hexdigest()[:24]
-
-
-def owner_index_names(owner: str) -> tuple[str, str]:
-    """The owner's own indexes: HNSW over their vectors, GIN over their words."""
-    return owner_index_name(owner), owner_words_index_name(owner)
-
-
-_valid_indexes = valid_indexes
-
-
-async def has_owner_index(conn: AsyncConnection, owner: str) -> bool:
-    """Whether both of the owner's own indexes are built (the search then goes through them)."""
-    return len(await valid_indexes(conn, owner_index_names(owner))) == 2
-
-
-async def ensure_owner_index(pool: AsyncConnectionPool, owner: str, *, min_rows: int | None = None) -> bool:
-    """Give ``owner`` indexes of their own (HNSW over their vectors, GIN over their words) once
-    they have ``min_rows`` messages (call it after a bulk load; the index_messages node calls it when an
-    owner crosses the line). Returns whether both exist afterwards. Built CONCURRENTLY on the
-    owner's partition only (other users' reads and writes go on; only statements pruned to that
-    partition ever consider them); one process builds them, and forgetting the owner stops it."""
-    names = owner_index_names(owner)
-    lock = names[0]
-    async with pool.connection() as conn:
-        if await has_owner_index(conn, owner):
-            return True
-        got = await (await conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (lock,))).fetchone()
-        if not got["got"]:
-            return False
-        try:
-            if await _count(conn, owner) < (LARGE_OWNER if min_rows is None else min_rows):
-                return False
-            leaf = await leaf_of(conn, TABLE, "owner", owner)
-            if leaf is None:
-                return False
-            valid = await valid_indexes(conn, names)
-            methods = {
-                names[0]: sql.SQL("hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"),
-                names[1]: sql.SQL("gin (tsv)"),
-            }
-            await conn.execute("SET maintenance_work_mem = '256MB'")
-            try:
-                for name in names:
-                    if name not in valid:
-                        await build_on_leaf(conn, leaf, name, methods[name], sql.SQL("owner = {}").format(sql.Literal(owner)))
-            finally:
-                await conn.execute("RESET maintenance_work_mem")
-            return True
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock,))
-
-
-def search_statements(conn: AsyncConnection, owner: str) -> tuple[sql.Composed, sql.Composed]:
-    """The words and rows statements of ``owner``'s search. The owner is written into every
-    reference to the tables as a literal, never a parameter: then the planner prunes to the
-    owner's partition at plan time, whatever plan a prepared statement would switch to, and uses
-    the owner's own partial indexes (``WHERE owner = '…'``), which a parameter could not prove.
-    (``tests/integration/test_many_users.py`` checks both; ``benchmarks/bench_planning.py`` times
-    their planning.)"""
+def search_statements(conn: AsyncConnection, owner: str, *, large: bool = False) -> tuple[sql.Composed, sql.Composed]:
+    """The words and rows statements of ``owner``'s search (``large``: through the partition's
+    indexes). The owner is written into every reference to the tables as a literal, never a
+    parameter: then the planner prunes to the owner's partition at plan time, whatever plan a
+    prepared statement would switch to. (``tests/integration/test_many_users.py`` checks it;
+    ``benchmarks/bench_planning.py`` times their planning.)"""
     # A literal's "%" would read as a placeholder of the statement's parameters: doubled.
     owner_literal = sql.SQL(sql.Literal(owner).as_string(conn).replace("%", "%%"))
+    match = _MATCH[large]
 
     def statement(text: str) -> sql.Composed:
         return sql.SQL(text).format(
-            table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner=owner_literal
+            table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner=owner_literal,
+            words_match=sql.SQL(match["words"]), distance=sql.SQL(match["distance"]),
         )
 
     return statement(_WORDS), statement(_ROWS)
@@ -533,7 +485,8 @@ async def search(
         "exclude": list(exclude),
     }
     async with pool.connection() as conn:
-        words_statement, rows_statement = search_statements(conn, owner)
+        large = await _count(conn, owner) >= LARGE_OWNER
+        words_statement, rows_statement = search_statements(conn, owner, large=large)
 
         async def words() -> list[dict[str, Any]]:
             return await (await conn.execute(words_statement, params)).fetchall()
@@ -552,7 +505,10 @@ async def search(
         }
         # One round trip: BEGIN, SET LOCAL (it ends with the transaction), the query, COMMIT.
         async with conn.pipeline(), conn.transaction():
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {ANN_EF_SEARCH}")
+            if large:  # strict_order: the rows come nearest first, so LIMIT keeps the nearest
+                await conn.execute(f"SET LOCAL hnsw.ef_search = {ANN_EF_SEARCH}")
+                await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                await conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {ANN_MAX_SCAN}")
             cur = await conn.execute(rows_statement, params)
         rows = await cur.fetchall()
     return [

@@ -2,28 +2,27 @@
 
 The store (langgraph's ``AsyncPostgresStore``) keeps every user's items in one ``store``
 table and their embeddings in ``store_vectors``, which this module's set-up hash-partitions
-by namespace (``storage/partitions.py``). No index spans everyone's vectors: pgvector 0.6.2
-(the embedded Postgres) has no iterative index scans, so an HNSW scan yields at most
-``hnsw.ef_search`` (≤ 1,000) rows of the whole table before the user's namespace is
-filtered, and with 1,000 users returns fewer than k of the user's rows, or the wrong ones
-(``benchmarks/bench_recall.py``: recall@10 0.07 to 0.70). Two plans, both per namespace:
+by namespace (``storage/partitions.py``); each partition has one HNSW index over its vectors,
+searched with pgvector 0.8's iterative scans: the scan goes on until ``k`` of the namespace's
+rows pass the filter (pgvector 0.6.2 stopped at ``hnsw.ef_search`` rows of everyone's, then
+filtered: recall@10 0.07 to 0.70 with 1,000 users, ``benchmarks/bench_recall.py``). Two plans,
+both per namespace:
 
 - **Exact** (every namespace below ``LARGE_NAMESPACE`` items): the namespace's vectors are
   read through a btree on ``store_vectors.prefix`` in its partition, every distance
   computed, and the nearest joined to their items in distance order until ``k`` pass the
   filter. Cost grows with the user's own memories, never with everyone's; the answer is
-  exact. The distances are computed in a MATERIALIZED step.
-- **The namespace's own HNSW index** (namespaces of ``LARGE_NAMESPACE`` items or more; an
-  exact scan costs ~10-25 ms per thousand items on the benchmark's 2 cores, ~1 s at
-  100,000): a partial HNSW index on the namespace's partition whose predicate is the
-  namespace, so every row it yields is the user's and ``ef_search`` bounds the user's rows,
-  not the table's. Approximate (recall@10 0.986 measured at 100,000 items); when fewer than
-  ``k`` of its rows pass the filter, the exact plan answers instead. The first exact search of
-  a namespace that large starts building its index in the background
-  (``ensure_namespace_index``, also callable directly, e.g. after a bulk import).
+  exact. The distances are computed in a MATERIALIZED step, with ``cosine_distance()`` rather
+  than ``<=>``, so the planner cannot take the shared HNSW index for it.
+- **The partition's HNSW index, iteratively** (namespaces of ``LARGE_NAMESPACE`` items or more;
+  an exact scan costs ~10-25 ms per thousand items on the benchmark's 2 cores, ~1 s at
+  100,000): approximate; when fewer than ``k`` of its rows pass the filter (the scan gives up
+  after ``hnsw.max_scan_tuples``), the exact plan answers instead. No index is built for a
+  namespace, however large: nothing runs DDL while serving, and every statement's planner
+  weighs the same indexes whatever the number of users.
 
 The namespace is written into the statements as a literal: the planner then prunes to its
-partition at plan time and proves the own index's predicate. A namespace with sub-namespaces
+partition at plan time. A namespace with sub-namespaces
 (none of the agent's own) is searched with ``prefix = 'ns' OR prefix LIKE 'ns.%'``, which
 cannot be pruned: exact, over every partition.
 
@@ -43,8 +42,6 @@ never an error: one bad item must not break a turn.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -58,16 +55,19 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from storage.partitions import PARTITIONS, build_on_leaf, leaf_of, leaf_statements, relkind, stop_and_drop, to_partitioned
+from storage.partitions import PARTITIONS, drop_own_indexes, leaf_statements, relkind, to_partitioned
 
 log = logging.getLogger(__name__)
 
 MAX_K = 1000
-# From this many embedded items on, a namespace gets its own HNSW index (see the docstring).
+# From this many embedded items on, a namespace is searched through its partition's HNSW index
+# (see the docstring).
 LARGE_NAMESPACE = 5_000
-# Rows the namespace's HNSW index yields per search (hnsw.ef_search), before the filter.
+# The HNSW scan's candidate list (hnsw.ef_search), and the most rows an iterative scan visits
+# before it gives up (hnsw.max_scan_tuples; then the exact plan answers).
 ANN_EF_SEARCH = 200
-# As langgraph builds the shared index (memory/backend.py make_store); cosine, like our queries.
+ANN_MAX_SCAN = 20_000
+# As langgraph builds its index (memory/backend.py make_store); cosine, like our queries.
 ANN_INDEX_PARAMS = "m = 16, ef_construction = 64"
 # Serves both arms of the namespace condition (= and LIKE 'ns.%'); the primary key's
 # default collation cannot serve the LIKE.
@@ -89,12 +89,11 @@ EXCEPTION WHEN others THEN
 END $$
 """
 
-# (prefix, key, distance) of the namespace's embedded items: all of them (exact), or the
-# nearest ANN_EF_SEARCH through its own HNSW index, whose partial-index predicate is this
-# very condition with the namespace written in (the planner uses a partial index only
-# when it can prove the query's WHERE implies the predicate).
+# (prefix, key, distance) of the namespace's embedded items: all of them (exact; the function,
+# not the operator, so no index serves it), or the nearest ``ann_limit`` through the partition's
+# HNSW index, scanned iteratively until that many of the namespace's rows are found.
 _SCORED_EXACT = r"""
-        SELECT sv.prefix, sv.key, min(sv.embedding <=> %(query)s::vector) AS distance
+        SELECT sv.prefix, sv.key, min(cosine_distance(sv.embedding, %(query)s::vector)) AS distance
         FROM store_vectors sv
         WHERE {namespace}
         GROUP BY sv.prefix, sv.key
@@ -196,14 +195,12 @@ class ScoreWeights:
     importance_levels: Mapping[str, float]
 
 
-# The store's vectors, hash-partitioned by namespace (``storage/partitions.py``: a search's planner
-# then sees one partition's indexes, not every large namespace's). langgraph creates the plain
-# table; the set-up moves it over (empty on a new database). A namespace's own HNSW index lives
-# on its partition. The store's own HNSW over everyone's vectors is not kept: no search uses it
-# (langgraph's set-up creates it once, on the plain table, and it goes with that table).
+# The store's vectors, hash-partitioned by namespace (``storage/partitions.py``), one HNSW index
+# per partition (created on the parent). langgraph creates the plain table; the set-up moves it
+# over (empty on a new database). langgraph's own HNSW index went with the plain table.
 VECTORS = "store_vectors"
 _VECTOR_COLUMNS = ("prefix", "key", "field_name", "embedding", "created_at", "updated_at")
-STORE_ANN_INDEX = "store_vectors_embedding_idx"
+ANN_INDEX = "store_vectors_embedding_hnsw"
 
 
 def _partitioned_vectors(dims_type: str, partitions: int = PARTITIONS) -> list[str]:
@@ -224,10 +221,9 @@ def _partitioned_vectors(dims_type: str, partitions: int = PARTITIONS) -> list[s
 
 async def setup(pool: AsyncConnectionPool) -> list[str]:
     """Idempotent: what the queries here need beyond the store's own schema, and the move of a
-    plain ``store_vectors`` (the old layout, or langgraph's fresh one) to the partitioned layout,
-    with the large namespaces' own indexes rebuilt on their partitions. Returns what was done."""
+    plain ``store_vectors`` (the old layout, or langgraph's fresh one) to the partitioned layout.
+    Returns what was done."""
     done: list[str] = []
-    large: list[dict[str, Any]] = []
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(SAFE_TIMESTAMPTZ)
         if await relkind(conn, VECTORS) == "r":
@@ -236,13 +232,21 @@ async def setup(pool: AsyncConnectionPool) -> list[str]:
             moved = await to_partitioned(conn, VECTORS, _partitioned_vectors(dims_type), _VECTOR_COLUMNS)
             if moved:
                 done.append(f"{VECTORS}: {moved} vectors moved to {PARTITIONS} partitions by namespace")
-            await cur.execute(f"SELECT prefix FROM {VECTORS} GROUP BY prefix HAVING count(*) >= %s ORDER BY prefix", (LARGE_NAMESPACE,))
-            large = await cur.fetchall()
-        # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick.
+        dropped = await drop_own_indexes(conn)
+        if dropped:
+            done.append(f"dropped {dropped} per-user indexes of the old layout (one shared HNSW index per partition replaces them)")
+        # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick,
+        # and on a table of many vectors it is done once, by `memory-agent migrate`.
         await cur.execute(f"CREATE INDEX IF NOT EXISTS {PREFIX_INDEX} ON {VECTORS} USING btree (prefix text_pattern_ops)")
-    built = [row for row in large if await ensure_namespace_index(pool, tuple(row["prefix"].split(".")))]
-    if built:
-        done.append(f"{VECTORS}: own indexes rebuilt for {len(built)} large namespaces")
+        await cur.execute("SELECT to_regclass(%s) IS NULL AS missing", (ANN_INDEX,))
+        if (await cur.fetchone())["missing"]:
+            # pgvector builds much faster while the graph fits here (~2 kB per 384-d item).
+            await cur.execute("SET maintenance_work_mem = '256MB'")
+            await cur.execute(f"CREATE INDEX IF NOT EXISTS {ANN_INDEX} ON {VECTORS} USING hnsw (embedding vector_cosine_ops) WITH ({ANN_INDEX_PARAMS})")
+            await cur.execute("RESET maintenance_work_mem")
+            await cur.execute(f"SELECT count(*) AS n FROM {VECTORS}")
+            if (n := (await cur.fetchone())["n"]):
+                done.append(f"{VECTORS}: HNSW index built over {n} vectors, one per partition")
     return done
 
 
@@ -300,99 +304,54 @@ async def rank_memories(
     return [RankedMemory(**_common(r), importance=r["importance"], recency=r["recency"], score=r["score"]) for r in rows]
 
 
-async def ensure_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[str], *, min_items: int | None = None) -> bool:
-    """Give ``namespace`` its own HNSW index when it holds at least ``min_items`` vectors
-    (default ``LARGE_NAMESPACE``).
-
-    Returns whether the index exists afterwards. Built CONCURRENTLY on the namespace's partition
-    (the user keeps writing, other users are not touched), under an advisory lock so that one
-    process builds it; another process asking meanwhile gets False at once. Takes about a minute
-    per 100,000 items on 2 cores. Forgetting the namespace stops the build (``drop_namespace_index``).
-    """
-    path = _path(namespace)
-    name = namespace_index_name(namespace)
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS got", (name,))
-        if not (await cur.fetchone())["got"]:
-            return False
-        try:
-            await cur.execute(f"SELECT count(*) AS n FROM {VECTORS} WHERE prefix = %s", (path,))
-            if (await cur.fetchone())["n"] < (LARGE_NAMESPACE if min_items is None else min_items):
-                return await _index_is_valid(cur, name)
-            if await _index_is_valid(cur, name):
-                return True
-            leaf = await leaf_of(conn, VECTORS, "prefix", path)
-            if leaf is None:
-                return False
-            # pgvector builds much faster while the graph fits here (~2 kB per 384-d item).
-            await cur.execute("SET maintenance_work_mem = '256MB'")
-            try:
-                log.info("building the HNSW index %s of namespace %s", name, path)
-                await build_on_leaf(
-                    conn,
-                    leaf,
-                    name,
-                    sql.SQL(f"hnsw (embedding vector_cosine_ops) WITH ({ANN_INDEX_PARAMS})"),
-                    sql.SQL("prefix = {}").format(sql.Literal(path)),
-                )
-            finally:
-                await cur.execute("RESET maintenance_work_mem")
-            _index_state[_state_key(conn, namespace)] = (True, time.monotonic())
-            return True
-        finally:
-            await cur.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
-
-
-async def drop_namespace_index(pool: AsyncConnectionPool, namespace: Sequence[str]) -> None:
-    """Drop the namespace's own HNSW index, if any (e.g. when the user is forgotten); a build of
-    it still running is stopped first."""
-    name = namespace_index_name(namespace)
-    async with pool.connection() as conn:
-        await stop_and_drop(conn, name, [name])
-        _index_state.pop(_state_key(conn, namespace), None)
-
-
-def namespace_index_name(namespace: Sequence[str]) -> str:
-    return "store_vectors_ns_" + hashlib.sha256(_path(namespace).encode()).hexdigest()[:24]
-
-
 # --------------------------------------------------------------------------- plans
 async def _nearest(
     db: AsyncConnectionPool | AsyncConnection, namespace: Sequence[str], outer: str, params: dict[str, Any], enough: int
 ) -> list[dict[str, Any]]:
-    """Run ``outer`` over the namespace's own HNSW index if it has one, else exactly."""
+    """Run ``outer`` through the partition's HNSW index when the namespace is large, else exactly."""
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
         # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
         await cur.execute(r"SELECT EXISTS (SELECT 1 FROM store WHERE prefix LIKE %s ESCAPE '\') AS below", (params["ns_like"],))
         below = (await cur.fetchone())["below"]
         condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
-        indexed = not below and await _has_own_index(conn, cur, namespace)
-        if indexed:
-            # One round trip: BEGIN, SET LOCAL (the setting ends with the transaction), the
+        approximate = not below and _known_large(conn, namespace)
+        if approximate:
+            # One round trip: BEGIN, SET LOCAL (the settings end with the transaction), the
             # query, COMMIT. Inside a caller's transaction, a savepoint instead.
             async with conn.pipeline(), conn.transaction():
-                await cur.execute(f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}")
-                # Through the own index, not a sort: on its partition (a 64th of the table) the
-                # planner may cost a sort of a just-large namespace's rows as cheaper.
-                await cur.execute("SET LOCAL enable_sort = off")
-                await cur.execute(_compose(outer, condition, indexed=True), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False)
+                for setting in ann_settings():
+                    await cur.execute(setting)
+                await cur.execute(_compose(outer, condition, approximate=True), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False)
             rows = await cur.fetchall()
-            # Too few of the index's rows passed the filter: the exact plan finds the rest.
+            # Too few rows passed the filter before the scan gave up: the exact plan finds the rest.
             if len(rows) >= enough:
                 return rows
         # prepare=False: planned for these values every time. A prepared statement may switch
         # to a generic plan, which cannot use the prefix index for the LIKE arm (a 1,000x
         # slower sequential scan, measured).
-        await cur.execute(_compose(outer, condition, indexed=False), params, prepare=False)
+        await cur.execute(_compose(outer, condition, approximate=False), params, prepare=False)
         rows = await cur.fetchall()
-    if not indexed and rows and rows[0]["scanned"] >= LARGE_NAMESPACE and isinstance(db, AsyncConnectionPool):
-        _index_in_background(db, namespace)
+        if not below:
+            _large[_state_key(conn, namespace)] = (bool(rows) and rows[0]["scanned"] >= LARGE_NAMESPACE, time.monotonic())
     return rows
 
 
-def _compose(outer: str, condition: str, *, indexed: bool) -> str:
-    scored = (_SCORED_ANN if indexed else _SCORED_EXACT).format(namespace=condition)
+# strict_order: the rows come in distance order, so LIMIT keeps the nearest. Through the index,
+# not a sort: on its partition the planner may cost a sort of a just-large namespace's rows as
+# cheaper, which is the exact plan's work without its guarantees.
+def ann_settings() -> tuple[str, ...]:
+    """One statement each: pipeline mode sends no multi-statement strings."""
+    return (
+        f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}",
+        "SET LOCAL hnsw.iterative_scan = strict_order",
+        f"SET LOCAL hnsw.max_scan_tuples = {int(ANN_MAX_SCAN)}",
+        "SET LOCAL enable_sort = off",
+    )
+
+
+def _compose(outer: str, condition: str, *, approximate: bool) -> str:
+    scored = (_SCORED_ANN if approximate else _SCORED_EXACT).format(namespace=condition)
     return outer.format(nearest=_NEAREST.format(scored=scored))
 
 
@@ -404,63 +363,33 @@ def planned_statements(conn: AsyncConnection, namespace: Sequence[str], query: S
                      "w_sim": 0.6, "w_imp": 0.25, "w_rec": 0.15, "ann_limit": ANN_EF_SEARCH}
     condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=False)
     return {
-        "store rank, own index": (_compose(_RANK, condition, indexed=True), rank),
-        "store rank, exact": (_compose(_RANK, condition, indexed=False), rank),
-        "store search, exact": (_compose(_SEARCH, condition, indexed=False), params),
+        "store rank, HNSW": (_compose(_RANK, condition, approximate=True), rank),
+        "store rank, exact": (_compose(_RANK, condition, approximate=False), rank),
+        "store search, exact": (_compose(_SEARCH, condition, approximate=False), params),
     }
 
 
-_building: dict[str, asyncio.Task] = {}
-
-
-def _index_in_background(pool: AsyncConnectionPool, namespace: Sequence[str]) -> None:
-    name = namespace_index_name(namespace)
-    if name in _building:
-        return
-
-    async def build() -> None:
-        try:
-            await ensure_namespace_index(pool, namespace)
-        except Exception:  # the searches stay exact meanwhile; the next large one retries
-            log.exception("building the HNSW index of namespace %s failed", ".".join(namespace))
-        finally:
-            _building.pop(name, None)
-
-    _building[name] = asyncio.get_running_loop().create_task(build())
-
-
-# Whether a namespace has its own index, per database, remembered for INDEX_STATE_TTL
-# seconds so that most searches are one round trip. A stale "yes" (the index was dropped
-# meanwhile) is safe: the namespace condition still holds, and too few rows fall back
-# to the exact plan; a stale "no" costs an exact scan.
-INDEX_STATE_TTL = 30.0
-_index_state: dict[tuple[Any, ...], tuple[bool, float]] = {}
+# Whether a namespace is large (its last exact search scanned ``LARGE_NAMESPACE`` items or
+# more), per database, remembered for SIZE_TTL seconds so that most searches are one round
+# trip. A stale "large" is safe (too few rows fall back to the exact plan); a stale "small"
+# costs an exact scan, which tells the truth again.
+SIZE_TTL = 30.0
+_large: dict[tuple[Any, ...], tuple[bool, float]] = {}
 
 
 def _state_key(conn: AsyncConnection, namespace: Sequence[str]) -> tuple[Any, ...]:
-    return (conn.info.host, conn.info.port, conn.info.dbname, namespace_index_name(namespace))
+    return (conn.info.host, conn.info.port, conn.info.dbname, _path(namespace))
 
 
-async def _has_own_index(conn: AsyncConnection, cur, namespace: Sequence[str]) -> bool:
-    key = _state_key(conn, namespace)
-    known = _index_state.get(key)
-    if known is not None and time.monotonic() - known[1] < INDEX_STATE_TTL:
-        return known[0]
-    valid = await _index_is_valid(cur, key[-1])
-    _index_state[key] = (valid, time.monotonic())
-    return valid
-
-
-async def _index_is_valid(cur, name: str) -> bool:
-    await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,))
-    row = await cur.fetchone()
-    return bool(row and row["indisvalid"])
+def _known_large(conn: AsyncConnection, namespace: Sequence[str]) -> bool:
+    known = _large.get(_state_key(conn, namespace))
+    return known is not None and known[0] and time.monotonic() - known[1] < SIZE_TTL
 
 
 def _namespace_condition(conn: AsyncConnection, path: str, *, column: str, below: bool) -> str:
     """``col = 'ns'``, or with ``below`` ``(col = 'ns' OR col LIKE 'ns.%' ESCAPE '\\')``: the
-    namespace written in, quoted (a literal: pruned at plan time, and it proves the own index's
-    predicate ``prefix = 'ns'``), '%' doubled for a statement with parameters."""
+    namespace written in, quoted (a literal: pruned at plan time), '%' doubled for a statement
+    with parameters."""
     exact = sql.Literal(path).as_string(conn)
     if not below:
         return f"{column} = {exact}".replace("%", "%%")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 
-from storage import store_rows, vector_search
+from storage import store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import chats_ns, user_root
 from core.schemas import ChatRecord
@@ -77,12 +77,10 @@ async def forget_user_memory(pool, user_id: str) -> dict[str, int]:
     """Delete every item of the user, every kind: ``{"memories": store items, <kind>: rows}``.
 
     The store's items go under the user's lock (an extraction running now commits before, or
-    sees nothing after), a namespace's own vector index with its rows; a kind kept in a table
-    of its own (``forget`` hook) reports its count under its name."""
+    sees nothing after); a kind kept in a table of its own (``forget`` hook) reports its count
+    under its name."""
     counts = {"memories": await store_rows.delete_under(pool, user_root(user_id), lock_key(user_id))}
     for kind in KINDS.values():
         if kind.forget is not None:
             counts[kind.name] = await kind.forget(pool, user_id)
-        elif kind.namespace is not None:
-            await vector_search.drop_namespace_index(pool, kind.namespace(user_id))
     return counts

@@ -253,23 +253,29 @@ async def test_the_index_refuses_to_file_anything_under_another_users_thread(bac
     assert [r["message_id"] for r in await rows_of(backend.pool, other)] == ["m0"]
 
 
-async def test_an_owner_with_many_messages_searches_through_an_index_of_their_own(backend, user_id, minilm):
+async def test_an_owner_with_many_messages_is_searched_through_the_partitions_indexes_and_finds_the_same(backend, user_id, minilm, monkeypatch):
     emb = minilm.embeddings
     said = datetime(2024, 3, 1, tzinfo=timezone.utc)
     texts = ["I keep bees on the roof", "How many hives?", "Three hives", "I also play the cello"]
     messages = [stamp_sent_at((HumanMessage if i % 2 == 0 else AIMessage)(t, id=f"m{i}"), said) for i, t in enumerate(texts)]
     await episodes.index_thread(backend.pool, emb, user_id, "t1", messages)
     exact = [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")]
-    assert await episode_table.ensure_owner_index(backend.pool, user_id, min_rows=3)
-    names = episode_table.owner_index_names(user_id)  # HNSW over their vectors, GIN over their words
-    async with backend.pool.connection() as conn:
-        assert await episode_table.has_owner_index(conn, user_id)
-        assert await episode_table._valid_indexes(conn, names) == set(names)
+    shapes: list[bool] = []
+    statements = episode_table.search_statements
+
+    def recording(conn, owner, *, large=False):
+        shapes.append(large)
+        return statements(conn, owner, large=large)
+
+    monkeypatch.setattr(episode_table, "search_statements", recording)
+    monkeypatch.setattr(episode_table, "LARGE_OWNER", 3)
     assert [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")] == exact
-    await episode_table.delete_owner(backend.pool, user_id)  # forget-me: the rows and the indexes go
+    assert shapes and all(shapes)  # the operator forms, which the partition's HNSW and GIN indexes serve
     async with backend.pool.connection() as conn:
-        assert not await episode_table.has_owner_index(conn, user_id)
-        assert await episode_table._valid_indexes(conn, names) == set()
+        words, rows = statements(conn, user_id, large=True)
+        assert "<=>" in rows.as_string(conn) and "@@" in words.as_string(conn)
+        words, rows = statements(conn, user_id, large=False)  # a small owner's: no index can serve them
+        assert "cosine_distance(" in rows.as_string(conn) and "ts_match_vq(" in words.as_string(conn)
 
 
 async def test_a_bulk_copy_seeds_rows_the_search_reads_like_any_other(backend, user_id, minilm):

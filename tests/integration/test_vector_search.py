@@ -1,4 +1,4 @@
-"""storage.vector_search on the real embedded Postgres + pgvector 0.6.2, with many users in one table.
+"""storage.vector_search on the real embedded Postgres + pgvector 0.8, with many users in one table.
 
 The many-users database puts every user's memories on the same shared topics, so the
 nearest rows of the whole table are mostly other users': the case where an HNSW scan
@@ -24,7 +24,7 @@ from core.schemas import Fact
 from memory.user_memory import search_facts
 from storage.bulk_load import BulkItem, copy_items
 from storage import vector_search
-from storage.vector_search import ensure_namespace_index, namespace_index_name, rank_memories, search_memories
+from storage.vector_search import rank_memories, search_memories
 
 DIMS = 384
 USERS, PER_USER, TOPICS = 200, 30, 6
@@ -61,7 +61,7 @@ class ManyUsers:
             vectors = unit(self.topics[topic] + rng.standard_normal((PER_USER, DIMS)) * (1.0 / math.sqrt(DIMS)))
             active = rng.random(PER_USER) >= 0.1
             self.rows[user] = [(uuid.uuid4().hex, vectors[i], bool(active[i])) for i in range(PER_USER)]
-        # Three users large enough for their own HNSW index (the tests lower the threshold).
+        # Users large enough to be searched through the partition's HNSW index (the tests lower the threshold).
         for user in ("big", "grow"):
             vectors = unit(self.topics[rng.integers(0, TOPICS, BIG)] + rng.standard_normal((BIG, DIMS)) * (1.0 / math.sqrt(DIMS)))
             active = rng.random(BIG) >= 0.1
@@ -121,12 +121,11 @@ async def test_one_users_search_returns_exactly_their_rows_and_equals_the_exact_
 
 @pytest.mark.slow
 async def test_the_many_users_table_is_one_where_a_filtered_hnsw_scan_falls_short(many_users):
-    """The premise of the test above, and why no index over everyone's vectors is kept: such an
-    HNSW index's 40 nearest rows hold fewer than 10 of one user's. (Built here inside a
-    transaction that is rolled back.)"""
+    """The premise of the test above, and why the HNSW scans are iterative: without, the shared
+    index's 40 nearest rows hold fewer than 10 of one user's."""
     backend, data = many_users
     async with await psycopg.AsyncConnection.connect(backend.url, row_factory=dict_row) as conn, conn.transaction(force_rollback=True):
-        await conn.execute("CREATE INDEX premise_shared_hnsw ON store_vectors USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        await conn.execute("SET LOCAL hnsw.iterative_scan = off")
         await conn.execute("SET LOCAL enable_seqscan = off")  # the HNSW index, not a sort of the table
         plan = await (
             await conn.execute("EXPLAIN SELECT key FROM store_vectors ORDER BY embedding <=> %s::vector LIMIT 40", (str(data.query().tolist()),))
@@ -141,19 +140,39 @@ async def test_the_many_users_table_is_one_where_a_filtered_hnsw_scan_falls_shor
     assert len(rows) < 10
 
 
+async def partition_ann_index(pool, namespace) -> str:
+    """The name of the shared HNSW index on the partition holding ``namespace``."""
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_index x ON x.indexrelid = c.oid "
+                "WHERE i.inhparent = %s::regclass AND x.indrelid = (SELECT tableoid FROM store_vectors WHERE prefix = %s LIMIT 1)",
+                (vector_search.ANN_INDEX, ".".join(namespace)),
+            )
+        ).fetchone()
+    return row["relname"]
+
+
 async def index_scans(pool, name: str) -> int:
     async with pool.connection() as conn:
         row = await (await conn.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s", (name,))).fetchone()
     return row["idx_scan"] if row else 0
 
 
+async def store_indexes(pool) -> list[str]:
+    async with pool.connection() as conn:
+        rows = await (await conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'store_vectors%%' ORDER BY 1")).fetchall()
+    return [r["indexname"] + " " + r["indexdef"] for r in rows]
+
+
 @pytest.mark.slow  # seeds many users (~12 s with its teardown): `make test-fast` leaves it out
-async def test_a_large_namespace_is_searched_through_its_own_hnsw_index_not_the_shared_one(many_users):
+async def test_a_large_namespace_is_searched_through_its_partitions_hnsw_index_iteratively_and_gets_no_index_of_its_own(many_users, monkeypatch):
     backend, data = many_users
-    name = namespace_index_name(facts_ns("big"))
-    assert not await ensure_namespace_index(backend.pool, facts_ns("big"), min_items=BIG + 1)  # too small: no index
-    assert await ensure_namespace_index(backend.pool, facts_ns("big"), min_items=BIG)
-    own_before = await index_scans(backend.pool, name)
+    monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", BIG)
+    indexes_before = await store_indexes(backend.pool)
+    await search_memories(backend.pool, facts_ns("big"), data.query(), k=10)  # exact: it learns the namespace is large
+    name = await partition_ann_index(backend.pool, facts_ns("big"))
+    shared_before = await index_scans(backend.pool, name)
 
     # Searched on a connection of its own, closed afterwards: a backend flushes its
     # index-scan counts when it exits (otherwise up to 10 s later). Prepared from the first
@@ -169,35 +188,31 @@ async def test_a_large_namespace_is_searched_through_its_own_hnsw_index_not_the_
             assert len(set(m.key for m in found) & set(expected)) >= 9  # approximate, but on 400 items all but exact
 
     for _ in range(100):
-        if await index_scans(backend.pool, name) >= own_before + searches:
+        if await index_scans(backend.pool, name) >= shared_before + searches:
             break
         await asyncio.sleep(0.1)
-    assert await index_scans(backend.pool, name) == own_before + searches
-    async with backend.pool.connection() as conn:  # and no index over everyone's vectors exists
-        shared = await (
-            await conn.execute("SELECT count(*) AS n FROM pg_indexes WHERE tablename LIKE 'store_vectors%%' AND indexdef LIKE '%%hnsw%%' AND indexdef NOT LIKE '%%WHERE%%'")
-        ).fetchone()
-    assert shared["n"] == 0
+    assert await index_scans(backend.pool, name) == shared_before + searches
+    assert await store_indexes(backend.pool) == indexes_before  # nothing was built for the namespace
+    assert not any("big" in index for index in indexes_before)
 
 
 @pytest.mark.slow  # seeds many users (~12 s with its teardown): `make test-fast` leaves it out
-async def test_when_too_few_of_the_own_index_rows_pass_the_filter_the_exact_search_answers(many_users):
-    backend, data = many_users
-    assert await ensure_namespace_index(backend.pool, facts_ns("sparse"), min_items=BIG)
-    found = await search_memories(backend.pool, facts_ns("sparse"), data.query(), k=10, filter={"status": "active"})
-    assert sorted(m.key for m in found) == sorted(key for key, _, active in data.rows["sparse"] if active)
-
-
-@pytest.mark.slow  # seeds many users (~12 s with its teardown): `make test-fast` leaves it out
-async def test_an_exact_search_of_a_large_namespace_starts_building_its_own_index(many_users, monkeypatch):
+async def test_when_the_hnsw_scan_gives_up_before_k_rows_pass_the_filter_the_exact_search_answers(many_users, monkeypatch):
     backend, data = many_users
     monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", BIG)
-    name = namespace_index_name(facts_ns("grow"))
-    await search_memories(backend.pool, facts_ns("grow"), data.query(), k=10)
-    await asyncio.wait_for(vector_search._building[name], timeout=120)
-    async with backend.pool.connection() as conn:
-        row = await (await conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,))).fetchone()
-    assert row is not None and row["indisvalid"]
+    monkeypatch.setattr(vector_search, "ANN_MAX_SCAN", 50)  # gives up long before the 4 active items, far from the query
+    await search_memories(backend.pool, facts_ns("sparse"), data.query(), k=10)  # exact: it learns the namespace is large
+    plans: list[bool] = []
+    compose = vector_search._compose
+
+    def recording(outer, condition, *, approximate):
+        plans.append(approximate)
+        return compose(outer, condition, approximate=approximate)
+
+    monkeypatch.setattr(vector_search, "_compose", recording)
+    found = await search_memories(backend.pool, facts_ns("sparse"), data.query(), k=10, filter={"status": "active"})
+    assert sorted(m.key for m in found) == sorted(key for key, _, active in data.rows["sparse"] if active)
+    assert plans == [True, False]  # the HNSW scan came back short, the exact plan answered
 
 
 async def test_search_returns_fewer_than_k_when_the_user_has_fewer_and_never_a_filtered_out_item(backend, user_id):
@@ -345,21 +360,3 @@ async def test_bulk_loaded_items_are_read_by_the_store_like_items_it_wrote(backe
     assert [h.key for h in hits] == ["bees"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
 
 
-@pytest.mark.slow
-async def test_forgetting_a_user_drops_the_hnsw_index_of_their_large_namespace(backend):
-    from memory.chat_admin import forget_user_everywhere
-
-    user = f"forget{uuid.uuid4().hex[:8]}"
-    rng = np.random.default_rng(11)
-    vectors = unit(rng.standard_normal((50, DIMS)))
-    await write(backend.pool, [BulkItem(facts_ns(user), k, fact_value(k), v) for k, v in ((uuid.uuid4().hex, v) for v in vectors)])
-    assert await ensure_namespace_index(backend.pool, facts_ns(user), min_items=50)
-    name = namespace_index_name(facts_ns(user))
-
-    async def exists() -> bool:
-        async with backend.pool.connection() as conn:
-            return await (await conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (name,))).fetchone() is not None
-
-    assert await exists()
-    await forget_user_everywhere(backend, user)
-    assert not await exists()  # before: the index (and its predicate naming the user) outlived them
