@@ -2,14 +2,17 @@
 
     python -m benchmarks.bench_planning [--sizes 0,100,500,1000,2000,3000] [--rows 3] [--json PATH]
 
-Two layouts side by side, on a throwaway embedded Postgres, with the search statements the code
+Three layouts side by side, on a throwaway embedded Postgres, with the search statements the code
 runs (``storage.episodes.search_statements``, ``storage.vector_search.planned_statements``):
 
-- ``plain``: the old layout. One table each for the episodic index and the store's vectors,
+- ``plain``: the first layout. One table each for the episodic index and the store's vectors,
   and every large user's own partial indexes on it (episodes: HNSW + GIN ``WHERE owner = '…'``;
   store: HNSW ``WHERE prefix = '…'``).
-- ``partitioned``: the layout of ``storage/partitions.py``. Both tables hash-partitioned into
-  ``PARTITIONS`` by owner (namespace), a large user's own indexes on their partition.
+- ``own``: the second. Both tables hash-partitioned into ``PARTITIONS`` by owner (namespace), a
+  large user's own indexes on their partition.
+- ``shared``: today's (``storage/partitions.py``). Partitioned the same way, one HNSW (and, for
+  the episodes, one GIN) index per partition for everyone, scanned iteratively (pgvector 0.8);
+  no user has an index of their own.
 
 Each large user gets ``--rows`` rows in each table (planning does not depend on the rows, only on
 the indexes the planner has to weigh; real sizes are for ``bench_turn``), so thousands of large
@@ -56,23 +59,37 @@ async def create_layout(conn, layout: str) -> None:
     )
     await conn.execute("CREATE INDEX store_prefix_idx ON store USING btree (prefix text_pattern_ops)")
     await conn.execute(vector_search.SAFE_TIMESTAMPTZ)
-    partitions = vector_search.PARTITIONS if layout == "partitioned" else 0
+    partitions = 0 if layout == "plain" else vector_search.PARTITIONS
     for statement in episodes.create_statements(DIMS, partitions=partitions):
-        await conn.execute(statement)
+        if layout == "shared" or ("USING hnsw" not in statement and "USING gin" not in statement):
+            await conn.execute(statement)
     vectors = vector_search._partitioned_vectors(f"vector({DIMS})", partitions)
     if not partitions:
         vectors = [vectors[0].replace(" PARTITION BY HASH (prefix)", "")]
     for statement in vectors:
         await conn.execute(statement)
     await conn.execute(f"CREATE INDEX {vector_search.PREFIX_INDEX} ON store_vectors USING btree (prefix text_pattern_ops)")
+    if layout == "shared":
+        await conn.execute(f"CREATE INDEX {vector_search.ANN_INDEX} ON store_vectors USING hnsw (embedding vector_cosine_ops)")
+
+
+def own_index(prefix: str, owner: str) -> str:
+    """How the older layouts named a large user's own index."""
+    import hashlib
+
+    return prefix + hashlib.sha256(owner.encode()).hexdigest()[:24]
+
+
+async def leaf_of(conn, table: str, column: str, value: str) -> str:
+    row = await (await conn.execute(f"SELECT tableoid::regclass::text AS leaf FROM {table} WHERE {column} = %s LIMIT 1", (value,))).fetchone()
+    return row["leaf"]
 
 
 async def add_users(conn, layout: str, first: int, last: int, rows: int) -> None:
-    """Large users ``first .. last - 1``: their rows and their own indexes, as production builds them."""
+    """Large users ``first .. last - 1``: their rows and, in the older layouts, their own indexes."""
     from psycopg import sql
 
-    from storage import episodes, vector_search
-    from storage.partitions import leaf_of
+    from storage import episodes
 
     now = datetime.now(timezone.utc)
     for n in range(first, last):
@@ -92,25 +109,28 @@ async def add_users(conn, layout: str, first: int, last: int, rows: int) -> None
                     "INSERT INTO store_vectors (prefix, key, field_name, embedding) VALUES (%s, %s, 'text', %s::vector)", (path, f"k{r}", vec)
                 )
             await conn.execute(f"INSERT INTO {episodes.COUNTS} (owner, messages) VALUES (%s, %s)", (owner, rows))
+            if layout == "shared":
+                continue
             on_episodes = sql.SQL(episodes.TABLE if layout == "plain" else await leaf_of(conn, episodes.TABLE, "owner", owner))
             on_vectors = sql.SQL("store_vectors" if layout == "plain" else await leaf_of(conn, "store_vectors", "prefix", path))
-            hnsw, gin = episodes.owner_index_names(owner)
+            hnsw, gin = own_index(f"{episodes.TABLE}_hnsw_", owner), own_index(f"{episodes.TABLE}_gin_", owner)
             owner_is = sql.SQL("owner = {}").format(sql.Literal(owner))
             await conn.execute(sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WHERE {}").format(sql.Identifier(hnsw), on_episodes, owner_is))
             await conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv) WHERE {}").format(sql.Identifier(gin), on_episodes, owner_is))
             await conn.execute(
                 sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WHERE prefix = {}").format(
-                    sql.Identifier(vector_search.namespace_index_name(ns)), on_vectors, sql.Literal(path)
+                    sql.Identifier(own_index("store_vectors_ns_", path)), on_vectors, sql.Literal(path)
                 )
             )
 
 
-async def planning(conn, owner: str) -> dict[str, float]:
-    """Median planning ms of each search statement of ``owner``."""
+async def planning(conn, owner: str, *, large: bool = True) -> dict[str, float]:
+    """Median planning ms of each search statement of ``owner`` (``large``: the shapes a large
+    owner's search runs)."""
     from storage import episodes, vector_search
 
     vec = str(unit(1))
-    words, rows = episodes.search_statements(conn, owner)
+    words, rows = episodes.search_statements(conn, owner, large=large)
     base = {"q": "bees on the roof", "stop": [], "k": 40, "per_word": 300, "since": None, "until": None, "thread": "", "exclude": []}
     statements = {
         "episodes words": (words, base),
@@ -161,8 +181,8 @@ async def run(sizes: list[int], rows: int, layouts: list[str]) -> dict:
                     await add_users(conn, layout, done, size, rows)
                     done = size
                     await conn.execute("ANALYZE")
-                    large = await planning(conn, "user00000" if size else "small")
-                    small = await planning(conn, "small")
+                    large = await planning(conn, "user00000" if size else "small", large=bool(size))
+                    small = await planning(conn, "small", large=False)
                     results[layout][size] = {"large user": large, "small user": small}
                     note(f"{layout}: {size:,} large users (added in {time.perf_counter() - started:.0f} s): "
                          + ", ".join(f"{k} {v:.2f}" for k, v in large.items()) + " ms")
@@ -176,7 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="0,100,500,1000,2000,3000", help="numbers of large users, ascending")
     parser.add_argument("--rows", type=int, default=3, help="rows of each large user in each table")
-    parser.add_argument("--layouts", default="plain,partitioned")
+    parser.add_argument("--layouts", default="plain,own,shared")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]

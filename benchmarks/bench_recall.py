@@ -241,7 +241,6 @@ async def seed_heavy(conn, corpus: Corpus) -> None:
 async def prepare(url: str, corpus: Corpus) -> None:
     from memory.backend import open_memory
     from embeddings import resolve_embeddings
-    from storage import vector_search
 
     # The production schema (langgraph's store tables + HNSW index, storage.vector_search's
     # set-up). The embedding model is only named: the benchmark never embeds text.
@@ -251,11 +250,6 @@ async def prepare(url: str, corpus: Corpus) -> None:
                 await seed(conn, corpus)
             if corpus.heavy and not await seeded(conn, corpus, 2, corpus.heavy):
                 await seed_heavy(conn, corpus)
-        if corpus.heavy:
-            started = time.perf_counter()
-            namespace = corpus.namespace(corpus.users)
-            if await vector_search.ensure_namespace_index(backend.pool, namespace):
-                log(f"the heavy user's own HNSW index is ready ({time.perf_counter() - started:,.0f} s)")
 
 
 # --------------------------------------------------------------------------- measuring

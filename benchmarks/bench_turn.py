@@ -14,12 +14,11 @@ and per turn, plus the machine.
 The stored facts are bulk-loaded, not written one by one: a few hundred distinct fact
 texts are embedded with the real model, and each stored fact reuses one of those vectors
 with a little noise (its text numbered to stay distinct). ``--other-users`` puts that many
-other users, ``--other-facts`` facts each, in the same tables. Every user large enough for
-their own index (``storage.vector_search.LARGE_NAMESPACE`` facts, ``storage.episodes.LARGE_OWNER``
-messages), the other users included, gets it before the turns, as production would build it.
-``--large-at T`` makes T both thresholds for this run only: a simulation, so that thousands of
-large users fit on 2 cores (their indexes are what the planner has to weigh; their sizes are
-small). The planning time of each search statement is printed at the end, and ``--json PATH``
+other users, ``--other-facts`` facts each, in the same tables. A user large enough
+(``storage.vector_search.LARGE_NAMESPACE`` facts, ``storage.episodes.LARGE_OWNER`` messages) is
+searched through their partition's shared HNSW (and GIN) index, iteratively; no user has an index
+of their own, so nothing is built per user. ``--large-at T`` makes T both thresholds for this run
+only: a simulation, so that thousands of large users fit on 2 cores. The planning time of each search statement is printed at the end, and ``--json PATH``
 writes the figures. Seeding progress goes to stderr.
 
 ``--messages N`` seeds N messages of the user into the episodic index (``storage.episodes``,
@@ -206,7 +205,9 @@ async def bulk_seed(backend, seeder_class, unit: str, owners: list[tuple[str, in
         note(f"building {', '.join(i['indexname'] for i in indexes)}")
         await conn.execute("SET maintenance_work_mem = '1GB'")
         for index in indexes:
-            await conn.execute(index["indexdef"])
+            # pg_indexes writes a partitioned table's index "ON ONLY" (the parent alone, no
+            # partition's): rebuilt as written, the partitions would have no index at all.
+            await conn.execute(index["indexdef"].replace(" ON ONLY ", " ON ", 1))
         await conn.execute("RESET maintenance_work_mem")
         for table in tables:
             await conn.execute(f"VACUUM ANALYZE {table}")
@@ -220,14 +221,9 @@ async def seed(backend, user: str, facts: int, other_users: int, other_facts: in
     from storage.bulk_load import copy_items
 
     owners = [(user, facts)] + [(f"other{i:05d}", other_facts) for i in range(other_users)]
-    query = ("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'",)  # the shared HNSW index
+    # The partitions' HNSW index: dropped for the load and built once after it.
+    query = ("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = %s", (vector_search.ANN_INDEX,))
     await bulk_seed(backend, FactSeeder, "facts", owners, copy_items, "items", query, ["store", "store_vectors"])
-    large = [owner for owner, count in owners if count >= vector_search.LARGE_NAMESPACE]
-    if large:
-        # What production builds for every large namespace (its first search starts it).
-        started = time.perf_counter()
-        await build_all(large, lambda owner: vector_search.ensure_namespace_index(backend.pool, ("users", owner, "facts")))
-        note(f"built the own HNSW index of {len(large):,} large users' facts in {time.perf_counter() - started:.0f} s")
 
 
 class MessageSeeder(NoisyVectors):
@@ -259,37 +255,11 @@ class MessageSeeder(NoisyVectors):
 async def seed_messages(backend, user: str, messages: int, other_users: int, other_messages: int) -> None:
     if not messages + other_users * other_messages:
         return
-    from storage import episodes
     from storage.episodes import TABLE, copy_episodes
 
     owners = [(user, messages)] + [(f"other{i:05d}", other_messages) for i in range(other_users)]
     query = ("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s", (TABLE, "%_pkey"))
     await bulk_seed(backend, MessageSeeder, "messages", owners, copy_episodes, "rows", query, [TABLE])
-    large = [owner for owner, count in owners if count >= episodes.LARGE_OWNER]
-    if large:
-        # The steady state of every large owner (the index_messages node builds their indexes in the
-        # background when an owner crosses the line; timing turns during that build would measure it).
-        started = time.perf_counter()
-        await build_all(large, lambda owner: episodes.ensure_owner_index(backend.pool, owner))
-        note(f"built the own HNSW and GIN indexes of {len(large):,} large users in {time.perf_counter() - started:.0f} s")
-
-
-async def build_all(owners: list[str], build) -> None:
-    """``build(owner)`` for each, two at a time (the machine's cores), with progress."""
-    queue = list(owners)
-    done = 0
-
-    async def worker() -> None:
-        nonlocal done
-        while queue:
-            owner = queue.pop()
-            if not await build(owner):
-                raise RuntimeError(f"no own index built for {owner}")
-            done += 1
-            if done % 250 == 0:
-                note(f"  {done:,}/{len(owners):,}")
-
-    await asyncio.gather(worker(), worker())
 
 
 async def planning_times(backend, user: str) -> dict[str, float]:
@@ -309,7 +279,7 @@ async def run(
     from storage import episodes, vector_search
 
     if large_at is not None:
-        # This run only: every per-user structure that depends on size keys on these two.
+        # This run only: every per-user choice that depends on size keys on these two.
         episodes.LARGE_OWNER = vector_search.LARGE_NAMESPACE = large_at
 
     from graph.assembly import compile_graph
