@@ -12,7 +12,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 import knowledge
-from storage import api_keys, chat_imports, chat_runs, chat_sources, episodes, forget_ledger, store_lookups, thread_owners, vector_search
+from storage import api_keys, chat_imports, chat_runs, chat_sources, episodes, forget_ledger, partitions, store_lookups, thread_owners, vector_search
 from embeddings.cache import CachedEmbeddings
 from storage.embeddings_record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
@@ -73,6 +73,7 @@ async def set_up_schema(
         await saver.setup()
         await store.setup()
         await store_lookups.setup(pool)
+        migrated += await partitions.drop_old_own_indexes(pool)
         migrated += await vector_search.setup(pool)
         await knowledge.setup(pool, dims)
         migrated += await episodes.setup(pool, dims)

@@ -442,9 +442,12 @@ def _swap(pgdata: Path, new_data: Path, kept: Path) -> None:
 
 
 def _undo_swap(pgdata: Path, kept: Path, workdir: Path) -> None:
-    """Stop the new server, remove the new folder and put the old one back."""
+    """Stop the new server, put the old folder back, then remove the new one. Renames first (they
+    cannot half-fail): whatever happens after, ``pgdata`` is the old folder again."""
     stop_embedded_postgres(pgdata.parent)
     if _postmaster_pid(pgdata) is not None:  # another process joined it meanwhile: stop it all the same
         run_as_server([installed_bin_dir() / "pg_ctl", "-D", pgdata, "stop", "-m", "fast", "-w"], cwd=workdir)
-    shutil.rmtree(pgdata)
+    aside = pgdata.with_name(f"{pgdata.name}.failed-{kept.name.rsplit('.', 1)[-1]}")
+    pgdata.rename(aside)
     kept.rename(pgdata)
+    shutil.rmtree(aside, ignore_errors=True)

@@ -93,3 +93,9 @@ def refuse_interrupted_swap(pgdata: Path) -> None:
             f"and the old data in {kept[-1]}, but {pgdata} is missing. Rename {finished[-1].name} to {pgdata.name} to use the "
             "upgraded data (or the old folder back, to use it with the previous release)."
         )
+    if kept:
+        raise DatabaseUnreachable(
+            f"{pgdata} is missing, but {kept[-1]} holds the data an upgrade kept. Rename it to {pgdata.name} (then "
+            "`memory-agent migrate` upgrades it again), or move it out of this folder to start with an empty database; "
+            "starting now would create an empty one beside it and hide it."
+        )

@@ -30,7 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
-from storage.partitions import PARTITIONS, leaf_statements, relkind, to_partitioned
+from storage.partitions import PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, to_partitioned
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
@@ -73,7 +73,7 @@ def create_statements(dims: int, *, partitions: int = PARTITIONS) -> list[str]:
         # of a 1,000-message owner among 1,000,000 rows), filtering a small owner's rows costs
         # ~0.3 ms per 1,000.
         f"DROP INDEX IF EXISTS {TABLE}_tsv",
-        f"CREATE INDEX IF NOT EXISTS {ANN_INDEX} ON {TABLE} USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+        *filter(None, [hnsw_index(ANN_INDEX, TABLE, dims)]),
         f"CREATE INDEX IF NOT EXISTS {WORDS_INDEX} ON {TABLE} USING gin (tsv)",
         f"CREATE TABLE IF NOT EXISTS {COUNTS} (owner text PRIMARY KEY, messages bigint NOT NULL)",
     ]
@@ -85,12 +85,7 @@ COLUMNS = ("owner", "thread_id", "message_id", "position", "role", "sent_at", "c
 
 
 async def _column_dims(conn: AsyncConnection) -> int | None:
-    row = await (
-        await conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'", (TABLE,)
-        )
-    ).fetchone()
-    return int(row["atttypmod"]) if row else None
+    return await dims_of(conn, TABLE)
 
 
 async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
@@ -129,9 +124,10 @@ async def resize(conn: AsyncConnection, dims: int) -> None:
     """Empty the index and give it vectors of ``dims`` (reindex, after the embeddings changed)."""
     if await _column_dims(conn) is None:
         return  # not created yet: the set-up creates it at ``dims``
-    await conn.execute(f"DELETE FROM {TABLE}")
-    await conn.execute(f"DELETE FROM {COUNTS}")
-    await conn.execute(f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(dims)})")
+    async with conn.transaction():  # all or nothing: no emptied index left at the old size
+        await conn.execute(f"DELETE FROM {TABLE}")
+        await conn.execute(f"DELETE FROM {COUNTS}")
+        await resize_vectors(conn, TABLE, ANN_INDEX, dims)
 
 
 # --------------------------------------------------------------------------- rows
@@ -420,11 +416,8 @@ _FILTERS = """(%(since)s::timestamptz IS NULL OR e.sent_at >= %(since)s::timesta
       AND NOT (e.thread_id = %(thread)s::text AND e.message_id = ANY(%(exclude)s::text[]))"""
 
 # From this many messages on, an owner's search goes through the partition's indexes (an exact
-# scan costs ~10 ms per thousand messages on 2 cores). The HNSW scan's candidate list
-# (hnsw.ef_search) and the most rows an iterative scan visits before it gives up.
+# scan costs ~10 ms per thousand messages on 2 cores).
 LARGE_OWNER = 5_000
-ANN_EF_SEARCH = 200
-ANN_MAX_SCAN = 20_000
 # The full-text arm's bound (see _WORDS): up to PER_WORD messages holding a word are read, its
 # candidates and its frequency. (300, where it counted up to 2,000 and then read 500: ~10 ms for a
 # message at 100,000 instead of ~15; on LoCoMo, whose words are rarer, 0.800 answer words
@@ -485,7 +478,14 @@ async def search(
         "exclude": list(exclude),
     }
     async with pool.connection() as conn:
-        large = await _count(conn, owner) >= LARGE_OWNER
+        # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
+        size = await (
+            await conn.execute(
+                f"SELECT coalesce((SELECT messages FROM {COUNTS} WHERE owner = %s), 0) AS n, to_regclass(%s) IS NOT NULL AS indexed",
+                (owner, ANN_INDEX),
+            )
+        ).fetchone()
+        large = size["n"] >= LARGE_OWNER and size["indexed"]
         words_statement, rows_statement = search_statements(conn, owner, large=large)
 
         async def words() -> list[dict[str, Any]]:
@@ -503,14 +503,11 @@ async def search(
             "text_messages": [r["message_id"] for r in text_rows],
             "text_ranks": [r["text_rank"] for r in text_rows],
         }
-        # One round trip: BEGIN, SET LOCAL (it ends with the transaction), the query, COMMIT.
-        async with conn.pipeline(), conn.transaction():
-            if large:  # strict_order: the rows come nearest first, so LIMIT keeps the nearest
-                await conn.execute(f"SET LOCAL hnsw.ef_search = {ANN_EF_SEARCH}")
-                await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                await conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {ANN_MAX_SCAN}")
-            cur = await conn.execute(rows_statement, params)
-        rows = await cur.fetchall()
+        rows = await _rows(conn, rows_statement, params, approximate=large)
+        if large and params["vector"] is not None and sum(r["vector_rank"] is not None for r in rows) < min(k, size["n"]):
+            # The HNSW scan gave up before k of the owner's rows passed the filters (a narrow time
+            # window): the exact shape reads the owner's rows in it instead.
+            rows = await _rows(conn, search_statements(conn, owner, large=False)[1], params, approximate=False)
     return [
         Candidate(
             thread_id=r["thread_id"], message_id=r["message_id"], position=r["position"], role=r["role"], sent_at=r["sent_at"],
@@ -520,6 +517,17 @@ async def search(
         )
         for r in rows
     ]
+
+
+async def _rows(conn: AsyncConnection, statement: sql.Composed, params: dict[str, Any], *, approximate: bool) -> list[dict[str, Any]]:
+    """The rows statement; through the partition's HNSW index with ``approximate``. One round trip:
+    BEGIN, the settings (SET LOCAL: they end with the transaction), the query, ROLLBACK (it only
+    reads, and a rollback ends the settings inside a caller's transaction too)."""
+    async with conn.pipeline(), conn.transaction(force_rollback=True):
+        for setting in ann_settings() if approximate else ():
+            await conn.execute(setting)
+        cur = await conn.execute(statement, params)
+        return await cur.fetchall()
 
 
 def _said(row: dict[str, Any], prefix: str) -> Said | None:

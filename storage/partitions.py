@@ -13,7 +13,7 @@ partition at plan time. What a statement's planner weighs is then the same whate
 of users (``benchmarks/bench_planning.py``).
 
 The partitions are created once, by the set-up / ``memory-agent migrate`` (``to_partitioned``
-moves a table of the older, plain layout over, rows and all; ``drop_own_indexes`` drops the
+moves a table of the older, plain layout over, rows and all; ``drop_old_own_indexes`` drops the
 per-user indexes an older version built).
 """
 
@@ -47,8 +47,7 @@ def leaf_statements(table: str, partitions: int) -> list[str]:
 async def to_partitioned(conn: AsyncConnection, table: str, create: Sequence[str], columns: Sequence[str]) -> int:
     """Move the plain ``table`` to the partitioned layout in one transaction (all or nothing):
     rename it away, run ``create`` (the partitioned table, its partitions and indexes), copy
-    ``columns`` of every row, drop the old table. Its indexes go with it (the owners' own ones
-    are rebuilt on their partitions afterwards). Returns the rows moved."""
+    ``columns`` of every row, drop the old table. Its indexes go with it. Returns the rows moved."""
     old = f"{table}_unpartitioned"
     async with conn.transaction():
         # The old table's index names (its primary key's included) would collide with the new ones.
@@ -82,15 +81,70 @@ async def to_partitioned(conn: AsyncConnection, table: str, create: Sequence[str
     return moved
 
 
+# The shared HNSW indexes and their scans, one definition for both tables. pgvector indexes
+# vectors of at most 2,000 dimensions with HNSW: above (3,072-d embeddings) there is no index and
+# every search is exact.
+HNSW_MAX_DIMS = 2_000
+HNSW_PARAMS = "m = 16, ef_construction = 64"
+# The scan's candidate list (hnsw.ef_search), and the most rows an iterative scan visits before it
+# gives up (hnsw.max_scan_tuples).
+ANN_EF_SEARCH = 200
+ANN_MAX_SCAN = 20_000
+
+
+def hnsw_index(name: str, table: str, dims: int) -> str | None:
+    """The statement creating ``table``'s shared HNSW index (one per partition), or None when
+    vectors of ``dims`` cannot have one."""
+    if dims > HNSW_MAX_DIMS:
+        return None
+    return f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw (embedding vector_cosine_ops) WITH ({HNSW_PARAMS})"
+
+
+def ann_settings() -> tuple[str, ...]:
+    """A search through a shared HNSW index, for the transaction: iterative (pgvector 0.8) so it
+    goes on until enough of the owner's rows pass the filter; strict_order, so the rows come
+    nearest first and LIMIT keeps the nearest. One statement each: pipeline mode sends no
+    multi-statement strings."""
+    return (
+        f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}",
+        "SET LOCAL hnsw.iterative_scan = strict_order",
+        f"SET LOCAL hnsw.max_scan_tuples = {int(ANN_MAX_SCAN)}",
+    )
+
+
+async def dims_of(conn: AsyncConnection, table: str) -> int | None:
+    """The size of ``table``'s ``embedding`` vectors (None when it has no such column yet)."""
+    row = await (
+        await conn.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'", (table,))
+    ).fetchone()
+    return int(row["atttypmod"]) if row else None
+
+
+async def resize_vectors(conn: AsyncConnection, table: str, index: str, dims: int) -> None:
+    """Give ``table``'s (emptied) ``embedding`` column vectors of ``dims``, its HNSW index with it:
+    dropped first (an index of over 2,000 dimensions cannot be rebuilt), re-created when it can be."""
+    await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+    await conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE vector({})").format(sql.Identifier(table), sql.Literal(int(dims))))
+    if (statement := hnsw_index(index, table, dims)) is not None:
+        await conn.execute(statement)
+
+
 # The old layout's own indexes of large users (before pgvector 0.8): partial HNSW / GIN indexes
-# named after a hash of the owner or namespace. The set-up drops them (``drop_own_indexes``).
+# named after a hash of the owner or namespace. The set-up drops them (``drop_old_own_indexes``).
 OLD_OWN_INDEX = r"^(memory_agent_episodes_(hnsw|gin)|store_vectors_ns)_[0-9a-f]{24}$"
 
 
-async def drop_own_indexes(conn: AsyncConnection) -> int:
-    """Drop the per-user indexes an older version built (the shared per-partition indexes replace
-    them); returns how many. Quick: part of the set-up, under its lock."""
-    rows = await (await conn.execute("SELECT relname FROM pg_class WHERE relkind = 'i' AND relname ~ %s", (OLD_OWN_INDEX,))).fetchall()
-    for row in rows:
-        await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(row["relname"])))
-    return len(rows)
+async def drop_old_own_indexes(pool) -> list[str]:
+    """Drop the per-user indexes an older version built on either table (the shared per-partition
+    indexes replace them); says how many, for ``migrate``. Quick: a step of the set-up, under its
+    lock, before either table's."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT relname FROM pg_class WHERE relkind = 'i' AND relname ~ %s AND relnamespace = current_schema()::regnamespace",
+                (OLD_OWN_INDEX,),
+            )
+        ).fetchall()
+        for row in rows:
+            await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(row["relname"])))
+    return [f"dropped {len(rows)} per-user indexes of the old layout (one shared index per partition replaces them)"] if rows else []

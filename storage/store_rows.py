@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from psycopg_pool import AsyncConnectionPool
+from storage.partitions import resize_vectors
+from storage.vector_search import ANN_INDEX
 
 
 def prefix_of(namespace: Sequence[str]) -> str:
@@ -51,9 +53,10 @@ async def reset_vectors(pool: AsyncConnectionPool, dims: int) -> None:
     async with pool.connection() as conn:
         exists = await (await conn.execute("SELECT to_regclass('store_vectors') IS NOT NULL AS e")).fetchone()
         if exists["e"]:
-            await conn.execute("DROP INDEX IF EXISTS store_vectors_embedding_idx")
-            await conn.execute("DELETE FROM store_vectors")
-            await conn.execute(f"ALTER TABLE store_vectors ALTER COLUMN embedding TYPE vector({int(dims)})")
+            async with conn.transaction():  # all or nothing: no emptied table left at the old size
+                await conn.execute("DROP INDEX IF EXISTS store_vectors_embedding_idx")
+                await conn.execute("DELETE FROM store_vectors")
+                await resize_vectors(conn, "store_vectors", ANN_INDEX, dims)
 
 
 async def all_items(pool: AsyncConnectionPool) -> list[tuple[tuple[str, ...], str, dict]]:

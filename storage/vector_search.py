@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,20 +54,14 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from storage.partitions import PARTITIONS, drop_own_indexes, leaf_statements, relkind, to_partitioned
+from storage.partitions import ANN_EF_SEARCH, PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, to_partitioned
 
 log = logging.getLogger(__name__)
 
 MAX_K = 1000
-# From this many embedded items on, a namespace is searched through its partition's HNSW index
-# (see the docstring).
+# From this many embedded vectors on (an item has one per indexed field), a namespace is searched
+# through its partition's HNSW index (see the docstring).
 LARGE_NAMESPACE = 5_000
-# The HNSW scan's candidate list (hnsw.ef_search), and the most rows an iterative scan visits
-# before it gives up (hnsw.max_scan_tuples; then the exact plan answers).
-ANN_EF_SEARCH = 200
-ANN_MAX_SCAN = 20_000
-# As langgraph builds its index (memory/backend.py make_store); cosine, like our queries.
-ANN_INDEX_PARAMS = "m = 16, ef_construction = 64"
 # Serves both arms of the namespace condition (= and LIKE 'ns.%'); the primary key's
 # default collation cannot serve the LIKE.
 PREFIX_INDEX = "store_vectors_prefix_idx"
@@ -232,18 +225,17 @@ async def setup(pool: AsyncConnectionPool) -> list[str]:
             moved = await to_partitioned(conn, VECTORS, _partitioned_vectors(dims_type), _VECTOR_COLUMNS)
             if moved:
                 done.append(f"{VECTORS}: {moved} vectors moved to {PARTITIONS} partitions by namespace")
-        dropped = await drop_own_indexes(conn)
-        if dropped:
-            done.append(f"dropped {dropped} per-user indexes of the old layout (one shared HNSW index per partition replaces them)")
-        # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick,
-        # and on a table of many vectors it is done once, by `memory-agent migrate`.
+        # A partitioned table takes no CONCURRENTLY; on a new or just-moved table this is quick.
+        # On a table of many vectors (the first start after an upgrade) it takes minutes, once,
+        # under the set-up's lock: docs/operations.md says to run `memory-agent migrate` first.
         await cur.execute(f"CREATE INDEX IF NOT EXISTS {PREFIX_INDEX} ON {VECTORS} USING btree (prefix text_pattern_ops)")
         await cur.execute("SELECT to_regclass(%s) IS NULL AS missing", (ANN_INDEX,))
-        if (await cur.fetchone())["missing"]:
-            # pgvector builds much faster while the graph fits here (~2 kB per 384-d item).
-            await cur.execute("SET maintenance_work_mem = '256MB'")
-            await cur.execute(f"CREATE INDEX IF NOT EXISTS {ANN_INDEX} ON {VECTORS} USING hnsw (embedding vector_cosine_ops) WITH ({ANN_INDEX_PARAMS})")
-            await cur.execute("RESET maintenance_work_mem")
+        create = hnsw_index(ANN_INDEX, VECTORS, await dims_of(conn, VECTORS) or 0)
+        if (await cur.fetchone())["missing"] and create is not None:
+            async with conn.transaction():
+                # pgvector builds much faster while the graph fits here (~2 kB per 384-d item).
+                await cur.execute("SET LOCAL maintenance_work_mem = '256MB'")
+                await cur.execute(create)
             await cur.execute(f"SELECT count(*) AS n FROM {VECTORS}")
             if (n := (await cur.fetchone())["n"]):
                 done.append(f"{VECTORS}: HNSW index built over {n} vectors, one per partition")
@@ -312,42 +304,41 @@ async def _nearest(
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
         # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
-        await cur.execute(r"SELECT EXISTS (SELECT 1 FROM store WHERE prefix LIKE %s ESCAPE '\') AS below", (params["ns_like"],))
-        below = (await cur.fetchone())["below"]
+        # Its size, counted up to LARGE_NAMESPACE on the prefix btree (index only, one partition).
+        await cur.execute(_SIZE, {"like": params["ns_like"], "ns": params["ns"], "large": LARGE_NAMESPACE, "index": ANN_INDEX})
+        size = await cur.fetchone()
+        below = size["below"]
         condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
-        approximate = not below and _known_large(conn, namespace)
-        if approximate:
-            # One round trip: BEGIN, SET LOCAL (the settings end with the transaction), the
-            # query, COMMIT. Inside a caller's transaction, a savepoint instead.
-            async with conn.pipeline(), conn.transaction():
-                for setting in ann_settings():
+        # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
+        if not below and size["n"] >= LARGE_NAMESPACE and size["indexed"]:
+            # One round trip: BEGIN, the settings, the query, ROLLBACK. Rolled back, not committed:
+            # inside a caller's transaction this is a savepoint, whose release would leave the
+            # SET LOCALs in force for the rest of the caller's transaction; the rows are read.
+            async with conn.pipeline(), conn.transaction(force_rollback=True):
+                for setting in (*ann_settings(), _NO_SORT):
                     await cur.execute(setting)
-                await cur.execute(_compose(outer, condition, approximate=True), params | {"ann_limit": ANN_EF_SEARCH}, prepare=False)
-            rows = await cur.fetchall()
-            # Too few rows passed the filter before the scan gave up: the exact plan finds the rest.
+                await cur.execute(
+                    _compose(outer, condition, approximate=True), params | {"ann_limit": max(ANN_EF_SEARCH, params["k"])}, prepare=False
+                )
+                rows = await cur.fetchall()
+            # Too few rows passed the filter: the exact plan finds the rest.
             if len(rows) >= enough:
                 return rows
         # prepare=False: planned for these values every time. A prepared statement may switch
         # to a generic plan, which cannot use the prefix index for the LIKE arm (a 1,000x
         # slower sequential scan, measured).
         await cur.execute(_compose(outer, condition, approximate=False), params, prepare=False)
-        rows = await cur.fetchall()
-        if not below:
-            _large[_state_key(conn, namespace)] = (bool(rows) and rows[0]["scanned"] >= LARGE_NAMESPACE, time.monotonic())
-    return rows
+        return await cur.fetchall()
 
 
-# strict_order: the rows come in distance order, so LIMIT keeps the nearest. Through the index,
-# not a sort: on its partition the planner may cost a sort of a just-large namespace's rows as
-# cheaper, which is the exact plan's work without its guarantees.
-def ann_settings() -> tuple[str, ...]:
-    """One statement each: pipeline mode sends no multi-statement strings."""
-    return (
-        f"SET LOCAL hnsw.ef_search = {int(ANN_EF_SEARCH)}",
-        "SET LOCAL hnsw.iterative_scan = strict_order",
-        f"SET LOCAL hnsw.max_scan_tuples = {int(ANN_MAX_SCAN)}",
-        "SET LOCAL enable_sort = off",
-    )
+_SIZE = r"""
+SELECT EXISTS (SELECT 1 FROM store WHERE prefix LIKE %(like)s ESCAPE '\') AS below,
+       (SELECT count(*) FROM (SELECT 1 FROM store_vectors WHERE prefix = %(ns)s LIMIT %(large)s) s) AS n,
+       to_regclass(%(index)s) IS NOT NULL AS indexed
+"""
+# Through the index, not a sort: on its partition the planner may cost a sort of a just-large
+# namespace's rows as cheaper, which is the exact plan's work without its guarantees.
+_NO_SORT = "SET LOCAL enable_sort = off"
 
 
 def _compose(outer: str, condition: str, *, approximate: bool) -> str:
@@ -367,23 +358,6 @@ def planned_statements(conn: AsyncConnection, namespace: Sequence[str], query: S
         "store rank, exact": (_compose(_RANK, condition, approximate=False), rank),
         "store search, exact": (_compose(_SEARCH, condition, approximate=False), params),
     }
-
-
-# Whether a namespace is large (its last exact search scanned ``LARGE_NAMESPACE`` items or
-# more), per database, remembered for SIZE_TTL seconds so that most searches are one round
-# trip. A stale "large" is safe (too few rows fall back to the exact plan); a stale "small"
-# costs an exact scan, which tells the truth again.
-SIZE_TTL = 30.0
-_large: dict[tuple[Any, ...], tuple[bool, float]] = {}
-
-
-def _state_key(conn: AsyncConnection, namespace: Sequence[str]) -> tuple[Any, ...]:
-    return (conn.info.host, conn.info.port, conn.info.dbname, _path(namespace))
-
-
-def _known_large(conn: AsyncConnection, namespace: Sequence[str]) -> bool:
-    known = _large.get(_state_key(conn, namespace))
-    return known is not None and known[0] and time.monotonic() - known[1] < SIZE_TTL
 
 
 def _namespace_condition(conn: AsyncConnection, path: str, *, column: str, below: bool) -> str:

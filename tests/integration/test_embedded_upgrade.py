@@ -265,3 +265,32 @@ def test_an_upgrade_interrupted_between_its_renames_is_refused_instead_of_starti
     with pytest.raises(DatabaseUnreachable, match="interrupted after it finished.*Rename pgdata.upgrading-pg18 to pgdata"):
         start_embedded_postgres(short_dir)
     assert not (short_dir / "pgdata").exists()
+
+
+def test_a_missing_data_folder_beside_a_kept_copy_is_refused_instead_of_hiding_it(short_dir):
+    (short_dir / "pgdata.pg16-20261127T080000").mkdir()
+    with pytest.raises(DatabaseUnreachable, match="holds the data an upgrade kept"):
+        start_embedded_postgres(short_dir)
+    assert not (short_dir / "pgdata").exists()
+
+
+@pytest.mark.slow
+def test_when_the_upgraded_server_fails_to_update_the_upgrade_is_undone_and_the_postgres_16_folder_is_back(old_bin, data_dir, capsys, monkeypatch):
+    pgdata = make_postgres16_data(old_bin, data_dir)
+    pg_ctl(old_bin, pgdata, "stop")
+
+    def fails(url, say):
+        raise RuntimeError("the extension update failed")
+
+    monkeypatch.setattr(embedded_upgrade, "_after_start", fails)
+    assert cli(["migrate"]) == 2
+    said = capsys.readouterr()
+    assert "the extension update failed" in said.err and "The upgrade was undone" in said.err, said.err
+    assert (pgdata / "PG_VERSION").read_text().strip() == "16"
+    assert [p.name for p in data_dir.iterdir()] == ["pgdata"]  # no copy left, no upgraded folder set aside
+    pg_ctl(old_bin, pgdata, "start")  # the old version still opens it, every row there
+    try:
+        with psycopg.connect(old_url(pgdata, "memories")) as conn:
+            assert conn.execute("SELECT count(*) FROM store_vectors").fetchone() == (STORE_ROWS,)
+    finally:
+        pg_ctl(old_bin, pgdata, "stop")
