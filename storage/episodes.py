@@ -30,7 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
-from storage.partitions import PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, to_partitioned
+from storage.partitions import PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
@@ -479,13 +479,8 @@ async def search(
     }
     async with pool.connection() as conn:
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
-        size = await (
-            await conn.execute(
-                f"SELECT coalesce((SELECT messages FROM {COUNTS} WHERE owner = %s), 0) AS n, to_regclass(%s) IS NOT NULL AS indexed",
-                (owner, ANN_INDEX),
-            )
-        ).fetchone()
-        large = size["n"] >= LARGE_OWNER and size["indexed"]
+        size = await (await conn.execute(_SIZE, {"owner": owner, "index": ANN_INDEX})).fetchone()
+        large = size["n"] >= LARGE_OWNER and size["indexed"] and through_hnsw(size["n"], size["partition"], k)
         words_statement, rows_statement = search_statements(conn, owner, large=large)
 
         async def words() -> list[dict[str, Any]]:
@@ -517,6 +512,16 @@ async def search(
         )
         for r in rows
     ]
+
+
+# The owner's messages (kept by every write), their partition's rows (the statistics' estimate),
+# and whether the HNSW index exists (not above 2,000 dimensions).
+_SIZE = f"""
+SELECT coalesce((SELECT messages FROM {COUNTS} WHERE owner = %(owner)s), 0) AS n,
+       coalesce((SELECT greatest(c.reltuples, 0)::float8 FROM pg_class c
+                 WHERE c.oid = (SELECT tableoid FROM {TABLE} WHERE owner = %(owner)s LIMIT 1)), 0) AS partition,
+       to_regclass(%(index)s) IS NOT NULL AS indexed
+"""
 
 
 async def _rows(conn: AsyncConnection, statement: sql.Composed, params: dict[str, Any], *, approximate: bool) -> list[dict[str, Any]]:

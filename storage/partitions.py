@@ -92,6 +92,15 @@ ANN_EF_SEARCH = 200
 ANN_MAX_SCAN = 20_000
 
 
+def through_hnsw(owner_rows: int, partition_rows: float, wanted: int) -> bool:
+    """Whether a partition's shared HNSW index is the cheaper way to ``wanted`` of an owner's
+    nearest rows. Its iterative scan passes about ``wanted × partition_rows / owner_rows`` rows
+    (the owner holds that share of them); an exact scan reads the owner's ``owner_rows``. So a
+    large owner among many as large on one partition is searched exactly (measured: 250 items
+    among 4,000 took 40 ms through the index, 4.6 ms exactly), a dominant one through the index."""
+    return owner_rows > 0 and wanted * max(partition_rows, owner_rows) < owner_rows * owner_rows
+
+
 def hnsw_index(name: str, table: str, dims: int) -> str | None:
     """The statement creating ``table``'s shared HNSW index (one per partition), or None when
     vectors of ``dims`` cannot have one."""

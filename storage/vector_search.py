@@ -54,7 +54,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from storage.partitions import ANN_EF_SEARCH, PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, to_partitioned
+from storage.partitions import ANN_EF_SEARCH, PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, through_hnsw, to_partitioned
 
 log = logging.getLogger(__name__)
 
@@ -305,12 +305,14 @@ async def _nearest(
         # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
         # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
         # Its size, counted up to LARGE_NAMESPACE on the prefix btree (index only, one partition).
-        await cur.execute(_SIZE, {"like": params["ns_like"], "ns": params["ns"], "large": LARGE_NAMESPACE, "index": ANN_INDEX})
+        wanted = min(ANN_EF_SEARCH, 2 * params["k"])  # twice k: room for the value filter
+        await cur.execute(_SIZE, {"like": params["ns_like"], "ns": params["ns"], "large": LARGE_NAMESPACE, "index": ANN_INDEX, "wanted": wanted})
         size = await cur.fetchone()
         below = size["below"]
         condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
-        if not below and size["n"] >= LARGE_NAMESPACE and size["indexed"]:
+        large = size["n"] >= LARGE_NAMESPACE and through_hnsw(size["n"], size["partition"], wanted)
+        if not below and large and size["indexed"]:
             # One round trip: BEGIN, the settings, the query, ROLLBACK. Rolled back, not committed:
             # inside a caller's transaction this is a savepoint, whose release would leave the
             # SET LOCALs in force for the rest of the caller's transaction; the rows are read.
@@ -318,7 +320,7 @@ async def _nearest(
                 for setting in (*ann_settings(), _NO_SORT):
                     await cur.execute(setting)
                 await cur.execute(
-                    _compose(outer, condition, approximate=True), params | {"ann_limit": max(ANN_EF_SEARCH, params["k"])}, prepare=False
+                    _compose(outer, condition, approximate=True), params | {"ann_limit": wanted}, prepare=False
                 )
                 rows = await cur.fetchall()
             # Too few rows passed the filter: the exact plan finds the rest.
@@ -331,9 +333,20 @@ async def _nearest(
         return await cur.fetchall()
 
 
+# Whether it has sub-namespaces; its partition's rows (the statistics' estimate); its vectors,
+# counted on the prefix btree (index only) up to what decides ``through_hnsw``: LARGE_NAMESPACE,
+# or more where the partition is crowded.
 _SIZE = r"""
+WITH part AS (
+    SELECT greatest(c.reltuples, 0)::float8 AS rows FROM pg_class c
+    WHERE c.oid = (SELECT tableoid FROM store_vectors WHERE prefix = %(ns)s LIMIT 1)
+)
 SELECT EXISTS (SELECT 1 FROM store WHERE prefix LIKE %(like)s ESCAPE '\') AS below,
-       (SELECT count(*) FROM (SELECT 1 FROM store_vectors WHERE prefix = %(ns)s LIMIT %(large)s) s) AS n,
+       coalesce((SELECT rows FROM part), 0) AS partition,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM store_vectors WHERE prefix = %(ns)s
+            LIMIT greatest(%(large)s, ceil(sqrt(%(wanted)s * coalesce((SELECT rows FROM part), 0))) + 1)::bigint
+       ) s) AS n,
        to_regclass(%(index)s) IS NOT NULL AS indexed
 """
 # Through the index, not a sort: on its partition the planner may cost a sort of a just-large

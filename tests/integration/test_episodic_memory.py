@@ -269,6 +269,7 @@ async def test_an_owner_with_many_messages_is_searched_through_the_partitions_in
 
     monkeypatch.setattr(episode_table, "search_statements", recording)
     monkeypatch.setattr(episode_table, "LARGE_OWNER", 3)
+    monkeypatch.setattr(episode_table, "through_hnsw", lambda *size: True)  # 4 messages: the index only when told
     assert [f.candidate.message_id for f in await episodes.fused_search(backend.pool, emb, user_id, "beehives on the roof")] == exact
     assert shapes and all(shapes)  # the operator forms, which the partition's HNSW and GIN indexes serve
     async with backend.pool.connection() as conn:

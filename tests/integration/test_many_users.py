@@ -177,6 +177,8 @@ async def test_large_users_get_no_index_of_their_own_and_a_search_plans_over_the
     touches its owner's partition, whose indexes are the same few for everyone."""
     monkeypatch.setattr(episode_table, "LARGE_OWNER", 2)
     monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", 2)
+    monkeypatch.setattr(episode_table, "through_hnsw", lambda *size: True)
+    monkeypatch.setattr(vector_search, "through_hnsw", lambda *size: True)
     large = [f"big{i:02d}" for i in range(16)]
     async with open_memory(new_database("planning"), minilm) as backend:
         pool = backend.pool
@@ -250,6 +252,8 @@ async def test_every_statement_on_the_per_user_tables_names_its_owner(backend, u
     messages = conversation(user_id)
     monkeypatch.setattr(episode_table, "LARGE_OWNER", 3)  # both shapes of each search: small, then large
     monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", 3)
+    monkeypatch.setattr(episode_table, "through_hnsw", lambda *size: True)  # a few rows: the index only when told
+    monkeypatch.setattr(vector_search, "through_hnsw", lambda *size: True)
     await episodes.index_thread(pool, emb, user_id, "t1", messages)
     await episodes.index_thread(pool, emb, user_id, "t1", messages[:2] + messages[3:])  # an edit: rows dropped and moved
     await episodes.fused_search(pool, emb, user_id, "bees on the roof")
