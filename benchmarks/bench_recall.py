@@ -26,7 +26,7 @@ same generator, so it does not depend on Postgres.
 
 Seeding 1,000,000 memories (binary COPY, then one HNSW build) takes ~15 minutes on 2
 cores; the heavy user is added afterwards with the shared index in place (row-by-row
-HNSW inserts, as a growing user's writes are: slow), then gets its own index. The
+HNSW inserts, as a growing user's writes are: slow). The
 database in ``--db-dir`` is kept and reused by later runs with the same sizes. Rows of
 different users are interleaved on disk, as they are when users write at the same time.
 """

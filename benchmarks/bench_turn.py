@@ -356,7 +356,7 @@ def main() -> None:
     parser.add_argument("--other-messages", type=int, default=0, help="indexed messages of each other user")
     parser.add_argument("--warmup", type=int, default=1, help="untimed turns first (the process's one-off costs)")
     parser.add_argument(
-        "--large-at", type=int, help="this run only: the size from which a user counts as large (own indexes), for messages and facts alike"
+        "--large-at", type=int, help="this run only: the size from which a user counts as large (searched through the partition's HNSW index when cheaper), for messages and facts alike"
     )
     parser.add_argument("--json", help="also write the figures here (load_context_ms, turn_ms, planning_ms, ...)")
     args = parser.parse_args()

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 MIN_SERVER_VERSION = 150000
 
-# Our own connections: autocommit (the saver and store manage their own transactions,
-# CREATE INDEX CONCURRENTLY needs it) and dict rows (what the saver and store expect).
+# Our own connections: autocommit (the saver and store manage their own transactions) and dict
+# rows (what the saver and store expect).
 CONNECTION_KWARGS = {"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0}
 
 
