@@ -90,6 +90,16 @@ def old_url(pgdata: Path, dbname: str = "postgres") -> str:
     return f"postgresql://postgres@/{dbname}?host={pgdata}"
 
 
+def assert_old_version_still_opens_it(old_bin: Path, pgdata: Path) -> None:
+    """The previous release's Postgres still starts ``pgdata``, every row there."""
+    pg_ctl(old_bin, pgdata, "start")
+    try:
+        with psycopg.connect(old_url(pgdata, "memories")) as conn:
+            assert conn.execute("SELECT count(*) FROM store_vectors").fetchone() == (STORE_ROWS,)
+    finally:
+        pg_ctl(old_bin, pgdata, "stop")
+
+
 def make_postgres16_data(old_bin: Path, data_dir: Path, *, extra: list[str] = ()) -> Path:
     """A PostgreSQL 16 cluster in data_dir/pgdata, made with pgserver 0.1.4's initdb options and
     filled as the previous release filled it; left running."""
@@ -190,12 +200,7 @@ def test_a_failed_pg_upgrade_leaves_the_postgres_16_folder_as_it_was_and_removes
     assert (pgdata / "PG_VERSION").read_text().strip() == "16"
     assert sorted(p.name for p in data_dir.iterdir()) == sorted(["pgdata", logs.name])  # no copy, no half-made cluster
 
-    pg_ctl(old_bin, pgdata, "start")  # the old version still opens it, every row there
-    try:
-        with psycopg.connect(old_url(pgdata, "memories")) as conn:
-            assert conn.execute("SELECT count(*) FROM store_vectors").fetchone() == (STORE_ROWS,)
-    finally:
-        pg_ctl(old_bin, pgdata, "stop")
+    assert_old_version_still_opens_it(old_bin, pgdata)
 
 
 def test_migrate_refuses_while_a_live_process_still_uses_the_old_server_and_changes_nothing(data_dir, capsys):
@@ -288,9 +293,4 @@ def test_when_the_upgraded_server_fails_to_update_the_upgrade_is_undone_and_the_
     assert "the extension update failed" in said.err and "The upgrade was undone" in said.err, said.err
     assert (pgdata / "PG_VERSION").read_text().strip() == "16"
     assert [p.name for p in data_dir.iterdir()] == ["pgdata"]  # no copy left, no upgraded folder set aside
-    pg_ctl(old_bin, pgdata, "start")  # the old version still opens it, every row there
-    try:
-        with psycopg.connect(old_url(pgdata, "memories")) as conn:
-            assert conn.execute("SELECT count(*) FROM store_vectors").fetchone() == (STORE_ROWS,)
-    finally:
-        pg_ctl(old_bin, pgdata, "stop")
+    assert_old_version_still_opens_it(old_bin, pgdata)
