@@ -12,6 +12,7 @@ import json
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,12 @@ _ERF_BETA = np.array(
     dtype=np.float32,
 )
 _INV_SQRT2 = np.float32(1.0 / math.sqrt(2.0))
+
+# Vectors kept by the word pieces they were computed from (after truncation), the newest this many.
+# Texts whose first 256 pieces agree have one vector: a chat's searchable text (record_chat) grows
+# past the pieces read, so from its ~13th turn 5 turns in 6 re-embedded the same 256 pieces (~100
+# ms each on 2 cores). embeddings.cache keys on the whole text and cannot see the truncation.
+PIECES_MEMO_SIZE = 512
 
 
 # Elements per GELU block: ~4 float32 temporaries of this size stay cache-resident.
@@ -174,13 +181,23 @@ class _MiniLMModel:
         # Configured once here and never mutated after: concurrent encode calls only take
         # shared borrows of the Rust tokenizer, so no lock is needed.
         self.tokenizer = tokenizer
+        self._memo: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._memo_lock = threading.Lock()
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.hidden), dtype=np.float32)
         # sentence-transformers strips inputs (a no-op for BERT's whitespace split; cheap parity).
-        ids = [e.ids for e in self.tokenizer.encode_batch([str(s).strip() for s in texts])]
-        out = np.empty((len(ids), self.hidden), dtype=np.float32)
+        all_ids = [e.ids for e in self.tokenizer.encode_batch([str(s).strip() for s in texts])]
+        keys = [np.asarray(x, dtype=np.int32).tobytes() for x in all_ids]
+        out = np.empty((len(all_ids), self.hidden), dtype=np.float32)
+        with self._memo_lock:
+            known = {i: self._memo.get(key) for i, key in enumerate(keys)}
+        todo = [i for i, v in known.items() if v is None]
+        for i, v in known.items():
+            if v is not None:
+                out[i] = v
+        ids = [all_ids[i] for i in todo]
         for chunk in _length_batches([len(x) for x in ids], batch_size):
             width = len(ids[chunk[-1]])  # chunks are sorted by length
             batch = np.zeros((len(chunk), width), dtype=np.int64)  # 0 == [PAD]
@@ -188,7 +205,13 @@ class _MiniLMModel:
             for row, i in enumerate(chunk):
                 batch[row, : len(ids[i])] = ids[i]
                 mask[row, : len(ids[i])] = 1.0
-            out[chunk] = self._forward(batch, mask)
+            out[[todo[i] for i in chunk]] = self._forward(batch, mask)
+        with self._memo_lock:
+            for i in range(len(keys)):
+                self._memo[keys[i]] = out[i].copy()
+                self._memo.move_to_end(keys[i])
+            while len(self._memo) > PIECES_MEMO_SIZE:
+                self._memo.popitem(last=False)
         return out
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -101,7 +101,9 @@ def test_minilm_is_deterministic(minilm: MiniLMEmbeddings, minilm_dir: Path) -> 
     np.testing.assert_allclose(first, other_instance, atol=1e-6)
 
 
-def test_batched_length_sorted_encoding_matches_one_by_one(minilm_dir: Path) -> None:
+def test_batched_length_sorted_encoding_matches_one_by_one(minilm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(emb_mod, "PIECES_MEMO_SIZE", 0)  # each way computed, not read back
+    emb_mod._load_model(minilm_dir)._memo.clear()
     # batch_size=3 forces several padded batches with mixed lengths.
     batched = np.asarray(MiniLMEmbeddings(minilm_dir, batch_size=3).embed_documents(SENTENCES))
     single = np.asarray([MiniLMEmbeddings(minilm_dir).embed_query(s) for s in SENTENCES])
@@ -117,6 +119,22 @@ def test_length_batches_cover_every_index_once_and_isolate_long_texts() -> None:
         assert [lengths[i] for i in b] == sorted(lengths[i] for i in b)
         if any(lengths[i] == 256 for i in b):  # never padded together with short texts
             assert all(lengths[i] == 256 for i in b)
+
+
+def test_texts_alike_in_their_first_256_pieces_are_embedded_once(minilm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A chat's searchable text grows past the 256 pieces read: the same vector, no second forward pass.
+    model = emb_mod._load_model(minilm_dir)
+    shapes: list[tuple[int, ...]] = []
+    forward = model._forward
+    monkeypatch.setattr(model, "_forward", lambda ids, mask: shapes.append(ids.shape) or forward(ids, mask))
+    board = " ".join(f"topic{i} went well" for i in range(150))  # > 256 pieces
+    embeddings = MiniLMEmbeddings(minilm_dir)
+    first = embeddings.embed_query(f"Moving to Haifa. {board} Recently: the van is booked")
+    again = embeddings.embed_documents([f"Moving to Haifa. {board} Recently: the van is booked / the keys are ready"])[0]
+    assert again == first
+    assert shapes == [(1, 256)]
+    changed = embeddings.embed_query(f"Moving to Tel Aviv. {board}")  # a difference within the window
+    assert len(shapes) == 2 and _cos(changed, first) < 0.9999
 
 
 def test_embed_query_equals_embed_documents(minilm: MiniLMEmbeddings) -> None:
