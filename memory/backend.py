@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,19 @@ from storage.postgres import DatabaseInfo, database_url, open_pool, prepare_data
 from storage.memory_store import MemoryStore
 
 log = logging.getLogger(__name__)
+
+_start_up_frozen = False
+
+
+def freeze_start_up() -> None:
+    """Move what the process built so far (modules, classes, the graph's parts) out of the cyclic
+    GC's reach, once per process. It lives as long as the process, yet each full collection walked
+    it: 113 ms in one of bench_turn's turns, its slowest. Later objects are collected as before."""
+    global _start_up_frozen
+    if not _start_up_frozen:
+        gc.collect()  # what is garbage already is not frozen with the rest
+        gc.freeze()
+        _start_up_frozen = True
 
 
 @dataclass
@@ -111,6 +125,7 @@ async def open_memory(
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         store = make_store(pool, emb)
         migrated = await set_up_schema(pool, saver, store, emb, check_embeddings=check_embeddings)
+        freeze_start_up()
         yield MemoryBackend(url=url, info=info, pool=pool, checkpointer=saver, store=store, embeddings=emb, migrated=migrated)
     finally:
         await pool.close()
