@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
 import warnings
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -223,16 +224,36 @@ async def _update_pgvector(conn, url: str, have: str):
 POOL_WAIT_SECONDS = float(os.environ.get("MEMORY_AGENT_POOL_TIMEOUT", "5"))
 
 
+def _socket_readable(conn: psycopg.AsyncConnection) -> bool:
+    """Whether the server wrote to (or closed) this idle connection; True where it cannot be told."""
+    if conn.closed or conn.broken or not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
+async def check_connection(conn: psycopg.AsyncConnection) -> None:
+    """The pool's check of a connection it hands out, with a round trip only when the connection
+    may be dead. An idle connection in the pool is sent nothing, so a readable socket means the
+    server closed it (restarted, killed, an idle timeout: the socket is at EOF or holds the goodbye
+    message), or a notification came; then the empty query of psycopg_pool's own check runs (and
+    raises on a dead one). Its round trip for every connection taken was 8 % of a serve worker's CPU
+    at 50 concurrent users."""
+    if _socket_readable(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
 async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
-    """A pool whose connections are checked before use, so a restarted database heals; a
-    connection not had within POOL_WAIT_SECONDS raises PoolTimeout (an OperationalError)."""
+    """A pool whose connections are checked before use (``check_connection``), so a restarted
+    database heals; a connection not had within POOL_WAIT_SECONDS raises PoolTimeout (an OperationalError)."""
     pool = AsyncConnectionPool(
         conninfo=url,
         min_size=1,
         max_size=max_size,
         timeout=POOL_WAIT_SECONDS,
         kwargs=CONNECTION_KWARGS,
-        check=AsyncConnectionPool.check_connection,
+        check=check_connection,
         open=False,
     )
     try:
