@@ -30,7 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 from core.errors import EmbeddingMismatch
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
-from storage.partitions import PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
+from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
@@ -437,7 +437,9 @@ def search_statements(conn: AsyncConnection, owner: str, *, large: bool = False)
     indexes). The owner is written into every reference to the tables as a literal, never a
     parameter: then the planner prunes to the owner's partition at plan time, whatever plan a
     prepared statement would switch to. (``tests/integration/test_many_users.py`` checks it;
-    ``benchmarks/bench_planning.py`` times their planning.)"""
+    ``benchmarks/bench_planning.py`` times their planning.) Run unprepared (``prepare=False``):
+    a statement of one owner is no use to the next, and prepared, each owner's took slots of a
+    connection's cache of prepared statements (psycopg's 100) from the statements every turn shares."""
     # A literal's "%" would read as a placeholder of the statement's parameters: doubled.
     owner_literal = sql.SQL(sql.Literal(owner).as_string(conn).replace("%", "%%"))
     match = _MATCH[large]
@@ -484,7 +486,7 @@ async def search(
         words_statement, rows_statement = search_statements(conn, owner, large=large)
 
         async def words() -> list[dict[str, Any]]:
-            return await (await conn.execute(words_statement, params)).fetchall()
+            return await (await conn.execute(words_statement, params, prepare=False)).fetchall()
 
         if inspect.isawaitable(vector):
             text_rows, vector = await asyncio.gather(words(), vector)
@@ -525,13 +527,14 @@ SELECT coalesce((SELECT messages FROM {COUNTS} WHERE owner = %(owner)s), 0) AS n
 
 
 async def _rows(conn: AsyncConnection, statement: sql.Composed, params: dict[str, Any], *, approximate: bool) -> list[dict[str, Any]]:
-    """The rows statement; through the partition's HNSW index with ``approximate``. One round trip:
-    BEGIN, the settings (SET LOCAL: they end with the transaction), the query, ROLLBACK (it only
-    reads, and a rollback ends the settings inside a caller's transaction too)."""
-    async with conn.pipeline(), conn.transaction(force_rollback=True):
-        for setting in ann_settings() if approximate else ():
+    """The rows statement; through the partition's HNSW index with ``approximate``, in one round
+    trip with its settings (``partitions.ann_scope``)."""
+    if not approximate:
+        return await (await conn.execute(statement, params, prepare=False)).fetchall()
+    async with ann_scope(conn):
+        for setting in ann_settings():
             await conn.execute(setting)
-        cur = await conn.execute(statement, params)
+        cur = await conn.execute(statement, params, prepare=False)
         return await cur.fetchall()
 
 

@@ -20,9 +20,11 @@ per-user indexes an older version built).
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Sequence
 
 from psycopg import AsyncConnection, sql
+from psycopg.pq import TransactionStatus
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,20 @@ def ann_settings() -> tuple[str, ...]:
         "SET LOCAL hnsw.iterative_scan = strict_order",
         f"SET LOCAL hnsw.max_scan_tuples = {int(ANN_MAX_SCAN)}",
     )
+
+
+@asynccontextmanager
+async def ann_scope(conn: AsyncConnection) -> AsyncIterator[None]:
+    """One round trip for a read through a shared HNSW index: a pipeline and a transaction for
+    :func:`ann_settings`' SET LOCALs, which end with it. It ends without a ROLLBACK where it can:
+    psycopg empties a connection's whole cache of prepared statements on a ROLLBACK (and has the
+    server DEALLOCATE ALL), so each search that rolled back its settings had every later statement
+    on the connection prepared again. At top level it commits (the work only reads); inside a
+    caller's transaction it rolls back its savepoint, whose release would leave the settings in
+    force for the rest of the caller's transaction."""
+    nested = conn.info.transaction_status != TransactionStatus.IDLE
+    async with conn.pipeline(), conn.transaction(force_rollback=nested):
+        yield
 
 
 async def dims_of(conn: AsyncConnection, table: str) -> int | None:

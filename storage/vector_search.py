@@ -54,7 +54,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from storage.partitions import ANN_EF_SEARCH, PARTITIONS, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, through_hnsw, to_partitioned
+from storage.partitions import ANN_EF_SEARCH, PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, through_hnsw, to_partitioned
 
 log = logging.getLogger(__name__)
 
@@ -313,10 +313,8 @@ async def _nearest(
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
         large = size["n"] >= LARGE_NAMESPACE and through_hnsw(size["n"], size["partition"], wanted)
         if not below and large and size["indexed"]:
-            # One round trip: BEGIN, the settings, the query, ROLLBACK. Rolled back, not committed:
-            # inside a caller's transaction this is a savepoint, whose release would leave the
-            # SET LOCALs in force for the rest of the caller's transaction; the rows are read.
-            async with conn.pipeline(), conn.transaction(force_rollback=True):
+            # One round trip: BEGIN, the settings, the query, COMMIT (partitions.ann_scope).
+            async with ann_scope(conn):
                 for setting in (*ann_settings(), _NO_SORT):
                     await cur.execute(setting)
                 await cur.execute(

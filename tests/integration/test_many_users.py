@@ -282,3 +282,35 @@ async def test_every_statement_on_the_per_user_tables_names_its_owner(backend, u
             conditions = len(re.findall(OWNER_CONDITION.format(column=column), statement, re.I))
             assert conditions >= references, f"a reference to {table} without its {column}: {statement}"
     assert checked >= 12
+
+
+
+async def test_a_search_leaves_the_connections_prepared_statements_in_place(new_database, minilm, monkeypatch):
+    """A search through the shared HNSW index ended its settings' transaction with a ROLLBACK, and
+    psycopg empties a connection's whole cache of prepared statements on a ROLLBACK: every statement
+    after it on that connection was prepared again (19 of a turn's ~22). Its own statements, which
+    name their owner as a literal and are no use to the next owner, are not prepared at all."""
+    monkeypatch.setattr(episode_table, "LARGE_OWNER", 2)
+    monkeypatch.setattr(vector_search, "LARGE_NAMESPACE", 2)
+    monkeypatch.setattr(episode_table, "through_hnsw", lambda *size: True)
+    monkeypatch.setattr(vector_search, "through_hnsw", lambda *size: True)
+    url = new_database("prepared")
+    owner = "big-owner"
+    async with open_memory(url, minilm) as backend:
+        await episodes.index_for_run(backend.store, owner, f"t-{owner}", conversation(owner))
+        await backend.store.aput(facts_ns(owner), "k", {"text": "bees on the roof"})
+        await backend.store.aput(facts_ns(owner), "k2", {"text": "a fig tree"})
+    vec = minilm.embeddings.embed_query("bees on the roof")
+    pool = await open_pool(url, max_size=1)  # one connection: every statement below runs on it
+    try:
+        async with pool.connection() as conn:
+            await conn.execute("SELECT 1 AS marker")  # prepared at once (prepare_threshold 0)
+        for _ in range(2):
+            assert await episode_table.search(pool, owner, "bees on the roof", vec, k=5)
+            assert await vector_search.search_memories(pool, facts_ns(owner), vec)
+        async with pool.connection() as conn:
+            prepared = [r["statement"] for r in await (await conn.execute("SELECT statement FROM pg_prepared_statements")).fetchall()]
+    finally:
+        await pool.close()
+    assert "SELECT 1 AS marker" in prepared, prepared
+    assert not [s for s in prepared if f"'{owner}'" in s], prepared
