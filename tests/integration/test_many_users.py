@@ -285,6 +285,7 @@ async def test_every_statement_on_the_per_user_tables_names_its_owner(backend, u
 
 
 
+@pytest.mark.slow
 async def test_a_search_leaves_the_connections_prepared_statements_in_place(new_database, minilm, monkeypatch):
     """A search through the shared HNSW index ended its settings' transaction with a ROLLBACK, and
     psycopg empties a connection's whole cache of prepared statements on a ROLLBACK: every statement

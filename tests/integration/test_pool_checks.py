@@ -3,12 +3,15 @@ trip only when the server may have closed the connection, and a closed one never
 
 from __future__ import annotations
 
+import pytest
+
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from storage.postgres import open_pool
 
 
+@pytest.mark.slow
 async def test_a_live_connection_is_handed_out_without_a_round_trip(new_database, monkeypatch) -> None:
     checks: list[object] = []
     full_check = AsyncConnectionPool.check_connection
@@ -28,6 +31,7 @@ async def test_a_live_connection_is_handed_out_without_a_round_trip(new_database
         await pool.close()
 
 
+@pytest.mark.slow
 async def test_a_connection_the_server_closed_is_replaced_before_use(new_database) -> None:
     url = new_database("pool")
     pool = await open_pool(url, max_size=1)

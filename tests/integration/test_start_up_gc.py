@@ -4,6 +4,8 @@ bench_turn's turns). In a fresh interpreter: the test process's own GC state is 
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -26,6 +28,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_opening_the_memory_freezes_what_start_up_built_once(new_database) -> None:
     out = subprocess.run([sys.executable, "-c", PROBE, new_database("gc")], cwd=ROOT, capture_output=True, text=True, timeout=180, check=True)
     counts = json.loads(out.stdout.strip().splitlines()[-1])

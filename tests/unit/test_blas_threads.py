@@ -32,11 +32,13 @@ def blas_threads(**env: str) -> list[int]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a fresh interpreter each
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: BLAS has one thread anyway")
 def test_embedding_a_query_leaves_blas_with_one_thread() -> None:
     assert blas_threads() == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: no count above one to keep")
 def test_a_thread_count_the_user_chose_is_kept() -> None:
     assert blas_threads(OPENBLAS_NUM_THREADS="2") == [2]
