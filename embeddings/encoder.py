@@ -192,9 +192,9 @@ class _MiniLMModel:
         keys = [np.asarray(x, dtype=np.int32).tobytes() for x in all_ids]
         out = np.empty((len(all_ids), self.hidden), dtype=np.float32)
         with self._memo_lock:
-            known = {i: self._memo.get(key) for i, key in enumerate(keys)}
-        todo = [i for i, v in known.items() if v is None]
-        for i, v in known.items():
+            kept = [self._memo.get(key) for key in keys]
+        todo = [i for i, v in enumerate(kept) if v is None]
+        for i, v in enumerate(kept):
             if v is not None:
                 out[i] = v
         ids = [all_ids[i] for i in todo]
@@ -207,9 +207,11 @@ class _MiniLMModel:
                 mask[row, : len(ids[i])] = 1.0
             out[[todo[i] for i in chunk]] = self._forward(batch, mask)
         with self._memo_lock:
-            for i in range(len(keys)):
-                self._memo[keys[i]] = out[i].copy()
-                self._memo.move_to_end(keys[i])
+            for i, key in enumerate(keys):
+                if key in self._memo:  # (another thread may have dropped or added it meanwhile)
+                    self._memo.move_to_end(key)
+                else:
+                    self._memo[key] = out[i].copy()
             while len(self._memo) > PIECES_MEMO_SIZE:
                 self._memo.popitem(last=False)
         return out
