@@ -110,6 +110,21 @@ def is_no_answer(message: BaseMessage | None) -> bool:
     return isinstance(message, AIMessage) and bool((message.response_metadata or {}).get(NO_ANSWER))
 
 
+def without_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` without each no-answer note and the user message it stands in for (with any
+    tool steps between them). A note is the user's to read, never the model's; and a user message
+    left without a reply in view made the 0.5B answer nothing usable in the turns after it."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        if not is_no_answer(message):
+            out.append(message)
+            continue
+        asked = next((i for i in range(len(out) - 1, -1, -1) if isinstance(out[i], HumanMessage)), None)
+        if asked is not None and not any(isinstance(m, AIMessage) and not m.tool_calls for m in out[asked + 1 :]):
+            del out[asked:]  # the message and this turn's tool steps (its own answer never came)
+    return out
+
+
 def adds_no_evidence(message: BaseMessage | None) -> bool:
     """A reply that says nothing about the user: a memory echo or a no-answer note."""
     return is_memory_echo(message) or is_no_answer(message)

@@ -142,3 +142,13 @@ def with_output_cap(model: BaseChatModel, max_tokens: int) -> BaseChatModel:
     if "extra_body" in type(model).model_fields and not is_openai_endpoint(server_of(model)):
         update["extra_body"] = {**(getattr(model, "extra_body", None) or {}), "max_tokens": max_tokens}
     return model.model_copy(update=update)
+
+
+def with_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
+    """The same model sampling at ``temperature`` (models without the setting, in-process ones, as they are)."""
+    inner = getattr(model, "inner", None)
+    if isinstance(inner, BaseChatModel):
+        return model.model_copy(update={"inner": with_temperature(inner, temperature)})
+    if "temperature" not in type(model).model_fields:
+        return model
+    return model.model_copy(update={"temperature": temperature})

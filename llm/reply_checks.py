@@ -97,9 +97,11 @@ def without_markup(message: AIMessage) -> AIMessage:
 SAME_TEXT_RATIO = 0.9
 # A reply with fewer content words than this is never an echo ("Thanks!" back to "Thanks!")...
 MIN_CONTENT_WORDS = 2
-# ...and one with fewer than this may say again what it said last turn: a short acknowledgement
-# ("Got it, happy to help with the garden.") fits many messages; a whole answer given twice does not.
-MIN_REPEAT_WORDS = 5
+# ...and so is a repeat of the previous reply: only a bare acknowledgement ("Got it!", "You're welcome!")
+# may be said twice. "Hello Dana! How can I assist you today?" to three different messages (the 0.5B,
+# greedy), "I'm sorry, but I can't assist with that." twice, or "Hi Dana! I live in Haifa and work as"
+# right after the same words with "a nurse." is not a reply (five words was the floor, and let them by).
+MIN_REPEAT_WORDS = MIN_CONTENT_WORDS
 
 _NO_ANSWER = {
     "echo": "the model only repeated your message back, twice",

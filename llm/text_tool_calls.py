@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
 from core.messages import no_answer_note
+from llm.chat_model import with_temperature
 from prompts.reply_prompt import found_apart
 from llm.reply_checks import NUDGES, WRAPPER_KEYS, EchoHold, MarkupFilter, Said, echo_kind, echo_targets, no_answer_text, unwrap_json_reply, without_markup
 
@@ -243,11 +244,17 @@ async def answer_in_plain_words(model: BaseChatModel, messages: list[BaseMessage
     return again.model_copy(update={"usage_metadata": usage})
 
 
+# The second asking after an echo or a repeat samples: at temperature 0 the 0.5B gave the same words
+# again under the nudge (2 of 3 replays on Dana's lines answered anew at 0.8; docs/local-model.md).
+RETRY_TEMPERATURE = 0.8
+
+
 async def answer_again(model: BaseChatModel, messages: list[BaseMessage], failed: AIMessage, kind: str) -> AIMessage:
-    """Ask once more, without tools and with a nudge (``llm.reply_checks.NUDGES[kind]``), after a reply
-    that only echoed the user's message ("echo") or repeated the previous reply ("repeat"); a second
-    such answer, an empty one or a call written as text becomes a note saying so."""
-    again, usage = await _ask_again(model, messages, failed, NUDGES[kind])
+    """Ask once more, without tools, with a nudge (``llm.reply_checks.NUDGES[kind]``) and sampling
+    (``RETRY_TEMPERATURE``), after a reply that only echoed the user's message ("echo") or repeated
+    the previous reply ("repeat"); a second such answer, an empty one or a call written as text
+    becomes a note saying so."""
+    again, usage = await _ask_again(with_temperature(model, RETRY_TEMPERATURE), messages, failed, NUDGES[kind])
     plain, _ = without_tool_steps(messages)
     said = echo_targets(plain)
     if not again.text.strip() or find_text_calls(again.text).found or echo_kind(again.text, said):

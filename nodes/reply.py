@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 import prompts
 from nodes.compaction import model_view
 from core.context import Context, get_context, thread_id_of
-from core.messages import is_no_answer, last_human_index, mark_memory_echo, no_answer_note, stamp_sent_at
+from core.messages import last_human_index, mark_memory_echo, no_answer_note, stamp_sent_at, without_unanswered
 from core.metrics import count_tokens_used, timed
 from prompts.reply_prompt import (
     EPISODES_HEADER,
@@ -85,7 +85,7 @@ def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, t
     if i is None:  # the cursor never passes the newest human message; this is defensive
         raise RuntimeError("no user message in the model's view")
     recent, current, this_turn = view[:i], view[i], view[i + 1 :]
-    recent = [m for m in recent if not is_no_answer(m)]  # a note is the user's to read, never the model's
+    recent = without_unanswered(recent)
     if redactor:
         recent, this_turn = redactor.messages_of(recent, thread_id), redactor.messages_of(this_turn, thread_id)
     board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()

@@ -70,7 +70,7 @@ def responder(kind, messages):
         return {"title": "Balcony garden"}
     if kind == "fold":
         return {"summary": "Dana talked about her garden."}
-    return "Happy to help with the garden."
+    return "Got it!"
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ async def test_turns_succeed_and_write_memory_over_invalid_items_counted_and_log
         second = await stream_turn(graph, "What should I plant next to the tomatoes?", config, ctx)
 
     for turn in (first, second):
-        assert turn.final_reply is not None and turn.final_reply.content == "Happy to help with the garden."
+        assert turn.final_reply is not None and turn.final_reply.content == "Got it!"
         assert not turn.values.get("error")
     # The turn's memory update ran over the poisoned namespaces.
     assert [f.text for f in await list_facts(backend.store, user_id)] == ["Grows tomatoes on the balcony"]

@@ -4,8 +4,9 @@ again once with a nudge and then replaced by a note, with a scripted model that 
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from core.messages import no_answer_note, without_unanswered
 from llm.reply_checks import NUDGES, Said, echo_kind, echo_targets, no_answer_text, strip_markup, unwrap_json_reply, without_markup
 from llm.text_tool_calls import CallTextFilter, answer_again
 from prompts.reply_prompt import build_prompt
@@ -66,7 +67,11 @@ def test_the_stream_and_the_stored_reply_agree_on_what_markup_leaves():
         ("Hello Dana, I can help with reminders, notes and questions about your day.", "I prefer short answers.", "Hello Dana, I can help with reminders, notes and questions about your day.", DANA, "repeat"),
         ("Hello Dana! Nice to meet you, a nurse in Haifa.", DANA, "", "", None),
         ("You're welcome!", "Thanks!", "You're welcome!", "Thank you!", None),  # too short to mean much
-        ("Happy to help with the garden.", "And the roses?", "Happy to help with the garden.", "The tomatoes?", None),  # a short acknowledgement
+        ("Got it!", "And the roses?", "Got it!", "The tomatoes?", None),  # a bare acknowledgement
+        ("I'm sorry, but I can't assist with that.", "What do you know about me?", "I'm sorry, but I can't assist with that.", "Remind me.", "repeat"),
+        # The 0.5B, greedy: the same greeting to another message, and its own previous reply cut short.
+        ("Hello Dana! How can I assist you today?", "I prefer short answers.", "Hello Dana! How can I assist you today?", DANA, "repeat"),
+        ("Hi Dana! I live in Haifa and work as", "I prefer short answers.", "Hi Dana! I live in Haifa and work as a nurse.", DANA, "repeat"),
         ("Your passport task is due in December.", "When is it due?", "Your passport task is due in December.", "When is it due?", None),
         ("", DANA, "", "", None),
     ],
@@ -160,3 +165,14 @@ def test_a_reply_that_starts_like_the_users_message_is_shown_once_it_departs_fro
     f.expect(Said("Hi there", (), "", ""))
     assert f.feed("m", "Hi ") == "" and f.feed("m", "Dana, welcome back.") == "Hi Dana, welcome back."
     assert f.finish() == ""
+
+
+def test_a_note_and_the_message_it_stands_in_for_leave_the_models_view_and_nothing_else_does():
+    # With Dana's unanswered line left in view, the real 0.5B gave no usable reply in the turns after it.
+    note = no_answer_note(no_answer_text("echo", DANA), id="n1")
+    call = AIMessage("", tool_calls=[{"name": "recall_context", "args": {}, "id": "c1"}])
+    history = [HumanMessage("Hello"), AIMessage("Hi!"), HumanMessage(DANA), call, ToolMessage("nothing", tool_call_id="c1"), note,
+               HumanMessage("I prefer short answers."), AIMessage("Short it is.")]
+    assert [m.text for m in without_unanswered(history)] == ["Hello", "Hi!", "I prefer short answers.", "Short it is."]
+    # A note whose message was folded into the summary goes alone; the answered turn before it stays.
+    assert [m.text for m in without_unanswered([HumanMessage("Hello"), AIMessage("Hi!"), note])] == ["Hello", "Hi!"]
