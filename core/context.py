@@ -55,6 +55,10 @@ SAFETY_CEILINGS: dict[str, int] = {
 }
 
 
+# The reply prompt's layouts (Context.reply_rules; prompts.reply_prompt.build_prompt).
+REPLY_RULES = ("full", "brief")
+
+
 @dataclass(kw_only=True)
 class Context:
     """Settings for one turn. Environment variables give the defaults where noted."""
@@ -69,6 +73,14 @@ class Context:
     )
     persona: str = _setting("assistant", "Named persona from prompts/personas (assistant, tutor, planner).")
     system_prompt: str = _setting("", "Overrides the persona's system prompt when not empty.")
+    reply_rules: str = _env_setting(
+        "MEMORY_AGENT_REPLY_RULES",
+        "full",
+        "How the reply prompt is laid out: 'full' (the persona, the rules for each labelled section, every "
+        "section shown, '(none)' when empty) or 'brief' for small local models (the persona's first sentence, "
+        "one line of rules, only the sections memory filled: the 0.5B recited the full rules or the user's "
+        "message back). `memory-agent local` sets brief. Env: MEMORY_AGENT_REPLY_RULES.",
+    )
     summary_prompt: str = _env_setting(
         "MEMORY_AGENT_SUMMARY_PROMPT",
         "structured",
@@ -136,6 +148,9 @@ class Context:
             raise ValueError("tail_size must be at least 1: the newest message is never folded")
         if self.summary_window < self.tail_size:
             raise ValueError("summary_window must be at least tail_size")
+        self.reply_rules = self.reply_rules.strip().casefold()
+        if self.reply_rules not in REPLY_RULES:
+            raise ValueError(f"reply_rules must be one of {', '.join(REPLY_RULES)} (got {self.reply_rules!r})")
 
 
 ALLOWED_MODELS_ENV = "MEMORY_AGENT_ALLOWED_MODELS"

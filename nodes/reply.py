@@ -103,6 +103,7 @@ def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, t
             recent=ctx.max_context_tokens,
             total=ctx.prompt_token_budget,
         ),
+        brief=ctx.reply_rules == "brief",
     )
     return built, list(this_turn)
 

@@ -92,7 +92,7 @@ def summary_variant(name: str) -> PromptFile:
 
 @lru_cache(maxsize=None)
 def text(name: str) -> str:
-    """A plain prompt file by name: extraction, title, reply_rules."""
+    """A plain prompt file by name: extraction, title, reply_rules, reply_rules_brief."""
     return (PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8").strip()
 
 
@@ -100,5 +100,5 @@ def text(name: str) -> str:
 # flags blocking file reads there.
 personas()
 summary_variants()
-for _name in ("extraction", "title", "reply_rules"):
+for _name in ("extraction", "title", "reply_rules", "reply_rules_brief"):
     text(_name)

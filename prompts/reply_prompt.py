@@ -29,6 +29,7 @@ call recompressing it; the cut to the budget is here.) The output is determinist
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -124,8 +125,18 @@ def render_knowledge(chunks: Sequence[Chunk]) -> str:
     return KNOWLEDGE_SEPARATOR.join(render_chunk(c["citation"], c.get("heading_path") or "", c["content"]) for c in chunks)
 
 
-def system_text(persona_text: str) -> str:
+def system_text(persona_text: str, brief: bool = False) -> str:
+    """The persona and the rules; ``brief`` (Context.reply_rules, for small local models): the
+    persona's first sentence and one line of rules."""
+    if brief:
+        return f"{first_sentence(persona_text)} {prompts.text('reply_rules_brief')}"
     return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
+
+
+def first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = re.search(r"[.!?](?=\s|$)", text)
+    return text[: end.end()] if end else text
 
 
 def _fit_recent(recent: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
@@ -152,6 +163,11 @@ def _section(header: str, body: str) -> str:
     return f"{header}\n{body if body.strip() else '(none)'}"
 
 
+def _filled_section(header: str, body: str) -> str:
+    # The brief layout: a small model read "(none)" sections as text to answer or recite.
+    return f"{header}\n{body}" if body.strip() else ""
+
+
 def build_prompt(
     *,
     persona_text: str,
@@ -161,9 +177,12 @@ def build_prompt(
     recent: Sequence[BaseMessage],
     current: BaseMessage,
     budgets: PromptBudgets | None = None,
+    brief: bool = False,
 ) -> BuiltPrompt:
+    """The reply prompt. ``brief``: the small-model layout (Context.reply_rules): short rules, and
+    only the sections memory filled (the current message is the user's words alone when none is)."""
     budgets = budgets or PromptBudgets()
-    system = truncate_lines(system_text(persona_text), budgets.system)
+    system = truncate_lines(system_text(persona_text, brief), budgets.system)
     tokens = {"system": count_tokens(system)}
 
     # The user-context budget covers both parts; the stable profile is served first.
@@ -172,15 +191,17 @@ def build_prompt(
     summary = truncate_lines(summary_text, budgets.summary)
     knowledge_text = render_knowledge(knowledge)
     tokens.update(user_context=count_tokens(profile) + count_tokens(memories), summary=count_tokens(summary), knowledge=count_tokens(knowledge_text))
-    stable = "\n\n".join([system, _section(SUMMARY_HEADER, summary)])
+    section = _filled_section if brief else _section
+    stable = "\n\n".join(part for part in [system, section(SUMMARY_HEADER, summary)] if part)
     kept_recent = _fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
     tokens["current"] = count_message_tokens([HumanMessage(current.text)])
 
     def assemble(episodes_text: str) -> list[BaseMessage]:
-        found = "\n\n".join(
-            [FOUND_NOTE, _section(USER_CONTEXT_HEADER, profile), _section(MEMORIES_HEADER, memories), _section(KNOWLEDGE_HEADER, knowledge_text), _section(EPISODES_HEADER, episodes_text)]
-        )
+        sections = [section(USER_CONTEXT_HEADER, profile), section(MEMORIES_HEADER, memories), section(KNOWLEDGE_HEADER, knowledge_text), section(EPISODES_HEADER, episodes_text)]
+        if not any(sections):  # brief, and memory found nothing: the user's words alone
+            return [SystemMessage(stable), *kept_recent, HumanMessage(current.text, id=current.id)]
+        found = "\n\n".join([FOUND_NOTE, *(s for s in sections if s)])
         return [SystemMessage(stable), *kept_recent, HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{current.text}", id=current.id)]
 
     ranked = loaded_context.get("excerpts") or []
@@ -193,7 +214,7 @@ def build_prompt(
     episodes_text = render_excerpts(pack_excerpts(ranked, budget))
     messages = assemble(episodes_text)
     while budgets.total and episodes_text and count_message_tokens(messages) > budgets.total:
-        budget -= max(1, count_message_tokens(messages) - budgets.total)  # the counter's rounding: rarely needed
+        budget -= max(1, count_message_tokens(messages) - budgets.total)  # the counter's rounding, or brief's headers the estimate left out
         episodes_text = render_excerpts(pack_excerpts(ranked, budget))
         messages = assemble(episodes_text)
     tokens["episodes"] = count_tokens(episodes_text)

@@ -268,6 +268,11 @@ class LocalServer:
             # Known up front: llama-cpp-python refuses json_schema (HTTP 500) and makes json_object + schema a
             # grammar. Starting there, the first structured call of every run is not a refused one.
             "MEMORY_AGENT_STRUCTURED_OUTPUT": os.environ.get("MEMORY_AGENT_STRUCTURED_OUTPUT", "json_object_schema"),
+            # The 0.5B answered the full rules' prompt with the rules or the user's own message, and with tools
+            # offered wrote a call as text for a greeting, then no usable reply (docs/local-model.md). Memory
+            # still reaches it (load_context) and still learns (extraction); MEMORY_AGENT_TOOLS=on offers tools.
+            "MEMORY_AGENT_REPLY_RULES": os.environ.get("MEMORY_AGENT_REPLY_RULES", "brief"),
+            "MEMORY_AGENT_TOOLS": os.environ.get("MEMORY_AGENT_TOOLS", "off"),
         }
 
     @property

@@ -118,7 +118,7 @@ async def test_a_summary_fold_with_the_real_model_writes_a_valid_board(backend, 
 
 async def test_a_task_tool_call_asks_for_confirmation_and_yes_adds_the_task(backend, user_id, real_model):
     graph = compile_graph(backend.checkpointer, backend.store)
-    ctx = Context(user_id=user_id, model=real_model, extract_every_n_turns=0)
+    ctx = Context(user_id=user_id, model=real_model, tools=True, extract_every_n_turns=0)  # the local default is off
     config = new_thread()
     # The tool's argument named: at temperature 0 the 0.5B answered the looser "add this task: buy milk" with
     # {"add_task": {"task": "buy milk"}} in a json block (no call: the argument is `description`), every run.
@@ -165,7 +165,8 @@ async def test_an_empty_reply_is_asked_again_without_tools_and_the_user_never_se
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
-        overrides = {"model": local_server.model_name, "extract_every_n_turns": 0}
+        # Tools offered (the local default is off): the second asking is the one without them.
+        overrides = {"model": local_server.model_name, "extract_every_n_turns": 0, "tools": True}
         session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides=overrides)
         with chat_model._lock:
             chat_model._cache.clear()  # a model cached by an earlier test talks to the server, not the proxy
@@ -184,7 +185,7 @@ async def test_no_tool_call_json_reaches_the_user(backend, user_id, real_model):
     """The CLI's chat session (what a pipe or a terminal shows) on prompts that invite tool use."""
     out, err = io.StringIO(), io.StringIO()
     # Memory calls are not what this test is about: extraction off keeps it to the reply calls.
-    overrides = {"model": real_model, "extract_every_n_turns": 0, "max_tool_steps": 2}
+    overrides = {"model": real_model, "extract_every_n_turns": 0, "max_tool_steps": 2, "tools": True}  # on: the local default is off
     session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=err, context_overrides=overrides)
     for line in ("What tasks do I have? Check with your tools.", "Search our conversation history for the word milk."):
         await session.send(line)

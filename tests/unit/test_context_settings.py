@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from core.context import Context
 
 
@@ -32,3 +34,12 @@ def test_the_slow_offline_model_refuses_a_delay_that_would_hold_a_run_for_ever()
     assert from_spec(f"offline-slow:{MAX_DELAY_MS}").delay_ms == MAX_DELAY_MS
     with pytest.raises(ValueError, match="at most"):
         from_spec("offline-slow:99999999999")
+
+
+def test_the_reply_prompt_layout_is_full_unless_set_brief_and_a_misspelt_one_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("MEMORY_AGENT_REPLY_RULES", raising=False)
+    assert Context().reply_rules == "full"
+    monkeypatch.setenv("MEMORY_AGENT_REPLY_RULES", "Brief")
+    assert Context().reply_rules == "brief"
+    with pytest.raises(ValueError, match="reply_rules must be one of full, brief"):
+        Context(reply_rules="breif")

@@ -98,6 +98,17 @@ def test_clients_of_the_local_server_wait_long_instead_of_queueing_retries(monke
     assert server.env()["MEMORY_AGENT_MODEL_TIMEOUT"] == "30"
 
 
+def test_the_local_server_asks_for_the_brief_reply_prompt_and_no_tools_unless_the_user_chose(monkeypatch, tmp_path):
+    # The 0.5B answered the full rules with the rules or Dana's own words, and with tools wrote calls as text.
+    monkeypatch.delenv("MEMORY_AGENT_REPLY_RULES", raising=False)
+    monkeypatch.delenv("MEMORY_AGENT_TOOLS", raising=False)
+    server = local_model.LocalServer(local_model.MODELS["0.5b"], process=None, port=1234, log_path=tmp_path / "log")
+    assert (server.env()["MEMORY_AGENT_REPLY_RULES"], server.env()["MEMORY_AGENT_TOOLS"]) == ("brief", "off")
+    monkeypatch.setenv("MEMORY_AGENT_REPLY_RULES", "full")
+    monkeypatch.setenv("MEMORY_AGENT_TOOLS", "on")
+    assert (server.env()["MEMORY_AGENT_REPLY_RULES"], server.env()["MEMORY_AGENT_TOOLS"]) == ("full", "on")
+
+
 @pytest.mark.slow  # starts and kills processes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_server_dies_with_the_process_that_started_it_even_on_sigkill():

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from core.context import Context
 from core.tokens import count_message_tokens
-from prompts.reply_prompt import EPISODES_HEADER, PromptBudgets, build_prompt, parse_sections
+from prompts.reply_prompt import EPISODES_HEADER, MESSAGE_HEADER, USER_CONTEXT_HEADER, PromptBudgets, build_prompt, parse_sections
 
 START = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 
@@ -58,3 +58,26 @@ def test_the_best_excerpts_are_kept_and_shown_oldest_first():
     section = parse_sections(built.messages)[EPISODES_HEADER]
     assert "EX2" in section and "EX0" in section and "EX1" not in section
     assert section.index("EX0") < section.index("EX2")
+
+
+def test_the_brief_layout_gives_a_small_model_short_rules_and_only_the_sections_memory_filled():
+    # The 0.5B recited the full rules ("To use the labelled sections, ...") or the user's message back.
+    persona = "You are a helpful assistant. Use what you know about the user."
+    empty = build_prompt(persona_text=persona, loaded_context={}, summary_text="", knowledge=[], recent=[],
+                         current=HumanMessage("Hi! My name is Dana."), brief=True).messages
+    assert [m.text for m in empty] == ["You are a helpful assistant. Answer the user's newest message in your own words. Follow their stated preferences.",
+                                       "Hi! My name is Dana."]
+    filled = build_prompt(persona_text=persona, loaded_context={"profile": {"name": "Dana"}}, summary_text="", knowledge=[], recent=[],
+                          current=HumanMessage("What do you know about me?"), brief=True).messages
+    assert "(none)" not in filled[-1].text and "(none)" not in filled[0].text
+    assert parse_sections(filled)[USER_CONTEXT_HEADER] == "Profile:\n- name: Dana"
+    assert filled[-1].text.endswith(f"{MESSAGE_HEADER}\nWhat do you know about me?") and EPISODES_HEADER not in filled[-1].text
+    full = build_prompt(persona_text=persona, loaded_context={}, summary_text="", knowledge=[], recent=[], current=HumanMessage("Hi!")).messages
+    assert "(none)" in full[-1].text and "labelled sections" in full[0].text  # the default layout is unchanged
+
+
+def test_the_brief_layout_still_holds_the_whole_prompts_budget():
+    brief = build_prompt(persona_text="You help.", loaded_context={"excerpts": [_excerpt(i) for i in range(60)]}, summary_text="",
+                         knowledge=[], recent=_recent(4), current=HumanMessage("what did I say?"),
+                         budgets=PromptBudgets(total=1500), brief=True)
+    assert parse_sections(brief.messages)[EPISODES_HEADER] and count_message_tokens(brief.messages) <= 1500
