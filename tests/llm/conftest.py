@@ -1,4 +1,5 @@
-"""The real-model tier: a llama-cpp-python server with Qwen2.5-Coder (0.5B unless MEMORY_AGENT_LOCAL_MODEL says 1.5b).
+"""The real-model tier: a llama-cpp-python server with Qwen2.5-Coder (0.5B unless MEMORY_AGENT_LOCAL_MODEL says 1.5b;
+the chat's default is the 1.5B, the tier's the smallest model, the hardest case for the reply checks).
 
 `make test-llm` prepares the runtime and the model first (`memory-agent local prepare`),
 so the slow build never runs inside a test's timeout. The tests assert mechanics (what
@@ -14,7 +15,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from app.local.model_server import DEFAULT_MODEL, MODELS, LocalServer, assemble_model, runtime_installed, start_server
+from app.local.model_server import MODELS, LocalServer, assemble_model, runtime_installed, start_server
 from tests.support.openai_stub_server import OpenAIStub, StubReply, StubRequest, StubToolCall
 
 
@@ -25,9 +26,17 @@ TEST_REPLY_CAP = "128"
 TEST_CONTEXT = 4096
 
 
+# The tier's model when MEMORY_AGENT_LOCAL_MODEL is unset (`make test-llm` sets it from TEST_LOCAL_MODEL).
+TIER_MODEL = "0.5b"
+
+
+def tier_model() -> str:
+    return os.environ.get("MEMORY_AGENT_LOCAL_MODEL", TIER_MODEL)
+
+
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[LocalServer]:
-    spec = MODELS[os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL)]
+    spec = MODELS[tier_model()]
     if not runtime_installed():
         pytest.fail("llama-cpp-python is not installed: run `make test-llm` (it runs `memory-agent local prepare` first)")
     server = start_server(spec, assemble_model(spec), n_ctx=TEST_CONTEXT)

@@ -12,10 +12,10 @@ import sys
 import httpx
 import pytest
 
-from app.local.model_server import MODELS, DEFAULT_MODEL, assemble_model, start_server
+from app.local.model_server import MODELS, assemble_model, start_server
 from app.local.private_server import KEY_ENV
 from tests.conftest import REPO_ROOT
-from tests.llm.conftest import TEST_CONTEXT
+from tests.llm.conftest import TEST_CONTEXT, tier_model
 
 pytestmark = pytest.mark.timeout(1800)
 PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
@@ -52,7 +52,7 @@ def test_the_real_server_refuses_a_keyless_request_and_reports_only_its_alias(lo
 
 @pytest.mark.parametrize(("host", "key", "refusal"), [("0.0.0.0", "k", "not a loopback address"), ("127.0.0.1", "", KEY_ENV)])
 def test_the_server_will_not_start_on_an_open_address_or_without_a_key(host, key, refusal):
-    spec = MODELS[os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL)]
+    spec = MODELS[tier_model()]
     env = {**os.environ, KEY_ENV: key}
     command = [sys.executable, "-m", "app.local.llama_server", "--model", "unused.gguf", "--model_alias", spec.alias, "--host", host, "--port", "1"]
     done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -62,7 +62,7 @@ def test_the_server_will_not_start_on_an_open_address_or_without_a_key(host, key
 def test_an_isolated_server_reads_every_prompt_whole_so_no_request_is_timed_against_another():
     """With --isolate nothing of an earlier prompt is resumed: the second of two equal prompts is read whole
     (llama.cpp's own count), where the shared server reads one token of it (tests/llm/test_real_model.py)."""
-    spec = MODELS[os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL)]
+    spec = MODELS[tier_model()]
     server = start_server(spec, assemble_model(spec), n_ctx=TEST_CONTEXT, isolate=True)
     try:
         body = {**CHAT, "messages": [{"role": "user", "content": "The secret code is " + "blue harbour " * 40}]}

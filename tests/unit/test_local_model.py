@@ -67,8 +67,8 @@ def test_a_missing_chunk_is_named(cache):
         local_model._chunks(cache / "downloads" / "tiny", spec)
 
 
-def test_the_weight_packages_are_pinned_and_the_default_is_the_small_model():
-    assert local_model.DEFAULT_MODEL == "0.5b"
+def test_the_weight_packages_are_pinned_and_the_default_is_the_model_whose_replies_are_answers():
+    assert local_model.DEFAULT_MODEL == "1.5b"  # the 0.5B restated Dana's facts or declined (docs/local-model.md)
     assert [len(m.packages) for m in local_model.MODELS.values()] == [6, 22]
     assert all("==" in p for m in local_model.MODELS.values() for p in m.packages)
 
