@@ -20,6 +20,7 @@ from prompts.reply_prompt import (
     BuiltPrompt,
     PromptBudgets,
     build_prompt,
+    first_sentence,
     parse_sections,
 )
 from core.state import State
@@ -70,7 +71,12 @@ def memory_sections_text(built: BuiltPrompt) -> str:
 
 
 def persona_text(ctx: Context) -> str:
-    return ctx.system_prompt.strip() or prompts.persona(ctx.persona).text
+    """The caller's own system prompt whole, else the named persona (its first sentence under the
+    brief layout: a small model recited the longer text)."""
+    if ctx.system_prompt.strip():
+        return ctx.system_prompt.strip()
+    text = prompts.persona(ctx.persona).text
+    return first_sentence(text) if ctx.reply_rules == "brief" else text
 
 
 def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, thread_id: str | None = None) -> tuple[BuiltPrompt, list[BaseMessage]]:

@@ -126,14 +126,14 @@ def render_knowledge(chunks: Sequence[Chunk]) -> str:
 
 
 def system_text(persona_text: str, brief: bool = False) -> str:
-    """The persona and the rules; ``brief`` (Context.reply_rules, for small local models): the
-    persona's first sentence and one line of rules."""
+    """The persona and the rules; ``brief`` (Context.reply_rules, for small local models): one line of rules."""
     if brief:
-        return f"{first_sentence(persona_text)} {prompts.text('reply_rules_brief')}"
+        return f"{persona_text.strip()} {prompts.text('reply_rules_brief')}"
     return f"{persona_text.strip()}\n\n{prompts.text('reply_rules')}"
 
 
 def first_sentence(text: str) -> str:
+    """A named persona under the brief layout: its first sentence ("You are a patient tutor.")."""
     text = " ".join(text.split())
     end = re.search(r"[.!?](?=\s|$)", text)
     return text[: end.end()] if end else text

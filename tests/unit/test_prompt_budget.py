@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 from langchain_core.messages import AIMessage, HumanMessage
 
 from core.context import Context
+from nodes.reply import persona_text
 from core.tokens import count_message_tokens
 from prompts.reply_prompt import EPISODES_HEADER, MESSAGE_HEADER, USER_CONTEXT_HEADER, PromptBudgets, build_prompt, parse_sections
 
@@ -62,7 +63,7 @@ def test_the_best_excerpts_are_kept_and_shown_oldest_first():
 
 def test_the_brief_layout_gives_a_small_model_short_rules_and_only_the_sections_memory_filled():
     # The 0.5B recited the full rules ("To use the labelled sections, ...") or the user's message back.
-    persona = "You are a helpful assistant. Use what you know about the user."
+    persona = "You are a helpful assistant."
     empty = build_prompt(persona_text=persona, loaded_context={}, summary_text="", knowledge=[], recent=[],
                          current=HumanMessage("Hi! My name is Dana."), brief=True).messages
     assert [m.text for m in empty] == ["You are a helpful assistant. Answer the user's newest message in your own words. Follow their stated preferences.",
@@ -81,3 +82,11 @@ def test_the_brief_layout_still_holds_the_whole_prompts_budget():
                          knowledge=[], recent=_recent(4), current=HumanMessage("what did I say?"),
                          budgets=PromptBudgets(total=1500), brief=True)
     assert parse_sections(brief.messages)[EPISODES_HEADER] and count_message_tokens(brief.messages) <= 1500
+
+
+def test_under_the_brief_layout_a_named_persona_is_its_first_sentence_and_the_callers_own_prompt_stays_whole():
+    assert persona_text(Context(reply_rules="brief")) == "You are a helpful, direct assistant with long-term memory of this user."
+    assert persona_text(Context(reply_rules="brief", persona="tutor")) == "You are a patient tutor."
+    own = "You are Ada. Always answer in French. Never use emojis."
+    assert persona_text(Context(reply_rules="brief", system_prompt=own)) == own
+    assert "do not recite it back" in persona_text(Context())  # the full layout keeps the whole persona
