@@ -90,7 +90,7 @@ MODELS = {
     )
 }
 # The 1.5B answered all four of Dana's lines in its own words; the 0.5B, under the same checks, restated
-# her facts or declined ("I'm sorry, but I can't assist with that."), for ~20 % less time (docs/local-model.md).
+# her facts or declined ("I'm sorry, but I can't assist with that."), in about half the time per turn (docs/local-model.md).
 DEFAULT_MODEL = "1.5b"
 
 
