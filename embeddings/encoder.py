@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from embeddings.batching import BatchingEncoder
 from embeddings.weights import _FIX_HINT, MINILM_REPO_ID, EmbeddingModelUnavailable, resolve_minilm_dir
 
 # Eigen's (and XLA's) float32 rational approximation of erf, x * P(x^2) / Q(x^2) on
@@ -325,6 +326,20 @@ def _load_model(model_dir: Path) -> _MiniLMModel:
     return model
 
 
+# One batching encoder per model and batch size in the process: every caller shares its threads.
+_BATCHERS: dict[tuple[Path, int], BatchingEncoder] = {}
+
+
+def _batcher(model_dir: Path, batch_size: int) -> BatchingEncoder:
+    key = (model_dir.resolve(), batch_size)
+    batcher = _BATCHERS.get(key)
+    if batcher is None:
+        model = _load_model(model_dir)
+        with _MODEL_CACHE_LOCK:
+            batcher = _BATCHERS.setdefault(key, BatchingEncoder(lambda texts: model.encode(list(texts), batch_size)))
+    return batcher
+
+
 class MiniLMEmbeddings(Embeddings):
     """sentence-transformers/all-MiniLM-L6-v2 (384-d, unit-norm) in pure numpy.
 
@@ -344,6 +359,7 @@ class MiniLMEmbeddings(Embeddings):
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self._dir_lock = threading.Lock()
         self.batch_size = batch_size
+        self._batching: BatchingEncoder | None = None
 
     @property
     def model_dir(self) -> Path:
@@ -363,12 +379,18 @@ class MiniLMEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         return self.encode([text])[0].tolist()
 
-    # CPU-bound numpy work (BLAS releases the GIL): run it off the event loop.
+    # CPU-bound numpy work (BLAS releases the GIL): off the event loop, on the process' few
+    # embedding threads, batched with what other callers ask meanwhile (embeddings.batching).
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await asyncio.to_thread(self.embed_documents, texts)
+        if not texts:
+            return []
+        if self._batching is None:  # the first call loads the weights: not on the event loop
+            self._batching = await asyncio.to_thread(_batcher, self.model_dir, self.batch_size)
+        batcher = self._batching
+        return (await asyncio.wrap_future(batcher.submit(texts))).tolist()
 
     async def aembed_query(self, text: str) -> list[float]:
-        return await asyncio.to_thread(self.embed_query, text)
+        return (await self.aembed_documents([text]))[0]
 
     def __repr__(self) -> str:
         return f"MiniLMEmbeddings(model_dir={self._model_dir!r}, batch_size={self.batch_size})"
