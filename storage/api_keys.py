@@ -85,7 +85,13 @@ async def verify_key(pool: AsyncConnectionPool, key: str) -> str | None:
             # A key created before user ids were checked (e.g. for "*", the store's wildcard) is not honoured.
             log.warning("API key %s refused: its user id %r is not usable (%s)", parts[1], row["user_id"][:60], problem)
             return None
-        await conn.execute("UPDATE memory_agent_api_keys SET last_used_at = now() WHERE prefix = %s", (parts[1],))
+        # At most once a minute per key (`keys list` shows minutes): a write on every request cost
+        # each turn a commit, and its WAL flush, before the reply started.
+        await conn.execute(
+            "UPDATE memory_agent_api_keys SET last_used_at = now() "
+            "WHERE prefix = %s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+            (parts[1],),
+        )
     return row["user_id"]
 
 

@@ -74,3 +74,28 @@ def test_cli_chat_refuses_the_user_id_before_anything_is_written(bad, empty_data
     assert "invalid user id" in err and "Traceback" not in err
     with psycopg.connect(url) as conn:  # the database was not even set up, so it holds no orphan owner row
         assert conn.execute("SELECT to_regclass('memory_agent_thread_owners')").fetchone()[0] is None
+
+
+async def test_a_keys_last_use_is_written_once_a_minute_not_on_every_request(backend):
+    """Every request verified its key with an UPDATE of last_used_at: a write, and its commit, before
+    each reply started. Now the row is written only when its last use is over a minute old."""
+    key = await api_keys.create_key(backend.pool, f"u{uuid.uuid4().hex[:8]}")
+    prefix = key.split("_")[1]
+
+    async def row():
+        async with backend.pool.connection() as conn:
+            return await (
+                await conn.execute("SELECT xmin::text AS version, last_used_at FROM memory_agent_api_keys WHERE prefix = %s", (prefix,))
+            ).fetchone()
+
+    assert (await row())["last_used_at"] is None
+    assert await api_keys.verify_key(backend.pool, key) is not None
+    first = await row()
+    assert first["last_used_at"] is not None  # the first use is recorded at once
+    for _ in range(3):
+        assert await api_keys.verify_key(backend.pool, key) is not None
+    assert await row() == first  # no new row version: nothing written
+    async with backend.pool.connection() as conn:
+        await conn.execute("UPDATE memory_agent_api_keys SET last_used_at = now() - interval '2 minutes' WHERE prefix = %s", (prefix,))
+    assert await api_keys.verify_key(backend.pool, key) is not None
+    assert (await row())["last_used_at"] > first["last_used_at"]  # an older last use moves on
