@@ -7,7 +7,8 @@ other, all N at once, over HTTP to one `memory-agent serve` on 127.0.0.1 (a thro
 Postgres, the offline model). A 409 (the chat still busy with the memory step of the turn
 before) is sent again every 0.2 s, as the page would. Bounded: N × turns requests, each with a
 timeout. Reported per N: turns per second, time to the first ``token`` event (p50/p95) and the
-whole turn's (p50/p95); then every chat is read back through the API and checked: each message
+whole turn's (p50/p95), and the CPU the whole machine spent per turn (server, Postgres and this
+client together: a figure a noisy machine moves less than the times); then every chat is read back through the API and checked: each message
 sent is stored exactly once, in order, with its reply, and the ids ``done`` named are those stored
 (none lost, none duplicated).
 """
@@ -29,6 +30,14 @@ import httpx
 from tests.support.http_server import LiveServer, aparse_events, create_keys, new_user, running_server
 
 BUSY_RETRY_SECONDS = 120.0
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every process: the server, Postgres, this client)."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -97,9 +106,11 @@ async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
     texts = [[f"User {u} says hello, message {i}: tell me about rivers and bees ({uuid.uuid4().hex[:6]})" for i in range(turns)] for u in range(concurrency)]
     results: list[list[dict]] = [[] for _ in range(concurrency)]
     load_before = os.getloadavg()
+    cpu_before = machine_cpu_seconds()
     started = time.perf_counter()
     await asyncio.gather(*(user_session(server, keys[n], c, t, r) for n, c, t, r in zip(names, chats, texts, results)))
     elapsed = time.perf_counter() - started
+    cpu_used = machine_cpu_seconds() - cpu_before
     lost = duplicated = 0
     for n, c, t, r in zip(names, chats, texts, results):
         lo, du = await check(server, keys[n], c, t, r)
@@ -109,6 +120,8 @@ async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
     return {
         "concurrency": concurrency, "turns": concurrency * turns, "completed": len(ok), "errors": errors[:5], "error_count": len(errors),
         "seconds": round(elapsed, 1), "turns_per_s": round(len(ok) / elapsed, 2),
+        # Less moved by a noisy machine than the times: the CPU a turn took, whoever spent it.
+        "machine_cpu_ms_per_turn": round(1000 * cpu_used / len(ok), 1) if ok else None,
         "ttft_s": {"p50": round(statistics.median([r["ttft"] for r in ok]), 3), "p95": round(pct([r["ttft"] for r in ok], 0.95), 3)} if ok else None,
         "turn_s": {"p50": round(statistics.median([r["turn"] for r in ok]), 3), "p95": round(pct([r["turn"] for r in ok], 0.95), 3)} if ok else None,
         "lost": lost, "duplicated": duplicated, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
@@ -138,11 +151,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()}", flush=True)
     results = asyncio.run(main_async(args))
-    print(f"{'users':>6} {'turns/s':>8} {'ttft p50':>9} {'ttft p95':>9} {'turn p95':>9} {'lost':>5} {'dup':>4} {'errors':>6}")
+    print(f"{'users':>6} {'turns/s':>8} {'ttft p50':>9} {'ttft p95':>9} {'turn p95':>9} {'cpu ms/turn':>12} {'lost':>5} {'dup':>4} {'errors':>6}")
     for r in results:
         t, w = r["ttft_s"] or {}, r["turn_s"] or {}
         print(f"{r['concurrency']:>6} {r['turns_per_s']:>8} {t.get('p50', float('nan')):>9} {t.get('p95', float('nan')):>9} "
-              f"{w.get('p95', float('nan')):>9} {r['lost']:>5} {r['duplicated']:>4} {r['error_count']:>6}")
+              f"{w.get('p95', float('nan')):>9} {r['machine_cpu_ms_per_turn']:>12} {r['lost']:>5} {r['duplicated']:>4} {r['error_count']:>6}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
