@@ -6,9 +6,9 @@ query's encoding took ~30 ms of CPU instead of ~17 (caches and cores shared). He
 ``threads`` encode at once; texts that arrive while they are busy wait, and go in the next
 forward pass together (a batch of short texts costs ~40 % less CPU per text than one at a time).
 
-Short requests (a query, a turn) go before long ones (an import's batch of texts), and a long
-request is taken ``MAX_BATCH_TEXTS`` texts at a time, so a message's query never waits behind
-a whole import.
+Short requests (a query, a turn) go first; a long one (an import's batch of texts) goes
+``MAX_BATCH_TEXTS`` texts at a time, one part per batch, so a message's query never waits behind
+a whole import and the import still moves on while queries keep coming.
 """
 
 from __future__ import annotations
@@ -68,22 +68,37 @@ class BatchingEncoder:
             (self._short if len(texts) <= SHORT_REQUEST else self._long).extend(parts)
             start = min(self.threads - self._busy, len(parts))
             self._busy += start
-        for _ in range(start):
-            self._pool.submit(self._drain)
+        for started in range(start):
+            try:
+                self._pool.submit(self._drain)
+            except RuntimeError:  # the process is shutting down: say so rather than wait for ever
+                with self._lock:
+                    self._busy -= start - started
+                    for part in parts:
+                        for queue in (self._short, self._long):
+                            if part in queue:
+                                queue.remove(part)
+                raise
         if len(parts) == 1:
             return parts[0].future
         return _joined([p.future for p in parts])
 
     def _take(self) -> list[_Part]:
-        """The next batch: short requests first, up to MAX_BATCH_TEXTS texts (a part whose caller gave up is dropped)."""
+        """The next batch: the short requests waiting (up to MAX_BATCH_TEXTS texts), then one part
+        of a long one, so an import moves on while queries keep coming. A part whose caller gave up
+        is dropped."""
         batch: list[_Part] = []
         size = 0
-        for queue in (self._short, self._long):
-            while queue and (not batch or size + len(queue[0].texts) <= MAX_BATCH_TEXTS):
-                part = queue.popleft()
-                if part.future.set_running_or_notify_cancel():
-                    batch.append(part)
-                    size += len(part.texts)
+        while self._short and (not batch or size + len(self._short[0].texts) <= MAX_BATCH_TEXTS):
+            part = self._short.popleft()
+            if part.future.set_running_or_notify_cancel():
+                batch.append(part)
+                size += len(part.texts)
+        while self._long:
+            part = self._long.popleft()
+            if part.future.set_running_or_notify_cancel():
+                batch.append(part)
+                break
         return batch
 
     def _drain(self) -> None:

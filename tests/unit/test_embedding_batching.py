@@ -88,8 +88,31 @@ def test_a_query_goes_before_an_imports_texts_that_wait() -> None:
     assert long.result(5).tolist() == [[float(len(f"imported message {i}"))] for i in range(3 * MAX_BATCH_TEXTS)]
     # The query rode in the first batch after the busy one; the import came in parts of at most MAX_BATCH_TEXTS.
     assert encode.batches[1][0] == "the user's question"
-    assert all(len(b) <= MAX_BATCH_TEXTS for b in encode.batches)
+    assert all(len(b) <= MAX_BATCH_TEXTS + 1 for b in encode.batches)
     assert sum(len(b) for b in encode.batches[1:]) == 3 * MAX_BATCH_TEXTS + 1
+
+
+def test_an_import_moves_on_while_queries_keep_coming() -> None:
+    encode = RecordingEncode(hold_first=True)
+    batcher = BatchingEncoder(encode, threads=1)
+    batcher.submit(["busy"])
+    assert encode.started.wait(5)
+    long = batcher.submit([f"imported {i}" for i in range(2 * MAX_BATCH_TEXTS)])
+    queries = [batcher.submit([f"query {i}"]) for i in range(MAX_BATCH_TEXTS)]  # a full batch of them
+    encode.gate.set()
+    assert long.result(5).shape == (2 * MAX_BATCH_TEXTS, 1)
+    assert all(q.result(5).shape == (1, 1) for q in queries)
+    # The batch after the busy one held the waiting queries and the import's first part.
+    assert encode.batches[1][:MAX_BATCH_TEXTS] == [f"query {i}" for i in range(MAX_BATCH_TEXTS)]
+    assert encode.batches[1][MAX_BATCH_TEXTS:] == [f"imported {i}" for i in range(MAX_BATCH_TEXTS)]
+
+
+def test_a_process_shutting_down_refuses_new_texts_rather_than_hanging() -> None:
+    batcher = BatchingEncoder(vectors_of, threads=1)
+    batcher._pool.shutdown()
+    with pytest.raises(RuntimeError):
+        batcher.submit(["late"])
+    assert batcher._busy == 0 and not batcher._short and not batcher._long
 
 
 def test_a_failed_batch_fails_its_callers_and_the_next_ones_are_encoded() -> None:
