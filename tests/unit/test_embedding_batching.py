@@ -53,6 +53,15 @@ class RecordingEncode:
                 self.running -= 1
 
 
+def busy_batcher(**options) -> tuple[RecordingEncode, BatchingEncoder]:
+    """One thread, busy with a first batch ("busy") held until ``encode.gate`` is set."""
+    encode = RecordingEncode(hold_first=True, **options)
+    batcher = BatchingEncoder(encode, threads=1)
+    batcher.submit(["busy"])
+    assert encode.started.wait(5)
+    return encode, batcher
+
+
 def test_texts_that_arrive_while_the_thread_is_busy_go_in_one_batch_in_order() -> None:
     encode = RecordingEncode(hold_first=True)
     batcher = BatchingEncoder(encode, threads=1)
@@ -77,10 +86,7 @@ def test_at_most_the_configured_threads_encode_at_once() -> None:
 
 
 def test_a_query_goes_before_an_imports_texts_that_wait() -> None:
-    encode = RecordingEncode(hold_first=True)
-    batcher = BatchingEncoder(encode, threads=1)
-    batcher.submit(["busy"])
-    assert encode.started.wait(5)
+    encode, batcher = busy_batcher()
     long = batcher.submit([f"imported message {i}" for i in range(3 * MAX_BATCH_TEXTS)])
     query = batcher.submit(["the user's question"])
     encode.gate.set()
@@ -93,10 +99,7 @@ def test_a_query_goes_before_an_imports_texts_that_wait() -> None:
 
 
 def test_an_import_moves_on_while_queries_keep_coming() -> None:
-    encode = RecordingEncode(hold_first=True)
-    batcher = BatchingEncoder(encode, threads=1)
-    batcher.submit(["busy"])
-    assert encode.started.wait(5)
+    encode, batcher = busy_batcher()
     long = batcher.submit([f"imported {i}" for i in range(2 * MAX_BATCH_TEXTS)])
     queries = [batcher.submit([f"query {i}"]) for i in range(MAX_BATCH_TEXTS)]  # a full batch of them
     encode.gate.set()
@@ -116,10 +119,7 @@ def test_a_process_shutting_down_refuses_new_texts_rather_than_hanging() -> None
 
 
 def test_a_failed_batch_fails_its_callers_and_the_next_ones_are_encoded() -> None:
-    encode = RecordingEncode(hold_first=True, fail_on="bad")
-    batcher = BatchingEncoder(encode, threads=1)
-    batcher.submit(["busy"])
-    assert encode.started.wait(5)
+    encode, batcher = busy_batcher(fail_on="bad")
     bad, neighbour = batcher.submit(["bad"]), batcher.submit(["fine"])
     encode.gate.set()
     with pytest.raises(ValueError, match="cannot encode 'bad'"):
@@ -130,10 +130,7 @@ def test_a_failed_batch_fails_its_callers_and_the_next_ones_are_encoded() -> Non
 
 
 def test_a_caller_that_gave_up_is_not_encoded() -> None:
-    encode = RecordingEncode(hold_first=True)
-    batcher = BatchingEncoder(encode, threads=1)
-    batcher.submit(["busy"])
-    assert encode.started.wait(5)
+    encode, batcher = busy_batcher()
     gone = batcher.submit(["never mind"])
     assert gone.cancel()
     kept = batcher.submit(["still wanted"])
