@@ -43,6 +43,13 @@ def _positive(value: str) -> int:
     return n
 
 
+def _non_negative(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return n
+
+
 def _threshold(value: str) -> float:
     x = float(value)
     if not 0 < x <= 1:
@@ -131,9 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--dataset", help="a file in LoCoMo's format (default: <evaldata>/locomo7.json)")
     rc.add_argument("--limit", type=_positive, help="use only the first N conversations")
     rc.add_argument("--model", default="offline", help="the chat's model while importing (summaries, extraction; default: offline)")
-    rc.add_argument("--reader-model", help="also answer each question from each prompt and report LoCoMo F1")
+    rc.add_argument("--reader-model", help="the reader check: answer a fixed sample of questions from some systems' prompts, report LoCoMo F1")
+    rc.add_argument("--reader-questions", type=_non_negative, default=100, help="the reader's sample: N questions evenly spaced over the held-out part (default 100; 0: all)")
+    rc.add_argument("--reader-systems", type=_names, default=["memory-agent", "bm25_turns"], help="the systems the reader answers from (default memory-agent,bm25_turns)")
     rc.add_argument("--judge-model", help="with --reader-model: label the answers CORRECT/WRONG too")
-    rc.add_argument("--concurrency", type=_positive, default=4, help="parallel reader/judge calls (default 4)")
+    rc.add_argument("--concurrency", type=_positive, default=1, help="reader/judge calls at once (default 1: a local server answers one at a time and keeps its cache for the next)")
     rc.add_argument("--conversations-at-once", type=_positive, default=1, help="import and question N conversations at once (faster; load_context times then include the contention)")
     rc.add_argument("--conversations", type=_names, help="only these conversations: comma-separated 0-based indices or ids (default: all)")
     rc.add_argument("--split", type=_names, help="the conversations settings were chosen on (indices or ids): tables are given for them and for the rest, held out")
@@ -212,12 +221,15 @@ async def _run(args: argparse.Namespace) -> int:
         await run_chat_finding(options, console)
         return 0
     if args.eval_command == "recall":
-        from evals.recall_eval import RecallOptions, run_recall
+        from evals.recall_eval import SYSTEMS, RecallOptions, run_recall
 
         if args.judge_model and not args.reader_model:
             raise ValueError("--judge-model judges the reader's answers: give --reader-model too")
+        if unknown := [s for s in args.reader_systems if s not in SYSTEMS]:  # before the import, not after it
+            raise ValueError(f"--reader-systems: no system {', '.join(unknown)}; choose among {', '.join(SYSTEMS)}")
         options = RecallOptions(
             model=args.model, reader_model=args.reader_model, judge_model=args.judge_model, concurrency=args.concurrency,
+            reader_questions=args.reader_questions, reader_systems=tuple(args.reader_systems),
             conversations_at_once=args.conversations_at_once, conversations=args.conversations, split=args.split,
             **_common_options(args),
         )

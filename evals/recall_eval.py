@@ -56,9 +56,9 @@ from evals.datasets.locomo import load_locomo
 from evals.datasets.paths import resolve_data_file
 from evals.datasets.schema import CATEGORY_NAMES, Conversation, Probe
 from evals.eval_database import open_eval_workspace
-from evals.metrics import score_qa
 from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall
 from evals.production_nodes import single_node_graph
+from evals.recall_reader import READER_SYSTEMS, ReaderCheck, run_reader_check
 from evals.recall_baselines import TurnIndex, baseline_prompts, bm25_excerpts_prompt, turn_line  # noqa: F401 (the eval's names)
 from evals.retrieval_eval import load_retrieval_set
 from evals.run_output import RunClock, default_out_dir, new_run_id
@@ -90,7 +90,9 @@ class RecallOptions:
     model: str = "offline"  # the chat's model during the import (summaries, extraction)
     reader_model: str | None = None
     judge_model: str | None = None
-    concurrency: int = 4
+    reader_questions: int = 100  # the reader check's fixed sample (0: every question)
+    reader_systems: tuple[str, ...] = READER_SYSTEMS
+    concurrency: int = 1  # reader calls at once: 1 keeps a local server's prompt cache useful
     conversations_at_once: int = 1  # >1 speeds a long run up; load_context times then include the contention
     conversations: list[str] | None = None  # indices (0-based) or ids of the dataset's conversations; None: all
     split: list[str] | None = None  # indices or ids of the conversations settings were chosen on (the rest: held out)
@@ -130,6 +132,8 @@ class RecallResults(BaseModel):
     lead: dict[str, dict[str, dict[str, float]]] = Field(default_factory=dict)
     per_conversation: dict[str, dict[str, float]] = Field(default_factory=dict)
     load_context_ms: dict[str, float]
+    # --reader-model: answers to a fixed sample of questions from some systems' prompts, token F1.
+    reader: ReaderCheck | None = None
     # The retrieval eval's unrelated messages, asked as each conversation's user: how many got excerpts.
     unrelated: dict[str, float] = Field(default_factory=dict)
     import_stats: dict[str, float]
@@ -290,25 +294,6 @@ def _summarise(asked: list[Asked]) -> SystemScores:
     )
 
 
-async def _read_and_judge(opts: RecallOptions, by_system: dict[str, list[Asked]]) -> None:
-    from evals.summary_reader import judge_answer
-    from llm.chat_model import load_chat_model, with_output_cap
-
-    reader = with_output_cap(load_chat_model(opts.reader_model), 200) if opts.reader_model else None
-    judge = load_chat_model(opts.judge_model) if opts.judge_model else None
-    limit = asyncio.Semaphore(max(1, opts.concurrency))
-
-    async def one(a: Asked) -> None:
-        async with limit:
-            answer = (await reader.ainvoke(a.messages)).text.strip()
-            a.f1 = score_qa(answer, a.probe.answer, a.probe.category)
-            if judge is not None:
-                a.judge = await judge_answer(judge, a.probe.question, a.probe.answer, answer)
-
-    if reader is not None:
-        await asyncio.gather(*(one(a) for items in by_system.values() for a in items))
-
-
 async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     clock = RunClock()
     run_id = new_run_id()
@@ -395,11 +380,22 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
             question = HumanMessage(a.probe.question)
             for name, messages in baseline_prompts(w.chat, question, budget, bm25).items():
                 by_system[name].append(score(a.probe, w.conversation.id, messages, w.evidence))
-    await _read_and_judge(opts, by_system)
     ids = [w.conversation.id for w in work]
     parts = {"all": ids}
     if tuning:
         parts = {"tuning": [i for i in ids if i in tuning], "held_out": [i for i in ids if i not in tuning]}
+    reader = None
+    if opts.reader_model:
+        sampled_from = parts.get("held_out") or ids  # reported where settings were not chosen
+        with progress_tracker(console, opts.progress) as progress:
+            n = min(opts.reader_questions or len(ours), len([a for a in ours if a.conversation in sampled_from]))
+            progress.add("answers", n * len(opts.reader_systems))
+            answered = iter(range(1, n * len(opts.reader_systems) + 1))
+            reader = await run_reader_check(
+                opts.reader_model, by_system, sampled_from, size=opts.reader_questions, systems=opts.reader_systems,
+                judge_spec=opts.judge_model, concurrency=opts.concurrency, on_answer=lambda: progress.turn("answers", "reader", next(answered)),
+            )
+            progress.finish("answers")
     systems_by_split, leads = {}, {}
     for part, members in parts.items():
         subset = {name: [a for a in items if a.conversation in members] for name, items in by_system.items()}
@@ -416,6 +412,8 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         f"Baselines (except whole_history) get at most {budget} prompt tokens, the memory-agent's median.",
         "Gold answers and evidence corrected by locomo_audit_errors.json where it has an entry.",
     ]
+    if reader is not None:
+        notes.append(f"F1 (and judge) are over the reader check's {reader.questions} questions only, for the systems it read from.")
     if opts.conversations_at_once > 1:
         notes.append(f"{opts.conversations_at_once} conversations ran at once: load_context times include that contention (benchmarks/bench_turn gives clean ones).")
     results = RecallResults(
@@ -435,6 +433,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
             "with_excerpts": (hit := sum(w.unrelated_with_excerpts for w in work)),
             "rate": round(hit / asked, 4) if asked else 0.0,
         },
+        reader=reader,
         load_context_ms={"p50": round(percentile(load_ms, 50), 1), "p95": round(percentile(load_ms, 95), 1)},
         import_stats={
             "messages": imported_messages,
@@ -498,6 +497,8 @@ def report_markdown(results: RecallResults) -> str:
         for part, leads in results.lead.items():
             cells = [f"{name} {v['diff']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]" for name, v in leads.items() if v]
             lines.append(f"- {part.replace('_', ' ')}: " + "; ".join(cells))
+    if results.reader is not None:
+        lines += reader_markdown(results.reader)
     if results.per_conversation:
         names = list(results.systems)
         lines += ["", "## Answer words per conversation", "", "| conversation | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -512,6 +513,24 @@ def report_markdown(results: RecallResults) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", *[f"- {n}" for n in results.notes], ""]
     return "\n".join(lines)
+
+
+def reader_markdown(check: ReaderCheck) -> list[str]:
+    lines = [
+        "", f"## Reader check: {check.reader_model} answers {check.questions} questions ({', '.join(check.conversations)})", "",
+        "The same questions for every system, evenly spaced over these conversations; LoCoMo token F1 of the answer, "
+        "and the sample's answer words in the prompt beside it.", "",
+        "| system | F1 | answer words in the prompt | evidence turns | refusals | judge |", "|---|---|---|---|---|---|",
+    ]
+    for name, r in check.systems.items():
+        lines.append(f"| {name} | {_fmt(r.f1)} | {_fmt(r.answer_recall)} | {_fmt(r.evidence_recall)} | {r.refusals} | {_fmt(r.judge)} |")
+    for name, v in check.lead_f1.items():
+        words = check.lead_answer_words.get(name, {})
+        if v:
+            lines.append(f"- memory-agent against {name}: F1 {v['diff']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
+                         + (f"; answer words in the prompt {words['diff']:+.3f} [{words['low']:+.3f}, {words['high']:+.3f}]" if words else ""))
+    lines.append(f"- {check.seconds:.0f} s of answering.")
+    return lines
 
 
 def write_outputs(results: RecallResults, out_dir: Path) -> None:

@@ -8,6 +8,7 @@ import json
 
 from evals.cli import main
 from tests.support.locomo_sample import locomo_sample
+from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.slow  # a whole eval replay
 
@@ -39,3 +40,51 @@ def test_eval_recall_imports_asks_categories_1_to_4_and_writes_every_system_with
     assert results["unrelated"]["asked"] > 0 and 0 <= results["unrelated"]["rate"] <= 1  # the gate's check runs with it
     assert set(systems["memory-agent"]["prompt_sections_median"]) >= {"system", "summary", "episodes", "recent"}
     assert "| memory-agent |" in (out / "report.md").read_text()
+
+
+def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_bm25_prompts_over_the_openai_client(tmp_path, new_database, openai_stub):
+    """--reader-model: the same questions for both systems, from the held-out part only, one system at a
+    time (a local server's cache keeps the shared prefix), each prompt as built plus the short-answer line;
+    F1 scored against the gold answer, and memory-agent's paired lead in F1 and in prompt words reported."""
+    from evals.recall_reader import READER_INSTRUCTION
+
+    gold = {q["question"]: q.get("answer") for q in locomo_sample()["qa"]}
+
+    def reader(request):  # answers with the gold answer when its first word reached the prompt
+        last = request.messages[-1]["content"]
+        question = next(q for q in gold if q in last)
+        context = "\n".join(str(m["content"]) for m in request.messages[:-1]) + last.split(question)[0]
+        answer = str(gold[question])
+        return answer if answer.split()[0].rstrip(",") in context else "No information available"
+
+    openai_stub.reset(reader)
+    dataset = tmp_path / "tiny_locomo.json"
+    dataset.write_text(json.dumps([locomo_sample("tiny-a"), locomo_sample("tiny-b")]), encoding="utf-8")
+    out = tmp_path / "out"
+
+    code = main(["recall", "--dataset", str(dataset), "--split", "tiny-a", "--reader-model", "openai:stub-reader",
+                 "--reader-questions", "3", "--out", str(out), "--database-url", new_database("evalreader"), "--no-progress"])
+
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    check = results["reader"]
+    assert check["conversations"] == ["tiny-b"] and check["questions"] == 3  # held out only, the sample's size
+    assert set(check["systems"]) == {"memory-agent", "bm25_turns"}
+    asked = [r.messages[-1]["content"] for r in openai_stub.requests]
+    assert len(asked) == 6 and all(a.endswith(READER_INSTRUCTION) for a in asked)
+    questions = [next(q for q in gold if q in a) for a in asked]
+    assert questions[:3] == questions[3:]  # the same sample for each system, one system after the other
+    assert all("The user's message" in a for a in asked[:3]) and not any("The user's message" in a for a in asked[3:])
+    for name, s in check["systems"].items():
+        assert 0 < s["f1"] <= 1 and 0 <= s["answer_recall"] <= 1, name
+    assert set(check["lead_f1"]) == {"bm25_turns"} and set(check["lead_answer_words"]) == {"bm25_turns"}
+    assert results["systems"]["whole_history"]["f1"] is None  # not read: only the chosen systems are
+    assert "## Reader check" in (out / "report.md").read_text()
+
+
+def test_eval_recall_refuses_an_unknown_reader_system_before_importing_anything(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["recall", "--dataset", str(tmp_path / "none.json"), "--reader-model", "offline", "--reader-systems", "memory-agent,bm25"])
+
+    assert exit.value.code == 2
+    assert "--reader-systems: no system bm25" in capsys.readouterr().err
