@@ -155,6 +155,7 @@ class Asked:
     evidence_verbatim: float | None = None
     f1: float | None = None
     judge: float | None = None
+    answer: str | None = None  # the reader's, when it read this prompt
     sections: dict[str, int] = field(default_factory=dict)  # the reply prompt's section tokens (memory-agent only)
 
 
@@ -444,7 +445,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         wall_seconds=round(clock.seconds(), 1),
         notes=notes,
     )
-    write_outputs(results, out_dir)
+    write_outputs(results, out_dir, by_system)
     console.print(results_table(results))
     console.print(f"Unrelated messages given excerpts: {results.unrelated['with_excerpts']:.0f} of {results.unrelated['asked']:.0f}.")
     console.print(f"Written to {out_dir}")
@@ -533,10 +534,35 @@ def reader_markdown(check: ReaderCheck) -> list[str]:
     return lines
 
 
-def write_outputs(results: RecallResults, out_dir: Path) -> None:
+def question_rows(by_system: dict[str, list[Asked]]) -> list[dict[str, Any]]:
+    """One row per question: every system's scores side by side, and what memory found for it
+    (the current message without the question), so a miss can be read, not guessed."""
+    rows = []
+    for i, ours in enumerate(by_system["memory-agent"]):
+        rows.append({
+            "conversation": ours.conversation,
+            "category": ours.probe.category,
+            "question": ours.probe.question,
+            "answer": str(ours.probe.answer),
+            "evidence": list(ours.probe.evidence),
+            "systems": {
+                name: {k: v for k, v in (("answer_recall", a.answer_recall), ("evidence_recall", a.evidence_recall), ("tokens", a.tokens),
+                                         ("f1", a.f1), ("reader_answer", a.answer)) if v is not None}
+                for name, items in by_system.items() if i < len(items) and (a := items[i])
+            },
+            "found": _context_text(ours.messages[-1:]).text,
+        })
+    return rows
+
+
+def write_outputs(results: RecallResults, out_dir: Path, by_system: dict[str, list[Asked]] | None = None) -> None:
     from evals.charts import recall_vs_tokens
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    if by_system:
+        with (out_dir / "questions.jsonl").open("w", encoding="utf-8") as f:
+            for row in question_rows(by_system):
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
     (out_dir / "results.json").write_text(results.model_dump_json(indent=2), encoding="utf-8")
     (out_dir / "report.md").write_text(report_markdown(results), encoding="utf-8")
     recall_vs_tokens({name: (s.prompt_tokens_median, s.answer_recall, s.evidence_recall) for name, s in results.systems.items()}, out_dir / "recall_vs_tokens.png")

@@ -121,6 +121,7 @@ async def run_reader_check(
         async with limit:
             answer = (await reader.ainvoke(reader_messages(a.messages))).text.strip()
             a.f1 = score_qa(answer, a.probe.answer, a.probe.category)
+            a.answer = answer
             if judge is not None:
                 a.judge = await judge_answer(judge, a.probe.question, a.probe.answer, answer)
         answers[(system, i)] = answer

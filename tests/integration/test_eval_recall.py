@@ -40,6 +40,11 @@ def test_eval_recall_imports_asks_categories_1_to_4_and_writes_every_system_with
     assert results["unrelated"]["asked"] > 0 and 0 <= results["unrelated"]["rate"] <= 1  # the gate's check runs with it
     assert set(systems["memory-agent"]["prompt_sections_median"]) >= {"system", "summary", "episodes", "recent"}
     assert "| memory-agent |" in (out / "report.md").read_text()
+    rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]  # each question, to read a miss
+    assert [r["question"] for r in rows] == [q["question"] for q in locomo_sample()["qa"] if q["category"] != 5]
+    assert all(set(r["systems"]) == set(systems) for r in rows)
+    assert all("## From earlier conversations" in r["found"] and "## The user's message" in r["found"] for r in rows)
+    assert all(r["question"] not in r["found"] for r in rows)  # what memory found, without the question
 
 
 def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_bm25_prompts_over_the_openai_client(tmp_path, new_database, openai_stub):
@@ -80,6 +85,9 @@ def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_bm25_p
     assert set(check["lead_f1"]) == {"bm25_turns"} and set(check["lead_answer_words"]) == {"bm25_turns"}
     assert results["systems"]["whole_history"]["f1"] is None  # not read: only the chosen systems are
     assert "## Reader check" in (out / "report.md").read_text()
+    rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
+    read = [r for r in rows if "reader_answer" in r["systems"]["memory-agent"]]
+    assert len(read) == 3 and all(r["conversation"] == "tiny-b" and "reader_answer" in r["systems"]["bm25_turns"] for r in read)
 
 
 def test_eval_recall_refuses_an_unknown_reader_system_before_importing_anything(tmp_path, capsys):
