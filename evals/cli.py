@@ -6,7 +6,7 @@
     memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
     memory-agent eval retrieval  [--dataset PATH] [--calibrate]
     memory-agent eval chats      [--dataset PATH] [--model M] [--limit N]
-    memory-agent eval recall     [--dataset PATH] [--limit N] [--conversations 0,1,..] [--split 0,1,..] [--model M] [--reader-model R] [--judge-model J]
+    memory-agent eval recall     [--dataset PATH] [--limit N] [--conversations 0,1,..] [--split 0,1,..] [--model M] [--reader-model R [--reader-questions N]] [--judge-model J]
 
 See evals/README.md for what each number means.
 """
