@@ -6,7 +6,8 @@ Two jobs, both against the time something was said, never the wall clock:
   "two days ago") gets the date it meant beside it, so an excerpt read months later still
   says when: "yesterday" said on 8 May 2023 reads "yesterday (7 May 2023)";
 * :func:`question_range`: the span of time a question asks about ("in May", "last spring",
-  "in 2022", "last week"), as ``(since, until)``, for a search of that span.
+  "in 2022", "last week", "on 7 July, 2023", "the week before 16 November"), as ``(since, until)``,
+  for a search of that span.
 
 English only, rules only (no parser): the phrases people use for the recent past. Dates are
 written as people (and LoCoMo's answers) write them: "7 May 2023".
@@ -112,6 +113,18 @@ def resolve_relative(text: str, said: datetime) -> str:
 _Q_MONTH = re.compile(rf"\b(?:in|during|of|since) (?:early |late |mid-?)?(?P<month>{'|'.join(_MONTHS)})(?:,? (?P<year>(?:19|20)\d\d))?\b", re.I)
 _Q_YEAR = re.compile(r"\b(?:in|during|of) (?P<year>(?:19|20)\d\d)\b", re.I)
 _Q_SEASON = re.compile(r"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter)(?: of (?P<year>(?:19|20)\d\d))?\b", re.I)
+# A day named in the question ("on 7 July, 2023", "on May 3", "8th December, 2023"), and a span
+# reaching from it ("the week before", "two weeks before", "the Monday before", "the Saturday after").
+_ORD = r"(?:st|nd|rd|th)?"
+_Q_DAY = re.compile(
+    rf"\b(?:(?P<m1>{'|'.join(_MONTHS)})\s+(?P<d1>\d{{1,2}}){_ORD}|(?P<d2>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m2>{'|'.join(_MONTHS)}))"
+    r"(?:,?\s*(?P<year>(?:19|20)\d\d))?\b",
+    re.I,
+)
+_Q_DAY_REACH = re.compile(
+    rf"\b(?:{_N}\s+)?(?P<unit>days?|weeks?|weekend|months?|{'|'.join(_WEEKDAYS)})\s+(?P<way>before|after)\s+(?:on\s+)?$", re.I
+)
+_Q_BETWEEN = re.compile(r"\bbetween\s+$", re.I)
 _Q_LAST = re.compile(r"\b(?P<phrase>yesterday|last week|last weekend|last month|last year|this year|this month|this week)\b", re.I)
 
 
@@ -142,6 +155,8 @@ def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | 
         return start.replace(tzinfo=tz), end.replace(tzinfo=tz)
 
     day = datetime(now.year, now.month, now.day)
+    if named := _named_days(question, day):
+        return span(*named)
     if m := _Q_LAST.search(question):
         phrase = m.group("phrase").casefold()
         if phrase == "yesterday":
@@ -174,3 +189,41 @@ def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | 
         year = int(m.group("year"))
         return span(datetime(year, 1, 1), datetime(year + 1, 1, 1))
     return None
+
+
+def _named_day(m: re.Match, today: datetime) -> datetime | None:
+    """The day ``m`` (of ``_Q_DAY``) names; without a year, its latest one up to ``today``."""
+    month = _MONTHS.index((m.group("m1") or m.group("m2")).casefold()) + 1
+    number = int(m.group("d1") or m.group("d2"))
+    years = [int(m.group("year"))] if m.group("year") else [today.year, today.year - 1]
+    for year in years:
+        try:
+            named = datetime(year, month, number)
+        except ValueError:  # "February 30"
+            return None
+        if m.group("year") or named <= today:
+            return named
+    return None
+
+
+def _named_days(question: str, today: datetime) -> tuple[datetime, datetime] | None:
+    """The span of a day the question names, with the day itself always in it: what was said on
+    7 July is what a question "on 7 July" (or "as of", "by", "the week before" 7 July) finds first.
+    "between 11 and 15 August" style questions name two days: from the first to the second."""
+    found = [(m, d) for m in _Q_DAY.finditer(question) if (d := _named_day(m, today)) is not None]
+    if not found:
+        return None
+    m, named = found[0]
+    if len(found) > 1 and _Q_BETWEEN.search(question[: m.start()]):
+        end = found[1][1]
+        return (named, end + timedelta(days=1)) if end >= named else None
+    start, end = named, named + timedelta(days=1)
+    if reach := _Q_DAY_REACH.search(question[: m.start()]):
+        unit = reach.group("unit").casefold().rstrip("s")
+        n = _count(reach.group("n")) if reach.group("n") else 1
+        days = {"day": 1, "week": 7, "weekend": 7, "month": 31}.get(unit, 7) * n  # a weekday: within the week
+        if reach.group("way").casefold() == "before":
+            start = named - timedelta(days=days)
+        else:
+            end = named + timedelta(days=days + 1)
+    return start, end

@@ -306,7 +306,7 @@ async def _time_aware(
     now: datetime | None,
     gate: EpisodeGate | None,
 ) -> list[Found]:
-    """A question about a span of time ("in May", "last spring", "last week": ``core.past_dates``)
+    """A question about a span of time ("in May", "last spring", "on 7 July": ``core.past_dates``)
     also searches that span, and what was said in it is ranked up (fused again with the search of
     every time); without such words, ``found`` as it is."""
     if not TIME_AWARE or now is None or not found:

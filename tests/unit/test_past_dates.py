@@ -64,3 +64,21 @@ def test_years_seasons_and_recent_spans_are_the_spans_they_name():
 def test_a_question_naming_no_time_has_no_span():
     assert _span("When did Caroline go to the LGBTQ support group?") is None
     assert _span("What is Melanie's favourite book?") is None
+
+
+def test_a_named_day_is_searched_on_that_day_and_a_day_without_a_year_is_its_latest_one():
+    assert _span("What painting did Melanie show to Caroline on October 13, 2023?") == ("2023-10-13", "2023-10-14")
+    assert _span("What book did Tim just finish reading on 8th December, 2022?") == ("2022-12-08", "2022-12-09")
+    assert _span("Where was the forest picture shared by John on December 1,2022 taken?") == ("2022-12-01", "2022-12-02")
+    assert _span("What did I tell you on the 3rd of July?") == ("2023-07-03", "2023-07-04")
+    assert _span("What did I say on December 25?") == ("2022-12-25", "2022-12-26")  # after the question: last year's
+    assert _span("What did we plan on 30 February?") is None
+
+
+def test_a_span_reaching_from_a_named_day_keeps_the_day_it_was_said_on():
+    assert _span("Where was Tim in the week before 16 November 2022?") == ("2022-11-09", "2022-11-17")
+    assert _span("What did Maria do last weekend before April 10, 2023?") == ("2023-04-03", "2023-04-11")  # not the week before the question
+    assert _span("What puppy did she get two weeks before August 11, 2023?") == ("2023-07-28", "2023-08-12")
+    assert _span("What did they do on the Monday before July 24, 2023?") == ("2023-07-17", "2023-07-25")
+    assert _span("What did they plan for the Saturday after October 28, 2022?") == ("2022-10-28", "2022-11-05")
+    assert _span("Where was John between August 11 and August 15 2023?") == ("2023-08-11", "2023-08-16")
