@@ -51,6 +51,7 @@ SAFETY_CEILINGS: dict[str, int] = {
     "prompt_token_budget": 200_000,
     "max_context_tokens": 200_000,
     "max_summary_tokens": 20_000,
+    "summary_token_budget": 20_000,
     "max_facts": 30,
 }
 
@@ -90,6 +91,11 @@ class Context:
     tail_size: int = _setting(4, "How many of the newest messages stay raw after a fold.")
     max_context_tokens: int = _setting(6000, "Token budget of the unsummarized conversation; passing it also triggers a fold.")
     max_summary_tokens: int = _setting(400, "The running summary is re-compressed (summary of summaries) when it grows past this.")
+    summary_token_budget: int = _setting(
+        200,
+        "Tokens of the running summary the reply prompt shows (from the top); the excerpts of earlier "
+        "conversations take what it leaves. Below max_summary_tokens, so a fold costs no extra model call.",
+    )
     max_message_chars: int = _setting(20000, "Longest user message accepted; longer ones are refused with a clear error.")
     extract_every_n_turns: int = _env_int_setting(
         "MEMORY_AGENT_EXTRACT_EVERY_N_TURNS",

@@ -41,8 +41,17 @@ def fit_blocks(blocks: Sequence[str], budget: int, separator: str = "\n\n") -> l
 
 
 def truncate_lines(text: str, budget: int) -> str:
-    """Whole lines from the top, plus a trim marker, within ``budget`` tokens (deterministic)."""
+    """Whole lines from the top, plus a trim marker, within ``budget`` tokens (deterministic).
+    When not even the first line fits, its leading words: a long first paragraph (a summary's
+    narrative) is shown in part rather than not at all."""
     if count_tokens(text) <= budget:
         return text
-    lines = fit_blocks(text.splitlines(), budget - count_tokens("\n" + TRIM_MARKER), separator="\n")
+    room = budget - count_tokens("\n" + TRIM_MARKER)
+    lines = fit_blocks(text.splitlines(), room, separator="\n")
+    if not lines and room > 0:
+        first = text.splitlines()[0]
+        head = first[: int(room * CHARS_PER_TOKEN)]
+        head = head[: head.rfind(" ")] if " " in head else head
+        if head.strip():
+            lines = [head.rstrip()]
     return "\n".join(lines + [TRIM_MARKER])

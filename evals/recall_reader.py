@@ -18,15 +18,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel, Field
 
 from evals.metrics import is_refusal, score_qa
 
-if TYPE_CHECKING:
-    from evals.recall_eval import Asked
+
+class Asked(Protocol):
+    """What the reader needs of ``evals.recall_eval.Asked`` (a protocol: that module imports this one)."""
+
+    probe: Any
+    conversation: str
+    messages: list[BaseMessage]
+    answer_recall: float
+    evidence_recall: float | None
+    f1: float | None
+    judge: float | None
+    answer: str | None
 
 __all__ = ["READER_INSTRUCTION", "READER_SYSTEMS", "ReaderCheck", "reader_messages", "reader_sample", "run_reader_check"]
 
@@ -63,7 +73,7 @@ class ReaderCheck(BaseModel):
     examples: list[dict[str, str]] = Field(default_factory=list)  # the first few answers, to read
 
 
-def reader_sample(asked: Sequence["Asked"], conversations: Sequence[str], size: int) -> list[int]:
+def reader_sample(asked: Sequence[Asked], conversations: Sequence[str], size: int) -> list[int]:
     """Indices into ``asked`` (memory-agent's questions, in the dataset's order) of the fixed sample:
     ``size`` evenly spaced among those of ``conversations`` (every one of them for ``size`` 0)."""
     pool = [i for i, a in enumerate(asked) if a.conversation in set(conversations)]
@@ -93,7 +103,7 @@ def _lead(ours: list[float], theirs: list[float]) -> dict[str, float]:
 
 async def run_reader_check(
     reader_spec: str,
-    by_system: dict[str, list["Asked"]],
+    by_system: dict[str, list[Asked]],
     conversations: Sequence[str],
     *,
     size: int = 100,

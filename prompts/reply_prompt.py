@@ -59,7 +59,7 @@ class PromptBudgets:
 
     system: int = 800
     user_context: int = Context.user_context_token_budget
-    summary: int = Context.max_summary_tokens
+    summary: int = Context.summary_token_budget
     episodes: int = Context.episodic_token_budget  # the most the excerpts take, of what the others leave
     recent: int = Context.max_context_tokens
     total: int = Context.prompt_token_budget  # the whole prompt (0: only the sections' own budgets)

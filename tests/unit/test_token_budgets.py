@@ -33,7 +33,17 @@ def test_truncated_lines_with_their_marker_stay_within_the_budget():
         cut = truncate_lines(text, budget)
         assert count_tokens(cut) <= budget
         assert cut.endswith(TRIM_MARKER)
-        assert all(line in text.splitlines() for line in cut.splitlines()[:-1])
+        kept = cut.splitlines()[:-1]
+        assert all(line in text.splitlines() for line in kept) or (len(kept) == 1 and text.startswith(kept[0]))
+
+
+def test_a_first_line_longer_than_the_budget_is_shown_by_its_leading_words_not_dropped():
+    narrative = " ".join(f"word{i}" for i in range(400))  # a summary's one long paragraph
+    cut = truncate_lines(f"{narrative}\nKey facts: a; b", 50)
+
+    assert count_tokens(cut) <= 50 and cut.endswith(TRIM_MARKER)
+    assert cut.startswith("word0 word1 ") and narrative.startswith(cut.splitlines()[0])
+    assert not cut.splitlines()[0].endswith("wor")  # cut between words
 
 
 def test_fit_blocks_keeps_leading_whole_blocks():
