@@ -6,7 +6,10 @@ import pytest
 
 import json
 
+from rich.console import Console
+
 from evals.cli import main
+from evals.recall_eval import RecallOptions, run_recall
 from tests.support.locomo_sample import locomo_sample
 from tests.support.openai_stub_server import openai_stub, openai_stub_server  # noqa: F401 (fixtures)
 
@@ -47,7 +50,7 @@ def test_eval_recall_imports_asks_categories_1_to_4_and_writes_every_system_with
     assert all(r["question"] not in r["found"] for r in rows)  # what memory found, without the question
 
 
-def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_bm25_prompts_over_the_openai_client(tmp_path, new_database, openai_stub):
+async def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_bm25_prompts_over_the_openai_client(tmp_path, new_database, openai_stub):
     """--reader-model: the same questions for both systems, from the held-out part only, one system at a
     time (a local server's cache keeps the shared prefix), each prompt as built plus the short-answer line;
     F1 scored against the gold answer, and memory-agent's paired lead in F1 and in prompt words reported."""
@@ -67,10 +70,11 @@ def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_bm25_p
     dataset.write_text(json.dumps([locomo_sample("tiny-a"), locomo_sample("tiny-b")]), encoding="utf-8")
     out = tmp_path / "out"
 
-    code = main(["recall", "--dataset", str(dataset), "--split", "tiny-a", "--reader-model", "openai:stub-reader",
-                 "--reader-questions", "3", "--out", str(out), "--database-url", new_database("evalreader"), "--no-progress"])
+    # In the test's own event loop (not the CLI's asyncio.run): langchain-openai caches its HTTP client
+    # per base URL, and one made in a loop that then closes fails every later test on this stub.
+    await run_recall(RecallOptions(dataset=str(dataset), split=["tiny-a"], reader_model="openai:stub-reader", reader_questions=3,
+                                   out=out, database_url=new_database("evalreader"), progress=False), Console(quiet=True))
 
-    assert code == 0
     results = json.loads((out / "results.json").read_text())
     check = results["reader"]
     assert check["conversations"] == ["tiny-b"] and check["questions"] == 3  # held out only, the sample's size
