@@ -240,8 +240,7 @@ class _Job:
             # to the memory phase, every step after reply.
             await self.graph.aupdate_state(cfg, {"messages": messages, "user_turns": user_turns}, as_node="reply")
             await self.graph.ainvoke(None, cfg, context=self.ctx)
-            self.result.messages = index
-            await self._progress(number)
+            await self._progress(number, imported=index)
             if self.on_progress is not None:
                 maybe = self.on_progress(self.result.messages, len(self.chat.messages))
                 if maybe is not None:
@@ -251,15 +250,31 @@ class _Job:
             if m.source_id:
                 self.result.id_map.setdefault(m.source_id, message_id(self.thread_id, position))
 
-    async def _progress(self, exchanges_done: int) -> None:
+    async def _progress(self, exchanges_done: int, imported: int = 0) -> None:
+        """The row records the exchange and the importer takes it as its head, both or neither: a stop
+        that cancelled the exchanges between the two rolled the thread back past what the row counted,
+        and a resume then skipped an exchange. A cancel arriving meanwhile waits for the write (one
+        short statement, within BOOKKEEPING_SECONDS) and is raised after it."""
+        write = asyncio.ensure_future(self._record_progress(exchanges_done, imported))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            try:
+                await asyncio.wait_for(write, BOOKKEEPING_SECONDS)
+            except Exception:  # the database is away: the row's heartbeat stops and it reads as incomplete
+                pass
+            raise
+
+    async def _record_progress(self, exchanges_done: int, imported: int) -> None:
         mark = await mark_thread(self.pool, self.thread_id)
         ok = await chat_imports.record_progress(
-            self.pool, self.import_id, self.worker, imported=self.result.messages, exchanges=exchanges_done,
+            self.pool, self.import_id, self.worker, imported=imported, exchanges=exchanges_done,
             head=mark.checkpoint_id, head_writes=mark.head_writes,
         )
         if not ok:
             raise _Revoked()
         self.head = mark
+        self.result.messages = imported
 
     # ------------------------------------------------------------------ ending early
     async def _halt(self, work: asyncio.Task, head: str | None) -> None:

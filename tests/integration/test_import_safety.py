@@ -156,6 +156,43 @@ async def test_an_interrupted_import_is_listed_incomplete_and_resumes_to_the_who
     assert indexed == 12
 
 
+async def test_a_stop_that_lands_while_progress_is_written_keeps_the_exchange_the_row_counts(backend, graph, user_id, monkeypatch):
+    """CI (27 Nov 2026): a client that left mid-import, a resume, and messages 8 and 9 were missing. The stop
+    cancelled the exchanges after the row recorded exchange 5 but before the importer took that as its head,
+    so the thread went back to exchange 4 while the row said 5, and the resume went on from message 10."""
+    from memory.import_job import ImportStopped
+    from storage import chat_imports
+
+    data = history(12)
+    [chat] = parse_import(data)
+    written = asyncio.Event()
+    real = chat_imports.record_progress
+
+    async def record_then_linger(*args, **kwargs):
+        ok = await real(*args, **kwargs)
+        if kwargs.get("exchanges") == 3:  # committed; the stop arrives before the importer goes on
+            written.set()
+            await asyncio.sleep(1)  # the window, widened: the stop cancels the exchanges in it
+        return ok
+
+    async def client_left() -> bool:
+        return written.is_set()
+
+    monkeypatch.setattr(chat_imports, "record_progress", record_then_linger)
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 0.05)
+    with pytest.raises(ImportStopped):
+        await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), stop_when=client_left)
+    [thread_id] = await thread_owners.threads_of(backend.pool, user_id)
+    states = await chat_admin.import_states(backend.pool, user_id, [thread_id])
+    kept = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert len(kept) == states[thread_id].imported == 6  # what the row counts is what the chat holds
+
+    monkeypatch.setattr(chat_imports, "record_progress", real)
+    await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), resume=thread_id)
+    messages = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert [m.text for m in messages] == [m["text"] for m in data["messages"]]  # each once, in order, none skipped
+
+
 @pytest.mark.parametrize(
     "bad, says",
     [
