@@ -531,6 +531,11 @@ def reader_markdown(check: ReaderCheck) -> list[str]:
             lines.append(f"- memory-agent against {name}: F1 {v['diff']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
                          + (f"; answer words in the prompt {words['diff']:+.3f} [{words['low']:+.3f}, {words['high']:+.3f}]" if words else ""))
     lines.append(f"- {check.seconds:.0f} s of answering.")
+    if check.examples:
+        lines += ["", "The first answers:", ""]
+        for ex in check.examples:
+            answers = "; ".join(f"{name}: “{ex[name]}”" for name in check.systems if name in ex)
+            lines.append(f"- {ex['question']} (gold: {ex['gold']}) {answers}")
     return lines
 
 

@@ -88,7 +88,8 @@ async def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_
         assert 0 < s["f1"] <= 1 and 0 <= s["answer_recall"] <= 1, name
     assert set(check["lead_f1"]) == {"bm25_turns"} and set(check["lead_answer_words"]) == {"bm25_turns"}
     assert results["systems"]["whole_history"]["f1"] is None  # not read: only the chosen systems are
-    assert "## Reader check" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "## Reader check" in report and "The first answers:" in report
     rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
     read = [r for r in rows if "reader_answer" in r["systems"]["memory-agent"]]
     assert len(read) == 3 and all(r["conversation"] == "tiny-b" and "reader_answer" in r["systems"]["bm25_turns"] for r in read)
