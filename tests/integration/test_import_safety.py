@@ -156,6 +156,7 @@ async def test_an_interrupted_import_is_listed_incomplete_and_resumes_to_the_who
     assert indexed == 12
 
 
+@pytest.mark.slow
 async def test_a_stop_that_lands_while_progress_is_written_keeps_the_exchange_the_row_counts(backend, graph, user_id, monkeypatch):
     """CI (27 Nov 2026): a client that left mid-import, a resume, and messages 8 and 9 were missing. The stop
     cancelled the exchanges after the row recorded exchange 5 but before the importer took that as its head,
