@@ -58,7 +58,7 @@ from evals.datasets.schema import CATEGORY_NAMES, Conversation, Probe
 from evals.eval_database import open_eval_workspace
 from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall
 from evals.production_nodes import single_node_graph
-from evals.recall_reader import READER_SYSTEMS, ReaderCheck, run_reader_check
+from evals.recall_reader import READER_SYSTEMS, ReaderCheck, paired_lead, run_reader_check
 from evals.recall_baselines import TurnIndex, baseline_prompts, bm25_excerpts_prompt, turn_line  # noqa: F401 (the eval's names)
 from evals.retrieval_eval import load_retrieval_set
 from evals.run_output import RunClock, default_out_dir, new_run_id
@@ -219,14 +219,8 @@ def select_conversations(conversations: list[Conversation], wanted: list[str] | 
 
 
 def lead(ours: list[Asked], theirs: list[Asked], seed: int = 0) -> dict[str, float]:
-    """memory-agent's paired lead in answer words over a baseline on the same questions, with the
-    95 % percentile bootstrap interval (questions resampled, 2,000 times)."""
-    from evals.metrics.bootstrap import bootstrap_diff
-
-    if not ours or len(ours) != len(theirs):
-        return {}
-    b = bootstrap_diff([a.answer_recall for a in ours], [a.answer_recall for a in theirs], n_resamples=2000, seed=seed)
-    return {"diff": round(b.mean_diff, 4), "low": round(b.low, 4), "high": round(b.high, 4)}
+    """memory-agent's paired lead in answer words over a baseline on the same questions (95 % bootstrap)."""
+    return paired_lead([a.answer_recall for a in ours], [a.answer_recall for a in theirs], seed)
 
 
 # --------------------------------------------------------------------------- the run

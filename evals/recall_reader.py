@@ -25,6 +25,8 @@ from pydantic import BaseModel, Field
 
 from evals.metrics import is_refusal, score_qa
 
+__all__ = ["READER_INSTRUCTION", "READER_SYSTEMS", "ReaderCheck", "paired_lead", "reader_messages", "reader_sample", "run_reader_check"]
+
 
 class Asked(Protocol):
     """What the reader needs of ``evals.recall_eval.Asked`` (a protocol: that module imports this one)."""
@@ -38,7 +40,6 @@ class Asked(Protocol):
     judge: float | None
     answer: str | None
 
-__all__ = ["READER_INSTRUCTION", "READER_SYSTEMS", "ReaderCheck", "reader_messages", "reader_sample", "run_reader_check"]
 
 #: The systems the reader answers from unless told otherwise: the issue's comparison (memory
 #: against plain search at the same tokens). The whole history (~26k tokens) would take a local
@@ -76,7 +77,8 @@ class ReaderCheck(BaseModel):
 def reader_sample(asked: Sequence[Asked], conversations: Sequence[str], size: int) -> list[int]:
     """Indices into ``asked`` (memory-agent's questions, in the dataset's order) of the fixed sample:
     ``size`` evenly spaced among those of ``conversations`` (every one of them for ``size`` 0)."""
-    pool = [i for i, a in enumerate(asked) if a.conversation in set(conversations)]
+    wanted = set(conversations)
+    pool = [i for i, a in enumerate(asked) if a.conversation in wanted]
     if size <= 0 or size >= len(pool):
         return pool
     return [pool[(k * len(pool)) // size] for k in range(size)]
@@ -92,12 +94,14 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def _lead(ours: list[float], theirs: list[float]) -> dict[str, float]:
+def paired_lead(ours: Sequence[float], theirs: Sequence[float], seed: int = 0) -> dict[str, float]:
+    """mean(ours) - mean(theirs) on the same questions, with the 95 % percentile bootstrap interval
+    (questions resampled, 2,000 times); {} without a pair to compare."""
     from evals.metrics.bootstrap import bootstrap_diff
 
-    if len(ours) < 2 or len(ours) != len(theirs):
+    if not ours or len(ours) != len(theirs):
         return {}
-    b = bootstrap_diff(ours, theirs, n_resamples=2000, seed=0)
+    b = bootstrap_diff(list(ours), list(theirs), n_resamples=2000, seed=seed)
     return {"diff": round(b.mean_diff, 4), "low": round(b.low, 4), "high": round(b.high, 4)}
 
 
@@ -122,7 +126,6 @@ async def run_reader_check(
     reader = with_output_cap(load_chat_model(reader_spec), READER_MAX_TOKENS)
     judge = load_chat_model(judge_spec) if judge_spec else None
     chosen = reader_sample(by_system["memory-agent"], conversations, size)
-    answers: dict[tuple[str, int], str] = {}
     limit = asyncio.Semaphore(max(1, concurrency))
     started = time.perf_counter()
 
@@ -134,7 +137,6 @@ async def run_reader_check(
             a.answer = answer
             if judge is not None:
                 a.judge = await judge_answer(judge, a.probe.question, a.probe.answer, answer)
-        answers[(system, i)] = answer
         if on_answer is not None:
             on_answer()
 
@@ -151,7 +153,7 @@ async def run_reader_check(
             f1=_mean([a.f1 for a in items]),
             answer_recall=_mean([a.answer_recall for a in items]),
             evidence_recall=_mean(ev) if ev else None,
-            refusals=sum(is_refusal(answers[(system, i)]) for i in chosen),
+            refusals=sum(is_refusal(a.answer) for a in items),
             judge=_mean(judged) if judged else None,
         )
     ours = [by_system["memory-agent"][i] for i in chosen] if "memory-agent" in systems else []
@@ -161,12 +163,12 @@ async def run_reader_check(
         questions=len(chosen),
         conversations=list(conversations),
         systems=summary,
-        lead_f1={s: _lead([a.f1 for a in ours], [by_system[s][i].f1 for i in chosen]) for s in others if ours},
-        lead_answer_words={s: _lead([a.answer_recall for a in ours], [by_system[s][i].answer_recall for i in chosen]) for s in others if ours},
+        lead_f1={s: paired_lead([a.f1 for a in ours], [by_system[s][i].f1 for i in chosen]) for s in others if ours},
+        lead_answer_words={s: paired_lead([a.answer_recall for a in ours], [by_system[s][i].answer_recall for i in chosen]) for s in others if ours},
         seconds=round(time.perf_counter() - started, 1),
         examples=[
             {"question": by_system[systems[0]][i].probe.question, "gold": str(by_system[systems[0]][i].probe.answer),
-             **{s: answers[(s, i)] for s in systems}}
+             **{s: by_system[s][i].answer for s in systems}}
             for i in chosen[:8]
         ],
     )
