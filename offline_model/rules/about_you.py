@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from itertools import takewhile
 from typing import Callable
 
 from offline_model.rules.vocabulary import (
@@ -51,10 +52,19 @@ _STATES = frozenset(
 
 # "Hi! I'm Maya", "Hello, I am Noa Levi.", "I'm Maya, a backend developer": a capitalized word right
 # after "I'm" at a sentence's start, ending the clause, names the speaker; states ("I'm Tired"),
-# nationalities and languages do not.
-@_rule(r"^\s*(?:(?:hi|hello|hey|ciao|shalom)\b[\s,!.-]*(?:there[\s,!.-]*)?)?I(?:'m| am) (?P<x>[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)\s*(?:[.,;!]|$|\s(?:and|but|from|here)\b)")
+# nationalities and languages do not. The rules match ignoring case, so the capitals are checked
+# here: "I'm super thankful." names nobody. In all-lowercase text only a greeting before it
+# ("hey i'm maya") makes the word a name.
+@_rule(r"^\s*(?P<hi>(?:hi|hello|hey|ciao|shalom)\b[\s,!.-]*(?:there[\s,!.-]*)?)?I(?:'m| am) (?P<x>[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)\s*(?:[.,;!]|$|\s(?:and|but|from|here)\b)")
 def _i_am_name(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    value = m.group("x")
+    words = m.group("x").split()
+    if casual and m.group("hi"):
+        value = " ".join(words)
+    else:
+        capitalized = list(takewhile(lambda w: w[0].isupper(), words))
+        if not capitalized:
+            return
+        value = " ".join(capitalized)
     first = value.split()[0].lower()
     # Known languages only: the suffix guess of _language would refuse Brian, Julian and Milan.
     if first not in _NATIONALITIES and first not in _LANGUAGES and first not in _STOPWORDS and first not in _STATES and first not in _ROLE_NOUNS:

@@ -370,6 +370,15 @@ def test_a_greeting_then_i_am_name_sets_the_name_but_states_and_nationalities_do
         assert extract_with_rules(text).profile_updates.name is None, text
 
 
+def test_a_lowercase_state_after_i_am_is_not_a_name_though_the_rules_ignore_case():
+    # LoCoMo's "I'm super thankful." made the user's profile name "super thankful".
+    for text in ("I'm super thankful.", "Honestly I'm so glad.", "I'm really into it, and more"):
+        assert extract_with_rules(text).profile_updates.name is None, text
+    assert extract_with_rules("I'm Noa levi.").profile_updates.name == "Noa"
+    assert extract_with_rules("hey i'm maya").profile_updates.name == "maya"
+    assert extract_with_rules("i'm super thankful.").profile_updates.name is None
+
+
 def test_code_examples_in_a_language_keep_the_language():
     prefs = extract_with_rules("I prefer code examples in Python").new_preferences
     assert prefs.code_examples is True and prefs.other_notes == ["Prefers code examples in Python"]
