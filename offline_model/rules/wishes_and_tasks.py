@@ -227,9 +227,15 @@ def _my_goal(m: re.Match[str], b: _Builder, casual: bool) -> None:
         _goal(b, goal, f"Wants to {goal}" if _first_word(goal) in _GOAL_VERBS else f"Goal: {goal}")
 
 
+# Goal verbs that make a goal on their own ("I want to retire"); the others need their object.
+_GOAL_ALONE = frozenset("retire graduate travel move run quit practice practise study improve save".split())
+
+
 @_rule(r"(?:\bI (?:really )?(?:want|hope|plan|intend)|\bI(?:'d| would) (?:really )?(?:like|love)) to\s+(?P<x>.+)")
 def _want_to(m: re.Match[str], b: _Builder, casual: bool) -> None:
     goal = _cut(m.group("x"), conj=False)
+    if goal and len(goal.split()) == 1 and goal.lower() not in _GOAL_ALONE:
+        return  # "places I want to visit": the object came before, in a clause this rule does not see
     if goal and len(goal.split()) <= 12 and (_first_word(goal) in _GOAL_VERBS or _GOAL_BE.match(goal)):
         _goal(b, goal, f"Wants to {goal}")
 

@@ -453,3 +453,10 @@ def test_a_field_of_work_an_instrument_and_a_diet_are_facts_but_not_their_lookal
     assert fact_texts(extract_with_rules("I don't eat meat but I like grilled veggies.")) == ["Does not eat meat", "Likes grilled veggies"]
     for message in ("I work in shifts.", "I play the game often.", "I work in Lisbon."):
         assert extract_with_rules(message).new_facts == [], message
+
+
+def test_a_goal_verb_whose_object_came_before_it_is_not_a_goal():
+    # LoCoMo's "visa requirements for some places I want to visit" gave the goal "visit".
+    assert extract_with_rules("I'm researching visa requirements for places I want to visit.").profile_updates.goals in (None, [])
+    assert extract_with_rules("I want to retire.").profile_updates.goals == ["retire"]
+    assert extract_with_rules("I want to visit The Cliffs of Moher.").profile_updates.goals == ["visit The Cliffs of Moher"]
