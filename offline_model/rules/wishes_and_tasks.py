@@ -111,6 +111,8 @@ def _would_like(m: re.Match[str], b: _Builder, casual: bool) -> None:
 
 @_rule(r"\bI (?:really |also |do |still |just )?(?P<verb>like|love|enjoy|adore)\s+(?P<x>.+)")
 def _like(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    if re.search(r"\bas\s*$", m.string[: m.start()], re.I):
+        return  # "as I like to say, …" introduces a saying, not a liking
     obj = _cut(m.group("x"))
     if _style(obj, b, negative=False) or not _object_ok(obj):
         return
@@ -281,8 +283,14 @@ def _add_task(b: _Builder, description: str) -> None:
 _WHEN = rf"(?P<when>{_TIME}|later|on (?:{_WEEKDAYS}))"
 
 
+# What may stand before an asked-for "remind me": nothing, a clause's end, or a way of asking.
+_ASKED_OF_YOU = re.compile(r"(?:^|[,;:!-]|\b(?:please|pls|plz|can you|could you|would you|will you|can u|(?:you|u) to|just|and|also|then|oh|hey|ok|okay|so))\s*$", re.I)
+
+
 @_rule(rf"\bremind me (?:{_WHEN} )?(?:to|that I (?:need|have) to|about)\s+(?P<x>.+)", in_questions=True)
 def _remind(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    if not _ASKED_OF_YOU.search(m.string[: m.start()]):
+        return  # "moments like these remind me to …", "a painting to remind me to …": not a request
     desc = _clean_task(m.group("x"))
     when = m.group("when")
     if desc and when and when.lower() != "later":

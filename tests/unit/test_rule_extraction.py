@@ -460,3 +460,29 @@ def test_a_goal_verb_whose_object_came_before_it_is_not_a_goal():
     assert extract_with_rules("I'm researching visa requirements for places I want to visit.").profile_updates.goals in (None, [])
     assert extract_with_rules("I want to retire.").profile_updates.goals == ["retire"]
     assert extract_with_rules("I want to visit The Cliffs of Moher.").profile_updates.goals == ["visit The Cliffs of Moher"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Moments like these remind me to appreciate the ones I love.",
+        "Turtles always remind me to slow down and appreciate the small things in life.",
+        "I have a painting in my room to remind me to stay true.",
+    ],
+)
+def test_remind_me_inside_a_statement_is_not_a_task(message):
+    # LoCoMo's lines made tasks like "appreciate the ones I love".
+    assert extract_with_rules(message).task_updates == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Remind me to call mom.", "Please remind me to water the plants.", "Oh, and can you remind me to book the dentist?", "ok remind me to pay rent", "I need you to remind me to renew my passport."],
+)
+def test_asking_to_be_reminded_is_still_a_task(message):
+    assert [t.action for t in extract_with_rules(message).task_updates] == ["add"]
+
+
+def test_as_i_like_to_say_is_not_a_liking():
+    assert fact_texts(extract_with_rules("As I like to say, there is no sport better than football.")) == []
+    assert fact_texts(extract_with_rules("I like to swim.")) == ["Likes to swim"]
