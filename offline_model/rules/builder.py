@@ -69,6 +69,20 @@ def _match_task(phrase: str, tasks: list[dict[str, Any]]) -> dict[str, Any] | No
 
 
 # --------------------------------------------------------------------------- the result being built
+# A fact is stored in the third person (the extraction contract, prompts/extraction.md), but the
+# rules copy the user's words: "Wants to improve my endurance" would read as the assistant's.
+_FIRST_PERSON = {
+    "I'm": "they're", "I am": "they are", "I was": "they were", "I've": "they've", "I'd": "they'd", "I'll": "they'll",
+    "I": "they", "my": "their", "me": "them", "myself": "themselves", "mine": "theirs",
+}
+_FIRST_PERSON_WORDS = re.compile(r"\b(?:I'm|I am|I was|I've|I'd|I'll|I|[Mm]y|me|myself|mine)\b")
+
+
+def third_person(text: str) -> str:
+    """The user's first-person words in a fact or goal, in the third person ("help my team" → "help their team")."""
+    return _FIRST_PERSON_WORDS.sub(lambda m: _FIRST_PERSON.get(m.group(0), _FIRST_PERSON.get(m.group(0).lower(), m.group(0))), text)
+
+
 class _Builder:
     def __init__(self, stored: dict[str, Any] | None) -> None:
         self.facts: list[NewFact] = []
@@ -82,7 +96,7 @@ class _Builder:
         self._seen_facts = {normalize_text(f["text"]) for f in self.stored_facts}
 
     def fact(self, text: str, importance: str = "medium", tags: list[str] | None = None, *, supersede_prefix: str | None = None) -> None:
-        text = re.sub(r"\s+", " ", text).strip(" .")
+        text = third_person(re.sub(r"\s+", " ", text).strip(" ."))
         key = normalize_text(text)
         if not key or key in self._seen_facts:
             return
@@ -100,6 +114,7 @@ class _Builder:
         self.profile.setdefault(field, value)
 
     def goal(self, goal: str) -> None:
+        goal = third_person(goal)
         if normalize_text(goal) not in {normalize_text(g) for g in self.goals}:
             self.goals.append(goal)
 

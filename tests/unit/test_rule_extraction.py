@@ -486,3 +486,11 @@ def test_asking_to_be_reminded_is_still_a_task(message):
 def test_as_i_like_to_say_is_not_a_liking():
     assert fact_texts(extract_with_rules("As I like to say, there is no sport better than football.")) == []
     assert fact_texts(extract_with_rules("I like to swim.")) == ["Likes to swim"]
+
+
+def test_facts_and_goals_are_in_the_third_person_even_when_the_rule_copies_the_users_words():
+    # The extraction contract says third person; "Wants to … my endurance" read as the assistant's.
+    result = extract_with_rules("I want to get stronger and improve my endurance.")
+    assert fact_texts(result) == ["Wants to get stronger and improve their endurance"]
+    assert result.profile_updates.goals == ["get stronger and improve their endurance"]
+    assert fact_texts(extract_with_rules("I love sharing what I know.")) == ["Loves sharing what they know"]
