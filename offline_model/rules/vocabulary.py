@@ -106,6 +106,9 @@ _NOT_MY_SUBJECTS = frozenset(
 # "I like X": objects that react to the chat rather than describe the user.
 _NOT_LIKE_OBJECTS = frozenset(
     "your you this that it these those what how when where which him her them the idea".split()
+    # a verb or an adverb where the object should be: its object came before ("something I love is
+    # awesome", "a job I enjoy every day", "yeah, I love to.")
+    + "is are was were makes made gives gave has had keeps every".split()
 )
 
 _CONJ = re.compile(

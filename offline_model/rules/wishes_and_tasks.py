@@ -91,7 +91,7 @@ def _style(fragment: str, b: _Builder, negative: bool) -> bool:
 
 
 def _object_ok(obj: str) -> bool:
-    if not obj or len(obj.split()) > 10:
+    if not obj or len(obj.split()) > 10 or obj.lower() == "to":  # "yeah, I love to."
         return False
     low = obj.lower()
     return _first_word(obj) not in _NOT_LIKE_OBJECTS and not low.startswith("the idea")
@@ -109,10 +109,15 @@ def _would_like(m: re.Match[str], b: _Builder, casual: bool) -> None:
     _style(_cut(m.group("x")), b, negative=False)
 
 
+# A wh-word or an indefinite just before "I like" / "I want to": the object is that word ("what I
+# like", "something I love", "where I want to be"), not what follows.
+_OBJECT_BEFORE = re.compile(r"\b(?:what|where|whatever|something|anything|everything|nothing|all)\s*$", re.I)
+
+
 @_rule(r"\bI (?:really |also |do |still |just )?(?P<verb>like|love|enjoy|adore)\s+(?P<x>.+)")
 def _like(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    if re.search(r"\bas\s*$", m.string[: m.start()], re.I):
-        return  # "as I like to say, …" introduces a saying, not a liking
+    if re.search(r"\bas\s*$", m.string[: m.start()], re.I) or _OBJECT_BEFORE.search(m.string[: m.start()]):
+        return  # "as I like to say, …" introduces a saying; "that's what I like to hear" has its object before
     obj = _cut(m.group("x"))
     if _style(obj, b, negative=False) or not _object_ok(obj):
         return
@@ -235,6 +240,8 @@ _GOAL_ALONE = frozenset("retire graduate travel move run quit practice practise 
 
 @_rule(r"(?:\bI (?:really )?(?:want|hope|plan|intend)|\bI(?:'d| would) (?:really )?(?:like|love)) to\s+(?P<x>.+)")
 def _want_to(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    if _OBJECT_BEFORE.search(m.string[: m.start()]):
+        return  # "where I want to be in the future": the goal is the "where", not said here
     goal = _cut(m.group("x"), conj=False)
     if goal and len(goal.split()) == 1 and goal.lower() not in _GOAL_ALONE:
         return  # "places I want to visit": the object came before, in a clause this rule does not see

@@ -494,3 +494,19 @@ def test_facts_and_goals_are_in_the_third_person_even_when_the_rule_copies_the_u
     assert fact_texts(result) == ["Wants to get stronger and improve their endurance"]
     assert result.profile_updates.goals == ["get stronger and improve their endurance"]
     assert fact_texts(extract_with_rules("I love sharing what I know.")) == ["Loves sharing what they know"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Yeah, I love to. It's peaceful.",
+        "Being my own boss and doing something I love is awesome.",
+        "That's what I like to hear!",
+        "I'm grateful to have a job I enjoy every day.",
+        "I've been thinking about where I want to be in the future.",
+    ],
+)
+def test_a_liking_or_goal_whose_object_came_before_it_stores_nothing(message):
+    # Each of these LoCoMo lines gave a fact like "Loves is awesome" or "Wants to be in the future".
+    result = extract_with_rules(message)
+    assert fact_texts(result) == [] and not result.profile_updates.goals, message
