@@ -21,7 +21,7 @@ from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
 from memory.writer.merge_rules import refines, slot_of
 from core.stopwords import STOPWORDS
-from core.words import accentless_words, light_stem, word_runs
+from core.words import accentless_words, light_stem, third_person, word_runs
 from offline_model.rule_extraction import extract_with_rules
 
 log = logging.getLogger(__name__)
@@ -417,7 +417,8 @@ def merge_with_rules(
         for field, value in mine.items():
             floor = theirs.get(field)
             if isinstance(value, list):
-                merged[field] = _union(value, floor or [])
+                # Goals in the third person, as the rules write them, so one goal is not kept twice.
+                merged[field] = _union([third_person(v) for v in value] if field == "goals" else value, floor or [])
             elif value is None or (floor is not None and value != floor and not _clearly_stated(value, said)):
                 merged[field] = floor
             else:

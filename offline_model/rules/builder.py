@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from core.words import third_person
 from core.schemas import (
     ExtractionResult,
     NewFact,
@@ -69,20 +70,6 @@ def _match_task(phrase: str, tasks: list[dict[str, Any]]) -> dict[str, Any] | No
 
 
 # --------------------------------------------------------------------------- the result being built
-# A fact is stored in the third person (the extraction contract, prompts/extraction.md), but the
-# rules copy the user's words: "Wants to improve my endurance" would read as the assistant's.
-_FIRST_PERSON = {
-    "I'm": "they're", "I am": "they are", "I was": "they were", "I've": "they've", "I'd": "they'd", "I'll": "they'll",
-    "I": "they", "my": "their", "me": "them", "myself": "themselves", "mine": "theirs",
-}
-_FIRST_PERSON_WORDS = re.compile(r"\b(?:I'm|I am|I was|I've|I'd|I'll|I|[Mm]y|me|myself|mine)\b")
-
-
-def third_person(text: str) -> str:
-    """The user's first-person words in a fact or goal, in the third person ("help my team" → "help their team")."""
-    return _FIRST_PERSON_WORDS.sub(lambda m: _FIRST_PERSON.get(m.group(0), _FIRST_PERSON.get(m.group(0).lower(), m.group(0))), text)
-
-
 class _Builder:
     def __init__(self, stored: dict[str, Any] | None) -> None:
         self.facts: list[NewFact] = []

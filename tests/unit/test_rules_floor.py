@@ -78,6 +78,13 @@ async def test_a_model_that_agrees_with_the_rules_adds_no_duplicates():
     assert (result.profile_updates.name, result.profile_updates.location) == ("Maya", "Lisbon")
 
 
+async def test_a_goal_the_model_writes_in_the_users_first_person_is_kept_once_in_the_third():
+    # The rules write "improve their endurance"; a model copying "my" would have made it two goals.
+    answer = {"profile_updates": {"goals": ["improve my endurance"]}}
+    result = (await extract(model_answering(answer), "I want to improve my endurance.", "Good plan.", {})).value
+    assert result.profile_updates.goals == ["improve their endurance"]
+
+
 async def test_the_same_task_in_the_models_words_is_added_once_with_the_rules_due_date():
     answer = {"task_updates": [{"action": "add", "description": "Renew passport"}]}
     said = "Remind me to renew my passport next month."
