@@ -144,11 +144,11 @@ def keyword_match(text: str, terms: Sequence[str], phrase: str) -> KeywordMatch 
 # the rules copy the user's words, and a model may too: "improve my endurance" reads as the assistant's.
 _FIRST_PERSON = {
     "I'm": "they're", "I am": "they are", "I was": "they were", "I've": "they've", "I'd": "they'd", "I'll": "they'll",
-    "I": "they", "my": "their", "me": "them", "myself": "themselves", "mine": "theirs",
+    "I": "they", "my": "their", "My": "their", "me": "them", "myself": "themselves", "mine": "theirs",
 }
 _FIRST_PERSON_WORDS = re.compile(r"\b(?:I'm|I am|I was|I've|I'd|I'll|I|[Mm]y|me|myself|mine)\b")
 
 
 def third_person(text: str) -> str:
     """The user's first-person words in a fact or goal, in the third person ("help my team" → "help their team")."""
-    return _FIRST_PERSON_WORDS.sub(lambda m: _FIRST_PERSON.get(m.group(0), _FIRST_PERSON.get(m.group(0).lower(), m.group(0))), text)
+    return _FIRST_PERSON_WORDS.sub(lambda m: _FIRST_PERSON[m.group(0)], text)
