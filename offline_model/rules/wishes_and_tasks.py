@@ -291,7 +291,7 @@ _WHEN = rf"(?P<when>{_TIME}|later|on (?:{_WEEKDAYS}))"
 
 
 # What may stand before an asked-for "remind me": nothing, a clause's end, or a way of asking.
-_ASKED_OF_YOU = re.compile(r"(?:^|[,;:!-]|\b(?:please|pls|plz|can you|could you|would you|will you|can u|(?:you|u) to|just|and|also|then|oh|hey|ok|okay|so))\s*$", re.I)
+_ASKED_OF_YOU = re.compile(r"(?:^|[,;:!-]|\b(?:please|pls|plz|can you|could you|would you|will you|can u|(?:you|u) to|just|and|also|then|oh|hey|ok|okay|so|(?:don't|do not|dont) forget to|remember to))\s*$", re.I)
 
 
 @_rule(rf"\bremind me (?:{_WHEN} )?(?:to|that I (?:need|have) to|about)\s+(?P<x>.+)", in_questions=True)

@@ -477,7 +477,7 @@ def test_remind_me_inside_a_statement_is_not_a_task(message):
 
 @pytest.mark.parametrize(
     "message",
-    ["Remind me to call mom.", "Please remind me to water the plants.", "Oh, and can you remind me to book the dentist?", "ok remind me to pay rent", "I need you to remind me to renew my passport."],
+    ["Remind me to call mom.", "Please remind me to water the plants.", "Oh, and can you remind me to book the dentist?", "ok remind me to pay rent", "I need you to remind me to renew my passport.", "Don't forget to remind me to call mom.", "Remember to remind me to pay rent."],
 )
 def test_asking_to_be_reminded_is_still_a_task(message):
     assert [t.action for t in extract_with_rules(message).task_updates] == ["add"]
