@@ -5,6 +5,8 @@ Two jobs, both against the time something was said, never the wall clock:
 * :func:`resolve_relative`: a relative phrase in a past message ("yesterday", "last week",
   "two days ago") gets the date it meant beside it, so an excerpt read months later still
   says when: "yesterday" said on 8 May 2023 reads "yesterday (7 May 2023)";
+  :func:`dates_meant` gives those dates alone, which the index of what was said searches with
+  the message's words (a question naming 7 May finds what was said "yesterday" on 8 May);
 * :func:`question_range`: the span of time a question asks about ("in May", "last spring",
   "in 2022", "last week", "on 7 July, 2023", "the week before 16 November"), as ``(since, until)``,
   for a search of that span.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-__all__ = ["resolve_relative", "question_range", "day_text"]
+__all__ = ["RELATIVE_HINT", "dates_meant", "resolve_relative", "question_range", "day_text"]
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -107,6 +109,17 @@ def resolve_relative(text: str, said: datetime) -> str:
         return f"{m.group(0)} ({date})" if date else m.group(0)
 
     return _RELATIVE.sub(sub, text)
+
+
+def dates_meant(text: str, said: datetime) -> str:
+    """The dates ``text``'s relative phrases meant, said at ``said``, in order ("7 May 2023 2022";
+    "" when it has none)."""
+    return " ".join(d for d in (_resolved(m, said) for m in _RELATIVE.finditer(text)) if d)
+
+
+# A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
+# (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
+RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|week before|other week|ago"
 
 
 # --------------------------------------------------------------------------- questions

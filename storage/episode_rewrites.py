@@ -1,5 +1,5 @@
 """Rewriting rows of the index of what was said in place: a forget replaces the text (and so the
-words and the vector) of the messages that carried what was forgotten. Every statement names the
+words, the dates it meant and the vector) of the messages that carried what was forgotten. Every statement names the
 owner. The rows' other columns, and the owner's message count, do not change."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
+from core.past_dates import dates_meant
 from storage.episodes import TABLE, Said, _vector_text
 
 
@@ -45,12 +46,24 @@ async def rows_with_words(
 
 
 async def rewrite(pool: AsyncConnectionPool, owner: str, rewrites: Sequence[Rewrite]) -> int:
-    """Set each row's text and vector (its words follow the text) in one transaction."""
+    """Set each row's text and vector in one transaction; its words and the dates it meant follow
+    the new text (a forgotten "yesterday" leaves no date behind)."""
     if not rewrites:
         return 0
     async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        times = await (
+            await conn.execute(
+                f"SELECT thread_id, message_id, sent_at FROM {TABLE} WHERE owner = %s AND (thread_id, message_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                (owner, [r.thread_id for r in rewrites], [r.message_id for r in rewrites]),
+            )
+        ).fetchall()
+        sent = {(t["thread_id"], t["message_id"]): t["sent_at"] for t in times}
         await cur.executemany(
-            f"UPDATE {TABLE} SET content = %s, embedding = %s::vector WHERE owner = %s AND thread_id = %s AND message_id = %s",
-            [(r.content, _vector_text(r.embedding), owner, r.thread_id, r.message_id) for r in rewrites],
+            f"UPDATE {TABLE} SET content = %s, dates_meant = %s, embedding = %s::vector WHERE owner = %s AND thread_id = %s AND message_id = %s",
+            [
+                (r.content, dates_meant(r.content, sent[(r.thread_id, r.message_id)]) if (r.thread_id, r.message_id) in sent else "",
+                 _vector_text(r.embedding), owner, r.thread_id, r.message_id)
+                for r in rewrites
+            ],
         )
     return len(rewrites)

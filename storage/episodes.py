@@ -5,8 +5,10 @@ makes it searchable across chats (``memory.episodes`` writes it after each reply
 in step with the thread's branch, and rebuilds it from the checkpoints on ``reindex``).
 
 A row keeps the message's owner, thread, id, position in the thread, role, time
-(``sent_at``), plain text, a full-text vector (``'english'``: stemmed, so "painted"
-finds "painting"; words of other languages still match themselves) and the embedding.
+(``sent_at``), plain text, the dates its relative phrases meant (``dates_meant``: "yesterday"
+said on 8 May 2023 means "7 May 2023"; worked out here on every write, so no writer can leave
+them out), a full-text vector of both (``'english'``: stemmed, so "painted" finds "painting";
+words of other languages still match themselves) and the embedding.
 
 The table is hash-partitioned by ``owner`` (``storage/partitions.py``: a statement's planner sees
 one partition's indexes, the same few whatever the number of users). Every statement here names ``owner`` in its
@@ -28,6 +30,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
+from core.past_dates import RELATIVE_HINT, dates_meant
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
@@ -39,6 +42,10 @@ COUNTS = "memory_agent_episode_counts"
 
 ANN_INDEX = f"{TABLE}_embedding_hnsw"
 WORDS_INDEX = f"{TABLE}_words_gin"
+
+# The words a row is found by: what was said, and the dates its relative phrases meant (a question
+# naming 7 May finds "yesterday" said on 8 May; docs/episodic-memory.md has the measure).
+WORDS = "to_tsvector('english'::regconfig, content || ' ' || dates_meant)"
 
 # Lexemes a full-text match on them proves nothing (core/stopwords.py keeps every word list).
 STOP_LEXEMES: tuple[str, ...] = tuple(sorted(FULL_TEXT_STOP_LEXEMES))
@@ -58,7 +65,8 @@ def create_statements(dims: int, *, partitions: int = PARTITIONS) -> list[str]:
     role text NOT NULL CHECK (role IN ('user', 'assistant')),
     sent_at timestamptz NOT NULL,
     content text NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    dates_meant text NOT NULL DEFAULT '',
+    tsv tsvector GENERATED ALWAYS AS ({WORDS}) STORED,
     embedding vector({int(dims)}),
     PRIMARY KEY (owner, thread_id, message_id)
 ){partition_clause}"""
@@ -80,7 +88,7 @@ def create_statements(dims: int, *, partitions: int = PARTITIONS) -> list[str]:
     return statements
 
 
-# The columns a migration copies (tsv is generated).
+# The columns a migration copies from an older layout (tsv is generated; dates_meant is worked out after).
 COLUMNS = ("owner", "thread_id", "message_id", "position", "role", "sent_at", "content", "embedding")
 
 
@@ -103,9 +111,15 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
         kind = await relkind(conn, TABLE)
         async with conn.transaction():
             counted = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (COUNTS,))).fetchone()
+            redate = kind == "r" or (kind == "p" and not await _has_dates_meant(conn))
             if kind == "r":
                 moved = await to_partitioned(conn, TABLE, create_statements(dims)[: PARTITIONS + 1], COLUMNS)
                 done.append(f"{TABLE}: {moved} messages moved to {PARTITIONS} partitions by owner")
+            elif redate:
+                await _add_dates_meant(conn)
+            if redate:
+                dated = await _work_out_dates_meant(conn)
+                done.append(f"{TABLE}: the dates meant by the relative phrases of {dated} messages added to their words")
             built = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (ANN_INDEX,))).fetchone()
             # pgvector builds much faster while the graph fits here (once, on a table of many rows).
             await conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
@@ -118,6 +132,42 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
             if not counted["e"]:  # an index from before the counts were kept: count it once
                 await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
     return done
+
+
+async def _has_dates_meant(conn: AsyncConnection) -> bool:
+    row = await (
+        await conn.execute(
+            "SELECT count(*) AS n FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'dates_meant' AND NOT attisdropped",
+            (TABLE,),
+        )
+    ).fetchone()
+    return row["n"] > 0
+
+
+async def _add_dates_meant(conn: AsyncConnection) -> None:
+    """A table from before dates_meant: the column, and the words recomputed from both (the GIN index
+    goes with the old column; the set-up's statements build it again)."""
+    await conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN dates_meant text NOT NULL DEFAULT ''")
+    await conn.execute(f"ALTER TABLE {TABLE} DROP COLUMN tsv")
+    await conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN tsv tsvector GENERATED ALWAYS AS ({WORDS}) STORED")
+
+
+async def _work_out_dates_meant(conn: AsyncConnection, batch: int = 5_000) -> int:
+    """Every row's dates_meant from its text and time (the rows of an older table, once, in the
+    set-up's transaction). Only rows the hint matches are read. Returns how many got dates."""
+    rows = await (
+        await conn.execute(f"SELECT owner, thread_id, message_id, sent_at, content FROM {TABLE} WHERE content ~* %s", (RELATIVE_HINT,))
+    ).fetchall()
+    dated = [(r["owner"], r["thread_id"], r["message_id"], dates_meant(r["content"], r["sent_at"])) for r in rows]
+    dated = [d for d in dated if d[3]]
+    for start in range(0, len(dated), batch):
+        part = dated[start : start + batch]
+        await conn.execute(
+            f"UPDATE {TABLE} e SET dates_meant = d.dates FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS d(owner, thread_id, message_id, dates) "
+            "WHERE e.owner = d.owner AND e.thread_id = d.thread_id AND e.message_id = d.message_id",
+            [[d[i] for d in part] for i in range(4)],
+        )
+    return len(dated)
 
 
 async def resize(conn: AsyncConnection, dims: int) -> None:
@@ -172,13 +222,13 @@ async def indexed_positions(pool: AsyncConnectionPool, owner: str, thread_id: st
 # New rows first (what RETURNING gives back is exactly what the count gains), then the rows that
 # were there already are rewritten. (RETURNING xmax cannot tell them apart on a partitioned table.)
 _INSERT = f"""
-INSERT INTO {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, embedding)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s::vector)
+INSERT INTO {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, dates_meant, embedding)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::vector)
 ON CONFLICT (owner, thread_id, message_id) DO NOTHING
 RETURNING message_id
 """
 _REWRITE = f"""
-UPDATE {TABLE} SET position = %s, role = %s, sent_at = %s, content = %s, embedding = %s::vector
+UPDATE {TABLE} SET position = %s, role = %s, sent_at = %s, content = %s, dates_meant = %s, embedding = %s::vector
 WHERE owner = %s AND thread_id = %s AND message_id = %s
 """
 
@@ -229,7 +279,7 @@ async def sync_thread(
             async with conn.cursor() as c:
                 await c.executemany(
                     _INSERT,
-                    [(e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, v) for e, v in zip(write, vectors)],
+                    [(e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), v) for e, v in zip(write, vectors)],
                     returning=True,
                 )
                 while True:
@@ -237,7 +287,7 @@ async def sync_thread(
                     if not c.nextset():
                         break
                 rewrite = [
-                    (e.position, e.role, e.sent_at, e.content, v, e.owner, e.thread_id, e.message_id)
+                    (e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), v, e.owner, e.thread_id, e.message_id)
                     for e, v in zip(write, vectors)
                     if e.message_id not in inserted
                 ]
@@ -262,12 +312,12 @@ async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode]) -> i
     async with conn.transaction(), conn.cursor() as cur:
         register_vector_info(cur, await TypeInfo.fetch(conn, "vector"))
         async with cur.copy(
-            f"COPY {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, embedding) FROM STDIN (FORMAT BINARY)"
+            f"COPY {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, dates_meant, embedding) FROM STDIN (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["text", "text", "text", "int4", "text", "timestamptz", "text", "vector"])
+            copy.set_types(["text", "text", "text", "int4", "text", "timestamptz", "text", "text", "vector"])
             for e in episodes:
                 vector = None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
-                await copy.write_row((e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, vector))
+                await copy.write_row((e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), vector))
         per_owner: dict[str, int] = {}
         for e in episodes:
             per_owner[e.owner] = per_owner.get(e.owner, 0) + 1

@@ -394,3 +394,65 @@ async def test_a_short_answer_comes_with_the_question_before_it_and_a_question_w
 
     assert lines(await episodes.recall(backend.pool, minilm.embeddings, user_id, "When did we get the beagle?")) == ["p0", "p1"]
     assert lines(await episodes.recall(backend.pool, minilm.embeddings, user_id, "Which instrument do I play at the community school?")) == ["p3", "p4"]
+
+
+async def test_a_message_is_found_by_the_date_its_yesterday_meant_on_every_write_path(backend, user_id, minilm):
+    """"Yesterday" said on 8 May 2023 is searched as 7 May 2023 too: a question naming that day finds
+    it by its words, though it was said the day after (docs/episodic-memory.md: the measure)."""
+    said = datetime(2023, 5, 8, 14, tzinfo=timezone.utc)
+    texts = ["Yesterday I walked the whole Douro riverside with my sister", "The flat has a view of the river", "I started a pottery class"]
+    vectors = await minilm.embeddings.aembed_documents(texts)
+    synced = [episode_table.Episode("t-sync", f"s{i}", i, "user", said, t, owner=user_id, embedding=v) for i, (t, v) in enumerate(zip(texts, vectors))]
+    copied = [episode_table.Episode("t-copy", f"c{i}", i, "user", said, t, owner=user_id, embedding=v) for i, (t, v) in enumerate(zip(texts, vectors))]
+    await episode_table.sync_thread(backend.pool, user_id, "t-sync", keep=[e.message_id for e in synced], write=synced)
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, copied)
+    found = await episode_table.search(backend.pool, user_id, "What did I do on 7 May 2023?", None, k=5)
+    by_words = {c.message_id for c in found if c.text_rank is not None}
+    assert by_words == {"s0", "c0"}
+    # The excerpt still shows what was said (the dates are searched, not shown as words of the message).
+    assert {c.content for c in found if c.message_id == "s0"} == {texts[0]}
+
+
+async def test_a_forget_that_rewrites_the_yesterday_away_takes_its_date_out_of_the_search(backend, user_id, minilm):
+    from storage import episode_rewrites
+
+    said = datetime(2023, 5, 8, 14, tzinfo=timezone.utc)
+    text = "Yesterday I saw Dr. Lee about my knee"
+    [vector] = await minilm.embeddings.aembed_documents([text])
+    row = episode_table.Episode("t-forget", "m0", 0, "user", said, text, owner=user_id, embedding=vector)
+    await episode_table.sync_thread(backend.pool, user_id, "t-forget", keep=["m0"], write=[row])
+    assert [c.message_id for c in await episode_table.search(backend.pool, user_id, "7 May 2023", None, k=5) if c.text_rank] == ["m0"]
+    await episode_rewrites.rewrite(backend.pool, user_id, [episode_rewrites.Rewrite("t-forget", "m0", "[forgotten]", vector)])
+    assert [c.message_id for c in await episode_table.search(backend.pool, user_id, "7 May 2023", None, k=5) if c.text_rank] == []
+
+
+async def test_an_index_from_before_the_dates_meant_gets_them_from_the_set_up_and_keeps_every_row(new_database, minilm):
+    """A table as the previous release left it (words of the text alone, no dates_meant): the set-up
+    (and so `memory-agent migrate`) adds the column, works the dates out for the rows already there
+    and builds the words index again."""
+    said = datetime(2023, 5, 8, 14, tzinfo=timezone.utc)
+    async with pool_on_new_database(new_database("episodes_dates_meant")) as pool:
+        await episode_table.setup(pool, minilm.dims)
+        async with pool.connection() as conn:
+            await conn.execute(f"ALTER TABLE {episode_table.TABLE} DROP COLUMN tsv")
+            await conn.execute(f"ALTER TABLE {episode_table.TABLE} DROP COLUMN dates_meant")
+            await conn.execute(
+                f"ALTER TABLE {episode_table.TABLE} ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED"
+            )
+            await conn.execute(f"CREATE INDEX {episode_table.WORDS_INDEX} ON {episode_table.TABLE} USING gin (tsv)")
+            await conn.execute(
+                f"INSERT INTO {episode_table.TABLE} (owner, thread_id, message_id, position, role, sent_at, content) VALUES "
+                "('ann', 't', 'm0', 0, 'user', %s, 'Yesterday I biked to Sintra'), ('ann', 't', 'm1', 1, 'user', %s, 'Nice weather today'),"
+                "('ben', 't2', 'm0', 0, 'user', %s, 'Two days ago my cat got lost')",
+                (said, said, said),
+            )
+        done = await episode_table.setup(pool, minilm.dims)
+        assert any("dates meant" in line and " 2 messages" in line for line in done)
+        assert [c.message_id for c in await episode_table.search(pool, "ann", "7 May 2023", None, k=5) if c.text_rank] == ["m0"]
+        assert [c.message_id for c in await episode_table.search(pool, "ben", "6 May 2023", None, k=5) if c.text_rank] == ["m0"]
+        async with pool.connection() as conn:
+            rows = await (await conn.execute(f"SELECT count(*) AS n FROM {episode_table.TABLE}")).fetchone()
+            index = await (await conn.execute("SELECT to_regclass(%s) AS r", (episode_table.WORDS_INDEX,))).fetchone()
+        assert rows["n"] == 3 and index["r"] is not None
+        assert await episode_table.setup(pool, minilm.dims) == []  # once: a second set-up has nothing to do

@@ -5,7 +5,9 @@ from datetime import datetime, timezone
 
 from langchain_core.messages import HumanMessage
 
-from core.past_dates import question_range, resolve_relative
+import re
+
+from core.past_dates import RELATIVE_HINT, dates_meant, question_range, resolve_relative
 from prompts.reply_prompt import EPISODES_HEADER, build_prompt, parse_sections
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
@@ -82,3 +84,20 @@ def test_a_span_reaching_from_a_named_day_keeps_the_day_it_was_said_on():
     assert _span("What did they do on the Monday before July 24, 2023?") == ("2023-07-17", "2023-07-25")
     assert _span("What did they plan for the Saturday after October 28, 2022?") == ("2022-10-28", "2022-11-05")
     assert _span("Where was John between August 11 and August 15 2023?") == ("2023-08-11", "2023-08-16")
+
+
+def test_the_dates_a_message_meant_are_given_alone_in_order_for_its_search_words():
+    assert dates_meant("I went yesterday, and last year too; last Saturday was fun.", SAID) == "7 May 2023 2022 6 May 2023"
+    assert dates_meant("Nothing dated here.", SAID) == ""
+
+
+def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
+    phrases = [
+        "yesterday", "last night", "the day before yesterday", "tomorrow", "last week", "the week before", "the other week",
+        "last weekend", "next week", "next month", "last month", "last year", "next year", "this year", "this month",
+        "last Friday", "last spring", "two days ago", "3 weeks ago", "a few months ago", "a year ago",
+    ]
+    for phrase in phrases:
+        text = f"We spoke {phrase}."
+        assert dates_meant(text, SAID), phrase
+        assert re.search(RELATIVE_HINT, text.upper(), re.I), phrase
