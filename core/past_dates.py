@@ -18,9 +18,9 @@ written as people (and LoCoMo's answers) write them: "7 May 2023".
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
-__all__ = ["RELATIVE_HINT", "dates_meant", "resolve_relative", "question_range", "day_text"]
+__all__ = ["RELATIVE_HINT", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -97,7 +97,7 @@ _RELATIVE = re.compile(
     r"next week|next month|last month|last year|next year|this year|this month|"
     rf"last (?P<weekday>{'|'.join(_WEEKDAYS)})|last (?P<season>spring|summer|fall|autumn|winter)|"
     rf"{_N} (?P<unit>days?|weeks?|months?|years?) ago)(?![\w)]| \()",
-    re.I,
+    re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
 
 
@@ -113,7 +113,10 @@ def resolve_relative(text: str, said: datetime) -> str:
 
 def dates_meant(text: str, said: datetime) -> str:
     """The dates ``text``'s relative phrases meant, said at ``said``, in order ("7 May 2023 2022";
-    "" when it has none)."""
+    "" when it has none). Days are UTC days, as questions' named days are (``question_range``),
+    whatever time zone ``said`` comes in (a row read back from Postgres is in the session's)."""
+    if said.tzinfo is not None:
+        said = said.astimezone(timezone.utc)
     return " ".join(d for d in (_resolved(m, said) for m in _RELATIVE.finditer(text)) if d)
 
 
@@ -240,3 +243,10 @@ def _named_days(question: str, today: datetime) -> tuple[datetime, datetime] | N
         else:
             end = named + timedelta(days=days + 1)
     return start, end
+
+
+def names_a_date(question: str) -> bool:
+    """Whether ``question`` names a day, a month or a year ("on 7 May", "of November 2023", "in
+    2022"): only then are the dates messages meant searched with their words (``storage.episodes``),
+    so "I may have told you" does not find every message dated in May."""
+    return bool(_Q_DAY.search(question) or _Q_MONTH.search(question) or _Q_YEAR.search(question))

@@ -24,8 +24,8 @@ class Rewrite:
 async def rows_with_words(
     pool: AsyncConnectionPool, owner: str, words: Sequence[str], messages: Sequence[tuple[str, str]] = (), *, limit: int = 20_000
 ) -> list[Said]:
-    """The owner's rows holding any of ``words`` (Postgres' English stems, as the index reads them)
-    or being one of ``messages`` ((thread_id, message_id))."""
+    """The owner's rows holding any of ``words`` in what was said (Postgres' English stems, as the
+    index reads them; not the dates it meant) or being one of ``messages`` ((thread_id, message_id))."""
     words = [w for w in dict.fromkeys(words) if w.strip()]
     threads = [t for t, _ in messages]
     ids = [m for _, m in messages]
@@ -35,7 +35,7 @@ async def rows_with_words(
                 f"""SELECT thread_id, message_id, position, role, sent_at, content FROM {TABLE}
                 WHERE owner = %(owner)s AND (
                     (cardinality(%(words)s::text[]) > 0 AND tsv @@ (
-                        SELECT string_agg(quote_literal(w), ' | ')::tsquery FROM (
+                        SELECT string_agg(quote_literal(w) || ':A', ' | ')::tsquery FROM (
                             SELECT unnest(tsvector_to_array(to_tsvector('english', array_to_string(%(words)s::text[], ' ')))) AS w) q))
                     OR (thread_id, message_id) IN (SELECT * FROM unnest(%(threads)s::text[], %(ids)s::text[])))
                 LIMIT %(limit)s""",
@@ -53,7 +53,7 @@ async def rewrite(pool: AsyncConnectionPool, owner: str, rewrites: Sequence[Rewr
     async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
         times = await (
             await conn.execute(
-                f"SELECT thread_id, message_id, sent_at FROM {TABLE} WHERE owner = %s AND (thread_id, message_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                f"SELECT thread_id, message_id, sent_at FROM {TABLE} WHERE owner = %s AND (thread_id, message_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) FOR UPDATE",
                 (owner, [r.thread_id for r in rewrites], [r.message_id for r in rewrites]),
             )
         ).fetchall()

@@ -30,7 +30,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
-from core.past_dates import RELATIVE_HINT, dates_meant
+from core.past_dates import RELATIVE_HINT, dates_meant, names_a_date
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
@@ -43,9 +43,13 @@ COUNTS = "memory_agent_episode_counts"
 ANN_INDEX = f"{TABLE}_embedding_hnsw"
 WORDS_INDEX = f"{TABLE}_words_gin"
 
-# The words a row is found by: what was said, and the dates its relative phrases meant (a question
-# naming 7 May finds "yesterday" said on 8 May; docs/episodic-memory.md has the measure).
-WORDS = "to_tsvector('english'::regconfig, content || ' ' || dates_meant)"
+# The words a row is found by: what was said (weight A), and the dates its relative phrases meant
+# (weight D: a question naming 7 May finds "yesterday" said on 8 May; docs/episodic-memory.md has the
+# measure). A question naming no date matches the A words alone (``search_statements``), so "I may
+# have told you" does not find every message that meant a day in May.
+WORDS = (
+    "setweight(to_tsvector('english'::regconfig, content), 'A') || setweight(to_tsvector('english'::regconfig, dates_meant), 'D')"
+)
 
 # Lexemes a full-text match on them proves nothing (core/stopwords.py keeps every word list).
 STOP_LEXEMES: tuple[str, ...] = tuple(sorted(FULL_TEXT_STOP_LEXEMES))
@@ -111,7 +115,7 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
         kind = await relkind(conn, TABLE)
         async with conn.transaction():
             counted = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (COUNTS,))).fetchone()
-            redate = kind == "r" or (kind == "p" and not await _has_dates_meant(conn))
+            redate = kind == "r" or (kind == "p" and not await _words_are_current(conn))
             if kind == "r":
                 moved = await to_partitioned(conn, TABLE, create_statements(dims)[: PARTITIONS + 1], COLUMNS)
                 done.append(f"{TABLE}: {moved} messages moved to {PARTITIONS} partitions by owner")
@@ -134,20 +138,22 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
     return done
 
 
-async def _has_dates_meant(conn: AsyncConnection) -> bool:
+async def _words_are_current(conn: AsyncConnection) -> bool:
+    """Whether the table's words are ``WORDS`` (the text's and the dates_meant's, weighted)."""
     row = await (
         await conn.execute(
-            "SELECT count(*) AS n FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'dates_meant' AND NOT attisdropped",
+            "SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attrdef d "
+            "JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = to_regclass(%s) AND a.attname = 'tsv'",
             (TABLE,),
         )
     ).fetchone()
-    return row["n"] > 0
+    return row is not None and "dates_meant" in row["expr"] and "setweight" in row["expr"]
 
 
 async def _add_dates_meant(conn: AsyncConnection) -> None:
     """A table from before dates_meant: the column, and the words recomputed from both (the GIN index
     goes with the old column; the set-up's statements build it again)."""
-    await conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN dates_meant text NOT NULL DEFAULT ''")
+    await conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS dates_meant text NOT NULL DEFAULT ''")
     await conn.execute(f"ALTER TABLE {TABLE} DROP COLUMN tsv")
     await conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN tsv tsvector GENERATED ALWAYS AS ({WORDS}) STORED")
 
@@ -405,7 +411,7 @@ WITH lexemes AS (
     SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %(q)s)) AS t(lexeme, positions, weights)
     WHERE NOT (lexeme = ANY(%(stop)s::text[])) AND (char_length(lexeme) > 1 OR lexeme ~ '^[0-9]$')
 ), terms AS (
-    SELECT lexeme, quote_literal(lexeme)::tsquery AS tq FROM lexemes
+    SELECT lexeme, {term} AS tq FROM lexemes
 ), docs AS MATERIALIZED (
     SELECT coalesce((SELECT c.messages FROM {counts} c WHERE c.owner = {owner}), 0)::float8 AS n
 ), hits AS MATERIALIZED (
@@ -428,7 +434,7 @@ LIMIT %(k)s
 """
 _ROWS = """
 WITH idf AS (
-    SELECT quote_literal(w.lexeme)::tsquery AS tq, w.idf FROM unnest(%(lexemes)s::text[], %(weights)s::float8[]) AS w(lexeme, idf)
+    SELECT {term} AS tq, w.idf FROM unnest(%(lexemes)s::text[], %(weights)s::float8[]) AS w(lexeme, idf)
 ), text_top AS (
     SELECT * FROM unnest(%(text_threads)s::text[], %(text_messages)s::text[], %(text_ranks)s::int[]) AS t(thread_id, message_id, text_rank)
 ), nearest AS MATERIALIZED (
@@ -482,9 +488,9 @@ _MATCH = {
 }
 
 
-def search_statements(conn: AsyncConnection, owner: str, *, large: bool = False) -> tuple[sql.Composed, sql.Composed]:
+def search_statements(conn: AsyncConnection, owner: str, *, large: bool = False, dated: bool = False) -> tuple[sql.Composed, sql.Composed]:
     """The words and rows statements of ``owner``'s search (``large``: through the partition's
-    indexes). The owner is written into every reference to the tables as a literal, never a
+    indexes; ``dated``: the question names a date, and the dates the messages meant count as their words). The owner is written into every reference to the tables as a literal, never a
     parameter: then the planner prunes to the owner's partition at plan time, whatever plan a
     prepared statement would switch to. (``tests/integration/test_many_users.py`` checks it;
     ``benchmarks/bench_planning.py`` times their planning.) Run unprepared (``prepare=False``):
@@ -494,13 +500,14 @@ def search_statements(conn: AsyncConnection, owner: str, *, large: bool = False)
     owner_literal = sql.SQL(sql.Literal(owner).as_string(conn).replace("%", "%%"))
     match = _MATCH[large]
 
-    def statement(text: str) -> sql.Composed:
+    def statement(text: str, lexeme: str) -> sql.Composed:
+        term = f"quote_literal({lexeme})::tsquery" if dated else f"(quote_literal({lexeme}) || ':A')::tsquery"
         return sql.SQL(text).format(
             table=sql.Identifier(TABLE), counts=sql.Identifier(COUNTS), filters=sql.SQL(_FILTERS), owner=owner_literal,
-            words_match=sql.SQL(match["words"]), distance=sql.SQL(match["distance"]),
+            words_match=sql.SQL(match["words"]), distance=sql.SQL(match["distance"]), term=sql.SQL(term),
         )
 
-    return statement(_WORDS), statement(_ROWS)
+    return statement(_WORDS, "lexeme"), statement(_ROWS, "w.lexeme")
 
 
 async def search(
@@ -533,7 +540,8 @@ async def search(
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
         size = await (await conn.execute(_SIZE, {"owner": owner, "index": ANN_INDEX})).fetchone()
         large = size["n"] >= LARGE_OWNER and size["indexed"] and through_hnsw(size["n"], size["partition"], k)
-        words_statement, rows_statement = search_statements(conn, owner, large=large)
+        dated = names_a_date(query)
+        words_statement, rows_statement = search_statements(conn, owner, large=large, dated=dated)
 
         async def words() -> list[dict[str, Any]]:
             return await (await conn.execute(words_statement, params, prepare=False)).fetchall()
@@ -554,7 +562,7 @@ async def search(
         if large and params["vector"] is not None and sum(r["vector_rank"] is not None for r in rows) < min(k, size["n"]):
             # The HNSW scan gave up before k of the owner's rows passed the filters (a narrow time
             # window): the exact shape reads the owner's rows in it instead.
-            rows = await _rows(conn, search_statements(conn, owner, large=False)[1], params, approximate=False)
+            rows = await _rows(conn, search_statements(conn, owner, large=False, dated=dated)[1], params, approximate=False)
     return [
         Candidate(
             thread_id=r["thread_id"], message_id=r["message_id"], position=r["position"], role=r["role"], sent_at=r["sent_at"],

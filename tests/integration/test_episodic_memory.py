@@ -263,9 +263,9 @@ async def test_an_owner_with_many_messages_is_searched_through_the_partitions_in
     shapes: list[bool] = []
     statements = episode_table.search_statements
 
-    def recording(conn, owner, *, large=False):
+    def recording(conn, owner, *, large=False, dated=False):
         shapes.append(large)
-        return statements(conn, owner, large=large)
+        return statements(conn, owner, large=large, dated=dated)
 
     monkeypatch.setattr(episode_table, "search_statements", recording)
     monkeypatch.setattr(episode_table, "LARGE_OWNER", 3)
@@ -412,6 +412,9 @@ async def test_a_message_is_found_by_the_date_its_yesterday_meant_on_every_write
     assert by_words == {"s0", "c0"}
     # The excerpt still shows what was said (the dates are searched, not shown as words of the message).
     assert {c.content for c in found if c.message_id == "s0"} == {texts[0]}
+    # A question naming no date is not matched by the dates: "may" here is not May.
+    undated = await episode_table.search(backend.pool, user_id, "I may have told you about it", None, k=5)
+    assert [c.message_id for c in undated if c.text_rank is not None] == []
 
 
 async def test_a_forget_that_rewrites_the_yesterday_away_takes_its_date_out_of_the_search(backend, user_id, minilm):

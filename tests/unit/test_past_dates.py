@@ -7,7 +7,7 @@ from langchain_core.messages import HumanMessage
 
 import re
 
-from core.past_dates import RELATIVE_HINT, dates_meant, question_range, resolve_relative
+from core.past_dates import RELATIVE_HINT, dates_meant, names_a_date, question_range, resolve_relative
 from prompts.reply_prompt import EPISODES_HEADER, build_prompt, parse_sections
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
@@ -101,3 +101,22 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
         text = f"We spoke {phrase}."
         assert dates_meant(text, SAID), phrase
         assert re.search(RELATIVE_HINT, text.upper(), re.I), phrase
+    # Python's case folding reads "ſ" as "s"; Postgres' ~* does not: neither resolves it.
+    assert dates_meant("Yeſterday I biked.", SAID) == ""
+
+
+def test_the_dates_meant_are_utc_days_whatever_zone_the_time_comes_in():
+    from zoneinfo import ZoneInfo
+
+    # 03:00 UTC on 8 May is 20:00 on 7 May in Los Angeles: a row read back in that session's zone.
+    said = datetime(2023, 5, 8, 3, tzinfo=timezone.utc)
+    assert dates_meant("Yesterday I biked.", said) == "7 May 2023"
+    assert dates_meant("Yesterday I biked.", said.astimezone(ZoneInfo("America/Los_Angeles"))) == "7 May 2023"
+
+
+def test_a_question_names_a_date_only_with_a_day_a_month_or_a_year():
+    assert names_a_date("Where was Tim in the week before 16 November 2023?")
+    assert names_a_date("How long has it been, as of November 2023?")
+    assert names_a_date("What did John organize in 2024?")
+    assert not names_a_date("I may have told you about my knee")
+    assert not names_a_date("When did Caroline go to the support group?")
