@@ -101,8 +101,15 @@ _RELATIVE = re.compile(
 )
 
 
+def _utc(said: datetime) -> datetime:
+    """Days are UTC days here, as questions' named days are (``question_range``), whatever zone a
+    time comes in (a row read back from Postgres is in the session's)."""
+    return said.astimezone(timezone.utc) if said.tzinfo is not None else said
+
+
 def resolve_relative(text: str, said: datetime) -> str:
     """``text`` with the date each relative phrase meant after it, in brackets ("yesterday (7 May 2023)")."""
+    said = _utc(said)
 
     def sub(m: re.Match) -> str:
         date = _resolved(m, said)
@@ -113,10 +120,8 @@ def resolve_relative(text: str, said: datetime) -> str:
 
 def dates_meant(text: str, said: datetime) -> str:
     """The dates ``text``'s relative phrases meant, said at ``said``, in order ("7 May 2023 2022";
-    "" when it has none). Days are UTC days, as questions' named days are (``question_range``),
-    whatever time zone ``said`` comes in (a row read back from Postgres is in the session's)."""
-    if said.tzinfo is not None:
-        said = said.astimezone(timezone.utc)
+    "" when it has none), in UTC days."""
+    said = _utc(said)
     return " ".join(d for d in (_resolved(m, said) for m in _RELATIVE.finditer(text)) if d)
 
 

@@ -14,7 +14,7 @@ own time (``core.past_dates``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from core.contracts import Excerpt, ExcerptLine
@@ -38,7 +38,10 @@ RESOLVE_DATES = True
 
 
 def excerpt_date(when: datetime) -> str:
-    return f"{when.day} {when:%B %Y}"  # "8 May 2023": how people (and LoCoMo's answers) write dates
+    """"8 May 2023", how people (and LoCoMo's answers) write dates: the UTC day, as the dates a line's
+    relative phrases meant (``core.past_dates``), whatever zone the time was read back in."""
+    when = when.astimezone(timezone.utc) if when.tzinfo is not None else when
+    return f"{when.day} {when:%B %Y}"
 
 
 def _when(value: Any) -> datetime:

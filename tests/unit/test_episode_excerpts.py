@@ -74,3 +74,16 @@ def test_an_excerpt_of_the_same_chat_as_the_one_before_is_headed_by_its_date_alo
     headers = [line for line in section.splitlines() if line.startswith("[") or line == "…"]
     assert headers == ['[8 May 2023, "Chat 1"]', "…", "[20 May 2023]", '[25 May 2023, "Chat 3"]']
     assert "END1\n…\nuser: Question 4" in section  # the same conversation goes on, no blank line
+
+
+def test_an_excerpt_read_back_in_another_time_zone_shows_the_utc_days_its_dates_meant_are_in():
+    # 03:00 UTC on 8 May 2023 read back by a session in Los Angeles: 20:00 on 7 May there. The
+    # excerpt's day and the date its "yesterday" meant are UTC days, as the index's dates_meant and
+    # a question's named day are, whatever the database session's zone.
+    excerpt = {
+        "thread_id": "t1",
+        "chat_title": "Bikes",
+        "lines": [{"message_id": "m1", "role": "user", "sent_at": "2023-05-07T20:00:00-07:00", "text": "Yesterday I biked to Sintra"}],
+    }
+    section = parse_sections(_build([excerpt]).messages)[EPISODES_HEADER]
+    assert section.startswith('[8 May 2023, "Bikes"]\nuser: Yesterday (7 May 2023) I biked to Sintra')
