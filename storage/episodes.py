@@ -160,20 +160,23 @@ async def _add_dates_meant(conn: AsyncConnection) -> None:
 
 async def _work_out_dates_meant(conn: AsyncConnection, batch: int = 5_000) -> int:
     """Every row's dates_meant from its text and time (the rows of an older table, once, in the
-    set-up's transaction). Only rows the hint matches are read. Returns how many got dates."""
-    rows = await (
-        await conn.execute(f"SELECT owner, thread_id, message_id, sent_at, content FROM {TABLE} WHERE content ~* %s", (RELATIVE_HINT,))
-    ).fetchall()
-    dated = [(r["owner"], r["thread_id"], r["message_id"], dates_meant(r["content"], r["sent_at"])) for r in rows]
-    dated = [d for d in dated if d[3]]
-    for start in range(0, len(dated), batch):
-        part = dated[start : start + batch]
-        await conn.execute(
-            f"UPDATE {TABLE} e SET dates_meant = d.dates FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS d(owner, thread_id, message_id, dates) "
-            "WHERE e.owner = d.owner AND e.thread_id = d.thread_id AND e.message_id = d.message_id",
-            [[d[i] for d in part] for i in range(4)],
-        )
-    return len(dated)
+    set-up's transaction). Only rows the hint matches are read, ``batch`` at a time through a
+    server-side cursor, so a table of millions of messages is never held in memory at once.
+    Returns how many got dates."""
+    count = 0
+    async with conn.cursor(name="memory_agent_dates_meant") as rows:
+        await rows.execute(f"SELECT owner, thread_id, message_id, sent_at, content FROM {TABLE} WHERE content ~* %s", (RELATIVE_HINT,))
+        while part := await rows.fetchmany(batch):
+            dated = [(r["owner"], r["thread_id"], r["message_id"], dates_meant(r["content"], r["sent_at"])) for r in part]
+            dated = [d for d in dated if d[3]]
+            if dated:
+                await conn.execute(
+                    f"UPDATE {TABLE} e SET dates_meant = d.dates FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS d(owner, thread_id, message_id, dates) "
+                    "WHERE e.owner = d.owner AND e.thread_id = d.thread_id AND e.message_id = d.message_id",
+                    [[d[i] for d in dated] for i in range(4)],
+                )
+            count += len(dated)
+    return count
 
 
 async def resize(conn: AsyncConnection, dims: int) -> None:

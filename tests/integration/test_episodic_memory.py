@@ -459,3 +459,27 @@ async def test_an_index_from_before_the_dates_meant_gets_them_from_the_set_up_an
             index = await (await conn.execute("SELECT to_regclass(%s) AS r", (episode_table.WORDS_INDEX,))).fetchone()
         assert rows["n"] == 3 and index["r"] is not None
         assert await episode_table.setup(pool, minilm.dims) == []  # once: a second set-up has nothing to do
+
+
+async def test_the_dates_meant_of_an_older_table_are_worked_out_a_batch_at_a_time_and_none_is_missed(new_database, minilm):
+    """The backfill reads the rows through a server-side cursor, ``batch`` at a time (a table of
+    millions is never held in memory at once): every batch's rows get their dates, and a row the hint
+    matches but that means no date ("at last") is read and left as it is."""
+    said = datetime(2023, 5, 8, 14, tzinfo=timezone.utc)
+    texts = ["Yesterday I biked", "At last it rained", "Two days ago I swam", "Last week was long", "Nothing dated here", "Tomorrow I fly"]
+    async with pool_on_new_database(new_database("episodes_dates_batches")) as pool:
+        await episode_table.setup(pool, minilm.dims)
+        async with pool.connection() as conn:
+            for i, text in enumerate(texts):
+                await conn.execute(
+                    f"INSERT INTO {episode_table.TABLE} (owner, thread_id, message_id, position, role, sent_at, content, dates_meant) "
+                    "VALUES ('ann', 't', %s, %s, 'user', %s, %s, '')",
+                    (f"m{i}", i, said, text),
+                )
+            async with conn.transaction():
+                dated = await episode_table._work_out_dates_meant(conn, batch=2)
+            rows = await (await conn.execute(f"SELECT message_id, dates_meant FROM {episode_table.TABLE} ORDER BY position")).fetchall()
+    assert dated == 4
+    assert [r["dates_meant"] for r in rows] == [
+        "7 May 2023", "", "6 May 2023", "the week before 8 May 2023", "", "9 May 2023",
+    ]
