@@ -30,6 +30,9 @@ _N = r"(?P<n>\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|coupl
 
 
 def day_text(when: datetime) -> str:
+    """"8 May 2023", how people (and LoCoMo's answers) write dates: the UTC day, whatever zone
+    ``when`` comes in (``_utc``)."""
+    when = _utc(when)
     return f"{when.day} {when:%B %Y}"
 
 

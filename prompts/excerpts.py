@@ -14,11 +14,11 @@ own time (``core.past_dates``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Sequence
 
 from core.contracts import Excerpt, ExcerptLine
-from core.past_dates import resolve_relative
+from core.past_dates import day_text, resolve_relative
 from core.tokens import count_tokens
 
 __all__ = [
@@ -38,10 +38,9 @@ RESOLVE_DATES = True
 
 
 def excerpt_date(when: datetime) -> str:
-    """"8 May 2023", how people (and LoCoMo's answers) write dates: the UTC day, as the dates a line's
-    relative phrases meant (``core.past_dates``), whatever zone the time was read back in."""
-    when = when.astimezone(timezone.utc) if when.tzinfo is not None else when
-    return f"{when.day} {when:%B %Y}"
+    """A line's or an excerpt's date: the UTC day, written as the dates its relative phrases meant
+    (``core.past_dates.day_text``), whatever zone the time was read back in."""
+    return day_text(when)
 
 
 def _when(value: Any) -> datetime:
