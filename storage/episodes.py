@@ -448,18 +448,18 @@ WITH idf AS (
 ), vector_top AS (
     SELECT thread_id, message_id, row_number() OVER (ORDER BY distance, thread_id, message_id) AS vector_rank FROM nearest
 ), chosen AS (
-    SELECT thread_id, message_id FROM text_top UNION SELECT thread_id, message_id FROM vector_top
+    -- both arms' messages, each once, with its rank in each (one hash join, not two nested loops)
+    SELECT coalesce(t.thread_id, v.thread_id) AS thread_id, coalesce(t.message_id, v.message_id) AS message_id, t.text_rank, v.vector_rank
+    FROM text_top t FULL JOIN vector_top v ON v.thread_id = t.thread_id AND v.message_id = t.message_id
 )
 SELECT e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
-       t.text_rank, v.vector_rank,
+       c.text_rank, c.vector_rank,
        CASE WHEN %(vector)s::vector IS NULL OR e.embedding IS NULL THEN NULL ELSE 1 - (e.embedding <=> %(vector)s::vector) END AS similarity,
        coalesce((SELECT sum(i.idf) FROM idf i WHERE e.tsv @@ i.tq) / nullif((SELECT sum(idf) FROM idf), 0), 0) AS coverage,
        b.message_id AS before_id, b.position AS before_position, b.role AS before_role, b.sent_at AS before_sent_at, b.content AS before_content,
        a.message_id AS after_id, a.position AS after_position, a.role AS after_role, a.sent_at AS after_sent_at, a.content AS after_content
 FROM chosen c
 JOIN {table} e ON e.owner = {owner} AND e.thread_id = c.thread_id AND e.message_id = c.message_id
-LEFT JOIN text_top t ON t.thread_id = c.thread_id AND t.message_id = c.message_id
-LEFT JOIN vector_top v ON v.thread_id = c.thread_id AND v.message_id = c.message_id
 -- the indexed messages just before and after it in its thread (a short turn reads with the one before it)
 LEFT JOIN LATERAL (
     SELECT n.message_id, n.position, n.role, n.sent_at, n.content FROM {table} n
