@@ -284,7 +284,7 @@ async def run(
         # This run only: every per-user choice that depends on size keys on these two.
         episodes.LARGE_OWNER = vector_search.LARGE_NAMESPACE = large_at
 
-    from graph.assembly import compile_graph
+    from graph.assembly import COMMIT_POINT, NODES, compile_graph, reply_phase_durability
     from core.context import Context
     from memory.backend import open_memory
 
@@ -303,12 +303,19 @@ async def run(
             for i in range(-warmup, turns):
                 text = MESSAGES[i % len(MESSAGES)]
                 start = last = time.perf_counter()
-                async for update in graph.astream({"messages": [HumanMessage(text)]}, config, context=ctx, stream_mode="updates"):
-                    now = time.perf_counter()
-                    for node in update:
-                        if i >= 0:  # a warm-up turn pays the process's one-off costs (first queries, cached vectors)
-                            per_node[node].append((now - last) * 1000)
-                    last = now
+                # The two phases as a chat runs them (app/runs/turn_runner.py): the reply phase up to
+                # the commit point, saved as production saves it, then the memory phase.
+                phases = (
+                    ({"messages": [HumanMessage(text)]}, {"interrupt_before": [COMMIT_POINT], "durability": reply_phase_durability(i == -warmup)}),
+                    (None, {}),
+                )
+                for graph_input, options in phases:
+                    async for update in graph.astream(graph_input, config, context=ctx, stream_mode="updates", **options):
+                        now = time.perf_counter()
+                        for node in update:
+                            if i >= 0 and node in NODES:  # a warm-up turn pays the process's one-off costs (first queries, cached vectors)
+                                per_node[node].append((now - last) * 1000)
+                        last = now
                 if i >= 0:
                     per_turn.append((time.perf_counter() - start) * 1000)
             planned = await planning_times(backend, user)

@@ -41,6 +41,16 @@ named in core.state because memory/ below this layer writes states as if it had 
 COMMIT_POINT = MEMORY_PHASE[0]
 """The first node of the memory phase: a turn runs with ``interrupt_before=[COMMIT_POINT]``."""
 
+
+def reply_phase_durability(first_turn: bool) -> str:
+    """How a turn's reply phase is saved (``astream(durability=...)``): once, where it stops
+    (``"exit"``). A reply cut short is taken back to the thread's mark and kept from the run's row,
+    never resumed from a step, so a checkpoint per step was work before the first token that nothing
+    read. A chat's first turn saves each step (``"async"``): its input checkpoint, the chat before
+    the message, is the fork point when that message is edited or its reply regenerated. The memory
+    phase keeps a checkpoint per node, so a worker that dies in it leaves the nodes done behind."""
+    return "async" if first_turn else "exit"
+
 NODES = {
     "load_context": load_context,
     "retrieve": retrieve,

@@ -52,7 +52,7 @@ from core import metrics
 from core.context import Context
 from core.messages import current_turn, stopped_reply
 from core.state import LAST_NODE
-from graph.assembly import COMMIT_POINT, MEMORY_PHASE
+from graph.assembly import COMMIT_POINT, MEMORY_PHASE, reply_phase_durability
 from storage import chat_runs
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
@@ -242,7 +242,7 @@ class TurnRunner:
         if self.stop_requested:
             return await self._take_back(mark, "stopped")
 
-        self._reply_task = asyncio.create_task(self._reply_phase(ctx))
+        self._reply_task = asyncio.create_task(self._reply_phase(ctx, first_turn=mark.checkpoint_id is None))
         try:
             values, interrupts = await self._reply_task
         except asyncio.CancelledError:
@@ -291,11 +291,12 @@ class TurnRunner:
         return {m.id for m in state.values.get("messages", []) if m.id}
 
     # ------------------------------------------------------------------ phases
-    async def _reply_phase(self, ctx: Context) -> tuple[dict, list[Interrupt]]:
+    async def _reply_phase(self, ctx: Context, *, first_turn: bool = False) -> tuple[dict, list[Interrupt]]:
         """Stream the reply; the thread's values where the phase stopped, and the interrupts it raised.
 
         They come from the stream's ``values`` chunks (the state after each step, in memory), so
-        the run does not read the checkpoint back from the database to learn how the phase ended."""
+        the run does not read the checkpoint back from the database to learn how the phase ended. It is saved as
+        ``graph.assembly.reply_phase_durability`` says: once, where it stops, after a chat's first turn."""
         config = self.spec.fork_from or self.config
         values: dict = {}
         interrupts: list[Interrupt] = []
@@ -305,6 +306,7 @@ class TurnRunner:
             context=ctx,
             stream_mode=["messages", "custom", "values"],
             interrupt_before=[COMMIT_POINT],
+            durability=reply_phase_durability(first_turn),
         ):
             if mode == "values":
                 # An interrupt() arrives as the values with "__interrupt__" (langgraph's stream);

@@ -383,6 +383,35 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
         assert [m["id"] for m in c.get(f"/chats/{chat_id}").json()["messages"]][-2:] == [done["user_message_id"], done["message_id"]]
 
 
+def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(server, client):
+    """Before the first token nothing reads a checkpoint per step (a reply cut short is taken back
+    to the mark and kept from the run's row), so a later turn saves its reply phase once, at the
+    commit point. The first turn keeps its input checkpoint: the fork point of an edit."""
+
+    def sources(after: str | None) -> list[str]:
+        return [r[0] for r in db_rows(
+            server.database_url,
+            "SELECT metadata ->> 'source' FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s ORDER BY checkpoint_id",
+            (chat_id, after or ""),
+        )]
+
+    chat_id = new_chat(client)
+    assert final(say(client, chat_id, "My name is Dana")).name == "done"
+    first = sources(None)
+    assert first[0] == "input" and first[-len(MEMORY_PHASE):] == ["loop"] * len(MEMORY_PHASE)
+    head = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
+
+    assert final(say(client, chat_id, "I live in Paris")).name == "done"
+    assert sources(head) == ["loop"] + ["loop"] * len(MEMORY_PHASE)  # the reply phase's one, then a node's each
+    messages = client.get(f"/chats/{chat_id}").json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert client.get("/memory/profile").json()["location"] == "Paris"
+    # The second message can still be edited: the checkpoint before it is where the first turn ended.
+    edited = final(stream(client, "PUT", f"/chats/{chat_id}/messages/{messages[2]['id']}", {"text": "I live in Rome"}))
+    assert edited.name == "done"
+    assert client.get("/memory/profile").json()["location"] == "Rome"
+
+
 def test_a_reply_that_fails_mid_stream_is_taken_back_and_the_chat_goes_on(server, client):
     chat_id = new_chat(client)
     say(client, chat_id, "My name is Dana")
