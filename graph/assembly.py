@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Durability
 
 from core.context import Context
 from core.state import LAST_NODE, InputState, State
@@ -42,7 +43,7 @@ COMMIT_POINT = MEMORY_PHASE[0]
 """The first node of the memory phase: a turn runs with ``interrupt_before=[COMMIT_POINT]``."""
 
 
-def reply_phase_durability(first_turn: bool) -> str:
+def reply_phase_durability(first_turn: bool) -> Durability:
     """How a turn's reply phase is saved (``astream(durability=...)``): once, where it stops
     (``"exit"``). A reply cut short is taken back to the thread's mark and kept from the run's row,
     never resumed from a step, so a checkpoint per step was work before the first token that nothing
@@ -50,6 +51,7 @@ def reply_phase_durability(first_turn: bool) -> str:
     the message, is the fork point when that message is edited or its reply regenerated. The memory
     phase keeps a checkpoint per node, so a worker that dies in it leaves the nodes done behind."""
     return "async" if first_turn else "exit"
+
 
 NODES = {
     "load_context": load_context,

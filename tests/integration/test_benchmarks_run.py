@@ -5,6 +5,7 @@ A benchmark nobody runs rots silently: bench_recall broke when rank_memories gai
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +70,14 @@ def test_bench_turn_seeds_indexed_messages_for_the_user_and_others_and_prints_th
     assert "indexed messages: 300" in done.stdout and "2 × 5 facts and 100 messages" in done.stdout
     assert "seeded 500 messages" in done.stderr
     assert table(done.stdout, "step")["load_context"]
+
+
+def test_load_serve_reports_turns_per_second_and_first_tokens_and_reads_every_chat_back(tmp_path):
+    out_json = tmp_path / "load.json"
+    out = run("benchmarks.load_serve", "--concurrency", "2", "--turns", "2", "--json", str(out_json), tmp_path=tmp_path)
+    (level,) = json.loads(out_json.read_text())
+    assert level["concurrency"] == 2 and level["turns"] == level["completed"] == 4, level
+    assert (level["lost"], level["duplicated"], level["error_count"]) == (0, 0, 0), level
+    assert level["turns_per_s"] > 0 and 0 < level["ttft_s"]["p50"] <= level["turn_s"]["p95"], level
+    assert level["machine_cpu_ms_per_turn"] > 0
+    assert "ttft p95" in out
