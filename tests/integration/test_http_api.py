@@ -383,10 +383,11 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
         assert [m["id"] for m in c.get(f"/chats/{chat_id}").json()["messages"]][-2:] == [done["user_message_id"], done["message_id"]]
 
 
-def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(server, client):
+def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(server, account, client):
     """Before the first token nothing reads a checkpoint per step (a reply cut short is taken back
     to the mark and kept from the run's row), so a later turn saves its reply phase once, at the
-    commit point. The first turn keeps its input checkpoint: the fork point of an edit."""
+    commit point. The first turn keeps its input checkpoint: the fork point of an edit. Meanwhile
+    the chat lists the message being answered with its reply, once that is complete (docs/api.md)."""
 
     def sources(after: str | None) -> list[str]:
         return [r[0] for r in db_rows(
@@ -401,7 +402,11 @@ def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(s
     assert first[0] == "input" and first[-len(MEMORY_PHASE):] == ["loop"] * len(MEMORY_PHASE)
     head = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
 
-    assert final(say(client, chat_id, "I live in Paris")).name == "done"
+    running = BackgroundStream(server, account[1], "POST", f"/chats/{chat_id}/messages", {"text": "[slow] I live in Paris"})
+    running.wait_for_tokens()
+    during = client.get(f"/chats/{chat_id}").json()
+    assert during["running"] is True and [m["role"] for m in during["messages"]] == ["user", "assistant"]
+    assert final(running.join()).name == "done"
     assert sources(head) == ["loop"] + ["loop"] * len(MEMORY_PHASE)  # the reply phase's one, then a node's each
     messages = client.get(f"/chats/{chat_id}").json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
