@@ -1,10 +1,14 @@
 """Many users chatting with `memory-agent serve` at once (issue 27's load bench; not a pytest test).
 
-    python -m benchmarks.load_serve [--concurrency 1,50,200] [--turns 3] [--model offline] [--workers 2]
+    python -m benchmarks.load_serve [--concurrency 1,50,200] [--turns 3] [--think 0] [--model offline] [--workers 2]
 
 For each concurrency N: N users (a key and a chat each) send ``--turns`` messages one after the
-other, all N at once, over HTTP to one `memory-agent serve` on 127.0.0.1 (a throwaway embedded
-Postgres, the offline model). A 409 (the chat still busy with the memory step of the turn
+other over HTTP to one `memory-agent serve` on 127.0.0.1 (a throwaway embedded Postgres, the
+offline model). With ``--think 0`` (the default) each sends its next message the moment its reply
+is done, and all N send their first at the same instant: a burst, the machine saturated. With
+``--think S`` each user first pauses, as a person reads and types, a random time of mean S seconds
+(exponential, the same for a given user and S in every run) before each message, the first
+included, so the users also start spread out. A 409 (the chat still busy with the memory step of the turn
 before) is sent again every 0.2 s, as the page would. Bounded: N × turns requests, each with a
 timeout. Reported per N: turns per second, time to the first ``token`` event (p50/p95) and the
 whole turn's (p50/p95), and the CPU the whole machine spent per turn (server, Postgres and this
@@ -21,6 +25,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import statistics
 import time
 import uuid
@@ -69,8 +74,16 @@ async def one_turn(client: httpx.AsyncClient, chat_id: str, text: str) -> dict:
         return {"ttft": first if first is not None else time.perf_counter() - started, "turn": time.perf_counter() - started, "done": done.data}
 
 
-async def user_session(client: httpx.AsyncClient, chat_id: str, texts: list[str], results: list[dict]) -> None:
-    for text in texts:
+def pauses(user: int, turns: int, think: float) -> list[float]:
+    """The seconds user number ``user`` thinks before each of its ``turns`` messages (mean ``think``)."""
+    rng = random.Random(user)
+    return [rng.expovariate(1 / think) if think > 0 else 0.0 for _ in range(turns)]
+
+
+async def user_session(client: httpx.AsyncClient, chat_id: str, texts: list[str], results: list[dict], think: list[float]) -> None:
+    for text, pause in zip(texts, think):
+        if pause:
+            await asyncio.sleep(pause)
         results.append(await one_turn(client, chat_id, text) | {"text": text})
 
 
@@ -94,7 +107,7 @@ async def check(server: LiveServer, key: str, chat_id: str, texts: list[str], re
     return lost, duplicated
 
 
-async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
+async def level(server: LiveServer, concurrency: int, turns: int, think: float = 0.0) -> dict:
     names = [new_user() for _ in range(concurrency)]
     keys = await create_keys(server.database_url, names)
     chats = []
@@ -111,7 +124,9 @@ async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
         load_before = os.getloadavg()
         cpu_before = machine_cpu_seconds()
         started = time.perf_counter()
-        await asyncio.gather(*(user_session(cl, c, t, r) for cl, c, t, r in zip(clients, chats, texts, results)))
+        await asyncio.gather(
+            *(user_session(cl, c, t, r, pauses(u, turns, think)) for u, (cl, c, t, r) in enumerate(zip(clients, chats, texts, results)))
+        )
         elapsed = time.perf_counter() - started
         cpu_used = machine_cpu_seconds() - cpu_before
     lost = duplicated = 0
@@ -121,7 +136,7 @@ async def level(server: LiveServer, concurrency: int, turns: int) -> dict:
     ok = [r for rs in results for r in rs if "done" in r]
     errors = [r["error"] for rs in results for r in rs if "error" in r]
     return {
-        "concurrency": concurrency, "turns": concurrency * turns, "completed": len(ok), "errors": errors[:5], "error_count": len(errors),
+        "concurrency": concurrency, "think_s": think, "turns": concurrency * turns, "completed": len(ok), "errors": errors[:5], "error_count": len(errors),
         "seconds": round(elapsed, 1), "turns_per_s": round(len(ok) / elapsed, 2),
         # Less moved by a noisy machine than the times: the CPU a turn took, whoever spent it.
         "machine_cpu_ms_per_turn": round(1000 * cpu_used / len(ok), 1) if ok else None,
@@ -138,7 +153,7 @@ async def main_async(args) -> list[dict]:
     with throwaway_database("ma-serve-load-") as url:
         with running_server(url, model=args.model, workers=args.workers, timeout=900) as server:
             for n in [int(c) for c in args.concurrency.split(",")]:
-                result = await level(server, n, args.turns)
+                result = await level(server, n, args.turns, args.think)
                 out.append(result)
                 print(json.dumps(result), flush=True)
     return out
@@ -148,12 +163,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="1,50,200", help="numbers of users chatting at once, one level after the other")
     parser.add_argument("--turns", type=int, default=3, help="messages each user sends, one after the other")
+    parser.add_argument("--think", type=float, default=0.0, help="mean seconds a user pauses before each message (0: none, a burst)")
     parser.add_argument("--model", default="offline")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()}", flush=True)
     results = asyncio.run(main_async(args))
+    print(f"think time: mean {args.think:g} s before each message" if args.think else "think time: none (each user's next message as soon as its reply is done)")
     print(f"{'users':>6} {'turns/s':>8} {'ttft p50':>9} {'ttft p95':>9} {'turn p95':>9} {'cpu ms/turn':>12} {'lost':>5} {'dup':>4} {'errors':>6}")
     for r in results:
         t, w = r["ttft_s"] or {}, r["turn_s"] or {}

@@ -81,3 +81,17 @@ def test_load_serve_reports_turns_per_second_and_first_tokens_and_reads_every_ch
     assert level["turns_per_s"] > 0 and 0 < level["ttft_s"]["p50"] <= level["turn_s"]["p95"], level
     assert level["machine_cpu_ms_per_turn"] > 0
     assert "ttft p95" in out
+
+
+def test_load_serve_with_a_think_time_paces_each_user_as_a_person_would(tmp_path):
+    from benchmarks.load_serve import pauses
+
+    out_json = tmp_path / "load.json"
+    out = run("benchmarks.load_serve", "--concurrency", "2", "--turns", "2", "--think", "0.3", "--json", str(out_json), tmp_path=tmp_path)
+    (level,) = json.loads(out_json.read_text())
+    assert level["think_s"] == 0.3 and "think time: mean 0.3 s" in out
+    assert (level["completed"], level["lost"], level["duplicated"], level["error_count"]) == (4, 0, 0, 0), level
+    planned = [pauses(user, 2, 0.3) for user in range(2)]  # seeded: what the bench's users drew
+    assert all(p > 0 for ps in planned for p in ps)
+    assert level["seconds"] >= max(sum(ps) for ps in planned) - 0.05  # each user waited its pauses
+    assert pauses(0, 2, 0.0) == [0.0, 0.0]  # no think time: a burst, as before
