@@ -10,7 +10,8 @@ from typing import Sequence
 from psycopg_pool import AsyncConnectionPool
 
 from core.past_dates import dates_meant
-from storage.episodes import TABLE, Said, _vector_text
+from storage.episodes import TABLE, Said
+from storage.vector_literal import vector_literal
 
 
 @dataclass
@@ -62,7 +63,7 @@ async def rewrite(pool: AsyncConnectionPool, owner: str, rewrites: Sequence[Rewr
             f"UPDATE {TABLE} SET content = %s, dates_meant = %s, embedding = %s::vector WHERE owner = %s AND thread_id = %s AND message_id = %s",
             [
                 (r.content, dates_meant(r.content, sent[(r.thread_id, r.message_id)]) if (r.thread_id, r.message_id) in sent else "",
-                 _vector_text(r.embedding), owner, r.thread_id, r.message_id)
+                 vector_literal(r.embedding), owner, r.thread_id, r.message_id)
                 for r in rewrites
             ],
         )

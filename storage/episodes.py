@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Awaitable, Sequence
@@ -34,6 +33,7 @@ from core.past_dates import RELATIVE_HINT, dates_meant, names_a_date
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
+from storage.vector_literal import vector_literal
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
@@ -210,13 +210,6 @@ class Episode(Said):
     embedding: Sequence[float] | None = None
 
 
-def _vector_text(vector: Sequence[float]) -> str:
-    values = [float(x) for x in vector]
-    if not values or not all(math.isfinite(x) for x in values):
-        raise ValueError("an embedding is empty or has a NaN or infinite value")
-    return "[" + ",".join(repr(x) for x in values) + "]"
-
-
 async def indexed_positions(pool: AsyncConnectionPool, owner: str, thread_id: str) -> dict[str, int]:
     """message id → position of the thread's indexed messages."""
     async with pool.connection() as conn:
@@ -284,7 +277,7 @@ async def sync_thread(
         dropped = cur.rowcount
         inserted: set[str] = set()
         if write:
-            vectors = [_vector_text(e.embedding) if e.embedding is not None else None for e in write]
+            vectors = [vector_literal(e.embedding) if e.embedding is not None else None for e in write]
             async with conn.cursor() as c:
                 await c.executemany(
                     _INSERT,
@@ -554,7 +547,7 @@ async def search(
         else:
             text_rows = await words()
         params |= {
-            "vector": _vector_text(vector) if vector is not None else None,
+            "vector": vector_literal(vector) if vector is not None else None,
             "lexemes": text_rows[0]["lexemes"] if text_rows else [],
             "weights": text_rows[0]["weights"] if text_rows else [],
             "text_threads": [r["thread_id"] for r in text_rows],

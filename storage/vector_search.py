@@ -43,7 +43,6 @@ never an error: one bad item must not break a turn.
 from __future__ import annotations
 
 import logging
-import math
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,6 +54,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from storage.partitions import ANN_EF_SEARCH, PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, through_hnsw, to_partitioned
+from storage.vector_literal import vector_literal
 
 log = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ def _params(namespace: Sequence[str], query: Sequence[float], k: int, filter: Ma
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K}, not {k}")
     return {
-        "query": _vector_text(query),
+        "query": vector_literal(query),
         "ns": path,
         "ns_like": _escape_like(path) + ".%",
         "filter": Jsonb(dict(filter or {})),
@@ -405,14 +405,6 @@ def _params(namespace: Sequence[str], query: Sequence[float], k: int, filter: Ma
     }
 
 
-def _vector_text(query: Sequence[float]) -> str:
-    values = [float(x) for x in query]
-    if not values:
-        raise ValueError("the query vector is empty")
-    if not all(math.isfinite(x) for x in values):
-        raise ValueError("the query vector has a NaN or infinite value")
-    # repr keeps every digit of a float32, so Postgres sees the caller's vector exactly.
-    return "[" + ",".join(repr(x) for x in values) + "]"
 
 
 def _escape_like(text: str) -> str:
