@@ -68,11 +68,19 @@ async def left_behind(pool, user: str, thread_id: str) -> dict[str, int]:
 
 
 async def start_import(graph, backend, user: str, data: dict, after: int = 4):
-    """The import as a task, and once ``after`` messages are in: (task, chat id)."""
+    """The import as a task, and once ``after`` messages are in: (task, chat id). From then on each
+    exchange lasts at least a quarter second, so the rest outlasts a few beats on a fast machine too."""
     reached = asyncio.Event()
     [chat] = parse_import(data)
+
+    def progress(n, total):
+        if n >= after:
+            reached.set()
+            return asyncio.sleep(0.25)
+        return None
+
     task = asyncio.create_task(
-        import_chat(graph, backend.pool, user, chat, context=Context(user_id=user, model="offline"), on_progress=lambda n, total: reached.set() if n >= after else None)
+        import_chat(graph, backend.pool, user, chat, context=Context(user_id=user, model="offline"), on_progress=progress)
     )
     await asyncio.wait_for(reached.wait(), 120)
     [thread_id] = await thread_owners.threads_of(backend.pool, user)
@@ -131,6 +139,10 @@ async def test_an_interrupted_import_is_listed_incomplete_and_resumes_to_the_who
     def progress(n, total):
         if n >= 4:
             reached.set()
+            # The import waits here until the stop ends it: on a fast machine (CI, 28 Nov 2026) the
+            # eight exchanges left ran within one beat, and the import finished before the client left.
+            return asyncio.sleep(60)
+        return None
 
     task = asyncio.create_task(
         import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), on_progress=progress, stop_when=client_left)
