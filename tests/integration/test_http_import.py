@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support.http_server import live_server_fixture, new_account
+from tests.support.http_server import PACED_CUE, live_server_fixture, new_account
 from tests.support.locomo_sample import locomo_sample
 
 pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess
@@ -86,11 +86,17 @@ import psycopg  # noqa: E402
 from tests.support.http_server import create_keys  # noqa: E402
 
 
-def long_history(n: int = 80) -> dict:
+def long_history(n: int = 80, paced_from: int | None = None) -> dict:
+    """``paced_from``: the messages from there on hold the test model's ``[paced]`` cue, so that each
+    of their exchanges lasts at least a quarter second however fast the machine."""
     return {
         "title": "A long history",
         "messages": [
-            {"role": "user" if i % 2 == 0 else "assistant", "text": f"Message {i} about my garden and the tomatoes {i}.", "time": f"2024-02-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z"}
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "text": f"Message {i} about my garden and the tomatoes {i}." + (f" {PACED_CUE}" if paced_from is not None and i >= paced_from else ""),
+                "time": f"2024-02-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z",
+            }
             for i in range(n)
         ],
     }
@@ -139,7 +145,7 @@ def rows_left(database_url: str, thread_id: str) -> dict[str, int]:
 
 
 def test_a_chat_being_imported_takes_no_message_and_deleting_it_stops_the_import_for_good(server, owner):
-    importing = BackgroundImport(server, owner[1], long_history())
+    importing = BackgroundImport(server, owner[1], long_history(paced_from=2))  # still importing on a fast machine
     with server.client(owner[1]) as client:
         chat = wait_for_chat(client)
         refused = client.post(f"/chats/{chat['id']}/messages", json={"text": "Hello in the middle of the import"})
@@ -155,7 +161,7 @@ def test_a_chat_being_imported_takes_no_message_and_deleting_it_stops_the_import
 
 async def test_forget_me_during_an_import_wins_and_a_new_key_for_the_same_user_finds_nothing(server, owner):
     user, key = owner
-    importing = BackgroundImport(server, key, long_history())
+    importing = BackgroundImport(server, key, long_history(paced_from=2))
     with server.client(key) as client:
         chat = wait_for_chat(client)
         assert client.delete("/me").status_code == 200
@@ -169,7 +175,10 @@ async def test_forget_me_during_an_import_wins_and_a_new_key_for_the_same_user_f
 
 
 def test_a_client_that_leaves_stops_the_import_which_is_listed_incomplete_and_resumes(server, owner):
-    body = json.dumps(long_history(40)).encode()
+    # Paced past the fourth message: the server sees the client gone at its next beat (half a
+    # second), and a fast machine imported the rest of an unpaced history before that.
+    history = long_history(40, paced_from=4)
+    body = json.dumps(history).encode()
     host, port = server.url.removeprefix("http://").split(":")
     head = (
         f"POST /chats/import HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {owner[1]}\r\n"
@@ -188,7 +197,7 @@ def test_a_client_that_leaves_stops_the_import_which_is_listed_incomplete_and_re
         assert detail["chat"]["import_state"]["state"] == "incomplete"
         resumed = client.post("/chats/import", params={"resume": chat["id"]}, content=body, headers={"Content-Type": "application/json"})
         assert resumed.status_code == 201, resumed.text
-        assert [m["content"] for m in resumed.json()["messages"]] == [m["text"] for m in long_history(40)["messages"]]
+        assert [m["content"] for m in resumed.json()["messages"]] == [m["text"] for m in history["messages"]]
         assert resumed.json()["chat"]["import_state"] is None
 
 

@@ -14,11 +14,15 @@ environment, and :func:`register_test_models`, loaded into every worker through
 - a message containing ``[fail]`` makes the reply fail after six streamed words
   (a provider error mid-stream);
 - a message containing ``[markdown]`` is answered with :data:`MARKDOWN_REPLY`, Markdown
-  as real models write it (headings, lists, code, a table) plus HTML that must not run.
+  as real models write it (headings, lists, code, a table) plus HTML that must not run;
+- a structured call (extraction, summary, title) whose input holds ``[paced]`` takes at least
+  :data:`PACED_CALL_SECONDS`, so an import of such messages outlasts a few of its beats on any
+  machine (a test can stop it part way).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -42,7 +46,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_MODEL = "http-test"
 PLUGIN = "tests.support.http_server:register_test_models"
-SLOW_CUE, TASK_CUE, FAIL_CUE, MARKDOWN_CUE = "[slow]", "[task]", "[fail]", "[markdown]"
+SLOW_CUE, TASK_CUE, FAIL_CUE, MARKDOWN_CUE, PACED_CUE = "[slow]", "[task]", "[fail]", "[markdown]", "[paced]"
+PACED_CALL_SECONDS = 0.25
 PACED_DELAYS_MS = (60, 300)  # the paced variants registered; add one here to use it
 MARKDOWN_CODE = 'def cook(minutes: int = 9) -> str:\n    return f"pasta for {minutes} minutes, stirred every minute so that it never sticks to the pot"'
 MARKDOWN_REPLY = f"""## Dinner plan
@@ -124,6 +129,19 @@ def _make_test_model(paced_ms: int = 0):
             if SLOW_CUE in _current_user_text(messages):
                 return self.delay_ms / 1000
             return self.paced_ms / 1000
+
+        def with_structured_output(self, schema, **kwargs):
+            from langchain_core.runnables import RunnableLambda
+
+            inner = super().with_structured_output(schema, **kwargs)
+
+            async def paced(model_input):
+                messages = self._convert_input(model_input).to_messages()
+                if any(PACED_CUE in str(m.content) for m in messages):
+                    await asyncio.sleep(PACED_CALL_SECONDS)
+                return await inner.ainvoke(model_input)
+
+            return RunnableLambda(inner.invoke, afunc=paced, name=inner.name)
 
         def _tool_call(self, description: str) -> dict:
             return {"name": "add_task", "args": {"description": description}, "id": f"call_{uuid.uuid4().hex[:8]}"}
