@@ -306,7 +306,8 @@ def test_a_second_message_while_a_reply_is_running_is_409_on_any_worker(server, 
     user, key = account
     with server.client(key) as c:
         chat_id = new_chat(c)
-    running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": "[slow] tell me a long story"})
+    # A long reply (~15 s; it is stopped below): finding each worker takes new connections, slow on a loaded machine.
+    running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": "[slow] [markdown] tell me a long story"})
     running.wait_for_tokens()
     for other in (False, True):  # the worker that runs the reply, then the other one
         with client_on_worker(server, key, running.worker_pid, other=other) as c:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.http_server import BackgroundStream, HttpError, final, live_server_fixture, new_account, new_chat, reply_text, say, stream
+from tests.support.http_server import MARKDOWN_REPLY, BackgroundStream, HttpError, final, live_server_fixture, new_account, new_chat, reply_text, say, stream
 
 pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess with workers
 
@@ -48,13 +48,13 @@ def stop_mid_stream(server, key: str, chat_id: str, text: str, method: str = "PO
 def test_stop_keeps_the_message_and_the_partial_reply_marked_stopped_and_memory_learns_nothing(server, key, client):
     chat_id = new_chat(client)
     say(client, chat_id, "My name is Dana")
-    text = "[slow] I live in Rome and I have a cat named Tom"
+    text = "[slow] [markdown] I live in Rome and I have a cat named Tom"  # a long reply (~15 s), stopped mid-stream
     events = stop_mid_stream(server, key, chat_id, text)
 
     streamed = reply_text(events)
     end = final(events)
     assert end.name == "error" and end.data["code"] == "stopped"
-    assert end.data["reply"] == streamed and streamed.startswith("(offline")
+    assert end.data["reply"] == streamed and streamed and MARKDOWN_REPLY.startswith(streamed)
     assert "text" not in end.data  # nothing to give back: the message stays in the chat
     assert not any(e.name in ("done", "memory") for e in events)
 
@@ -100,9 +100,10 @@ def test_stopping_an_edit_keeps_the_edited_branch(server, key, client):
     say(client, chat_id, "My name is Dana")
     say(client, chat_id, "I live in Rome")
     rome = messages_of(client, chat_id)[2]
-    events = stop_mid_stream(server, key, chat_id, "[slow] I live in Haifa", method="PUT", path=f"/chats/{chat_id}/messages/{rome['id']}")
+    edit = "[slow] [markdown] I live in Haifa"  # a long reply, stopped mid-stream
+    events = stop_mid_stream(server, key, chat_id, edit, method="PUT", path=f"/chats/{chat_id}/messages/{rome['id']}")
     messages = messages_of(client, chat_id)
-    assert [m["content"] for m in messages[:3]] == ["My name is Dana", messages[1]["content"], "[slow] I live in Haifa"]
+    assert [m["content"] for m in messages[:3]] == ["My name is Dana", messages[1]["content"], edit]
     assert len(messages) == 4 and messages[3]["stopped"] is True and messages[3]["content"] == reply_text(events)
     assert client.get("/memory/profile").json()["location"] == "Rome"  # learned before; the stopped edit taught nothing
 
@@ -153,7 +154,8 @@ def test_regenerate_while_a_reply_runs_is_409(server, key, client):
     chat_id = new_chat(client)
     say(client, chat_id, "My name is Dana")
     reply_id = messages_of(client, chat_id)[1]["id"]
-    running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": "[slow] a long story please"})
+    # (A long reply, stopped below: a short one may end before the regenerate is refused.)
+    running = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/messages", {"text": "[slow] [markdown] a long story please"})
     running.wait_for_tokens()
     with pytest.raises(HttpError) as busy:
         stream(client, "POST", f"/chats/{chat_id}/messages/{reply_id}/regenerate", {})
