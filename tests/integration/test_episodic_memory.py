@@ -483,3 +483,25 @@ async def test_the_dates_meant_of_an_older_table_are_worked_out_a_batch_at_a_tim
     assert [r["dates_meant"] for r in rows] == [
         "7 May 2023", "", "6 May 2023", "the week before 8 May 2023", "", "9 May 2023",
     ]
+
+
+async def test_a_question_naming_a_span_ranks_what_was_said_in_it_first(backend, user_id, minilm, monkeypatch):
+    """"In May" searches May too, and what was said then comes first, though by its words and
+    meaning what was said in September comes first."""
+    texts = [
+        ("We repainted the garage door in bright red", datetime(2023, 9, 20, 10, tzinfo=timezone.utc)),
+        ("The old door out back got a new coat of green paint", datetime(2023, 5, 12, 10, tzinfo=timezone.utc)),
+        ("My cousin fixed the bike's brakes", datetime(2023, 7, 2, 10, tzinfo=timezone.utc)),
+    ]
+    vectors = await minilm.embeddings.aembed_documents([t for t, _ in texts])
+    rows = [episode_table.Episode(f"t-door{i}", f"d{i}", 0, "user", when, text, owner=user_id, embedding=v) for i, ((text, when), v) in enumerate(zip(texts, vectors))]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, rows)
+    question, now = "Which colour did we repaint the garage door in May?", datetime(2023, 10, 1, tzinfo=timezone.utc)
+
+    async def first_found() -> str:
+        return (await episodes.recall_ranked(backend.pool, minilm.embeddings, user_id, question, now=now))[0]["lines"][0]["message_id"]
+
+    assert await first_found() == "d1"
+    monkeypatch.setattr(episodes, "TIME_AWARE", False)
+    assert await first_found() == "d0"
