@@ -178,17 +178,22 @@ async def test_a_stop_that_lands_while_progress_is_written_keeps_the_exchange_th
 
     data = history(12)
     [chat] = parse_import(data)
-    written = asyncio.Event()
+    written, seen = asyncio.Event(), asyncio.Event()
     real = chat_imports.record_progress
 
     async def record_then_linger(*args, **kwargs):
         ok = await real(*args, **kwargs)
         if kwargs.get("exchanges") == 3:  # committed; the stop arrives before the importer goes on
             written.set()
-            await asyncio.sleep(1)  # the window, widened: the stop cancels the exchanges in it
+            # The window, held open until the stop has cancelled the exchanges, however slow the machine.
+            await asyncio.wait_for(seen.wait(), 30)
+            while not any(t.get_name().startswith("import-") and t.cancelling() for t in asyncio.all_tasks()):
+                await asyncio.sleep(0.01)
         return ok
 
     async def client_left() -> bool:
+        if written.is_set():
+            seen.set()
         return written.is_set()
 
     monkeypatch.setattr(chat_imports, "record_progress", record_then_linger)
