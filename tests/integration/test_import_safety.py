@@ -265,6 +265,23 @@ def test_the_cli_refuses_deeply_nested_json_with_a_clear_message(tmp_path, backe
     assert "Traceback" not in done.stderr and "nested deeper than" in done.stderr
 
 
+# The CLI's import, held in the third exchange's indexing until it is killed: past the two exchanges
+# its row counts, with that exchange's first checkpoints written (a fast machine imported all 30
+# messages before a poll could see four).
+HELD_IN_THE_THIRD_EXCHANGE = """
+import asyncio, sys
+from memory import episodes
+real = episodes.index_for_run
+async def held(store, owner, thread_id, messages, **kwargs):
+    if len(messages) > 4:
+        await asyncio.Event().wait()
+    return await real(store, owner, thread_id, messages, **kwargs)
+episodes.index_for_run = held
+from app.cli.main import main
+sys.exit(main())
+"""
+
+
 @pytest.mark.slow
 async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_history(tmp_path, backend, graph, user_id):
     from storage import chat_imports
@@ -274,7 +291,7 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
     path.write_text(json.dumps(data))
     env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli.main", "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=env,
+        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -285,7 +302,10 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
             if row is not None and row.imported >= 4 or process.poll() is not None:
                 break
             await asyncio.sleep(0.2)
-        assert row is not None and row.imported >= 4 and process.poll() is None, "the import did not get going"
+        assert row is not None and row.imported == 4 and process.poll() is None, "the import did not get going"
+        async with backend.pool.connection() as conn:  # the third exchange is under way: written past what the row counts
+            past = await (await conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s", (row.thread_id, row.head_checkpoint))).fetchone()
+        assert past["n"] > 0
         process.kill()  # SIGKILL: no clean-up of any kind
         process.wait(30)
     finally:
