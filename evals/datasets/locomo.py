@@ -33,13 +33,18 @@ Each entry has ``question_id``, ``question``, ``category``, ``golden_answer``,
 (WRONG_CITATION, HALLUCINATION, TEMPORAL_ERROR, ATTRIBUTION_ERROR, AMBIGUOUS,
 INCOMPLETE) and ``reasoning``. For each entry whose error type is in
 ``audit_error_types`` (default: all) and whose question text matches, the
-probe's ``answer`` becomes ``correct_answer`` and its ``evidence``
-``correct_evidence``; the originals go to ``metadata['original_answer']`` /
-``['original_evidence']`` and the entry's type and reasoning to
-``metadata['audit']``. Beware: some ``correct_answer`` values are explanatory
-sentences rather than short answers, which lowers token-F1 for any short
-prediction; pass ``audit_error_types={'WRONG_CITATION'}`` to fix evidence only,
-or ``audit=False`` to score against the original gold (comparable with
+probe's ``evidence`` becomes ``correct_evidence`` and, unless the error is a
+WRONG_CITATION, its ``answer`` becomes ``correct_answer``: a wrong citation's
+answer is right by the audit's own verdict, and its ``correct_answer`` is often
+that verdict in words ("December 2022 (answer is correct, citation is wrong)",
+"The golden answer is factually correct; only the citation D4:36 is invalid."),
+which no prompt or reply holds. So the file corrects the 99 answers it finds
+wrong, and the citations of the rest. The originals go to
+``metadata['original_answer']`` / ``['original_evidence']`` and the entry's
+type and reasoning to ``metadata['audit']``. Beware: some corrected answers are
+explanatory sentences rather than short answers, which lowers token-F1 for any
+short prediction; pass ``audit_error_types={'WRONG_CITATION'}`` to fix evidence
+only, or ``audit=False`` to score against the original gold (comparable with
 published LoCoMo numbers). When the default audit file is absent, loading
 proceeds without it; an explicit ``audit_path`` that does not exist is an
 error.
@@ -188,7 +193,8 @@ def parse_locomo(
                     "error_type": entry.get("error_type"),
                     "reasoning": entry.get("reasoning"),
                 }
-                probe.answer = str(entry.get("correct_answer", probe.answer))
+                if entry.get("error_type") != "WRONG_CITATION":
+                    probe.answer = str(entry.get("correct_answer", probe.answer))
                 probe.evidence = _clean_evidence(list(entry.get("correct_evidence") or probe.evidence))
                 applied += 1
 

@@ -182,6 +182,19 @@ def test_locomo_audit_can_be_disabled_or_limited_to_citation_fixes():
 
 
 @needs_evaldata
+def test_a_wrong_citation_corrects_the_evidence_and_keeps_the_gold_answer_it_calls_right(locomo):
+    """The audit's answer for a wrong citation is often its verdict in words, which no prompt holds."""
+    [jobs] = [p for p in locomo[6].probes if p.question_id == "locomo_6_qa38"]
+    assert jobs.answer == "quit his IT Job, secured his dream job, aspires to become an eSports competition organizer"
+    assert jobs.evidence == ["D18:1", "D18:7"] and jobs.metadata["audit"]["error_type"] == "WRONG_CITATION"
+    [beach] = [p for p in locomo[2].probes if p.question_id == "locomo_2_qa5"]
+    assert (beach.answer, beach.evidence) == ("December 2022", ["D3:14"])
+    corrected = [p for c in locomo for p in c.probes if p.metadata.get("audit")]
+    assert sum(p.answer != p.metadata["original_answer"] for p in corrected) <= 99
+    assert not any("citation" in p.answer.casefold() for p in corrected if p.metadata["audit"]["error_type"] == "WRONG_CITATION")
+
+
+@needs_evaldata
 def test_locomo_explicit_missing_audit_file_is_an_error(tmp_path):
     with pytest.raises(DatasetNotFoundError, match="nope.json"):
         load_locomo(EVALDATA / "locomo7.json", limit=1, audit_path=tmp_path / "nope.json")
