@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_turn [--turns 40] [--facts 200] [--messages 0]
                                     [--other-users 0 [--other-facts 1000] [--other-messages 0]] [--warmup 1]
-                                    [--large-at T] [--json PATH]
+                                    [--large-at T] [--history N] [--json PATH]
 
 Runs on a throwaway embedded Postgres with the real embeddings (all-MiniLM-L6-v2
 in numpy) and the offline model, one chat whose every turn sends a new message
@@ -20,6 +20,11 @@ searched through their partition's shared HNSW (and GIN) index, iteratively; no 
 of their own, so nothing is built per user. ``--large-at T`` makes T both thresholds for this run
 only: a simulation, so that thousands of large users fit on 2 cores. The planning time of each search statement is printed at the end, and ``--json PATH``
 writes the figures. Seeding progress goes to stderr.
+
+``--history N`` starts the timed chat N messages long (a user's long-running chat: earlier
+exchanges a day apart, written into the chat in one step and indexed, its older part folded out of
+the model's view), so the figures show what a turn costs as a chat grows; the chat's record and
+summary are left to the turns.
 
 ``--messages N`` seeds N messages of the user into the episodic index (``storage.episodes``,
 bulk COPY through its ``copy_episodes``), in chats of ``CHAT_LENGTH`` messages spread over the
@@ -264,6 +269,41 @@ async def seed_messages(backend, user: str, messages: int, other_users: int, oth
     await bulk_seed(backend, MessageSeeder, "messages", owners, copy_episodes, "rows", query, [TABLE])
 
 
+HISTORY_IN_VIEW = 6  # messages of a seeded history left in the model's view (the rest counts as folded)
+
+
+async def seed_history(graph, backend, user: str, config: dict, messages: int) -> None:
+    """The chat ``messages`` long before the timed turns: exchanges a day apart, each message
+    stamped with its time, written in one step and indexed once (as the memory phase would have)."""
+    if messages <= 0:
+        return
+    from langchain_core.messages import AIMessage
+
+    from core.messages import stamp_sent_at
+    from core.state import LAST_NODE
+    from memory import episodes
+    from storage import thread_owners
+    from storage.memory_store import memory_store
+
+    started = time.perf_counter()
+    first = datetime.now(timezone.utc) - timedelta(days=messages // 2 + 1)
+    history = []
+    for i in range(messages):
+        when = first + timedelta(days=i // 2, minutes=i % 2)
+        topic = MESSAGES[(i // 2) % len(MESSAGES)]
+        message = (HumanMessage(f"{topic} (day {i // 2})", id=str(uuid.uuid4())) if i % 2 == 0
+                   else AIMessage(f"(offline model) Noted, day {i // 2}.", id=str(uuid.uuid4())))
+        history.append(stamp_sent_at(message, when))
+    thread_id = config["configurable"]["thread_id"]
+    await thread_owners.claim_ownership(backend.pool, thread_id, user)
+    await graph.aupdate_state(config, {"messages": []}, as_node=LAST_NODE)  # the chat before its first message
+    cursor = history[-HISTORY_IN_VIEW - 1].id if messages > HISTORY_IN_VIEW else None
+    await graph.aupdate_state(config, {"messages": history, "summarized_through": cursor, "user_turns": messages // 2}, as_node=LAST_NODE)
+    ours = memory_store(backend.store)
+    await episodes.index_thread(ours.pool, ours.embeddings, user, thread_id, history, checkpointer=backend.checkpointer)
+    note(f"seeded a chat of {messages:,} messages in {time.perf_counter() - started:.0f} s")
+
+
 async def planning_times(backend, user: str) -> dict[str, float]:
     """Median planning ms (EXPLAIN (SUMMARY), 5 runs) of each search statement of ``user``."""
     from benchmarks.bench_planning import planning
@@ -274,7 +314,7 @@ async def planning_times(backend, user: str) -> dict[str, float]:
 
 async def run(
     turns: int, facts: int, other_users: int, other_facts: int, messages: int = 0, other_messages: int = 0, warmup: int = 1,
-    large_at: int | None = None, json_path: str | None = None,
+    large_at: int | None = None, json_path: str | None = None, history: int = 0,
 ) -> None:
     import pgserver
 
@@ -298,6 +338,7 @@ async def run(
             await seed_messages(backend, user, messages, other_users, other_messages)
             ctx = Context(user_id=user, model="offline")
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            await seed_history(graph, backend, user, config, history)
             per_node: dict[str, list[float]] = defaultdict(list)
             per_turn: list[float] = []
             for i in range(-warmup, turns):
@@ -306,7 +347,7 @@ async def run(
                 # The two phases as a chat runs them (app/runs/turn_runner.py): the reply phase up to
                 # the commit point, saved as production saves it, then the memory phase.
                 phases = (
-                    ({"messages": [HumanMessage(text)]}, {"interrupt_before": [COMMIT_POINT], "durability": reply_phase_durability(i == -warmup)}),
+                    ({"messages": [HumanMessage(text)]}, {"interrupt_before": [COMMIT_POINT], "durability": reply_phase_durability(i == -warmup and not history)}),
                     (None, {}),
                 )
                 for graph_input, options in phases:
@@ -328,7 +369,8 @@ async def run(
 
     others = f", other users: {other_users:,} × {other_facts:,} facts and {other_messages:,} messages" if other_users else ""
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"turns: {turns} (after {warmup} untimed warm-up), stored facts: {facts}, indexed messages: {messages:,}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
+    chat = f", the chat {history:,} messages long before them" if history else ""
+    print(f"turns: {turns} (after {warmup} untimed warm-up){chat}, stored facts: {facts}, indexed messages: {messages:,}{others}, model: offline, embeddings: all-MiniLM-L6-v2 (numpy)")
     print("load_context per turn (ms):", " ".join(f"{v:.0f}" for v in per_node["load_context"]))
     print(f"{'step':<18}{'p50 ms':>10}{'p95 ms':>10}")
     for node, values in per_node.items():
@@ -348,7 +390,7 @@ async def run(
             "planning_ms": planned,
             "indexes": index_count,
             "args": {"turns": turns, "facts": facts, "messages": messages, "other_users": other_users, "other_facts": other_facts,
-                     "other_messages": other_messages, "large_at": large_at, "warmup": warmup},
+                     "other_messages": other_messages, "large_at": large_at, "warmup": warmup, "history": history},
             "machine": {"cpus": os.cpu_count(), "loadavg": os.getloadavg(), "processor": platform.processor()},
         }
         with open(json_path, "w") as f:
@@ -367,15 +409,16 @@ def main() -> None:
     parser.add_argument(
         "--large-at", type=int, help="this run only: the size from which a user counts as large (searched through the partition's HNSW index when cheaper), for messages and facts alike"
     )
+    parser.add_argument("--history", type=int, default=0, help="the timed chat's length in messages before its first timed turn")
     parser.add_argument("--json", help="also write the figures here (load_context_ms, turn_ms, planning_ms, ...)")
     args = parser.parse_args()
-    if min(args.turns, args.facts, args.messages, args.other_users, args.other_facts, args.other_messages) < 0 or args.turns == 0:
+    if min(args.turns, args.facts, args.messages, args.other_users, args.other_facts, args.other_messages, args.history) < 0 or args.turns == 0:
         parser.error("counts must be positive")
     if args.large_at is not None and args.large_at < 1:
         parser.error("--large-at must be at least 1")
     asyncio.run(
         run(args.turns, args.facts, args.other_users, args.other_facts, args.messages, args.other_messages, args.warmup,
-            large_at=args.large_at, json_path=args.json)
+            large_at=args.large_at, json_path=args.json, history=args.history)
     )
 
 

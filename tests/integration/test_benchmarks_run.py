@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 
@@ -70,6 +71,36 @@ def test_bench_turn_seeds_indexed_messages_for_the_user_and_others_and_prints_th
     assert "indexed messages: 300" in done.stdout and "2 × 5 facts and 100 messages" in done.stdout
     assert "seeded 500 messages" in done.stderr
     assert table(done.stdout, "step")["load_context"]
+
+
+def test_bench_turn_with_a_history_times_turns_of_a_chat_already_that_long(tmp_path):
+    out = run("benchmarks.bench_turn", "--turns", "2", "--facts", "10", "--history", "30", "--json", str(tmp_path / "turn.json"), tmp_path=tmp_path)
+    assert "the chat 30 messages long before them" in out
+    assert json.loads((tmp_path / "turn.json").read_text())["args"]["history"] == 30
+    assert table(out, "step")["load_context"]
+
+
+async def test_bench_turn_seeds_a_history_as_a_chat_of_that_length_dated_indexed_and_folded(backend, user_id):
+    import uuid
+
+    from benchmarks.bench_turn import HISTORY_IN_VIEW, seed_history
+    from core.messages import sent_at
+    from graph.assembly import compile_graph
+    from nodes.compaction import model_view
+    from storage import episodes, thread_owners
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread_id = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread_id}}
+    await seed_history(graph, backend, user_id, config, 20)
+    values = (await graph.aget_state(config)).values
+    messages = values["messages"]
+    assert len(messages) == 20 and [m.type for m in messages[:2]] == ["human", "ai"]
+    times = [sent_at(m) for m in messages]
+    assert None not in times and times == sorted(times) and times[2] - times[0] >= timedelta(days=1)
+    assert len(model_view(messages, values["summarized_through"])) == HISTORY_IN_VIEW
+    assert await thread_owners.owner_of(backend.pool, thread_id) == user_id
+    assert len(await episodes.indexed_positions(backend.pool, user_id, thread_id)) == 20
 
 
 def test_load_serve_reports_turns_per_second_and_first_tokens_and_reads_every_chat_back(tmp_path):
