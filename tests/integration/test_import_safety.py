@@ -296,16 +296,19 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
     )
     try:
         row = None
-        for _ in range(1200):  # up to 4 min on a loaded machine; it stops as soon as 4 messages are in
+        past = 0  # checkpoints the third exchange wrote past what the row counts
+        for _ in range(1200):  # up to 4 min on a loaded machine; it stops once the third exchange is under way
             threads = await thread_owners.threads_of(backend.pool, user_id)
             row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
-            if row is not None and row.imported >= 4 or process.poll() is not None:
+            if row is not None and row.imported >= 4:
+                async with backend.pool.connection() as conn:
+                    past = (await (await conn.execute(
+                        "SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s", (row.thread_id, row.head_checkpoint)
+                    )).fetchone())["n"]
+            if past or process.poll() is not None:
                 break
             await asyncio.sleep(0.2)
-        assert row is not None and row.imported == 4 and process.poll() is None, "the import did not get going"
-        async with backend.pool.connection() as conn:  # the third exchange is under way: written past what the row counts
-            past = await (await conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s AND checkpoint_id > %s", (row.thread_id, row.head_checkpoint))).fetchone()
-        assert past["n"] > 0
+        assert row is not None and row.imported == 4 and past > 0 and process.poll() is None, "the import did not get going"
         process.kill()  # SIGKILL: no clean-up of any kind
         process.wait(30)
     finally:
