@@ -80,8 +80,8 @@ def pauses(user: int, turns: int, think: float) -> list[float]:
     return [rng.expovariate(1 / think) if think > 0 else 0.0 for _ in range(turns)]
 
 
-async def user_session(client: httpx.AsyncClient, chat_id: str, texts: list[str], results: list[dict], think: list[float]) -> None:
-    for text, pause in zip(texts, think):
+async def user_session(client: httpx.AsyncClient, chat_id: str, texts: list[str], results: list[dict], waits: list[float]) -> None:
+    for text, pause in zip(texts, waits):
         if pause:
             await asyncio.sleep(pause)
         results.append(await one_turn(client, chat_id, text) | {"text": text})

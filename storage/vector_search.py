@@ -405,8 +405,6 @@ def _params(namespace: Sequence[str], query: Sequence[float], k: int, filter: Ma
     }
 
 
-
-
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
