@@ -235,16 +235,43 @@ WHERE owner = %s AND thread_id = %s AND message_id = %s
 """
 
 
-async def _add_to_count(conn: AsyncConnection, owner: str, delta: int) -> None:
+async def _add_to_count(conn: AsyncConnection, owner: str, delta: int) -> bool:
     """Within the writer's transaction, after its rows: each delta is what that writer's own
     statements did, so concurrent writers of one owner add up exactly. Taken last, the count's
-    row lock cannot close a cycle with the rows' locks."""
-    if delta:
-        await conn.execute(
-            f"INSERT INTO {COUNTS} AS c (owner, messages) VALUES (%s, %s) "
-            "ON CONFLICT (owner) DO UPDATE SET messages = c.messages + excluded.messages",
-            (owner, delta),
-        )
+    row lock cannot close a cycle with the rows' locks. True when the owner's count rose past a
+    statistics mark (:func:`refresh_statistics`)."""
+    if not delta:
+        return False
+    row = await (await conn.execute(
+        f"INSERT INTO {COUNTS} AS c (owner, messages) VALUES (%s, %s) "
+        "ON CONFLICT (owner) DO UPDATE SET messages = c.messages + excluded.messages RETURNING messages",
+        (owner, delta),
+    )).fetchone()
+    return passed_statistics_mark(int(row["messages"]) - delta, int(row["messages"]))
+
+
+# The planner's statistics are refreshed for an owner's partition each time the owner's messages
+# pass a power of two from this on. Until autovacuum's next ANALYZE (only after a tenth of the
+# partition's rows changed) the planner takes a grown owner for the handful of rows it had, and
+# reads every row of theirs where a key lookup would do: a chat of 2,000 messages searched in
+# 60-100 ms instead of ~8. An owner has ~10 such marks in a lifetime; each ANALYZE samples one
+# partition (~0.1 s at 16,000 rows on 2 cores).
+STATISTICS_FROM = 512
+
+
+def passed_statistics_mark(before: int, after: int) -> bool:
+    """Whether a count going from ``before`` to ``after`` rose past a mark (512, 1,024, 2,048, ...)."""
+    if after < STATISTICS_FROM:
+        return False
+    return before < STATISTICS_FROM or after.bit_length() > before.bit_length()
+
+
+async def refresh_statistics(conn: AsyncConnection, owner: str) -> None:
+    """ANALYZE the partition holding ``owner``'s messages (it counts the rows the connection's own
+    open transaction wrote, so a bulk write need not commit first)."""
+    row = await (await conn.execute(f"SELECT tableoid::regclass::text AS part FROM {TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone()
+    if row is not None:
+        await conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(row["part"])))
 
 
 async def sync_thread(
@@ -301,7 +328,10 @@ async def sync_thread(
                 "WHERE e.owner = %s AND e.thread_id = %s AND e.message_id = m.message_id",
                 (list(moved), list(moved.values()), owner, thread_id),
             )
-        await _add_to_count(conn, owner, len(inserted) - dropped)
+        grown = await _add_to_count(conn, owner, len(inserted) - dropped)
+    if grown:  # after the commit: the rows' locks are not held through the ANALYZE
+        async with pool.connection() as conn:
+            await refresh_statistics(conn, owner)
     return dropped
 
 
@@ -323,8 +353,9 @@ async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode]) -> i
         per_owner: dict[str, int] = {}
         for e in episodes:
             per_owner[e.owner] = per_owner.get(e.owner, 0) + 1
-        for owner, added in sorted(per_owner.items()):  # one order for every writer: no deadlock
-            await _add_to_count(conn, owner, added)
+        grown = [owner for owner, added in sorted(per_owner.items()) if await _add_to_count(conn, owner, added)]  # one order for every writer: no deadlock
+        for owner in grown:
+            await refresh_statistics(conn, owner)
     return len(episodes)
 
 
@@ -452,7 +483,12 @@ SELECT e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
        b.message_id AS before_id, b.position AS before_position, b.role AS before_role, b.sent_at AS before_sent_at, b.content AS before_content,
        a.message_id AS after_id, a.position AS after_position, a.role AS after_role, a.sent_at AS after_sent_at, a.content AS after_content
 FROM chosen c
-JOIN {table} e ON e.owner = {owner} AND e.thread_id = c.thread_id AND e.message_id = c.message_id
+-- Each chosen message looked up by its key, whatever the owner's row estimate: joined plainly, a
+-- stale estimate (a user's rows newer than the partition's statistics) let the planner scan the
+-- owner's rows and rescan the candidates for each (LIMIT 1 keeps the subquery from being flattened).
+CROSS JOIN LATERAL (
+    SELECT * FROM {table} e WHERE e.owner = {owner} AND e.thread_id = c.thread_id AND e.message_id = c.message_id LIMIT 1
+) e
 -- the indexed messages just before and after it in its thread (a short turn reads with the one before it)
 LEFT JOIN LATERAL (
     SELECT n.message_id, n.position, n.role, n.sent_at, n.content FROM {table} n
