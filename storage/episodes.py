@@ -335,9 +335,11 @@ async def sync_thread(
     return dropped
 
 
-async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode]) -> int:
+async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode], *, analyze: bool = True) -> int:
     """Insert many new rows in one COPY (all or nothing; an existing key fails the whole COPY).
-    For bulk seeding (benchmarks, imports of pre-embedded history): no per-row round trip."""
+    For bulk seeding (benchmarks, imports of pre-embedded history): no per-row round trip.
+    ``analyze=False`` leaves the statistics marks to a caller that runs ANALYZE once after a
+    whole load of many owners (each would otherwise analyze their partition at each mark)."""
     from pgvector.psycopg.vector import register_vector_info
     import numpy as np
 
@@ -354,7 +356,7 @@ async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode]) -> i
         for e in episodes:
             per_owner[e.owner] = per_owner.get(e.owner, 0) + 1
         grown = [owner for owner, added in sorted(per_owner.items()) if await _add_to_count(conn, owner, added)]  # one order for every writer: no deadlock
-        for owner in grown:
+        for owner in grown if analyze else ():
             await refresh_statistics(conn, owner)
     return len(episodes)
 

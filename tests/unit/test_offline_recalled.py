@@ -81,6 +81,21 @@ def test_what_counts_as_stating_something(text, states):
     assert states_something(text) is states
 
 
+def test_a_messages_statement_check_is_worked_out_once_however_many_turns_count_it(monkeypatch):
+    """record_chat counts the statements of a chat's every user message at each turn."""
+    import core.statements as statements
+
+    calls = []
+    real = statements.is_statement
+    monkeypatch.setattr(statements, "_STATED", {})
+    monkeypatch.setattr(statements, "is_statement", lambda s: calls.append(s) or real(s))
+    text = "I moved to Porto in the end. Do you like it there?"
+    # a new string each time, as each turn reads it from the checkpoint
+    assert [statements.states_something((text + " ")[:-1]) for _ in range(5)] == [True] * 5
+    assert len(calls) == 1  # the first sentence states: the second is never read
+    assert statements.states_something("Do you like Porto?") is False and len(calls) == 2
+
+
 @pytest.mark.parametrize(
     ("question", "about"),
     [
