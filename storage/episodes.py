@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Awaitable, Sequence
 
+import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
@@ -34,6 +36,8 @@ from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
 from storage.vector_literal import vector_literal
+
+log = logging.getLogger(__name__)
 
 TABLE = "memory_agent_episodes"
 # How many messages each owner has in the index: kept by every write below in the same
@@ -257,6 +261,7 @@ async def _add_to_count(conn: AsyncConnection, owner: str, delta: int) -> bool:
 # 60-100 ms instead of ~8. An owner has ~10 such marks in a lifetime; each ANALYZE samples one
 # partition (~0.1 s at 16,000 rows on 2 cores).
 STATISTICS_FROM = 512
+STATISTICS_LOCK_WAIT = "200ms"
 
 
 def passed_statistics_mark(before: int, after: int) -> bool:
@@ -268,10 +273,19 @@ def passed_statistics_mark(before: int, after: int) -> bool:
 
 async def refresh_statistics(conn: AsyncConnection, owner: str) -> None:
     """ANALYZE the partition holding ``owner``'s messages (it counts the rows the connection's own
-    open transaction wrote, so a bulk write need not commit first)."""
-    row = await (await conn.execute(f"SELECT tableoid::regclass::text AS part FROM {TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone()
-    if row is not None:
-        await conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(row["part"])))
+    open transaction wrote, so a bulk write need not commit first). It waits at most
+    ``STATISTICS_LOCK_WAIT`` for the partition (maintenance such as a VACUUM or an index build
+    holds it); then, or on any other failure, it is logged and the write stands: the statistics
+    only speed the search, and the owner's next mark tries again."""
+    try:
+        async with conn.transaction():  # a savepoint within a caller's transaction
+            await conn.execute(f"SET LOCAL lock_timeout = '{STATISTICS_LOCK_WAIT}'")
+            row = await (await conn.execute(f"SELECT tableoid::regclass::text AS part FROM {TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone()
+            if row is not None:
+                await conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(row["part"])))
+            await conn.execute("SET LOCAL lock_timeout TO DEFAULT")  # not for the rest of a caller's transaction
+    except psycopg.Error as exc:
+        log.warning("planner statistics not refreshed for %s's messages: %s", owner, exc)
 
 
 async def sync_thread(
