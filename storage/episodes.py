@@ -344,8 +344,11 @@ async def sync_thread(
             )
         grown = await _add_to_count(conn, owner, len(inserted) - dropped)
     if grown:  # after the commit: the rows' locks are not held through the ANALYZE
-        async with pool.connection() as conn:
-            await refresh_statistics(conn, owner)
+        try:
+            async with pool.connection() as conn:
+                await refresh_statistics(conn, owner)
+        except psycopg.Error as exc:  # no connection to be had: the write stands all the same
+            log.warning("planner statistics not refreshed for %s's messages: %s", owner, exc)
     return dropped
 
 
