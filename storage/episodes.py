@@ -271,21 +271,31 @@ def passed_statistics_mark(before: int, after: int) -> bool:
     return before < STATISTICS_FROM or after.bit_length() > before.bit_length()
 
 
-async def refresh_statistics(conn: AsyncConnection, owner: str) -> None:
-    """ANALYZE the partition holding ``owner``'s messages (it counts the rows the connection's own
-    open transaction wrote, so a bulk write need not commit first). It waits at most
-    ``STATISTICS_LOCK_WAIT`` for the partition (maintenance such as a VACUUM or an index build
-    holds it); then, or on any other failure, it is logged and the write stands: the statistics
-    only speed the search, and the owner's next mark tries again."""
+async def refresh_statistics(conn: AsyncConnection, owners: Sequence[str]) -> None:
+    """ANALYZE the partitions holding these owners' messages, each once, after the write that grew
+    them committed. It waits at most ``STATISTICS_LOCK_WAIT`` for a partition that maintenance (a
+    VACUUM, an index build, another writer's ANALYZE) holds; then, or on any other failure, it is
+    logged and the write stands: the statistics only speed the search, and the owner's next mark
+    tries again. The connection's own ``lock_timeout`` is as it was after. Unprepared statements:
+    a partition's ANALYZE would take a slot of the connection's cache of prepared statements."""
     try:
-        async with conn.transaction():  # a savepoint within a caller's transaction
-            await conn.execute(f"SET LOCAL lock_timeout = '{STATISTICS_LOCK_WAIT}'")
-            row = await (await conn.execute(f"SELECT tableoid::regclass::text AS part FROM {TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone()
-            if row is not None:
-                await conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(row["part"])))
-            await conn.execute("SET LOCAL lock_timeout TO DEFAULT")  # not for the rest of a caller's transaction
+        async with conn.transaction():  # a savepoint, when a caller's transaction is open
+            parts: list[str] = []
+            for owner in owners:
+                row = await (await conn.execute(f"SELECT tableoid::regclass::text AS part FROM {TABLE} WHERE owner = %s LIMIT 1", (owner,), prepare=False)).fetchone()
+                if row is not None and row["part"] not in parts:
+                    parts.append(row["part"])
+            if not parts:
+                return
+            had = (await (await conn.execute("SELECT current_setting('lock_timeout') AS t", prepare=False)).fetchone())["t"]
+            await conn.execute("SELECT set_config('lock_timeout', %s, true)", (STATISTICS_LOCK_WAIT,), prepare=False)
+            for part in parts:  # (regclass text: Postgres quotes it)
+                await conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(part)), prepare=False)
+            await conn.execute("SELECT set_config('lock_timeout', %s, true)", (had,), prepare=False)
+    except psycopg.errors.LockNotAvailable:
+        log.info("planner statistics not refreshed for %s's messages: their partition is busy", ", ".join(owners))
     except psycopg.Error as exc:
-        log.warning("planner statistics not refreshed for %s's messages: %s", owner, exc)
+        log.warning("planner statistics not refreshed for %s's messages: %s", ", ".join(owners), exc)
 
 
 async def sync_thread(
@@ -307,48 +317,45 @@ async def sync_thread(
     for e in write:
         if e.owner != owner or e.thread_id != thread_id:
             raise ValueError("every episode written must be of the thread being synced")
-    async with pool.connection() as conn, conn.transaction():
-        row = await (await conn.execute(thread_owners.CURRENT_OWNER_HELD, {"thread_id": thread_id})).fetchone()
-        if row is not None and row["owner"] != owner:
-            raise thread_owners.ThreadTaken(thread_id, row["owner"])
-        cur = await conn.execute(
-            f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND NOT (message_id = ANY(%s))",
-            (owner, thread_id, list(keep)),
-        )
-        dropped = cur.rowcount
-        inserted: set[str] = set()
-        if write:
-            vectors = [vector_literal(e.embedding) if e.embedding is not None else None for e in write]
-            async with conn.cursor() as c:
-                await c.executemany(
-                    _INSERT,
-                    [(e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), v) for e, v in zip(write, vectors)],
-                    returning=True,
-                )
-                while True:
-                    inserted.update(r["message_id"] for r in await c.fetchall())
-                    if not c.nextset():
-                        break
-                rewrite = [
-                    (e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), v, e.owner, e.thread_id, e.message_id)
-                    for e, v in zip(write, vectors)
-                    if e.message_id not in inserted
-                ]
-                if rewrite:
-                    await c.executemany(_REWRITE, rewrite)
-        if moved:
-            await conn.execute(
-                f"UPDATE {TABLE} e SET position = m.position FROM unnest(%s::text[], %s::int[]) AS m(message_id, position) "
-                "WHERE e.owner = %s AND e.thread_id = %s AND e.message_id = m.message_id",
-                (list(moved), list(moved.values()), owner, thread_id),
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            row = await (await conn.execute(thread_owners.CURRENT_OWNER_HELD, {"thread_id": thread_id})).fetchone()
+            if row is not None and row["owner"] != owner:
+                raise thread_owners.ThreadTaken(thread_id, row["owner"])
+            cur = await conn.execute(
+                f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND NOT (message_id = ANY(%s))",
+                (owner, thread_id, list(keep)),
             )
-        grown = await _add_to_count(conn, owner, len(inserted) - dropped)
-    if grown:  # after the commit: the rows' locks are not held through the ANALYZE
-        try:
-            async with pool.connection() as conn:
-                await refresh_statistics(conn, owner)
-        except psycopg.Error as exc:  # no connection to be had: the write stands all the same
-            log.warning("planner statistics not refreshed for %s's messages: %s", owner, exc)
+            dropped = cur.rowcount
+            inserted: set[str] = set()
+            if write:
+                vectors = [vector_literal(e.embedding) if e.embedding is not None else None for e in write]
+                async with conn.cursor() as c:
+                    await c.executemany(
+                        _INSERT,
+                        [(e.owner, e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), v) for e, v in zip(write, vectors)],
+                        returning=True,
+                    )
+                    while True:
+                        inserted.update(r["message_id"] for r in await c.fetchall())
+                        if not c.nextset():
+                            break
+                    rewrite = [
+                        (e.position, e.role, e.sent_at, e.content, dates_meant(e.content, e.sent_at), v, e.owner, e.thread_id, e.message_id)
+                        for e, v in zip(write, vectors)
+                        if e.message_id not in inserted
+                    ]
+                    if rewrite:
+                        await c.executemany(_REWRITE, rewrite)
+            if moved:
+                await conn.execute(
+                    f"UPDATE {TABLE} e SET position = m.position FROM unnest(%s::text[], %s::int[]) AS m(message_id, position) "
+                    "WHERE e.owner = %s AND e.thread_id = %s AND e.message_id = m.message_id",
+                    (list(moved), list(moved.values()), owner, thread_id),
+                )
+            grown = await _add_to_count(conn, owner, len(inserted) - dropped)
+        if grown:  # after the commit, on the same connection: the rows' locks are not held through it
+            await refresh_statistics(conn, [owner])
     return dropped
 
 
@@ -373,8 +380,8 @@ async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode], *, a
         for e in episodes:
             per_owner[e.owner] = per_owner.get(e.owner, 0) + 1
         grown = [owner for owner, added in sorted(per_owner.items()) if await _add_to_count(conn, owner, added)]  # one order for every writer: no deadlock
-        for owner in grown if analyze else ():
-            await refresh_statistics(conn, owner)
+    if grown and analyze:
+        await refresh_statistics(conn, grown)
     return len(episodes)
 
 

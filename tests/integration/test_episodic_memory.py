@@ -546,6 +546,8 @@ async def test_a_grown_owners_search_reads_each_found_message_by_its_key(new_dat
             await conn.execute(f"DELETE FROM {episode_table.TABLE} WHERE owner LIKE 'o%%' AND NOT (owner = ANY(%s))", (neighbours,))
             await conn.execute(insert.replace("'m' || g", "'n' || g"), (neighbours, 200))
             await conn.execute(f"ANALYZE {episode_table.TABLE}")
+            part = (await (await conn.execute(f"SELECT tableoid::regclass::text AS p FROM {episode_table.TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone())["p"]
+            await conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")  # only the write's own refresh analyzes it
         grown = [episode(i) for i in range(600)]
         await episode_table.sync_thread(b.pool, owner, "t-long", keep=[e.message_id for e in grown], write=grown)
 
@@ -573,7 +575,10 @@ async def test_a_grown_owners_search_reads_each_found_message_by_its_key(new_dat
 async def test_a_partition_held_by_maintenance_delays_no_write_past_a_moment(new_database, minilm, caplog):
     """The statistics refresh after a write waits at most a moment for a partition that a VACUUM or
     an index build holds: the write stands, the refresh is logged as skipped."""
+    import logging
     import time
+
+    caplog.set_level(logging.INFO, logger=episode_table.__name__)
 
     from memory.backend import open_memory
     from storage.postgres import open_pool
@@ -596,3 +601,21 @@ async def test_a_partition_held_by_maintenance_delays_no_write_past_a_moment(new
         assert await episode_table.count(b.pool, owner) == 600
     assert waited < 5  # not until the maintenance ends (the test's lock is held until after this write)
     assert any("planner statistics not refreshed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_bulk_copy_in_a_callers_transaction_refreshes_the_statistics_and_leaves_its_settings(new_database, minilm):
+    """copy_episodes inside a caller's transaction: the owner passing a mark gets their partition
+    analyzed (their uncommitted rows counted), and the caller's lock_timeout is as it was."""
+    from memory.backend import open_memory
+
+    owner, said = "u-bulk", datetime(2024, 6, 1, tzinfo=timezone.utc)
+    rows = [episode_table.Episode("t", f"m{i}", i, "user", said, f"message {i}", owner=owner) for i in range(600)]
+    async with open_memory(new_database("bulk-statistics"), minilm) as b:
+        async with b.pool.connection() as conn, conn.transaction():
+            await conn.execute("SET LOCAL lock_timeout = '7s'")
+            await episode_table.copy_episodes(conn, rows)
+            assert (await (await conn.execute("SHOW lock_timeout")).fetchone())["lock_timeout"] == "7s"
+            part = (await (await conn.execute(f"SELECT tableoid::regclass::text AS p FROM {episode_table.TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone())["p"]
+            stats = await (await conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (part,))).fetchone()
+            assert stats["reltuples"] >= 600
+        assert await episode_table.count(b.pool, owner) == 600
