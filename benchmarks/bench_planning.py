@@ -80,16 +80,12 @@ def own_index(prefix: str, owner: str) -> str:
     return prefix + hashlib.sha256(owner.encode()).hexdigest()[:24]
 
 
-async def leaf_of(conn, table: str, column: str, value: str) -> str:
-    row = await (await conn.execute(f"SELECT tableoid::regclass::text AS leaf FROM {table} WHERE {column} = %s LIMIT 1", (value,))).fetchone()
-    return row["leaf"]
-
-
 async def add_users(conn, layout: str, first: int, last: int, rows: int) -> None:
     """Large users ``first .. last - 1``: their rows and, in the older layouts, their own indexes."""
     from psycopg import sql
 
     from storage import episodes
+    from storage.partitions import leaf_of
 
     now = datetime.now(timezone.utc)
     for n in range(first, last):

@@ -34,7 +34,7 @@ from core.errors import EmbeddingMismatch
 from core.past_dates import RELATIVE_HINT, dates_meant, names_a_date
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import thread_owners
-from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
+from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_of, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
 from storage.vector_literal import vector_literal
 
 log = logging.getLogger(__name__)
@@ -276,15 +276,11 @@ async def refresh_statistics(conn: AsyncConnection, owners: Sequence[str]) -> No
     them committed. It waits at most ``STATISTICS_LOCK_WAIT`` for a partition that maintenance (a
     VACUUM, an index build, another writer's ANALYZE) holds; then, or on any other failure, it is
     logged and the write stands: the statistics only speed the search, and the owner's next mark
-    tries again. The connection's own ``lock_timeout`` is as it was after. Unprepared statements:
-    a partition's ANALYZE would take a slot of the connection's cache of prepared statements."""
+    tries again. The connection's own ``lock_timeout`` is as it was after. Unprepared: each
+    partition's ANALYZE would take a slot of the connection's cache of prepared statements."""
     try:
         async with conn.transaction():  # a savepoint, when a caller's transaction is open
-            parts: list[str] = []
-            for owner in owners:
-                row = await (await conn.execute(f"SELECT tableoid::regclass::text AS part FROM {TABLE} WHERE owner = %s LIMIT 1", (owner,), prepare=False)).fetchone()
-                if row is not None and row["part"] not in parts:
-                    parts.append(row["part"])
+            parts = list(dict.fromkeys(filter(None, [await leaf_of(conn, TABLE, "owner", owner) for owner in owners])))
             if not parts:
                 return
             had = (await (await conn.execute("SELECT current_setting('lock_timeout') AS t", prepare=False)).fetchone())["t"]

@@ -39,6 +39,13 @@ async def relkind(conn: AsyncConnection, table: str) -> str | None:
     return None if row is None else str(row["relkind"])
 
 
+async def leaf_of(conn: AsyncConnection, table: str, column: str, value: str) -> str | None:
+    """The partition holding ``table``'s rows whose ``column`` (the partition key) is ``value``, as
+    regclass text (Postgres quotes it); the table itself when it is plain; None without such rows."""
+    row = await (await conn.execute(f"SELECT tableoid::regclass::text AS leaf FROM {table} WHERE {column} = %s LIMIT 1", (value,))).fetchone()
+    return None if row is None else row["leaf"]
+
+
 def leaf_statements(table: str, partitions: int) -> list[str]:
     return [
         f"CREATE TABLE IF NOT EXISTS {table}_p{i} PARTITION OF {table} FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"

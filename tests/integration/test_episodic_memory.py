@@ -22,6 +22,7 @@ from memory.chat_admin import delete_chat, forget_user_everywhere
 from storage import forget_ledger, thread_owners
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
 from storage import episodes as episode_table
+from storage.partitions import leaf_of
 from storage.postgres import open_pool, prepare_database
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
@@ -546,7 +547,7 @@ async def test_a_grown_owners_search_reads_each_found_message_by_its_key(new_dat
             await conn.execute(f"DELETE FROM {episode_table.TABLE} WHERE owner LIKE 'o%%' AND NOT (owner = ANY(%s))", (neighbours,))
             await conn.execute(insert.replace("'m' || g", "'n' || g"), (neighbours, 200))
             await conn.execute(f"ANALYZE {episode_table.TABLE}")
-            part = (await (await conn.execute(f"SELECT tableoid::regclass::text AS p FROM {episode_table.TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone())["p"]
+            part = await leaf_of(conn, episode_table.TABLE, "owner", owner)
             await conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")  # only the write's own refresh analyzes it
         grown = [episode(i) for i in range(600)]
         await episode_table.sync_thread(b.pool, owner, "t-long", keep=[e.message_id for e in grown], write=grown)
@@ -591,7 +592,7 @@ async def test_a_partition_held_by_maintenance_delays_no_write_past_a_moment(new
         holder = await open_pool(url, max_size=1)
         try:
             async with holder.connection() as conn, conn.transaction():
-                part = (await (await conn.execute(f"SELECT tableoid::regclass::text AS p FROM {episode_table.TABLE} WHERE owner = %s", (owner,))).fetchone())["p"]
+                part = await leaf_of(conn, episode_table.TABLE, "owner", owner)
                 await conn.execute(f"LOCK TABLE {part} IN SHARE UPDATE EXCLUSIVE MODE")  # as VACUUM holds it
                 started = time.monotonic()
                 await episode_table.sync_thread(b.pool, owner, "t", keep=[r.message_id for r in rows], write=rows)
@@ -615,7 +616,7 @@ async def test_a_bulk_copy_in_a_callers_transaction_refreshes_the_statistics_and
             await conn.execute("SET LOCAL lock_timeout = '7s'")
             await episode_table.copy_episodes(conn, rows)
             assert (await (await conn.execute("SHOW lock_timeout")).fetchone())["lock_timeout"] == "7s"
-            part = (await (await conn.execute(f"SELECT tableoid::regclass::text AS p FROM {episode_table.TABLE} WHERE owner = %s LIMIT 1", (owner,))).fetchone())["p"]
+            part = await leaf_of(conn, episode_table.TABLE, "owner", owner)
             stats = await (await conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (part,))).fetchone()
             assert stats["reltuples"] >= 600
         assert await episode_table.count(b.pool, owner) == 600
