@@ -109,6 +109,7 @@ async def open_memory(
     *,
     check_embeddings: bool = True,
     max_pool_size: int = 10,
+    min_pool_size: int = 1,
 ) -> AsyncIterator[MemoryBackend]:
     """Yield a ready backend; everything is closed on exit.
 
@@ -120,7 +121,7 @@ async def open_memory(
     emb = embeddings or resolve_embeddings()
     if not isinstance(emb.embeddings, CachedEmbeddings):
         emb = EmbeddingsInfo(embeddings=CachedEmbeddings(emb.embeddings), name=emb.name, dims=emb.dims)
-    pool = await open_pool(url, max_size=max_pool_size)
+    pool = await open_pool(url, max_size=max_pool_size, min_size=min_pool_size)
     try:
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         store = make_store(pool, emb)

@@ -244,12 +244,14 @@ async def check_connection(conn: psycopg.AsyncConnection) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
+async def open_pool(url: str, *, max_size: int = 10, min_size: int = 1) -> AsyncConnectionPool:
     """A pool whose connections are checked before use (``check_connection``), so a restarted
-    database heals; a connection not had within POOL_WAIT_SECONDS raises PoolTimeout (an OperationalError)."""
+    database heals; a connection not had within POOL_WAIT_SECONDS raises PoolTimeout (an OperationalError).
+    ``min_size`` connections are open before it is returned and kept open; up to ``max_size`` are
+    opened as needed, one at a time, while the callers wait."""
     pool = AsyncConnectionPool(
         conninfo=url,
-        min_size=1,
+        min_size=min(min_size, max_size),
         max_size=max_size,
         timeout=POOL_WAIT_SECONDS,
         kwargs=CONNECTION_KWARGS,

@@ -8,7 +8,7 @@ Environment:
 - ``DATABASE_URL``: the Postgres to use (``memory-agent serve`` sets it for its workers);
 - ``MEMORY_AGENT_AUTH=off``: no API keys, every caller is user ``local`` (development only);
 - ``MEMORY_AGENT_MODEL``: the chat model of every turn (default auto → offline without a key);
-- ``MEMORY_AGENT_POOL_SIZE``: connections per worker (default 20);
+- ``MEMORY_AGENT_POOL_SIZE``: connections per worker, all opened at start (default 20);
 - ``MEMORY_AGENT_MODEL_PLUGINS``: comma-separated ``module:function`` called at start, to
   register extra chat models with ``llm.chat_model.register_model`` (embedders, tests);
 - ``PROMETHEUS_MULTIPROC_DIR``: set by ``serve`` so /metrics adds up all workers.
@@ -35,7 +35,9 @@ from app.http.routes_system import WEB_DIR, router as system_router
 from app.http.services import Services
 from app.runs.active_runs import ActiveRuns
 from graph.assembly import compile_graph
+from llm.chat_model import load_chat_model
 from core.context import Context
+from core.dates import prepare_date_parsing
 from memory.backend import open_memory
 from storage.fenced_saver import FencedPostgresSaver
 
@@ -55,9 +57,11 @@ def load_model_plugins() -> None:
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     load_model_plugins()
-    async with open_memory(max_pool_size=int(os.environ.get(POOL_SIZE_ENV, "20"))) as backend:
-        # Load the embedding weights now rather than on the first message.
-        await backend.embeddings.embeddings.aembed_query("warm-up")
+    pool_size = int(os.environ.get(POOL_SIZE_ENV, "20"))
+    # The whole pool opened now: grown on demand, a burst of turns after a start (or an idle spell)
+    # waited for connections being made one at a time, their backends' caches cold.
+    async with open_memory(max_pool_size=pool_size, min_pool_size=pool_size) as backend:
+        await warm_up(backend)
         # The backend's saver class with a fence against late writes of stopped runs (storage.fenced_saver).
         graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
         runs = ActiveRuns(graph, backend.pool)
@@ -73,6 +77,18 @@ async def lifespan(app: FastAPI):
             yield
         finally:
             await runs.close()
+
+
+async def warm_up(backend) -> None:
+    """A worker's one-off costs, paid before it takes a request rather than inside the event loop
+    its first turns share: the encoder's weights, the default chat model (its client and imports)
+    and dateparser's first parse (~0.5 s, memory extraction's dates)."""
+    await backend.embeddings.embeddings.aembed_query("warm-up")
+    try:
+        load_chat_model(None)
+    except Exception as exc:  # a model that cannot be made (a missing key): each turn says why, as before
+        log.warning("the chat model is not ready: %s", exc)
+    prepare_date_parsing()
 
 
 class WorkerHeaders:
