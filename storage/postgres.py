@@ -266,6 +266,36 @@ async def open_pool(url: str, *, max_size: int = 10, min_size: int = 1) -> Async
     return pool
 
 
+@dataclass(frozen=True)
+class ConnectionRoom:
+    """How many more connections Postgres accepts from this role now, and why."""
+
+    free: int
+    max_connections: int
+    in_use: int
+    reserved: int  # slots kept for superusers (and roles granted pg_use_reserved_connections)
+
+
+async def connection_room(url: str) -> ConnectionRoom:
+    """Postgres' connections left for this role (counted on a connection of its own, not counted)."""
+    conn = await psycopg.AsyncConnection.connect(url, connect_timeout=10, **CONNECTION_KWARGS)
+    try:
+        row = await (
+            await conn.execute(
+                """SELECT current_setting('max_connections')::int AS max_connections,
+                          (SELECT count(*) FROM pg_stat_activity
+                           WHERE backend_type = 'client backend' AND pid <> pg_backend_pid())::int AS in_use,
+                          CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN 0
+                               ELSE current_setting('superuser_reserved_connections')::int
+                                    + coalesce(current_setting('reserved_connections', true)::int, 0) END AS reserved"""
+            )
+        ).fetchone()
+    finally:
+        await conn.close()
+    free = row["max_connections"] - row["reserved"] - row["in_use"]
+    return ConnectionRoom(free=max(free, 0), max_connections=row["max_connections"], in_use=row["in_use"], reserved=row["reserved"])
+
+
 # Serializes schema set-up across processes (several uvicorn workers start at once).
 SETUP_LOCK_KEY = 7_384_211_001
 

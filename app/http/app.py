@@ -32,6 +32,7 @@ from app.http.routes_chats import router as chats_router
 from app.http.routes_imports import add_import_schemas, router as imports_router
 from app.http.routes_memory import router as memory_router
 from app.http.routes_system import WEB_DIR, router as system_router
+from app.http.serve import DEFAULT_POOL_SIZE, POOL_SIZE_ENV
 from app.http.services import Services
 from app.runs.active_runs import ActiveRuns
 from graph.assembly import compile_graph
@@ -44,7 +45,6 @@ from storage.fenced_saver import FencedPostgresSaver
 log = logging.getLogger(__name__)
 
 PLUGINS_ENV = "MEMORY_AGENT_MODEL_PLUGINS"
-POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"
 
 
 def load_model_plugins() -> None:
@@ -57,7 +57,7 @@ def load_model_plugins() -> None:
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     load_model_plugins()
-    pool_size = int(os.environ.get(POOL_SIZE_ENV, "20"))
+    pool_size = int(os.environ.get(POOL_SIZE_ENV, DEFAULT_POOL_SIZE))
     # The whole pool opened now: grown on demand, a burst of turns after a start (or an idle spell)
     # waited for connections being made one at a time, their backends' caches cold.
     async with open_memory(max_pool_size=pool_size, min_pool_size=pool_size) as backend:

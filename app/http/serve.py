@@ -24,6 +24,10 @@ import tempfile
 from pathlib import Path
 
 LOCAL_USER = "local"
+POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"  # how serve tells its workers their pool's size
+DEFAULT_POOL_SIZE = 20
+# Besides its pool, each worker keeps one connection for its runs' heartbeat (app.runs.active_runs).
+CONNECTIONS_BESIDES_POOL = 1
 LOCAL_KEY_LABEL = "web page (created by memory-agent serve)"
 
 
@@ -32,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes (default 2)")
-    parser.add_argument("--pool-size", type=int, default=20, help="database connections per worker (default 20)")
+    parser.add_argument(
+        "--pool-size", type=int, default=DEFAULT_POOL_SIZE, help=f"database connections per worker, opened at start (default {DEFAULT_POOL_SIZE})"
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return parser
 
@@ -49,6 +55,23 @@ async def prepare_database(url: str, auth_on: bool) -> str | None:
         if any(k.revoked_at is None for k in keys):
             return None
         return await api_keys.create_key(backend.pool, LOCAL_USER, LOCAL_KEY_LABEL)
+
+
+async def connections_short(url: str, location: str, workers: int, pool_size: int) -> str | None:
+    """Why the workers cannot start, when they would need more connections than Postgres has left:
+    each opens its whole pool at start, and one that cannot fails after a wait with no clear reason."""
+    from storage.postgres import connection_room
+
+    needed = workers * (pool_size + CONNECTIONS_BESIDES_POOL)
+    room = await connection_room(url)
+    if needed <= room.free:
+        return None
+    reserved = f", {room.reserved} reserved for superusers" if room.reserved else ""
+    return (
+        f"{workers} workers × ({pool_size} pooled + {CONNECTIONS_BESIDES_POOL} heartbeat) = {needed} connections, but Postgres "
+        f"({location}) accepts {room.free} more (max_connections {room.max_connections}, {room.in_use} in use{reserved}). "
+        "Lower --pool-size or --workers, or raise max_connections."
+    )
 
 
 def metrics_directory() -> tuple[Path, bool]:
@@ -70,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
+    if args.pool_size < 1:
+        print("error: --pool-size must be at least 1", file=sys.stderr)
+        return 2
     # Before anything imports core.metrics: a metric made without the directory stays in this
     # process' memory, and with one worker (run in this process) /metrics would show nothing.
     metrics_dir, created = metrics_directory()
@@ -90,7 +116,11 @@ def _serve(args) -> int:
     url = database_url()  # starts the embedded Postgres when DATABASE_URL is unset
     location = describe_location(url)
     os.environ["DATABASE_URL"] = url  # the workers use this very database
-    os.environ["MEMORY_AGENT_POOL_SIZE"] = str(args.pool_size)
+    os.environ[POOL_SIZE_ENV] = str(args.pool_size)
+    short = asyncio.run(connections_short(url, location, args.workers, args.pool_size))
+    if short:  # before a key is made: a key shown once must not be made and then not shown
+        print(f"error: {short}", file=sys.stderr)
+        return 2
     new_key = asyncio.run(prepare_database(url, auth_enabled()))
 
     base = f"http://{args.host}:{args.port}"

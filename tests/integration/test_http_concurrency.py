@@ -11,12 +11,17 @@ from __future__ import annotations
 import asyncio
 import re
 import statistics
+import subprocess
+import sys
 import time
 
 import psycopg
 import pytest
 
-from tests.support.http_server import astream, client_on_worker, create_keys, final, live_server_fixture, new_account, new_user, running_server, stream
+from app.http.serve import DEFAULT_POOL_SIZE
+from tests.support.http_server import (
+    REPO_ROOT, astream, client_on_worker, create_keys, final, free_port, live_server_fixture, new_account, new_user, running_server, server_env, stream,
+)
 
 pytestmark = pytest.mark.slow  # a `memory-agent serve` subprocess with workers
 
@@ -154,9 +159,30 @@ def test_a_worker_opens_its_whole_pool_before_its_first_request(new_database):
     a time, each on a cold backend (50 users at once: first-token p95 1.83 s against 1.53 s with
     the pool opened at start, medians of seven pairs; benchmarks/README.md)."""
     url = new_database("pool_at_start")
-    with running_server(url, workers=1, env={"MEMORY_AGENT_POOL_SIZE": "6"}):
+    with running_server(url, workers=1):
         with psycopg.connect(url, autocommit=True) as conn:
             opened = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
             ).fetchone()[0]
-    assert opened >= 6
+    assert opened >= DEFAULT_POOL_SIZE
+
+
+def test_serve_refuses_at_once_and_says_why_when_its_workers_would_need_more_connections_than_postgres_has(new_database):
+    """Each worker opens its whole pool at start; one that cannot failed after 15 s with "pool
+    initialization incomplete". Now serve says what it needs and what Postgres has left, before
+    it makes the local user's key (shown once: it must not be made and not shown)."""
+    url = new_database("too_many_connections")
+    with psycopg.connect(url, autocommit=True) as conn:
+        room = conn.execute("SELECT current_setting('max_connections')::int").fetchone()[0]
+    pool_size = room  # two workers of that many cannot fit, whatever else is connected
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "serve", "--port", str(free_port()), "--workers", "2", "--pool-size", str(pool_size)],
+        cwd=REPO_ROOT, env=server_env(url, "offline"), capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"2 workers × ({pool_size} pooled + 1 heartbeat)" in done.stderr
+    assert f"max_connections {room}" in done.stderr and "Lower --pool-size or --workers" in done.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        keys = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'memory_agent_api_keys'").fetchone()[0]
+        made = conn.execute("SELECT count(*) FROM memory_agent_api_keys").fetchone()[0] if keys else 0
+    assert made == 0
