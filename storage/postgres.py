@@ -147,19 +147,24 @@ class DatabaseInfo:
     pgvector_version: str
 
 
-async def prepare_database(url: str) -> DatabaseInfo:
-    """Connect, check the server, and make sure pgvector is installed.
-
-    Raises a :class:`MemoryAgentError` subclass whose message tells the user what to do.
-    """
+async def _connect(url: str) -> psycopg.AsyncConnection:
+    """One connection of its own; DatabaseUnreachable, saying what to check, when there is none."""
     try:
-        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=10, **CONNECTION_KWARGS)
+        return await psycopg.AsyncConnection.connect(url, connect_timeout=10, **CONNECTION_KWARGS)
     except psycopg.OperationalError as exc:
         raise DatabaseUnreachable(
             f"Cannot connect to Postgres at {redact(url)}: {str(exc).strip()}. "
             "Check that the server is running and the URL is right, or unset DATABASE_URL "
             "to use the embedded Postgres."
         ) from exc
+
+
+async def prepare_database(url: str) -> DatabaseInfo:
+    """Connect, check the server, and make sure pgvector is installed.
+
+    Raises a :class:`MemoryAgentError` subclass whose message tells the user what to do.
+    """
+    conn = await _connect(url)
     async with conn:
         row = await (await conn.execute("SELECT current_setting('server_version_num')::int AS num, version() AS v")).fetchone()
         if row["num"] < MIN_SERVER_VERSION:
@@ -278,7 +283,7 @@ class ConnectionRoom:
 
 async def connection_room(url: str) -> ConnectionRoom:
     """Postgres' connections left for this role (counted on a connection of its own, not counted)."""
-    conn = await psycopg.AsyncConnection.connect(url, connect_timeout=10, **CONNECTION_KWARGS)
+    conn = await _connect(url)
     try:
         row = await (
             await conn.execute(
