@@ -26,12 +26,13 @@ log = logging.getLogger(__name__)
 _start_up_frozen = False
 
 
-def freeze_start_up() -> None:
+def freeze_start_up(*, again: bool = False) -> None:
     """Move what the process built so far (modules, classes, the graph's parts) out of the cyclic
-    GC's reach, once per process. It lives as long as the process, yet each full collection walked
-    it: 113 ms in one of bench_turn's turns, its slowest. Later objects are collected as before."""
+    GC's reach, once per process (``again``: what was built since, too: a server worker's warm-up).
+    It lives as long as the process, yet each full collection walked it: 113 ms in one of
+    bench_turn's turns, its slowest. Later objects are collected as before."""
     global _start_up_frozen
-    if not _start_up_frozen:
+    if again or not _start_up_frozen:
         gc.collect()  # what is garbage already is not frozen with the rest
         gc.freeze()
         _start_up_frozen = True

@@ -39,7 +39,7 @@ from graph.assembly import compile_graph
 from llm.chat_model import load_chat_model
 from core.context import Context
 from core.dates import prepare_date_parsing
-from memory.backend import open_memory
+from memory.backend import freeze_start_up, open_memory
 from storage.fenced_saver import FencedPostgresSaver
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ async def lifespan(app: FastAPI):
         await warm_up(backend)
         # The backend's saver class with a fence against late writes of stopped runs (storage.fenced_saver).
         graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
+        # What the warm-up and the graph built lives as long as the worker: no full collection walks it.
+        freeze_start_up(again=True)
         runs = ActiveRuns(graph, backend.pool)
         runs.start_reaper()  # dead workers' runs are finished by the live ones
         app.state.services = Services(
