@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes (default 2)")
     parser.add_argument(
-        "--pool-size", type=int, default=DEFAULT_POOL_SIZE, help=f"database connections per worker, opened at start (default {DEFAULT_POOL_SIZE})"
+        "--pool-size", type=int, default=None,
+        help=f"database connections per worker, opened at start (default ${POOL_SIZE_ENV}, else {DEFAULT_POOL_SIZE})",
     )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return parser
@@ -93,8 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
+    if args.pool_size is None:  # the documented variable, as a worker run without serve reads it
+        configured = os.environ.get(POOL_SIZE_ENV, "").strip() or str(DEFAULT_POOL_SIZE)
+        if not configured.isdigit():
+            print(f"error: {POOL_SIZE_ENV} must be a whole number of connections, not {configured!r}", file=sys.stderr)
+            return 2
+        args.pool_size = int(configured)
     if args.pool_size < 1:
-        print("error: --pool-size must be at least 1", file=sys.stderr)
+        print(f"error: the pool size (--pool-size or {POOL_SIZE_ENV}) must be at least 1", file=sys.stderr)
         return 2
     # Before anything imports core.metrics: a metric made without the directory stays in this
     # process' memory, and with one worker (run in this process) /metrics would show nothing.
