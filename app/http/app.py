@@ -32,7 +32,7 @@ from app.http.routes_chats import router as chats_router
 from app.http.routes_imports import add_import_schemas, router as imports_router
 from app.http.routes_memory import router as memory_router
 from app.http.routes_system import WEB_DIR, router as system_router
-from app.http.serve import DEFAULT_POOL_SIZE, POOL_SIZE_ENV
+from app.http.serve import configured_pool_size
 from app.http.services import Services
 from app.runs.active_runs import ActiveRuns
 from graph.assembly import compile_graph
@@ -57,7 +57,7 @@ def load_model_plugins() -> None:
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     load_model_plugins()
-    pool_size = int(os.environ.get(POOL_SIZE_ENV, DEFAULT_POOL_SIZE))
+    pool_size = configured_pool_size()
     # The whole pool opened now: grown on demand, a burst of turns after a start (or an idle spell)
     # waited for connections being made one at a time, their backends' caches cold.
     async with open_memory(max_pool_size=pool_size, min_pool_size=pool_size) as backend:

@@ -31,6 +31,15 @@ CONNECTIONS_BESIDES_POOL = 1
 LOCAL_KEY_LABEL = "web page (created by memory-agent serve)"
 
 
+def configured_pool_size() -> int:
+    """The documented ``MEMORY_AGENT_POOL_SIZE`` (unset or empty: the default), read alike by serve
+    and by its workers; a ValueError naming it when it is no whole number."""
+    configured = os.environ.get(POOL_SIZE_ENV, "").strip() or str(DEFAULT_POOL_SIZE)
+    if not configured.isdigit():
+        raise ValueError(f"{POOL_SIZE_ENV} must be a whole number of connections, not {configured!r}")
+    return int(configured)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-agent serve", description="Serve the chat API (FastAPI) and the web page.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
@@ -94,12 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
-    if args.pool_size is None:  # the documented variable, as a worker run without serve reads it
-        configured = os.environ.get(POOL_SIZE_ENV, "").strip() or str(DEFAULT_POOL_SIZE)
-        if not configured.isdigit():
-            print(f"error: {POOL_SIZE_ENV} must be a whole number of connections, not {configured!r}", file=sys.stderr)
+    if args.pool_size is None:
+        try:
+            args.pool_size = configured_pool_size()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        args.pool_size = int(configured)
     if args.pool_size < 1:
         print(f"error: the pool size (--pool-size or {POOL_SIZE_ENV}) must be at least 1", file=sys.stderr)
         return 2
