@@ -198,6 +198,10 @@ class ChatRecord(StoredModel):
     user_statements: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     last_activity: datetime = Field(default_factory=utcnow)
+    # What the chat's stored vector was made from (memory.writer.records.vector_still_serves): a
+    # digest of the text's head (title, opening, board) and the chat's message count then.
+    vector_head: str = ""
+    vector_messages: int = 0
 
 
 # --------------------------------------------------------------------------- what was said

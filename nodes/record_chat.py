@@ -6,6 +6,7 @@ After ``summarize``: the title and the searchable text read the board the fold l
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -35,19 +36,26 @@ RECENT_SEARCH_CHARS = 600
 OPENING_SEARCH_CHARS = 300
 
 
-def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> str:
-    """What a chat is found by, most telling first (the embedding reads ~256 tokens): its title,
-    its opening message, the summary board once there is one, and the newest user lines not yet folded."""
-    recent_user = [m.text for m in messages if isinstance(m, HumanMessage)]
+def searchable_parts(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> tuple[str, str]:
+    """What a chat is found by, most telling first (the embedding reads ~256 tokens), as (head,
+    newest lines): its title, its opening message and the summary board once there is one; then
+    the newest user lines not yet folded, the opening left out (it is in the head already)."""
+    recent_user = [m.text for m in messages if isinstance(m, HumanMessage) and m.text.strip() != opening.strip()]
     tail = " / ".join(recent_user[-6:])[-RECENT_SEARCH_CHARS:]
     parts = [title.strip()] if title.strip() and title != "New chat" else []
     if opening.strip():
         parts.append(f"Opening: {opening.strip()[:OPENING_SEARCH_CHARS]}")
     if not board.is_empty():
         parts.append(board.render())
-    if tail and tail != opening.strip()[-RECENT_SEARCH_CHARS:]:
-        parts.append(f"Recently: {tail}")
-    return "\n".join(parts)
+    return "\n".join(parts), f"Recently: {tail}" if tail else ""
+
+
+def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> str:
+    return "\n".join(p for p in searchable_parts(board, messages, title=title, opening=opening) if p)
+
+
+def head_digest(head: str) -> str:
+    return hashlib.blake2b(head.encode("utf-8"), digest_size=8).hexdigest()
 
 
 async def record_chat(state: State, runtime: Runtime[Context]) -> dict:
@@ -88,7 +96,8 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
     board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
     if redactor:
         board = redact_board(board, redactor)
-    chat = await get_chat(store, ctx.user_id, thread_id) or ChatRecord(thread_id=thread_id, persona=ctx.persona)
+    stored = await get_chat(store, ctx.user_id, thread_id)
+    chat = stored.model_copy() if stored is not None else ChatRecord(thread_id=thread_id, persona=ctx.persona)
     messages = redactor.messages_of(state.messages, thread_id)
     first = next((m for m in messages if isinstance(m, HumanMessage)), None)
     if chat.title == "New chat" and not chat.title_by_user and first is not None:
@@ -103,14 +112,14 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
         except Exception as exc:  # invalid output or a provider failure: keep the current title
             count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("chat title not updated: %s", exc)
-    chat.summary_text = searchable_text(
-        board, unsummarized(messages, state.summarized_through), title=chat.title, opening=first.text if first else ""
-    )
+    head, newest = searchable_parts(board, unsummarized(messages, state.summarized_through), title=chat.title, opening=first.text if first else "")
+    chat.summary_text = "\n".join(p for p in (head, newest) if p)
+    chat.vector_head = head_digest(head)
     chat.message_count = len(state.messages)
     chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))
     # The time of its newest message: now for a live turn, the source's time for an imported history.
     chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
-    await save_chat_record(store, ctx.user_id, chat)
+    await save_chat_record(store, ctx.user_id, chat, read_before=stored)
 
 
 async def _first_title(model, ctx: Context, messages, first: HumanMessage) -> str:

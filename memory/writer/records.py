@@ -19,9 +19,33 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- chat records
 
 
-async def _put_chat(tx, user_id: str, chat: ChatRecord) -> None:
-    # Only the summary is embedded: that is what "find the chat about X" searches.
-    await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if chat.summary_text else False)
+VECTOR_LAG_MESSAGES = 6
+"""How many messages a chat's vector may lag behind its text while the text's head is unchanged.
+
+Embedding the searchable text costs ~0.4 ms of CPU per token (~100 ms at the encoder's 256), the
+largest CPU item of a long chat's turn; its newest lines are each embedded in the index of what
+was said anyway. So a turn's record keeps the stored vector while only those lines moved on."""
+
+
+def vector_still_serves(stored: ChatRecord | None, record: ChatRecord) -> bool:
+    """Whether the vector stored for ``stored`` may stand for ``record``: made from the same head
+    (``vector_head``: title, opening, summary board), at most VECTOR_LAG_MESSAGES messages behind."""
+    return (
+        stored is not None
+        and bool(stored.summary_text)
+        and bool(record.vector_head)
+        and stored.vector_head == record.vector_head
+        and 0 <= record.message_count - stored.vector_messages < VECTOR_LAG_MESSAGES
+    )
+
+
+async def _put_chat(tx, user_id: str, chat: ChatRecord, *, embed: bool = True) -> None:
+    # Only the summary is embedded: that is what "find the chat about X" searches. (index=False
+    # leaves the stored vector as it is.)
+    embed = embed and bool(chat.summary_text)
+    if embed:
+        chat.vector_messages = chat.message_count
+    await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if embed else False)
 
 
 async def create_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
@@ -36,15 +60,24 @@ async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
         await tx.adelete(chats_ns(user_id), thread_id)
 
 
-async def save_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
+async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_before: ChatRecord | None = None) -> ChatRecord:
     """Write a chat's record (title, searchable summary) under the user's lock; a title the user
-    set in the meantime wins over the one computed here."""
-    await embed_ahead(store, [record.summary_text])
+    set in the meantime wins over the one computed here.
+
+    ``read_before`` (a turn's record: the record as the caller read it): the stored vector stays
+    when it still serves (:func:`vector_still_serves`). Every other write embeds the text again:
+    a forget must never leave a vector of what it removed."""
+    if not vector_still_serves(read_before, record):
+        await embed_ahead(store, [record.summary_text])
     async with user_transaction(store, user_id) as tx:
         stored = await get_chat(tx, user_id, record.thread_id)
         if stored is not None and stored.title_by_user:
             record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
-        await _put_chat(tx, user_id, record)
+        # Checked again on what the lock shows (a rename or a forget may have come in between).
+        keep = read_before is not None and vector_still_serves(stored, record)
+        if keep:
+            record.vector_messages = stored.vector_messages
+        await _put_chat(tx, user_id, record, embed=not keep)
     return record
 
 
