@@ -142,6 +142,13 @@ async def level(server: LiveServer, concurrency: int, turns: int, think: float =
         "machine_cpu_ms_per_turn": round(1000 * cpu_used / len(ok), 1) if ok else None,
         "ttft_s": {"p50": round(statistics.median([r["ttft"] for r in ok]), 3), "p95": round(pct([r["ttft"] for r in ok], 0.95), 3)} if ok else None,
         "turn_s": {"p50": round(statistics.median([r["turn"] for r in ok]), 3), "p95": round(pct([r["turn"] for r in ok], 0.95), 3)} if ok else None,
+        # By the user's message number: in a burst every user's first message arrives at once, and
+        # the first tokens of those wait for one another (the p95 above is mostly theirs).
+        "ttft_by_message_s": {
+            str(i + 1): {"p50": round(statistics.median(t), 3), "p95": round(pct(t, 0.95), 3), "max": round(max(t), 3)}
+            for i in range(turns)
+            if (t := [rs[i]["ttft"] for rs in results if len(rs) > i and "done" in rs[i]])
+        },
         "lost": lost, "duplicated": duplicated, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
     }
 
@@ -176,6 +183,9 @@ def main() -> None:
         t, w = r["ttft_s"] or {}, r["turn_s"] or {}
         print(f"{r['concurrency']:>6} {r['turns_per_s']:>8} {t.get('p50', float('nan')):>9} {t.get('p95', float('nan')):>9} "
               f"{w.get('p95', float('nan')):>9} {r['machine_cpu_ms_per_turn']:>12} {r['lost']:>5} {r['duplicated']:>4} {r['error_count']:>6}")
+    for r in results:
+        by = ", ".join(f"message {n}: {v['p50']} / {v['p95']} / {v['max']}" for n, v in r["ttft_by_message_s"].items())
+        print(f"{r['concurrency']:>6} users, first token p50 / p95 / max (s) by each user's message: {by}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

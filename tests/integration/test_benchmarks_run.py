@@ -112,6 +112,10 @@ def test_load_serve_reports_turns_per_second_and_first_tokens_and_reads_every_ch
     assert level["turns_per_s"] > 0 and 0 < level["ttft_s"]["p50"] <= level["turn_s"]["p95"], level
     assert level["machine_cpu_ms_per_turn"] > 0
     assert "ttft p95" in out
+    # the first tokens by each user's message number: both messages of both users counted
+    by_message = level["ttft_by_message_s"]
+    assert sorted(by_message) == ["1", "2"] and all(0 < v["p50"] <= v["max"] for v in by_message.values()), by_message
+    assert "by each user's message: message 1:" in out
 
 
 def test_load_serve_with_a_think_time_paces_each_user_as_a_person_would(tmp_path):
