@@ -198,9 +198,10 @@ class ChatRecord(StoredModel):
     user_statements: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     last_activity: datetime = Field(default_factory=utcnow)
-    # What the chat's stored vector was made from (memory.writer.records.vector_still_serves): a
-    # digest of the text's head (title, opening, board) and the chat's message count then.
-    vector_head: str = ""
+    # What the chat's stored vector was made from (memory.writer.records.vector_still_serves):
+    # digests of the text's parts (its head, each newest line as included; none when unknown) and
+    # the chat's message count then.
+    vector_parts: list[str] = Field(default_factory=list)
     vector_messages: int = 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphBubbleUp
@@ -36,26 +37,48 @@ RECENT_SEARCH_CHARS = 600
 OPENING_SEARCH_CHARS = 300
 
 
-def searchable_parts(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> tuple[str, str]:
-    """What a chat is found by, most telling first (the embedding reads ~256 tokens), as (head,
-    newest lines): its title, its opening message and the summary board once there is one; then
-    the newest user lines not yet folded, the opening left out (it is in the head already)."""
-    recent_user = [m.text for m in messages if isinstance(m, HumanMessage) and m.text.strip() != opening.strip()]
-    tail = " / ".join(recent_user[-6:])[-RECENT_SEARCH_CHARS:]
-    parts = [title.strip()] if title.strip() and title != "New chat" else []
-    if opening.strip():
-        parts.append(f"Opening: {opening.strip()[:OPENING_SEARCH_CHARS]}")
+RECENT_LINES = 6
+LINE_SEPARATOR = " / "
+
+
+@dataclass(frozen=True)
+class SearchableText:
+    """A chat's searchable text, and ``parts``: digests of its head and of each newest line as it
+    was included (message id and text), which the record keeps for the vector made from it
+    (memory.writer.records.vector_still_serves)."""
+
+    text: str
+    parts: tuple[str, ...]
+
+
+def _digest(*fields: str) -> str:
+    return hashlib.blake2b("\x00".join(fields).encode("utf-8"), digest_size=8).hexdigest()
+
+
+def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: HumanMessage | None = None) -> SearchableText:
+    """What a chat is found by, most telling first (the embedding reads ~256 tokens): its title,
+    its opening message and the summary board once there is one (the head); then the newest user
+    lines not yet folded (``messages``), the opening left out when the head holds it whole."""
+    head_lines = [title.strip()] if title.strip() and title != "New chat" else []
+    opening_text = opening.text.strip() if opening is not None else ""
+    if opening_text:
+        head_lines.append(f"Opening: {opening_text[:OPENING_SEARCH_CHARS]}")
     if not board.is_empty():
-        parts.append(board.render())
-    return "\n".join(parts), f"Recently: {tail}" if tail else ""
-
-
-def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: str = "") -> str:
-    return "\n".join(p for p in searchable_parts(board, messages, title=title, opening=opening) if p)
-
-
-def head_digest(head: str) -> str:
-    return hashlib.blake2b(head.encode("utf-8"), digest_size=8).hexdigest()
+        head_lines.append(board.render())
+    head = "\n".join(head_lines)
+    whole_in_head = opening is not None and opening.id is not None and len(opening_text) <= OPENING_SEARCH_CHARS
+    recent = [m for m in messages if isinstance(m, HumanMessage) and not (whole_in_head and m.id == opening.id)][-RECENT_LINES:]
+    joined = LINE_SEPARATOR.join(m.text for m in recent)
+    start = max(0, len(joined) - RECENT_SEARCH_CHARS)  # the oldest lines give way first
+    parts, position = [_digest("head", head)], 0
+    for m in recent:
+        end = position + len(m.text)
+        if end > start:
+            parts.append(_digest("line", m.id or "", joined[max(position, start) : end]))
+        position = end + len(LINE_SEPARATOR)
+    tail = joined[start:]
+    text = "\n".join(p for p in (head, f"Recently: {tail}" if tail else "") if p)
+    return SearchableText(text, tuple(parts))
 
 
 async def record_chat(state: State, runtime: Runtime[Context]) -> dict:
@@ -112,14 +135,13 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
         except Exception as exc:  # invalid output or a provider failure: keep the current title
             count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("chat title not updated: %s", exc)
-    head, newest = searchable_parts(board, unsummarized(messages, state.summarized_through), title=chat.title, opening=first.text if first else "")
-    chat.summary_text = "\n".join(p for p in (head, newest) if p)
-    chat.vector_head = head_digest(head)
+    searchable = searchable_text(board, unsummarized(messages, state.summarized_through), title=chat.title, opening=first)
+    chat.summary_text = searchable.text
     chat.message_count = len(state.messages)
     chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))
     # The time of its newest message: now for a live turn, the source's time for an imported history.
     chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
-    await save_chat_record(store, ctx.user_id, chat, read_before=stored)
+    await save_chat_record(store, ctx.user_id, chat, read_before=stored, parts=searchable.parts)
 
 
 async def _first_title(model, ctx: Context, messages, first: HumanMessage) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Sequence
 
 
 from storage import store_rows
@@ -20,32 +21,39 @@ log = logging.getLogger(__name__)
 
 
 VECTOR_LAG_MESSAGES = 6
-"""How many messages a chat's vector may lag behind its text while the text's head is unchanged.
+"""How many messages a chat's vector may lag behind its text.
 
 Embedding the searchable text costs ~0.4 ms of CPU per token (~100 ms at the encoder's 256), the
 largest CPU item of a long chat's turn; its newest lines are each embedded in the index of what
-was said anyway. So a turn's record keeps the stored vector while only those lines moved on."""
+was said anyway. So a turn's record keeps the stored vector while the text only grew."""
 
 
-def vector_still_serves(stored: ChatRecord | None, record: ChatRecord) -> bool:
-    """Whether the vector stored for ``stored`` may stand for ``record``: made from the same head
-    (``vector_head``: title, opening, summary board), at most VECTOR_LAG_MESSAGES messages behind."""
+def vector_still_serves(stored: ChatRecord | None, record: ChatRecord, parts: Sequence[str]) -> bool:
+    """Whether the vector stored for ``stored`` may stand for ``record``, whose text is made of
+    ``parts`` (nodes.record_chat.SearchableText): every part the vector was made from is still in
+    the text unchanged (the same head; no line since edited, deleted, redacted or pushed out), so
+    the vector holds nothing the text does not, and it is at most VECTOR_LAG_MESSAGES messages behind."""
     return (
         stored is not None
         and bool(stored.summary_text)
-        and bool(record.vector_head)
-        and stored.vector_head == record.vector_head
+        and bool(stored.vector_parts)
+        and set(stored.vector_parts) <= set(parts)
         and 0 <= record.message_count - stored.vector_messages < VECTOR_LAG_MESSAGES
     )
 
 
-async def _put_chat(tx, user_id: str, chat: ChatRecord, *, embed: bool = True) -> None:
-    # Only the summary is embedded: that is what "find the chat about X" searches. (index=False
-    # leaves the stored vector as it is.)
-    embed = embed and bool(chat.summary_text)
-    if embed:
-        chat.vector_messages = chat.message_count
-    await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=["summary_text"] if embed else False)
+async def _put_chat(tx, user_id: str, chat: ChatRecord, *, kept: ChatRecord | None = None, parts: Sequence[str] = ()) -> None:
+    """Write the record. ``kept``: the stored record whose vector stays (index=False leaves it as it
+    is). Else the text is embedded, and ``parts`` says what it is made of: a turn knows; any other
+    write does not, and its vector is never kept."""
+    # Only the summary is embedded: that is what "find the chat about X" searches.
+    if kept is not None:
+        chat.vector_parts, chat.vector_messages = list(kept.vector_parts), kept.vector_messages
+        index = False
+    else:
+        chat.vector_parts, chat.vector_messages = list(parts), chat.message_count
+        index = ["summary_text"] if chat.summary_text else False
+    await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=index)
 
 
 async def create_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
@@ -60,24 +68,22 @@ async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
         await tx.adelete(chats_ns(user_id), thread_id)
 
 
-async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_before: ChatRecord | None = None) -> ChatRecord:
+async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_before: ChatRecord | None = None, parts: Sequence[str] = ()) -> ChatRecord:
     """Write a chat's record (title, searchable summary) under the user's lock; a title the user
     set in the meantime wins over the one computed here.
 
-    ``read_before`` (a turn's record: the record as the caller read it): the stored vector stays
-    when it still serves (:func:`vector_still_serves`). Every other write embeds the text again:
-    a forget must never leave a vector of what it removed."""
-    if not vector_still_serves(read_before, record):
+    A turn's record passes the record as it read it (``read_before``) and its text's ``parts``:
+    the stored vector stays when it still serves (:func:`vector_still_serves`). Every other
+    write embeds the text again: a forget must never leave a vector of what it removed."""
+    if not vector_still_serves(read_before, record, parts):
         await embed_ahead(store, [record.summary_text])
     async with user_transaction(store, user_id) as tx:
         stored = await get_chat(tx, user_id, record.thread_id)
         if stored is not None and stored.title_by_user:
             record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
         # Checked again on what the lock shows (a rename or a forget may have come in between).
-        keep = read_before is not None and vector_still_serves(stored, record)
-        if keep:
-            record.vector_messages = stored.vector_messages
-        await _put_chat(tx, user_id, record, embed=not keep)
+        keep = read_before is not None and vector_still_serves(stored, record, parts)
+        await _put_chat(tx, user_id, record, kept=stored if keep else None, parts=parts)
     return record
 
 
@@ -102,6 +108,8 @@ async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *
     (``memory-agent reindex``); the profile is never embedded."""
     for start in range(0, len(items), batch):
         for namespace, key, value in items[start : start + batch]:
+            if namespace[-1] == "chats" and isinstance(value, dict):
+                value = {**value, "vector_parts": []}  # made from the whole text now, parts unknown: never kept
             await store.aput(namespace, key, value, index=None if namespace[-1] != "profile" else False)
     return len(items)
 

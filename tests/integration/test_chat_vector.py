@@ -1,5 +1,6 @@
-"""A chat's vector (what "find the chat about X" and related chats search) is made again only when
-its text's head changed, or after VECTOR_LAG_MESSAGES messages, or by a forget (real Postgres)."""
+"""A chat's vector (what "find the chat about X" and related chats search) is kept by a turn only
+while every part it was made from is still in the chat's text, for at most VECTOR_LAG_MESSAGES
+messages; a forget, a deletion, an edit or a rename makes it again (real Postgres)."""
 
 from __future__ import annotations
 
@@ -80,15 +81,68 @@ async def test_a_forget_makes_the_chats_vector_again_from_the_redacted_text_at_o
     assert "Zorblatt" not in chat.summary_text
 
 
-async def test_a_new_title_makes_the_chats_vector_again_at_once(backend, user_id):
+async def test_a_rename_makes_the_chats_vector_again_and_the_next_turn_from_the_new_title(backend, user_id):
     from memory.writer.records import rename_chat
 
     thread = str(uuid.uuid4())
     await turn(backend, user_id, thread, "Help me plan meals for the week")
+    made, _ = await vector_row(backend, user_id, thread, "")
     chat = await get_chat(backend.store, user_id, thread)
     await rename_chat(backend.store, user_id, chat, "Vegan meal prep")
+    renamed, _ = await vector_row(backend, user_id, thread, "")
+    assert renamed != made and (await get_chat(backend.store, user_id, thread)).vector_parts == []
     await turn(backend, user_id, thread, "I would like more lentils")
     chat = await get_chat(backend.store, user_id, thread)
     assert chat.summary_text.startswith("Vegan meal prep")
     _, similarity = await vector_row(backend, user_id, thread, chat.summary_text)
     assert similarity > 0.999 and chat.vector_messages == chat.message_count
+
+
+async def assert_vector_is_of_the_text(backend, user_id: str, thread: str) -> str:
+    chat = await get_chat(backend.store, user_id, thread)
+    _, similarity = await vector_row(backend, user_id, thread, chat.summary_text)
+    assert similarity > 0.999, (similarity, chat.summary_text)
+    return chat.summary_text
+
+
+async def test_a_line_pushed_out_of_the_text_by_a_long_message_leaves_the_vector_with_it(backend, user_id):
+    thread = str(uuid.uuid4())
+    for text in ("Let us talk about my garden", "The roses need pruning", "My bank is Zorblatt Savings and it charged me twice", "Also the tulips"):
+        await turn(backend, user_id, thread, text)
+    await turn(backend, user_id, thread, "Here is the whole seed catalogue I pasted: " + "marigold " * 80)
+    text = await assert_vector_is_of_the_text(backend, user_id, thread)
+    assert "Zorblatt" not in text  # so the forget, which reads the text, misses nothing the vector holds
+    await forget(backend.store, user_id, [], words="Zorblatt Savings")
+    await assert_vector_is_of_the_text(backend, user_id, thread)
+
+
+async def test_a_deleted_message_leaves_the_vector_at_the_chats_next_turn(backend, user_id):
+    from memory.chat_admin import delete_message_everywhere
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread = str(uuid.uuid4())
+    for text in ("Let us plan the move to Haifa", "The flat has two rooms", "We leave in May", "My passport number is K4477123"):
+        await turn(backend, user_id, thread, text)
+    assert "K4477123" in await assert_vector_is_of_the_text(backend, user_id, thread)  # made at the fourth turn, with it
+    state = await graph.aget_state({"configurable": {"thread_id": thread}})
+    secret = next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and "K4477123" in m.text)
+    await delete_message_everywhere(backend, graph, user_id, thread, secret)
+    await turn(backend, user_id, thread, "The van is booked")
+    text = await assert_vector_is_of_the_text(backend, user_id, thread)
+    assert "K4477123" not in text
+
+
+async def test_an_edit_of_the_newest_message_makes_the_vector_again_at_its_turn(backend, user_id):
+    from app.http.routes_chats import checkpoint_before
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread = str(uuid.uuid4())
+    for text in ("Let us plan the move to Haifa", "The flat has two rooms", "We leave in May", "I pasted my card number 4111 1111 1111 1111 by mistake"):
+        await turn(backend, user_id, thread, text)
+    assert "4111" in await assert_vector_is_of_the_text(backend, user_id, thread)
+    state = await graph.aget_state({"configurable": {"thread_id": thread}})
+    pasted = next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and "4111" in m.text)
+    fork = await checkpoint_before(graph, thread, pasted.id)
+    await graph.ainvoke({"messages": [HumanMessage("I pasted the wrong thing")]}, fork, context=Context(user_id=user_id, model="offline"))
+    text = await assert_vector_is_of_the_text(backend, user_id, thread)
+    assert "4111" not in text

@@ -1,5 +1,5 @@
 """When a chat's stored vector may stand for its new text (memory.writer.records.vector_still_serves),
-and what the text is made of (nodes.record_chat.searchable_parts)."""
+and what the text is made of (nodes.record_chat.searchable_text)."""
 
 from __future__ import annotations
 
@@ -7,32 +7,57 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from core.schemas import ChatRecord, SummaryBoard
 from memory.writer.records import VECTOR_LAG_MESSAGES, vector_still_serves
-from nodes.record_chat import head_digest, searchable_parts
+from nodes.record_chat import OPENING_SEARCH_CHARS, RECENT_SEARCH_CHARS, searchable_text
+
+OPENING = HumanMessage("I want to repaint the kitchen", id="m1")
 
 
-def record(head: str = "h", messages: int = 4, vector_messages: int = 2, text: str = "t") -> ChatRecord:
-    return ChatRecord(thread_id="t1", summary_text=text, vector_head=head_digest(head), message_count=messages, vector_messages=vector_messages)
+def chat(*texts: str) -> list:
+    """The opening, then a user message and a reply for each text (ids m2, m3, …)."""
+    messages = [OPENING, AIMessage("Which colour?", id="a1")]
+    for i, text in enumerate(texts):
+        messages += [HumanMessage(text, id=f"m{i + 2}"), AIMessage("Noted.", id=f"a{i + 2}")]
+    return messages
 
 
-def test_the_stored_vector_serves_a_text_whose_head_is_unchanged_and_that_lags_fewer_messages_than_allowed():
-    stored = record(messages=2, vector_messages=2)
-    assert vector_still_serves(stored, record(messages=2 + VECTOR_LAG_MESSAGES - 1))
-    assert not vector_still_serves(stored, record(messages=2 + VECTOR_LAG_MESSAGES))
+def stored(messages: list, **fields) -> ChatRecord:
+    made = searchable_text(SummaryBoard(), messages, title="Kitchen paint", opening=OPENING)
+    return ChatRecord(thread_id="t1", summary_text=made.text, vector_parts=list(made.parts), message_count=len(messages), vector_messages=len(messages), **fields)
 
 
-def test_a_changed_head_no_stored_record_no_stored_text_or_fewer_messages_than_the_vector_saw_embed_again():
-    stored = record(messages=2, vector_messages=2)
-    assert not vector_still_serves(stored, record(head="another title"))
-    assert not vector_still_serves(None, record())
-    assert not vector_still_serves(record(text=""), record())  # no text: no vector was stored
-    assert not vector_still_serves(stored, record(messages=1))  # an edit took messages away
-    assert not vector_still_serves(stored.model_copy(update={"vector_head": ""}), record())  # a record from before the digest
+def serves(before: ChatRecord, messages: list, *, title: str = "Kitchen paint") -> bool:
+    now = searchable_text(SummaryBoard(), messages, title=title, opening=OPENING)
+    return vector_still_serves(before, ChatRecord(thread_id="t1", summary_text=now.text, message_count=len(messages)), now.parts)
 
 
-def test_the_searchable_text_names_the_opening_once_and_keeps_the_newest_user_lines_apart():
-    opening = "I want to repaint the kitchen"
-    messages = [HumanMessage(opening), AIMessage("Which colour?"), HumanMessage("Sage green, I think")]
-    head, newest = searchable_parts(SummaryBoard(), messages, title="Kitchen paint", opening=opening)
-    assert head == "Kitchen paint\nOpening: I want to repaint the kitchen"
-    assert newest == "Recently: Sage green, I think"
-    assert searchable_parts(SummaryBoard(), messages[:1], title="Kitchen paint", opening=opening)[1] == ""
+def test_the_stored_vector_serves_a_text_that_only_grew_by_fewer_messages_than_allowed():
+    before = stored(chat("Sage green"))
+    assert serves(before, chat("Sage green", "Matt finish"))
+    grown = chat("Sage green", *[f"line {i}" for i in range(VECTOR_LAG_MESSAGES // 2)])
+    assert len(grown) - before.message_count >= VECTOR_LAG_MESSAGES and not serves(before, grown)
+
+
+def test_a_line_edited_deleted_redacted_or_pushed_out_and_a_new_head_make_the_vector_again():
+    before = stored(chat("Sage green", "My bank is Zorblatt"))
+    assert not serves(before, chat("Sage green", "My bank is [forgotten]"))  # redacted or deleted: same id, new text
+    edited = chat("Sage green") + [HumanMessage("My bank is Acme", id="m9"), AIMessage("Noted.", id="a9")]
+    assert not serves(before, edited)  # an edit: a new message in its place
+    assert not serves(before, chat("Sage green", "My bank is Zorblatt", "x" * RECENT_SEARCH_CHARS))  # pushed out of the text
+    assert not serves(before, chat("Sage green", "My bank is Zorblatt", "Matt"), title="Kitchen repaint")  # the head changed
+
+
+def test_a_record_whose_vector_parts_are_unknown_or_without_text_is_never_kept():
+    messages = chat("Sage green")
+    assert not serves(None, messages)
+    assert not serves(stored(messages).model_copy(update={"vector_parts": []}), messages)  # a forget's, a rename's, an old record's
+    assert not serves(stored(messages).model_copy(update={"summary_text": ""}), messages)  # no text: no vector stored
+    assert not serves(stored(chat("Sage green", "Matt")), messages)  # fewer messages than the vector saw
+
+
+def test_the_searchable_text_names_a_short_opening_once_and_keeps_a_long_ones_rest_among_the_newest_lines():
+    made = searchable_text(SummaryBoard(), chat("Sage green, I think"), title="Kitchen paint", opening=OPENING)
+    assert made.text == "Kitchen paint\nOpening: I want to repaint the kitchen\nRecently: Sage green, I think"
+    assert len(made.parts) == 2  # the head, one line
+    long_opening = HumanMessage("word " * OPENING_SEARCH_CHARS, id="m1")
+    made = searchable_text(SummaryBoard(), [long_opening], title="Paste", opening=long_opening)
+    assert "Recently: word" in made.text  # past what the head holds, still searchable
