@@ -128,3 +128,14 @@ def without_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 def adds_no_evidence(message: BaseMessage | None) -> bool:
     """A reply that says nothing about the user: a memory echo or a no-answer note."""
     return is_memory_echo(message) or is_no_answer(message)
+
+
+def unsummarized(messages: Sequence[BaseMessage], cursor: str | None) -> list[BaseMessage]:
+    """Messages after the cursor (all of them when there is no cursor or it is gone)."""
+    if cursor is None:
+        return list(messages)
+    for i, m in enumerate(messages):
+        if m.id == cursor:
+            return list(messages[i + 1 :])
+    # The cursor message was removed (e.g. an edit forked the thread): show everything.
+    return list(messages)

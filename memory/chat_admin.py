@@ -17,13 +17,17 @@ from typing import Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from core.messages import unsummarized
+from memory.chat_text import searchable_text
+from memory.chat_titles import keyword_title
+from memory.user_memory import get_chat
 from memory.writer import records as memory_records
-from memory.forgetting import forget_message
+from memory.forgetting import forget_message, redact_board, redactor_for
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from storage.memory_store import memory_store
-from core.schemas import ChatRecord
+from core.schemas import ChatRecord, SummaryBoard
 from core.state import LAST_NODE
 
 # How long forget-me or a deletion waits for a running import to stop and undo itself (it answers
@@ -104,3 +108,24 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     config = {"configurable": {"thread_id": thread_id}}
     await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node=LAST_NODE)
     await backend.checkpointer.aprune([thread_id], strategy="keep_latest")
+    await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, deleted=message)
+
+
+async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *, deleted: BaseMessage | None = None) -> ChatRecord | None:
+    """Write the chat's searchable text again from its transcript (``values``, the thread's state)
+    as the user's forgets leave it, and embed it at once: what a deletion took out leaves the
+    record's text and vector now, not at the chat's next turn, which may never come. A title made
+    from the ``deleted`` message (the opening's keyword title) goes too, unless the user set it."""
+    chat = await get_chat(store, user_id, thread_id)
+    if chat is None:
+        return None
+    redactor = await redactor_for(store, user_id)
+    board = SummaryBoard.model_validate(values["summary"]) if values.get("summary") else SummaryBoard()
+    if redactor:
+        board = redact_board(board, redactor)
+    messages = redactor.messages_of(values.get("messages", []), thread_id)
+    if deleted is not None and not chat.title_by_user and chat.title == keyword_title(deleted.text):
+        chat.title, chat.title_topics = f"Chat of {chat.created_at:%-d %B %Y}", []
+    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+    chat.summary_text = searchable_text(board, unsummarized(messages, values.get("summarized_through")), title=chat.title, opening=first).text
+    return await memory_records.save_chat_record(store, user_id, chat)

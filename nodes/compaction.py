@@ -16,18 +16,8 @@ from typing import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from core.messages import unsummarized
 from core.tokens import count_message_tokens
-
-
-def unsummarized(messages: Sequence[BaseMessage], cursor: str | None) -> list[BaseMessage]:
-    """Messages after the cursor (all of them when there is no cursor or it is gone)."""
-    if cursor is None:
-        return list(messages)
-    for i, m in enumerate(messages):
-        if m.id == cursor:
-            return list(messages[i + 1 :])
-    # The cursor message was removed (e.g. an edit forked the thread): show everything.
-    return list(messages)
 
 
 def _last_human_index(messages: Sequence[BaseMessage]) -> int:

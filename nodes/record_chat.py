@@ -6,80 +6,30 @@ After ``summarize``: the title and the searchable text read the board the fold l
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import sent_at
+from core.messages import sent_at, unsummarized
 from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used
 from core.schemas import ChatRecord, SummaryBoard, utcnow
 from core.state import State
 from core.statements import states_something
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
+from memory.chat_text import searchable_text
 from memory.chat_titles import keyword_title, needs_model_title
 from memory.forgetting import redact_board, redactor_for
 from memory.summarizer import make_first_title, make_title
 from memory.user_memory import get_chat
 from memory.writer.records import save_chat_record
-from nodes.compaction import unsummarized
 from nodes.stream_events import NOSTREAM
 from storage import thread_owners
 from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
-
-RECENT_SEARCH_CHARS = 600
-OPENING_SEARCH_CHARS = 300
-
-
-RECENT_LINES = 6
-LINE_SEPARATOR = " / "
-
-
-@dataclass(frozen=True)
-class SearchableText:
-    """A chat's searchable text, and ``parts``: digests of its head and of each newest line as it
-    was included (message id and text), which the record keeps for the vector made from it
-    (memory.writer.records.vector_still_serves)."""
-
-    text: str
-    parts: tuple[str, ...]
-
-
-def _digest(*fields: str) -> str:
-    return hashlib.blake2b("\x00".join(fields).encode("utf-8"), digest_size=8).hexdigest()
-
-
-def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: HumanMessage | None = None) -> SearchableText:
-    """What a chat is found by, most telling first (the embedding reads ~256 tokens): its title,
-    its opening message and the summary board once there is one (the head); then the newest user
-    lines not yet folded (``messages``), the opening left out when the head holds it whole."""
-    head_lines = [title.strip()] if title.strip() and title != "New chat" else []
-    opening_text = opening.text.strip() if opening is not None else ""
-    if opening_text:
-        head_lines.append(f"Opening: {opening_text[:OPENING_SEARCH_CHARS]}")
-    if not board.is_empty():
-        head_lines.append(board.render())
-    head = "\n".join(head_lines)
-    whole_in_head = opening is not None and opening.id is not None and len(opening_text) <= OPENING_SEARCH_CHARS
-    recent = [m for m in messages if isinstance(m, HumanMessage) and not (whole_in_head and m.id == opening.id)][-RECENT_LINES:]
-    joined = LINE_SEPARATOR.join(m.text for m in recent)
-    start = max(0, len(joined) - RECENT_SEARCH_CHARS)  # the oldest lines give way first
-    parts, position = [_digest("head", head)], 0
-    for m in recent:
-        end = position + len(m.text)
-        if end > start:
-            parts.append(_digest("line", m.id or "", joined[max(position, start) : end]))
-        position = end + len(LINE_SEPARATOR)
-    tail = joined[start:]
-    text = "\n".join(p for p in (head, f"Recently: {tail}" if tail else "") if p)
-    return SearchableText(text, tuple(parts))
-
 
 async def record_chat(state: State, runtime: Runtime[Context]) -> dict:
     try:

@@ -116,7 +116,7 @@ async def test_a_line_pushed_out_of_the_text_by_a_long_message_leaves_the_vector
     await assert_vector_is_of_the_text(backend, user_id, thread)
 
 
-async def test_a_deleted_message_leaves_the_vector_at_the_chats_next_turn(backend, user_id):
+async def test_a_deleted_message_leaves_the_chats_text_and_vector_at_once_and_after_its_next_turn(backend, user_id):
     from memory.chat_admin import delete_message_everywhere
 
     graph = compile_graph(backend.checkpointer, backend.store)
@@ -127,9 +127,32 @@ async def test_a_deleted_message_leaves_the_vector_at_the_chats_next_turn(backen
     state = await graph.aget_state({"configurable": {"thread_id": thread}})
     secret = next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and "K4477123" in m.text)
     await delete_message_everywhere(backend, graph, user_id, thread, secret)
+    # at once: the chat may never have another turn (before, the text and the vector kept it until then)
+    assert "K4477123" not in await assert_vector_is_of_the_text(backend, user_id, thread)
     await turn(backend, user_id, thread, "The van is booked")
-    text = await assert_vector_is_of_the_text(backend, user_id, thread)
-    assert "K4477123" not in text
+    assert "K4477123" not in await assert_vector_is_of_the_text(backend, user_id, thread)
+
+
+async def test_deleting_the_opening_message_takes_the_title_made_from_it_but_not_one_the_user_set(backend, user_id):
+    from memory.chat_admin import delete_message_everywhere
+    from memory.writer.records import rename_chat
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    for title_by_user in (False, True):
+        thread = str(uuid.uuid4())
+        await turn(backend, user_id, thread, "My divorce lawyer Priya Ramaswamy called again")
+        await turn(backend, user_id, thread, "What should I cook tonight")
+        if title_by_user:
+            await rename_chat(backend.store, user_id, await get_chat(backend.store, user_id, thread), "Evening")
+        made = (await get_chat(backend.store, user_id, thread)).title
+        assert title_by_user or "Priya" in made
+        state = await graph.aget_state({"configurable": {"thread_id": thread}})
+        opening = next(m for m in state.values["messages"] if isinstance(m, HumanMessage))
+        await delete_message_everywhere(backend, graph, user_id, thread, opening)
+        chat = await get_chat(backend.store, user_id, thread)
+        assert "Priya" not in chat.summary_text
+        assert chat.title == "Evening" if title_by_user else chat.title.startswith("Chat of ")
+        await assert_vector_is_of_the_text(backend, user_id, thread)
 
 
 async def test_an_edit_of_the_newest_message_makes_the_vector_again_at_its_turn(backend, user_id):

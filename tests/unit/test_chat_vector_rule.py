@@ -1,5 +1,5 @@
 """When a chat's stored vector may stand for its new text (memory.writer.records.vector_still_serves),
-and what the text is made of (nodes.record_chat.searchable_text)."""
+and what the text is made of (memory.chat_text.searchable_text)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from core.schemas import ChatRecord, SummaryBoard
 from memory.writer.records import VECTOR_LAG_MESSAGES, vector_still_serves
-from nodes.record_chat import OPENING_SEARCH_CHARS, RECENT_SEARCH_CHARS, searchable_text
+from memory.chat_text import OPENING_SEARCH_CHARS, RECENT_SEARCH_CHARS, searchable_text
 
 OPENING = HumanMessage("I want to repaint the kitchen", id="m1")
 

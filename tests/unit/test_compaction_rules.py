@@ -7,7 +7,8 @@ import random
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from nodes.compaction import model_view, plan_fold, safe_cut, unsummarized
+from core.messages import unsummarized
+from nodes.compaction import model_view, plan_fold, safe_cut
 from core.context import Context
 from core.tokens import count_message_tokens
 
