@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage
 
-from core.schemas import SummaryBoard
+from core.redaction import MARK, Redactor
+from core.schemas import ChatRecord, SummaryBoard
 
 RECENT_SEARCH_CHARS = 600
 OPENING_SEARCH_CHARS = 300
@@ -59,3 +60,16 @@ def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: 
     tail = joined[start:]
     text = "\n".join(p for p in (head, f"Recently: {tail}" if tail else "") if p)
     return SearchableText(text, tuple(parts))
+
+
+def redact_record(chat: ChatRecord, redactor: Redactor) -> bool:
+    """Take what ``redactor`` hides out of the record's searchable text and its title (a title the
+    user set is theirs and stays); whether anything changed."""
+    if not (redactor.carries(chat.summary_text) or redactor.carries(chat.title)):
+        return False
+    title = redactor.text(chat.title)
+    if title != chat.title and not chat.title_by_user:
+        chat.title = title.replace(MARK, "").strip(" ,;:-") or f"Chat of {chat.created_at:%-d %B %Y}"
+        chat.title_topics = []
+    chat.summary_text = redactor.text(chat.summary_text)
+    return True

@@ -29,11 +29,12 @@ from typing import Literal
 from pydantic import BaseModel
 
 from core.namespaces import facts_ns, tasks_ns
-from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
+from core.redaction import Redactor, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
 from embeddings.calibration import CALIBRATED
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
+from memory.chat_text import redact_record
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
 from storage import episode_rewrites, forget_ledger
@@ -128,11 +129,7 @@ async def _redact_chats(store, user_id: str, redactor: Redactor) -> tuple[int, i
             continue
         if await _redact_summary(saver, chat.thread_id, redactor):
             summaries += 1
-        title = redactor.text(chat.title)
-        if title != chat.title and not chat.title_by_user:
-            title = title.replace(MARK, "").strip(" ,;:-") or f"Chat of {chat.created_at:%-d %B %Y}"
-            chat.title, chat.title_topics = title, []
-        chat.summary_text = redactor.text(chat.summary_text)
+        redact_record(chat, redactor)
         await save_chat_record(store, user_id, chat)
         chats += 1
     return chats, summaries

@@ -7,10 +7,11 @@ import logging
 from typing import Sequence
 
 
-from storage import store_rows
+from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import chats_ns, user_root
 from core.schemas import ChatRecord
+from memory.chat_text import redact_record
 from memory.kinds import KINDS
 from memory.user_memory import get_chat
 
@@ -81,8 +82,11 @@ async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_befo
         stored = await get_chat(tx, user_id, record.thread_id)
         if stored is not None and stored.title_by_user:
             record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
+        # A forget that committed since the caller built the text (its rewrite of the chats may
+        # have run before this write) is applied here, under the lock its ledger write took too.
+        redacted = redact_record(record, await forget_ledger.redactor_of_store(tx, user_id))
         # Checked again on what the lock shows (a rename or a forget may have come in between).
-        keep = read_before is not None and vector_still_serves(stored, record, parts)
+        keep = read_before is not None and not redacted and vector_still_serves(stored, record, parts)
         await _put_chat(tx, user_id, record, kept=stored if keep else None, parts=parts)
     return record
 

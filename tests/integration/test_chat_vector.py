@@ -169,3 +169,17 @@ async def test_an_edit_of_the_newest_message_makes_the_vector_again_at_its_turn(
     await graph.ainvoke({"messages": [HumanMessage("I pasted the wrong thing")]}, fork, context=Context(user_id=user_id, model="offline"))
     text = await assert_vector_is_of_the_text(backend, user_id, thread)
     assert "4111" not in text
+
+
+async def test_a_turns_record_built_before_a_forget_committed_is_redacted_when_it_is_written(backend, user_id):
+    """The race a turn loses to a forget: the turn read the ledger, the forget wrote it and rewrote
+    the chats (this one did not carry the words yet), then the turn writes its text."""
+    from memory.writer.records import save_chat_record
+
+    thread = str(uuid.uuid4())
+    await turn(backend, user_id, thread, "Let us talk about gardening on my balcony")
+    stored = await get_chat(backend.store, user_id, thread)
+    await forget(backend.store, user_id, [], words="Zorblatt Savings")
+    late = stored.model_copy(update={"summary_text": stored.summary_text + "\nRecently: My bank is Zorblatt Savings", "message_count": 4})
+    await save_chat_record(backend.store, user_id, late, read_before=stored, parts=stored.vector_parts)
+    assert "Zorblatt" not in await assert_vector_is_of_the_text(backend, user_id, thread)
