@@ -116,16 +116,22 @@ async def test_a_line_pushed_out_of_the_text_by_a_long_message_leaves_the_vector
     await assert_vector_is_of_the_text(backend, user_id, thread)
 
 
+async def chat_whose_vector_holds(backend, user_id: str, secret_line: str, marker: str) -> tuple[object, str, HumanMessage]:
+    """(graph, thread, the message) of a chat of four turns, the last saying ``secret_line``; its
+    vector, made again at the fourth turn (the lag), holds that line."""
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread = str(uuid.uuid4())
+    for text in ("Let us plan the move to Haifa", "The flat has two rooms", "We leave in May", secret_line):
+        await turn(backend, user_id, thread, text)
+    assert marker in await assert_vector_is_of_the_text(backend, user_id, thread)
+    state = await graph.aget_state({"configurable": {"thread_id": thread}})
+    return graph, thread, next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and marker in m.text)
+
+
 async def test_a_deleted_message_leaves_the_chats_text_and_vector_at_once_and_after_its_next_turn(backend, user_id):
     from memory.chat_admin import delete_message_everywhere
 
-    graph = compile_graph(backend.checkpointer, backend.store)
-    thread = str(uuid.uuid4())
-    for text in ("Let us plan the move to Haifa", "The flat has two rooms", "We leave in May", "My passport number is K4477123"):
-        await turn(backend, user_id, thread, text)
-    assert "K4477123" in await assert_vector_is_of_the_text(backend, user_id, thread)  # made at the fourth turn, with it
-    state = await graph.aget_state({"configurable": {"thread_id": thread}})
-    secret = next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and "K4477123" in m.text)
+    graph, thread, secret = await chat_whose_vector_holds(backend, user_id, "My passport number is K4477123", "K4477123")
     await delete_message_everywhere(backend, graph, user_id, thread, secret)
     # at once: the chat may never have another turn (before, the text and the vector kept it until then)
     assert "K4477123" not in await assert_vector_is_of_the_text(backend, user_id, thread)
@@ -158,13 +164,7 @@ async def test_deleting_the_opening_message_takes_the_title_made_from_it_but_not
 async def test_an_edit_of_the_newest_message_makes_the_vector_again_at_its_turn(backend, user_id):
     from app.http.routes_chats import checkpoint_before
 
-    graph = compile_graph(backend.checkpointer, backend.store)
-    thread = str(uuid.uuid4())
-    for text in ("Let us plan the move to Haifa", "The flat has two rooms", "We leave in May", "I pasted my card number 4111 1111 1111 1111 by mistake"):
-        await turn(backend, user_id, thread, text)
-    assert "4111" in await assert_vector_is_of_the_text(backend, user_id, thread)
-    state = await graph.aget_state({"configurable": {"thread_id": thread}})
-    pasted = next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and "4111" in m.text)
+    graph, thread, pasted = await chat_whose_vector_holds(backend, user_id, "I pasted my card number 4111 1111 1111 1111 by mistake", "4111")
     fork = await checkpoint_before(graph, thread, pasted.id)
     await graph.ainvoke({"messages": [HumanMessage("I pasted the wrong thing")]}, fork, context=Context(user_id=user_id, model="offline"))
     text = await assert_vector_is_of_the_text(backend, user_id, thread)
