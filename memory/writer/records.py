@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 VECTOR_LAG_MESSAGES = 6
 """How many messages a chat's vector may lag behind its text.
 
-Embedding the searchable text costs ~0.4 ms of CPU per token (~100 ms at the encoder's 256), the
-largest CPU item of a long chat's turn; its newest lines are each embedded in the index of what
-was said anyway. So a turn's record keeps the stored vector while the text only grew."""
+Embedding the searchable text costs ~0.4 ms of CPU per token (~100 ms at the encoder's 256), and
+its newest lines change at every turn; they are each embedded in the index of what was said
+anyway. So a turn's record keeps the stored vector while the text only grew."""
 
 
 def vector_still_serves(stored: ChatRecord | None, record: ChatRecord, parts: Sequence[str]) -> bool:
