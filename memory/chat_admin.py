@@ -20,11 +20,11 @@ from psycopg_pool import AsyncConnectionPool
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from core.messages import unsummarized
-from memory.chat_text import searchable_text
-from memory.chat_titles import keyword_title
+from core.redaction import Redactor, term_hashes
+from memory.chat_text import redact_title, searchable_text
 from memory.user_memory import get_chat
 from memory.writer import records as memory_records
-from memory.forgetting import forget_message, redact_board, redactor_for
+from memory.forgetting import forget_message, redact_board, redact_folded_message, redactor_for, was_folded
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from storage.memory_store import memory_store
 from core.schemas import ChatRecord, SummaryBoard
@@ -102,11 +102,13 @@ DELETED = "[deleted]"
 async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str, message: BaseMessage) -> None:
     """Delete one message outright: hidden from every model and derived copy for good (the forget
     ledger), the facts and tasks only it taught deleted, its index row emptied, its text replaced in
-    the transcript, and the chat's earlier checkpoints (which still hold it) pruned."""
+    the transcript, the summary board rid of it if it was folded in, the chat's earlier checkpoints
+    (which still hold it) pruned, and the chat's searchable text written again."""
     await forget_message(backend.store, user_id, thread_id, message.id)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
     config = {"configurable": {"thread_id": thread_id}}
     await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node=LAST_NODE)
+    await redact_folded_message(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, message)
     await backend.checkpointer.aprune([thread_id], strategy="keep_latest")
     await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, deleted=message)
 
@@ -114,8 +116,9 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
 async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *, deleted: BaseMessage | None = None) -> ChatRecord | None:
     """Write the chat's searchable text again from its transcript (``values``, the thread's state)
     as the user's forgets leave it, and embed it at once: what a deletion took out leaves the
-    record's text and vector now, not at the chat's next turn, which may never come. A title made
-    from the ``deleted`` message (the opening's keyword title) goes too, unless the user set it."""
+    record's text and vector now, not at the chat's next turn, which may never come. The title loses
+    the ``deleted`` message's words too when it could hold them (the message was the opening, or
+    the board had folded it in), unless the user set it."""
     chat = await get_chat(store, user_id, thread_id)
     if chat is None:
         return None
@@ -124,8 +127,10 @@ async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *
     if redactor:
         board = redact_board(board, redactor)
     messages = redactor.messages_of(values.get("messages", []), thread_id)
-    if deleted is not None and not chat.title_by_user and chat.title == keyword_title(deleted.text):
-        chat.title, chat.title_topics = f"Chat of {chat.created_at:%-d %B %Y}", []
+    opening = next((m for m in values.get("messages", []) if isinstance(m, HumanMessage)), None)
+    if deleted is not None and ((opening is not None and opening.id == deleted.id) or was_folded(values, deleted.id)):
+        # the opening's keyword title, or a title drawn from a board that folded it in
+        redact_title(chat, Redactor(user_id, frozenset(term_hashes(user_id, [deleted.text]))))
     first = next((m for m in messages if isinstance(m, HumanMessage)), None)
     chat.summary_text = searchable_text(board, unsummarized(messages, values.get("summarized_through")), title=chat.title, opening=first).text
     return await memory_records.save_chat_record(store, user_id, chat)

@@ -62,14 +62,21 @@ def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: 
     return SearchableText(text, tuple(parts))
 
 
+def redact_title(chat: ChatRecord, redactor: Redactor) -> bool:
+    """Take what ``redactor`` hides out of the chat's title, unless the user set it (it is theirs);
+    a title left with nothing becomes the chat's date. Whether it changed."""
+    if chat.title_by_user or not redactor.carries(chat.title):
+        return False
+    chat.title = redactor.text(chat.title).replace(MARK, "").strip(" ,;:-") or f"Chat of {chat.created_at:%-d %B %Y}"
+    chat.title_topics = []
+    return True
+
+
 def redact_record(chat: ChatRecord, redactor: Redactor) -> bool:
-    """Take what ``redactor`` hides out of the record's searchable text and its title (a title the
-    user set is theirs and stays); whether anything changed."""
+    """Take what ``redactor`` hides out of the record's searchable text and its title
+    (:func:`redact_title`); whether anything was hidden."""
     if not (redactor.carries(chat.summary_text) or redactor.carries(chat.title)):
         return False
-    title = redactor.text(chat.title)
-    if title != chat.title and not chat.title_by_user:
-        chat.title = title.replace(MARK, "").strip(" ,;:-") or f"Chat of {chat.created_at:%-d %B %Y}"
-        chat.title_topics = []
+    redact_title(chat, redactor)
     chat.summary_text = redactor.text(chat.summary_text)
     return True

@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Literal
 
+from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
 from core.namespaces import facts_ns, tasks_ns
@@ -133,6 +134,24 @@ async def _redact_chats(store, user_id: str, redactor: Redactor) -> tuple[int, i
         await save_chat_record(store, user_id, chat)
         chats += 1
     return chats, summaries
+
+
+def was_folded(values: dict, message_id: str | None) -> bool:
+    """Whether the thread's summary board (``values``: its state) has folded the message in."""
+    ids = [m.id for m in values.get("messages", [])]
+    cursor = values.get("summarized_through")
+    return message_id in ids and cursor in ids and ids.index(message_id) <= ids.index(cursor)
+
+
+async def redact_folded_message(store, user_id: str, thread_id: str, values: dict, message: BaseMessage) -> bool:
+    """A message deleted outright that the chat's summary board had already folded in
+    (``values``: the thread's state): the board loses what carries the message's distinctive
+    words. The board paraphrases, so its words are all there is to go by; a clause of the board
+    that shares one goes too. Whether the board changed."""
+    if not was_folded(values, message.id):
+        return False  # the board never saw it
+    redactor = Redactor(user_id, frozenset(term_hashes(user_id, [message.text])))
+    return await _redact_summary(memory_store(store).checkpoint_reader(), thread_id, redactor)
 
 
 async def _redact_summary(saver, thread_id: str, redactor: Redactor) -> bool:

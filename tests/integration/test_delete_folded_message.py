@@ -1,0 +1,43 @@
+"""A message deleted outright after the running summary folded it in leaves the summary board too (real Postgres)."""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.messages import HumanMessage
+
+from core.context import Context
+from core.schemas import SummaryBoard
+from graph.assembly import compile_graph
+from memory.chat_admin import delete_message_everywhere
+from memory.user_memory import get_chat
+
+
+async def test_a_deleted_message_the_summary_had_folded_in_leaves_the_board_the_model_sees(backend, user_id):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread}}
+    ctx = Context(user_id=user_id, model="offline", summary_window=2, tail_size=1)  # fold early
+    for text in ("My passport number is K4477123 and it expires soon", "We leave for Haifa in May", "The van is booked"):
+        await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
+    state = await graph.aget_state(config)
+    assert "K4477123" in SummaryBoard.model_validate(state.values["summary"]).render()  # folded in
+    secret = next(m for m in state.values["messages"] if "K4477123" in m.text)
+
+    await delete_message_everywhere(backend, graph, user_id, thread, secret)
+
+    state = await graph.aget_state(config)
+    board = SummaryBoard.model_validate(state.values["summary"])
+    assert "K4477123" not in board.model_dump_json() and "passport" not in board.model_dump_json().lower()
+    assert "K4477123" not in (await get_chat(backend.store, user_id, thread)).summary_text
+    history = [s async for s in graph.aget_state_history(config)]
+    assert len(history) == 1  # the earlier checkpoints, which held the board as it was, are pruned
+    # A message the board never folded leaves it as it was.
+    await graph.ainvoke({"messages": [HumanMessage("Remind me to call Dana")]}, config, context=ctx)
+    state = await graph.aget_state(config)
+    newest = [m for m in state.values["messages"] if isinstance(m, HumanMessage)][-1]
+    folded_before = SummaryBoard.model_validate(state.values["summary"]).model_dump()
+    title_before = (await get_chat(backend.store, user_id, thread)).title
+    await delete_message_everywhere(backend, graph, user_id, thread, newest)
+    assert SummaryBoard.model_validate((await graph.aget_state(config)).values["summary"]).model_dump() == folded_before
+    assert (await get_chat(backend.store, user_id, thread)).title == title_before  # nor the title, which it cannot have made
