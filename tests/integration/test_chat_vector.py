@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from core.context import Context
@@ -35,6 +36,7 @@ async def vector_row(backend, user_id: str, thread_id: str, text: str) -> tuple[
     return rows[0]["made"], float(rows[0]["similarity"])
 
 
+@pytest.mark.slow
 async def test_a_turn_that_leaves_the_chats_head_alone_keeps_its_vector_and_its_text_moves_on(backend, user_id):
     thread = str(uuid.uuid4())
     await turn(backend, user_id, thread, "I am planning a trip to Lisbon with my sister in June")
@@ -50,6 +52,7 @@ async def test_a_turn_that_leaves_the_chats_head_alone_keeps_its_vector_and_its_
     assert chat.vector_messages == 2 and chat.message_count == 4
 
 
+@pytest.mark.slow
 async def test_the_chats_vector_catches_up_once_it_lags_the_allowed_number_of_messages(backend, user_id):
     thread = str(uuid.uuid4())
     lines = ["I keep bees on the roof of my flat", "The hives need checking every week", "One queen died in the cold", "I ordered a new queen from Slovenia"]
@@ -105,6 +108,7 @@ async def assert_vector_is_of_the_text(backend, user_id: str, thread: str) -> st
     return chat.summary_text
 
 
+@pytest.mark.slow
 async def test_a_line_pushed_out_of_the_text_by_a_long_message_leaves_the_vector_with_it(backend, user_id):
     thread = str(uuid.uuid4())
     for text in ("Let us talk about my garden", "The roses need pruning", "My bank is Zorblatt Savings and it charged me twice", "Also the tulips"):
@@ -128,6 +132,7 @@ async def chat_whose_vector_holds(backend, user_id: str, secret_line: str, marke
     return graph, thread, next(m for m in state.values["messages"] if isinstance(m, HumanMessage) and marker in m.text)
 
 
+@pytest.mark.slow
 async def test_a_deleted_message_leaves_the_chats_text_and_vector_at_once_and_after_its_next_turn(backend, user_id):
     from memory.chat_admin import delete_message_everywhere
 
@@ -139,6 +144,7 @@ async def test_a_deleted_message_leaves_the_chats_text_and_vector_at_once_and_af
     assert "K4477123" not in await assert_vector_is_of_the_text(backend, user_id, thread)
 
 
+@pytest.mark.slow
 async def test_deleting_the_opening_message_takes_the_title_made_from_it_but_not_one_the_user_set(backend, user_id):
     from memory.chat_admin import delete_message_everywhere
     from memory.writer.records import rename_chat
@@ -161,6 +167,7 @@ async def test_deleting_the_opening_message_takes_the_title_made_from_it_but_not
         await assert_vector_is_of_the_text(backend, user_id, thread)
 
 
+@pytest.mark.slow
 async def test_an_edit_of_the_newest_message_makes_the_vector_again_at_its_turn(backend, user_id):
     from app.http.routes_chats import checkpoint_before
 

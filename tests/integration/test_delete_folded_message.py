@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from core.context import Context
@@ -13,6 +14,7 @@ from memory.chat_admin import delete_message_everywhere
 from memory.user_memory import get_chat
 
 
+@pytest.mark.slow
 async def test_a_deleted_message_the_summary_had_folded_in_leaves_the_board_the_model_sees(backend, user_id):
     graph = compile_graph(backend.checkpointer, backend.store)
     thread = str(uuid.uuid4())
