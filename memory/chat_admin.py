@@ -17,17 +17,16 @@ from typing import Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
-from core.messages import unsummarized
 from core.redaction import Redactor, term_hashes
-from memory.chat_text import redact_title, searchable_text
+from memory.chat_text import redact_title
 from memory.user_memory import get_chat
 from memory.writer import records as memory_records
-from memory.forgetting import forget_message, redact_board, redact_folded_message, redactor_for, was_folded
+from memory.forgetting import forget_message, redact_folded_message, redacted_chat, was_folded
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from storage.memory_store import memory_store
-from core.schemas import ChatRecord, SummaryBoard
+from core.schemas import ChatRecord
 from core.state import LAST_NODE
 
 # How long forget-me or a deletion waits for a running import to stop and undo itself (it answers
@@ -122,15 +121,10 @@ async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *
     chat = await get_chat(store, user_id, thread_id)
     if chat is None:
         return None
-    redactor = await redactor_for(store, user_id)
-    board = SummaryBoard.model_validate(values["summary"]) if values.get("summary") else SummaryBoard()
-    if redactor:
-        board = redact_board(board, redactor)
-    messages = redactor.messages_of(values.get("messages", []), thread_id)
-    opening = next((m for m in values.get("messages", []) if isinstance(m, HumanMessage)), None)
+    redacted = await redacted_chat(store, user_id, thread_id, values.get("messages", []), values.get("summary"))
+    opening = redacted.opening  # (hidden messages keep their ids)
     if deleted is not None and ((opening is not None and opening.id == deleted.id) or was_folded(values, deleted.id)):
         # the opening's keyword title, or a title drawn from a board that folded it in
         redact_title(chat, Redactor(user_id, frozenset(term_hashes(user_id, [deleted.text]))))
-    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
-    chat.summary_text = searchable_text(board, unsummarized(messages, values.get("summarized_through")), title=chat.title, opening=first).text
+    chat.summary_text = redacted.searchable(chat.title, values.get("summarized_through")).text
     return await memory_records.save_chat_record(store, user_id, chat)

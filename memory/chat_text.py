@@ -16,8 +16,6 @@ from core.schemas import ChatRecord, SummaryBoard
 
 RECENT_SEARCH_CHARS = 600
 OPENING_SEARCH_CHARS = 300
-
-
 RECENT_LINES = 6
 LINE_SEPARATOR = " / "
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel
 
 from core.namespaces import facts_ns, tasks_ns
@@ -35,7 +35,8 @@ from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
 from embeddings.calibration import CALIBRATED
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
-from memory.chat_text import redact_record
+from core.messages import unsummarized
+from memory.chat_text import SearchableText, redact_record, searchable_text
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
 from storage import episode_rewrites, forget_ledger
@@ -134,6 +135,29 @@ async def _redact_chats(store, user_id: str, redactor: Redactor) -> tuple[int, i
         await save_chat_record(store, user_id, chat)
         chats += 1
     return chats, summaries
+
+
+@dataclass(frozen=True)
+class RedactedChat:
+    """A chat as the text derived from it may draw on it: its summary board and its messages as
+    the user's forgets leave them (the title, the chat's searchable text)."""
+
+    board: SummaryBoard
+    messages: list[BaseMessage]
+
+    @property
+    def opening(self) -> HumanMessage | None:
+        return next((m for m in self.messages if isinstance(m, HumanMessage)), None)
+
+    def searchable(self, title: str, summarized_through: str | None) -> SearchableText:
+        return searchable_text(self.board, unsummarized(self.messages, summarized_through), title=title, opening=self.opening)
+
+
+async def redacted_chat(store, user_id: str, thread_id: str, messages: Sequence[BaseMessage], summary: dict | None) -> RedactedChat:
+    """The chat (its ``messages`` and ``summary`` board, from the thread's state) as the user's forgets leave it."""
+    redactor = await redactor_for(store, user_id)
+    board = SummaryBoard.model_validate(summary) if summary else SummaryBoard()
+    return RedactedChat(redact_board(board, redactor) if redactor else board, redactor.messages_of(messages, thread_id))
 
 
 def was_folded(values: dict, message_id: str | None) -> bool:

@@ -13,15 +13,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from core.context import Context, get_context, thread_id_of
-from core.messages import sent_at, unsummarized
+from core.messages import sent_at
 from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used
-from core.schemas import ChatRecord, SummaryBoard, utcnow
+from core.schemas import ChatRecord, utcnow
 from core.state import State
 from core.statements import states_something
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
-from memory.chat_text import searchable_text
 from memory.chat_titles import keyword_title, needs_model_title
-from memory.forgetting import redact_board, redactor_for
+from memory.forgetting import redacted_chat
 from memory.summarizer import make_first_title, make_title
 from memory.user_memory import get_chat
 from memory.writer.records import save_chat_record
@@ -65,14 +64,10 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
         return
     model = load_chat_model(ctx.model)
     # What the user had forgotten never reaches the title or the chat's record.
-    redactor = await redactor_for(store, ctx.user_id)
-    board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
-    if redactor:
-        board = redact_board(board, redactor)
+    redacted = await redacted_chat(store, ctx.user_id, thread_id, state.messages, state.summary)
+    board, messages, first = redacted.board, redacted.messages, redacted.opening
     stored = await get_chat(store, ctx.user_id, thread_id)
     chat = stored.model_copy() if stored is not None else ChatRecord(thread_id=thread_id, persona=ctx.persona)
-    messages = redactor.messages_of(state.messages, thread_id)
-    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
     if chat.title == "New chat" and not chat.title_by_user and first is not None:
         chat.title = await _first_title(model, ctx, messages, first)
     if needs_model_title(chat, board):
@@ -85,7 +80,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
         except Exception as exc:  # invalid output or a provider failure: keep the current title
             count_failure(SUMMARY_FAILURES, exc, model_call=True)
             log.warning("chat title not updated: %s", exc)
-    searchable = searchable_text(board, unsummarized(messages, state.summarized_through), title=chat.title, opening=first)
+    searchable = redacted.searchable(chat.title, state.summarized_through)
     chat.summary_text = searchable.text
     chat.message_count = len(state.messages)
     chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))

@@ -31,7 +31,7 @@ anyway. So a turn's record keeps the stored vector while the text only grew."""
 
 def vector_still_serves(stored: ChatRecord | None, record: ChatRecord, parts: Sequence[str]) -> bool:
     """Whether the vector stored for ``stored`` may stand for ``record``, whose text is made of
-    ``parts`` (nodes.record_chat.SearchableText): every part the vector was made from is still in
+    ``parts`` (memory.chat_text.SearchableText): every part the vector was made from is still in
     the text unchanged (the same head; no line since edited, deleted, redacted or pushed out), so
     the vector holds nothing the text does not, and it is at most VECTOR_LAG_MESSAGES messages behind."""
     return (
