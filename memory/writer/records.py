@@ -9,7 +9,7 @@ from typing import Sequence
 
 from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
-from core.namespaces import chats_ns, user_root
+from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
 from core.schemas import ChatRecord
 from memory.chat_text import redact_record
 from memory.kinds import KINDS
@@ -108,14 +108,46 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
 
 
 async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *, batch: int = 64) -> int:
-    """Put every item again, values unchanged, so the store embeds them with its current model
-    (``memory-agent reindex``); the profile is never embedded."""
-    for start in range(0, len(items), batch):
-        for namespace, key, value in items[start : start + batch]:
-            if namespace[-1] == "chats" and isinstance(value, dict):
-                value = {**value, "vector_parts": []}  # made from the whole text now, parts unknown: never kept
-            await store.aput(namespace, key, value, index=None if namespace[-1] != "profile" else False)
-    return len(items)
+    """Put every item again, as it is now, so the store embeds it with its current model
+    (``memory-agent reindex``); the profile is never embedded. How many were put.
+
+    ``items`` is a list read before (``storage.store_rows.all_items``), and the app may serve
+    meanwhile: each user's items are read again and put under the user's lock, so an item a forget
+    deleted or changed since the list was read is not brought back as it was."""
+    by_owner: dict[str | None, list[tuple[tuple[str, ...], str, dict]]] = {}
+    for item in items:
+        namespace = item[0]
+        owner = namespace[1] if len(namespace) > 1 and namespace[0] == ROOT else None
+        by_owner.setdefault(owner, []).append(item)
+    put = 0
+    for owner, owned in by_owner.items():
+        for start in range(0, len(owned), batch):
+            chunk = owned[start : start + batch]
+            # The texts as listed, embedded before the lock; a text changed since is embedded inside it.
+            await embed_ahead(store, [str(v.get(f) or "") for ns, _, v in chunk if ns[-1] != "profile" and isinstance(v, dict) for f in INDEXED_FIELDS])
+            put += await _put_again(store, owner, chunk)
+    return put
+
+
+async def _put_again(store, owner: str | None, chunk: list[tuple[tuple[str, ...], str, dict]]) -> int:
+    if owner is None:  # no user's item (none is written today): nobody's lock to take
+        return await _put_current(store, chunk)
+    async with user_transaction(store, owner) as tx:
+        return await _put_current(tx, chunk)
+
+
+async def _put_current(tx, chunk: list[tuple[tuple[str, ...], str, dict]]) -> int:
+    put = 0
+    for namespace, key, _ in chunk:
+        current = await tx.aget(namespace, key)
+        if current is None:  # deleted since the list was read: a forget's, and it stays deleted
+            continue
+        value = current.value
+        if namespace[-1] == "chats" and isinstance(value, dict):
+            value = {**value, "vector_parts": []}  # made from the whole text now, parts unknown: never kept
+        await tx.aput(namespace, key, value, index=None if namespace[-1] != "profile" else False)
+        put += 1
+    return put
 
 
 async def forget_user_memory(pool, user_id: str) -> dict[str, int]:
