@@ -38,7 +38,7 @@ def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: 
     """What a chat is found by, most telling first (the embedding reads ~256 tokens): its title,
     its opening message and the summary board once there is one (the head); then the newest user
     lines not yet folded (``messages``), the opening left out when the head holds it whole."""
-    head_lines = [title.strip()] if title.strip() and title != "New chat" else []
+    head_lines = [line] if (line := _title_line(title)) else []
     opening_text = opening.text.strip() if opening is not None else ""
     if opening_text:
         head_lines.append(f"Opening: {opening_text[:OPENING_SEARCH_CHARS]}")
@@ -58,6 +58,18 @@ def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: 
     tail = joined[start:]
     text = "\n".join(p for p in (head, f"Recently: {tail}" if tail else "") if p)
     return SearchableText(text, tuple(parts))
+
+
+def _title_line(title: str) -> str:
+    return title.strip() if title.strip() and title != "New chat" else ""
+
+
+def retitled_text(text: str, old_title: str, new_title: str) -> str:
+    """The searchable ``text`` with its title line (:func:`searchable_text`'s first) saying
+    ``new_title``: a rename must not leave the chat found by the name it no longer has."""
+    old, new = _title_line(old_title), _title_line(new_title)
+    body = text[len(old) :].lstrip("\n") if old and (text == old or text.startswith(old + "\n")) else text
+    return "\n".join(p for p in (new, body) if p)
 
 
 def redact_title(chat: ChatRecord, redactor: Redactor) -> bool:

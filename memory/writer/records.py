@@ -11,7 +11,7 @@ from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
 from core.schemas import ChatRecord
-from memory.chat_text import redact_record
+from memory.chat_text import redact_record, retitled_text
 from memory.kinds import KINDS
 from memory.user_memory import get_chat
 
@@ -99,6 +99,7 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
             record.title_by_user = False
             record.title_topics = []  # retitled at the next summary
         else:
+            record.summary_text = retitled_text(record.summary_text, record.title, title)
             record.title, record.title_by_user = title, True
         await _put_chat(tx, user_id, record)
     return record

@@ -84,16 +84,24 @@ async def test_a_forget_makes_the_chats_vector_again_from_the_redacted_text_at_o
     assert "Zorblatt" not in chat.summary_text
 
 
-async def test_a_rename_makes_the_chats_vector_again_and_the_next_turn_from_the_new_title(backend, user_id):
+async def test_a_rename_makes_the_chats_text_and_vector_again_from_the_new_title_at_once(backend, user_id):
     from memory.writer.records import rename_chat
 
     thread = str(uuid.uuid4())
     await turn(backend, user_id, thread, "Help me plan meals for the week")
     made, _ = await vector_row(backend, user_id, thread, "")
     chat = await get_chat(backend.store, user_id, thread)
+    old_title = chat.title
+    assert chat.summary_text.startswith(old_title + "\n")
     await rename_chat(backend.store, user_id, chat, "Vegan meal prep")
     renamed, _ = await vector_row(backend, user_id, thread, "")
-    assert renamed != made and (await get_chat(backend.store, user_id, thread)).vector_parts == []
+    chat = await get_chat(backend.store, user_id, thread)
+    assert renamed != made and chat.vector_parts == []
+    # found by the name it has now, not the one it had, before any next turn
+    assert chat.summary_text.startswith("Vegan meal prep\n") and old_title not in chat.summary_text.splitlines()
+    assert "Opening: Help me plan meals for the week" in chat.summary_text
+    _, similarity = await vector_row(backend, user_id, thread, chat.summary_text)
+    assert similarity > 0.999
     await turn(backend, user_id, thread, "I would like more lentils")
     chat = await get_chat(backend.store, user_id, thread)
     assert chat.summary_text.startswith("Vegan meal prep")

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from core.schemas import ChatRecord, SummaryBoard
 from memory.writer.records import VECTOR_LAG_MESSAGES, vector_still_serves
-from memory.chat_text import OPENING_SEARCH_CHARS, RECENT_SEARCH_CHARS, searchable_text
+from memory.chat_text import OPENING_SEARCH_CHARS, RECENT_SEARCH_CHARS, retitled_text, searchable_text
 
 OPENING = HumanMessage("I want to repaint the kitchen", id="m1")
 
@@ -61,3 +61,12 @@ def test_the_searchable_text_names_a_short_opening_once_and_keeps_a_long_ones_re
     long_opening = HumanMessage("word " * OPENING_SEARCH_CHARS, id="m1")
     made = searchable_text(SummaryBoard(), [long_opening], title="Paste", opening=long_opening)
     assert "Recently: word" in made.text  # past what the head holds, still searchable
+
+
+def test_a_renamed_text_is_the_one_searchable_text_makes_with_the_new_title():
+    messages = chat("Sage green, maybe")
+    for old, new in [("Kitchen paint", "Sage kitchen"), ("New chat", "Sage kitchen"), ("Kitchen paint", "New chat")]:
+        before = searchable_text(SummaryBoard(), messages, title=old, opening=OPENING).text
+        assert retitled_text(before, old, new) == searchable_text(SummaryBoard(), messages, title=new, opening=OPENING).text
+    # a text whose first line is not the old title (written by an older version) keeps every line
+    assert retitled_text("Opening: hello", "Kitchen paint", "Sage kitchen") == "Sage kitchen\nOpening: hello"
