@@ -13,6 +13,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 import knowledge
+from storage.checkpoint_serde import checkpoint_saver
 from storage import api_keys, chat_imports, chat_runs, chat_sources, episodes, forget_ledger, partitions, store_lookups, thread_owners, vector_search
 from embeddings.cache import CachedEmbeddings
 from storage.embeddings_record import check_or_record
@@ -124,7 +125,7 @@ async def open_memory(
         emb = EmbeddingsInfo(embeddings=CachedEmbeddings(emb.embeddings), name=emb.name, dims=emb.dims)
     pool = await open_pool(url, max_size=max_pool_size, min_size=min_pool_size)
     try:
-        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        saver = checkpoint_saver(pool)
         store = make_store(pool, emb)
         migrated = await set_up_schema(pool, saver, store, emb, check_embeddings=check_embeddings)
         freeze_start_up()

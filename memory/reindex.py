@@ -10,7 +10,6 @@ restore of the checkpoints, or to index chats written before the index existed).
 
 from __future__ import annotations
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 import knowledge
 from memory import episodes
@@ -18,6 +17,7 @@ from memory.backend import make_store
 from memory.writer import records as memory_records
 from storage import episodes as episode_table
 from storage import store_rows, thread_owners
+from storage.checkpoint_serde import checkpoint_saver
 from storage.postgres import schema_lock
 from storage.embeddings_record import write_record
 from embeddings import EmbeddingsInfo
@@ -49,7 +49,7 @@ async def reindex_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo
 
 async def _rebuild_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> int:
     await episode_table.setup(pool, embeddings.dims)
-    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    saver = checkpoint_saver(pool)
     # Only threads with a recorded owner: a thread nobody owns is reachable by no one.
     owned = await thread_owners.all_owned(pool)
     return await episodes.rebuild(pool, embeddings.embeddings, saver, [(owner, thread) for thread, owner in owned])

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
+from storage.checkpoint_serde import CheckpointSerializer
+
 FENCE_SECONDS = 60.0
 # Longer than any wait for in-flight writes plus a rollback (both are seconds at most).
 CLOSED_FENCE_SECONDS = 300.0
@@ -55,6 +57,7 @@ class Fence:
 
 class FencedPostgresSaver(AsyncPostgresSaver):
     def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("serde", CheckpointSerializer())  # every saver of the app's decodes alike (storage.checkpoint_serde)
         super().__init__(*args, **kwargs)
         self._fences: dict[str, Fence] = {}
         self._in_flight: dict[str, int] = {}

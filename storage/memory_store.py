@@ -20,6 +20,7 @@ from langgraph.store.postgres.base import PostgresIndexConfig
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from storage.checkpoint_serde import checkpoint_saver
 from storage.store_values import load_value
 
 
@@ -59,7 +60,7 @@ class MemoryStore(AsyncPostgresStore):
     def checkpoint_reader(self) -> AsyncPostgresSaver:
         """A saver reading the checkpoints in this store's database: LangGraph gives a node its
         store, and its own checkpointer only under a private config key."""
-        return AsyncPostgresSaver(self.pool)  # type: ignore[arg-type]
+        return checkpoint_saver(self.pool)
 
 
 def memory_store(store: BaseStore | None) -> MemoryStore:
