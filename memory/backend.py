@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import knowledge
 from storage.checkpoint_serde import checkpoint_saver
-from storage import api_keys, chat_imports, chat_runs, chat_sources, episodes, forget_ledger, partitions, store_lookups, thread_owners, vector_search
+from storage import api_keys, chat_imports, checkpoint_rows, chat_runs, chat_sources, episodes, forget_ledger, partitions, store_lookups, thread_owners, vector_search
 from embeddings.cache import CachedEmbeddings
 from storage.embeddings_record import check_or_record
 from embeddings import EmbeddingsInfo, resolve_embeddings
@@ -119,6 +119,7 @@ async def open_memory(
     lacks pgvector, or was built with other embeddings.
     """
     url = url or database_url()
+    checkpoint_rows.history_turns()  # a bad setting is refused before anything opens
     info = await prepare_database(url)
     emb = embeddings or resolve_embeddings()
     if not isinstance(emb.embeddings, CachedEmbeddings):

@@ -1,4 +1,5 @@
-"""record_chat: claim the thread for the run's user and keep the chat's record (title, searchable text).
+"""record_chat: claim the thread for the run's user and keep the chat's record (title, searchable text),
+and its checkpoint history to its last turns (storage.checkpoint_rows.trim_history).
 
 After ``summarize``: the title and the searchable text read the board the fold left. Before
 ``index_messages``: the claim is what lets anything of this user be filed under the thread.
@@ -25,7 +26,7 @@ from memory.summarizer import make_first_title, make_title
 from memory.user_memory import get_chat
 from memory.writer.records import save_chat_record
 from nodes.stream_events import NOSTREAM
-from storage import thread_owners
+from storage import checkpoint_rows, thread_owners
 from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,24 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
     # The time of its newest message: now for a live turn, the source's time for an imported history.
     chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
     await save_chat_record(store, ctx.user_id, chat, read_before=stored, parts=searchable.parts)
+    if state.user_turns % TRIM_EVERY == 0:
+        await _keep_recent_history(store, thread_id)
+
+
+TRIM_EVERY = 10
+"""Turns between two trims of the chat's checkpoint history: it then holds at most this many turns
+more than MEMORY_AGENT_HISTORY_TURNS, and a turn between trims pays nothing for it."""
+
+
+async def _keep_recent_history(store, thread_id: str) -> None:
+    """The chat's checkpoints of its last MEMORY_AGENT_HISTORY_TURNS turns only
+    (storage.checkpoint_rows.trim_history); a failure is logged, and the next trim does it."""
+    try:
+        await checkpoint_rows.trim_history(memory_store(store).pool, thread_id, checkpoint_rows.history_turns())
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        log.warning("the checkpoint history of thread %s not trimmed: %s", thread_id, exc)
 
 
 async def _first_title(model, ctx: Context, messages, first: HumanMessage) -> str:

@@ -9,6 +9,7 @@ checkpoint points to.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -23,6 +24,64 @@ WHERE b.thread_id = %s AND NOT EXISTS (
       AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version
 )
 """
+
+
+HISTORY_ENV = "MEMORY_AGENT_HISTORY_TURNS"
+DEFAULT_HISTORY_TURNS = 50
+
+
+def history_turns() -> int:
+    """The documented setting: how many of a chat's turns keep their checkpoints (unset or empty:
+    the default; 0 keeps every one); a clear error for a bad value."""
+    raw = os.environ.get(HISTORY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_HISTORY_TURNS
+    if not raw.isdigit():
+        raise ValueError(f"{HISTORY_ENV}={raw!r}: give a whole number of turns (0 keeps every checkpoint)")
+    return int(raw)
+
+
+# A turn starts where the thread's turn counter (the state's ``user_turns``, which load_context
+# counts up once a turn whatever the run's durability) takes a new version: that version's first
+# checkpoint, by time (checkpoint ids are uuid6, time-ordered; versions are not, once an edit forks
+# from an older checkpoint). The head is the newest checkpoint, so it is always kept.
+TURN_STARTS = """
+SELECT min(checkpoint_id) AS started FROM checkpoints
+WHERE thread_id = %s AND checkpoint_ns = ''
+GROUP BY checkpoint -> 'channel_versions' ->> 'user_turns'
+ORDER BY started DESC OFFSET %s LIMIT 1
+"""
+
+
+async def trim_history(pool: AsyncConnectionPool, thread_id: str, keep_turns: int) -> int:
+    """Delete the chat's checkpoints older than its ``keep_turns`` newest turns, their pending writes
+    and the blobs no remaining checkpoint points to; how many checkpoints went.
+
+    Every turn writes the whole message list again (LangGraph's checkpoint format), so kept forever
+    a chat's history grows with the square of its length (~100 KB a turn at 2,000 messages after
+    Postgres' compression). Editing a message, regenerating a reply and Studio's time travel reach
+    back this far; older messages stay in the chat, and an edit of one is refused (history_unavailable)."""
+    if keep_turns <= 0:
+        return 0
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            # The start of the turn before the kept ones: its checkpoints stay, as the fork point
+            # (where it ended) of the oldest kept turn's message.
+            cut = await (await conn.execute(TURN_STARTS, (thread_id, keep_turns))).fetchone()
+            if cut is None:
+                return 0
+            await conn.execute(
+                "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id < %s",
+                (thread_id, cut["started"]),
+            )
+            cur = await conn.execute(
+                "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id < %s",
+                (thread_id, cut["started"]),
+            )
+            removed = cur.rowcount
+            if removed:
+                await conn.execute(GC_BLOBS, (thread_id,))
+    return removed
 
 
 @dataclass(frozen=True)
