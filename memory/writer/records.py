@@ -81,6 +81,8 @@ async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_befo
     async with user_transaction(store, user_id) as tx:
         stored = await get_chat(tx, user_id, record.thread_id)
         if stored is not None and stored.title_by_user:
+            if record.title != stored.title:  # renamed since the turn built its text: not found by the old name
+                record.summary_text = retitled_text(record.summary_text, record.title, stored.title)
             record.title, record.title_by_user, record.title_topics = stored.title, True, stored.title_topics
         # A forget that committed since the caller built the text (its rewrite of the chats may
         # have run before this write) is applied here, under the lock its ledger write took too.
@@ -123,32 +125,27 @@ async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *
     put = 0
     for owner, owned in by_owner.items():
         for start in range(0, len(owned), batch):
-            chunk = owned[start : start + batch]
-            # The texts as listed, embedded before the lock; a text changed since is embedded inside it.
-            await embed_ahead(store, [str(v.get(f) or "") for ns, _, v in chunk if ns[-1] != "profile" and isinstance(v, dict) for f in INDEXED_FIELDS])
-            put += await _put_again(store, owner, chunk)
+            put += await _put_again(store, owner, [(ns, key) for ns, key, _ in owned[start : start + batch]])
     return put
 
 
-async def _put_again(store, owner: str | None, chunk: list[tuple[tuple[str, ...], str, dict]]) -> int:
+async def _put_again(store, owner: str | None, keys: list[tuple[tuple[str, ...], str]]) -> int:
     if owner is None:  # no user's item (none is written today): nobody's lock to take
-        return await _put_current(store, chunk)
+        return await _put_current(store, keys)
     async with user_transaction(store, owner) as tx:
-        return await _put_current(tx, chunk)
+        return await _put_current(tx, keys)
 
 
-async def _put_current(tx, chunk: list[tuple[tuple[str, ...], str, dict]]) -> int:
-    put = 0
-    for namespace, key, _ in chunk:
-        current = await tx.aget(namespace, key)
-        if current is None:  # deleted since the list was read: a forget's, and it stays deleted
-            continue
-        value = current.value
+async def _put_current(tx, keys: list[tuple[tuple[str, ...], str]]) -> int:
+    """Each item as it is now, embedded in one batch: what a forget removed since the list was read
+    is neither put back nor sent to the embeddings."""
+    current = [(namespace, key, item.value) for namespace, key in keys if (item := await tx.aget(namespace, key)) is not None]
+    await embed_ahead(tx, [str(v.get(f) or "") for ns, _, v in current if ns[-1] != "profile" and isinstance(v, dict) for f in INDEXED_FIELDS])
+    for namespace, key, value in current:
         if namespace[-1] == "chats" and isinstance(value, dict):
             value = {**value, "vector_parts": []}  # made from the whole text now, parts unknown: never kept
         await tx.aput(namespace, key, value, index=None if namespace[-1] != "profile" else False)
-        put += 1
-    return put
+    return len(current)
 
 
 async def forget_user_memory(pool, user_id: str) -> dict[str, int]:

@@ -198,3 +198,22 @@ async def test_a_turns_record_built_before_a_forget_committed_is_redacted_when_i
     late = stored.model_copy(update={"summary_text": stored.summary_text + "\nRecently: My bank is Zorblatt Savings", "message_count": 4})
     await save_chat_record(backend.store, user_id, late, read_before=stored, parts=stored.vector_parts)
     assert "Zorblatt" not in await assert_vector_is_of_the_text(backend, user_id, thread)
+
+
+async def test_a_turns_record_written_after_a_rename_keeps_the_new_title_in_its_text(backend, user_id):
+    from memory.writer.records import rename_chat, save_chat_record
+
+    thread = str(uuid.uuid4())
+    await turn(backend, user_id, thread, "Help me plan meals for the week")
+    stored = await get_chat(backend.store, user_id, thread)
+    built = stored.model_copy()  # what a turn running now built, from the record before the rename
+    built.summary_text = f"{stored.summary_text}\nRecently: more lentils"
+    await rename_chat(backend.store, user_id, stored, "Vegan meal prep")
+
+    await save_chat_record(backend.store, user_id, built, read_before=stored, parts=list(stored.vector_parts))
+
+    chat = await get_chat(backend.store, user_id, thread)
+    assert chat.title == "Vegan meal prep" and chat.summary_text.startswith("Vegan meal prep\n")
+    assert stored.title not in chat.summary_text.splitlines() and chat.summary_text.endswith("Recently: more lentils")
+    _, similarity = await vector_row(backend, user_id, thread, chat.summary_text)
+    assert similarity > 0.999
