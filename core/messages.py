@@ -33,7 +33,8 @@ STOPPED_MARK = "stopped_by_user"
 
 
 def stopped_reply(text: str, message_id: str) -> AIMessage:
-    return AIMessage(content=text, id=message_id, response_metadata={STOPPED_MARK: True})
+    """The reply so far of a stopped turn, with the time it was stopped (as every reply has its time)."""
+    return stamp_sent_at(AIMessage(content=text, id=message_id, response_metadata={STOPPED_MARK: True}))  # type: ignore[return-value]
 
 
 def is_stopped(message: BaseMessage | None) -> bool:

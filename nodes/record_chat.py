@@ -88,7 +88,9 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
     # The time of its newest message: now for a live turn, the source's time for an imported history.
     chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
     await save_chat_record(store, ctx.user_id, chat, read_before=stored, parts=searchable.parts)
-    if state.user_turns % TRIM_EVERY == 0:
+    # A message from before messages carried their time is dated by the checkpoint it first
+    # appeared in (memory.episodes.checkpoint_times): such a chat keeps its history.
+    if state.user_turns % TRIM_EVERY == 0 and all(sent_at(m) is not None for m in state.messages if isinstance(m, (HumanMessage, AIMessage))):
         await _keep_recent_history(store, thread_id)
 
 

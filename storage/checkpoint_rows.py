@@ -43,19 +43,27 @@ def history_turns() -> int:
 
 # A turn starts where the thread's turn counter (the state's ``user_turns``, which load_context
 # counts up once a turn whatever the run's durability) takes a new version: that version's first
-# checkpoint, by time (checkpoint ids are uuid6, time-ordered; versions are not, once an edit forks
-# from an older checkpoint). The head is the newest checkpoint, so it is always kept.
+# checkpoint on the head's branch, found by following parent links from the head (the newest
+# checkpoint: ids are uuid6, time-ordered). Not by time across branches: an edit forks from an older
+# checkpoint, and the abandoned branch's turns must not count as the current branch's.
 TURN_STARTS = """
-SELECT min(checkpoint_id) AS started FROM checkpoints
-WHERE thread_id = %s AND checkpoint_ns = ''
-GROUP BY checkpoint -> 'channel_versions' ->> 'user_turns'
-ORDER BY started DESC OFFSET %s LIMIT 1
+WITH RECURSIVE branch AS (
+    (SELECT checkpoint_id, parent_checkpoint_id, checkpoint -> 'channel_versions' ->> 'user_turns' AS turn
+     FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = ''
+     ORDER BY checkpoint_id DESC LIMIT 1)
+    UNION ALL
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint -> 'channel_versions' ->> 'user_turns'
+    FROM checkpoints c JOIN branch b ON c.checkpoint_id = b.parent_checkpoint_id
+    WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = ''
+)
+SELECT min(checkpoint_id) AS started FROM branch GROUP BY turn ORDER BY started DESC
 """
 
 
 async def trim_history(pool: AsyncConnectionPool, thread_id: str, keep_turns: int) -> int:
-    """Delete the chat's checkpoints older than its ``keep_turns`` newest turns, their pending writes
-    and the blobs no remaining checkpoint points to; how many checkpoints went.
+    """Delete the chat's checkpoints older than the ``keep_turns`` newest turns of its current branch
+    (of any branch: an abandoned one's older checkpoints too), their pending writes and the blobs no
+    remaining checkpoint points to; how many checkpoints went.
 
     Every turn writes the whole message list again (LangGraph's checkpoint format), so kept forever
     a chat's history grows with the square of its length (~100 KB a turn at 2,000 messages after
@@ -67,7 +75,7 @@ async def trim_history(pool: AsyncConnectionPool, thread_id: str, keep_turns: in
         async with conn.transaction():
             # The start of the turn before the kept ones: its checkpoints stay, as the fork point
             # (where it ended) of the oldest kept turn's message.
-            cut = await (await conn.execute(TURN_STARTS, (thread_id, keep_turns))).fetchone()
+            cut = await (await conn.execute(f"{TURN_STARTS} OFFSET %(keep)s LIMIT 1", {"thread": thread_id, "keep": keep_turns})).fetchone()
             if cut is None:
                 return 0
             await conn.execute(

@@ -57,28 +57,49 @@ async def test_only_the_last_turns_keep_their_checkpoints_and_the_chat_and_their
     assert await checkpoint_rows.trim_history(backend.pool, thread, 0) == 0  # 0 keeps every checkpoint
 
 
+async def turns_kept(pool, thread: str) -> list[int]:
+    """The turn counter's values among the thread's checkpoints."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT DISTINCT (checkpoint -> 'channel_values' ->> 'user_turns')::int AS turn FROM checkpoints "
+                "WHERE thread_id = %s AND checkpoint -> 'channel_values' ? 'user_turns' ORDER BY 1",
+                (thread,),
+            )
+        ).fetchall()
+    return [r["turn"] for r in rows]
+
+
 @pytest.mark.slow  # six turns through the graph
-async def test_a_chat_trims_its_history_as_it_goes(backend, user_id, monkeypatch):
+async def test_a_chat_trims_its_history_as_it_goes_along_its_current_branch(backend, user_id, monkeypatch):
     monkeypatch.setenv(checkpoint_rows.HISTORY_ENV, "2")
-    monkeypatch.setattr(record_chat, "TRIM_EVERY", 3)
+    monkeypatch.setattr(record_chat, "TRIM_EVERY", 1)
     graph = compile_graph(backend.checkpointer, backend.store)
     thread = str(uuid.uuid4())
     config = {"configurable": {"thread_id": thread}}
     ctx = Context(user_id=user_id, model="offline")
-    starts = []
-    for i in range(6):
+    for i in range(1, 6):
         await graph.ainvoke(
             {"messages": [HumanMessage(f"I like rivers, message {i}")]}, config, context=ctx,
-            interrupt_before=[COMMIT_POINT], durability=reply_phase_durability(i == 0),
+            interrupt_before=[COMMIT_POINT], durability=reply_phase_durability(i == 1),
         )
         await graph.ainvoke(None, config, context=ctx)
-        async with backend.pool.connection() as conn:
-            rows = await (await conn.execute(checkpoint_rows.TURN_STARTS.replace("OFFSET %s LIMIT 1", ""), (thread,))).fetchall()
-        starts.append(len(rows))
-    assert starts[2] == 3 and starts[5] == 3  # trimmed to the last 2 turns (and the one before) at turns 3 and 6
-    assert starts[3] == 4 and starts[4] == 5
-    messages = (await graph.aget_state(config)).values["messages"]
-    assert [m.text for m in messages if isinstance(m, HumanMessage)] == [f"I like rivers, message {i}" for i in range(6)]
+        assert await turns_kept(backend.pool, thread) == list(range(max(1, i - 2), i + 1))  # the last 2, and the one before
+    asked = [m for m in (await graph.aget_state(config)).values["messages"] if isinstance(m, HumanMessage)]
+    assert [m.text for m in asked] == [f"I like rivers, message {i}" for i in range(1, 6)]
+    with pytest.raises(ApiError):
+        await checkpoint_before(graph, thread, asked[2].id)  # turn 3: its fork point, turn 2's end, is gone
+
+    # Edit turn 4's message: a new branch from turn 3's end. Its own trim counts that branch's
+    # turns, not the abandoned turns 4 and 5, so the edited message can be regenerated at once.
+    fork = await checkpoint_before(graph, thread, asked[3].id)
+    edit = {"messages": [HumanMessage("I like lakes, message 4")]}
+    await graph.ainvoke(edit, fork, context=ctx, interrupt_before=[COMMIT_POINT], durability=reply_phase_durability(False))
+    await graph.ainvoke(None, config, context=ctx)
+    edited = (await graph.aget_state(config)).values["messages"]
+    assert [m.text for m in edited if isinstance(m, HumanMessage)][-1] == "I like lakes, message 4"
+    again = await checkpoint_before(graph, thread, edited[-2].id)
+    assert (await graph.aget_state(again)).values["messages"][-1].text == edited[-3].text
 
 
 def test_the_history_setting_is_read_in_turns_and_a_bad_value_is_refused_clearly(monkeypatch):

@@ -176,3 +176,10 @@ def test_a_note_and_the_message_it_stands_in_for_leave_the_models_view_and_nothi
     assert [m.text for m in without_unanswered(history)] == ["Hello", "Hi!", "I prefer short answers.", "Short it is."]
     # A note whose message was folded into the summary goes alone; the answered turn before it stays.
     assert [m.text for m in without_unanswered([HumanMessage("Hello"), AIMessage("Hi!"), note])] == ["Hello", "Hi!"]
+
+
+def test_a_stopped_reply_carries_the_time_it_was_stopped_like_every_reply():
+    from core.messages import is_stopped, sent_at, stopped_reply
+
+    partial = stopped_reply("The best time to visit Lisbon is", "r1")
+    assert is_stopped(partial) and sent_at(partial) is not None
