@@ -427,11 +427,13 @@ async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:
         raise ApiError(422, "invalid_request", "Only user messages can be edited.")
     # Parent links from the head, one checkpoint at a time: listing the history would read (and
     # decode) every checkpoint of every branch, ~13 s of a worker's CPU at 1,000 messages.
-    snap = head
-    while any(m.id == message_id for m in snap.values.get("messages", [])):
-        snap = await _saved_parent(graph, snap)
-        if snap is None:
-            raise ApiError(409, "history_unavailable", "The checkpoint before this message is gone; it cannot be edited.")
+    saver = graph.checkpointer
+    tup = await saver.aget_tuple(head.parent_config) if head.parent_config else None  # the head holds the message
+    while tup is not None and any(m.id == message_id for m in tup.checkpoint["channel_values"].get("messages") or []):
+        tup = await saver.aget_tuple(tup.parent_config) if tup.parent_config else None
+    if tup is None:
+        raise ApiError(409, "history_unavailable", "The checkpoint before this message is gone; it cannot be edited.")
+    snap = await graph.aget_state(tup.config)
     # That is the turn's input checkpoint; its parent is where the previous turn ended (a cleaner fork point).
     if snap.next == ("__start__",) and (parent := await _saved_parent(graph, snap)) is not None:
         snap = parent

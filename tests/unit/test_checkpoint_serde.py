@@ -76,9 +76,10 @@ def test_the_least_recently_used_blob_goes_first_within_the_budget_and_none_is_k
 
 
 def test_langgraphs_allowlist_clone_shares_the_cache():
-    serde = serializer()
+    # A strict allowlist (LANGGRAPH_STRICT_MSGPACK): the graph's own types are added to a copy.
+    serde = CheckpointSerializer(cache=DecodedMessages(1024 * 1024), allowed_msgpack_modules=[("langchain_core", "messages", "human", "HumanMessage")])
     clone = serde.with_msgpack_allowlist([("tests", "unit", "Something")])
-    assert isinstance(clone, CheckpointSerializer) and clone.cache is serde.cache
+    assert clone is not serde and isinstance(clone, CheckpointSerializer) and clone.cache is serde.cache
 
 
 def test_the_cache_size_setting_is_read_in_megabytes_and_a_bad_value_is_refused_clearly(monkeypatch):
