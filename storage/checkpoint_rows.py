@@ -46,7 +46,7 @@ def history_turns() -> int:
 # checkpoint on the head's branch, found by following parent links from the head (the newest
 # checkpoint: ids are uuid6, time-ordered). Not by time across branches: an edit forks from an older
 # checkpoint, and the abandoned branch's turns must not count as the current branch's.
-TURN_STARTS = """
+BRANCH = """
 WITH RECURSIVE branch AS (
     (SELECT checkpoint_id, parent_checkpoint_id, checkpoint -> 'channel_versions' ->> 'user_turns' AS turn
      FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = ''
@@ -56,8 +56,17 @@ WITH RECURSIVE branch AS (
     FROM checkpoints c JOIN branch b ON c.checkpoint_id = b.parent_checkpoint_id
     WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = ''
 )
-SELECT min(checkpoint_id) AS started FROM branch GROUP BY turn ORDER BY started DESC
 """
+"""The head's branch: parent links from the newest checkpoint, ids and turn versions only (no blob read)."""
+
+TURN_STARTS = BRANCH + "SELECT min(checkpoint_id) AS started FROM branch GROUP BY turn ORDER BY started DESC"
+
+
+async def branch_ids(pool: AsyncConnectionPool, thread_id: str) -> list[str]:
+    """The checkpoint ids of the thread's current branch, the head first."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(BRANCH + "SELECT checkpoint_id FROM branch", {"thread": thread_id})).fetchall()
+    return sorted((r["checkpoint_id"] for r in rows), reverse=True)  # uuid6: newer ids sort after older
 
 
 async def trim_history(pool: AsyncConnectionPool, thread_id: str, keep_turns: int) -> int:
