@@ -14,7 +14,7 @@ RUNS = [
 
 if len(sys.argv) > 1:
     name = sys.argv[1].removeprefix("benchmarks.")
-    if [f"benchmarks.{name}"] not in [run[:1] for run in RUNS] + [["benchmarks.bench_local_model"], ["benchmarks.load_with_kill"], ["benchmarks.bench_import_flood"]]:
+    if [f"benchmarks.{name}"] not in [run[:1] for run in RUNS] + [["benchmarks.bench_local_model"], ["benchmarks.load_with_kill"], ["benchmarks.bench_import_flood"], ["benchmarks.bench_chat_history"]]:
         sys.exit(f"unknown benchmark {sys.argv[1]!r}; one of: {', '.join(run[0].split('.')[1] for run in RUNS)}")
     RUNS = [[f"benchmarks.{name}", *sys.argv[2:]]]
 
