@@ -31,7 +31,7 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
         await store_rows.reset_vectors(pool, embeddings.dims)
         store = make_store(pool, embeddings)
         await store.setup()
-        items = await memory_records.reembed_items(store, await store_rows.all_items(pool), batch=BATCH)
+        items = await memory_records.reembed_items(store, await store_rows.all_keys(pool), batch=BATCH)
         chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
         async with pool.connection() as conn:
             await episode_table.resize(conn, embeddings.dims)

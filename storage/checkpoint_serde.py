@@ -77,11 +77,6 @@ class DecodedMessages:
                 _, (dropped, _) = self._items.popitem(last=False)
                 self.used -= dropped
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.used = 0
-
 
 _DECODED: DecodedMessages | None = None
 

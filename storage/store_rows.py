@@ -59,8 +59,8 @@ async def reset_vectors(pool: AsyncConnectionPool, dims: int) -> None:
                 await resize_vectors(conn, "store_vectors", ANN_INDEX, dims)
 
 
-async def all_items(pool: AsyncConnectionPool) -> list[tuple[tuple[str, ...], str, dict]]:
-    """(namespace, key, value) of every store item."""
+async def all_keys(pool: AsyncConnectionPool) -> list[tuple[tuple[str, ...], str]]:
+    """(namespace, key) of every store item: a reindex reads each value again under its user's lock."""
     async with pool.connection() as conn:
-        rows = await (await conn.execute("SELECT prefix, key, value FROM store")).fetchall()
-    return [(tuple(r["prefix"].split(".")), r["key"], r["value"]) for r in rows]
+        rows = await (await conn.execute("SELECT prefix, key FROM store")).fetchall()
+    return [(tuple(r["prefix"].split(".")), r["key"]) for r in rows]

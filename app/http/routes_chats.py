@@ -435,9 +435,10 @@ async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:
     # 1,000 messages); walking back one by one decodes the chat's whole message list per turn walked.
     saver = graph.checkpointer
     ids = await checkpoint_rows.branch_ids(saver.conn, chat_id)
+    at = lambda i: {"configurable": {"thread_id": chat_id, "checkpoint_ns": "", "checkpoint_id": ids[i]}}  # noqa: E731
 
     async def holds_message(i: int) -> bool:
-        tup = await saver.aget_tuple({"configurable": {"thread_id": chat_id, "checkpoint_ns": "", "checkpoint_id": ids[i]}})
+        tup = await saver.aget_tuple(at(i))
         return tup is not None and any(m.id == message_id for m in tup.checkpoint["channel_values"].get("messages") or [])
 
     holds, lacks = 0, len(ids)  # ids[0] is the head, which holds it
@@ -454,19 +455,11 @@ async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:
             lacks = middle
     if lacks == len(ids):
         raise ApiError(409, "history_unavailable", "The checkpoint before this message is gone; it cannot be edited.")
-    snap = await graph.aget_state({"configurable": {"thread_id": chat_id, "checkpoint_ns": "", "checkpoint_id": ids[lacks]}})
+    snap = await graph.aget_state(at(lacks))
     # That is the turn's input checkpoint; its parent is where the previous turn ended (a cleaner fork point).
-    if snap.next == ("__start__",) and (parent := await _saved_parent(graph, snap)) is not None:
-        snap = parent
+    if snap.next == ("__start__",) and lacks + 1 < len(ids):
+        snap = await graph.aget_state(at(lacks + 1))
     return snap.config
-
-
-async def _saved_parent(graph, snap):
-    """The snapshot of ``snap``'s parent checkpoint, or None when it has none or it is gone (pruned)."""
-    if not snap.parent_config:
-        return None
-    parent = await graph.aget_state(snap.parent_config)
-    return parent if parent.metadata is not None else None  # LangGraph's empty snapshot for a missing id
 
 
 async def stop_all_user_runs(services: Services, user: str) -> None:

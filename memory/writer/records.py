@@ -110,22 +110,21 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
 # --------------------------------------------------------------------------- maintenance
 
 
-async def reembed_items(store, items: list[tuple[tuple[str, ...], str, dict]], *, batch: int = 64) -> int:
+async def reembed_items(store, keys: list[tuple[tuple[str, ...], str]], *, batch: int = 64) -> int:
     """Put every item again, as it is now, so the store embeds it with its current model
     (``memory-agent reindex``); the profile is never embedded. How many were put.
 
-    ``items`` is a list read before (``storage.store_rows.all_items``), and the app may serve
-    meanwhile: each user's items are read again and put under the user's lock, so an item a forget
-    deleted or changed since the list was read is not brought back as it was."""
-    by_owner: dict[str | None, list[tuple[tuple[str, ...], str, dict]]] = {}
-    for item in items:
-        namespace = item[0]
+    ``keys`` were listed before (``storage.store_rows.all_keys``), and the app may serve meanwhile:
+    each user's items are read and put under the user's lock, so an item a forget deleted or
+    changed since the list was read is not brought back as it was."""
+    by_owner: dict[str | None, list[tuple[tuple[str, ...], str]]] = {}
+    for namespace, key in keys:
         owner = namespace[1] if len(namespace) > 1 and namespace[0] == ROOT else None
-        by_owner.setdefault(owner, []).append(item)
+        by_owner.setdefault(owner, []).append((namespace, key))
     put = 0
     for owner, owned in by_owner.items():
         for start in range(0, len(owned), batch):
-            put += await _put_again(store, owner, [(ns, key) for ns, key, _ in owned[start : start + batch]])
+            put += await _put_again(store, owner, owned[start : start + batch])
     return put
 
 

@@ -14,8 +14,8 @@ from storage import store_rows
 
 
 async def _listed(backend, *users: str):
-    """What the reindex reads first: every item (here only these users', so tests sharing the database stay apart)."""
-    return [item for item in await store_rows.all_items(backend.pool) if item[0][1] in users]
+    """What the reindex reads first: every item's key (here only these users', so tests sharing the database stay apart)."""
+    return [item for item in await store_rows.all_keys(backend.pool) if item[0][1] in users]
 
 
 async def test_items_listed_before_a_forget_me_are_not_put_back_by_the_reindex(backend, user_id):
@@ -28,7 +28,7 @@ async def test_items_listed_before_a_forget_me_are_not_put_back_by_the_reindex(b
     put = await reembed_items(backend.store, listed)
 
     assert await list_facts(backend.store, user_id, include_superseded=True) == []
-    assert [item for item in await store_rows.all_items(backend.pool) if item[0][1] == user_id] == []
+    assert [item for item in await store_rows.all_keys(backend.pool) if item[0][1] == user_id] == []
     # Everyone else's items are put again, and found by meaning with the vectors made now.
     assert put == len([item for item in listed if item[0][1] == other])
     hits = await search_facts(backend.store, other, "musical instrument")
