@@ -231,21 +231,30 @@ class MarkupFilter:
         return cleaned
 
 
+# Past this many words a reply is held only while at least this share of them follows a target in
+# order: a fresh reply shares many small words with a long previous reply, and holding it until the
+# bound in _may_end_same rules a repeat out would show nothing for seconds; a near-repeat keeps
+# nearly all its words in order.
+HOLD_SHARES = ((3, 0.5), (8, 0.8))
+
+
 class EchoHold:
     """Streamed text of one message held while it may still be an echo or a repeat of ``said``
-    (its words so far begin one of the texts it is checked against), so an echo the reply node
-    will replace is never shown; released as soon as it departs from them, or at the message's
-    end unless :func:`echo_kind` finds it an echo or a repeat."""
+    (while :func:`same_text` could still hold between the finished reply and one of the texts it is
+    checked against), so an echo the reply node will replace is never shown; released as soon as it
+    cannot be one, or at the message's end unless :func:`echo_kind` finds it an echo or a repeat."""
 
     def __init__(self) -> None:
         self.said: Said | None = None
         self._held = ""
         self._holding = False
+        self._judged = (0, True)  # (complete words, could still be an echo) at the last check
 
     def expect(self, said: Said | None) -> None:
         """What the coming reply is checked against (None: nothing is held)."""
         self.said = said
         self._holding = said is not None
+        self._judged = (0, True)
 
     def feed(self, text: str) -> str:
         if not self._holding:
@@ -259,6 +268,7 @@ class EchoHold:
     def finish(self) -> str:
         held, self._held = self._held, ""
         self._holding = self.said is not None
+        self._judged = (0, True)
         if held and self.said is not None and echo_kind(held, self.said) is not None:
             return ""
         return held
@@ -267,12 +277,39 @@ class EchoHold:
         said = self.said
         assert said is not None
         words = _words(text)
-        if not words:
-            return True
+        # A word still arriving is not counted yet: it may still match.
         complete = words if text[-1:].isspace() or not text[-1:].isalnum() else words[:-1]
-        partial = "" if len(complete) == len(words) else words[-1]
-        for target in (said.user_text, *said.earlier_user_texts, said.previous_reply):
-            them = _words(target)
-            if them[: len(complete)] == complete and (not partial or (len(them) > len(complete) and them[len(complete)].startswith(partial))):
-                return True
+        if not complete:
+            return True
+        if len(complete) == self._judged[0]:  # no new word since the last chunk
+            return self._judged[1]
+        targets = (said.user_text, *said.earlier_user_texts, said.previous_reply)
+        self._judged = (len(complete), any(_may_end_same(complete, _words(t)) for t in targets if t.strip()))
+        return self._judged[1]
+
+
+def _may_end_same(begun: list[str], target: list[str]) -> bool:
+    """Whether a reply beginning with the words ``begun`` may still be :func:`same_text` as
+    ``target`` once finished. With ``u`` of its words outside their longest common subsequence with
+    the target, no ending gives a ratio above 2L / (2L + u) (L the target's length), since the
+    reply keeps those ``u`` unmatched. A reply whose words mostly do not follow the target
+    (:data:`HOLD_SHARES`) is let go too: should the reply node still replace it, the stream says so."""
+    if not target:
         return False
+    matched = _common_subsequence(begun, target)
+    if 2 * len(target) < SAME_TEXT_RATIO * (2 * len(target) + len(begun) - matched):
+        return False
+    return all(len(begun) <= words or matched >= share * len(begun) for words, share in HOLD_SHARES)
+
+
+def _common_subsequence(a: list[str], b: list[str]) -> int:
+    """The length of the longest common subsequence of ``a`` and ``b`` (difflib's ratio counts
+    fewer matches or as many, so a bound on this bounds it)."""
+    row = [0] * (len(b) + 1)
+    for word in a:
+        diagonal = 0
+        for j, other in enumerate(b, 1):
+            above = row[j]
+            row[j] = diagonal + 1 if word == other else max(above, row[j - 1])
+            diagonal = above
+    return row[-1]

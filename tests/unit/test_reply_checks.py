@@ -167,6 +167,36 @@ def test_a_reply_that_starts_like_the_users_message_is_shown_once_it_departs_fro
     assert f.finish() == ""
 
 
+# The 0.5B's answers to Dana's first two lines (29-30 Nov 2026): the second is the first with three
+# words left out, which echo_kind finds a repeat; the stream had shown it from "you're" on.
+FIRST_ANSWER = (
+    "Hello Dana! I'm glad to hear that you're in Haifa and working as a nurse. It's great to have someone who can "
+    "help you with your daily tasks and provide support when needed. What do you need assistance with today?"
+)
+NEAR_REPEAT = FIRST_ANSWER.replace("glad to hear that you're", "glad you're")
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_a_near_repeat_of_the_previous_reply_is_held_out_of_the_stream_whole(size):
+    said = Said("I prefer short answers.", (DANA,), FIRST_ANSWER, DANA)
+    assert echo_kind(NEAR_REPEAT, said) == "repeat"
+    f = CallTextFilter()
+    f.expect(said)
+    shown = "".join(f.feed("m", NEAR_REPEAT[i : i + size]) for i in range(0, len(NEAR_REPEAT), size))
+    assert shown + f.finish() == ""
+
+
+@pytest.mark.parametrize("size", [1, 1000])
+def test_a_fresh_reply_after_a_long_previous_one_streams_within_its_first_words(size):
+    f = CallTextFilter()
+    f.expect(Said("I prefer short answers.", (DANA,), FIRST_ANSWER, DANA))
+    reply = "Short answers it is, Dana: I will keep every reply to a sentence or two from now on."
+    shown = "".join(f.feed("m", reply[i : i + size]) for i in range(0, len(reply), size))
+    if size == 1:
+        assert reply.startswith(shown) and len(shown.split()) >= len(reply.split()) - 6  # out after a few words
+    assert shown + f.finish() == reply
+
+
 def test_a_note_and_the_message_it_stands_in_for_leave_the_models_view_and_nothing_else_does():
     # With Dana's unanswered line left in view, the real 0.5B gave no usable reply in the turns after it.
     note = no_answer_note(no_answer_text("echo", DANA), id="n1")
