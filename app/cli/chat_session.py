@@ -317,6 +317,13 @@ class ChatSession:
                 turn.parts.append(data["text"])
                 if self.interactive:
                     print(data["text"], end="", file=self.out, flush=True)
+            elif name == "replaced":  # the reply node kept another answer than the one streamed
+                shown = turn.replace(data["withdrawn"], data["text"])
+                if self.interactive:
+                    if shown.strip():
+                        print(file=self.out)
+                        self.note("(That answer was withdrawn; the reply is:)")
+                    print(data["text"], end="", file=self.out, flush=True)
             elif name == "memory":
                 turn.memory_lines.append(data.get("described") or f"memory not updated: {data.get('error')}")
             elif name in ("done", "interrupt", "error"):
@@ -499,6 +506,13 @@ class TurnOutput:
     @property
     def streamed(self) -> str:
         return "".join(self.parts)
+
+    def replace(self, withdrawn: str, text: str) -> str:
+        """``text`` in place of the streamed ``withdrawn`` (the end of what streamed); what was withdrawn."""
+        streamed = self.streamed
+        kept = streamed[: len(streamed) - len(withdrawn)] if withdrawn and streamed.endswith(withdrawn) else streamed
+        self.parts = [kept, text]
+        return withdrawn
 
     def reply(self, stored: str | None) -> str | None:
         # All the turn said, words around a tool call too; blank streamed text (a model's empty first

@@ -17,7 +17,8 @@ from app.runs.active_runs import RunHandle
 KEEPALIVE_SECONDS = 15.0
 
 EVENTS_DOC = {
-    "description": "Server-Sent Events: `token` {text}, `memory` {facts_added, …, described}, "
+    "description": "Server-Sent Events: `token` {text}, `replaced` {text, withdrawn} (the reply kept is not what "
+    "streamed: show `text` in place of `withdrawn`, the tokens' last `withdrawn` characters), `memory` {facts_added, …, described}, "
     "`summary` {folded_messages, summary}, `interrupt` {run_id, interrupts: [{id, value}]}, "
     "`done` {run_id, message_id, user_message_id, reply, usage, tokens_in, tokens_out, memory_written, elapsed_ms}, "
     "`error` {code, message, text?, message_id?, user_message_id?, reply?}: codes stopped, reply_failed, turn_failed, "

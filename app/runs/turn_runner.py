@@ -158,6 +158,10 @@ class TurnRunner:
         self._reply_task: asyncio.Task | None = None
         self._main: asyncio.Task | None = None
         self._calls = CallTextFilter()  # tool calls a model wrote as text never reach the client
+        # The text shown for the reply node's current run (its task), whose answer the node may still
+        # replace: a repeat let out of the hold, a retry after an empty answer (see _reply_phase's end).
+        self._node_task: str | None = None
+        self._node_shown: list[str] = []
 
     @property
     def config(self) -> dict:
@@ -315,13 +319,40 @@ class TurnRunner:
                 values = {k: v for k, v in chunk.items() if k != "__interrupt__"}
             else:
                 self._forward(mode, chunk)
-        if text := self._calls.finish():
-            self.streamed.append(text)
-            self.emit("token", {"text": text})
+        self._show(self._calls.finish())
         if not values:  # steps that wrote nothing stream no values: then the checkpoint says
             state = await self.graph.aget_state(self.config)
             values, interrupts = dict(state.values), list(state.interrupts)
+        if not interrupts:
+            self._correct_shown(values.get("messages", []))
         return values, interrupts
+
+    def _show(self, text: str) -> None:
+        if text:
+            self.streamed.append(text)
+            self._node_shown.append(text)
+            self.emit("token", {"text": text})
+
+    def _node_run(self, task: str | None) -> None:
+        """The reply node began a run (its first try, or its answer after a tool step): what is
+        still held of the previous one's message is let out, and its shown text starts afresh."""
+        self._show(self._calls.finish())
+        self._node_task, self._node_shown = task, []
+
+    def _correct_shown(self, messages: list) -> None:
+        """When the reply the node kept is not what its run streamed (it replaced an answer already
+        shown, or nothing was shown of it), a ``replaced`` event gives the stored text: the client
+        shows that in place of ``withdrawn``, the text streamed since that run began."""
+        if self._node_task is None or not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
+            return
+        shown, final = "".join(self._node_shown), messages[-1].text
+        if " ".join(shown.split()) == " ".join(final.split()):
+            return
+        if shown and "".join(self.streamed).endswith(shown):
+            self.streamed[:] = ["".join(self.streamed)[: -len(shown)]]
+        self.streamed.append(final)
+        self._node_shown = [final]
+        self.emit("replaced", {"text": final, "withdrawn": shown})
 
     async def _memory_phase(self, ctx: Context, *, forward: bool) -> dict:
         """Run the memory phase; the thread's values after it ({} when it changed none)."""
@@ -347,11 +378,12 @@ class TurnRunner:
         if mode == "messages":
             message, meta = chunk
             if meta.get("langgraph_node") == "reply" and isinstance(message, AIMessageChunk):
-                text = self._calls.feed(message.id, _chunk_text(message))
-                if text:
-                    self.streamed.append(text)
-                    self.emit("token", {"text": text})
+                task = meta.get("langgraph_checkpoint_ns")
+                if task != self._node_task:
+                    self._node_run(task)
+                self._show(self._calls.feed(message.id, _chunk_text(message)))
         elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") == "reply_check":
+            self._node_run("checked")  # (sent before the node's first token; that token names its task)
             self._calls.expect(Said(**chunk["said"]))  # an echo of the user is held out of the stream
         elif mode == "custom" and isinstance(chunk, dict) and chunk.get("event") in ("memory", "summary"):
             self.emit(chunk["event"], {k: v for k, v in chunk.items() if k != "event"})

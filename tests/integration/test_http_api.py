@@ -403,7 +403,7 @@ def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(s
     assert first[0] == "input" and first[-len(MEMORY_PHASE):] == ["loop"] * len(MEMORY_PHASE)
     head = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
 
-    running = BackgroundStream(server, account[1], "POST", f"/chats/{chat_id}/messages", {"text": "[slow] I live in Paris"})
+    running = BackgroundStream(server, account[1], "POST", f"/chats/{chat_id}/messages", {"text": "[slow] [markdown] I live in Paris"})  # a reply unlike the last: not held
     running.wait_for_tokens()
     during = client.get(f"/chats/{chat_id}").json()
     assert during["running"] is True and [m["role"] for m in during["messages"]] == ["user", "assistant"]

@@ -112,7 +112,7 @@ def test_stopping_an_edit_keeps_the_edited_branch(server, key, client):
 def test_regenerating_a_stopped_reply_completes_the_turn_and_memory_learns_from_it(server, key, client):
     chat_id = new_chat(client)
     say(client, chat_id, "My name is Dana")
-    events = stop_mid_stream(server, key, chat_id, "[slow] I have a cat named Tom")
+    events = stop_mid_stream(server, key, chat_id, "[slow] [markdown] I have a cat named Tom")  # unlike the last reply: not held
     stopped_id, question_id = final(events).data["message_id"], final(events).data["user_message_id"]
     before = messages_of(client, chat_id)
 

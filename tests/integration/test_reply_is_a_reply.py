@@ -151,3 +151,47 @@ def test_the_http_token_stream_carries_no_markup_and_no_echo_that_was_asked_agai
         second = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[1]})
     assert reply_text(first) == final(first).data["reply"] == "Hello Dana."
     assert reply_text(second) == final(second).data["reply"] == "Noted: short answers."
+
+
+# The 0.5B's answers to Dana's first two lines (30 Nov 2026): the second is the first with three words
+# left out. The stream let it out at "you're" (no longer the first's exact words), the reply node then
+# found it a repeat and kept a note, and the chat showed the repeat while the transcript held the note.
+FIRST_ANSWER = (
+    "Hello Dana! I'm glad to hear that you're in Haifa and working as a nurse. It's great to have someone who can "
+    "help you with your daily tasks and provide support when needed. What do you need assistance with today?"
+)
+NEAR_REPEAT = FIRST_ANSWER.replace("glad to hear that you're", "glad you're")
+
+
+@pytest.mark.slow
+async def test_a_near_repeat_the_node_replaces_is_never_what_the_chat_shows(cli, openai_stub):
+    openai_stub.reset(script(lambda r: FIRST_ANSWER if r.last_user_text == DANA[0] else NEAR_REPEAT))
+    session, out = cli()
+    assert await session.send(DANA[0]) == FIRST_ANSWER
+    shown = await session.send(DANA[1])
+    stored = (await session.graph.aget_state(session.config)).values["messages"][-1].text
+    assert shown == stored == no_answer_text("repeat", DANA[1])
+    assert NEAR_REPEAT not in out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_streamed_answer_the_node_replaced_is_withdrawn_in_the_stream(new_database, openai_stub):
+    """A repeat with words put before it streams (it cannot be told from a fresh answer in time); the
+    node asks again, and a ``replaced`` event puts the answer it kept in place of the one shown."""
+    from tests.support.http_server import final, new_chat_behind_stub, reply_text, stream, token_text
+
+    padded = "Well, well, well, so: " + FIRST_ANSWER
+
+    def reply(request: StubRequest):
+        if nudged(request, "repeat"):
+            return "Short answers it is."
+        return FIRST_ANSWER if request.last_user_text == DANA[0] else padded
+
+    openai_stub.reset(script(reply))
+    with new_chat_behind_stub(new_database("replaced"), openai_stub.base_url) as (client, chat_id):
+        stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[0]})
+        second = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": DANA[1]})
+    assert token_text(second).startswith("Well, well")  # shown as it came
+    replaced = [e.data for e in second if e.name == "replaced"]
+    assert replaced == [{"text": "Short answers it is.", "withdrawn": token_text(second)}]
+    assert reply_text(second) == final(second).data["reply"] == "Short answers it is."

@@ -48,6 +48,7 @@ TEST_MODEL = "http-test"
 PLUGIN = "tests.support.http_server:register_test_models"
 SLOW_CUE, TASK_CUE, FAIL_CUE, MARKDOWN_CUE, PACED_CUE = "[slow]", "[task]", "[fail]", "[markdown]", "[paced]"
 PACED_CALL_SECONDS = 0.25
+FAILING_REPLY = "Rome, then: old streets, long lunches and good coffee, a fine city to live in and to walk around."
 PACED_DELAYS_MS = (60, 300)  # the paced variants registered; add one here to use it
 MARKDOWN_CODE = 'def cook(minutes: int = 9) -> str:\n    return f"pasta for {minutes} minutes, stirred every minute so that it never sticks to the pot"'
 MARKDOWN_REPLY = f"""## Dinner plan
@@ -121,6 +122,8 @@ def _make_test_model(paced_ms: int = 0):
         def _respond(self, messages) -> str:
             if _is_chat_reply(messages) and MARKDOWN_CUE in _current_user_text(messages):
                 return MARKDOWN_REPLY
+            if _is_chat_reply(messages) and FAIL_CUE in _current_user_text(messages):
+                return FAILING_REPLY
             return super()._respond(messages)
 
         def delay_for(self, messages) -> float:
@@ -159,8 +162,8 @@ def _make_test_model(paced_ms: int = 0):
                 failing = _is_chat_reply(messages) and FAIL_CUE in _current_user_text(messages)
                 sent = 0
                 async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
-                    # Six, not two: the first words of a reply that begins like the previous one are
-                    # held back while it may be a repeat (llm.reply_checks.EchoHold).
+                    # Words unlike any earlier reply's, so that they are shown before it fails: a reply that
+                    # may still be a repeat of the previous one is held back (llm.reply_checks.EchoHold).
                     if failing and sent == 6:
                         raise RuntimeError("the model provider went away")
                     sent += 1
@@ -429,6 +432,20 @@ def say(client: httpx.Client, chat_id: str, text: str) -> list[Event]:
 
 
 def reply_text(events: list[Event]) -> str:
+    """What a client shows of the reply: its tokens, a ``replaced`` event's text in place of what it withdrew."""
+    text = ""
+    for e in events:
+        if e.name == "token":
+            text += e.data["text"]
+        elif e.name == "replaced":
+            withdrawn = e.data["withdrawn"]
+            assert text.endswith(withdrawn), (text, withdrawn)
+            text = text[: len(text) - len(withdrawn)] + e.data["text"]
+    return text
+
+
+def token_text(events: list[Event]) -> str:
+    """The tokens alone: what streamed before any correction."""
     return "".join(e.data["text"] for e in events if e.name == "token")
 
 

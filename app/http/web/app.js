@@ -304,6 +304,11 @@ function streamingReply() {
       this.text += piece;
       if (!this.frame) this.frame = requestAnimationFrame(() => this.render());
     },
+    replace(withdrawn, text) {
+      // The reply kept is not the one streamed: its text in place of what was shown of the other.
+      if (withdrawn && this.text.endsWith(withdrawn)) this.text = this.text.slice(0, this.text.length - withdrawn.length);
+      this.add(text);
+    },
     render() {
       this.frame = 0;
       renderMarkdown(body, this.text);
@@ -349,6 +354,8 @@ async function runTurn(method, path, body, { userText }) {
     await api.stream(method, path, body, (name, data) => {
       if (name === "token") {
         reply.add(data.text);
+      } else if (name === "replaced") {
+        reply.replace(data.withdrawn, data.text);
       } else if (name === "memory") {
         notes.push(data.described ? `Remembered: ${data.described}` : `Memory not updated: ${data.error}`);
       } else if (name === "summary" && data.folded_messages) {
