@@ -160,9 +160,10 @@ def without_forgotten(result: ExtractionResult, redactor: Redactor) -> Extractio
     return kept
 
 
-def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes: dict) -> bool:
+def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes: dict, repeats: dict) -> bool:
     """Set the changed scalar fields of one document section and extend its list field with
-    the entries not already there (compared normalized); record what changed; True when any did."""
+    the entries not already there (compared normalized); record what changed, and what was said
+    again unchanged (``repeats``); True when any field changed."""
     changed = False
     for name, value in updates.items():
         if name == list_field:
@@ -172,27 +173,41 @@ def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes
                 getattr(section, list_field).extend(added)
                 changes[list_field] = added
                 changed = True
+            if len(added) < len(value):
+                repeats[list_field] = [v for v in value if normalize_text(v) in known]
         elif value not in unset and getattr(section, name) != value:
             setattr(section, name, value)
             changes[name] = value
             changed = True
+        elif value not in unset:
+            repeats[name] = value
     return changed
 
 
 async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: datetime, report: WriteReport, ops: list, source_of=lambda _t: None) -> None:
-    """Profile and preferences: one document, changed fields only; each changed field records its source."""
+    """Profile and preferences: one document, changed fields only; each field said (changed or repeated) records its source."""
     doc = await get_user_document(tx, user_id)
-    doc_changed = _merge_fields(doc.profile, result.profile_updates.model_dump(), "goals", (None, ""), report.profile_changes)
-    doc_changed = _merge_fields(doc.preferences, result.new_preferences.model_dump(), "other_notes", (None,), report.preference_changes) or doc_changed
+    repeats: dict[str, dict] = {"profile": {}, "preferences": {}}
+    doc_changed = _merge_fields(doc.profile, result.profile_updates.model_dump(), "goals", (None, ""), report.profile_changes, repeats["profile"])
+    doc_changed = _merge_fields(doc.preferences, result.new_preferences.model_dump(), "other_notes", (None,), report.preference_changes,
+                                repeats["preferences"]) or doc_changed
+    sources_changed = False
     for part, changes in (("profile", report.profile_changes), ("preferences", report.preference_changes)):
-        for name, value in changes.items():
+        for name, value in {**repeats[part], **changes}.items():
             src = source_of(", ".join(value) if isinstance(value, list) else str(value))
             key = f"{part}.{name}"
+            if name not in changes and not doc.sources.get(key):
+                continue  # a value of unknown origin stays so: deleting the repeat alone must not clear it
             if src is not None:
-                # A new value of a scalar field starts its history anew; a list field's entries add theirs.
-                doc.sources[key] = with_source(doc.sources.get(key, []) if isinstance(value, list) else [], src)
+                # A new value of a scalar field starts its history anew; a repeat or a list field's
+                # entries add theirs (deleting one message that said it leaves a field another said).
+                anew = name in changes and not isinstance(value, list)
+                sources = with_source([] if anew else doc.sources.get(key, []), src)
+                sources_changed = sources_changed or sources != doc.sources.get(key)
+                doc.sources[key] = sources
     if doc_changed:
         doc.updated_at = now
+    if doc_changed or sources_changed:
         ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
 
 

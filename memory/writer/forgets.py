@@ -125,40 +125,49 @@ async def _forget_carriers(tx, user_id: str, out: ForgetWrite, goes) -> list[Put
 
 
 async def forget_message_items(store, user_id: str, thread_id: str, message_id: str) -> ForgetWrite:
-    """Hide one message whole (the user deleted it outright): recorded, and the facts and tasks only it taught deleted."""
+    """Hide one message whole (the user deleted it outright): recorded, and the facts, tasks, profile
+    fields and preferences that only hidden messages taught (this one, and any hidden before) deleted."""
     out = ForgetWrite(forgotten=[f"message {message_id}"], refs=[(thread_id, message_id)])
     async with user_transaction(store, user_id) as tx:
         out.forget_id = await forget_ledger.hide_message(tx.conn, user_id, thread_id, message_id)
-        out.redactor = Redactor(user_id, frozenset(), frozenset({(thread_id, message_id)}))
+        # The whole ledger: a field two messages taught goes when the second of them is deleted.
+        out.redactor = await forget_ledger.redactor(tx.conn, user_id)
 
-        def only_from_it(item, _text) -> bool:
+        def only_from_hidden(item, _text) -> bool:
             refs = _refs(item.sources, (item.source_thread, item.source_message_id))
             return bool(refs) and all(out.redactor.hides(t, m) for t, m in refs)
 
-        ops = await _forget_carriers(tx, user_id, out, only_from_it)
+        ops = await _forget_carriers(tx, user_id, out, only_from_hidden)
+        doc = await get_user_document(tx, user_id)
+        if _forget_fields(doc, out.redactor, set(), out):
+            doc.updated_at = utcnow()
+            ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
         if ops:
             await tx.abatch(ops)
     return out
 
 
 def _forget_fields(doc: UserDocument, redactor: Redactor, cleared: set[str], report: "ForgetWrite") -> bool:
-    """Clear the named fields and every field whose value carries the forgotten words."""
+    """Clear the named fields, every field whose value carries the forgotten words, and every field
+    that only hidden messages taught (each of its sources is one; one typed by the user keeps it)."""
     changed = False
     for part in ("profile", "preferences"):
         section = getattr(doc, part)
         for name in type(section).model_fields:
             value = getattr(section, name)
             key = f"{part}.{name}"
+            sources = doc.sources.get(key, [])
+            whole = key in cleared or (bool(sources) and all(redactor.hides(s.thread_id, s.message_id) for s in sources))
             if isinstance(value, list):
                 kept = [v for v in value if not redactor.carries(v)]
-                if key in cleared:
+                if whole:
                     kept = []
                 if kept != value:
                     setattr(section, name, kept)
                     changed = True
                     report.fields.append(key)
                     doc.sources.pop(key, None)
-            elif value is not None and (key in cleared or any(redactor.carries(t) for t in value_texts(part, name, value))):
+            elif value is not None and (whole or any(redactor.carries(t) for t in value_texts(part, name, value))):
                 setattr(section, name, None)
                 changed = True
                 report.fields.append(key)
