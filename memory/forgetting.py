@@ -3,7 +3,7 @@
 One thing a user said can live in seven places: the message, its row in the index of what was
 said, a fact, a profile field or preference, a task, the running summary of its chat, and the
 chat's searchable text and title (which related-chat snippets quote). :func:`forget` reaches all
-of them:
+of them (and the rows of the user's ended runs, storage.chat_runs, which keep no text once ended):
 
 1. in one transaction holding the user's lock, it records the forget (storage.forget_ledger:
    hashes of the item's distinctive word stems and its source messages), then deletes every fact
@@ -39,7 +39,7 @@ from core.messages import unsummarized
 from memory.chat_text import SearchableText, redact_record, searchable_text
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
-from storage import episode_rewrites, forget_ledger
+from storage import chat_runs, episode_rewrites, forget_ledger
 from storage.checkpoint_rows import put_state_values
 from storage.memory_store import memory_store
 
@@ -88,16 +88,19 @@ async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str
     report = ForgetReport.of(written)
     report.messages = await _redact_index(store, user_id, written.redactor, written.texts, written.refs)
     report.chats, report.summaries = await _redact_chats(store, user_id, written.redactor)
+    await chat_runs.clear_text(memory_store(store).pool, user_id)  # ended runs' rows: which of them carried it is not known
     log.info("forget for %s: %s", user_id, report.describe())
     return report
 
 
 async def forget_message(store, user_id: str, thread_id: str, message_id: str) -> ForgetReport:
     """Hide one message whole, for good: recorded in the ledger, the facts and tasks only it taught
-    deleted, its row in the index of what was said emptied."""
+    deleted, its row in the index of what was said emptied, and the chat's ended runs' rows rid of
+    what the user said."""
     written = await forget_message_items(store, user_id, thread_id, message_id)
     report = ForgetReport.of(written)
     report.messages = await _redact_index(store, user_id, written.redactor, [], written.refs)
+    await chat_runs.clear_text(memory_store(store).pool, user_id, thread_id)
     return report
 
 

@@ -22,6 +22,9 @@ process' memory.
   it starts (``head_checkpoint``), the turn it answers (``turn``: the user's message,
   the fork point of an edit), and its heartbeat saves the reply as far as it streamed
   (``partial_reply``).
+- What the user said stays only while it may be needed: a run that reaches a final status loses its
+  turn's text and its partial reply (the transcript keeps them, and deleting or forgetting them there
+  must not leave a copy here); :func:`clear_text` does the same for ended rows on a deletion or a forget.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from storage.chat_imports import refuse_runs_while_importing
 
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
+# What an ended run no longer needs of what the user said: the take-back reads both only from an active row.
+_CLEARED = "turn = turn - 'text', partial_reply = NULL"
 # Heartbeats come every 0.2 s (app.runs.active_runs); a worker silent this long is dead. With the
 # reaper's period this frees a dead worker's chat within STALE_AFTER + REAP_EVERY (20 s).
 STALE_AFTER_SECONDS = 15
@@ -149,6 +154,10 @@ async def setup(pool: AsyncConnectionPool) -> None:
         await conn.execute(
             "DELETE FROM memory_agent_runs WHERE finished_at < now() - make_interval(days => %s)", (KEEP_FINISHED_DAYS,)
         )
+        # Rows that ended while ending did not yet clear their text (older versions).
+        await conn.execute(
+            f"UPDATE memory_agent_runs SET {_CLEARED} WHERE status = ANY(%s) AND (partial_reply IS NOT NULL OR turn ? 'text')", (list(FINAL),)
+        )
 
 
 async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kind: str, worker: str) -> str:
@@ -189,7 +198,7 @@ async def take_over_stale(
             await conn.execute(
                 """
                 WITH stale AS (
-                    SELECT run_id, status FROM memory_agent_runs
+                    SELECT run_id, status, turn, partial_reply FROM memory_agent_runs
                     WHERE status IN ('running', 'stopping', 'committing')
                       AND heartbeat_at < now() - make_interval(secs => %s)
                       AND (%s::text IS NULL OR thread_id = %s)
@@ -197,10 +206,11 @@ async def take_over_stale(
                     FOR UPDATE SKIP LOCKED
                 )
                 UPDATE memory_agent_runs r
-                SET status = 'abandoned', finished_at = now(), detail = 'its worker stopped answering while ' || stale.status
+                SET status = 'abandoned', finished_at = now(), detail = 'its worker stopped answering while ' || stale.status,
+                    turn = r.turn - 'text', partial_reply = NULL
                 FROM stale WHERE r.run_id = stale.run_id
                 RETURNING r.run_id, r.thread_id, r.user_id, r.kind, stale.status AS was, r.head_recorded,
-                          r.head_checkpoint, r.head_writes, r.turn, r.partial_reply
+                          r.head_checkpoint, r.head_writes, stale.turn, stale.partial_reply
                 """,
                 (STALE_AFTER_SECONDS, thread_id, thread_id, limit),
             )
@@ -234,10 +244,13 @@ async def record_head(
     pool: AsyncConnectionPool, run_id: str, checkpoint_id: str | None, writes: list[str], turn: RecordedTurn | None = None
 ) -> None:
     """Where the thread stood when the run began (what taking the run back returns to), and the turn it answers."""
+    recorded = Jsonb(turn.model_dump()) if turn is not None else None
     async with pool.connection() as conn:
+        # (A run taken over meanwhile has ended: its row gets no text.)
         await conn.execute(
-            "UPDATE memory_agent_runs SET head_recorded = true, head_checkpoint = %s, head_writes = %s, turn = %s WHERE run_id = %s",
-            (checkpoint_id, writes, Jsonb(turn.model_dump()) if turn is not None else None, run_id),
+            "UPDATE memory_agent_runs SET head_recorded = true, head_checkpoint = %s, head_writes = %s, "
+            "turn = CASE WHEN status = ANY(%s) THEN %s ELSE %s::jsonb - 'text' END WHERE run_id = %s",
+            (checkpoint_id, writes, list(ACTIVE), recorded, recorded, run_id),
         )
 
 
@@ -262,8 +275,9 @@ async def transition(pool: AsyncConnectionPool, run_id: str, to: str, *, when: t
     async with pool.connection() as conn:
         cur = await conn.execute(
             "UPDATE memory_agent_runs SET status = %s, detail = COALESCE(%s, detail), heartbeat_at = now(), "
-            "finished_at = CASE WHEN %s THEN now() ELSE finished_at END "
-            "WHERE run_id = %s AND status = ANY(%s)",
+            "finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
+            + (f", {_CLEARED}" if final else "")
+            + " WHERE run_id = %s AND status = ANY(%s)",
             (to, detail, final, run_id, list(when)),
         )
         return cur.rowcount == 1
@@ -293,14 +307,26 @@ async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None])
         return {}
     rows = await (
         await conn.execute(
-            "UPDATE memory_agent_runs r SET heartbeat_at = now(), partial_reply = COALESCE(b.text, r.partial_reply) "
+            # A beat sent as its run ended writes no text back into the ended row.
+            "UPDATE memory_agent_runs r SET heartbeat_at = now(), "
+            "partial_reply = CASE WHEN r.status = ANY(%s) THEN COALESCE(b.text, r.partial_reply) END "
             "FROM unnest(%s::uuid[], %s::text[]) AS b(run_id, text) WHERE r.run_id = b.run_id RETURNING r.run_id, r.status",
-            (list(beats), list(beats.values())),
+            (list(ACTIVE), list(beats), list(beats.values())),
         )
     ).fetchall()
     return {str(r["run_id"]): r["status"] for r in rows}
 
 
+async def clear_text(pool: AsyncConnectionPool, user_id: str, thread_id: str | None = None) -> int:
+    """Clear what the user said from their ended runs (of one thread, or all): rows that ended before
+    runs cleared it as they ended. An active run keeps it: taking it back needs it."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            f"UPDATE memory_agent_runs SET {_CLEARED} WHERE user_id = %s AND (%s::text IS NULL OR thread_id = %s) "
+            "AND status = ANY(%s) AND (partial_reply IS NOT NULL OR turn ? 'text')",
+            (user_id, thread_id, thread_id, list(FINAL)),
+        )
+        return cur.rowcount
 
 
 async def _delete(pool: AsyncConnectionPool, column: str, value: str) -> int:
