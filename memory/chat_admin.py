@@ -23,7 +23,7 @@ from core.redaction import Redactor, term_hashes
 from memory.chat_text import redact_title
 from memory.user_memory import get_chat
 from memory.writer import records as memory_records
-from memory.forgetting import forget_message, redact_folded_message, redacted_chat, was_folded
+from memory.forgetting import forget_message, redact_deleted_message, redacted_chat, was_folded
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from storage.memory_store import memory_store
 from core.schemas import ChatRecord
@@ -101,13 +101,14 @@ DELETED = "[deleted]"
 async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str, message: BaseMessage) -> None:
     """Delete one message outright: hidden from every model and derived copy for good (the forget
     ledger), the facts and tasks only it taught deleted, its index row emptied, its text replaced in
-    the transcript, the summary board rid of it if it was folded in, the chat's earlier checkpoints
-    (which still hold it) pruned, and the chat's searchable text written again."""
+    the transcript, the summary board rid of it if it was folded in, the state of every chat of the
+    user rid of what it drew from it, the chat's earlier checkpoints (which still hold it) pruned,
+    and the chat's searchable text written again."""
     await forget_message(backend.store, user_id, thread_id, message.id)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
     config = {"configurable": {"thread_id": thread_id}}
     await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node=LAST_NODE)
-    await redact_folded_message(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, message)
+    await redact_deleted_message(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, message)
     await backend.checkpointer.aprune([thread_id], strategy="keep_latest")
     await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, deleted=message)
 

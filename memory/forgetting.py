@@ -10,13 +10,17 @@ of them (and the rows of the user's ended runs, storage.chat_runs, which keep no
    and task that carries those words or came only from those messages (superseded history
    included), and clears every profile field and preference that carries them;
 2. then the derived copies: the index rows of every message that carried them are rewritten
-   without them (new text, words and vector), and every chat record and running summary that
-   carried them is redacted and written again.
+   without them (new text, words and vector), every chat record that carried them is redacted and
+   written again, and so is the head state of every chat of the user (STATE_CHANNELS: the running
+   summary, what the turn loaded, what it wrote).
 
 What a forget missed cannot come back: the redactor built from the ledger (core.redaction) runs
-on every model call, index write and extraction, so neither the rules, nor a new extraction over
-the old messages, nor a reindex, nor an import restores it. The transcript keeps the message as
-the user wrote it, marked as forgotten (``forgotten_in``), until the user deletes it outright.
+on every model call, index write and extraction, on the state every turn leaves (summarize and
+extract_memories apply it) and on every state shown (:func:`shown_state`), so neither the rules,
+nor a new extraction over the old messages, nor a reindex, nor an import, nor a fork from a
+checkpoint older than the forget, nor a turn that loaded its state before it restores it. The
+transcript keeps the message as the user wrote it, marked as forgotten (``forgotten_in``), until
+the user deletes it outright.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel
 
 from core.namespaces import facts_ns, tasks_ns
-from core.redaction import Redactor, distinctive_stems, term_hashes
+from core.redaction import Redactor, changed, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.words import content_words, stem
 from embeddings.calibration import CALIBRATED
@@ -39,8 +43,8 @@ from core.messages import unsummarized
 from memory.chat_text import SearchableText, redact_record, searchable_text
 from memory.writer.records import save_chat_record
 from memory.user_memory import _all, get_user_document, list_chats, parse_item, search_facts
-from storage import chat_runs, episode_rewrites, forget_ledger
-from storage.checkpoint_rows import put_state_values
+from storage import chat_runs, checkpoint_rows, episode_rewrites, forget_ledger, thread_owners
+from storage.user_transaction import user_transaction
 from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
@@ -126,18 +130,87 @@ def redact_board(board: SummaryBoard, redactor: Redactor) -> SummaryBoard:
 
 
 async def _redact_chats(store, user_id: str, redactor: Redactor) -> tuple[int, int]:
-    """Chat records (title, searchable text) and running summaries that carried what was forgotten."""
-    saver = memory_store(store).checkpoint_reader()
-    chats = summaries = 0
+    """Chat records (title, searchable text) and the state of every chat of the user that carried
+    what was forgotten; how many records and running summaries were written again."""
+    summaries = 0
+    for thread_id in await thread_owners.threads_of(memory_store(store).pool, user_id):
+        summaries += "summary" in await redact_head(store, thread_id, redactor)
+    chats = 0
     for chat in await list_chats(store, user_id):
         if not (redactor.carries(chat.summary_text) or redactor.carries(chat.title)):
             continue
-        if await _redact_summary(saver, chat.thread_id, redactor):
-            summaries += 1
         redact_record(chat, redactor)
         await save_chat_record(store, user_id, chat)
         chats += 1
     return chats, summaries
+
+
+# --------------------------------------------------------------------------- the chat's state
+STATE_CHANNELS = ("summary", "loaded_context", "memory_written")
+"""The channels of a chat's state drawn from memory, not the transcript: the running summary board,
+what load_context loaded for the turn, what extraction wrote. Studio and the thread's state show
+them; they must hold nothing the user had forgotten."""
+
+
+def redact_state(values: dict, redactor: Redactor, *, board: bool = True) -> dict:
+    """The channels of ``values`` (a chat's state) in STATE_CHANNELS that ``redactor`` changes, as it
+    leaves them (the summary board only with ``board``)."""
+    if not redactor:
+        return {}
+    out: dict = {}
+    if board and values.get("summary"):
+        before = SummaryBoard.model_validate(values["summary"])
+        after = redact_board(before, redactor)
+        if after != before:
+            out["summary"] = after.model_dump(mode="json")
+    loaded = values.get("loaded_context")
+    if loaded:
+        kept = redactor.value({**loaded, "excerpts": _excerpts_shown(loaded["excerpts"], redactor)} if "excerpts" in loaded else loaded)
+        if changed(loaded, kept):
+            out["loaded_context"] = kept
+    written = values.get("memory_written")
+    if written and changed(written, kept := redactor.value(written)):
+        out["memory_written"] = kept
+    return out
+
+
+def _excerpts_shown(excerpts: list, redactor: Redactor) -> list:
+    """Excerpts of what was said without the lines of hidden messages (which only their ids name)."""
+    out = []
+    for e in excerpts or []:
+        lines = [line for line in e.get("lines") or [] if not redactor.hides(e.get("thread_id"), line.get("message_id"))]
+        if lines:
+            out.append({**e, "lines": lines})
+    return out
+
+
+def shown_state(values: dict, redactor: Redactor) -> dict:
+    """A chat's state as it may be shown to its user: the channels drawn from memory redacted (the
+    transcript stays as written; ``forgotten_in`` marks its messages). Whatever wrote the state, an
+    older checkpoint a fork started from included, nothing forgotten is shown."""
+    return {**values, **redact_state(values, redactor)}
+
+
+async def redact_head(store, thread_id: str, redactor: Redactor, *, board: bool = True) -> list[str]:
+    """The chat's head state rewritten without what ``redactor`` hides; the channels rewritten."""
+    if not redactor:
+        return []
+    return await checkpoint_rows.rewrite_head(
+        memory_store(store).pool, thread_id, STATE_CHANNELS, lambda values: redact_state(values, redactor, board=board)
+    )
+
+
+async def redactor_now(store, user_id: str) -> Redactor:
+    """The user's redactor read under the user's lock, as the writer reads it: a forget in progress
+    is waited for, so a node that writes the state with it misses no forget committed before."""
+    async with user_transaction(store, user_id) as tx:
+        return await forget_ledger.redactor_of_store(tx, user_id)
+
+
+async def state_redaction(store, user_id: str, values: dict) -> dict:
+    """What a node adds to its update so that the state it leaves holds nothing the user had
+    forgotten (``values``: the STATE_CHANNELS as the node leaves them)."""
+    return redact_state(values, await redactor_now(store, user_id))
 
 
 @dataclass(frozen=True)
@@ -170,26 +243,15 @@ def was_folded(values: dict, message_id: str | None) -> bool:
     return message_id in ids and cursor in ids and ids.index(message_id) <= ids.index(cursor)
 
 
-async def redact_folded_message(store, user_id: str, thread_id: str, values: dict, message: BaseMessage) -> bool:
-    """A message deleted outright that the chat's summary board had already folded in
-    (``values``: the thread's state): the board loses what carries the message's distinctive
-    words. The board paraphrases, so its words are all there is to go by; a clause of the board
-    that shares one goes too. Whether the board changed."""
-    if not was_folded(values, message.id):
-        return False  # the board never saw it
-    redactor = Redactor(user_id, frozenset(term_hashes(user_id, [message.text])))
-    return await _redact_summary(memory_store(store).checkpoint_reader(), thread_id, redactor)
-
-
-async def _redact_summary(saver, thread_id: str, redactor: Redactor) -> bool:
-    head = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-    summary = ((head.checkpoint.get("channel_values") or {}).get("summary") if head else None) or {}
-    if not summary:
-        return False
-    board = SummaryBoard.model_validate(summary)
-    if not redactor.carries(board.render()):
-        return False
-    return await put_state_values(saver, thread_id, {"summary": redact_board(board, redactor).model_dump(mode="json")})
+async def redact_deleted_message(store, user_id: str, thread_id: str, values: dict, message: BaseMessage) -> None:
+    """A message deleted outright (``values``: its chat's state): the state of the user's chats
+    loses what it drew from it. Facts, snippets and the summary paraphrase it, so its distinctive
+    words are all there is to go by: what load_context and extraction left in each chat's head loses
+    the clauses that share one, and so does its own chat's summary board if the board had folded it
+    in (another chat's board never saw it). Excerpts lose its lines, by id."""
+    redactor = Redactor(user_id, frozenset(term_hashes(user_id, [message.text])), frozenset({(thread_id, message.id)}))
+    for thread in await thread_owners.threads_of(memory_store(store).pool, user_id):
+        await redact_head(store, thread, redactor, board=thread == thread_id and was_folded(values, message.id))
 
 
 # --------------------------------------------------------------------------- "forget that I …"

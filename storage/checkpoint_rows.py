@@ -1,5 +1,6 @@
 """Rows of LangGraph's checkpoint tables (checkpoints, checkpoint_writes, checkpoint_blobs) that
-the saver has no call for: the head of a thread before a run, and taking a run's writes back.
+the saver has no call for: the head of a thread before a run, taking a run's writes back, and
+rewriting channels of a head in place (a forget).
 
 Checkpoint ids are time-ordered (uuid6), the order the saver lists them in, so everything a
 run wrote is what is newer than the thread's head when it started: newer checkpoints, their
@@ -9,11 +10,15 @@ checkpoint points to.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
+
+from storage.checkpoint_serde import CheckpointSerializer
 
 
 GC_BLOBS = """
@@ -156,27 +161,58 @@ async def rollback_thread(pool: AsyncConnectionPool, mark: ThreadMark) -> list[s
     return removed
 
 
+HEAD = (
+    "SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
+    "ORDER BY checkpoint_id DESC LIMIT 1 FOR UPDATE"
+)
 
 
-async def put_state_values(saver: AsyncPostgresSaver, thread_id: str, values: dict) -> bool:
-    """A new head checkpoint of the thread with ``values`` set in its channels, as LangGraph's
-    ``update_state`` records an update (source "update", next step, the changed channels' versions
-    bumped). For changes made from outside any run of the graph (a forget rewriting the summaries of
-    every chat of the user), where no compiled graph is at hand. False when the thread has none."""
-    from langgraph.checkpoint.base import copy_checkpoint, create_checkpoint
+async def rewrite_head(pool: AsyncConnectionPool, thread_id: str, channels: Sequence[str], change: Callable[[dict], dict]) -> list[str]:
+    """Rewrite channels of the thread's head checkpoint in place: ``change`` gets the head's values
+    of ``channels`` (those it holds) and returns the ones to replace, which are written as new blobs
+    the head points to. The channels rewritten (none when the thread has no head or nothing changed).
 
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    head = await saver.aget_tuple(config)
-    if head is None:
-        return False
-    checkpoint = copy_checkpoint(head.checkpoint)
-    step = int((head.metadata or {}).get("step", -1)) + 1
-    versions: dict = {}
-    for channel, value in values.items():
-        checkpoint["channel_values"][channel] = value
-        versions[channel] = saver.get_next_version(checkpoint["channel_versions"].get(channel), None)
-        checkpoint["channel_versions"][channel] = versions[channel]
-    checkpoint = create_checkpoint(checkpoint, None, step)
-    metadata = {"source": "update", "step": step, "parents": {}, "writes": {"memory-agent": sorted(values)}}
-    await saver.aput(head.config, checkpoint, metadata, versions)
-    return True
+    In place, not as a new checkpoint: the head keeps its id and its pending writes (a turn waiting
+    for the user's confirmation keeps its question), a stopped turn's rollback to it keeps the
+    change, and a forget rewriting every chat of a user adds nothing to their histories. Only the
+    messages' channel is large, and it is neither read nor written. The head's row is locked, so
+    two rewrites of one head queue."""
+    serde = CheckpointSerializer()
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            head = await (await conn.execute(HEAD, (thread_id,))).fetchone()
+            if head is None:
+                return []
+            checkpoint = head["checkpoint"]
+            versions = {c: v for c, v in (checkpoint.get("channel_versions") or {}).items() if c in channels}
+            if not versions:
+                return []
+            rows = await (
+                await conn.execute(
+                    "SELECT channel, type, blob FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
+                    "AND (channel, version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                    (thread_id, list(versions), list(versions.values())),
+                )
+            ).fetchall()
+            values = {r["channel"]: serde.loads_typed((r["type"], r["blob"])) for r in rows if r["type"] != "empty"}
+            new = {c: v for c, v in change(values).items() if c in versions}
+            if not new:
+                return []
+            bumped = {c: _next_version(versions[c]) for c in new}
+            for channel, value in new.items():
+                kind, blob = serde.dumps_typed(value)
+                await conn.execute(
+                    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES (%s, '', %s, %s, %s, %s)",
+                    (thread_id, channel, bumped[channel], kind, blob),
+                )
+            await conn.execute(
+                "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_versions}', (checkpoint -> 'channel_versions') || %s::jsonb) "
+                "WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s",
+                (json.dumps(bumped), thread_id, head["checkpoint_id"]),
+            )
+    return sorted(new)
+
+
+def _next_version(current: str | int | None) -> str:
+    """The next version of a channel, as the saver makes them (a random part: never one a running turn also makes)."""
+    return AsyncPostgresSaver.get_next_version(None, current, None)  # type: ignore[arg-type]
