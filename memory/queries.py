@@ -39,7 +39,7 @@ from memory import chat_search, episodes
 from core.words import keyword_match, query_terms
 from memory.chat_admin import import_states, owned_chats, owned_ids, user_thread_ids  # noqa: F401 - re-exported
 from memory.chat_search import FORMULA as CHAT_SEARCH_FORMULA, ChatLookup, RankedChat, chat_query, find_chat, switch_request  # noqa: F401 - re-exported
-from memory.forgetting import forgotten_in, redactor_for  # noqa: F401 - re-exported
+from memory.forgetting import forgotten_in, redactor_for, shown_state  # noqa: F401 - re-exported
 from memory.provenance import SourceView, as_json as sources_as_json, memory_sources  # noqa: F401 - re-exported
 from storage import embeddings_record, store_rows
 from core.errors import MemoryAgentError

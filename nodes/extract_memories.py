@@ -17,7 +17,7 @@ from llm.chat_model import load_chat_model
 from core.errors import ModelOutputError
 from llm.chat_model import model_label
 from memory.extractor import RULES_ONLY, extract
-from memory.forgetting import redactor_for
+from memory.forgetting import STATE_CHANNELS, redactor_for, state_redaction
 from memory.writer.extraction import apply_extraction, mark_used
 from memory.user_memory import get_user_document, stored_tasks, search_facts
 
@@ -60,8 +60,13 @@ async def extract_memories(state: State, runtime: Runtime[Context]) -> dict:
         # The facts recalled into this turn's prompt, marked used here, after the reply: a write
         # before the first token cost load_context ~5 ms at 100,000 indexed messages.
         facts = (state.loaded_context or {}).get("facts") or []
-        await mark_used(runtime.store, get_context(runtime).user_id, [f["id"] for f in facts if f.get("id")])
-        return await _extract_memories(state, runtime)
+        user_id = get_context(runtime).user_id
+        await mark_used(runtime.store, user_id, [f["id"] for f in facts if f.get("id")])
+        update = await _extract_memories(state, runtime)
+        # The turn's last node: a forget that committed while the turn ran (after summarize read the
+        # ledger) reaches the state the turn leaves, not only the head it found.
+        values = {**{c: getattr(state, c) for c in STATE_CHANNELS}, **update}
+        return update | await state_redaction(runtime.store, user_id, values)
     except GraphBubbleUp:
         raise
     except Exception as exc:  # reading related memories or writing the result failed

@@ -18,7 +18,7 @@ from core.schemas import SummaryBoard
 from core.state import State
 from core.tokens import count_tokens
 from llm.chat_model import load_chat_model
-from memory.forgetting import redact_board, redactor_for
+from memory.forgetting import STATE_CHANNELS, redact_state, redactor_now
 from memory.summarizer import fold_summary, recompress_summary
 from nodes.compaction import plan_fold
 from nodes.stream_events import NOSTREAM, emit
@@ -38,8 +38,12 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
 
 async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
-    board = SummaryBoard.model_validate(state.summary) if state.summary else SummaryBoard()
-    update: dict = {}
+    # Every run, fold or not: a turn forked from a checkpoint older than a forget, or one that
+    # loaded its state before the forget committed, must not write the forgotten words back.
+    redactor = await redactor_now(runtime.store, ctx.user_id)
+    update: dict = redact_state({c: getattr(state, c) for c in STATE_CHANNELS}, redactor)
+    summary = update.get("summary", state.summary)
+    board = SummaryBoard.model_validate(summary) if summary else SummaryBoard()
     folded = plan_fold(
         state.messages,
         state.summarized_through,
@@ -50,10 +54,7 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
     if folded:
         model = load_chat_model(ctx.model)
         thread_id = thread_id_of(runtime)
-        # What the user had forgotten never reaches the summarizer.
-        redactor = await redactor_for(runtime.store, ctx.user_id)
-        if redactor:
-            board = redact_board(board, redactor)
+        # What the user had forgotten never reaches the summarizer (the board is redacted above).
         try:
             with timed("summarize"):
                 evidence = [m for m in folded if not adds_no_evidence(m)]  # a memory echo or a no-answer note adds nothing
@@ -72,7 +73,7 @@ async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
             emit({"event": "summary", "error": str(exc)})
         else:
             board = new_board
-            update = {
+            update |= {
                 "summary": board.model_dump(mode="json"),
                 "summarized_through": folded[-1].id,
                 "summary_folds": state.summary_folds + 1,

@@ -48,7 +48,7 @@ from memory.chat_admin import forget_user_everywhere
 from storage import thread_owners
 from memory.forgetting import forget_request
 from memory import queries as q
-from memory.queries import chat_query, find_chat, import_states, list_chats, list_facts, owned_chats, redactor_for, switch_request, user_thread_ids
+from memory.queries import chat_query, find_chat, import_states, list_chats, list_facts, owned_chats, redactor_for, shown_state, switch_request, user_thread_ids
 from storage import chat_runs
 from storage.fenced_saver import FencedPostgresSaver
 
@@ -411,8 +411,9 @@ class ChatSession:
             if not await self.may_read():
                 return True
             state = await self.graph.aget_state(self.config)
-            board = SummaryBoard.model_validate(state.values.get("summary") or {})
-            folds = state.values.get("summary_folds", 0)
+            values = shown_state(state.values, await redactor_for(store, self.user_id))
+            board = SummaryBoard.model_validate(values.get("summary") or {})
+            folds = values.get("summary_folds", 0)
             self.note(board.render() + f"\n({folds} folds)" if not board.is_empty() else "No summary yet: the whole chat still fits the model's view.")
         elif name == "/chats":
             self.listed = await owned_chats(self.backend.pool, self.user_id, await list_chats(store, self.user_id))

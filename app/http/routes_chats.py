@@ -66,7 +66,7 @@ from memory.writer.records import rename_chat as rename_chat_record
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.writer.records import create_chat_record
-from memory.queries import CHAT_SEARCH_FORMULA, RankedChat, find_chat, forgotten_in, import_states, list_chats, owned_chats
+from memory.queries import CHAT_SEARCH_FORMULA, RankedChat, find_chat, forgotten_in, import_states, list_chats, owned_chats, redactor_for, shown_state
 from core.messages import is_stopped, sent_at
 
 router = APIRouter(tags=["chats"])
@@ -154,6 +154,8 @@ async def chat_detail(services: Services, chat: ChatRecord, user: str | None = N
         active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
     state = await services.graph.aget_state(config_of(chat.thread_id))
     values = state.values or {}
+    if user:  # the summary board as the user's forgets leave it, whatever path wrote the state
+        values = shown_state(values, await redactor_for(services.backend.store, user))
     messages = list(values.get("messages", []))
     cursor = values.get("summarized_through")
     view = model_view(messages, cursor)
