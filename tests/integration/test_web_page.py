@@ -423,7 +423,8 @@ async def test_a_second_tab_sees_the_running_reply_and_keeps_its_message(pages):
     await second.wait_for_selector("body[data-ready='1']")
 
     # The first tab starts a long reply; the second sends while it runs.
-    await first.fill(tid("message-input"), "[slow] Tell me a long story about the sea")
+    # (A reply unlike the last, so it streams from its first words: see below.)
+    await first.fill(tid("message-input"), "[slow] [markdown] Tell me a long story about the sea")
     await first.click(tid("send"))
     await first.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
     await second.fill(tid("message-input"), "And what about the mountains?")
