@@ -25,6 +25,7 @@ the user deletes it outright.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -33,9 +34,11 @@ from typing import Literal, Sequence
 from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel
 
+from core.errors import InvalidMessage
 from core.namespaces import facts_ns, tasks_ns
 from core.redaction import Redactor, changed, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
+from core.text_validation import LINE_CHARS, unstorable_reason
 from core.words import content_words, stem
 from embeddings.calibration import CALIBRATED
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
@@ -53,6 +56,29 @@ Part = Literal["facts", "tasks", "profile", "preferences"]
 PARTS: tuple[Part, ...] = ("facts", "tasks", "profile", "preferences")
 # A fact found by meaning alone (its words differ from the request's) must be this close.
 FORGET_SIMILARITY = CALIBRATED.forget_match
+FORGET_CHARS = LINE_CHARS
+"""The longest text a forget by words takes (POST /memory/forget, the CLI's /forget, MCP's forget,
+the agent's forget_memory tool): it names one thing. Checked here, where they all pass."""
+
+
+def checked_words(words: str) -> str:
+    """``words`` unchanged, or InvalidMessage saying why a forget cannot take them."""
+    reason = unstorable_reason(words)
+    if reason is not None:
+        raise InvalidMessage(f"The text to forget {reason}.")
+    if len(words) > FORGET_CHARS:
+        raise InvalidMessage(
+            f"The text to forget is too long: {len(words):,} characters, the limit is {FORGET_CHARS:,}. "
+            'Name one thing to forget at a time ("that I work as a nurse", "Porto").'
+        )
+    return words
+
+
+def distinctive_words(text: str) -> list[str]:
+    """The content words of ``text`` whose stems a forget of it hides. (The stems are found once:
+    found again for each word, the cost grew with the square of the text's length.)"""
+    stems = distinctive_stems(text)
+    return [w for w in content_words(text) if stem(w) in stems]
 
 
 class ForgetTarget(BaseModel):
@@ -86,6 +112,7 @@ class ForgetReport(ForgetWrite):
 async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str = "", now: datetime | None = None) -> ForgetReport | None:
     """Forget ``targets`` (and, with ``words``, whatever carries the words' distinctive stems) in every
     copy. None when there is nothing to forget (no such item, and no words)."""
+    checked_words(words)
     written = await forget_items(store, user_id, [(t.part, t.key) for t in targets], words=words, now=now)
     if written is None:
         return None
@@ -111,16 +138,22 @@ async def forget_message(store, user_id: str, thread_id: str, message_id: str) -
 async def _redact_index(store, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]]) -> int:
     """Rewrite the index rows of the messages that carried what was forgotten."""
     ours = memory_store(store)
-    words = sorted({w for t in texts for w in content_words(t) if stem(w) in distinctive_stems(t)})
+    words = sorted({w for t in texts for w in distinctive_words(t)})
     rows = await episode_rewrites.rows_with_words(ours.pool, user_id, words, refs)
-    changed = [(r, redactor.said(r.thread_id, r.message_id, r.content)) for r in rows]
-    changed = [(r, text) for r, text in changed if text != r.content]
+    # Up to 20,000 rows of up to 20,000 characters: redacted off the event loop, which serves other users' replies.
+    changed = await asyncio.to_thread(_redacted_rows, rows, redactor)
     if not changed:
         return 0
     vectors = await ours.embeddings.aembed_documents([t for _, t in changed])
     return await episode_rewrites.rewrite(
         ours.pool, user_id, [episode_rewrites.Rewrite(r.thread_id, r.message_id, t, v) for (r, t), v in zip(changed, vectors)]
     )
+
+
+def _redacted_rows(rows: list, redactor: Redactor) -> list[tuple]:
+    """The rows ``redactor`` changes, each with its new text."""
+    out = [(r, redactor.said(r.thread_id, r.message_id, r.content)) for r in rows]
+    return [(r, text) for r, text in out if text != r.content]
 
 
 def redact_board(board: SummaryBoard, redactor: Redactor) -> SummaryBoard:
@@ -265,7 +298,7 @@ async def find_targets(store, user_id: str, request: str) -> list[Candidate]:
     """What a request such as "forget that I work as a nurse" or "/forget Porto" names: every fact,
     task, profile field and preference that carries its distinctive words; failing that, the fact
     nearest in meaning when it is close."""
-    wanted = distinctive_stems(request)
+    wanted = distinctive_stems(checked_words(request))
     probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))
     found: list[Candidate] = []
     doc = await get_user_document(store, user_id)
@@ -291,7 +324,9 @@ async def find_targets(store, user_id: str, request: str) -> list[Candidate]:
 
 
 async def forget_request(store, user_id: str, request: str) -> ForgetReport | None:
-    """Forget what ``request`` names (:func:`find_targets`) and its words; None when it names nothing."""
+    """Forget what ``request`` names (:func:`find_targets`) and its words; None when it names nothing.
+    InvalidMessage when ``request`` is over FORGET_CHARS (or cannot be stored)."""
+    checked_words(request)
     found = await find_targets(store, user_id, request)
     if not found and not await _said_anywhere(store, user_id, request):
         return None
@@ -300,7 +335,7 @@ async def forget_request(store, user_id: str, request: str) -> ForgetReport | No
 
 async def _said_anywhere(store, user_id: str, request: str) -> bool:
     """Whether some message of the user carries the request's distinctive words (a thing said, never remembered as an item)."""
-    words = [w for w in content_words(request) if stem(w) in distinctive_stems(request)]
+    words = distinctive_words(request)
     if not words:
         return False
     probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))

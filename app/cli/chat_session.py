@@ -484,7 +484,11 @@ class ChatSession:
             return
         # Every copy: the facts, profile fields, preferences and tasks that carry it, the messages
         # that said it (in the index and in every model's view), the summaries and chat records.
-        report = await forget_request(store, self.user_id, what)
+        try:
+            report = await forget_request(store, self.user_id, what)
+        except InvalidMessage as exc:  # too long to name one thing: nothing was forgotten
+            self.error(str(exc))
+            return
         if report is not None and self.on_forget_words:
             redactor = await redactor_for(store, self.user_id)
             for forgotten in self.on_forget_words:

@@ -33,11 +33,11 @@ from app.http.schemas import (
 from app.http.services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
-from core.text_validation import Identifier, StorableText
+from core.text_validation import BoundedText, Identifier, StorableText
 from memory.kinds import KINDS
 from memory.writer.edits import delete_invalid as delete_invalid_memory, delete_item, edit_fact, edit_task, edit_user_document
 from memory import queries as q
-from memory.forgetting import ForgetReport, ForgetTarget, forget, forget_request
+from memory.forgetting import FORGET_CHARS, ForgetReport, ForgetTarget, forget, forget_request
 from storage import forget_ledger
 from memory.queries import (
     InvalidItem, ItemIsValid, Kind, check_item, get_user_document, invalid_items, list_facts, memory_sources, sources_as_json,
@@ -47,7 +47,13 @@ router = APIRouter(tags=["memory"])
 
 
 class ForgetIn(BaseModel):
-    text: StorableText = Field(description="What to forget, in the user's words (\"that I work as a nurse\", \"Porto\").")
+    # maxLength for the OpenAPI docs; the limit itself is memory.forgetting's (every way to forget passes there).
+    text: BoundedText(FORGET_CHARS) = Field(
+        description=f"What to forget, in the user's words (\"that I work as a nurse\", \"Porto\"): at most {FORGET_CHARS} characters.",
+        json_schema_extra={"maxLength": FORGET_CHARS},
+    )
+
+
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
 _ITEM_ERRORS = {**_ERRORS, 409: {"model": ErrorResponse}}
 
@@ -209,7 +215,8 @@ async def forget_field(part: Literal["profile", "preferences"], field: str, user
 @router.post("/memory/forget", response_model=Deleted, responses=_ERRORS)
 async def forget_words(body: ForgetIn, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Forget what the words name ("that I work as a nurse"): every fact, task, profile field and
-    preference carrying them, and their copies in messages, summaries and chats. 404 when nothing does."""
+    preference carrying them, and their copies in messages, summaries and chats. 404 when nothing does;
+    422 when the text is over FORGET_CHARS (500) characters: it names one thing."""
     report = await forget_request(services.backend.store, user, body.text)
     if report is None:
         raise not_found(f"Anything remembered about {body.text!r}")

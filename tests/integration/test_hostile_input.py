@@ -133,6 +133,7 @@ def test_every_stored_string_and_list_has_a_length_limit(client):
     refused(client.patch("/memory/preferences", json={"other_notes": ["n"] * 51}), mentions="the limit is 50")
     refused(client.post("/chats", json={"title": "t" * 201}), mentions="the limit is 200")
     refused(client.patch(f"/memory/tasks/{'i' * 201}", json={"status": "done"}), mentions="the limit is 200")
+    refused(client.post("/memory/forget", json={"text": "f " * 251}), mentions="502 characters long; the limit is 500")
     fact = learned_fact(client)
     refused(client.patch(f"/memory/facts/{fact['id']}", json={"text": "f" * 2001}), mentions="the limit is 2,000")
     refused(client.patch(f"/memory/facts/{fact['id']}", json={"tags": ["t"] * 21}), mentions="the limit is 20")
