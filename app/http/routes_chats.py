@@ -198,13 +198,22 @@ async def release(services: Services, run_id: str) -> None:
 
 @asynccontextmanager
 async def holding_run_slot(services: Services, chat_id: str, user: str, kind: str) -> AsyncIterator[str]:
-    """Claim the chat for a run; released again if anything fails before the run is launched."""
+    """Claim the chat for a run; released again if anything fails before the run is launched (the
+    run releases it when it ends). Work done without a run holds the chat with :func:`holding_chat`."""
     run_id = await claim_run_slot(services, chat_id, user, kind)
     try:
         yield run_id
     except BaseException:
         await asyncio.shield(release(services, run_id))
         raise
+
+
+@asynccontextmanager
+async def holding_chat(services: Services, chat_id: str, user: str, kind: str) -> AsyncIterator[str]:
+    """Claim the chat for work done within the request, no run launched (a deletion): released
+    when the work ends, whatever happens."""
+    async with services.runs.hold(await claim_run_slot(services, chat_id, user, kind)) as run_id:
+        yield run_id
 
 
 def turn_spec(
@@ -291,7 +300,7 @@ async def delete_message_outright(message_id: Identifier, chat: OwnedChat, user:
     """Delete one message outright: its text leaves the transcript (a "[deleted]" stands in its
     place), every earlier checkpoint of the chat (the chat's undo history goes with it), the index
     of what was said and every model's view, for good."""
-    async with holding_run_slot(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
+    async with holding_chat(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         state = await services.graph.aget_state(config_of(chat.thread_id))
         message = next((m for m in (state.values or {}).get("messages", []) if m.id == message_id), None)
         if message is None:
@@ -307,7 +316,7 @@ async def delete_user_chat(
     """Delete the chat: its checkpoints (all tables), its record and its run rows. An import into it
     stops first and undoes itself (deletion wins over an import)."""
     await stop_imports(services.backend.pool, user, chat.thread_id)
-    async with holding_run_slot(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
+    async with holding_chat(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
     return Deleted(deleted={"chats": 1})
 

@@ -29,7 +29,9 @@ import logging
 import os
 import socket
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import AsyncIterator
 
 import psycopg
 
@@ -101,6 +103,7 @@ class ActiveRuns:
         self.worker = worker_id()
         self.runs: dict[str, RunHandle] = {}
         self.recovering: set[str] = set()  # recover runs of this worker (heartbeated like the others)
+        self.held: set[str] = set()  # slots held for work done in place, without a run (see hold)
         self._poller: asyncio.Task | None = None
         self._reaper: asyncio.Task | None = None
         self._beat_conn: psycopg.AsyncConnection | None = None
@@ -126,6 +129,20 @@ class ActiveRuns:
                     await asyncio.sleep(0.1)  # another worker is taking a dead run back: a moment
                 else:
                     raise
+
+    @asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[str]:
+        """Hold a claimed slot (:meth:`claim_run_slot`) for work done in place of a run (deleting a
+        message, a chat): heartbeated meanwhile, so no worker takes it for a dead one, and released
+        when the work ends, however it ends. (A launched run releases its slot itself; nothing
+        would release this one, and the chat would refuse every message until it expired.)"""
+        self.held.add(run_id)
+        self._ensure_poller()
+        try:
+            yield run_id
+        finally:
+            self.held.discard(run_id)
+            await asyncio.shield(chat_runs.finish(self.pool, run_id, "released"))
 
     def launch(self, run_id: str, spec: TurnSpec) -> RunHandle:
         handle = RunHandle(run_id, spec)
@@ -221,7 +238,11 @@ class ActiveRuns:
             parts = handle.runner.streamed
             beats[run_id] = "".join(parts) if len(parts) != self._sent.get(run_id) else None
             self._sent[run_id] = len(parts)
-        return beats | {run_id: None for run_id in self.recovering}
+        return beats | {run_id: None for run_id in self.recovering | self.held}
+
+    @property
+    def _beating(self) -> bool:
+        return bool(self.runs or self.recovering or self.held)
 
     async def _heartbeat(self, beats: dict[str, str | None]) -> dict[str, str]:
         if self._beat_conn is None:
@@ -236,11 +257,11 @@ class ActiveRuns:
             # A run launched while the connection closed found this poller not done yet and
             # started none: beat for it too. (No await between this check and the task's end,
             # so no launch can fall between them.)
-            if not (self.runs or self.recovering):
+            if not self._beating:
                 return
 
     async def _beat_while_running(self) -> None:
-        while self.runs or self.recovering:
+        while self._beating:
             beats = self._beats()
             try:
                 statuses = await asyncio.wait_for(self._heartbeat(beats), HEARTBEAT_TIMEOUT_SECONDS)

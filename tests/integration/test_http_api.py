@@ -664,6 +664,7 @@ def test_deleting_a_fact_forgets_it_in_the_profile_the_replies_and_the_transcrip
     assert next(m for m in after if m["id"] == said["id"])["content"] == "[deleted]"
     # A reply that quoted it is another message: it stays, marked forgotten, never shown to a model.
     assert all(m["forgotten"] for m in after if "Coimbra" in m["content"])
+    assert final(say(client, chat_id, "Thanks")).name == "done"  # the deletion held the chat only while it worked
     assert error_of(client.delete(f"/chats/{new_chat(client)}/messages/nope")) == (404, "not_found")  # an idle chat
 
 
