@@ -25,10 +25,14 @@ from core.text_validation import (
     BoundedText,
     Identifier,
     LongText,
+    LongValue,
     ShortText,
+    ShortValue,
     StorableText,
     TextList,
+    ValueList,
     at_most_items,
+    is_blank,
 )
 
 
@@ -54,8 +58,9 @@ IsoDate = Annotated[str, StringConstraints(pattern=ISO_DATE)]
 """A resolved date (core.dates): a day 2026-12-01, a week 2026-W49, a month 2026-12 or a year 2027."""
 
 # Every string and list that comes in is bounded and storable (no NUL, no lone surrogate): core.text_validation.
+# Memory values (profile fields, preferences, facts, tasks) are never blank: null is "no value".
 Tags = TextList(max_items=20, item_chars=NAME_CHARS)
-Notes = TextList()
+Notes = ValueList
 SUMMARY_CHARS = 20000
 # A summary board's size is governed by max_summary_tokens (an oversized board is recompressed);
 # a hard cap here would make a long chat's fold fail on every turn instead.
@@ -105,11 +110,11 @@ class Profile(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    name: ShortText | None = None
-    native_language: ShortText | None = None
-    level: ShortText | None = None
-    role: ShortText | None = None
-    location: ShortText | None = None
+    name: ShortValue | None = None
+    native_language: ShortValue | None = None
+    level: ShortValue | None = None
+    role: ShortValue | None = None
+    location: ShortValue | None = None
     goals: Notes = Field(default_factory=list)
 
 
@@ -118,10 +123,10 @@ class Preferences(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    language: ShortText | None = None
+    language: ShortValue | None = None
     answer_length: Literal["short", "medium", "long"] | None = None
     code_examples: bool | None = None
-    tone: ShortText | None = None
+    tone: ShortValue | None = None
     prefers_bullets: bool | None = None
     other_notes: Notes = Field(default_factory=list)
 
@@ -141,7 +146,7 @@ class Fact(StoredModel):
     """One atomic statement about the user, stored as its own indexed store item."""
 
     id: Identifier
-    text: LongText
+    text: LongValue
     importance: Importance = "medium"
     tags: Tags = Field(default_factory=list)
     hash: ShortText = ""
@@ -165,10 +170,10 @@ class Fact(StoredModel):
 # --------------------------------------------------------------------------- tasks
 class Task(StoredModel):
     id: Identifier
-    description: LongText
+    description: LongValue
     # "retracted": taught only by a message the user edited away or regenerated; kept, never shown.
     status: Literal["open", "in_progress", "done", "retracted"] = "open"
-    due: ShortText | None = None
+    due: ShortValue | None = None
     """The user's own words ("next Tuesday")."""
     due_date: IsoDate | None = None
     """The date those words meant when they were said (core.dates.resolve_date), so they stay true."""
@@ -188,7 +193,7 @@ class ChatRecord(StoredModel):
 
     thread_id: Identifier
     title: ShortText = "New chat"
-    title_topics: Notes = Field(default_factory=list)
+    title_topics: TextList() = Field(default_factory=list)
     title_by_user: bool = False  # a title the user set is never replaced by a generated one
     summary_text: BoundedText(SUMMARY_CHARS) = ""
     persona: ShortText | None = None
@@ -262,7 +267,7 @@ class NewFact(BaseModel):
     @field_validator("text")
     @classmethod
     def _not_blank(cls, v: str) -> str:
-        if not v.strip():
+        if is_blank(v):
             raise ValueError("fact text is empty")
         return v.strip()
 
@@ -274,7 +279,10 @@ NOT_STATED = frozenset({"", "-", "?", "n/a", "na", "none", "null", "nil", "unkno
 
 
 def is_not_stated(value: str, field: str) -> bool:
-    """A placeholder such as "unknown", or the field's own name ("location": "location")."""
+    """A placeholder such as "unknown", the field's own name ("location": "location"), or a blank
+    value (core.text_validation.is_blank: nothing but spaces or invisible characters)."""
+    if is_blank(value):
+        return True
     said = " ".join(value.strip().strip(".!").casefold().replace("_", " ").split())
     return said in NOT_STATED or said == field.replace("_", " ")
 
@@ -331,9 +339,22 @@ class TaskUpdate(BaseModel):
     description: LongText = Field(description="What the task is (for add), or how to recognise it (for update/complete).")
     task_id: Identifier | None = Field(None, description="Id of an existing task, when known.")
     status: TaskStatus | None = None
-    due: ShortText | None = None
+    due: ShortValue | None = None
     # Resolved from ``due`` against the message's time by code (memory.extractor), never asked of a model.
     due_date: SkipJsonSchema[IsoDate | None] = Field(None, exclude_if=lambda v: v is None)
+
+    @field_validator("due", mode="before")
+    @classmethod
+    def _due_stated_or_none(cls, v: Any) -> Any:
+        # A model writes "" or "unknown" for a task without a due date: none, never a blank due.
+        return None if isinstance(v, str) and is_not_stated(v, "due") else v
+
+    @model_validator(mode="after")
+    def _new_task_described(self) -> "TaskUpdate":
+        # An update or completion may name its task by id alone; a new task must say what it is.
+        if self.action == "add" and is_blank(self.description):
+            raise ValueError("a new task's description is empty")
+        return self
 
 
 class ExtractionResult(BaseModel):

@@ -4,7 +4,12 @@ Postgres cannot store a NUL character, and a lone surrogate is not Unicode (it h
 UTF-8 form): both are refused here, with where they are, instead of failing later
 inside the database. Every string and list also has a length limit.
 
-The pydantic types (``BoundedText``, ``TextList``, ``Identifier``) are used by the
+A value that shows nothing (``is_blank``: empty, spaces, or only invisible characters such as
+U+200B, U+FEFF, U+00AD, U+3164) says nothing: a message of it is "empty", and a memory value of
+it (``StatedText``: profile fields, preferences, facts, tasks, their list items) is refused; a
+field is cleared with null, never with a blank string (docs/api.md).
+
+The pydantic types (``BoundedText``, ``StatedText``, ``TextList``, ``Identifier``) are used by the
 stored models (core.schemas), the HTTP bodies and the HTTP path ids. Their limits are
 checked by validators rather than JSON-schema keywords (maxLength, maxItems), because
 the same models are sent to chat models as structured-output schemas, and providers'
@@ -13,6 +18,7 @@ strict modes refuse those keywords.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, ValidationInfo
@@ -45,6 +51,32 @@ def unstorable_reason(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return f"contains a lone surrogate (position {exc.start}), which is not valid Unicode"
     return None
+
+
+# Letters (category Lo) that are drawn as nothing: the Hangul fillers, the half-width one, and the
+# blank braille pattern. A text of these alone is as empty as one of spaces.
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# Default-ignorable marks (category Mn) that are drawn as nothing on their own: the combining
+# grapheme joiner, the Khmer inherent vowels, the Mongolian and the general variation selectors.
+_INVISIBLE_MARKS = frozenset("\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f") | frozenset(map(chr, range(0xFE00, 0xFE10)))
+
+
+def _invisible(char: str) -> bool:
+    return (
+        char.isspace()
+        or char in _INVISIBLE_LETTERS
+        or char in _INVISIBLE_MARKS
+        or 0xE0100 <= ord(char) <= 0xE01EF  # variation selectors supplement
+        or unicodedata.category(char) == "Cf"  # format characters: ZWSP, ZWJ, word joiner, BOM, soft hyphen, bidi controls, tags
+    )
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: empty, or only whitespace and invisible characters (format
+    characters such as U+200B, U+2060, U+FEFF, U+00AD, and fillers such as U+3164). Such a text says
+    nothing, so it is refused where a value is required. The characters are only looked at here,
+    never removed: a text with anything visible is kept exactly as it was sent."""
+    return all(_invisible(c) for c in text)
 
 
 def storable(text: str) -> str:
@@ -91,14 +123,33 @@ def at_most_items(max_items: int):
     return check
 
 
+def not_blank(text: str, info: ValidationInfo) -> str:
+    """A pydantic after-validator: ``text`` unchanged, or a validation error when it is blank (is_blank).
+    What is already stored is read as it is (STORED)."""
+    if is_blank(text) and not _reading_stored(info):
+        raise PydanticCustomError(
+            "blank_text",
+            "The text is blank (empty, or only spaces or invisible characters); send a value, or null to clear the field.",
+        )
+    return text
+
+
 def BoundedText(max_chars: int) -> Any:  # noqa: N802 - used as a type
     """``str`` that is storable and at most ``max_chars`` characters long."""
     return Annotated[str, AfterValidator(_at_most_chars(max_chars))]
 
 
-def TextList(max_items: int = LIST_ITEMS, item_chars: int = LINE_CHARS) -> Any:  # noqa: N802 - used as a type
-    """``list[str]`` of at most ``max_items`` storable items of at most ``item_chars`` characters."""
-    return Annotated[list[BoundedText(item_chars)], AfterValidator(at_most_items(max_items))]
+def StatedText(max_chars: int) -> Any:  # noqa: N802 - used as a type
+    """``BoundedText`` that is not blank (is_blank): a value someone stated (a profile field, a preference,
+    a fact, a task's description or due date, an item of a list of those). "No value" is null (None)."""
+    return Annotated[str, AfterValidator(_at_most_chars(max_chars)), AfterValidator(not_blank)]
+
+
+def TextList(max_items: int = LIST_ITEMS, item_chars: int = LINE_CHARS, *, stated: bool = False) -> Any:  # noqa: N802 - used as a type
+    """``list[str]`` of at most ``max_items`` storable items of at most ``item_chars`` characters
+    (``stated``: none of them blank)."""
+    item = StatedText(item_chars) if stated else BoundedText(item_chars)
+    return Annotated[list[item], AfterValidator(at_most_items(max_items))]
 
 
 StorableText = Annotated[str, AfterValidator(storable)]
@@ -110,6 +161,14 @@ allowed: models often send "" for "none", and an unknown id is a 404 where it is
 
 ShortText = BoundedText(NAME_CHARS)
 LongText = BoundedText(TEXT_CHARS)
+
+# Memory values: a blank one is refused (422 on HTTP), whoever sends it; null is how a field is cleared.
+ShortValue = StatedText(NAME_CHARS)
+"""A profile field, a preference, a task's due date."""
+LongValue = StatedText(TEXT_CHARS)
+"""A fact's text, a task's description."""
+ValueList = TextList(stated=True)
+"""Goals, other notes: every item stated."""
 
 
 def validate_user_text(text: object, max_chars: int = DEFAULT_MAX_CHARS) -> str:
@@ -124,8 +183,8 @@ def validate_user_text(text: object, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     reason = unstorable_reason(text)
     if reason is not None:
         raise InvalidMessage(f"The message {reason}.")
-    if not text.strip():
-        raise InvalidMessage("The message is empty.")
+    if is_blank(text):
+        raise InvalidMessage("The message is empty." if not text.strip() else "The message is empty: it has only invisible characters.")
     if len(text) > max_chars:
         raise InvalidMessage(
             f"The message is too long: {len(text):,} characters, the limit is {max_chars:,} "
