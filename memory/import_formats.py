@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.text_validation import NAME_CHARS
+from core.text_validation import NAME_CHARS, is_blank
 
 __all__ = ["ChatGPTConversation", "ClaudeConversation", "export_histories", "export_kind", "is_exported"]
 
@@ -168,7 +168,7 @@ def _label(raw: Any) -> str:
 
 def _title(value: str | None) -> str | None:
     value = (value or "").strip()
-    return value[:NAME_CHARS] or None
+    return None if is_blank(value) else value[:NAME_CHARS]
 
 
 def _fallback_id(raw: Any) -> str:
@@ -211,10 +211,10 @@ def _chatgpt_text(message: ChatGPTMessage) -> str | None:
         return None
     if message.content.content_type not in ("text", "multimodal_text"):
         return None
-    text = "\n\n".join(t for t in map(_part_text, message.content.parts or []) if t and t.strip())
+    text = "\n\n".join(t for t in map(_part_text, message.content.parts or []) if t and not is_blank(t))
     if message.author.role == "assistant":
         text = _CITATION.sub("", text)
-    return text.strip() or None
+    return None if is_blank(text) else text.strip()  # a message that shows nothing, as a chat of ours would refuse it
 
 
 def _part_text(part: Any) -> str | None:
@@ -249,7 +249,7 @@ def _chatgpt_history(conversation: ChatGPTConversation, raw: Any) -> dict:
 def _claude_text(message: ClaudeMessage) -> str | None:
     blocks = [b.text for b in message.content if b.type == "text" and b.text]
     text = "\n\n".join(blocks) if blocks else message.text
-    return text.strip() or None
+    return None if is_blank(text or "") else text.strip()
 
 
 def _claude_history(conversation: ClaudeConversation, raw: Any) -> dict:

@@ -14,6 +14,7 @@ from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.dates import date_languages, redated_task, resolve_date
 from core.schemas import Fact, Importance, Preferences, Profile, Source, Task, text_hash, utcnow, with_source
 from core.errors import MemoryAgentError
+from core.text_validation import is_blank
 from memory.kinds import KINDS, MemoryKind
 from memory.user_memory import get_user_document, invalid_item
 from memory.writer.merge_rules import slot_of
@@ -24,6 +25,13 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- edits by the user
 # The memory API and the CLI change memory through these, under the same lock as extraction.
+
+
+def _set_checked(model, name: str, value: Any) -> None:
+    """Set one field of a stored item, ``value`` checked as new input against the field's type (bounded,
+    storable, not blank: core.text_validation), whoever calls; pydantic's ValidationError (a ValueError)
+    when it fails, before anything is written. The item's other fields, as stored, are not re-checked."""
+    type(model).__pydantic_validator__.validate_assignment(model, name, value)
 
 
 async def edit_user_document(store, user_id: str, part: str, changes: dict[str, Any] | None) -> Profile | Preferences:
@@ -38,7 +46,7 @@ async def edit_user_document(store, user_id: str, part: str, changes: dict[str, 
             for name, value in changes.items():
                 if value is None and isinstance(getattr(target, name), list):
                     value = []  # null clears a list field too
-                setattr(target, name, value)
+                _set_checked(target, name, value)  # a blank value is refused, never stored
                 doc.sources[f"{part}.{name}"] = [Source(by="user", said_at=now)] if value not in (None, [], "") else []
                 await _lift_forgets(tx, user_id, value)
         doc.updated_at = now
@@ -49,7 +57,10 @@ async def edit_user_document(store, user_id: str, part: str, changes: dict[str, 
 async def edit_fact(
     store, user_id: str, fact_id: str, *, text: str | None = None, importance: Importance | None = None, tags: list[str] | None = None
 ) -> Fact | None:
-    """Correct a stored fact (None when there is no valid fact with that id). A new text is re-embedded."""
+    """Correct a stored fact (None when there is no valid fact with that id). A new text is re-embedded;
+    a blank one is refused (ValueError)."""
+    if text is not None and is_blank(text):
+        raise ValueError("A fact's text cannot be blank.")
     if text is not None:
         text = text.strip()
         await embed_ahead(store, [text])
@@ -58,7 +69,8 @@ async def edit_fact(
         if fact is None:
             return None
         if text is not None:
-            fact.text, fact.hash, fact.slot = text, text_hash(text), slot_of(text)
+            _set_checked(fact, "text", text)  # bounded and storable, like any new text
+            fact.hash, fact.slot = text_hash(text), slot_of(text)
             fact.sources = with_source(fact.sources, Source(by="user", said_at=utcnow()))
             await _lift_forgets(tx, user_id, text)
         if importance is not None:
@@ -71,7 +83,10 @@ async def edit_fact(
 
 
 async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) -> Task | None:
-    """Change a task's description, status or due date (None when there is no valid task with that id)."""
+    """Change a task's description, status or due date (None when there is no valid task with that id).
+    A blank description or due date is refused (ValueError); a due date of None clears it."""
+    if changes.get("description") is not None and is_blank(changes["description"]):
+        raise ValueError("A task's description cannot be blank.")
     description = (changes.get("description") or "").strip()
     if description:
         await embed_ahead(store, [description])
@@ -89,7 +104,8 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
             task.completed_at = now if status == "done" else None
         if "due" in changes:  # words the user types now mean a date from now
             old_due_date = task.due_date
-            task.due, task.due_date = changes["due"], resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
+            _set_checked(task, "due", changes["due"])  # a blank due date is refused; None clears it
+            task.due_date = resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
             if not description:  # the text said the old date ("Call the dentist on Fri 4 Dec 2026"): it says the new one
                 redated = redated_task(task.description, old_due_date, task.due, task.due_date)
                 if redated != task.description:
