@@ -58,7 +58,7 @@ from app.http.schemas import (
 from app.http.services import Services, get_services
 from app.http.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
-from core.text_validation import Identifier, storable, validate_user_text
+from core.text_validation import Identifier, is_blank, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_imports, chat_runs, checkpoint_rows, thread_owners
 from memory.chat_admin import delete_chat, delete_message_everywhere, stop_imports
@@ -254,7 +254,7 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
     if body.persona not in prompts.personas():
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]
-    title = (body.title or "").strip()
+    title = "" if body.title is None or is_blank(body.title) else body.title.strip()
     chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
     await thread_owners.create(services.backend.pool, chat.thread_id, user)
     await create_chat_record(services.backend.store, user, chat)
@@ -325,7 +325,7 @@ async def delete_user_chat(
 async def rename_chat(body: ChatPatch, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Rename the chat. The title is kept: no generated title replaces it (``title: null`` hands titling back)."""
     title = body.title.strip() if body.title is not None else None
-    if title == "":
+    if title is not None and is_blank(title):
         raise ApiError(422, "invalid_request", "The title is empty; send a title, or null to let the agent title the chat.")
     # Under the user's write lock, like record_chat's write of the same record: a rename is never lost.
     record = await rename_chat_record(services.backend.store, user, chat, title)

@@ -98,7 +98,7 @@ def _document_part_routes(part: str, model: type, patch: type, reset_doc: str) -
     change.__annotations__["body"] = patch  # the part's own PATCH model, for validation and the OpenAPI schema
     for method, endpoint, name, doc in (
         ("GET", read, f"get_{part}", None),
-        ("PATCH", change, f"patch_{part}", "Change the fields sent (null clears one)."),
+        ("PATCH", change, f"patch_{part}", "Change the fields sent (null clears one; a blank value, or a blank item of a list, is refused with 422)."),
         ("DELETE", reset, f"delete_{part}", reset_doc),
     ):
         router.add_api_route(f"/memory/{part}", endpoint, methods=[method], name=name, description=doc, response_model=model, responses=_ERRORS)
@@ -120,11 +120,9 @@ async def get_facts(
     return FactList(facts=facts, invalid=_invalid_out(await invalid_items(store, user, ("facts",))))
 
 
-async def _patch_item(services: Services, user: str, kind: Kind, key: str, what: str, text: str | None, empty_message: str, edit):
-    """Shared by the fact and task PATCH routes: 422 when the new text is blank, 404/409 as
-    ``_stored``, then ``edit()`` (404 when the item vanished meanwhile)."""
-    if text is not None and not text.strip():
-        raise ApiError(422, "invalid_request", empty_message)
+async def _patch_item(services: Services, user: str, kind: Kind, key: str, what: str, edit):
+    """Shared by the fact and task PATCH routes (a blank text was refused by the body's types, 422):
+    404/409 as ``_stored``, then ``edit()`` (404 when the item vanished meanwhile)."""
     await _stored(services, user, kind, key, what)  # 404 when absent, 409 when stored invalid
     item = await edit()
     if item is None:
@@ -157,7 +155,7 @@ def forget_counts(report: ForgetReport) -> Deleted:
 async def patch_fact(fact_id: Identifier, body: FactPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Correct a fact; a new text is re-embedded, so recall finds it by its new meaning."""
     return await _patch_item(
-        services, user, "facts", fact_id, "Fact", body.text, "A fact's text cannot be empty.",
+        services, user, "facts", fact_id, "Fact",
         lambda: edit_fact(services.backend.store, user, fact_id, text=body.text, importance=body.importance, tags=body.tags),
     )
 
@@ -188,7 +186,7 @@ async def get_tasks(
 async def patch_task(task_id: Identifier, body: TaskPatch, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Change a task's description, status or due date (null clears the due date)."""
     return await _patch_item(
-        services, user, "tasks", task_id, "Task", body.description, "A task's description cannot be empty.",
+        services, user, "tasks", task_id, "Task",
         lambda: edit_task(services.backend.store, user, task_id, {k: getattr(body, k) for k in body.model_fields_set}),
     )
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.schemas import Fact, SummaryBoard, Tags, TaskStatus
-from core.text_validation import Identifier, LongText, ShortText
+from core.text_validation import Identifier, LongValue, ShortText, ShortValue
 from memory.queries import InvalidItemOut, TaskList  # noqa: F401 - the read layer's models are the API's
 
 MAX_FIRST_MESSAGES = 10
@@ -178,7 +178,7 @@ class Deleted(BaseModel):
 class FactPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: LongText | None = None
+    text: LongValue | None = None
     importance: Literal["low", "medium", "high"] | None = None
     tags: Tags | None = None
 
@@ -186,9 +186,9 @@ class FactPatch(BaseModel):
 class TaskPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    description: LongText | None = None
+    description: LongValue | None = None
     status: TaskStatus | None = None
-    due: ShortText | None = None
+    due: ShortValue | None = Field(None, description="The due date in the user's words; null clears it (a blank one is refused).")
 
 
 class FactList(BaseModel):
