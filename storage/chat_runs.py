@@ -22,6 +22,10 @@ process' memory.
   it starts (``head_checkpoint``), the turn it answers (``turn``: the user's message,
   the fork point of an edit), and its heartbeat saves the reply as far as it streamed
   (``partial_reply``).
+- Undo journal (``undo``): each store write a run's tools make (an approved task change) is
+  journaled with the value it replaced, in the write's own transaction and only while the run is
+  ``running`` (:func:`journal_writes`), so taking the run back, by whichever worker, can undo it
+  (memory.writer.run_undo). A recover run carries the dead run's journal.
 - What the user said stays only while it may be needed: a run that reaches a final status loses its
   turn's text and its partial reply (the transcript keeps them, and deleting or forgetting them there
   must not leave a copy here); :func:`clear_text` does the same for ended rows on a deletion or a forget.
@@ -43,7 +47,8 @@ from storage.chat_imports import refuse_runs_while_importing
 ACTIVE = ("running", "stopping", "committing")
 FINAL = ("finished", "stopped", "interrupted", "failed", "abandoned", "released")
 # What an ended run no longer needs of what the user said: the take-back reads both only from an active row.
-_CLEARED = "turn = turn - 'text', partial_reply = NULL"
+_CLEARED = "turn = turn - 'text', partial_reply = NULL, undo = NULL"
+_HAS_TEXT = "(partial_reply IS NOT NULL OR turn ? 'text' OR undo IS NOT NULL)"
 # Heartbeats come every 0.2 s (app.runs.active_runs); a worker silent this long is dead. With the
 # reaper's period this frees a dead worker's chat within STALE_AFTER + REAP_EVERY (20 s).
 STALE_AFTER_SECONDS = 15
@@ -67,11 +72,14 @@ CREATE = (
     head_checkpoint text,
     head_writes text[] NOT NULL DEFAULT '{}',
     turn jsonb,
-    partial_reply text
+    partial_reply text,
+    undo jsonb
 )""",
     # Tables created before dead runs were kept as stopped turns.
     "ALTER TABLE memory_agent_runs ADD COLUMN IF NOT EXISTS turn jsonb",
     "ALTER TABLE memory_agent_runs ADD COLUMN IF NOT EXISTS partial_reply text",
+    # Tables created before a taken-back run undid its tools' writes.
+    "ALTER TABLE memory_agent_runs ADD COLUMN IF NOT EXISTS undo jsonb",
     "CREATE UNIQUE INDEX IF NOT EXISTS memory_agent_runs_one_active "
     "ON memory_agent_runs (thread_id) WHERE status IN ('running', 'stopping', 'committing')",
     "CREATE INDEX IF NOT EXISTS memory_agent_runs_user ON memory_agent_runs (user_id)",
@@ -156,7 +164,7 @@ async def setup(pool: AsyncConnectionPool) -> None:
         )
         # Rows that ended while ending did not yet clear their text (older versions).
         await conn.execute(
-            f"UPDATE memory_agent_runs SET {_CLEARED} WHERE status = ANY(%s) AND (partial_reply IS NOT NULL OR turn ? 'text')", (list(FINAL),)
+            f"UPDATE memory_agent_runs SET {_CLEARED} WHERE status = ANY(%s) AND {_HAS_TEXT}", (list(FINAL),)
         )
 
 
@@ -198,7 +206,7 @@ async def take_over_stale(
             await conn.execute(
                 """
                 WITH stale AS (
-                    SELECT run_id, status, turn, partial_reply FROM memory_agent_runs
+                    SELECT run_id, status, turn, partial_reply, undo FROM memory_agent_runs
                     WHERE status IN ('running', 'stopping', 'committing')
                       AND heartbeat_at < now() - make_interval(secs => %s)
                       AND (%s::text IS NULL OR thread_id = %s)
@@ -207,10 +215,10 @@ async def take_over_stale(
                 )
                 UPDATE memory_agent_runs r
                 SET status = 'abandoned', finished_at = now(), detail = 'its worker stopped answering while ' || stale.status,
-                    turn = r.turn - 'text', partial_reply = NULL
+                    turn = r.turn - 'text', partial_reply = NULL, undo = NULL
                 FROM stale WHERE r.run_id = stale.run_id
                 RETURNING r.run_id, r.thread_id, r.user_id, r.kind, stale.status AS was, r.head_recorded,
-                          r.head_checkpoint, r.head_writes, stale.turn, stale.partial_reply
+                          r.head_checkpoint, r.head_writes, stale.turn, stale.partial_reply, stale.undo
                 """,
                 (STALE_AFTER_SECONDS, thread_id, thread_id, limit),
             )
@@ -220,13 +228,14 @@ async def take_over_stale(
             recovery = str(uuid.uuid4())
             await conn.execute(
                 "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker, detail, "
-                "head_recorded, head_checkpoint, head_writes, turn, partial_reply) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "head_recorded, head_checkpoint, head_writes, turn, partial_reply, undo) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     recovery, r["thread_id"], r["user_id"], RECOVER,
                     "running" if r["was"] in ("running", "stopping") else "committing",  # what a later taker must redo
                     worker, f"taking back run {r['run_id']}", r["head_recorded"], r["head_checkpoint"], r["head_writes"],
                     Jsonb(r["turn"]) if r["turn"] is not None else None, r["partial_reply"],
+                    Jsonb(r["undo"]) if r["undo"] is not None else None,
                 ),
             )
             turn = RecordedTurn.model_validate(r["turn"]) if r["turn"] is not None else None
@@ -323,10 +332,35 @@ async def clear_text(pool: AsyncConnectionPool, user_id: str, thread_id: str | N
     async with pool.connection() as conn:
         cur = await conn.execute(
             f"UPDATE memory_agent_runs SET {_CLEARED} WHERE user_id = %s AND (%s::text IS NULL OR thread_id = %s) "
-            "AND status = ANY(%s) AND (partial_reply IS NOT NULL OR turn ? 'text')",
+            f"AND status = ANY(%s) AND {_HAS_TEXT}",
             (user_id, thread_id, thread_id, list(FINAL)),
         )
         return cur.rowcount
+
+
+async def journal_writes(conn: psycopg.AsyncConnection, run_id: str, entries: list[dict]) -> bool:
+    """Append ``entries`` (what a tool's store writes replaced) to the run's undo journal, on ``conn``:
+    the writes' own transaction. False when the run is no longer ``running`` (stopped, taken over,
+    ended) or was taken back already: then the writes must not happen."""
+    cur = await conn.execute(
+        "UPDATE memory_agent_runs SET undo = COALESCE(undo, '[]'::jsonb) || %s "
+        "WHERE run_id = %s AND status = 'running' AND (undo IS NULL OR jsonb_typeof(undo) = 'array')",
+        (Jsonb(entries), run_id),
+    )
+    return cur.rowcount == 1
+
+
+async def journaled_writes(conn: psycopg.AsyncConnection, run_id: str) -> list[dict]:
+    """The run's undo journal, its row locked until the transaction on ``conn`` ends; closed by :func:`close_journal`."""
+    row = await (await conn.execute("SELECT undo FROM memory_agent_runs WHERE run_id = %s FOR UPDATE", (run_id,))).fetchone()
+    undo = row["undo"] if row is not None else None
+    return list(undo) if isinstance(undo, list) else []
+
+
+async def close_journal(conn: psycopg.AsyncConnection, run_id: str) -> None:
+    """The run's writes were undone: its journal is emptied and closed (``false``), so a late write of
+    the cancelled run finds no journal to join and is refused."""
+    await conn.execute("UPDATE memory_agent_runs SET undo = 'false'::jsonb WHERE run_id = %s", (run_id,))
 
 
 async def _delete(pool: AsyncConnectionPool, column: str, value: str) -> int:
