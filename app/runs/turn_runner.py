@@ -58,6 +58,7 @@ from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
 from memory.writer.extraction import retract_taught_by
+from memory.writer.run_undo import UNDOABLE_RUN, undo_run_writes
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,9 @@ class TurnRunner:
         config = self.spec.fork_from or self.config
         values: dict = {}
         interrupts: list[Interrupt] = []
+        # What the phase's tools write to memory is journaled under this run: taking it back undoes it.
+        # (This task's own copy of the context: the memory phase, run outside it, is not journaled.)
+        UNDOABLE_RUN.set(self.run_id)
         async for mode, chunk in self.graph.astream(
             self.spec.graph_input,
             config,
@@ -406,6 +410,8 @@ class TurnRunner:
             if fenced:
                 saver.reopen_thread(self.spec.thread_id, mark.checkpoint_id, removed)
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
+        # And memory: what the run's tools wrote (an approved task change) gets its previous value back.
+        await self._step(asyncio.shield(undo_run_writes(self.graph.store, self.spec.user_id, self.run_id)))
         if status == "stopped":
             kept = await self._keep_stopped_turn(mark)
             await self._finish_row(status, detail=self.stop_reason)

@@ -35,6 +35,7 @@ from core.dates import redated_task
 from core.schemas import ExtractionResult, Fact, NewFact, Source, Task, normalize_text, text_hash, utcnow, with_source
 from core.redaction import Redactor
 from memory.kinds import KINDS
+from memory.writer import run_undo
 from memory.user_memory import get_user_document, parse_fact, parse_task, search_facts, search_tasks
 from memory.writer.merge_rules import (
     MERGE_THRESHOLD,
@@ -112,6 +113,8 @@ async def apply_extraction(
     Each item records its source: the message (``thread_id``, ``message_id``), its time and what
     wrote it (``by``; "rules" for the texts in ``rule_texts``, which the extraction rules found).
     Nothing the user had forgotten is written again (storage.forget_ledger): whoever calls.
+    Written during a run's reply phase (a task tool), the writes are journaled so that taking the run
+    back undoes them (memory.writer.run_undo).
     """
     now = now or utcnow()
     if result.is_empty():  # most turns: nothing to read or write
@@ -133,6 +136,7 @@ async def apply_extraction(
         await _apply_facts(tx, user_id, result, now, report, ops, thread_id, message_id, merge_threshold, source_of)
         await _apply_tasks(tx, user_id, result, now, report, ops, thread_id, message_id, source_of)
         if ops:
+            await run_undo.journal(tx, user_id, ops)  # a run's tool writing: undone if the run is taken back
             await tx.abatch(ops)
     return report
 

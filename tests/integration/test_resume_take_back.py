@@ -1,0 +1,207 @@
+"""A resume that is taken back leaves memory as it was before it: what its approved task tools wrote is undone.
+
+The rule (app.runs.turn_runner, memory.writer.run_undo): a run's tools journal each store write with
+the value it replaced, in the run's row and in the write's own transaction; taking the run back (a
+stop, a failure, a dead worker's recovery) restores those values, an added task is removed, an
+updated or completed one gets its previous value back. The confirmation is then asked again.
+
+The turns run through TurnRunner itself (the path of the HTTP API and the CLI), with a scripted model.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.types import Command
+
+from app.runs.turn_runner import STOPPED_DISCARDED, TurnRunner, TurnSpec
+from core.context import Context
+from core.schemas import ExtractionResult, TaskUpdate
+from graph.assembly import compile_graph
+from llm.chat_model import register_model, unregister_model
+from memory.user_memory import stored_tasks
+from memory.writer.extraction import apply_extraction
+from storage import chat_runs
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+
+
+class ReplyFailed(RuntimeError):
+    pass
+
+
+def calling(call: dict, *, after_tool: str = "reply"):
+    """Reply with ``call``; after its result answer (``after_tool="reply"``) or fail (``"fail"``)."""
+
+    def responder(kind, messages):
+        if kind == "reply":
+            if isinstance(messages[-1], ToolMessage):
+                if after_tool == "fail" and "declined" not in str(messages[-1].content):
+                    raise ReplyFailed("the model went away")
+                return "Okay. " + str(messages[-1].content)
+            return AIMessage("", tool_calls=[{**call, "id": f"call_{uuid.uuid4().hex[:6]}"}])
+        if kind == "extract":
+            return empty_extraction()
+        return {"title": "Tasks"} if kind == "title" else {"summary": ""}
+
+    return responder
+
+
+@pytest.fixture
+def turns(backend, user_id):
+    """``turn(graph_input, on_token=None)``: one run through TurnRunner on one chat; (runner, status, events)."""
+    names: list[str] = []
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread_id = str(uuid.uuid4())
+
+    def use(responder):
+        name = f"scripted-{uuid.uuid4().hex[:6]}"
+        register_model(name, ScriptedChatModel(responder=responder))
+        names.append(name)
+
+        async def turn(graph_input, on_token=None, kind: str | None = None):
+            kind = kind or ("resume" if isinstance(graph_input, Command) else "message")
+            if isinstance(graph_input, str):
+                graph_input = {"messages": [HumanMessage(graph_input, id=str(uuid.uuid4()))]}
+            run_id = await chat_runs.start_run(backend.pool, thread_id, user_id, kind, "test-worker")
+            events: list[tuple[str, dict]] = []
+            spec = TurnSpec(thread_id, user_id, "assistant", kind, graph_input, context={"model": name})
+            runner: TurnRunner
+
+            def emit(event: str, data: dict) -> None:
+                events.append((event, data))
+                if event == "token" and on_token is not None:
+                    on_token(runner)
+
+            runner = TurnRunner(graph=graph, pool=backend.pool, run_id=run_id, spec=spec, emit=emit)
+            status = await runner.run()
+            return runner, status, events
+
+        return graph, thread_id, turn
+
+    yield use
+    for name in names:
+        unregister_model(name)
+
+
+async def tasks_of(backend, user_id) -> list[tuple[str, str]]:
+    return sorted((t.description, t.status) for t in await stored_tasks(backend.store, user_id))
+
+
+async def given_task(backend, user_id, description: str) -> str:
+    await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[TaskUpdate(action="add", description=description)]))
+    (task,) = [t for t in await stored_tasks(backend.store, user_id) if t.description == description]
+    return task.id
+
+
+CALLS = {
+    "add": {"name": "add_task", "args": {"description": "Repaint the garage door"}},
+    "update": {"name": "update_task", "args": {"description": "Clean the gutters", "status": "in_progress", "due": "2031-05-04"}},
+    "complete": {"name": "complete_task", "args": {"description": "Clean the gutters"}},
+}
+
+
+async def pending(graph, thread_id) -> int:
+    return len((await graph.aget_state({"configurable": {"thread_id": thread_id}})).interrupts)
+
+
+@pytest.mark.parametrize("action", ["add", "update", "complete"])
+async def test_a_stopped_approved_resume_undoes_what_its_tool_wrote_and_a_decline_then_changes_nothing(backend, user_id, turns, action):
+    await given_task(backend, user_id, "Clean the gutters")
+    before = await tasks_of(backend, user_id)
+    raw_before = [t.model_dump() for t in await stored_tasks(backend.store, user_id)]
+    graph, thread_id, turn = turns(calling(CALLS[action]))
+    assert (await turn("[task] see to the house"))[1] == "interrupted"
+
+    def stop_once_the_tool_wrote(runner):
+        runner.stop()
+
+    runner, status, events = await turn(Command(resume={"approved": True}), on_token=stop_once_the_tool_wrote)
+    assert status == "stopped"
+    assert events[-1] == ("error", {"code": "stopped", "message": STOPPED_DISCARDED, "text": ""})
+    # The chat is as it was before: the confirmation is asked again, and memory too is as it was.
+    assert await pending(graph, thread_id) == 1
+    assert await tasks_of(backend, user_id) == before
+    assert [t.model_dump() for t in await stored_tasks(backend.store, user_id)] == raw_before  # every field, dates too
+
+    assert (await turn(Command(resume={"approved": False})))[1] == "finished"
+    assert await tasks_of(backend, user_id) == before
+
+
+async def test_a_failed_approved_resume_undoes_the_task_its_tool_added(backend, user_id, turns):
+    graph, thread_id, turn = turns(calling(CALLS["add"], after_tool="fail"))
+    await turn("[task] repaint the garage door")
+    runner, status, events = await turn(Command(resume={"approved": True}))
+    assert status == "failed" and events[-1][1]["code"] == "reply_failed"
+    assert await tasks_of(backend, user_id) == []
+    assert await pending(graph, thread_id) == 1
+
+
+async def test_a_dead_workers_approved_resume_is_undone_by_the_worker_that_takes_it_back(backend, user_id, turns):
+    graph, thread_id, turn = turns(calling(CALLS["add"]))
+    await turn("[task] repaint the garage door")
+    # The worker loses the database once the tool wrote: its run stays active, for a live worker to take back.
+    runner, _, _ = await turn(Command(resume={"approved": True}), on_token=lambda r: r.abort())
+    assert runner.aborted and await tasks_of(backend, user_id) == [("Repaint the garage door", "open")]
+    async with backend.pool.connection() as conn:
+        await conn.execute("UPDATE memory_agent_runs SET heartbeat_at = now() - interval '1 hour' WHERE run_id = %s", (runner.run_id,))
+
+    (dead,) = await chat_runs.take_over_stale(backend.pool, "live-worker", thread_id)
+    recovering = TurnRunner(graph=graph, pool=backend.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None)
+    assert await recovering.recover(dead) == "stopped"
+    assert await tasks_of(backend, user_id) == []
+    assert await pending(graph, thread_id) == 1
+
+
+async def test_a_resume_that_ends_keeps_its_write_and_its_row_no_copy_of_it(backend, user_id, turns):
+    graph, thread_id, turn = turns(calling(CALLS["add"]))
+    await turn("[task] repaint the garage door")
+    runner, status, _ = await turn(Command(resume={"approved": True}))
+    assert status == "finished" and await tasks_of(backend, user_id) == [("Repaint the garage door", "open")]
+    async with backend.pool.connection() as conn:
+        row = await (await conn.execute("SELECT undo FROM memory_agent_runs WHERE run_id = %s", (runner.run_id,))).fetchone()
+    assert row["undo"] is None  # the journal held the task's words: gone with the run's other text
+
+
+# --------------------------------------------------------------------------- the journal itself
+async def journaled_run(backend, user_id) -> str:
+    return await chat_runs.start_run(backend.pool, str(uuid.uuid4()), user_id, "resume", "test-worker")
+
+
+async def test_the_take_back_keeps_a_change_someone_else_made_since_the_tool_wrote(backend, user_id):
+    from memory.writer.edits import edit_task
+    from memory.writer.run_undo import UNDOABLE_RUN, undo_run_writes
+
+    task_id = await given_task(backend, user_id, "Clean the gutters")
+    fence = await given_task(backend, user_id, "Fix the fence")
+    run_id = await journaled_run(backend, user_id)
+    token = UNDOABLE_RUN.set(run_id)
+    try:  # the tool completes both; then the user reopens one by hand, before the run is taken back
+        for description in ("Clean the gutters", "Fix the fence"):
+            await apply_extraction(backend.store, user_id, ExtractionResult(task_updates=[TaskUpdate(action="complete", description=description)]))
+    finally:
+        UNDOABLE_RUN.reset(token)
+    await edit_task(backend.store, user_id, task_id, {"status": "in_progress"})
+
+    undone = await undo_run_writes(backend.store, user_id, run_id)
+    assert (undone.restored, undone.kept) == ([f"tasks/{fence}"], [f"tasks/{task_id}"])
+    assert await tasks_of(backend, user_id) == [("Clean the gutters", "in_progress"), ("Fix the fence", "open")]
+
+
+async def test_a_run_no_longer_running_writes_nothing_and_a_taken_back_run_nothing_more(backend, user_id):
+    from memory.writer.run_undo import UNDOABLE_RUN, RunNotRunning, undo_run_writes
+
+    add = ExtractionResult(task_updates=[TaskUpdate(action="add", description="Repaint the garage door")])
+    stopping = await journaled_run(backend, user_id)
+    await chat_runs.request_stop(backend.pool, (await chat_runs.get_run(backend.pool, stopping)).thread_id)
+    taken_back = await journaled_run(backend, user_id)
+    await undo_run_writes(backend.store, user_id, taken_back)  # (a late write of its cancelled tool comes after)
+    for run_id in (stopping, taken_back):
+        token = UNDOABLE_RUN.set(run_id)
+        try:
+            with pytest.raises(RunNotRunning):
+                await apply_extraction(backend.store, user_id, add)
+        finally:
+            UNDOABLE_RUN.reset(token)
+    assert await tasks_of(backend, user_id) == []
