@@ -373,7 +373,8 @@ async def resume_chat(body: ResumeIn, chat: OwnedChat, user: CurrentUser, servic
 async def stop_reply(chat: OwnedChat, services: AppServices):
     """Stop the reply being generated (from any worker); returns once the reply so far is saved, marked stopped.
 
-    Memory learns nothing from a stopped turn. (A stopped answer to a confirmation is taken back whole.)"""
+    Memory learns nothing from a stopped turn. (A stopped answer to a confirmation is taken back whole:
+    the confirmation is asked again, and a task change it had applied is undone.)"""
     pool = services.backend.pool
     run = await chat_runs.request_stop(pool, chat.thread_id)
     if run is None:

@@ -13,7 +13,8 @@
    chat itself keeps it (history, title, summary, search), like any other message.
    Regenerating the reply makes it a complete turn, which memory learns from.
    (A stopped answer to a confirmation, ``/resume``, is taken back whole instead: the
-   confirmation is asked again.)
+   confirmation is asked again, and what its approved tool wrote to memory is undone,
+   as on every take-back: :mod:`memory.writer.run_undo`.)
 2. The commit point: the run's row goes ``running → committing`` (a conditional
    UPDATE, so a stop that won the race is honoured instead), then the memory phase
    (``graph.assembly.MEMORY_PHASE``: ``summarize → record_chat → index_messages →
