@@ -126,6 +126,25 @@ def test_regenerating_a_stopped_reply_completes_the_turn_and_memory_learns_from_
     assert [f["text"] for f in client.get("/memory/facts").json()["facts"]] == ["Has a cat named Tom"]
 
 
+def test_stopping_an_approved_confirmation_takes_its_task_back_and_a_decline_then_adds_none(server, key, client):
+    """The stopped /resume is taken back whole: the task its tool already added goes with it."""
+    chat_id = new_chat(client)
+    garage = lambda: [t for t in client.get("/memory/tasks").json()["tasks"] if "garage" in t["description"].lower()]  # noqa: E731
+    asked = stream(client, "POST", f"/chats/{chat_id}/messages", {"text": "[task] [slow] repaint the garage door with blue paint"})
+    assert final(asked).name == "interrupt" and garage() == []
+
+    resumed = BackgroundStream(server, key, "POST", f"/chats/{chat_id}/resume", {"approved": True})
+    resumed.wait_for_tokens()  # the reply after the tool's result: the task is written by now
+    stopped = client.post(f"/chats/{chat_id}/stop").json()
+    assert stopped["stopped"] is True and "as it was before" in stopped["message"], stopped
+    assert final(resumed.join()).data["code"] == "stopped"
+    assert len(client.get(f"/chats/{chat_id}").json()["pending_interrupts"]) == 1  # asked again
+    assert garage() == []  # and memory is as it was before too
+
+    assert final(stream(client, "POST", f"/chats/{chat_id}/resume", {"approved": False})).name == "done"
+    assert garage() == []
+
+
 def test_regenerating_an_earlier_reply_drops_the_later_messages(client):
     chat_id = new_chat(client)
     say(client, chat_id, "My name is Dana")
