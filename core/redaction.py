@@ -4,9 +4,12 @@ A forget (memory.forgetting) records the forgotten item's distinctive words as s
 of their stems (never the words: the record of a forget must not be a copy of what was
 forgotten) and the messages it came from. A :class:`Redactor` built from those records removes
 every clause that carries one of the words, and hides the source messages whole where they
-do not carry one. Everything that sends text to a model (the reply prompt, the summary fold,
-titles, extraction) or writes derived text (the index of what was said, chat records) passes
-it through here, so a copy that the forget itself did not reach still never comes back.
+do not carry one. A message deleted outright (memory.chat_admin) adds its distinctive words
+with a narrower scope, ``reply_hashes``: hidden in what the agent said (its replies, tool
+results, excerpt lines of the assistant), where a reply may have quoted it, never in the user's
+own other messages, which are statements of their own. Everything that sends text to a model
+(the reply prompt, the summary fold, titles, extraction) or writes derived text (the index of
+what was said, chat records) passes it through here, so a copy that the forget itself did not reach still never comes back.
 
 The hashes are salted with the owner: they stop casual reading and accidental display, not
 someone with the database who guesses words (forget-me deletes them with everything else).
@@ -17,10 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from core.words import content_words, stem, words
 
@@ -63,36 +66,61 @@ def term_hashes(owner: str, texts: Iterable[str]) -> set[str]:
     return {term_hash(owner, s) for text in texts for s in distinctive_stems(text)}
 
 
+def deleted_stems(text: str) -> set[str]:
+    """The stems a message deleted outright hides in the agent's replies: its content words less
+    the generic ones, numbers and codes included ("My passport number is K4477123" ->
+    {"passport", "number", "k4477123"}); none when it has none ("Yes!": unlike a forget's, a deletion's
+    text names no one thing, so all its words are never taken for the thing when nothing is left)."""
+    return {stem(w) for w in content_words(text) if w not in GENERIC}
+
+
+def deleted_hashes(owner: str, text: str) -> set[str]:
+    return {term_hash(owner, s) for s in deleted_stems(text)}
+
+
 @dataclass(frozen=True)
 class Redactor:
-    """What one user had forgotten: ``hashes`` of forgotten word stems, and ``messages``
+    """What one user had forgotten: ``hashes`` of forgotten word stems, hidden in every text;
+    ``reply_hashes`` (the words of messages deleted outright), hidden only in what the agent said
+    (``reply=True``: a reply, a tool result, an assistant's line); and ``messages``
     ((thread_id, message_id)) hidden whole. An empty one changes nothing."""
 
     owner: str = ""
     hashes: frozenset[str] = frozenset()
     messages: frozenset[tuple[str, str]] = frozenset()
+    reply_hashes: frozenset[str] = frozenset()
+    _in_replies: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_in_replies", self.hashes | self.reply_hashes)
 
     def __bool__(self) -> bool:
-        return bool(self.hashes or self.messages)
+        return bool(self.hashes or self.messages or self.reply_hashes)
 
     # ------------------------------------------------------------------ text
-    def _hits(self, text: str) -> bool:
-        return any(term_hash(self.owner, stem(w)) in self.hashes for w in set(words(text)))
+    def _scope(self, reply: bool) -> frozenset[str]:
+        return self._in_replies if reply else self.hashes
 
-    def carries(self, text: str) -> bool:
-        """Whether ``text`` carries a forgotten word."""
-        return bool(self.hashes) and bool(text) and self._hits(text)
+    def _hits(self, text: str, hashes: frozenset[str]) -> bool:
+        return any(term_hash(self.owner, stem(w)) in hashes for w in set(words(text)))
 
-    def text(self, text: str) -> str:
+    def carries(self, text: str, *, reply: bool = False) -> bool:
+        """Whether ``text`` carries a forgotten word (``reply``: ``text`` is what the agent said,
+        where the words of deleted messages are hidden too)."""
+        hashes = self._scope(reply)
+        return bool(hashes) and bool(text) and self._hits(text, hashes)
+
+    def text(self, text: str, *, reply: bool = False) -> str:
         """``text`` without the clauses that carry a forgotten word (each run of them becomes MARK)."""
-        if not self.carries(text):
+        if not self.carries(text, reply=reply):
             return text
+        hashes = self._scope(reply)
         out: list[str] = []
         for sentence in _SENTENCE.split(text):
-            if not sentence.strip() or not self._hits(sentence):
+            if not sentence.strip() or not self._hits(sentence, hashes):
                 out.append(sentence)
                 continue
-            kept = [c.strip() for c in _CLAUSE.split(sentence) if c.strip() and not self._hits(c)]
+            kept = [c.strip() for c in _CLAUSE.split(sentence) if c.strip() and not self._hits(c, hashes)]
             kept = [c for c in kept if words(c)]
             end = sentence.rstrip()[-1:] if sentence.rstrip()[-1:] in ".!?" else ""
             out.append((", ".join(kept) + " " + MARK + end) if kept else MARK + end)
@@ -102,28 +130,32 @@ class Redactor:
     def hides(self, thread_id: str | None, message_id: str | None) -> bool:
         return bool(thread_id and message_id) and (thread_id, message_id) in self.messages
 
-    def said(self, thread_id: str | None, message_id: str | None, text: str) -> str:
-        """A message's text as derived data and models may see it."""
-        return MARK if self.hides(thread_id, message_id) else self.text(text)
+    def said(self, thread_id: str | None, message_id: str | None, text: str, *, reply: bool = False) -> str:
+        """A message's text as derived data and models may see it (``reply``: the agent said it)."""
+        return MARK if self.hides(thread_id, message_id) else self.text(text, reply=reply)
 
     # ------------------------------------------------------------------ structures
-    def value(self, value: Any) -> Any:
+    def value(self, value: Any, *, reply: bool = False) -> Any:
         """A JSON-like value with every string redacted (ids kept); a list item that carried a
-        forgotten word is left out (a fact list loses the fact)."""
+        forgotten word is left out (a fact list loses the fact). A dict with a ``role`` (an
+        excerpt's line, a search hit) is what the agent said when it is the assistant's or a tool's."""
         if not self or value is None:
             return value
         if isinstance(value, str):
-            return self.text(value)
+            return self.text(value, reply=reply)
         if isinstance(value, dict):
-            return {k: v if k in _ID_KEYS else self.value(v) for k, v in value.items()}
+            reply = _said_by_agent(value, reply)
+            return {k: v if k in _ID_KEYS else self.value(v, reply=reply) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             kept = []
             for item in value:
-                if isinstance(item, str) and self.carries(item):
+                if isinstance(item, str) and self.carries(item, reply=reply):
                     continue
-                if isinstance(item, dict) and any(isinstance(v, str) and self.carries(v) for k, v in item.items() if k in _TEXT_KEYS):
-                    continue
-                kept.append(self.value(item))
+                if isinstance(item, dict):
+                    by_agent = _said_by_agent(item, reply)
+                    if any(isinstance(v, str) and self.carries(v, reply=by_agent) for k, v in item.items() if k in _TEXT_KEYS):
+                        continue
+                kept.append(self.value(item, reply=reply))
             return kept
         return value
 
@@ -133,19 +165,20 @@ class Redactor:
             return message
         if self.hides(thread_id, message.id):
             return message.model_copy(update={"content": MARK, **({"tool_calls": []} if isinstance(message, AIMessage) else {})})
+        reply = not isinstance(message, HumanMessage)  # a reply, a tool result: what the agent said
         update: dict[str, Any] = {}
         if isinstance(message.content, str):
-            if self.carries(message.content):
-                update["content"] = self.text(message.content)
+            if self.carries(message.content, reply=reply):
+                update["content"] = self.text(message.content, reply=reply)
         else:
             parts = [
-                {**p, "text": self.text(p["text"])} if isinstance(p, dict) and isinstance(p.get("text"), str) else p
+                {**p, "text": self.text(p["text"], reply=reply)} if isinstance(p, dict) and isinstance(p.get("text"), str) else p
                 for p in message.content
             ]
             if parts != message.content:
                 update["content"] = parts
         if isinstance(message, AIMessage) and message.tool_calls:
-            calls = [{**c, "args": self.value(c.get("args") or {})} for c in message.tool_calls]
+            calls = [{**c, "args": self.value(c.get("args") or {}, reply=True)} for c in message.tool_calls]
             if calls != message.tool_calls:
                 update["tool_calls"] = calls
         return message.model_copy(update=update) if update else message
@@ -160,6 +193,19 @@ class Redactor:
 
 _ID_KEYS = frozenset({"id", "thread_id", "chat_id", "message_id", "task_id", "sent_at", "created_at", "updated_at", "due_date", "last_activity"})
 _TEXT_KEYS = frozenset({"text", "description", "summary_snippet", "title", "content", "value"})
+
+
+_AGENT_ROLES = frozenset({"assistant", "ai", "tool"})
+_USER_ROLES = frozenset({"user", "human"})
+
+
+def _said_by_agent(item: dict, default: bool) -> bool:
+    """Whether a dict is what the agent said: its ``role`` says whose line it is (an excerpt's line,
+    a search hit); any other dict (a profile's "role" is a job) is as the value it is in."""
+    role = item.get("role")
+    if not isinstance(role, str):
+        return default
+    return True if role in _AGENT_ROLES else False if role in _USER_ROLES else default
 
 
 def changed(before: Any, after: Any) -> bool:

@@ -1,8 +1,8 @@
 """The redactor: what a forget hides, clause by clause, and what it leaves."""
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from core.redaction import MARK, Redactor, distinctive_stems, term_hashes
+from core.redaction import MARK, Redactor, deleted_hashes, deleted_stems, distinctive_stems, term_hashes
 
 
 def redactor(*forgotten: str, owner: str = "u") -> Redactor:
@@ -51,3 +51,23 @@ def test_a_dated_task_forgets_its_words_not_its_date_and_times_are_never_redacte
     r = redactor("Call the dentist on Fri 27 Nov 2026")
     line = {"text": "see you in 2026", "sent_at": "2026-11-26T12:56:48+00:00"}
     assert r.value(line) == line
+
+
+def test_a_deleted_messages_words_are_hidden_in_what_the_agent_said_not_in_the_users_own_messages():
+    """Deleting "My passport number is K4477123" hides its words in every reply that quoted it (and in
+    tool results, and the assistant's lines of an excerpt), not in the user's other messages."""
+    assert deleted_stems("My passport number is K4477123 and it expires soon") >= {"passport", "k4477123"}
+    assert deleted_stems("Yes!") == set()  # a deletion's everyday words are not the thing
+    r = Redactor("u", reply_hashes=frozenset(deleted_hashes("u", "I love pizza")))
+    assert r and not r.carries("pizza on Friday?") and r.carries("pizza on Friday?", reply=True)
+    assert r.said("t", "m", "You love pizza. See you Friday.", reply=True) == f"{MARK}. See you Friday."
+    asked, quoted = HumanMessage("pizza on Friday?", id="a"), AIMessage("You said you love pizza", id="b")
+    out = r.messages_of([asked, quoted, ToolMessage("found: I love pizza", tool_call_id="c")])
+    assert out[0] is asked and out[1].content == MARK and out[2].content == f"found {MARK}"
+    excerpt = {"thread_id": "t", "lines": [{"message_id": "a", "role": "user", "text": "pizza on Friday?"},
+                                           {"message_id": "b", "role": "assistant", "text": "You love pizza"}]}
+    assert r.value({"excerpts": [excerpt]}) == {"excerpts": [{**excerpt, "lines": excerpt["lines"][:1]}]}
+    mine = {"facts": [{"id": "1", "text": "Plans pizza on Friday"}], "profile": {"role": "pizza chef"}}  # a profile's role is a job
+    assert r.value(mine) == mine
+    both = Redactor("u", frozenset(term_hashes("u", ["nurse"])), reply_hashes=r.reply_hashes)
+    assert both.text("I am a nurse, I love pizza") == f"I love pizza {MARK}" and both.text("I am a nurse, I love pizza", reply=True) == MARK
