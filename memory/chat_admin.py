@@ -17,13 +17,13 @@ from typing import Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from core.redaction import Redactor, term_hashes
 from memory.chat_text import redact_title
-from memory.user_memory import get_chat
+from memory.user_memory import get_chat, list_chats
 from memory.writer import records as memory_records
-from memory.forgetting import forget_message, redact_deleted_message, redacted_chat, was_folded
+from memory.forgetting import forget_message, redact_deleted_message, redacted_chat, redactor_for, was_folded
 from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
 from storage.memory_store import memory_store
 from core.schemas import ChatRecord
@@ -103,14 +103,30 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     ledger), the facts and tasks only it taught deleted, its index row emptied, its text replaced in
     the transcript, the summary board rid of it if it was folded in, the state of every chat of the
     user rid of what it drew from it, the chat's earlier checkpoints (which still hold it) pruned,
-    and the chat's searchable text written again."""
-    await forget_message(backend.store, user_id, thread_id, message.id)
+    and the chat's searchable text written again. A user's message's distinctive words are hidden in
+    the agent's replies too, in every chat (a reply may have quoted it): their index rows are
+    rewritten, and so is the searchable text of every other chat whose text carried them."""
+    said = message.text if isinstance(message, HumanMessage) else ""  # a reply's words are no statement of the user
+    await forget_message(backend.store, user_id, thread_id, message.id, said)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
     config = {"configurable": {"thread_id": thread_id}}
     await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node=LAST_NODE)
     await redact_deleted_message(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, message)
     await backend.checkpointer.aprune([thread_id], strategy="keep_latest")
     await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, deleted=message)
+    if said:
+        await _rewrite_quoting_chats(backend, graph, user_id, thread_id)
+
+
+async def _rewrite_quoting_chats(backend, graph, user_id: str, thread_id: str) -> None:
+    """Write again the searchable text of the user's other chats whose text carries a deleted
+    message's words (as the agent's replies may hold them); the text is built from the transcript,
+    where only the replies lose them."""
+    redactor = await redactor_for(backend.store, user_id)
+    for chat in await list_chats(backend.store, user_id):
+        if chat.thread_id != thread_id and redactor.carries(chat.summary_text, reply=True):
+            values = (await graph.aget_state({"configurable": {"thread_id": chat.thread_id}})).values
+            await rewrite_chat_text(backend.store, user_id, chat.thread_id, values)
 
 
 async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *, deleted: BaseMessage | None = None) -> ChatRecord | None:

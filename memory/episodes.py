@@ -139,7 +139,7 @@ async def index_thread(
     undated = [m.id for _, _, m in new if sent_at(m) is None]
     fallback = await checkpoint_times(checkpointer, thread_id, undated) if undated else {}
     now = datetime.now(timezone.utc)
-    texts = [redactor.said(thread_id, m.id, m.text) for _, _, m in new]
+    texts = [redactor.said(thread_id, m.id, m.text, reply=r != "user") for _, r, m in new]
     vectors = await embed_texts(embeddings, texts) if new else []
     rows = [
         table.Episode(thread_id, m.id, p, r, sent_at(m) or fallback.get(m.id) or now, text, owner=owner, embedding=v)

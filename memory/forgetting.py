@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from core.errors import InvalidMessage
 from core.namespaces import facts_ns, tasks_ns
-from core.redaction import Redactor, changed, distinctive_stems, term_hashes
+from core.redaction import Redactor, changed, deleted_stems, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.text_validation import LINE_CHARS, unstorable_reason
 from core.words import content_words, stem
@@ -124,21 +124,28 @@ async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str
     return report
 
 
-async def forget_message(store, user_id: str, thread_id: str, message_id: str) -> ForgetReport:
+async def forget_message(store, user_id: str, thread_id: str, message_id: str, text: str = "") -> ForgetReport:
     """Hide one message whole, for good: recorded in the ledger, the facts and tasks only it taught
     deleted, its row in the index of what was said emptied, and the chat's ended runs' rows rid of
-    what the user said."""
-    written = await forget_message_items(store, user_id, thread_id, message_id)
+    what the user said. With ``text`` (the user's message as written), its distinctive words are
+    hidden in the agent's replies in every chat (core.redaction: ``reply_hashes``), where one may
+    have quoted it, and the index rows of the replies that carried them are rewritten; the user's
+    own other messages keep them (they are statements of their own)."""
+    written = await forget_message_items(store, user_id, thread_id, message_id, text)
     report = ForgetReport.of(written)
-    report.messages = await _redact_index(store, user_id, written.redactor, [], written.refs)
+    words = [w for t in written.texts for w in content_words(t) if stem(w) in deleted_stems(t)]
+    report.messages = await _redact_index(store, user_id, written.redactor, [], written.refs, words=words)
     await chat_runs.clear_text(memory_store(store).pool, user_id, thread_id)
     return report
 
 
-async def _redact_index(store, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]]) -> int:
-    """Rewrite the index rows of the messages that carried what was forgotten."""
+async def _redact_index(
+    store, user_id: str, redactor: Redactor, texts: list[str], refs: list[tuple[str, str]], *, words: Sequence[str] = ()
+) -> int:
+    """Rewrite the index rows of the messages that carried what was forgotten (the distinctive words
+    of ``texts``, or ``words``) or are one of ``refs``."""
     ours = memory_store(store)
-    words = sorted({w for t in texts for w in distinctive_words(t)})
+    words = sorted({w for t in texts for w in distinctive_words(t)} | set(words))
     rows = await episode_rewrites.rows_with_words(ours.pool, user_id, words, refs)
     # Up to 20,000 rows of up to 20,000 characters: redacted off the event loop, which serves other users' replies.
     changed = await asyncio.to_thread(_redacted_rows, rows, redactor)
@@ -152,7 +159,7 @@ async def _redact_index(store, user_id: str, redactor: Redactor, texts: list[str
 
 def _redacted_rows(rows: list, redactor: Redactor) -> list[tuple]:
     """The rows ``redactor`` changes, each with its new text."""
-    out = [(r, redactor.said(r.thread_id, r.message_id, r.content)) for r in rows]
+    out = [(r, redactor.said(r.thread_id, r.message_id, r.content, reply=r.role != "user")) for r in rows]
     return [(r, text) for r, text in out if text != r.content]
 
 
@@ -368,7 +375,7 @@ async def forgotten_in(store, user_id: str, thread_id: str, messages) -> set[str
     redactor = await forget_ledger.redactor(memory_store(store).pool, user_id)
     if not redactor:
         return set()
-    return {m.id for m in messages if m.id and (redactor.hides(thread_id, m.id) or redactor.carries(m.text))}
+    return {m.id for m in messages if m.id and (redactor.hides(thread_id, m.id) or redactor.carries(m.text, reply=not isinstance(m, HumanMessage)))}
 
 
 async def redactor_for(store, user_id: str) -> Redactor:

@@ -92,7 +92,7 @@ async def _extract_memories(state: State, runtime: Runtime[Context]) -> dict:
     # A reply that only repeated memory is no evidence about the user: the extractor reads no word of it.
     reply_text = reply.text if reply is not None and not adds_no_evidence(reply) else ""
     redactor = await redactor_for(store, ctx.user_id)  # forgotten things reach no extraction call
-    reply_text = redactor.text(reply_text)
+    reply_text = redactor.text(reply_text, reply=True)
     rule_texts: list[str] = []
     with timed("extract_memories"):
         stored = redactor.value(await related_memories(store, ctx.user_id, human.text, reply_text))

@@ -124,12 +124,13 @@ async def _forget_carriers(tx, user_id: str, out: ForgetWrite, goes) -> list[Put
     return ops
 
 
-async def forget_message_items(store, user_id: str, thread_id: str, message_id: str) -> ForgetWrite:
-    """Hide one message whole (the user deleted it outright): recorded, and the facts, tasks, profile
-    fields and preferences that only hidden messages taught (this one, and any hidden before) deleted."""
-    out = ForgetWrite(forgotten=[f"message {message_id}"], refs=[(thread_id, message_id)])
+async def forget_message_items(store, user_id: str, thread_id: str, message_id: str, text: str = "") -> ForgetWrite:
+    """Hide one message whole (the user deleted it outright), and the words of its ``text`` (the user's
+    message) in the agent's replies: recorded, and the facts, tasks, profile fields and preferences
+    that only hidden messages taught (this one, and any hidden before) deleted."""
+    out = ForgetWrite(forgotten=[f"message {message_id}"], refs=[(thread_id, message_id)], texts=[text] if text.strip() else [])
     async with user_transaction(store, user_id) as tx:
-        out.forget_id = await forget_ledger.hide_message(tx.conn, user_id, thread_id, message_id)
+        out.forget_id = await forget_ledger.hide_message(tx.conn, user_id, thread_id, message_id, text)
         # The whole ledger: a field two messages taught goes when the second of them is deleted.
         out.redactor = await forget_ledger.redactor(tx.conn, user_id)
 
