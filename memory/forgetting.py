@@ -133,7 +133,8 @@ async def forget_message(store, user_id: str, thread_id: str, message_id: str, t
     own other messages keep them (they are statements of their own)."""
     written = await forget_message_items(store, user_id, thread_id, message_id, text)
     report = ForgetReport.of(written)
-    words = [w for t in written.texts for w in content_words(t) if stem(w) in deleted_stems(t)]
+    stems = [(t, deleted_stems(t)) for t in written.texts]  # once per text: per word, a long message cost seconds
+    words = [w for t, found in stems for w in content_words(t) if stem(w) in found]
     report.messages = await _redact_index(store, user_id, written.redactor, [], written.refs, words=words)
     await chat_runs.clear_text(memory_store(store).pool, user_id, thread_id)
     return report
