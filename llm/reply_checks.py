@@ -233,7 +233,7 @@ class MarkupFilter:
 
 # Past this many words a reply is held only while at least this share of them follows a target in
 # order: a fresh reply shares many small words with a long previous reply, and holding it until the
-# bound in _may_end_same rules a repeat out would show nothing for seconds; a near-repeat keeps
+# bound in _Following.may_end_same rules a repeat out would show nothing for seconds; a near-repeat keeps
 # nearly all its words in order.
 HOLD_SHARES = ((3, 0.5), (8, 0.8))
 
@@ -248,13 +248,14 @@ class EchoHold:
         self.said: Said | None = None
         self._held = ""
         self._holding = False
-        self._judged = (0, True)  # (complete words, could still be an echo) at the last check
+        self._follows: list[_Following] | None = None  # per text checked against, made at the first word
+        self._seen = 0  # complete words of the held text already followed
 
     def expect(self, said: Said | None) -> None:
         """What the coming reply is checked against (None: nothing is held)."""
         self.said = said
         self._holding = said is not None
-        self._judged = (0, True)
+        self._follows, self._seen = None, 0
 
     def feed(self, text: str) -> str:
         if not self._holding:
@@ -268,7 +269,7 @@ class EchoHold:
     def finish(self) -> str:
         held, self._held = self._held, ""
         self._holding = self.said is not None
-        self._judged = (0, True)
+        self._follows, self._seen = None, 0
         if held and self.said is not None and echo_kind(held, self.said) is not None:
             return ""
         return held
@@ -281,35 +282,42 @@ class EchoHold:
         complete = words if text[-1:].isspace() or not text[-1:].isalnum() else words[:-1]
         if not complete:
             return True
-        if len(complete) == self._judged[0]:  # no new word since the last chunk
-            return self._judged[1]
-        targets = (said.user_text, *said.earlier_user_texts, said.previous_reply)
-        self._judged = (len(complete), any(_may_end_same(complete, _words(t)) for t in targets if t.strip()))
-        return self._judged[1]
+        if self._follows is None:
+            targets = (said.user_text, *said.earlier_user_texts, said.previous_reply)
+            self._follows = [_Following(w) for w in (_words(t) for t in targets) if w]
+        # Each new word extends each target's table by one row: a word costs the targets' length,
+        # not (words so far) × that, in the event loop that streams every user's replies.
+        for word in complete[self._seen :]:
+            for follow in self._follows:
+                follow.add(word)
+        self._seen = len(complete)
+        self._follows = [f for f in self._follows if f.may_end_same(len(complete))]
+        return bool(self._follows)
 
 
-def _may_end_same(begun: list[str], target: list[str]) -> bool:
-    """Whether a reply beginning with the words ``begun`` may still be :func:`same_text` as
-    ``target`` once finished. With ``u`` of its words outside their longest common subsequence with
-    the target, no ending gives a ratio above 2L / (2L + u) (L the target's length), since the
-    reply keeps those ``u`` unmatched. A reply whose words mostly do not follow the target
-    (:data:`HOLD_SHARES`) is let go too: should the reply node still replace it, the stream says so."""
-    if not target:
-        return False
-    matched = _common_subsequence(begun, target)
-    if 2 * len(target) < SAME_TEXT_RATIO * (2 * len(target) + len(begun) - matched):
-        return False
-    return all(len(begun) <= words or matched >= share * len(begun) for words, share in HOLD_SHARES)
+class _Following:
+    """How a reply's words so far follow one target text: the longest common subsequence of them
+    and each prefix of the target (one row of the usual table, extended a word at a time)."""
 
+    def __init__(self, target: list[str]) -> None:
+        self.target = target
+        self.row = [0] * (len(target) + 1)
 
-def _common_subsequence(a: list[str], b: list[str]) -> int:
-    """The length of the longest common subsequence of ``a`` and ``b`` (difflib's ratio counts
-    fewer matches or as many, so a bound on this bounds it)."""
-    row = [0] * (len(b) + 1)
-    for word in a:
-        diagonal = 0
-        for j, other in enumerate(b, 1):
+    def add(self, word: str) -> None:
+        row, diagonal = self.row, 0
+        for j, other in enumerate(self.target, 1):
             above = row[j]
             row[j] = diagonal + 1 if word == other else max(above, row[j - 1])
             diagonal = above
-    return row[-1]
+
+    def may_end_same(self, begun: int) -> bool:
+        """Whether a reply that began with ``begun`` words followed so may still be :func:`same_text`
+        as the target once finished. With ``u`` of its words outside their longest common
+        subsequence (difflib's ratio counts no more matches), no ending gives a ratio above
+        2L / (2L + u) (L the target's length), and ``u`` never shrinks. A reply whose words mostly do
+        not follow the target is let go too (:data:`HOLD_SHARES`): should the reply node still
+        replace it, the stream says so."""
+        matched, length = self.row[-1], len(self.target)
+        if 2 * length < SAME_TEXT_RATIO * (2 * length + begun - matched):
+            return False
+        return all(begun <= words or matched >= share * begun for words, share in HOLD_SHARES)

@@ -197,6 +197,29 @@ def test_a_fresh_reply_after_a_long_previous_one_streams_within_its_first_words(
     assert shown + f.finish() == reply
 
 
+def test_holding_a_long_repeat_costs_each_target_its_length_per_word_not_the_words_so_far_again(monkeypatch):
+    """The hold ran the whole table again at every word, in the event loop that streams every
+    user's replies: a 600-word repeat of a 600-word message took 31.7 s."""
+    import llm.reply_checks as checks
+
+    cells = 0
+    add = checks._Following.add
+
+    def counted(self, word):
+        nonlocal cells
+        cells += len(self.target)
+        add(self, word)
+
+    monkeypatch.setattr(checks._Following, "add", counted)
+    user = " ".join(f"w{i}" for i in range(50))
+    previous = " ".join(f"v{i}" for i in range(300))
+    f = CallTextFilter()
+    f.expect(Said(user, (), previous, ""))
+    shown = "".join(f.feed("m", word + " ") for word in previous.split())
+    assert shown == "" and f.finish() == ""  # the repeat was held whole, and dropped
+    assert cells <= 300 * (50 + 300)  # each word: one row of each table still open
+
+
 def test_a_note_and_the_message_it_stands_in_for_leave_the_models_view_and_nothing_else_does():
     # With Dana's unanswered line left in view, the real 0.5B gave no usable reply in the turns after it.
     note = no_answer_note(no_answer_text("echo", DANA), id="n1")
