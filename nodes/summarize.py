@@ -18,7 +18,7 @@ from core.schemas import SummaryBoard
 from core.state import State
 from core.tokens import count_tokens
 from llm.chat_model import load_chat_model
-from memory.forgetting import STATE_CHANNELS, redact_state, redactor_now
+from memory.forgetting import STATE_CHANNELS, redact_state, redactor_for
 from memory.summarizer import fold_summary, recompress_summary
 from nodes.compaction import plan_fold
 from nodes.stream_events import NOSTREAM, emit
@@ -39,8 +39,10 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
 async def _summarize(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
     # Every run, fold or not: a turn forked from a checkpoint older than a forget, or one that
-    # loaded its state before the forget committed, must not write the forgotten words back.
-    redactor = await redactor_now(runtime.store, ctx.user_id)
+    # loaded its state before the forget committed, must not write the forgotten words back. (The
+    # ledger as committed: extract_memories, the turn's last node, reads it again under the user's
+    # lock, for a forget that commits meanwhile; one lock a turn is enough.)
+    redactor = await redactor_for(runtime.store, ctx.user_id)
     update: dict = redact_state({c: getattr(state, c) for c in STATE_CHANNELS}, redactor)
     summary = update.get("summary", state.summary)
     board = SummaryBoard.model_validate(summary) if summary else SummaryBoard()

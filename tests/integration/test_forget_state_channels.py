@@ -23,6 +23,7 @@ from llm.chat_model import register_model, unregister_model
 from memory.chat_admin import delete_message_everywhere
 from memory.forgetting import forget_request
 from memory.user_memory import get_chat, stored_tasks
+from tests.integration.test_resume_take_back import turns  # noqa: F401 - a fixture: turns through TurnRunner
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 NURSE = "My name is Rosa, I live in Coimbra and I work as a nurse"
@@ -176,3 +177,32 @@ async def test_a_forget_redacts_the_state_of_a_chat_waiting_for_a_confirmation_a
         assert [t.description for t in await stored_tasks(backend.store, user_id)] == ["Buy milk"]
     finally:
         unregister_model(name)
+
+
+@pytest.mark.slow
+async def test_an_ordinary_turn_takes_the_users_write_lock_twice_at_most(backend, user_id, turns, monkeypatch):
+    """The state's redaction read the ledger under the user's lock in summarize and again in
+    extract_memories: three lock transactions in a turn that wrote nothing, and a user's chats'
+    memory phases queued behind one another. The last node's read is the one a forget must wait for."""
+    import storage.user_transaction as user_transaction
+
+    def plain(kind, messages):
+        if kind == "reply":
+            return "Sure, Lisbon is lovely in spring."
+        if kind == "extract":
+            return empty_extraction()
+        return {"title": "Trips"} if kind == "title" else {"summary": ""}
+
+    _, _, turn = turns(plain)
+    await turn("I am thinking about a trip")
+    taken = 0
+    lock_key = user_transaction.lock_key
+
+    def counted(user: str):
+        nonlocal taken
+        taken += 1
+        return lock_key(user)
+
+    monkeypatch.setattr(user_transaction, "lock_key", counted)
+    _, status, _ = await turn("What about Lisbon?")
+    assert status == "finished" and 0 < taken <= 2  # the chat's record, and the last node's ledger read
