@@ -357,6 +357,22 @@ async def journaled_writes(conn: psycopg.AsyncConnection, run_id: str) -> list[d
     return list(undo) if isinstance(undo, list) else []
 
 
+async def settle_journal(pool: AsyncConnectionPool, run_id: str) -> bool:
+    """Whether the run journaled writes that taking it back must undo (memory.writer.run_undo). A
+    journal with none is closed here and now, without the user's lock: a run that wrote nothing is
+    taken back without waiting for a forget or a reindex holding it. (A write in flight holds the
+    row, and is waited for: then its entries are found.)"""
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                "UPDATE memory_agent_runs SET undo = CASE WHEN jsonb_typeof(undo) = 'array' AND jsonb_array_length(undo) > 0 "
+                "THEN undo ELSE 'false'::jsonb END WHERE run_id = %s RETURNING jsonb_typeof(undo) = 'array' AS pending",
+                (run_id,),
+            )
+        ).fetchone()
+    return bool(row is not None and row["pending"])
+
+
 async def close_journal(conn: psycopg.AsyncConnection, run_id: str) -> None:
     """The run's writes were undone: its journal is emptied and closed (``false``), so a late write of
     the cancelled run finds no journal to join and is refused."""

@@ -153,6 +153,9 @@ class TurnRunner:
         self.failure: BaseException | None = None  # what made the run fail, for callers that explain it
         self.aborted = False
         self.head_recorded = False  # from here on a live worker can keep the turn if this one cannot
+        # A take-back began and the run's journaled writes are not undone yet: its row must not end
+        # (ending it clears the journal); left active, a live worker's reaper takes it back again.
+        self.undo_pending = False
         # Set at the commit point: the reply is complete and saved, only the memory phase is left
         # (the CLI shows the reply then and takes the next message while memory work finishes).
         self.replied = asyncio.Event()
@@ -199,7 +202,11 @@ class TurnRunner:
         return await asyncio.wait_for(work, DB_STEP_SECONDS)
 
     async def _finish_row(self, status: str, detail: str | None = None) -> None:
-        """Record the run's final status; a database that does not answer leaves it to the reaper."""
+        """Record the run's final status; a database that does not answer leaves it to the reaper.
+        So does a take-back whose undo did not complete: ending the row would drop its journal."""
+        if self.undo_pending:
+            log.warning("run %s: its writes are not undone yet; its row stays for a live worker's reaper to take it back", self.run_id)
+            return
         try:
             await self._step(chat_runs.finish(self.pool, self.run_id, status, detail=detail))
         except Exception as exc:
@@ -412,7 +419,7 @@ class TurnRunner:
                 saver.reopen_thread(self.spec.thread_id, mark.checkpoint_id, removed)
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
         # And memory: what the run's tools wrote (an approved task change) gets its previous value back.
-        await self._step(asyncio.shield(undo_run_writes(self.graph.store, self.spec.user_id, self.run_id)))
+        await self._undo_writes()
         if status == "stopped":
             kept = await self._keep_stopped_turn(mark)
             await self._finish_row(status, detail=self.stop_reason)
@@ -424,6 +431,17 @@ class TurnRunner:
         await self._finish_row(status, detail=f"{type(exc).__name__}: {exc}"[:500])
         self.emit("error", {"code": "reply_failed", "message": f"The reply failed and was discarded: {exc}", "text": self.spec.user_text})
         return status
+
+    async def _undo_writes(self) -> None:
+        """Undo what the run's tools wrote (memory.writer.run_undo). A run that journaled nothing
+        (learnt without the user's lock) has nothing to undo. Else the undo waits for the user's lock
+        however long another writer (a forget, a reindex) holds it: not timed out, and shielded, so it
+        completes (a database gone altogether is the heartbeat's to notice: :meth:`abort`). Until it
+        has, the row is not ended (:attr:`undo_pending`)."""
+        self.undo_pending = True
+        if await self._step(chat_runs.settle_journal(self.pool, self.run_id)):
+            await asyncio.shield(undo_run_writes(self.graph.store, self.spec.user_id, self.run_id))
+        self.undo_pending = False
 
     async def _keep_stopped_turn(self, mark: ThreadMark) -> dict | None:
         """Write the stopped turn back (its message, the reply so far marked stopped) and run

@@ -13,11 +13,16 @@ The rule, in one place:
   (storage.chat_runs.journal_writes) with the value it replaced (None: the item was new),
   in the write's own transaction. A run that is no longer ``running`` (stopped meanwhile,
   taken over, ended) gets no write at all.
-- Taking the run back calls :func:`undo_run_writes`: in one transaction holding the user's lock,
-  newest first, each item that still holds what the run wrote gets its previous value back
-  (an added task is deleted, an updated or completed one is as it was). An item changed since
-  by someone else (an edit, a forget) keeps that change. The journal is then closed, so a late
-  write of the cancelled run cannot land after it.
+- Taking the run back first asks the run's row whether it journaled anything
+  (storage.chat_runs.settle_journal, without the user's lock): a run that wrote nothing has its
+  journal closed there and is taken back without waiting for the lock. Otherwise it calls
+  :func:`undo_run_writes`: in one transaction holding the user's lock (waited for however long a
+  forget or a reindex holds it, not timed out), newest first, each item that still holds what the
+  run wrote gets its previous value back (an added task is deleted, an updated or completed one is
+  as it was). An item changed since by someone else (an edit, a forget) keeps that change. The
+  journal is then closed, so a late write of the cancelled run cannot land after it. Until the undo
+  has completed the run's row is not ended (ending it clears the journal): a take-back cut short
+  leaves it active, and a live worker's reaper takes the run back again, undo included.
 - A run that ends any other way (finished, interrupted for the next confirmation) keeps its
   writes; its journal is cleared with the rest of what the row held of the user's words.
 

@@ -10,12 +10,16 @@ The turns run through TurnRunner itself (the path of the HTTP API and the CLI), 
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
+from app.runs import turn_runner
 from app.runs.turn_runner import STOPPED_DISCARDED, TurnRunner, TurnSpec
 from core.context import Context
 from core.schemas import ExtractionResult, TaskUpdate
@@ -24,6 +28,7 @@ from llm.chat_model import register_model, unregister_model
 from memory.user_memory import stored_tasks
 from memory.writer.extraction import apply_extraction
 from storage import chat_runs
+from storage.user_transaction import lock_key
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
 
@@ -205,3 +210,106 @@ async def test_a_run_no_longer_running_writes_nothing_and_a_taken_back_run_nothi
         finally:
             UNDOABLE_RUN.reset(token)
     assert await tasks_of(backend, user_id) == []
+
+
+# --------------------------------------------------------------------------- the user's lock held by another writer
+class LockHolder:
+    """Another writer of the user's memory (a forget, a reindex) holding the user's lock: taken from the
+    scripted model's thread (``take``), so it is held before the reply's first token, when the test stops it."""
+
+    def __init__(self, backend, user_id: str, *, release_after: float) -> None:
+        self.backend, self.user_id, self.release_after = backend, user_id, release_after
+        self.loop = asyncio.get_running_loop()
+        self.held = threading.Event()
+        self.released = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    async def _hold(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self.backend.pool.conninfo, autocommit=True) as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.user_id),))
+                self.held.set()
+                try:
+                    await asyncio.wait_for(self.released.wait(), self.release_after)
+                except TimeoutError:
+                    pass
+
+    def take(self) -> None:
+        """From the model's thread: the lock is held when this returns."""
+        self.loop.call_soon_threadsafe(lambda: setattr(self, "task", self.loop.create_task(self._hold())))
+        assert self.held.wait(10)
+
+    async def release(self) -> None:
+        self.released.set()
+        if self.task is not None:
+            await self.task
+
+
+def calling_then_holding(call: dict, holder_of: list) -> callable:
+    """``calling(call)``, and once the tool answered, the user's lock is taken by ``holder_of[0]`` before the reply streams."""
+    inner = calling(call)
+
+    def responder(kind, messages):
+        if kind == "reply" and isinstance(messages[-1], ToolMessage) and holder_of:
+            holder_of[0].take()
+        return inner(kind, messages)
+
+    return responder
+
+
+async def row_of(backend, run_id: str) -> dict:
+    async with backend.pool.connection() as conn:
+        return await (await conn.execute("SELECT status, undo FROM memory_agent_runs WHERE run_id = %s", (run_id,))).fetchone()
+
+
+@pytest.mark.slow  # the lock is held past the (shortened) step timeout
+async def test_a_stop_waits_for_a_busy_user_lock_to_undo_the_approved_write_instead_of_failing(backend, user_id, turns, monkeypatch):
+    monkeypatch.setattr(turn_runner, "DB_STEP_SECONDS", 0.5)
+    holder_of: list[LockHolder] = []
+    graph, thread_id, turn = turns(calling_then_holding(CALLS["add"], holder_of))
+    assert (await turn("[task] see to the house"))[1] == "interrupted"
+    holder_of.append(LockHolder(backend, user_id, release_after=1.5))  # longer than a bookkeeping step
+
+    runner, status, events = await turn(Command(resume={"approved": True}), on_token=lambda r: r.stop())
+    await holder_of[0].release()
+    assert status == "stopped" and events[-1][1]["code"] == "stopped"
+    assert await tasks_of(backend, user_id) == [] and await pending(graph, thread_id) == 1
+    assert (await row_of(backend, runner.run_id))["status"] == "stopped"
+
+
+async def test_a_stopped_run_that_wrote_nothing_is_taken_back_without_the_users_lock(backend, user_id, turns, monkeypatch):
+    monkeypatch.setattr(turn_runner, "DB_STEP_SECONDS", 0.5)
+    holder_of: list[LockHolder] = []
+    graph, thread_id, turn = turns(calling_then_holding(CALLS["add"], holder_of))
+    assert (await turn("[task] see to the house"))[1] == "interrupted"
+    holder_of.append(LockHolder(backend, user_id, release_after=5))  # held until the stop has ended (or 5 s)
+
+    try:  # declined: the run writes nothing to memory, so its take-back has nothing to wait for
+        runner, status, events = await turn(Command(resume={"approved": False}), on_token=lambda r: r.stop())
+    finally:
+        await holder_of[0].release()
+    assert status == "stopped" and events[-1][1]["code"] == "stopped"
+    assert await pending(graph, thread_id) == 1
+    assert (await row_of(backend, runner.run_id))["status"] == "stopped"
+
+
+async def test_an_undo_that_did_not_complete_keeps_the_journal_for_the_worker_that_takes_the_run_back(backend, user_id, turns, monkeypatch):
+    graph, thread_id, turn = turns(calling(CALLS["add"]))
+    assert (await turn("[task] repaint the garage door"))[1] == "interrupted"
+
+    async def connection_lost(*args):
+        raise OSError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(turn_runner, "undo_run_writes", connection_lost)
+    runner, status, _ = await turn(Command(resume={"approved": True}), on_token=lambda r: r.stop())
+    monkeypatch.undo()
+    assert status == "failed" and await tasks_of(backend, user_id) == [("Repaint the garage door", "open")]
+    row = await row_of(backend, runner.run_id)
+    assert row["status"] in chat_runs.ACTIVE and row["undo"]  # not ended: ending it would drop the journal
+
+    async with backend.pool.connection() as conn:  # its heartbeat expires: a live worker takes it back
+        await conn.execute("UPDATE memory_agent_runs SET heartbeat_at = now() - interval '1 hour' WHERE run_id = %s", (runner.run_id,))
+    (dead,) = await chat_runs.take_over_stale(backend.pool, "live-worker", thread_id)
+    recovering = TurnRunner(graph=graph, pool=backend.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None)
+    assert await recovering.recover(dead) == "stopped"
+    assert await tasks_of(backend, user_id) == [] and await pending(graph, thread_id) == 1
