@@ -24,7 +24,9 @@
 A reply that ends in a task-change confirmation (an ``interrupt()`` in the tools
 node) ends the run with an ``interrupt`` event; ``Command(resume=…)`` continues it
 in a new run. A failure in the reply phase is taken back entirely (the ``error`` event
-carries the message's text so a client can offer it again).
+carries the message's text so a client can offer it again). A run that ends without the memory
+phase (a confirmation, a take-back) leaves the thread's head redacted with the user's forgets
+(a forget committed while it ran rewrote the head it started from, not what it then wrote).
 
 Streams always end: every database step of the bookkeeping runs under
 ``DB_STEP_SECONDS``, and when the database stops answering altogether the worker's
@@ -58,6 +60,7 @@ from storage import chat_runs
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
+from memory.forgetting import redact_head, redactor_for
 from memory.writer.extraction import retract_taught_by
 from memory.writer.run_undo import UNDOABLE_RUN, undo_run_writes
 
@@ -274,6 +277,7 @@ class TurnRunner:
             self.emit("error", {"code": "refused", "message": values["error"]})
             return "failed"
         if interrupts:
+            await self._redact_head()
             if not await self._step(chat_runs.transition(self.pool, self.run_id, "interrupted", when=("running",))):
                 return await self._take_back(mark, "stopped")
             self.emit("interrupt", {"run_id": self.run_id, "interrupts": _interrupts(interrupts)})
@@ -377,6 +381,22 @@ class TurnRunner:
                 self._forward(mode, chunk)
         return values
 
+    async def _redact_head(self) -> None:
+        """The thread's head without what the user's forgets hide, for a run that ends without the
+        memory phase (which redacts the state it leaves: summarize, extract_memories). A forget
+        committed while the reply ran rewrote the head the run started from, but the run's own
+        checkpoint came from the values it held in memory. (The ledger is read after that checkpoint
+        was written: a forget committed later rewrites it itself.) A take-back returns to the head
+        the run started from, which a forget meanwhile rewrote unless the run had written a newer
+        checkpoint by then (a chat's first turn saves each step; a failed run may save where it
+        failed): that one the forget rewrote is gone, so the head is redacted there too."""
+        try:
+            redactor = await self._step(redactor_for(self.graph.store, self.spec.user_id))
+            if redactor:
+                await self._step(redact_head(self.graph.store, self.spec.thread_id, redactor))
+        except Exception as exc:  # (what is shown of the state is redacted anyway: forgetting.shown_state)
+            log.warning("run %s: could not redact the head of thread %s (%s)", self.run_id, self.spec.thread_id, exc)
+
     async def _finish_pending_memory_update(self, ctx: Context, head: StateSnapshot | None = None) -> None:
         """A worker that died between reply and memory update left the thread paused
         at the commit point or inside the memory phase: finish that turn's memory update before
@@ -420,6 +440,7 @@ class TurnRunner:
         log.info("run %s %s; took back %d checkpoints", self.run_id, status, len(removed))
         # And memory: what the run's tools wrote (an approved task change) gets its previous value back.
         await self._undo_writes()
+        await self._redact_head()
         if status == "stopped":
             kept = await self._keep_stopped_turn(mark)
             await self._finish_row(status, detail=self.stop_reason)

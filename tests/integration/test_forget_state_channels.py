@@ -5,6 +5,7 @@ and not in what the chat's detail shows (real Postgres, the offline model)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -206,3 +207,39 @@ async def test_an_ordinary_turn_takes_the_users_write_lock_twice_at_most(backend
     monkeypatch.setattr(user_transaction, "lock_key", counted)
     _, status, _ = await turn("What about Lisbon?")
     assert status == "finished" and 0 < taken <= 2  # the chat's record, and the last node's ledger read
+
+
+@pytest.mark.slow  # two turns
+async def test_a_forget_committed_while_a_run_goes_to_a_confirmation_leaves_nothing_forgotten_in_its_head(backend, user_id):
+    from app.runs.turn_runner import TurnRunner, TurnSpec
+    from storage import chat_runs
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread_id = str(uuid.uuid4())
+    await say(graph, thread_id, NURSE, Context(user_id=user_id, model="offline"))
+    loop = asyncio.get_running_loop()
+    forgot: list[bool] = []
+
+    def forgetting_then_adding(kind, messages):
+        # The run loaded its state (the profile, the fact); the forget commits from another tab
+        # while the model answers, before the run writes the checkpoint of its confirmation.
+        if kind == "reply" and not isinstance(messages[-1], ToolMessage) and not forgot:
+            forgot.append(bool(asyncio.run_coroutine_threadsafe(forget_request(backend.store, user_id, "nurse"), loop).result(60)))
+        return adding_a_task(kind, messages)
+
+    name = f"scripted-{uuid.uuid4().hex[:6]}"
+    register_model(name, ScriptedChatModel(responder=forgetting_then_adding))
+    try:
+        run_id = await chat_runs.start_run(backend.pool, thread_id, user_id, "message", "test-worker")
+        message = {"messages": [HumanMessage("Remind me to buy milk", id=str(uuid.uuid4()))]}
+        events: list[tuple[str, dict]] = []
+        spec = TurnSpec(thread_id, user_id, "assistant", "message", message, context={"model": name})
+        runner = TurnRunner(graph=graph, pool=backend.pool, run_id=run_id, spec=spec, emit=lambda e, d: events.append((e, d)))
+        assert await runner.run() == "interrupted" and forgot == [True]
+    finally:
+        unregister_model(name)
+
+    state = await graph.aget_state(config(thread_id))
+    assert len(state.interrupts) == 1  # the question stays asked
+    assert "nurse" not in (await drawn_from_memory(graph, thread_id)).lower()
+    assert "Coimbra" in await drawn_from_memory(graph, thread_id)  # what was not forgotten stays
