@@ -47,6 +47,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
+import psycopg
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Interrupt, StateSnapshot
 from prometheus_client import Counter, Histogram
@@ -65,6 +66,9 @@ from memory.writer.extraction import retract_taught_by
 from memory.writer.run_undo import UNDOABLE_RUN, undo_run_writes
 
 log = logging.getLogger(__name__)
+
+# What a database that went away raises: a take-back that meets it is left for a live worker to redo.
+UNREACHABLE = (OSError, TimeoutError, asyncio.TimeoutError, psycopg.OperationalError, psycopg.InterfaceError)
 
 FENCE_WAIT_SECONDS = 10.0
 # One bookkeeping step (a run row update, a rollback): past this the database is taken for
@@ -460,8 +464,15 @@ class TurnRunner:
         completes (a database gone altogether is the heartbeat's to notice: :meth:`abort`). Until it
         has, the row is not ended (:attr:`undo_pending`)."""
         self.undo_pending = True
-        if await self._step(chat_runs.settle_journal(self.pool, self.run_id)):
-            await asyncio.shield(undo_run_writes(self.graph.store, self.spec.user_id, self.run_id))
+        try:
+            if await self._step(chat_runs.settle_journal(self.pool, self.run_id)):
+                await asyncio.shield(undo_run_writes(self.graph.store, self.spec.user_id, self.run_id))
+        except UNREACHABLE:
+            raise  # the database went away: the row stays active, and a live worker redoes this
+        except Exception:
+            # Anything else would fail again at every retry, and the chat would refuse every message
+            # meanwhile: the run ends, the write stays, and the log says which run it was.
+            log.exception("run %s: what its tools wrote could not be undone; it stays", self.run_id)
         self.undo_pending = False
 
     async def _keep_stopped_turn(self, mark: ThreadMark) -> dict | None:

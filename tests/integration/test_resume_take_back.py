@@ -313,3 +313,19 @@ async def test_an_undo_that_did_not_complete_keeps_the_journal_for_the_worker_th
     recovering = TurnRunner(graph=graph, pool=backend.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None)
     assert await recovering.recover(dead) == "stopped"
     assert await tasks_of(backend, user_id) == [] and await pending(graph, thread_id) == 1
+
+
+async def test_an_undo_that_fails_for_a_reason_other_than_the_database_ends_the_run_and_frees_the_chat(backend, user_id, turns, monkeypatch):
+    """Left active, the row was taken back again every ~20 s by a live worker, failing the same way,
+    and the chat refused every message meanwhile."""
+    graph, thread_id, turn = turns(calling(CALLS["add"]))
+    assert (await turn("[task] repaint the garage door"))[1] == "interrupted"
+
+    async def broken(*args):
+        raise ValueError("an item the undo cannot read")
+
+    monkeypatch.setattr(turn_runner, "undo_run_writes", broken)
+    runner, status, _ = await turn(Command(resume={"approved": True}), on_token=lambda r: r.stop())
+    monkeypatch.undo()
+    assert status == "stopped" and (await row_of(backend, runner.run_id))["status"] == "stopped"
+    assert await chat_runs.active_run(backend.pool, thread_id) is None  # the chat takes the next message
