@@ -61,7 +61,8 @@ from storage import chat_runs
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
-from memory.forgetting import redact_head, redactor_for
+from memory.forgetting import redact_head
+from memory.queries import redactor_for
 from memory.writer.extraction import retract_taught_by
 from memory.writer.run_undo import UNDOABLE_RUN, undo_run_writes
 
