@@ -6,15 +6,23 @@ raises RecursionError. Here the document is read as a stream of parse events (ij
 backend) and built value by value; the read stops with :class:`JsonTooLarge` the moment it
 would build more than ``max_values`` values or nest deeper than ``max_depth``, so what it holds
 stays a small multiple of the input whatever the input is.
+
+The document must be valid Unicode: a byte that is not UTF-8, or an escape of a lone surrogate
+(``"\\ud800"`` without its low half, ``"\\udfff"`` alone), is :class:`InvalidJson`. (ijson's C
+backend would turn a lone high surrogate into "?" and fail on a lone low one with
+UnicodeDecodeError, so the escapes are looked for before the parse.)
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import ijson
 
 MAX_DEPTH = 64
+# \uD800 to \uDFFF: an escape when an even number of backslashes (escaped ones) comes before it.
+_SURROGATE_ESCAPE = re.compile(rb"\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
 
 
 class InvalidJson(ValueError):
@@ -28,7 +36,13 @@ class JsonTooLarge(ValueError):
 def loads_bounded(data: bytes | str, *, max_values: int, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value in ``data``, built only while it stays within the bounds."""
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidJson(f"not valid JSON (a lone surrogate at character {exc.start} is not valid Unicode)") from None
+    lone = _lone_surrogate(data)
+    if lone is not None:
+        raise InvalidJson(f"not valid JSON (the escape \\u{lone.group(1).decode()} at byte {lone.start()} is a lone surrogate, which is not valid Unicode)")
     stack: list[Any] = []
     keys: list[str | None] = []
     key_memo: dict[str, str] = {}  # one str object per distinct key, as json.loads does
@@ -68,6 +82,29 @@ def loads_bounded(data: bytes | str, *, max_values: int, max_depth: int = MAX_DE
         raise InvalidJson(f"not valid JSON ({exc})") from None
     except ijson.IncompleteJSONError as exc:  # (a JSONError in some versions; kept for the others)
         raise InvalidJson(f"not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:  # bytes of a surrogate, which the backend passes on as they are
+        raise InvalidJson(f"not valid JSON (it is not valid UTF-8: {exc.reason})") from None
     if not root:
         raise InvalidJson("not valid JSON (empty)")
     return root[0]
+
+
+def _lone_surrogate(data: bytes) -> re.Match | None:
+    """The first escape of a surrogate that is not half of a pair (a high one directly followed by a low one)."""
+    high: re.Match | None = None  # a high surrogate waiting for its low half
+    for match in _SURROGATE_ESCAPE.finditer(data):
+        before = match.start()
+        while before > 0 and data[before - 1] == 0x5C:  # backslash
+            before -= 1
+        if (match.start() - before) % 2:
+            continue  # an escaped backslash, then the text "u" and four hex digits
+        low = int(match.group(1), 16) >= 0xDC00
+        if high is not None:
+            if low and match.start() == high.end():
+                high = None
+                continue
+            return high
+        if low:
+            return match
+        high = match
+    return high
