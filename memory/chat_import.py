@@ -89,10 +89,17 @@ class ImportedMessage(BaseModel):
     @field_validator("time")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        try:
-            return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
-        except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is in year 10000 in UTC
-            raise ValueError("the time in UTC falls outside the years 1 to 9999") from None
+        return _in_utc(value)
+
+
+def _in_utc(value: datetime | None) -> datetime | None:
+    """A time in UTC (without a zone: taken as UTC); ValueError (a validation error) outside the years 1 to 9999."""
+    if value is None:
+        return None
+    try:
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is in year 10000 in UTC
+        raise ValueError("the time in UTC falls outside the years 1 to 9999") from None
 
 
 class ChatImport(BaseModel):
@@ -104,6 +111,11 @@ class ChatImport(BaseModel):
         None, max_length=300, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
     )
     created_at: datetime | None = Field(None, description="When the conversation was started (default: its first message's time).")
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return _in_utc(value)
 
 
 class LocomoSample(BaseModel):

@@ -152,7 +152,10 @@ def export_histories(data: Any) -> list[dict] | None:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise ExportError(f"{kind} conversation {i} ({_label(raw)}): {where}: {first['msg']}.") from None
-        history = read(conversation, raw)
+        try:
+            history = read(conversation, raw)
+        except _OutOfRange as exc:
+            raise ExportError(f"{kind} conversation {i} ({_label(raw)}): {exc}") from None
         if history["messages"]:
             histories.append(history)
     # Oldest first, so memory learns in the order things were said (a later fact supersedes).
@@ -176,12 +179,27 @@ def _fallback_id(raw: Any) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _utc(value: datetime) -> datetime:
-    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+class _OutOfRange(ValueError):
+    """A time of the export that is no date of ours (export_histories names the conversation)."""
 
 
-def _from_epoch(seconds: float | None) -> datetime | None:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds is not None else None
+_RANGE = "falls outside the years 1 to 9999 in UTC."
+
+
+def _utc(value: datetime, where: str) -> datetime:
+    try:
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    except (OverflowError, ValueError, OSError):  # 0001-01-01T00:00:00+01:00 is in year 0 in UTC
+        raise _OutOfRange(f"{where}: {value.isoformat()} {_RANGE}") from None
+
+
+def _from_epoch(seconds: float | None, where: str) -> datetime | None:
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):  # 1e20, -1e13, inf, nan
+        raise _OutOfRange(f"{where}: {seconds!r} seconds since 1970 {_RANGE}") from None
 
 
 def current_branch(conversation: ChatGPTConversation) -> list[ChatGPTNode]:
@@ -227,7 +245,7 @@ def _part_text(part: Any) -> str | None:
 
 
 def _chatgpt_history(conversation: ChatGPTConversation, raw: Any) -> dict:
-    created = _from_epoch(conversation.create_time)
+    created = _from_epoch(conversation.create_time, "create_time")
     messages: list[dict] = []
     last = created
     for node in current_branch(conversation):
@@ -236,7 +254,7 @@ def _chatgpt_history(conversation: ChatGPTConversation, raw: Any) -> dict:
         if text is None:
             continue
         # A message without a time, or out of order (clock skew), is dated with the one before it.
-        when = _from_epoch(message.create_time) or last or _from_epoch(conversation.update_time)
+        when = _from_epoch(message.create_time, f"mapping.{node.id}.message.create_time") or last or _from_epoch(conversation.update_time, "update_time")
         if when is None:
             raise ExportError(f"chatgpt conversation {_label(raw)}: message {node.id} has no time, and neither has the conversation.")
         when = max(when, last) if last else when
@@ -255,17 +273,17 @@ def _claude_text(message: ClaudeMessage) -> str | None:
 def _claude_history(conversation: ClaudeConversation, raw: Any) -> dict:
     messages: list[dict] = []
     last: datetime | None = None
-    for message in conversation.chat_messages:
+    for i, message in enumerate(conversation.chat_messages):
         text = _claude_text(message)
         if text is None:  # a reply whose stream failed is kept in exports with no text
             continue
-        when = _utc(message.created_at)
+        when = _utc(message.created_at, f"chat_messages.{i}.created_at")
         when = max(when, last) if last else when
         messages.append({"role": "user" if message.sender == "human" else "assistant", "text": text, "time": when, "source_id": message.uuid})
         last = when
     return {
         "title": _title(conversation.name),
         "messages": messages,
-        "created_at": _utc(conversation.created_at) if conversation.created_at else None,
+        "created_at": _utc(conversation.created_at, "created_at") if conversation.created_at else None,
         "source_id": f"{CLAUDE}:{conversation.uuid}",
     }

@@ -107,3 +107,41 @@ def test_chatgpt_voice_transcripts_are_kept_and_citation_marks_dropped():
     texts = [m["text"] for m in history["messages"]]
     assert texts[1] == "Get a NIF first and open a bank account."
     assert texts[2] == "My landlord is Mr. Duarte."
+
+
+def small_chatgpt(create_time=1700000000.0, msg_time=1700000000.0, cid="c1", title="Baking") -> dict:
+    return {"id": cid, "title": title, "create_time": create_time, "current_node": "n2", "mapping": {
+        "n1": {"id": "n1", "message": {"id": "m1", "author": {"role": "user"}, "content": {"content_type": "text", "parts": ["I work as a baker"]}, "create_time": msg_time}, "parent": None, "children": ["n2"]},
+        "n2": {"id": "n2", "message": {"id": "m2", "author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["ok"]}, "create_time": msg_time}, "parent": "n1", "children": []},
+    }}  # fmt: skip
+
+
+def small_claude(created="2024-01-01T00:00:00Z", msg="2024-01-01T00:00:00Z", uuid="u1") -> dict:
+    return {"uuid": uuid, "name": "Baking", "created_at": created, "chat_messages": [{"uuid": "x", "sender": "human", "text": "I work as a baker", "created_at": msg}]}
+
+
+@pytest.mark.parametrize(
+    "conversation, says",
+    [
+        (small_chatgpt(create_time=1e20), "create_time"),
+        (small_chatgpt(create_time=float("inf")), "create_time"),
+        (small_chatgpt(msg_time=-1e13), "create_time"),
+        (small_chatgpt(msg_time=1e20), "create_time"),
+        (small_claude(created="0001-01-01T00:00:00+01:00"), "created_at"),
+        (small_claude(msg="0001-01-01T00:30:00+01:00"), "created_at"),
+        (small_claude(msg="9999-12-31T23:59:59-23:59"), "created_at"),
+    ],
+)
+def test_an_export_time_out_of_range_is_refused_naming_the_conversation(conversation, says):
+    with pytest.raises(InvalidImport) as caught:
+        parse_import([small_claude(uuid="fine"), conversation] if "uuid" in conversation else [small_chatgpt(cid="fine"), conversation])
+    message = str(caught.value)
+    assert "conversation 1 ('Baking')" in message and says in message and "years 1 to 9999" in message, message
+
+
+def test_our_formats_created_at_is_taken_as_utc_and_refused_out_of_range():
+    base = {"messages": [{"role": "user", "text": "I work as a baker", "time": "2024-01-05T09:00:00Z"}]}
+    [chat] = parse_import({**base, "created_at": "2024-01-05T08:00:00"})
+    assert chat.created_at == datetime(2024, 1, 5, 8, tzinfo=timezone.utc)
+    with pytest.raises(InvalidImport, match="created_at.*years 1 to 9999"):
+        parse_import({**base, "created_at": "0001-01-01T00:00:00+01:00"})
