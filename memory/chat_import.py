@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.bounded_json import InvalidJson, JsonTooLarge, loads_bounded
 from core.errors import InvalidMessage, MemoryAgentError
-from core.text_validation import DEFAULT_MAX_CHARS, ShortText, validate_user_text
+from core.text_validation import DEFAULT_MAX_CHARS, NAME_CHARS, ShortText, StorableText, unstorable_reason, validate_user_text
 from memory.import_formats import ExportError, export_histories
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
 MAX_IMPORT_BYTES = 32_000_000
 MAX_IMPORT_MESSAGES = 5_000
 MAX_IMPORT_VALUES = 100 * MAX_IMPORT_MESSAGES
+SOURCE_ID_CHARS = 300  # a conversation's or a message's id where it came from (ChatGPT's, Claude's: a UUID)
 LOCOMO_TURN_SPACING = timedelta(minutes=1)
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 _SESSION = re.compile(r"session_(\d+)")
@@ -84,7 +85,7 @@ class ImportedMessage(BaseModel):
     role: Literal["user", "assistant"]
     text: str = Field(description="The message's text (the limits and checks of a chat message apply).")
     time: datetime = Field(description="When it was said, ISO 8601; without a zone it is taken as UTC.")
-    source_id: str | None = Field(None, description="The source's id of the message (LoCoMo's dia_id), for reference.")
+    source_id: StorableText | None = Field(None, max_length=SOURCE_ID_CHARS, description="The source's id of the message (LoCoMo's dia_id), for reference.")
 
     @field_validator("time")
     @classmethod
@@ -107,8 +108,8 @@ class ChatImport(BaseModel):
 
     title: ShortText | None = Field(None, description="The chat's title (default: generated as for any chat).")
     messages: list[ImportedMessage] = Field(min_length=1, max_length=MAX_IMPORT_MESSAGES)
-    source_id: str | None = Field(
-        None, max_length=300, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
+    source_id: StorableText | None = Field(
+        None, max_length=SOURCE_ID_CHARS, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
     )
     created_at: datetime | None = Field(None, description="When the conversation was started (default: its first message's time).")
 
@@ -198,6 +199,9 @@ def locomo_chat(sample: dict[str, Any], *, title: str | None = None) -> ChatImpo
 
 
 def _validated(data: Any) -> ChatImport:
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if isinstance(messages, list) and len(messages) > MAX_IMPORT_MESSAGES:
+        raise ImportTooLarge(f"The history has {len(messages):,} messages; an import takes at most {MAX_IMPORT_MESSAGES:,}.")
     try:
         return ChatImport.model_validate(data)
     except ValidationError as exc:
@@ -223,9 +227,7 @@ def parse_import(data: Any, *, title: str | None = None) -> list[ChatImport]:
     if is_locomo(data):
         return [locomo_chat(data, title=title)]
     if isinstance(data, dict) and "messages" in data:
-        if isinstance(data["messages"], list) and len(data["messages"]) > MAX_IMPORT_MESSAGES:
-            raise ImportTooLarge(f"The history has {len(data['messages']):,} messages; an import takes at most {MAX_IMPORT_MESSAGES:,}.")
-        chat = _validated(data)
+        chat = _validated(data)  # over MAX_IMPORT_MESSAGES: ImportTooLarge
         if title:
             chat.title = title
         return [chat]
@@ -243,15 +245,17 @@ def _exported_chats(histories: list[dict], title: str | None) -> list[ChatImport
         named = f"{title} ({i + 1})" if title and len(histories) > 1 else title or history["title"]
         try:
             chats.append(_validated({**history, "title": named}))
-        except InvalidImport as exc:
-            raise InvalidImport(f"{_which(history)}: {exc}") from None
+        except InvalidImport as exc:  # ImportTooLarge stays one (413)
+            raise type(exc)(f"{_which(history)}: {exc}") from None
     return chats
 
 
 def _which(chat: ChatImport | dict) -> str:
     """A conversation of a multi-chat import, named in an error."""
     get = chat.get if isinstance(chat, dict) else lambda k: getattr(chat, k)
-    return f"conversation {get('source_id') or ''} {get('title') or 'untitled'!r}".replace("  ", " ")
+    source = get("source_id") or ""
+    source = repr(source) if unstorable_reason(source) else source  # a NUL is shown as \x00
+    return f"conversation {source} {get('title') or 'untitled'!r}".replace("  ", " ")
 
 
 def check_all(chats: list[ChatImport], max_chars: int = DEFAULT_MAX_CHARS) -> None:
@@ -264,9 +268,13 @@ def check_all(chats: list[ChatImport], max_chars: int = DEFAULT_MAX_CHARS) -> No
 
 
 def check_messages(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> None:
-    """Every message as a chat message is checked, and times never go back; InvalidImport names the first bad one."""
+    """Every message as a chat message is checked, and times never go back; InvalidImport names the first bad one.
+    So are the other texts to be stored (the title, the ids), also when set after validation (the CLI's --title)."""
+    _check_stored("title", chat.title, NAME_CHARS)
+    _check_stored("source_id", chat.source_id, SOURCE_ID_CHARS)
     previous: datetime | None = None
     for i, m in enumerate(chat.messages):
+        _check_stored(f"messages.{i}.source_id", m.source_id, SOURCE_ID_CHARS)
         try:
             validate_user_text(m.text, max_chars)
         except InvalidMessage as exc:
@@ -274,6 +282,16 @@ def check_messages(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> None
         if previous is not None and m.time < previous:
             raise InvalidImport(f"messages.{i}: its time {m.time.isoformat()} is earlier than the message before it ({previous.isoformat()}); give the messages in the order they were said.")
         previous = m.time
+
+
+def _check_stored(where: str, value: str | None, max_chars: int) -> None:
+    if value is None:
+        return
+    reason = unstorable_reason(value)
+    if reason is not None:
+        raise InvalidImport(f"{where}: the text {reason}.")
+    if len(value) > max_chars:
+        raise InvalidImport(f"{where}: it is {len(value):,} characters long; the limit is {max_chars:,}.")
 
 
 def exchanges(messages: list[ImportedMessage]) -> list[list[ImportedMessage]]:

@@ -64,6 +64,33 @@ def test_an_export_with_a_bad_conversation_is_422_naming_it_and_creates_nothing(
         assert client.get("/chats").json()["chats"] == []
 
 
+def chatgpt_conversation(cid: str, title: str, t0: float, n: int = 2) -> dict:
+    mapping, parent = {}, None
+    for i in range(n):
+        mapping[f"n{i}"] = {"id": f"n{i}", "message": {"id": f"m{i}", "author": {"role": "user" if i % 2 == 0 else "assistant"},
+                            "content": {"content_type": "text", "parts": [f"I work as a baker, line {i}"]}, "create_time": t0 + i},
+                            "parent": parent, "children": []}  # fmt: skip
+        if parent:
+            mapping[parent]["children"].append(f"n{i}")
+        parent = f"n{i}"
+    return {"id": cid, "title": title, "create_time": t0, "current_node": parent, "mapping": mapping}
+
+
+def test_an_export_whose_later_conversation_cannot_be_stored_creates_nothing_and_one_too_long_is_413(server, owner):
+    good = chatgpt_conversation("good-one", "Good", 1700000000)
+    with server.client(owner[1]) as client:
+        response = client.post("/chats/import", json=[good, chatgpt_conversation("bad\x00two", "Bad", 1700001000)])  # a NUL in its id
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["code"] == "invalid_import" and "'Bad'" in error["message"] and "NUL" in error["message"], error
+        assert client.get("/chats").json()["chats"] == []  # not even the good conversation's chat
+
+        response = client.post("/chats/import", json=[good, chatgpt_conversation("big", "Big", 1700002000, 5_001)])
+        assert response.status_code == 413, response.text
+        assert response.json()["error"]["code"] == "import_too_large" and "'Big'" in response.json()["error"]["message"]
+        assert client.get("/chats").json()["chats"] == []
+
+
 def run_import(path: Path, database_url: str, user: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
     env["DATABASE_URL"] = database_url

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.chat_import import InvalidImport, parse_import
+from memory.chat_import import ImportTooLarge, InvalidImport, parse_import, prepare_import
 from memory.import_formats import export_histories, export_kind
 
 EXPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "exports"
@@ -145,3 +145,58 @@ def test_our_formats_created_at_is_taken_as_utc_and_refused_out_of_range():
     assert chat.created_at == datetime(2024, 1, 5, 8, tzinfo=timezone.utc)
     with pytest.raises(InvalidImport, match="created_at.*years 1 to 9999"):
         parse_import({**base, "created_at": "0001-01-01T00:00:00+01:00"})
+
+
+def long_chatgpt(n: int, cid: str = "big") -> dict:
+    conversation = small_chatgpt(cid=cid, title="Big")
+    mapping, parent = {}, None
+    for i in range(n):
+        mapping[f"n{i}"] = {"id": f"n{i}", "message": {"id": f"m{i}", "author": {"role": "user" if i % 2 == 0 else "assistant"},
+                            "content": {"content_type": "text", "parts": [f"line {i}"]}, "create_time": 1700000000.0 + i},
+                            "parent": parent, "children": []}  # fmt: skip
+        if parent:
+            mapping[parent]["children"].append(f"n{i}")
+        parent = f"n{i}"
+    return {**conversation, "mapping": mapping, "current_node": parent}
+
+
+@pytest.mark.parametrize(
+    "export, says",
+    [
+        ([small_chatgpt(cid="good"), small_chatgpt(cid="bad\x00two", title="Bad")], "NUL"),
+        ([small_claude(uuid="good"), small_claude(uuid="bad\x00two")], "NUL"),
+        ([small_chatgpt(cid="good"), small_chatgpt(cid="x" * 400, title="Bad")], "300"),
+        ([small_claude(uuid="good"), {**small_claude(uuid="u2"), "name": "Bad\x00"}], "NUL"),
+    ],
+)
+def test_an_export_conversation_whose_id_or_title_cannot_be_stored_is_refused_before_anything_is_written(export, says):
+    with pytest.raises(InvalidImport, match=says) as caught:
+        parse_import(export)
+    assert "conversation" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    [("source_id", "abc\x00def", "NUL"), ("source_id", "x" * 301, "300"), ("message_source_id", "a\x00", "NUL"), ("message_source_id", "x" * 900_000, "300")],
+)
+def test_our_formats_ids_that_cannot_be_stored_are_refused(field, value, says):
+    message = {"role": "user", "text": "I work as a baker", "time": "2024-01-05T09:00:00Z"}
+    data = {"messages": [{**message, "source_id": value}]} if field == "message_source_id" else {field: value, "messages": [message]}
+    with pytest.raises(InvalidImport, match=says):
+        parse_import(data)
+
+
+def test_every_field_to_be_stored_is_checked_by_prepare_import_too():
+    [chat] = parse_import({"source_id": "s1", "messages": [{"role": "user", "text": "I work as a baker", "time": "2024-01-05T09:00:00Z"}]})
+    chat.title = "bad \udcff title"  # assigned, as the CLI's --title is (argv may hold a lone surrogate), not validated
+    with pytest.raises(InvalidImport, match="title.*surrogate"):
+        prepare_import(chat)
+    chat.title, chat.source_id = "fine", "bad\x00"
+    with pytest.raises(InvalidImport, match="source_id.*NUL"):
+        prepare_import(chat)
+
+
+def test_an_export_conversation_over_the_message_limit_is_import_too_large_as_our_format_is():
+    with pytest.raises(ImportTooLarge, match="'Big'.*5,001.*5,000") as caught:
+        parse_import([small_chatgpt(cid="good"), long_chatgpt(5_001)])
+    assert "conversation" in str(caught.value)
