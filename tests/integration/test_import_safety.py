@@ -265,6 +265,29 @@ def test_the_cli_refuses_deeply_nested_json_with_a_clear_message(tmp_path, backe
     assert "Traceback" not in done.stderr and "nested deeper than" in done.stderr
 
 
+CHATGPT_IN_THE_YEAR_3E12 = [{"id": "c1", "title": "T", "create_time": 1e20, "current_node": "n1", "mapping": {"n1": {"id": "n1", "message": {
+    "id": "m1", "author": {"role": "user"}, "content": {"content_type": "text", "parts": ["hi"]}, "create_time": 1700000000}, "parent": None, "children": []}}}]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "raw, says",
+    [
+        (json.dumps(CHATGPT_IN_THE_YEAR_3E12).encode(), "create_time: 1e+20 seconds since 1970 falls outside the years 1 to 9999"),
+        (b'{"messages": [{"role": "user", "text": "hi \\udfff", "time": "2024-01-01T00:00:00Z"}]}', "lone surrogate"),
+    ],
+)
+def test_the_cli_refuses_an_export_time_out_of_range_or_a_lone_surrogate_with_the_reason(tmp_path, backend, raw, says):
+    path = tmp_path / "bad.json"
+    path.write_bytes(raw)
+    env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "import", str(path), "--user", "bad"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and says in done.stderr, done.stderr[-2000:]
+
+
 # The CLI's import, held in the third exchange's indexing until it is killed: past the two exchanges
 # its row counts, with that exchange's first checkpoints written (a fast machine imported all 30
 # messages before a poll could see four).
