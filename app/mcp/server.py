@@ -2,11 +2,13 @@
 
 The server opens one backend for its lifetime and answers only for the user named
 at start: no tool takes a user id, so a client cannot read anyone else's memory.
-Every tool reads, but ``remember`` and ``forget``, which write through the same writer as the
-agent (with the same provenance: "remember"), and nothing the user had forgotten is ever returned.
+Seven tools: five read, and ``remember`` and ``forget`` write, through the same writer as the
+agent (with the same provenance: "remember"); nothing the user had forgotten is ever returned.
+Over stdio the MCP host that spawns the server is the user. Over HTTP every request needs one of
+the user's API keys, the same as `serve`'s (app/mcp/http_access.py).
 
     memory-agent mcp --user dana                          # stdio (for an MCP host that spawns it)
-    memory-agent mcp --user dana --transport http --port 8765   # http://127.0.0.1:8765/mcp
+    memory-agent mcp --user dana --transport http --port 8765   # http://127.0.0.1:8765/mcp, with dana's key
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from app.mcp.http_access import KeyRequired
 from memory import forgetting
 from memory import queries as q
 from memory.writer.extraction import Remembered, remember_fact
@@ -44,6 +47,10 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 FORGETS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
+READ_TOOLS = ("search_conversation_history", "get_conversation_summary", "recall_context", "search_chats", "list_tasks")
+WRITE_TOOLS = ("remember", "forget")
+EXPOSED = f"{len(READ_TOOLS)} tools read it, {' and '.join(WRITE_TOOLS)} change it"
+
 # Arguments are validated like every text entering the system (core.text_validation): bounded, no NUL.
 Query = BoundedText(LINE_CHARS)
 ChatId = Annotated[
@@ -54,7 +61,7 @@ Limit = Annotated[int, Field(ge=1, le=q.MAX_LIMIT, description="Most results to 
 
 
 def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
-    """An MCP server whose five tools read ``user_id``'s memory from ``backend``."""
+    """An MCP server whose tools read ``user_id``'s memory from ``backend`` (five) or change it (remember, forget)."""
     user_root(user_id)  # refuses an invalid id before anything is served
     store, checkpointer = backend.store, backend.checkpointer
     server = MCPServer(
@@ -174,11 +181,19 @@ def _default_user() -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memory-agent mcp",
-        description="Serve one user's memory (chats, summaries, facts, tasks) as read-only MCP tools.",
+        description=(
+            "Serve one user's memory (chats, summaries, facts, tasks) as MCP tools: five read it, remember and "
+            "forget change it. Over HTTP every request needs one of the user's API keys (Authorization: Bearer <key>; "
+            "`memory-agent keys create --user U`)."
+        ),
     )
     parser.add_argument("--user", default=_default_user(), help="whose memory to serve (required; default $MEMORY_AGENT_USER)")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP")
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP: address to listen on (default 127.0.0.1); requests must name it or a loopback name as Host (any after 0.0.0.0 or ::)",
+    )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP: port (default {DEFAULT_PORT}); the endpoint is {HTTP_PATH}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests and timings to stderr")
     return parser
@@ -231,14 +246,31 @@ async def serve(user_id: str, transport: str, host: str, port: int) -> None:
         server = build_server(backend, user_id)
         ready = time.perf_counter() - started
         if transport == "stdio":
-            print(f"memory-agent MCP: memory of user '{user_id}' on stdio (ready in {ready:.1f}s)", file=sys.stderr, flush=True)
+            print(
+                f"memory-agent MCP: memory of user '{user_id}' on stdio (ready in {ready:.1f}s): {EXPOSED}", file=sys.stderr, flush=True
+            )
             await server.run_stdio_async()
         else:
             if host not in LOOPBACK:
-                log.warning("MCP over HTTP has no authentication: anyone who reaches %s:%s reads %s's memory", host, port, user_id)
+                log.warning("MCP on %s:%s is plain HTTP: API keys and memory cross the network in clear (put TLS in front)", host, port)
             print(
-                f"memory-agent MCP: memory of user '{user_id}' at http://{host}:{port}{HTTP_PATH} (ready in {ready:.1f}s)",
+                f"memory-agent MCP: memory of user '{user_id}' at http://{host}:{port}{HTTP_PATH} (ready in {ready:.1f}s): "
+                f"{EXPOSED}; every request needs one of "
+                f"{user_id}'s API keys (Authorization: Bearer <key>; `memory-agent keys create --user {user_id}`)",
                 file=sys.stderr,
                 flush=True,
             )
-            await server.run_streamable_http_async(host=host, port=port, streamable_http_path=HTTP_PATH)
+            await serve_http(server, backend, user_id, host, port)
+
+
+def http_app(server: MCPServer, backend: MemoryBackend, user_id: str, host: str):
+    """The streamable-HTTP ASGI app, behind the user's API key and the Host/Origin checks."""
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    return KeyRequired(app, backend.pool, user_id, host)
+
+
+async def serve_http(server: MCPServer, backend: MemoryBackend, user_id: str, host: str, port: int) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(http_app(server, backend, user_id, host), host=host, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()

@@ -25,6 +25,7 @@ from langchain_core.messages import HumanMessage
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 import prompts
 from app.mcp import server as mcp_server
@@ -34,6 +35,7 @@ from llm.chat_model import register_model, unregister_model
 from memory import chat_search
 from memory import queries as q
 from memory.backend import open_memory
+from storage import api_keys
 from tests.conftest import REPO_ROOT
 from tests.support.dated_tasks import dated_now
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
@@ -410,8 +412,9 @@ async def wait_until_listening(proc: subprocess.Popen, port: int, deadline: floa
 
 
 @pytest.mark.slow  # an MCP server process
-async def test_streamable_http_server_serves_only_its_users_memory(seeded):
+async def test_streamable_http_server_serves_only_its_users_memory_to_their_key(seeded):
     port = free_port()
+    key = await api_keys.create_key(seeded.backend.pool, seeded.alice, "mcp test")
     with tempfile.TemporaryFile(mode="w+") as errlog:
         started = time.perf_counter()
         proc = subprocess.Popen(
@@ -425,8 +428,20 @@ async def test_streamable_http_server_serves_only_its_users_memory(seeded):
         try:
             await wait_until_listening(proc, port, time.monotonic() + STARTUP_SECONDS)
             print(f"http: listening after {time.perf_counter() - started:.2f}s")
+            url = f"http://127.0.0.1:{port}/mcp"
             with anyio.fail_after(CALL_SECONDS * 2):
-                async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), ClientSession(read, write) as session:
+                # Without a key (the reviewer's F3: a raw `tools/call forget` erased a fact), nothing is served.
+                async with create_mcp_http_client() as http:
+                    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+                    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+                    for method, params in (("initialize", init), ("tools/call", {"name": "forget", "arguments": {"what": "sourdough"}})):
+                        refused = await http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                        assert refused.status_code == 401 and "Missing API key" in refused.json()["error"]["message"], method
+                async with (
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http,
+                    streamable_http_client(url, http_client=http) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
                     await session.initialize()
                     await exercise_every_tool(session, seeded)
             print(f"http: whole session {time.perf_counter() - started:.2f}s")
@@ -441,6 +456,7 @@ async def test_streamable_http_server_serves_only_its_users_memory(seeded):
         errlog.seek(0)
         log = errlog.read()
     assert f"at http://127.0.0.1:{port}/mcp" in log
+    assert "remember and forget change it; every request needs one of" in log
     assert code == 0, f"server did not stop cleanly on SIGTERM:\n{log[-2000:]}"
 
 
