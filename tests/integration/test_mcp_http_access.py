@@ -90,6 +90,10 @@ async def test_without_the_users_key_http_mcp_cannot_forget_or_remember(backend,
         missing = (await rpc(client, "initialize", INIT)).json()["error"]["message"]
         assert "Authorization: Bearer <key>" in missing and f"memory-agent keys create --user {user_id}" in missing
         assert (await rpc(client, "initialize", INIT)).headers["www-authenticate"] == "Bearer"
+        # A key revoked mid-session stops at once: it is checked on every request.
+        assert await api_keys.revoke_key(backend.pool, own.split("_")[1])
+        late = await rpc(client, "tools/call", {"name": "forget", "arguments": {"what": "nurse"}}, bearer(own), session, 3)
+        assert late.status_code == 401
     assert await facts_of(backend, user_id) == ["Works as a nurse"]
 
 
