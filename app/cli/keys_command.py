@@ -1,4 +1,4 @@
-"""`memory-agent keys`: create, list and revoke API keys of the chat API.
+"""`memory-agent keys`: create, list and revoke API keys (the chat API, MCP over HTTP).
 
     memory-agent keys create --user dana [--label laptop]   # prints the key once
     memory-agent keys list [--user dana]
@@ -19,7 +19,7 @@ from storage import api_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memory-agent keys", description="API keys of the chat API.")
+    parser = argparse.ArgumentParser(prog="memory-agent keys", description="API keys of the chat API and of MCP over HTTP.")
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a key for a user and print it (the only time it is shown)")
     create.add_argument("--user", type=user_id_arg, required=True, help="the user the key authenticates as")

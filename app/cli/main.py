@@ -109,7 +109,7 @@ MODULE_COMMANDS = {
     "serve": ("app.http.serve", "serve the chat API and web page (FastAPI/uvicorn)"),
     "studio": ("app.studio.launcher", "open LangGraph Studio on our Postgres (langgraph dev)"),
     "mcp": ("app.mcp.server", "serve the memory tools over MCP (stdio or streamable HTTP)"),
-    "keys": ("app.cli.keys_command", "create, list and revoke API keys of the chat API"),
+    "keys": ("app.cli.keys_command", "create, list and revoke API keys (the chat API, MCP over HTTP)"),
     "eval": ("evals.cli", "evaluate summarization prompts, extraction and token savings"),
     "local": ("app.local.model_server", "a real model on this machine, offline: prepare, serve, or chat on it"),
 }
