@@ -10,6 +10,8 @@ is known. While the row exists:
 - the importer beats the row (``heartbeat_at``) and reads its state between exchanges and every
   :data:`BEAT_SECONDS`; a row whose heartbeat stopped (the process was killed) reads as
   ``incomplete``, like one the importer marked so (the client left, a failure);
+- at most :data:`MAX_RUNNING_PER_USER` imports of one owner run at once, counted under a lock of
+  the owner's by :func:`begin` and :func:`take_over` alike (a resume runs as a new import does);
 - forget-me and chat deletion win: :func:`cancel` flips the rows to ``cancelling``; the importer
   stops, removes what it wrote and deletes its row (:func:`wait_gone` waits for that); any later
   progress of a cancelled or deleted row is refused (:func:`record_progress` matches only
@@ -123,6 +125,20 @@ async def setup(pool: AsyncConnectionPool) -> None:
             await conn.execute(statement)
 
 
+async def _refuse_past_limit(conn, owner: str) -> None:
+    """TooManyImports when MAX_RUNNING_PER_USER imports of the owner are running. Under the owner's
+    lock, for a new import and a resume alike, so two starting together cannot both pass."""
+    running = await (
+        await conn.execute(
+            f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s AND state = 'running' "
+            f"AND heartbeat_at >= now() - make_interval(secs => {STALE_AFTER_SECONDS})",
+            (owner,),
+        )
+    ).fetchone()
+    if running["n"] >= MAX_RUNNING_PER_USER:
+        raise TooManyImports(MAX_RUNNING_PER_USER)
+
+
 async def begin(pool: AsyncConnectionPool, thread_id: str, owner: str, *, total: int, digest: str, worker: str, source_id: str | None = None) -> str:
     """The new chat's owner row and its import row (and its ``source_id``'s: storage.chat_sources), in one
     transaction; the import's id. chat_sources.AlreadyImported (nothing written) for a source imported before.
@@ -133,15 +149,7 @@ async def begin(pool: AsyncConnectionPool, thread_id: str, owner: str, *, total:
     import_id = str(uuid.uuid4())
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
-        running = await (
-            await conn.execute(
-                f"SELECT count(*) AS n FROM {TABLE} WHERE owner = %s AND state = 'running' "
-                f"AND heartbeat_at >= now() - make_interval(secs => {STALE_AFTER_SECONDS})",
-                (owner,),
-            )
-        ).fetchone()
-        if running["n"] >= MAX_RUNNING_PER_USER:
-            raise TooManyImports(MAX_RUNNING_PER_USER)
+        await _refuse_past_limit(conn, owner)
         row = await (await conn.execute(thread_owners.INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
         if row is None:
             raise thread_owners.ThreadExists(thread_id)
@@ -156,7 +164,8 @@ async def begin(pool: AsyncConnectionPool, thread_id: str, owner: str, *, total:
 
 async def take_over(pool: AsyncConnectionPool, thread_id: str, owner: str, *, digest: str, worker: str) -> ImportRow:
     """Resume: the incomplete import of ``thread_id`` (a stopped one, or one whose importer died)
-    becomes this worker's running one. NotResumable otherwise, or when ``digest`` names another history."""
+    becomes this worker's running one. NotResumable otherwise, or when ``digest`` names another history;
+    TooManyImports as for :func:`begin` (a resume runs as a new import does)."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
         found = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s AND owner = %s FOR UPDATE", (thread_id, owner))).fetchone()
@@ -167,6 +176,7 @@ async def take_over(pool: AsyncConnectionPool, thread_id: str, owner: str, *, di
             raise NotResumable(f"The import of chat {thread_id} is {row.state}; only an incomplete import can be resumed.")
         if row.digest != digest:
             raise NotResumable(f"This is not the history chat {thread_id} was imported from (its messages differ); resume with the same file.")
+        await _refuse_past_limit(conn, owner)  # (the row itself is incomplete: not counted)
         await conn.execute(
             f"UPDATE {TABLE} SET state = 'running', worker = %s, detail = NULL, heartbeat_at = now() WHERE import_id = %s",
             (worker, row.import_id),

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tracemalloc
+import uuid
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,29 @@ async def test_forget_me_during_an_import_stops_it_and_nothing_of_it_comes_back(
     assert set((await left_behind(backend.pool, user_id, thread_id)).values()) == {0}
     assert await get_chat(backend.store, user_id, thread_id) is None
     assert await thread_owners.threads_of(backend.pool, user_id) == []
+
+
+async def test_a_resume_counts_against_the_running_imports_limit_as_a_new_import_does(backend, user_id):
+    from storage import chat_imports
+
+    begin = lambda tid: chat_imports.begin(backend.pool, tid, user_id, total=2, digest="d", worker=f"w-{tid}")  # noqa: E731
+    ids = [f"limit-{uuid.uuid4().hex[:10]}" for _ in range(chat_imports.MAX_RUNNING_PER_USER + 1)]
+    stopped = await begin(ids[0])
+    assert await chat_imports.mark_incomplete(backend.pool, stopped, f"w-{ids[0]}", "the client left")
+    try:
+        for tid in ids[1:]:
+            await begin(tid)  # MAX_RUNNING_PER_USER running now
+        with pytest.raises(chat_imports.TooManyImports):
+            await chat_imports.take_over(backend.pool, ids[0], user_id, digest="d", worker="resumer")
+        assert (await chat_admin.import_states(backend.pool, user_id, [ids[0]]))[ids[0]].state == "incomplete"
+        await chat_imports.cancel(backend.pool, user_id, ids[1])  # one of them ends
+        await chat_imports.delete(backend.pool, user_id, ids[1])
+        row = await chat_imports.take_over(backend.pool, ids[0], user_id, digest="d", worker="resumer")
+        assert row.thread_id == ids[0]
+    finally:
+        await chat_imports.delete(backend.pool, user_id)
+        for tid in ids:
+            await thread_owners.release(backend.pool, tid)
 
 
 @pytest.mark.slow
