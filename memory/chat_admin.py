@@ -80,17 +80,20 @@ async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
     """Delete everything of one user: the threads they own and their checkpoints, every store
     namespace under ``("users", user_id)`` (vectors go with their items), their messages in the
     episodic index, the record of their forgets, API keys, run rows and ownership rows. Imports
-    under way stop first and undo themselves, so nothing of them comes back."""
-    await stop_imports(backend.pool, user_id)
-    threads = await user_thread_ids(backend, user_id)
-    for thread_id in threads:
-        await backend.checkpointer.adelete_thread(thread_id)
-    forgotten = await memory_records.forget_user_memory(backend.pool, user_id)  # every kind, messages included
-    # The record of what they had forgotten goes too: nothing of theirs is left to hide.
-    ledger = await forget_ledger.delete_owner(backend.pool, user_id)
-    keys = await api_keys.delete_user_keys(backend.pool, user_id)
-    runs = await chat_runs.delete_user_runs(backend.pool, user_id)
-    await thread_owners.release_all(backend.pool, user_id)
+    under way stop first and undo themselves, so nothing of them comes back; one whose request was
+    authenticated before but begins only now (its body was still arriving) is refused
+    (storage.chat_imports.forgetting_owner: the user's imports wait for this to end)."""
+    async with chat_imports.forgetting_owner(backend.pool, user_id):
+        await stop_imports(backend.pool, user_id)
+        threads = await user_thread_ids(backend, user_id)
+        for thread_id in threads:
+            await backend.checkpointer.adelete_thread(thread_id)
+        forgotten = await memory_records.forget_user_memory(backend.pool, user_id)  # every kind, messages included
+        # The record of what they had forgotten goes too: nothing of theirs is left to hide.
+        ledger = await forget_ledger.delete_owner(backend.pool, user_id)
+        keys = await api_keys.delete_user_keys(backend.pool, user_id)
+        runs = await chat_runs.delete_user_runs(backend.pool, user_id)
+        await thread_owners.release_all(backend.pool, user_id)
     return {"chats": len(threads), **forgotten, "forgets": ledger, "api_keys": keys, "runs": runs}
 
 

@@ -88,7 +88,7 @@ def _message(m: ImportedMessage, mid: str) -> BaseMessage:
 async def import_chat(
     graph, pool, user_id: str, chat: ChatImport, *,
     context: Context | None = None, on_progress: Progress | None = None, resume: str | None = None,
-    stop_when: Callable[[], Awaitable[bool]] | None = None, digest: str | None = None,
+    stop_when: Callable[[], Awaitable[bool]] | None = None, digest: str | None = None, known_generation: int | None = None,
 ) -> ImportedChat:
     """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer
     and store), or go on with the incomplete import of chat ``resume``.
@@ -96,13 +96,16 @@ async def import_chat(
     ``digest``: :func:`memory.chat_import.prepare_import`'s, when the caller already checked the
     messages (off the event loop); otherwise they are checked here (InvalidImport, nothing written).
     ``stop_when``: polled every beat; True stops the import, keeping it incomplete (a client that left).
+    ``known_generation``: the user's :func:`storage.chat_imports.owner_generation` when the caller was
+    authenticated (a request whose body arrives after); OwnerForgotten, nothing written, when the user
+    was forgotten since. None: the caller is known now (the CLI).
     """
     ctx = context or Context(user_id=user_id)
     if ctx.user_id != user_id:
         raise ValueError("the context's user_id must be the importing user")
     if digest is None:
         digest = prepare_import(chat, ctx.max_message_chars)
-    job = _Job(graph, pool, user_id, chat, ctx, digest, on_progress)
+    job = _Job(graph, pool, user_id, chat, ctx, digest, on_progress, known_generation)
     try:
         await (job.take_over(resume) if resume else job.begin())
     except chat_sources.AlreadyImported as exc:  # nothing written
@@ -115,9 +118,11 @@ async def import_chat(
 
 
 class _Job:
-    def __init__(self, graph, pool, user_id: str, chat: ChatImport, ctx: Context, digest: str, on_progress: Progress | None) -> None:
+    def __init__(
+        self, graph, pool, user_id: str, chat: ChatImport, ctx: Context, digest: str, on_progress: Progress | None, known_generation: int | None
+    ) -> None:
         self.graph, self.pool, self.user_id, self.chat, self.ctx, self.digest = graph, pool, user_id, chat, ctx, digest
-        self.on_progress = on_progress
+        self.on_progress, self.known_generation = on_progress, known_generation
         self.groups = exchanges(chat.messages)
         self.worker = importer_id()
         self.import_id = ""
@@ -134,7 +139,7 @@ class _Job:
         self.thread_id, self.title = record.thread_id, record.title
         self.import_id = await chat_imports.begin(
             self.pool, record.thread_id, self.user_id, total=len(self.chat.messages), digest=self.digest, worker=self.worker,
-            source_id=self.chat.source_id,
+            source_id=self.chat.source_id, known_generation=self.known_generation,
         )
         try:
             await create_chat_record(self.graph.store, self.user_id, record)
@@ -144,7 +149,9 @@ class _Job:
         self._new_result(imported=0)
 
     async def take_over(self, thread_id: str) -> None:
-        row = await chat_imports.take_over(self.pool, thread_id, self.user_id, digest=self.digest, worker=self.worker)
+        row = await chat_imports.take_over(
+            self.pool, thread_id, self.user_id, digest=self.digest, worker=self.worker, known_generation=self.known_generation
+        )
         self.thread_id, self.import_id, self.start = thread_id, row.import_id, row.exchanges_done
         # A killed importer may have written part of an exchange past the last complete one.
         mark = ThreadMark(thread_id, row.head_checkpoint, frozenset(row.head_writes))

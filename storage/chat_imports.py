@@ -21,6 +21,15 @@ is known. While the row exists:
 The row goes when the import completes (:func:`finish`), or with the chat or its owner.
 A resume (:func:`take_over`) continues an ``incomplete`` import of the same history (same digest)
 from the checkpoint its last complete exchange ended on (``head_checkpoint``).
+
+An import that starts after its owner was forgotten is refused, however long its request took to
+arrive (a body still coming in while forget-me ran): forget-me runs inside :func:`forgetting_owner`,
+which holds the owner's imports lock throughout and bumps the owner's ``generation``
+(:data:`FORGETS`) as it ends; :func:`begin` and :func:`take_over` take the same lock and refuse
+(:class:`OwnerForgotten`) when the generation is no longer the one the caller read when it was
+authenticated (:func:`owner_generation`). An import that got its rows before is cancelled by
+forget-me like any other. The marker (the owner's id and a count) is all that stays of a
+forgotten user.
 """
 
 from __future__ import annotations
@@ -29,8 +38,9 @@ import asyncio
 import hashlib
 import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Iterable
+from typing import AsyncIterator, Iterable
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -39,6 +49,7 @@ from core.namespaces import check_user_id
 from storage import chat_sources, thread_owners
 
 TABLE = "memory_agent_imports"
+FORGETS = "memory_agent_owner_forgets"  # one row per forgotten owner: how many times forget-me ran
 BEAT_SECONDS = 0.5  # how often an importer beats its row and looks for a cancellation
 STALE_AFTER_SECONDS = 10  # an importer silent this long is dead: its import reads as incomplete
 MAX_RUNNING_PER_USER = 2  # imports of one user running at once (each holds a connection and a worker's time)
@@ -61,6 +72,11 @@ CREATE = (
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 )""",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (owner)",
+    f"""CREATE TABLE IF NOT EXISTS {FORGETS} (
+    owner text PRIMARY KEY,
+    generation bigint NOT NULL,
+    forgotten_at timestamptz NOT NULL DEFAULT now()
+)""",
 )
 # A row reads as: running (its importer beats it), incomplete (stopped, or its importer is dead),
 # cancelling (forget-me or a deletion asked it to stop).
@@ -90,6 +106,16 @@ class TooManyImports(MemoryAgentError):
 
 class NotResumable(MemoryAgentError):
     """A resume names a chat with no incomplete import of this user, or another history."""
+
+
+class OwnerForgotten(MemoryAgentError):
+    """The owner was forgotten (forget-me) after the import's caller was authenticated: nothing is written."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        super().__init__(
+            "This user was forgotten (DELETE /me) while the import's request was arriving; nothing of it was imported."
+        )
 
 
 @dataclass(frozen=True)
@@ -125,6 +151,48 @@ async def setup(pool: AsyncConnectionPool) -> None:
             await conn.execute(statement)
 
 
+async def owner_generation(pool: AsyncConnectionPool, owner: str) -> int:
+    """How many times ``owner`` was forgotten (committed forget-mes): read once the caller is
+    authenticated and passed to :func:`begin` / :func:`take_over` as ``known_generation``."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(f"SELECT generation FROM {FORGETS} WHERE owner = %s", (owner,))).fetchone()
+    return row["generation"] if row else 0
+
+
+@asynccontextmanager
+async def forgetting_owner(pool: AsyncConnectionPool, owner: str) -> AsyncIterator[None]:
+    """Forget-me's span: the owner's imports lock is held (on a connection of its own) until the
+    block ends, and the owner's generation is bumped then, failed or not (a user who asked to be
+    forgotten gets no import of an earlier request back, even when the forgetting broke half-way).
+    An import that begins meanwhile waits, then is refused; one that began before has its row,
+    which forget-me cancels."""
+    async with pool.connection() as conn:
+        failure: BaseException | None = None
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
+            await conn.execute(
+                f"INSERT INTO {FORGETS} (owner, generation) VALUES (%s, 1) "
+                f"ON CONFLICT (owner) DO UPDATE SET generation = {FORGETS}.generation + 1, forgotten_at = now()",
+                (owner,),
+            )
+            try:
+                yield
+            except BaseException as exc:  # the bump commits all the same
+                failure = exc
+        if failure is not None:
+            raise failure
+
+
+async def _lock_owner(conn, owner: str, known_generation: int | None) -> None:
+    """Take the owner's imports lock (until the transaction ends); OwnerForgotten when forget-me ran
+    since the caller read ``known_generation`` (None: the caller is known now, e.g. the CLI)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
+    if known_generation is not None:
+        row = await (await conn.execute(f"SELECT generation FROM {FORGETS} WHERE owner = %s", (owner,))).fetchone()
+        if (row["generation"] if row else 0) != known_generation:
+            raise OwnerForgotten(owner)
+
+
 async def _refuse_past_limit(conn, owner: str) -> None:
     """TooManyImports when MAX_RUNNING_PER_USER imports of the owner are running. Under the owner's
     lock, for a new import and a resume alike, so two starting together cannot both pass."""
@@ -139,16 +207,20 @@ async def _refuse_past_limit(conn, owner: str) -> None:
         raise TooManyImports(MAX_RUNNING_PER_USER)
 
 
-async def begin(pool: AsyncConnectionPool, thread_id: str, owner: str, *, total: int, digest: str, worker: str, source_id: str | None = None) -> str:
+async def begin(
+    pool: AsyncConnectionPool, thread_id: str, owner: str, *, total: int, digest: str, worker: str,
+    source_id: str | None = None, known_generation: int | None = None,
+) -> str:
     """The new chat's owner row and its import row (and its ``source_id``'s: storage.chat_sources), in one
     transaction; the import's id. chat_sources.AlreadyImported (nothing written) for a source imported before.
 
-    TooManyImports when the owner has MAX_RUNNING_PER_USER imports running (counted under a lock
-    of the owner's, so two starting together cannot both pass); ThreadExists for a used id."""
+    OwnerForgotten when the owner was forgotten since ``known_generation`` (:func:`owner_generation`);
+    TooManyImports when the owner has MAX_RUNNING_PER_USER imports running (both under a lock of the
+    owner's: :func:`_lock_owner`); ThreadExists for a used id."""
     check_user_id(owner)
     import_id = str(uuid.uuid4())
     async with pool.connection() as conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
+        await _lock_owner(conn, owner, known_generation)
         await _refuse_past_limit(conn, owner)
         row = await (await conn.execute(thread_owners.INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
         if row is None:
@@ -162,12 +234,14 @@ async def begin(pool: AsyncConnectionPool, thread_id: str, owner: str, *, total:
     return import_id
 
 
-async def take_over(pool: AsyncConnectionPool, thread_id: str, owner: str, *, digest: str, worker: str) -> ImportRow:
+async def take_over(
+    pool: AsyncConnectionPool, thread_id: str, owner: str, *, digest: str, worker: str, known_generation: int | None = None
+) -> ImportRow:
     """Resume: the incomplete import of ``thread_id`` (a stopped one, or one whose importer died)
     becomes this worker's running one. NotResumable otherwise, or when ``digest`` names another history;
-    TooManyImports as for :func:`begin` (a resume runs as a new import does)."""
+    OwnerForgotten and TooManyImports as for :func:`begin` (a resume runs as a new import does)."""
     async with pool.connection() as conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
+        await _lock_owner(conn, owner, known_generation)
         found = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s AND owner = %s FOR UPDATE", (thread_id, owner))).fetchone()
         if found is None:
             raise NotResumable(f"Chat {thread_id} has no incomplete import of yours to resume.")

@@ -66,7 +66,7 @@ def add_import_schemas(document: dict) -> dict:
     return document
 
 
-_IMPORT_ERRORS = {**_TURN_ERRORS, 429: {"model": ErrorResponse}, 500: {"model": ErrorResponse}}
+_IMPORT_ERRORS = {**_TURN_ERRORS, 410: {"model": ErrorResponse}, 429: {"model": ErrorResponse}, 500: {"model": ErrorResponse}}
 
 
 async def read_import_body(request: Request) -> bytes:
@@ -130,6 +130,8 @@ async def import_history(
     A ChatGPT or Claude ``conversations.json`` becomes one chat per conversation and answers with the
     list of them; a conversation (or a history with a ``source_id``) the caller imported before adds
     nothing (one whose import stopped part way goes on). 200 instead of 201 when nothing was added."""
+    # Who the caller is as of now: a forget-me while the body arrives refuses the import (410).
+    known_generation = await chat_imports.owner_generation(services.backend.pool, user)
     if resume is not None:
         await owned_chat(resume, user, services)  # 404 / 403 before the body is read
     body = await read_import_body(request)  # only now: the caller is known
@@ -141,7 +143,8 @@ async def import_history(
         context = Context(user_id=user, max_message_chars=services.max_message_chars)
         done = [
             await import_chat(
-                services.graph, services.backend.pool, user, chat, digest=digest, resume=resume, stop_when=request.is_disconnected, context=context
+                services.graph, services.backend.pool, user, chat, digest=digest, resume=resume, stop_when=request.is_disconnected,
+                context=context, known_generation=known_generation,
             )
             for chat, digest in checked
         ]
@@ -149,6 +152,8 @@ async def import_history(
         raise ApiError(413, "import_too_large", str(exc)) from exc
     except InvalidImport as exc:
         raise ApiError(422, "invalid_import", str(exc)) from exc
+    except chat_imports.OwnerForgotten as exc:
+        raise ApiError(410, "user_forgotten", str(exc)) from exc
     except chat_imports.TooManyImports as exc:
         raise ApiError(429, "too_many_imports", str(exc)) from exc
     except chat_imports.NotResumable as exc:

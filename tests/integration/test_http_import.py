@@ -174,6 +174,51 @@ async def test_forget_me_during_an_import_wins_and_a_new_key_for_the_same_user_f
         assert client.get("/memory/facts").json().get("facts", []) == []
 
 
+def test_forget_me_while_an_imports_body_arrives_refuses_the_import_with_410_and_nothing_comes_back(server, owner):
+    """The key is checked before the body is read; forget-me lands while the body is still coming."""
+    user, key = owner
+    body = json.dumps({**HISTORY, "title": "Works as a nurse"}).encode()
+    sent_head, forgotten = threading.Event(), threading.Event()
+
+    def slowly():
+        yield body[:10]
+        sent_head.set()
+        assert forgotten.wait(30)  # DELETE /me answers meanwhile (well within the body's idle deadline)
+        yield body[10:]
+
+    answered: dict = {}
+
+    def post() -> None:
+        with server.client(key, timeout=120) as client:
+            answered["r"] = client.post("/chats/import", content=slowly(), headers={"Content-Type": "application/json"})
+
+    importing = threading.Thread(target=post, daemon=True)
+    importing.start()
+    try:
+        assert sent_head.wait(30)
+        time.sleep(0.5)  # the server authenticates the request and waits for the rest of its body
+        with server.client(key) as client:
+            assert client.delete("/me").status_code == 200
+    finally:
+        forgotten.set()
+    importing.join(120)
+    response = answered["r"]
+    # 410: authenticated before the forget, refused after it (401 only if the forget came before the key was checked)
+    assert response.status_code in (410, 401), response.text
+    assert response.status_code == 401 or response.json()["error"]["code"] == "user_forgotten"
+    with psycopg.connect(server.database_url) as conn:
+        left = {
+            table: conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = %s", (value,)).fetchone()[0]
+            for table, column, value in (
+                ("memory_agent_thread_owners", "owner", user),
+                ("memory_agent_imports", "owner", user),
+                ("memory_agent_episodes", "owner", user),
+                ("store", "split_part(prefix, '.', 2)", user),
+            )
+        }
+    assert set(left.values()) == {0}, left
+
+
 def test_a_client_that_leaves_stops_the_import_which_is_listed_incomplete_and_resumes(server, owner):
     # Paced past the fourth message: the server sees the client gone at its next beat (half a
     # second), and a fast machine imported the rest of an unpaced history before that.

@@ -99,6 +99,51 @@ async def test_forget_me_during_an_import_stops_it_and_nothing_of_it_comes_back(
     assert await thread_owners.threads_of(backend.pool, user_id) == []
 
 
+async def user_rows(backend, user: str) -> dict[str, int]:
+    """Everything of ``user`` an import writes: owner, import and index rows, store items."""
+    async with backend.pool.connection() as conn:
+        return {
+            name: (await (await conn.execute(sql, (arg,))).fetchone())["n"]
+            for name, sql, arg in (
+                ("owner", "SELECT count(*) AS n FROM memory_agent_thread_owners WHERE owner = %s", user),
+                ("import", "SELECT count(*) AS n FROM memory_agent_imports WHERE owner = %s", user),
+                ("index", "SELECT count(*) AS n FROM memory_agent_episodes WHERE owner = %s", user),
+                ("store", "SELECT count(*) AS n FROM store WHERE prefix LIKE %s", f"users.{user}.%"),
+            )
+        }
+
+
+async def test_an_import_whose_caller_was_known_before_forget_me_is_refused_and_writes_nothing(backend, graph, user_id):
+    """A body still arriving when forget-me runs: the import begins only after it, and is refused."""
+    from storage.chat_imports import OwnerForgotten, owner_generation
+
+    [chat] = parse_import(history(2, "Works as a nurse"))
+    ctx = Context(user_id=user_id, model="offline")
+    known = await owner_generation(backend.pool, user_id)  # the request is authenticated; its body arrives slowly
+    await chat_admin.forget_user_everywhere(backend, user_id)  # DELETE /me meanwhile
+    with pytest.raises(OwnerForgotten):
+        await import_chat(graph, backend.pool, user_id, chat, context=ctx, known_generation=known)
+    assert set((await user_rows(backend, user_id)).values()) == {0}
+    # A resume authenticated before the forget is refused alike (before anything else is looked at).
+    with pytest.raises(OwnerForgotten):
+        await import_chat(graph, backend.pool, user_id, chat, context=ctx, known_generation=known, resume="any-chat")
+
+
+async def test_an_import_that_begins_while_forget_me_runs_waits_for_it_and_is_refused(backend, graph, user_id):
+    from storage.chat_imports import OwnerForgotten, forgetting_owner, owner_generation
+
+    [chat] = parse_import(history(2))
+    known = await owner_generation(backend.pool, user_id)
+    async with forgetting_owner(backend.pool, user_id):  # what forget_user_everywhere holds throughout
+        task = asyncio.create_task(
+            import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), known_generation=known)
+        )
+        await asyncio.sleep(0.05)
+    with pytest.raises(OwnerForgotten):
+        await task
+    assert set((await user_rows(backend, user_id)).values()) == {0}
+
+
 async def test_a_resume_counts_against_the_running_imports_limit_as_a_new_import_does(backend, user_id):
     from storage import chat_imports
 
