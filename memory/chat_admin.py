@@ -13,7 +13,7 @@ checkpoint points to.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Awaitable, Callable, Iterable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -24,7 +24,7 @@ from memory.chat_text import redact_title
 from memory.user_memory import get_chat, list_chats
 from memory.writer import records as memory_records
 from memory.forgetting import forget_message, redact_deleted_message, redacted_chat, redactor_for, was_folded
-from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, thread_owners
+from storage import api_keys, chat_imports, chat_runs, episodes, forget_ledger, owner_forgets, thread_owners
 from storage.memory_store import memory_store
 from core.schemas import ChatRecord
 from core.state import LAST_NODE
@@ -76,24 +76,35 @@ async def user_thread_ids(backend, user_id: str) -> list[str]:
     return await thread_owners.threads_of(backend.pool, user_id)
 
 
-async def forget_user_everywhere(backend, user_id: str) -> dict[str, int]:
+async def forget_user_everywhere(backend, user_id: str, *, stop_runs: Callable[[], Awaitable[object]] | None = None) -> dict[str, int]:
     """Delete everything of one user: the threads they own and their checkpoints, every store
     namespace under ``("users", user_id)`` (vectors go with their items), their messages in the
-    episodic index, the record of their forgets, API keys, run rows and ownership rows. Imports
-    under way stop first and undo themselves, so nothing of them comes back; one whose request was
-    authenticated before but begins only now (its body was still arriving) is refused
-    (storage.chat_imports.forgetting_owner: the user's imports wait for this to end)."""
-    async with chat_imports.forgetting_owner(backend.pool, user_id):
-        await stop_imports(backend.pool, user_id)
-        threads = await user_thread_ids(backend, user_id)
-        for thread_id in threads:
-            await backend.checkpointer.adelete_thread(thread_id)
-        forgotten = await memory_records.forget_user_memory(backend.pool, user_id)  # every kind, messages included
-        # The record of what they had forgotten goes too: nothing of theirs is left to hide.
-        ledger = await forget_ledger.delete_owner(backend.pool, user_id)
-        keys = await api_keys.delete_user_keys(backend.pool, user_id)
-        runs = await chat_runs.delete_user_runs(backend.pool, user_id)
-        await thread_owners.release_all(backend.pool, user_id)
+    episodic index, the record of their forgets, API keys, run rows and ownership rows.
+
+    First, in one transaction, the user's forget generation goes up and their API keys go
+    (storage.owner_forgets): from its commit no request authenticates as the user, and every request
+    authenticated before is refused at its next write (a run's start, an owner row, a memory write,
+    an import: OwnerForgotten). Only then are the runs that started before stopped (``stop_runs``,
+    the server's: the user's replies everywhere) and imports under way stopped and undone, so
+    nothing of them comes back (storage.chat_imports.forgetting_owner: the user's imports wait for
+    this to end), and everything deleted."""
+    with owner_forgets.no_caller():  # its own writes are no forgotten caller's
+        async with backend.pool.connection() as conn, conn.transaction():
+            await owner_forgets.bump(conn, user_id)
+            keys = await api_keys.delete_user_keys_on(conn, user_id)
+        async with chat_imports.forgetting_owner(backend.pool, user_id):
+            if stop_runs is not None:
+                await stop_runs()
+            await stop_imports(backend.pool, user_id)
+            threads = await user_thread_ids(backend, user_id)
+            for thread_id in threads:
+                await backend.checkpointer.adelete_thread(thread_id)
+            forgotten = await memory_records.forget_user_memory(backend.pool, user_id)  # every kind, messages included
+            # The record of what they had forgotten goes too: nothing of theirs is left to hide.
+            ledger = await forget_ledger.delete_owner(backend.pool, user_id)
+            keys += await api_keys.delete_user_keys(backend.pool, user_id)  # (one made meanwhile, by the CLI)
+            runs = await chat_runs.delete_user_runs(backend.pool, user_id)
+            await thread_owners.release_all(backend.pool, user_id)
     return {"chats": len(threads), **forgotten, "forgets": ledger, "api_keys": keys, "runs": runs}
 
 

@@ -46,7 +46,7 @@ from memory.chat_admin import delete_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
 from memory.writer.records import create_chat_record
 from memory.queries import get_chat
-from storage import chat_imports, chat_sources
+from storage import chat_imports, chat_sources, owner_forgets
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
 
 log = logging.getLogger(__name__)
@@ -196,8 +196,9 @@ class _Job:
         if why is not None:
             await asyncio.shield(self._stop(work, why))
             raise self._failure(ImportStopped, why)
-        if work.exception() is not None and await self._cancelled_meanwhile():
-            # (A deletion can make an exchange fail before the next beat sees the row: a cancellation still.)
+        if work.exception() is not None and (isinstance(work.exception(), owner_forgets.OwnerForgotten) or await self._cancelled_meanwhile()):
+            # (A deletion can make an exchange fail before the next beat sees the row, and forget-me
+            # refuse its next write (storage.owner_forgets) before it cancels the row: a cancellation still.)
             await asyncio.shield(self._undo(work))
             raise ImportCancelled(self.thread_id)
         if work.exception() is not None:
@@ -293,11 +294,13 @@ class _Job:
             await close(self.thread_id, head)
 
     async def _undo(self, work: asyncio.Task) -> None:
-        """Cancelled: remove everything of the chat (the fence stays closed until it expires: the chat is gone)."""
-        await self._halt(work, None)
-        parts = SimpleNamespace(checkpointer=self.graph.checkpointer, store=self.graph.store, pool=self.pool)
-        await delete_chat(parts, self.user_id, self.thread_id)
-        await chat_imports.delete(self.pool, self.user_id, self.thread_id)
+        """Cancelled: remove everything of the chat (the fence stays closed until it expires: the chat is gone).
+        A clean-up: not refused when the user was forgotten meanwhile (storage.owner_forgets)."""
+        with owner_forgets.no_caller():
+            await self._halt(work, None)
+            parts = SimpleNamespace(checkpointer=self.graph.checkpointer, store=self.graph.store, pool=self.pool)
+            await delete_chat(parts, self.user_id, self.thread_id)
+            await chat_imports.delete(self.pool, self.user_id, self.thread_id)
 
     async def _stop(self, work: asyncio.Task, detail: str) -> None:
         """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete."""

@@ -3,7 +3,8 @@
 Keys look like ``ma_<prefix>_<secret>``; the short prefix is kept in clear so a key
 can be listed and revoked without revealing it. Verification hashes the presented
 key with SHA-256 (keys are long random strings, so a slow hash adds nothing) and
-compares in constant time.
+compares in constant time. It reads the user's forget generation in the same statement
+(:func:`authenticate`): what a request writes later is checked against it (storage.owner_forgets).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 import logging
 
 from core.namespaces import check_user_id, user_id_problem
+from storage import owner_forgets
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,14 @@ class ApiKeyInfo:
     revoked_at: datetime | None
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Whom a key authenticates, and the user's forget generation the key was valid under."""
+
+    user_id: str
+    generation: int
+
+
 def _hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
@@ -52,6 +62,7 @@ def _hash(key: str) -> str:
 async def setup(pool: AsyncConnectionPool) -> None:
     async with pool.connection() as conn:
         await conn.execute(CREATE_TABLE)
+        await conn.execute(owner_forgets.CREATE)  # read with every key
 
 
 async def create_key(pool: AsyncConnectionPool, user_id: str, label: str = "") -> str:
@@ -70,13 +81,23 @@ async def create_key(pool: AsyncConnectionPool, user_id: str, label: str = "") -
 
 async def verify_key(pool: AsyncConnectionPool, key: str) -> str | None:
     """The user a key belongs to, or None for an unknown, malformed or revoked key."""
+    caller = await authenticate(pool, key)
+    return caller.user_id if caller is not None else None
+
+
+async def authenticate(pool: AsyncConnectionPool, key: str) -> Caller | None:
+    """The user a key belongs to and their forget generation, read in one statement (a forget-me
+    deletes the keys in the transaction that bumps the generation: a key that still matches was
+    valid under the generation read with it); None for an unknown, malformed or revoked key."""
     parts = key.split("_", 2)
     if len(parts) != 3 or parts[0] != "ma":
         return None
     async with pool.connection() as conn:
         row = await (
             await conn.execute(
-                "SELECT key_hash, user_id, revoked_at FROM memory_agent_api_keys WHERE prefix = %s", (parts[1],)
+                "SELECT k.key_hash, k.user_id, k.revoked_at, COALESCE(f.generation, 0) AS generation "
+                f"FROM memory_agent_api_keys k LEFT JOIN {owner_forgets.TABLE} f ON f.owner = k.user_id WHERE k.prefix = %s",
+                (parts[1],),
             )
         ).fetchone()
         if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(key)):
@@ -92,7 +113,7 @@ async def verify_key(pool: AsyncConnectionPool, key: str) -> str | None:
             "WHERE prefix = %s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
             (parts[1],),
         )
-    return row["user_id"]
+    return Caller(row["user_id"], row["generation"])
 
 
 async def list_keys(pool: AsyncConnectionPool, user_id: str | None = None) -> list[ApiKeyInfo]:
@@ -118,5 +139,10 @@ async def revoke_key(pool: AsyncConnectionPool, prefix: str) -> bool:
 
 async def delete_user_keys(pool: AsyncConnectionPool, user_id: str) -> int:
     async with pool.connection() as conn:
-        cur = await conn.execute("DELETE FROM memory_agent_api_keys WHERE user_id = %s", (user_id,))
-        return cur.rowcount
+        return await delete_user_keys_on(conn, user_id)
+
+
+async def delete_user_keys_on(conn, user_id: str) -> int:
+    """:func:`delete_user_keys` in the caller's transaction (forget-me's first step)."""
+    cur = await conn.execute("DELETE FROM memory_agent_api_keys WHERE user_id = %s", (user_id,))
+    return cur.rowcount

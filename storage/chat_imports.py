@@ -23,13 +23,11 @@ A resume (:func:`take_over`) continues an ``incomplete`` import of the same hist
 from the checkpoint its last complete exchange ended on (``head_checkpoint``).
 
 An import that starts after its owner was forgotten is refused, however long its request took to
-arrive (a body still coming in while forget-me ran): forget-me runs inside :func:`forgetting_owner`,
-which holds the owner's imports lock throughout and bumps the owner's ``generation``
-(:data:`FORGETS`) as it ends; :func:`begin` and :func:`take_over` take the same lock and refuse
-(:class:`OwnerForgotten`) when the generation is no longer the one the caller read when it was
-authenticated (:func:`owner_generation`). An import that got its rows before is cancelled by
-forget-me like any other. The marker (the owner's id and a count) is all that stays of a
-forgotten user.
+arrive (a body still coming in while forget-me ran): :func:`begin` and :func:`take_over` compare the
+owner's forget generation with the one the caller was authenticated under
+(:mod:`storage.owner_forgets`), under the owner's imports lock, which forget-me takes once its first
+step (the generation bumped, the keys gone) committed and holds throughout (:func:`forgetting_owner`):
+an import that began before has its row, which forget-me cancels like any other.
 """
 
 from __future__ import annotations
@@ -46,10 +44,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
 from core.namespaces import check_user_id
-from storage import chat_sources, thread_owners
+from storage import chat_sources, owner_forgets, thread_owners
+from storage.owner_forgets import OwnerForgotten  # noqa: F401 (raised by begin and take_over)
 
 TABLE = "memory_agent_imports"
-FORGETS = "memory_agent_owner_forgets"  # one row per forgotten owner: how many times forget-me ran
+FORGETS = owner_forgets.TABLE  # one row per forgotten owner: how many times forget-me ran
 BEAT_SECONDS = 0.5  # how often an importer beats its row and looks for a cancellation
 STALE_AFTER_SECONDS = 10  # an importer silent this long is dead: its import reads as incomplete
 MAX_RUNNING_PER_USER = 2  # imports of one user running at once (each holds a connection and a worker's time)
@@ -72,11 +71,7 @@ CREATE = (
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 )""",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (owner)",
-    f"""CREATE TABLE IF NOT EXISTS {FORGETS} (
-    owner text PRIMARY KEY,
-    generation bigint NOT NULL,
-    forgotten_at timestamptz NOT NULL DEFAULT now()
-)""",
+    owner_forgets.CREATE,
 )
 # A row reads as: running (its importer beats it), incomplete (stopped, or its importer is dead),
 # cancelling (forget-me or a deletion asked it to stop).
@@ -106,16 +101,6 @@ class TooManyImports(MemoryAgentError):
 
 class NotResumable(MemoryAgentError):
     """A resume names a chat with no incomplete import of this user, or another history."""
-
-
-class OwnerForgotten(MemoryAgentError):
-    """The owner was forgotten (forget-me) after the import's caller was authenticated: nothing is written."""
-
-    def __init__(self, owner: str) -> None:
-        self.owner = owner
-        super().__init__(
-            "This user was forgotten (DELETE /me) while the import's request was arriving; nothing of it was imported."
-        )
 
 
 @dataclass(frozen=True)
@@ -152,45 +137,36 @@ async def setup(pool: AsyncConnectionPool) -> None:
 
 
 async def owner_generation(pool: AsyncConnectionPool, owner: str) -> int:
-    """How many times ``owner`` was forgotten (committed forget-mes): read once the caller is
-    authenticated and passed to :func:`begin` / :func:`take_over` as ``known_generation``."""
-    async with pool.connection() as conn:
-        row = await (await conn.execute(f"SELECT generation FROM {FORGETS} WHERE owner = %s", (owner,))).fetchone()
-    return row["generation"] if row else 0
+    """How many times ``owner`` was forgotten (:func:`storage.owner_forgets.generation`)."""
+    return await owner_forgets.generation(pool, owner)
 
 
 @asynccontextmanager
 async def forgetting_owner(pool: AsyncConnectionPool, owner: str) -> AsyncIterator[None]:
-    """Forget-me's span: the owner's imports lock is held (on a connection of its own) until the
-    block ends, and the owner's generation is bumped then, failed or not (a user who asked to be
-    forgotten gets no import of an earlier request back, even when the forgetting broke half-way).
-    An import that begins meanwhile waits, then is refused; one that began before has its row,
-    which forget-me cancels."""
+    """Forget-me's span, after its first step (:mod:`storage.owner_forgets`) committed: the owner's
+    imports lock is held (on a connection of its own) until the block ends, and the generation goes
+    up once more then, failed or not (a caller authenticated while the forget ran, with no key to
+    delete when auth is off, is refused after it). An import that begins meanwhile waits, then is
+    refused; one that began before has its row, which forget-me cancels."""
     async with pool.connection() as conn:
         failure: BaseException | None = None
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
-            await conn.execute(
-                f"INSERT INTO {FORGETS} (owner, generation) VALUES (%s, 1) "
-                f"ON CONFLICT (owner) DO UPDATE SET generation = {FORGETS}.generation + 1, forgotten_at = now()",
-                (owner,),
-            )
             try:
                 yield
             except BaseException as exc:  # the bump commits all the same
                 failure = exc
+            await owner_forgets.bump(conn, owner)
         if failure is not None:
             raise failure
 
 
 async def _lock_owner(conn, owner: str, known_generation: int | None) -> None:
     """Take the owner's imports lock (until the transaction ends); OwnerForgotten when forget-me ran
-    since the caller read ``known_generation`` (None: the caller is known now, e.g. the CLI)."""
+    since the caller was authenticated (``known_generation``; None: the current request's, if any,
+    else the caller is known now, e.g. the CLI)."""
     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
-    if known_generation is not None:
-        row = await (await conn.execute(f"SELECT generation FROM {FORGETS} WHERE owner = %s", (owner,))).fetchone()
-        if (row["generation"] if row else 0) != known_generation:
-            raise OwnerForgotten(owner)
+    await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner, known_generation))
 
 
 async def _refuse_past_limit(conn, owner: str) -> None:

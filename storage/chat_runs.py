@@ -42,6 +42,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
+from storage import owner_forgets
 from storage.chat_imports import refuse_runs_while_importing
 
 ACTIVE = ("running", "stopping", "committing")
@@ -168,14 +169,23 @@ async def setup(pool: AsyncConnectionPool) -> None:
         )
 
 
-async def start_run(pool: AsyncConnectionPool, thread_id: str, user_id: str, kind: str, worker: str) -> str:
+async def start_run(
+    pool: AsyncConnectionPool, thread_id: str, user_id: str, kind: str, worker: str, *, known_generation: int | None = None
+) -> str:
     """Claim the thread for a new run; its id. RunInProgress when one is active (a dead
     worker's too: ``RunInProgress.run.stale`` says so, see :func:`take_over_stale`);
-    ImportInProgress while the chat is being imported or its import is incomplete."""
+    ImportInProgress while the chat is being imported or its import is incomplete.
+
+    OwnerForgotten when ``user_id`` was forgotten since the caller was authenticated
+    (``known_generation``, by default the current request's: :mod:`storage.owner_forgets`), checked
+    in the insert's transaction: every turn (HTTP, CLI) starts here, and a run that got its row
+    before forget-me's first step committed is one forget-me stops."""
     run_id = str(uuid.uuid4())
+    known = owner_forgets.known_generation(user_id, known_generation)
     for attempt in (1, 2, 3):
         try:
-            async with pool.connection() as conn:
+            async with pool.connection() as conn, conn.transaction():
+                await owner_forgets.check(conn, user_id, known)
                 await refuse_runs_while_importing(conn, thread_id)  # (an import's row exists before anyone can reach its chat)
                 await conn.execute(
                     "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker) "

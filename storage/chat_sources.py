@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
 from core.namespaces import check_user_id
-from storage import thread_owners
+from storage import owner_forgets, thread_owners
 
 TABLE = "memory_agent_chat_sources"
 
@@ -66,6 +66,7 @@ async def create_imported_thread(pool: AsyncConnectionPool, thread_id: str, owne
     holds ``source_id``, or (AlreadyImported, ThreadExists) nothing is written."""
     check_user_id(owner)
     async with pool.connection() as conn, conn.transaction():
+        await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner))  # (as thread_owners.create)
         # thread_owners.create's statement, in this transaction with the source row.
         if await (await conn.execute(thread_owners.INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone() is None:
             raise thread_owners.ThreadExists(thread_id)

@@ -33,7 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 from core.errors import EmbeddingMismatch
 from core.past_dates import RELATIVE_HINT, dates_meant, names_a_date
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
-from storage import thread_owners
+from storage import owner_forgets, thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_of, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
 from storage.vector_literal import vector_literal
 
@@ -315,6 +315,7 @@ async def sync_thread(
             raise ValueError("every episode written must be of the thread being synced")
     async with pool.connection() as conn:
         async with conn.transaction():
+            await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner))  # (OwnerForgotten: storage.owner_forgets)
             row = await (await conn.execute(thread_owners.CURRENT_OWNER_HELD, {"thread_id": thread_id})).fetchone()
             if row is not None and row["owner"] != owner:
                 raise thread_owners.ThreadTaken(thread_id, row["owner"])

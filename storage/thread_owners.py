@@ -14,6 +14,9 @@ The rule lives here, in SQL, so no caller can get it wrong:
   is refused. Two concurrent first claims have exactly one winner (the primary key).
   With ``adopt_history=False`` a thread that has checkpoints but no owner is refused too.
 
+A request authenticated before its user was forgotten writes no owner row (OwnerForgotten:
+:mod:`storage.owner_forgets`, checked in the insert's transaction).
+
 Rows go when the chat is deleted (:func:`release`) or its owner is forgotten
 (:func:`release_all`). Both also announce it (``NOTIFY`` on :data:`RELEASED_CHANNEL`,
 sent when the deletion commits), so a running LangGraph server drops its own records of
@@ -30,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
 from core.namespaces import ROOT, check_user_id
+from storage import owner_forgets
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +131,8 @@ async def owner_of(pool: AsyncConnectionPool, thread_id: str) -> str | None:
 async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
     """Record ``owner`` for a new thread; ThreadExists when the id is already owned or has history."""
     check_user_id(owner)  # no owner row for a user whose memory could not be stored
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
+        await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner))
         row = await (await conn.execute(INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
     if row is None:
         raise ThreadExists(thread_id)
@@ -145,11 +150,18 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
 
 async def _claim(pool: AsyncConnectionPool, thread_id: str, owner: str, attempts: tuple[str, ...], params: dict) -> str:
     """Run ``attempts`` in order until one returns a row, else read the current owner; ThreadTaken
-    unless the thread ends up ``owner``'s."""
+    unless the thread ends up ``owner``'s; OwnerForgotten when the request's caller (``owner``) was
+    forgotten since it was authenticated."""
     row = None
+    known = owner_forgets.known_generation(owner)
     async with pool.connection() as conn:  # autocommit: each statement sees a concurrent claim's committed row
         for sql in (*attempts, CURRENT_OWNER):
-            row = await (await conn.execute(sql, params)).fetchone()
+            if sql is CURRENT_OWNER or known is None:
+                row = await (await conn.execute(sql, params)).fetchone()
+            else:  # a new owner row only while the caller's user is not forgotten (its own transaction)
+                async with conn.transaction():
+                    await owner_forgets.check(conn, owner, known)
+                    row = await (await conn.execute(sql, params)).fetchone()
             if row is not None:
                 break
     current = row["owner"] if row else None

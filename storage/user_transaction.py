@@ -6,6 +6,9 @@ forget-me) runs inside :func:`user_transaction`: one Postgres transaction that f
 connection. Two writers of one user queue on the lock in Postgres, whatever process or entry
 point they come from; the lock ends with the transaction (commit, rollback or a dropped
 connection), so it cannot leak. Callers do model calls and embeddings before entering it.
+
+A request authenticated before its user was forgotten writes nothing: the transaction checks the
+user's forget generation first (OwnerForgotten: :mod:`storage.owner_forgets`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import AsyncIterator
 
 from langgraph.store.base import BaseStore
 
+from storage import owner_forgets
 from storage.memory_store import MemoryStore, memory_store
 
 LOCK_NAMESPACE = b"memory-agent:user-memory:"
@@ -38,11 +42,13 @@ async def user_transaction(store: BaseStore, user_id: str) -> AsyncIterator[Memo
     if store.conn is not store.pool:  # a store on one connection: nest in its transaction
         async with store.conn.transaction():
             await store.conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(user_id),))
+            await owner_forgets.check(store.conn, user_id, owner_forgets.known_generation(user_id))
             yield store
         return
     async with store.pool.connection() as conn:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(user_id),))
+            await owner_forgets.check(conn, user_id, owner_forgets.known_generation(user_id))
             # The same index config and embeddings, on this one connection.
             yield store.on_connection(conn)
 

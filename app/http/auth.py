@@ -5,6 +5,10 @@ its user through :func:`storage.api_keys.verify_key` (401 when missing, unknown 
 revoked). A chat belongs to the user the server recorded as its owner
 (``storage.thread_owners``): another user's chat is 403, a chat nobody has is 404.
 
+The key check also reads the user's forget generation (one statement): the request carries it
+(:func:`storage.owner_forgets.set_caller`), and each of its writes is refused, 410 ``user_forgotten``,
+when forget-me ran since (a message whose run starts after forget-me stopped the user's runs).
+
 ``MEMORY_AGENT_AUTH=off`` switches keys off for local development: every caller is
 user ``local``. The default is on.
 """
@@ -18,8 +22,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from app.http.errors import ApiError
 from app.http.services import Services, get_services
-from storage import thread_owners
-from storage.api_keys import verify_key
+from storage import owner_forgets, thread_owners
+from storage.api_keys import authenticate
 from core.schemas import ChatRecord
 from core.text_validation import Identifier
 from memory.queries import get_chat
@@ -45,6 +49,7 @@ async def current_user(
     header_key: str | None = Depends(api_key_header),
 ) -> str:
     if not services.auth_enabled:
+        owner_forgets.set_caller(LOCAL_USER, await owner_forgets.generation(services.backend.pool, LOCAL_USER))
         return LOCAL_USER
     key = (credentials.credentials if credentials else None) or header_key
     if not key:
@@ -52,10 +57,11 @@ async def current_user(
             "Missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`. "
             "Create one with `memory-agent keys create --user <you>`."
         )
-    user = await verify_key(services.backend.pool, key.strip())
-    if user is None:
+    caller = await authenticate(services.backend.pool, key.strip())
+    if caller is None:
         raise _unauthorized("Unknown or revoked API key.")
-    return user
+    owner_forgets.set_caller(caller.user_id, caller.generation)  # this request's writes are checked against it
+    return caller.user_id
 
 
 async def owned_chat(chat_id: Identifier, user: str = Depends(current_user), services: Services = Depends(get_services)) -> ChatRecord:

@@ -4,6 +4,7 @@ Codes clients can branch on:
 401 ``unauthorized`` · 403 ``forbidden`` · 404 ``not_found`` · 409 ``reply_in_progress``,
 ``confirmation_pending``, ``no_pending_confirmation``, ``invalid_item`` (a stored item that does not
 validate: delete it), ``item_is_valid``, ``import_in_progress``, ``import_cancelled``, ``not_resumable`` ·
+410 ``user_forgotten`` (forget-me ran after the request was authenticated: nothing written) ·
 413 ``message_too_long``, ``import_too_large`` · 429 ``too_many_imports`` ·
 422 ``invalid_message``, ``invalid_request`` (also a value the database refuses) · 500 ``internal_error`` · 503 ``database_unavailable``.
 """
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import DatabaseUnreachable, InvalidMessage, MemoryAgentError
+from storage.owner_forgets import OwnerForgotten
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidMessage)
     async def _invalid_message(request: Request, exc: InvalidMessage):
         return JSONResponse(error_body("invalid_message", str(exc)), status_code=422)
+
+    @app.exception_handler(OwnerForgotten)
+    async def _forgotten(request: Request, exc: OwnerForgotten):
+        return JSONResponse(error_body("user_forgotten", str(exc)), status_code=410)
 
     @app.exception_handler(DatabaseUnreachable)
     async def _db_down(request: Request, exc: DatabaseUnreachable):

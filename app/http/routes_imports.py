@@ -39,7 +39,7 @@ from memory.chat_import import (
 )
 from memory.import_formats import ChatGPTConversation, ClaudeConversation, is_exported
 from memory.import_job import ImportCancelled, ImportStopped, import_chat
-from storage import chat_imports
+from storage import chat_imports, owner_forgets
 
 router = APIRouter(tags=["chats"])
 
@@ -130,8 +130,8 @@ async def import_history(
     A ChatGPT or Claude ``conversations.json`` becomes one chat per conversation and answers with the
     list of them; a conversation (or a history with a ``source_id``) the caller imported before adds
     nothing (one whose import stopped part way goes on). 200 instead of 201 when nothing was added."""
-    # Who the caller is as of now: a forget-me while the body arrives refuses the import (410).
-    known_generation = await chat_imports.owner_generation(services.backend.pool, user)
+    # The forget generation read with the key: a forget-me while the body arrives refuses the import (410).
+    known_generation = owner_forgets.known_generation(user)
     if resume is not None:
         await owned_chat(resume, user, services)  # 404 / 403 before the body is read
     body = await read_import_body(request)  # only now: the caller is known

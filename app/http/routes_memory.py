@@ -264,7 +264,8 @@ async def who_am_i(user: str = Depends(current_user), services: Services = Depen
 @router.delete("/me", response_model=Deleted, tags=["me"], responses={401: {"model": ErrorResponse}})
 async def forget_me(user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Forget the caller entirely: chats and their checkpoints, all memory, API keys, run records.
-    The key used for this call stops working."""
-    await stop_all_user_runs(services, user)
-    counts = await forget_user_everywhere(services.backend, user)
+    The key used for this call stops working. A request of the caller's authenticated before this
+    one that writes after it is refused with 410 ``user_forgotten``."""
+    # The user's runs are stopped once no new one can start (forget-me's first step).
+    counts = await forget_user_everywhere(services.backend, user, stop_runs=lambda: stop_all_user_runs(services, user))
     return Deleted(deleted=counts)

@@ -57,7 +57,7 @@ from core.context import Context
 from core.messages import current_turn, stopped_reply
 from core.state import LAST_NODE
 from graph.assembly import COMMIT_POINT, MEMORY_PHASE, reply_phase_durability
-from storage import chat_runs
+from storage import chat_runs, owner_forgets
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
@@ -427,6 +427,12 @@ class TurnRunner:
 
     # ------------------------------------------------------------------ endings
     async def _take_back(self, mark: ThreadMark, status: str, exc: Exception | None = None) -> str:
+        # A clean-up: not refused when the user was forgotten since the run began (forget-me stops
+        # the run, then deletes what it kept: storage.owner_forgets).
+        with owner_forgets.no_caller():
+            return await self._taking_back(mark, status, exc)
+
+    async def _taking_back(self, mark: ThreadMark, status: str, exc: Exception | None = None) -> str:
         # Late writes of the cancelled node must not land after the rollback (storage.fenced_saver).
         saver = getattr(self.graph, "checkpointer", None)
         fenced = hasattr(saver, "close_thread")

@@ -787,7 +787,9 @@ async def test_forget_me_leaves_no_row_of_the_user_in_any_table(server, account,
         assert deleted["chats"] == 2 and deleted["memories"] > 0 and deleted["api_keys"] == 1
         assert error_of(c.get("/me")) == (401, "unauthorized")  # the key went with everything else
 
-    assert rows_mentioning(server.database_url, [user, *chats]) == {}
+    # Only the marker that refuses requests authenticated before the forget: the user id and a count.
+    assert rows_mentioning(server.database_url, [user, *chats]) == {"memory_agent_owner_forgets": 1}
+    assert db_rows(server.database_url, "SELECT owner, generation FROM memory_agent_owner_forgets WHERE owner = %s", (user,)) == [(user, 2)]
     assert db_rows(server.database_url, "SELECT count(*) FROM store_vectors WHERE prefix LIKE %s", (f"users.{user}.%",)) == [(0,)]
     with server.client(stranger[1]) as other:  # nobody else lost anything
         assert len(other.get(f"/chats/{other_chat}").json()["messages"]) == 2
