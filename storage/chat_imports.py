@@ -165,8 +165,13 @@ async def _lock_owner(conn, owner: str, known_generation: int | None) -> None:
     """Take the owner's imports lock (until the transaction ends); OwnerForgotten when forget-me ran
     since the caller was authenticated (``known_generation``; None: the current request's, if any,
     else the caller is known now, e.g. the CLI)."""
+    known = owner_forgets.known_generation(owner, known_generation)
+    # Refused before waiting: forget-me holds this lock for its whole span (after bumping the
+    # generation), and each import waiting for it held a pooled connection, until forget-me's own
+    # steps found none (a review: a pool of 4, three imports, forget-me failed with PoolTimeout).
+    await owner_forgets.refuse_if_forgotten(conn, owner, known)
     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(owner),))
-    await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner, known_generation))
+    await owner_forgets.check(conn, owner, known)
 
 
 async def _refuse_past_limit(conn, owner: str) -> None:

@@ -105,6 +105,14 @@ async def check(conn, owner: str, known: int | None) -> None:
         raise OwnerForgotten(owner)
 
 
+async def refuse_if_forgotten(conn, owner: str, known: int | None) -> None:
+    """OwnerForgotten when ``owner`` was forgotten since generation ``known``, as the generation is
+    now committed, without the forget lock (so no lock is held while the caller waits for another):
+    a caller can be turned away before it queues; :func:`check` is what a write relies on."""
+    if known is not None and (await (await conn.execute(CURRENT, (owner,))).fetchone())["generation"] != known:
+        raise OwnerForgotten(owner)
+
+
 async def bump(conn, owner: str) -> None:
     """In the caller's transaction: one more forget of ``owner``, under the user's forget lock taken
     exclusively (the writes checked meanwhile commit first)."""

@@ -144,6 +144,25 @@ async def test_an_import_that_begins_while_forget_me_runs_waits_for_it_and_is_re
     assert set((await user_rows(backend, user_id)).values()) == {0}
 
 
+async def test_an_import_authenticated_before_forget_me_is_refused_at_once_not_queued_on_its_lock(backend, graph, user_id):
+    """Each import waiting for forget-me's imports lock held a pooled connection, and forget-me's own
+    steps then found none (a review: a pool of 4, three imports arriving, forget-me failed with
+    PoolTimeout and the user's data stayed). Its first step already bumped the generation."""
+    from storage import owner_forgets
+    from storage.chat_imports import OwnerForgotten, forgetting_owner, owner_generation
+
+    [chat] = parse_import(history(2))
+    known = await owner_generation(backend.pool, user_id)
+    async with backend.pool.connection() as conn, conn.transaction():
+        await owner_forgets.bump(conn, user_id)  # forget-me's first step, committed
+    async with forgetting_owner(backend.pool, user_id):  # and its span: the lock is held
+        with pytest.raises(OwnerForgotten):  # while it is held: refused, not waiting
+            await asyncio.wait_for(
+                import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), known_generation=known), 30
+            )
+    assert set((await user_rows(backend, user_id)).values()) == {0}
+
+
 async def test_a_resume_counts_against_the_running_imports_limit_as_a_new_import_does(backend, user_id):
     from storage import chat_imports
 
