@@ -44,52 +44,48 @@ async def test_a_forget_over_the_limit_is_refused_saying_the_limit_by_every_func
     assert await forget_request(backend.store, user_id, "nurse".ljust(FORGET_CHARS)) is not None
 
 
-@pytest.mark.parametrize("entry", ["forget_request", "forget"])
-async def test_a_forget_finds_the_distinctive_stems_of_its_text_once_not_once_per_word(backend, user_id, monkeypatch, entry):
-    """POST /memory/forget of 4,000 words took 14 s of one worker's event loop: the stems were found again for each word."""
+async def stem_lookups(monkeypatch, finder: str, forget_words) -> tuple[int, int]:
+    """How many times ``forgetting.<finder>`` runs while ``forget_words`` forgets a text of 5 words,
+    and one of 40: the same count when the stems are found once per text."""
     calls = 0
-    stems = forgetting.distinctive_stems
+    found = getattr(forgetting, finder)
 
     def counted(text: str) -> set[str]:
         nonlocal calls
         calls += 1
-        return stems(text)
+        return found(text)
 
-    monkeypatch.setattr(forgetting, "distinctive_stems", counted)
-
-    async def calls_for(words: int) -> int:
-        nonlocal calls
+    monkeypatch.setattr(forgetting, finder, counted)
+    counts = []
+    for words in (5, 40):
         calls = 0
-        text = " ".join(f"zq{i}word" for i in range(words))
+        await forget_words(" ".join(f"zq{i}word" for i in range(words)))
+        counts.append(calls)
+    return counts[0], counts[1]
+
+
+@pytest.mark.parametrize("entry", ["forget_request", "forget"])
+async def test_a_forget_finds_the_distinctive_stems_of_its_text_once_not_once_per_word(backend, user_id, monkeypatch, entry):
+    """POST /memory/forget of 4,000 words took 14 s of one worker's event loop: the stems were found again for each word."""
+
+    async def forget_words(text: str) -> None:
         if entry == "forget_request":
             await forget_request(backend.store, user_id, text)
         else:
             await forget(backend.store, user_id, [], words=text)
-        return calls
 
-    assert await calls_for(5) == await calls_for(40) > 0
+    few, many = await stem_lookups(monkeypatch, "distinctive_stems", forget_words)
+    assert few == many > 0
 
 
 async def test_deleting_a_message_finds_its_words_stems_once_not_once_per_word(backend, user_id, monkeypatch):
     """A 20,000-character message took 2.1 s of the event loop to delete: its stems were found again for each word."""
-    calls = 0
-    stems = forgetting.deleted_stems
 
-    def counted(text: str) -> set[str]:
-        nonlocal calls
-        calls += 1
-        return stems(text)
-
-    monkeypatch.setattr(forgetting, "deleted_stems", counted)
-
-    async def calls_for(words: int) -> int:
-        nonlocal calls
-        calls = 0
-        text = " ".join(f"zq{i}word" for i in range(words))
+    async def delete_message(text: str) -> None:
         await forgetting.forget_message(backend.store, user_id, str(uuid.uuid4()), str(uuid.uuid4()), text)
-        return calls
 
-    assert await calls_for(5) == await calls_for(40) > 0
+    few, many = await stem_lookups(monkeypatch, "deleted_stems", delete_message)
+    assert few == many > 0
 
 
 async def test_the_clis_forget_over_the_limit_says_the_limit_and_forgets_nothing(backend, user_id):
