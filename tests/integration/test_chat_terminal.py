@@ -125,8 +125,11 @@ async def stored_messages(backend, user_id: str, thread_id: str) -> list[tuple[s
     return [(m.type, m.text) for m in state.values.get("messages") or []]
 
 
+CHAT_LINE = re.compile(r"Chat ([0-9a-f-]{36}) as user")
+
+
 def chat_id_on(lines: list[str]) -> str:
-    found = re.search(r"Chat ([0-9a-f-]{36}) as user", "\n".join(lines))
+    found = CHAT_LINE.search("\n".join(lines))
     assert found, lines
     return found.group(1)
 
@@ -155,7 +158,9 @@ async def test_on_a_terminal_a_12_line_paste_is_one_message_and_a_25000_characte
     terminal_chat, backend, user_id, tmp_path
 ):
     term = terminal_chat
-    lines = await asyncio.to_thread(term.wait_for, "its first prompt", waiting_at_a_new_prompt)
+    # The chat's line is printed above the prompt by the line editor's next redraw, which may come
+    # after the prompt itself (a fresh-clone CI run read the screen in between): wait for both.
+    lines = await asyncio.to_thread(term.wait_for, "its first prompt and its chat", lambda ls: waiting_at_a_new_prompt(ls) and CHAT_LINE.search("\n".join(ls)))
     thread_id = chat_id_on(lines)
 
     # A paste of 12 lines is one message, with one reply (it was 12 messages and 12 replies).
