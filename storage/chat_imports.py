@@ -33,7 +33,6 @@ an import that began before has its row, which forget-me cancels like any other.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -46,6 +45,7 @@ from core.errors import MemoryAgentError
 from core.namespaces import check_user_id
 from storage import chat_sources, owner_forgets, thread_owners
 from storage.owner_forgets import OwnerForgotten  # noqa: F401 (raised by begin and take_over)
+from storage.postgres import advisory_key
 
 TABLE = "memory_agent_imports"
 FORGETS = owner_forgets.TABLE  # one row per forgotten owner: how many times forget-me ran
@@ -127,7 +127,7 @@ def _row(r: dict) -> ImportRow:
 
 
 def _lock_key(owner: str) -> int:
-    return int.from_bytes(hashlib.sha256(b"memory-agent:imports:" + owner.encode()).digest()[:8], "big", signed=True)
+    return advisory_key(b"memory-agent:imports:", owner)
 
 
 async def setup(pool: AsyncConnectionPool) -> None:

@@ -25,7 +25,6 @@ compare: nothing is checked for them. The table keeps the user id and the count,
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
@@ -33,6 +32,7 @@ from typing import Iterator
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
+from storage.postgres import advisory_key
 
 TABLE = "memory_agent_owner_forgets"
 CREATE = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -55,7 +55,7 @@ class OwnerForgotten(MemoryAgentError):
 
 
 def forget_lock_key(owner: str) -> int:
-    return int.from_bytes(hashlib.sha256(b"memory-agent:owner-forgets:" + owner.encode()).digest()[:8], "big", signed=True)
+    return advisory_key(b"memory-agent:owner-forgets:", owner)
 
 
 async def setup(pool: AsyncConnectionPool) -> None:

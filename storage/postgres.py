@@ -7,6 +7,7 @@ demand in the data directory and is reused by every later run.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -314,3 +315,9 @@ async def schema_lock(pool: AsyncConnectionPool) -> AsyncIterator[None]:
             yield
         finally:
             await lock_conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+
+
+def advisory_key(namespace: bytes, name: str) -> int:
+    """A signed 64-bit key for Postgres' advisory locks: ``name`` (a user id) within ``namespace``
+    (what the lock serializes), so two kinds of lock on one user never collide."""
+    return int.from_bytes(hashlib.sha256(namespace + name.encode("utf-8")).digest()[:8], "big", signed=True)

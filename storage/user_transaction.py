@@ -13,22 +13,21 @@ user's forget generation first (OwnerForgotten: :mod:`storage.owner_forgets`).
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from langgraph.store.base import BaseStore
 
 from storage import owner_forgets
+from storage.postgres import advisory_key
 from storage.memory_store import MemoryStore, memory_store
 
 LOCK_NAMESPACE = b"memory-agent:user-memory:"
 
 
 def lock_key(user_id: str) -> int:
-    """A signed 64-bit advisory-lock key for the user."""
-    digest = hashlib.sha256(LOCK_NAMESPACE + user_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    """The user's write lock's key."""
+    return advisory_key(LOCK_NAMESPACE, user_id)
 
 
 @asynccontextmanager
