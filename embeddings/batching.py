@@ -9,15 +9,22 @@ forward pass together (a batch of short texts costs ~40 % less CPU per text than
 Short requests (a query, a turn) go first; a long one (an import's batch of texts) goes
 ``MAX_BATCH_TEXTS`` texts at a time, one part per batch, so a message's query never waits behind
 a whole import and the import still moves on while queries keep coming.
+
+Work nobody is waiting to see (a turn's memory phase, an import: :func:`in_background`) is encoded
+on a lane of its own, a thread the operating system runs at a lower priority: under load the CPU
+goes to the replies being waited for first, and the background lane takes what is left.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
+import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -25,6 +32,27 @@ MAX_BATCH_TEXTS = 32
 """Texts per forward pass at most (the encoder's own batch size)."""
 SHORT_REQUEST = 4
 """A request of at most this many texts is served first (queries, a turn's messages)."""
+BACKGROUND_NICE = 19
+"""The background lane's thread's niceness (Linux; the event loops and Postgres stay at 0)."""
+
+_BACKGROUND: ContextVar[bool] = ContextVar("memory_agent_background_embeddings", default=False)
+
+
+@contextlib.contextmanager
+def in_background() -> Iterator[None]:
+    """Embeddings asked for inside the block (and the tasks it starts) go on the background lane."""
+    token = _BACKGROUND.set(True)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+
+
+def _lower_priority() -> None:
+    """The calling thread's own niceness (Linux sets it per thread); elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
 
 
 def default_threads() -> int:
@@ -52,14 +80,16 @@ class _Part:
 class BatchingEncoder:
     """``submit(texts)`` → a future of their vectors (float32, one row per text), in order."""
 
-    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], threads: int | None = None) -> None:
+    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], threads: int | None = None, *, background: bool = False) -> None:
         self._encode = encode
         self.threads = threads if threads is not None else default_threads()
         self._lock = threading.Lock()
         self._short: deque[_Part] = deque()
         self._long: deque[_Part] = deque()
         self._busy = 0
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="embed")
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self.threads, thread_name_prefix="embed-bg" if background else "embed", initializer=_lower_priority if background else None
+        )
 
     def submit(self, texts: Sequence[str]) -> concurrent.futures.Future:
         texts = list(texts)
@@ -118,6 +148,18 @@ class BatchingEncoder:
             for part in batch:
                 part.future.set_result(vectors[start : start + len(part.texts)])
                 start += len(part.texts)
+
+
+class LanedEncoder:
+    """Two :class:`BatchingEncoder` lanes: ``submit`` goes on the background one inside
+    :func:`in_background`, else on the one a caller is waiting on."""
+
+    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], threads: int | None = None) -> None:
+        self.now = BatchingEncoder(encode, threads)
+        self.background = BatchingEncoder(encode, 1, background=True)
+
+    def submit(self, texts: Sequence[str]) -> concurrent.futures.Future:
+        return (self.background if _BACKGROUND.get() else self.now).submit(texts)
 
 
 def _joined(futures: list[concurrent.futures.Future]) -> concurrent.futures.Future:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from embeddings.batching import BatchingEncoder
+from embeddings.batching import LanedEncoder
 from embeddings.weights import _FIX_HINT, MINILM_REPO_ID, EmbeddingModelUnavailable, resolve_minilm_dir
 
 # Eigen's (and XLA's) float32 rational approximation of erf, x * P(x^2) / Q(x^2) on
@@ -327,16 +327,16 @@ def _load_model(model_dir: Path) -> _MiniLMModel:
 
 
 # One batching encoder per model and batch size in the process: every caller shares its threads.
-_BATCHERS: dict[tuple[Path, int], BatchingEncoder] = {}
+_BATCHERS: dict[tuple[Path, int], LanedEncoder] = {}
 
 
-def _batcher(model_dir: Path, batch_size: int) -> BatchingEncoder:
+def _batcher(model_dir: Path, batch_size: int) -> LanedEncoder:
     key = (model_dir.resolve(), batch_size)
     batcher = _BATCHERS.get(key)
     if batcher is None:
         model = _load_model(model_dir)
         with _MODEL_CACHE_LOCK:
-            batcher = _BATCHERS.setdefault(key, BatchingEncoder(lambda texts: model.encode(list(texts), batch_size)))
+            batcher = _BATCHERS.setdefault(key, LanedEncoder(lambda texts: model.encode(list(texts), batch_size)))
     return batcher
 
 
@@ -359,7 +359,7 @@ class MiniLMEmbeddings(Embeddings):
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self._dir_lock = threading.Lock()
         self.batch_size = batch_size
-        self._batching: BatchingEncoder | None = None
+        self._batching: LanedEncoder | None = None
 
     @property
     def model_dir(self) -> Path:

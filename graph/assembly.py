@@ -47,9 +47,11 @@ def reply_phase_durability(first_turn: bool) -> Durability:
     """How a turn's reply phase is saved (``astream(durability=...)``): once, where it stops
     (``"exit"``). A reply cut short is taken back to the thread's mark and kept from the run's row,
     never resumed from a step, so a checkpoint per step was work before the first token that nothing
-    read. A chat's first turn saves each step (``"async"``): its input checkpoint, the chat before
-    the message, is the fork point when that message is edited or its reply regenerated. The memory
-    phase keeps a checkpoint per node, so a worker that dies in it leaves the nodes done behind."""
+    read. A thread without a checkpoint saves each step (``"async"``): its input checkpoint, the chat
+    before the message, is the fork point when that message is edited or its reply regenerated. The
+    app's chats have one from the start, the empty chat's (``memory.chat_admin.write_empty_chat``),
+    so their first turn is saved once too. The memory phase keeps a checkpoint per node, so a worker
+    that dies in it leaves the nodes done behind."""
     return "async" if first_turn else "exit"
 
 

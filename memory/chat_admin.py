@@ -33,6 +33,15 @@ from core.state import LAST_NODE
 # within a beat, BEAT_SECONDS, plus its clean-up); a later importer still stops at its next step.
 IMPORT_STOP_SECONDS = 15.0
 
+async def write_empty_chat(graph, thread_id: str) -> str:
+    """The empty chat's checkpoint (no messages, the memory phase done): "before the first message",
+    the fork point when that message is edited or its reply regenerated. Written when a chat is
+    created, so its first turn is saved as every later one (``graph.assembly.reply_phase_durability``);
+    a turn or an import on a thread without a checkpoint writes it first. Its checkpoint id."""
+    config = await graph.aupdate_state({"configurable": {"thread_id": thread_id}}, {"messages": []}, as_node=LAST_NODE)
+    return config["configurable"]["checkpoint_id"]
+
+
 async def owned_ids(db, user_id: str, thread_ids: Iterable[str]) -> set[str]:
     """The ids among ``thread_ids`` the server recorded as ``user_id``'s. ``db`` is the pool or our store."""
     pool = db if isinstance(db, AsyncConnectionPool) else memory_store(db).pool

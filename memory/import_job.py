@@ -41,8 +41,8 @@ from core.context import Context
 from core.errors import MemoryAgentError
 from core.messages import stamp_sent_at
 from core.schemas import ChatRecord
-from core.state import LAST_NODE
-from memory.chat_admin import delete_chat
+from embeddings.batching import in_background
+from memory.chat_admin import delete_chat, write_empty_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
 from memory.writer.records import create_chat_record
 from memory.queries import get_chat
@@ -179,7 +179,8 @@ class _Job:
 
     # ------------------------------------------------------------------ running
     async def run(self, stop_when: Callable[[], Awaitable[bool]] | None) -> ImportedChat:
-        work = asyncio.create_task(self._exchanges(), name=f"import-{self.thread_id}")
+        with in_background():  # nobody waits on an import's embeddings as on a reply's (embeddings.batching)
+            work = asyncio.create_task(self._exchanges(), name=f"import-{self.thread_id}")
         why = None
         try:
             while why is None and not work.done():
@@ -232,8 +233,7 @@ class _Job:
     async def _exchanges(self) -> None:
         cfg = {"configurable": {"thread_id": self.thread_id}}
         if self.head is None:
-            # An empty checkpoint first, as a chat's first turn has: "before the first message" to fork from.
-            await self.graph.aupdate_state(cfg, {"messages": []}, as_node=LAST_NODE)
+            await write_empty_chat(self.graph, self.thread_id)
             await self._progress(0)
         index = sum(len(g) for g in self.groups[: self.start])
         user_turns = sum(any(m.role == "user" for m in g) for g in self.groups[: self.start])

@@ -61,7 +61,7 @@ from nodes.compaction import model_view
 from core.text_validation import Identifier, is_blank, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
 from storage import chat_imports, chat_runs, checkpoint_rows, thread_owners
-from memory.chat_admin import delete_chat, delete_message_everywhere, stop_imports
+from memory.chat_admin import delete_chat, delete_message_everywhere, stop_imports, write_empty_chat
 from memory.writer.records import rename_chat as rename_chat_record
 from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
@@ -258,6 +258,7 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
     chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
     await thread_owners.create(services.backend.pool, chat.thread_id, user)
     await create_chat_record(services.backend.store, user, chat)
+    await write_empty_chat(services.graph, chat.thread_id)  # (before its first message: that turn then saves once)
     for text in texts:
         async with holding_run_slot(services, chat.thread_id, user, "create") as run_id:
             handle = services.runs.launch(run_id, turn_spec(chat, user, "create", new_user_message(text), user_text=text))

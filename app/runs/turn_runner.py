@@ -55,12 +55,13 @@ from prometheus_client import Counter, Histogram
 from core import metrics
 from core.context import Context
 from core.messages import current_turn, stopped_reply
-from core.state import LAST_NODE
+from embeddings.batching import in_background
 from graph.assembly import COMMIT_POINT, MEMORY_PHASE, reply_phase_durability
 from storage import chat_runs, owner_forgets
 from llm.reply_checks import Said
 from llm.text_tool_calls import CallTextFilter
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
+from memory.chat_admin import write_empty_chat
 from memory.forgetting import redact_head
 from memory.queries import redactor_for
 from memory.writer.extraction import retract_taught_by
@@ -256,6 +257,10 @@ class TurnRunner:
             await self._finish_pending_memory_update(ctx, self.spec.head)
         branch_before = await self._message_ids() if self.spec.fork_from else set()
         mark = await self._step(mark_thread(self.pool, self.spec.thread_id))
+        if mark.checkpoint_id is None and self.spec.fork_from is None:
+            # A chat made without POST /chats (the CLI's, a new thread id): its empty checkpoint
+            # first, the first message's fork point, so this turn too is saved once where it stops.
+            mark = ThreadMark(self.spec.thread_id, await self._step(write_empty_chat(self.graph, self.spec.thread_id)))
         await self._step(chat_runs.record_head(self.pool, self.run_id, mark.checkpoint_id, sorted(mark.head_writes), self.spec.recorded()))
         self.head_recorded = True
         if self.on_recorded is not None:
@@ -379,11 +384,13 @@ class TurnRunner:
         """Run the memory phase; the thread's values after it ({} when it changed none)."""
         # The memory writer serializes this user's writes itself (storage.user_transaction).
         values: dict = {}
-        async for mode, chunk in self.graph.astream(None, self.config, context=ctx, stream_mode=["custom", "values"]):
-            if mode == "values":
-                values = chunk
-            elif forward:
-                self._forward(mode, chunk)
+        # Nobody waits on its embeddings as on a reply's: under load they take the CPU the replies leave.
+        with in_background():
+            async for mode, chunk in self.graph.astream(None, self.config, context=ctx, stream_mode=["custom", "values"]):
+                if mode == "values":
+                    values = chunk
+                elif forward:
+                    self._forward(mode, chunk)
         return values
 
     async def _redact_head(self) -> None:
@@ -453,7 +460,7 @@ class TurnRunner:
         await self._undo_writes()
         await self._redact_head()
         if status == "stopped":
-            kept = await self._keep_stopped_turn(mark)
+            kept = await self._keep_stopped_turn()
             await self._finish_row(status, detail=self.stop_reason)
             if kept is not None:
                 self.emit("error", {"code": "stopped", "message": STOPPED_KEPT, **kept})
@@ -482,7 +489,7 @@ class TurnRunner:
             log.exception("run %s: what its tools wrote could not be undone; it stays", self.run_id)
         self.undo_pending = False
 
-    async def _keep_stopped_turn(self, mark: ThreadMark) -> dict | None:
+    async def _keep_stopped_turn(self) -> dict | None:
         """Write the stopped turn back (its message, the reply so far marked stopped) and run
         the memory phase for it, which teaches memory nothing from a stopped reply."""
         messages = self.spec.graph_input.get("messages") if isinstance(self.spec.graph_input, dict) else None
@@ -490,13 +497,9 @@ class TurnRunner:
             return None
         human = messages[-1]
         reply = stopped_reply("".join(self.streamed), str(uuid.uuid4()))
-        base = self.spec.fork_from or self.config  # the edit's fork point, or the head the rollback returned to
-        if self.spec.fork_from is None and mark.checkpoint_id is None:
-            # The chat's first turn: an empty checkpoint first, so that there is a "before this
-            # message" to fork from when it is edited or its reply regenerated.
-            base = await self.graph.aupdate_state(self.config, {"messages": []}, as_node=LAST_NODE)
-        # As if `reply` had answered the message.
-        await self.graph.aupdate_state(base, {"messages": [human, reply]}, as_node="reply")
+        # As if `reply` had answered the message: on the edit's fork point, or the head the rollback
+        # returned to (a chat's first turn: its empty checkpoint, written before the turn began).
+        await self.graph.aupdate_state(self.spec.fork_from or self.config, {"messages": [human, reply]}, as_node="reply")
         await self._memory_phase(self.context(), forward=False)
         return {"message_id": reply.id, "user_message_id": human.id, "reply": reply.text}
 

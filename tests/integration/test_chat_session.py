@@ -12,6 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from app.cli.chat_session import ChatSession
+from app.http.routes_chats import checkpoint_before
+from graph.assembly import MEMORY_PHASE
 from llm.reply_checks import no_answer_text
 from llm.text_tool_calls import NO_TOOLS_INSTRUCTION
 from llm.chat_model import register_model, unregister_model
@@ -331,3 +333,21 @@ async def test_help_lists_every_command_the_chat_has(session):
         if name not in ("/help",):
             await s.command(name.split()[0] + (" 1" if name == "/open" else ""))  # each one exists
     assert "Unknown command" not in err.getvalue()
+
+
+@pytest.mark.slow
+async def test_a_chats_first_turn_writes_its_empty_checkpoint_first_then_saves_its_reply_phase_once(session, backend):
+    """A chat made without POST /chats has no checkpoint: its first turn writes the empty chat's
+    (the first message's fork point) and then runs as every later turn, saved where it stops,
+    not after each step before the first token."""
+    session, _, _ = session
+    assert await session.send("My name is Dana") == "Sure."
+    await session.settle()
+    async with backend.pool.connection() as conn:
+        rows = await (
+            await conn.execute("SELECT metadata ->> 'source' AS source FROM checkpoints WHERE thread_id = %s ORDER BY checkpoint_id", (session.thread_id,))
+        ).fetchall()
+    assert [r["source"] for r in rows] == ["update", "loop"] + ["loop"] * len(MEMORY_PHASE)
+    first = (await session.graph.aget_state(session.config)).values["messages"][0]
+    fork = await checkpoint_before(session.graph, session.thread_id, first.id)
+    assert (await session.graph.aget_state(fork)).values.get("messages", []) == []

@@ -384,11 +384,13 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
         assert [m["id"] for m in c.get(f"/chats/{chat_id}").json()["messages"]][-2:] == [done["user_message_id"], done["message_id"]]
 
 
-def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(server, account, client):
+def test_a_reply_phase_is_saved_once_where_it_stops_the_chats_first_turn_too(server, account, client):
     """Before the first token nothing reads a checkpoint per step (a reply cut short is taken back
-    to the mark and kept from the run's row), so a later turn saves its reply phase once, at the
-    commit point. The first turn keeps its input checkpoint: the fork point of an edit. Meanwhile
-    the chat lists the message being answered with its reply, once that is complete (docs/api.md)."""
+    to the mark and kept from the run's row), so a turn saves its reply phase once, at the commit
+    point. A new chat gets its empty checkpoint when it is created, the first message's fork point
+    for an edit: its first turn had saved each step before its first token (three checkpoints).
+    Meanwhile the chat lists the message being answered with its reply, once that is complete
+    (docs/api.md)."""
 
     def sources(after: str | None) -> list[str]:
         return [r[0] for r in db_rows(
@@ -398,9 +400,10 @@ def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(s
         )]
 
     chat_id = new_chat(client)
+    assert sources(None) == ["update"]  # the empty chat
+    empty = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
     assert final(say(client, chat_id, "My name is Dana")).name == "done"
-    first = sources(None)
-    assert first[0] == "input" and first[-len(MEMORY_PHASE):] == ["loop"] * len(MEMORY_PHASE)
+    assert sources(empty) == ["loop"] + ["loop"] * len(MEMORY_PHASE)  # the reply phase's one, then a node's each
     head = db_rows(server.database_url, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (chat_id,))[0][0]
 
     running = BackgroundStream(server, account[1], "POST", f"/chats/{chat_id}/messages", {"text": "[slow] [markdown] I live in Paris"})  # a reply unlike the last: not held
@@ -412,10 +415,13 @@ def test_a_reply_phase_is_saved_once_where_it_stops_after_the_chats_first_turn(s
     messages = client.get(f"/chats/{chat_id}").json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
     assert client.get("/memory/profile").json()["location"] == "Paris"
-    # The second message can still be edited: the checkpoint before it is where the first turn ended.
+    # The second message can still be edited: the checkpoint before it is where the first turn ended;
+    # and the first: the checkpoint before it is the empty chat's.
     edited = final(stream(client, "PUT", f"/chats/{chat_id}/messages/{messages[2]['id']}", {"text": "I live in Rome"}))
     assert edited.name == "done"
     assert client.get("/memory/profile").json()["location"] == "Rome"
+    assert final(stream(client, "PUT", f"/chats/{chat_id}/messages/{messages[0]['id']}", {"text": "My name is Dina"})).name == "done"
+    assert [m["content"] for m in client.get(f"/chats/{chat_id}").json()["messages"]][:1] == ["My name is Dina"]
 
 
 def test_a_reply_that_fails_mid_stream_is_taken_back_and_the_chat_goes_on(server, client):

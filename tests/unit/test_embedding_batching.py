@@ -1,9 +1,12 @@
 """The process' embedding threads (embeddings.batching): few encodes at once, what waits goes
-together, queries before an import's texts, failures and cancelled callers handled."""
+together, queries before an import's texts, background work on a lane of its own at a lower
+priority, failures and cancelled callers handled."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,7 +16,7 @@ import pytest
 
 from embeddings import MiniLMEmbeddings, resolve_minilm_dir
 from embeddings import encoder as emb_mod
-from embeddings.batching import MAX_BATCH_TEXTS, BatchingEncoder, default_threads
+from embeddings.batching import BACKGROUND_NICE, MAX_BATCH_TEXTS, BatchingEncoder, LanedEncoder, default_threads, in_background
 
 
 def vectors_of(texts) -> np.ndarray:
@@ -108,6 +111,53 @@ def test_an_import_moves_on_while_queries_keep_coming() -> None:
     # The batch after the busy one held the waiting queries and the import's first part.
     assert encode.batches[1][:MAX_BATCH_TEXTS] == [f"query {i}" for i in range(MAX_BATCH_TEXTS)]
     assert encode.batches[1][MAX_BATCH_TEXTS:] == [f"imported {i}" for i in range(MAX_BATCH_TEXTS)]
+
+
+def test_a_query_is_encoded_while_the_background_lane_is_busy() -> None:
+    """One lane for everything made a query wait behind whatever was being encoded: under a burst,
+    the memory phases' turns and chat texts (64-256 pieces each) ahead of the next message's query."""
+    gate, started = threading.Event(), threading.Event()
+
+    def encode(texts):
+        if "memory phase" in texts[0]:
+            started.set()
+            gate.wait(10)
+        return vectors_of(texts)
+
+    lanes = LanedEncoder(encode, threads=1)
+    with in_background():
+        held = lanes.submit(["a turn the memory phase indexes"])
+    assert started.wait(5)
+    assert lanes.submit(["the user's question"]).result(5).tolist() == [[19.0]]  # while the other lane is held
+    assert not held.done()
+    gate.set()
+    assert held.result(5).tolist() == [[31.0]]
+
+
+def test_background_embeddings_run_on_a_thread_the_system_runs_at_a_lower_priority() -> None:
+    seen: list[tuple[str, str, int | None]] = []
+
+    def encode(texts):
+        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if sys.platform.startswith("linux") else None
+        seen.append((texts[0], threading.current_thread().name, nice))
+        return vectors_of(texts)
+
+    lanes = LanedEncoder(encode, threads=1)
+    lanes.submit(["now"]).result(5)
+
+    async def embed(text: str):
+        return await asyncio.wrap_future(lanes.submit([text]))
+
+    async def memory_phase():  # the lane is the caller's context's: tasks it starts inherit it
+        with in_background():
+            return await asyncio.create_task(embed("later"))
+
+    asyncio.run(memory_phase())
+    lanes.submit(["now again"]).result(5)
+    (_, now_thread, now_nice), (_, later_thread, later_nice), (_, again_thread, _) = seen
+    assert now_thread.startswith("embed_") and again_thread.startswith("embed_") and later_thread.startswith("embed-bg")
+    if sys.platform.startswith("linux"):
+        assert now_nice == os.getpriority(os.PRIO_PROCESS, 0) and later_nice == max(now_nice, BACKGROUND_NICE)
 
 
 def test_a_process_shutting_down_refuses_new_texts_rather_than_hanging() -> None:
