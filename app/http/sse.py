@@ -36,16 +36,30 @@ def format_event(name: str, data: dict) -> str:
 
 
 async def event_stream(handle: RunHandle) -> AsyncIterator[str]:
+    """The run's events; those already queued go out together, in one write. A reply streams a
+    token event per word: under load, when the run is ahead of its client, each had its own pass
+    through the middlewares and the socket (and its own ``wait_for``)."""
+    queue = handle.queue
     while True:
-        try:
-            # Queue.get is safe to time out: no event is lost.
-            item = await asyncio.wait_for(handle.queue.get(), KEEPALIVE_SECONDS)
-        except asyncio.TimeoutError:
-            yield ": keep-alive\n\n"
-            continue
+        if queue.empty():
+            try:
+                # Queue.get is safe to time out: no event is lost.
+                item = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+            except asyncio.TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+        else:
+            item = queue.get_nowait()
+        events: list[str] = []
+        while item is not None:
+            events.append(format_event(*item))
+            if queue.empty():
+                break
+            item = queue.get_nowait()
+        if events:
+            yield "".join(events)
         if item is None:
             return
-        yield format_event(*item)
 
 
 async def sse_response(handle: RunHandle) -> StreamingResponse:
