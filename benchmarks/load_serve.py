@@ -123,12 +123,14 @@ async def level(server: LiveServer, concurrency: int, turns: int, think: float =
         clients = [await stack.enter_async_context(server.async_client(keys[n], timeout=300)) for n in names]
         load_before = os.getloadavg()
         cpu_before = machine_cpu_seconds()
+        client_before = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(
             *(user_session(cl, c, t, r, pauses(u, turns, think)) for u, (cl, c, t, r) in enumerate(zip(clients, chats, texts, results)))
         )
         elapsed = time.perf_counter() - started
         cpu_used = machine_cpu_seconds() - cpu_before
+        client_used = time.process_time() - client_before
     lost = duplicated = 0
     for n, c, t, r in zip(names, chats, texts, results):
         lo, du = await check(server, keys[n], c, t, r)
@@ -140,6 +142,7 @@ async def level(server: LiveServer, concurrency: int, turns: int, think: float =
         "seconds": round(elapsed, 1), "turns_per_s": round(len(ok) / elapsed, 2),
         # Less moved by a noisy machine than the times: the CPU a turn took, whoever spent it.
         "machine_cpu_ms_per_turn": round(1000 * cpu_used / len(ok), 1) if ok else None,
+        "client_cpu_ms_per_turn": round(1000 * client_used / len(ok), 1) if ok else None,
         "ttft_s": {"p50": round(statistics.median([r["ttft"] for r in ok]), 3), "p95": round(pct([r["ttft"] for r in ok], 0.95), 3)} if ok else None,
         "turn_s": {"p50": round(statistics.median([r["turn"] for r in ok]), 3), "p95": round(pct([r["turn"] for r in ok], 0.95), 3)} if ok else None,
         # By the user's message number: in a burst every user's first message arrives at once, and
