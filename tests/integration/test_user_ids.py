@@ -76,9 +76,10 @@ def test_cli_chat_refuses_the_user_id_before_anything_is_written(bad, empty_data
         assert conn.execute("SELECT to_regclass('memory_agent_thread_owners')").fetchone()[0] is None
 
 
-async def test_a_keys_last_use_is_written_once_a_minute_not_on_every_request(backend):
+async def test_a_keys_last_use_is_written_once_a_minute_not_on_every_request(backend, monkeypatch):
     """Every request verified its key with an UPDATE of last_used_at: a write, and its commit, before
-    each reply started. Now the row is written only when its last use is over a minute old."""
+    each reply started. Now the row is written only when its last use is over a minute old, and a
+    process that wrote it within the minute sends no statement for it."""
     key = await api_keys.create_key(backend.pool, f"u{uuid.uuid4().hex[:8]}")
     prefix = key.split("_")[1]
 
@@ -92,10 +93,21 @@ async def test_a_keys_last_use_is_written_once_a_minute_not_on_every_request(bac
     assert await api_keys.verify_key(backend.pool, key) is not None
     first = await row()
     assert first["last_used_at"] is not None  # the first use is recorded at once
+    statements: list[str] = []
+    real_execute = psycopg.AsyncConnection.execute
+
+    async def counted(self, query, *args, **kwargs):
+        statements.append(str(query))
+        return await real_execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
     for _ in range(3):
         assert await api_keys.verify_key(backend.pool, key) is not None
     assert await row() == first  # no new row version: nothing written
+    assert sum("key_hash" in q for q in statements) == 3 and not any("last_used_at = now()" in q for q in statements)  # nor asked
     async with backend.pool.connection() as conn:
         await conn.execute("UPDATE memory_agent_api_keys SET last_used_at = now() - interval '2 minutes' WHERE prefix = %s", (prefix,))
+    later = api_keys._clock() + api_keys.LAST_USE_EVERY
+    monkeypatch.setattr(api_keys, "_clock", lambda: later)  # a minute on
     assert await api_keys.verify_key(backend.pool, key) is not None
     assert (await row())["last_used_at"] > first["last_used_at"]  # an older last use moves on
