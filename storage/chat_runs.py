@@ -42,7 +42,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from storage import owner_forgets
+from storage import chat_imports, owner_forgets
 from storage.chat_imports import refuse_runs_while_importing
 
 ACTIVE = ("running", "stopping", "committing")
@@ -186,12 +186,16 @@ async def start_run(
         try:
             async with pool.connection() as conn, conn.transaction():
                 await owner_forgets.check(conn, user_id, known)
-                await refuse_runs_while_importing(conn, thread_id)  # (an import's row exists before anyone can reach its chat)
-                await conn.execute(
+                # Not while the chat has an import (its row exists before anyone can reach its chat):
+                # in the insert's own statement, a round trip before every reply; which import, after.
+                inserted = await conn.execute(
                     "INSERT INTO memory_agent_runs (run_id, thread_id, user_id, kind, status, worker) "
-                    "VALUES (%s, %s, %s, %s, 'running', %s)",
-                    (run_id, thread_id, user_id, kind, worker),
+                    f"SELECT %s, %s, %s, %s, 'running', %s WHERE NOT EXISTS (SELECT 1 FROM {chat_imports.TABLE} WHERE thread_id = %s)",
+                    (run_id, thread_id, user_id, kind, worker, thread_id),
                 )
+                if not inserted.rowcount:
+                    await refuse_runs_while_importing(conn, thread_id)
+                    continue  # (its import ended in between: try again)
             return run_id
         except psycopg.errors.UniqueViolation:
             active = await active_run(pool, thread_id)
