@@ -26,7 +26,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
@@ -396,6 +396,20 @@ def _piece(c: table.Candidate, score: float, title: str, lines: Sequence[table.S
     )
 
 
+class _Later:
+    """An awaitable that starts its work when first awaited, then gives every await the same
+    result (a task started up front runs even when nothing will need it)."""
+
+    def __init__(self, make: Callable[[], Awaitable[Any]]) -> None:
+        self._make = make
+        self._task: asyncio.Future | None = None
+
+    def __await__(self):
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._make())
+        return self._task.__await__()
+
+
 async def recall_ranked(
     pool: AsyncConnectionPool,
     embeddings,
@@ -421,9 +435,12 @@ async def recall_ranked(
         # "When did I say I was moving?" asks for a search of what was said: what it names is
         # searched, and a message holding one of its words counts, as in a search the user asks for.
         query, gate = about, SEARCH_GATE
-    # The message's words are searched while it is embedded (the first step of a turn's critical path).
-    vector = asyncio.ensure_future(embeddings.aembed_query(query))
+    # The message's words are searched while it is embedded (the first step of a turn's critical
+    # path), once the search knows the owner has said anything: a new user's first turn embeds nothing.
+    vector = _Later(lambda: embeddings.aembed_query(query))
     found = await fused_search(pool, embeddings, owner, query, thread_id=thread_id, exclude=exclude, gate=None, vector=vector)
+    if not found:
+        return []
     if gate is not None and await is_small_talk(embeddings, await vector):
         return []
     if gate is not None:

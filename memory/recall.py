@@ -64,10 +64,10 @@ async def rank_facts(store, user_id: str, query: str, *, max_facts: int = 7, now
     if not query.strip():
         return []
     ours = memory_store(store)
-    # In SQL: the nearest candidates of this user's facts, scored there (storage.vector_search).
-    vector = await ours.embeddings.aembed_query(query)
+    # In SQL: the nearest candidates of this user's facts, scored there (storage.vector_search);
+    # the message is embedded only when the user has facts.
     ranked = await vector_search.rank_memories(
-        ours.conn, facts_ns(user_id), vector, now=now, weights=WEIGHTS, candidates=candidates, limit=candidates, filter={"status": "active"}
+        ours.conn, facts_ns(user_id), ours.embeddings.aembed_query(query), now=now, weights=WEIGHTS, candidates=candidates, limit=candidates, filter={"status": "active"}
     )
     items = [SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=r.similarity) for r in ranked]
     scored = [ScoredFact(f, s, r.score) for (f, s), r in zip(_parsed_with(items), ranked) if f is not None]
@@ -82,18 +82,16 @@ async def load_user_context(
     """Everything load_context puts in the turn but the excerpts, as JSON-friendly dicts (shown in Studio). It only
     reads: extract_memories marks the facts used after the reply (``memory.writer.extraction.mark_used``)."""
     now = utcnow()
-    # load_context runs before the first token: the reads that do not need the message's vector
-    # overlap its embedding (a thread), and the searches then share the cached vector.
-    warm = memory_store(store).embeddings.aembed_query(query) if query.strip() else asyncio.sleep(0)
-    doc, open_tasks, _ = await asyncio.gather(get_user_document(store, user_id), stored_tasks(store, user_id, newest=10), warm)
-
-    # A few open tasks always show; more only when they relate to the message (or it is about tasks).
-    task_search = None if TASK_WORDS.search(query) or len(open_tasks) <= 3 else search_tasks(store, user_id, query, limit=10)
-    ranked, similar_chats, similar_tasks = await asyncio.gather(
+    # The searches embed the message only when there is something to search (a new user has
+    # nothing: no vector before the first token); at once they share one (embeddings.cache).
+    doc, open_tasks, ranked, similar_chats = await asyncio.gather(
+        get_user_document(store, user_id),
+        stored_tasks(store, user_id, newest=10),
         rank_facts(store, user_id, query, max_facts=max_facts, now=now),
         search_chat_summaries(store, user_id, query, limit=5),
-        task_search if task_search is not None else asyncio.sleep(0, result=None),
     )
+    # A few open tasks always show; more only when they relate to the message (or it is about tasks).
+    similar_tasks = None if TASK_WORDS.search(query) or len(open_tasks) <= 3 else await search_tasks(store, user_id, query, limit=10)
     if similar_tasks is None:
         tasks = open_tasks
     else:

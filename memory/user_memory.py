@@ -127,8 +127,8 @@ async def nearest_items(
     this user's vectors are compared (the store's shared HNSW index, filtered afterwards, returns too
     few or wrong rows when many users share the table; benchmarks/bench_recall.py)."""
     ours = memory_store(store)
-    vector = await ours.embeddings.aembed_query(query)
-    matches = await vector_search.search_memories(ours.conn, namespace, vector, k=limit, filter=filter)
+    # (Embedded only when the namespace holds vectors: a coroutine, awaited by the search if needed.)
+    matches = await vector_search.search_memories(ours.conn, namespace, ours.embeddings.aembed_query(query), k=limit, filter=filter)
     return [
         SearchItem(namespace=m.namespace, key=m.key, value=m.value, created_at=m.created_at, updated_at=m.updated_at, score=m.similarity)
         for m in matches

@@ -594,6 +594,10 @@ async def search(
     async with pool.connection() as conn:
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
         size = await (await conn.execute(_SIZE, {"owner": owner, "index": ANN_INDEX})).fetchone()
+        if not size["said"]:  # nothing said yet: nothing to find, and no vector to wait for
+            if inspect.iscoroutine(vector):
+                vector.close()
+            return []
         large = size["n"] >= LARGE_OWNER and size["indexed"] and through_hnsw(size["n"], size["partition"], k)
         dated = names_a_date(query)
         words_statement, rows_statement = search_statements(conn, owner, large=large, dated=dated)
@@ -630,9 +634,11 @@ async def search(
 
 
 # The owner's messages (kept by every write), their partition's rows (the statistics' estimate),
-# and whether the HNSW index exists (not above 2,000 dimensions).
+# whether the HNSW index exists (not above 2,000 dimensions), and whether the owner has a row at
+# all (read from the table itself: a search that finds nothing must not hang on a counter).
 _SIZE = f"""
-SELECT coalesce((SELECT messages FROM {COUNTS} WHERE owner = %(owner)s), 0) AS n,
+SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE owner = %(owner)s) AS said,
+       coalesce((SELECT messages FROM {COUNTS} WHERE owner = %(owner)s), 0) AS n,
        coalesce((SELECT greatest(c.reltuples, 0)::float8 FROM pg_class c
                  WHERE c.oid = (SELECT tableoid FROM {TABLE} WHERE owner = %(owner)s LIMIT 1)), 0) AS partition,
        to_regclass(%(index)s) IS NOT NULL AS indexed

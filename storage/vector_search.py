@@ -42,11 +42,12 @@ never an error: one bad item must not break a turn.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Mapping, Sequence
 
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
@@ -248,7 +249,7 @@ async def setup(pool: AsyncConnectionPool) -> list[str]:
 async def search_memories(
     db: AsyncConnectionPool | AsyncConnection,
     namespace: Sequence[str],
-    query: Sequence[float],
+    query: Sequence[float] | Awaitable[Sequence[float]],
     *,
     k: int = 10,
     filter: Mapping[str, Any] | None = None,
@@ -258,16 +259,18 @@ async def search_memories(
     Only the namespace's items are compared. ``filter`` keeps items whose value contains
     it (``{"status": "active"}``). ``db`` may be a connection inside the caller's
     transaction. Exact below ``LARGE_NAMESPACE`` items, approximate above (module docstring).
+    ``query`` may be an awaitable (a coroutine embedding the text): it is awaited only when the
+    namespace has vectors, so an empty one costs no embedding.
     """
     params = _params(namespace, query, k, filter)
-    rows = await _nearest(db, namespace, _SEARCH, params, k)
+    rows = await _nearest(db, namespace, _SEARCH, params, k, query)
     return [VectorMatch(**_common(r)) for r in rows]
 
 
 async def rank_memories(
     db: AsyncConnectionPool | AsyncConnection,
     namespace: Sequence[str],
-    query: Sequence[float],
+    query: Sequence[float] | Awaitable[Sequence[float]],
     *,
     now: datetime,
     weights: ScoreWeights,
@@ -278,6 +281,7 @@ async def rank_memories(
     """Recall's ranking in one query: the ``candidates`` most similar items, scored, best ``limit``.
 
     Ties go to the older item (``created_at`` in the value); the formula is the module docstring's.
+    ``query`` may be an awaitable, as in :func:`search_memories`.
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
@@ -295,15 +299,17 @@ async def rank_memories(
         "w_rec": float(weights.recency),
     }
     # Enough candidates reached the scoring unless fewer than min(candidates, limit) came back.
-    rows = await _nearest(db, namespace, _RANK, params, min(candidates, limit))
+    rows = await _nearest(db, namespace, _RANK, params, min(candidates, limit), query)
     return [RankedMemory(**_common(r), importance=r["importance"], recency=r["recency"], score=r["score"]) for r in rows]
 
 
 # --------------------------------------------------------------------------- plans
 async def _nearest(
-    db: AsyncConnectionPool | AsyncConnection, namespace: Sequence[str], outer: str, params: dict[str, Any], enough: int
+    db: AsyncConnectionPool | AsyncConnection, namespace: Sequence[str], outer: str, params: dict[str, Any], enough: int,
+    query: Sequence[float] | Awaitable[Sequence[float]] = (),
 ) -> list[dict[str, Any]]:
-    """Run ``outer`` through the partition's HNSW index when the namespace is large, else exactly."""
+    """Run ``outer`` through the partition's HNSW index when the namespace is large, else exactly.
+    An awaitable ``query`` is awaited only when the namespace has vectors."""
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
         # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
@@ -312,6 +318,12 @@ async def _nearest(
         await cur.execute(_SIZE, {"like": params["ns_like"], "ns": params["ns"], "large": LARGE_NAMESPACE, "index": ANN_INDEX, "wanted": wanted})
         size = await cur.fetchone()
         below = size["below"]
+        if params["query"] is None:  # the vector is still to be made: only for a namespace with vectors
+            if not size["n"] and not below:
+                if inspect.iscoroutine(query):
+                    query.close()
+                return []
+            params = params | {"query": vector_literal(await query)}
         condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
         large = size["n"] >= LARGE_NAMESPACE and through_hnsw(size["n"], size["partition"], wanted)
@@ -392,12 +404,12 @@ def _path(namespace: Sequence[str]) -> str:
     return ".".join(namespace)
 
 
-def _params(namespace: Sequence[str], query: Sequence[float], k: int, filter: Mapping[str, Any] | None) -> dict[str, Any]:
+def _params(namespace: Sequence[str], query: Sequence[float] | Awaitable[Sequence[float]], k: int, filter: Mapping[str, Any] | None) -> dict[str, Any]:
     path = _path(namespace)
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K}, not {k}")
     return {
-        "query": vector_literal(query),
+        "query": None if inspect.isawaitable(query) else vector_literal(query),
         "ns": path,
         "ns_like": _escape_like(path) + ".%",
         "filter": Jsonb(dict(filter or {})),
