@@ -1,6 +1,6 @@
 """Many users chatting with `memory-agent serve` at once (issue 27's load bench; not a pytest test).
 
-    python -m benchmarks.load_serve [--concurrency 1,50,200] [--turns 3] [--think 0] [--model offline] [--workers 2]
+    python -m benchmarks.load_serve [--concurrency 1,50,200] [--turns 3] [--think 0] [--history 0] [--model offline] [--workers 2]
 
 For each concurrency N: N users (a key and a chat each) send ``--turns`` messages one after the
 other over HTTP to one `memory-agent serve` on 127.0.0.1 (a throwaway embedded Postgres, the
@@ -8,7 +8,9 @@ offline model). With ``--think 0`` (the default) each sends its next message the
 is done, and all N send their first at the same instant: a burst, the machine saturated. With
 ``--think S`` each user first pauses, as a person reads and types, a random time of mean S seconds
 (exponential, the same for a given user and S in every run) before each message, the first
-included, so the users also start spread out. A 409 (the chat still busy with the memory step of the turn
+included, so the users also start spread out. With ``--history H`` each user has first sent H
+messages on its chat (untimed, before the clock starts), so the measured turns search a memory:
+a new user's first turn has nothing to search and embeds nothing. A 409 (the chat still busy with the memory step of the turn
 before) is sent again every 0.2 s, as the page would. Bounded: N × turns requests, each with a
 timeout. Reported per N: turns per second, time to the first ``token`` event (p50/p95) and the
 whole turn's (p50/p95), and the CPU the whole machine spent per turn (server, Postgres and this
@@ -107,7 +109,7 @@ async def check(server: LiveServer, key: str, chat_id: str, texts: list[str], re
     return lost, duplicated
 
 
-async def level(server: LiveServer, concurrency: int, turns: int, think: float = 0.0) -> dict:
+async def level(server: LiveServer, concurrency: int, turns: int, think: float = 0.0, history: int = 0) -> dict:
     names = [new_user() for _ in range(concurrency)]
     keys = await create_keys(server.database_url, names)
     chats = []
@@ -116,17 +118,22 @@ async def level(server: LiveServer, concurrency: int, turns: int, think: float =
             response = await client.post("/chats", json={})
             response.raise_for_status()
             chats.append(response.json()["chat"]["id"])
-    texts = [[f"User {u} says hello, message {i}: tell me about rivers and bees ({uuid.uuid4().hex[:6]})" for i in range(turns)] for u in range(concurrency)]
+    texts = [[f"User {u} says hello, message {i}: tell me about rivers and bees ({uuid.uuid4().hex[:6]})" for i in range(history + turns)] for u in range(concurrency)]
     results: list[list[dict]] = [[] for _ in range(concurrency)]
     async with contextlib.AsyncExitStack() as stack:
         # Each user's client is ready before the clock starts, as a page that has loaded is.
         clients = [await stack.enter_async_context(server.async_client(keys[n], timeout=300)) for n in names]
+        if history:  # what each user said before: untimed, and not among the results
+            earlier: list[list[dict]] = [[] for _ in range(concurrency)]
+            await asyncio.gather(*(user_session(cl, c, t[:history], r, [0.0] * history) for cl, c, t, r in zip(clients, chats, texts, earlier)))
+            if failed := [r["error"] for rs in earlier for r in rs if "error" in r]:
+                raise RuntimeError(f"the users' earlier messages failed: {failed[:3]}")
         load_before = os.getloadavg()
         cpu_before = machine_cpu_seconds()
         client_before = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(
-            *(user_session(cl, c, t, r, pauses(u, turns, think)) for u, (cl, c, t, r) in enumerate(zip(clients, chats, texts, results)))
+            *(user_session(cl, c, t[history:], r, pauses(u, turns, think)) for u, (cl, c, t, r) in enumerate(zip(clients, chats, texts, results)))
         )
         elapsed = time.perf_counter() - started
         cpu_used = machine_cpu_seconds() - cpu_before
@@ -138,7 +145,7 @@ async def level(server: LiveServer, concurrency: int, turns: int, think: float =
     ok = [r for rs in results for r in rs if "done" in r]
     errors = [r["error"] for rs in results for r in rs if "error" in r]
     return {
-        "concurrency": concurrency, "think_s": think, "turns": concurrency * turns, "completed": len(ok), "errors": errors[:5], "error_count": len(errors),
+        "concurrency": concurrency, "think_s": think, "history": history, "turns": concurrency * turns, "completed": len(ok), "errors": errors[:5], "error_count": len(errors),
         "seconds": round(elapsed, 1), "turns_per_s": round(len(ok) / elapsed, 2),
         # Less moved by a noisy machine than the times: the CPU a turn took, whoever spent it.
         "machine_cpu_ms_per_turn": round(1000 * cpu_used / len(ok), 1) if ok else None,
@@ -163,7 +170,7 @@ async def main_async(args) -> list[dict]:
     with throwaway_database("ma-serve-load-") as url:
         with running_server(url, model=args.model, workers=args.workers, timeout=900) as server:
             for n in [int(c) for c in args.concurrency.split(",")]:
-                result = await level(server, n, args.turns, args.think)
+                result = await level(server, n, args.turns, args.think, args.history)
                 out.append(result)
                 print(json.dumps(result), flush=True)
     return out
@@ -174,6 +181,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,50,200", help="numbers of users chatting at once, one level after the other")
     parser.add_argument("--turns", type=int, default=3, help="messages each user sends, one after the other")
     parser.add_argument("--think", type=float, default=0.0, help="mean seconds a user pauses before each message (0: none, a burst)")
+    parser.add_argument("--history", type=int, default=0, help="messages each user sends first, untimed (0: new users, whose first turn has nothing to search)")
     parser.add_argument("--model", default="offline")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", help="also write the figures here")
@@ -181,6 +189,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()}", flush=True)
     results = asyncio.run(main_async(args))
     print(f"think time: mean {args.think:g} s before each message" if args.think else "think time: none (each user's next message as soon as its reply is done)")
+    print(f"history: each user sent {args.history} messages before the clock started" if args.history else "history: none (new users)")
     print(f"{'users':>6} {'turns/s':>8} {'ttft p50':>9} {'ttft p95':>9} {'turn p95':>9} {'cpu ms/turn':>12} {'lost':>5} {'dup':>4} {'errors':>6}")
     for r in results:
         t, w = r["ttft_s"] or {}, r["turn_s"] or {}

@@ -1,6 +1,6 @@
 """A turn's embeddings on the lane they belong to (embeddings.batching): the message's query on the
-one its reply waits on, the memory phase's (what was said, indexed; the chat's text) on the
-background lane, which the system runs at a lower priority."""
+one its reply waits on, and only when there is memory to search; the memory phase's (what was
+said, indexed; the chat's text) on the background lane, which the system runs at a lower priority."""
 
 from __future__ import annotations
 
@@ -29,11 +29,16 @@ async def test_a_turns_memory_phase_embeds_on_the_background_lane_and_its_query_
 
     word = f"kestrel{uuid.uuid4().hex[:6]}"
     session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(), context_overrides={"model": "offline"})
-    message = f"My neighbour {word} keeps bees by the river."
-    reply = await session.send(message)
+    first = f"My neighbour {word} keeps bees by the river."
+    reply = await session.send(first)
     await session.settle()
-
-    assert reply and message in seen["now"]  # the query, before the reply
-    assert not any(reply in text for text in seen["now"])
+    # A new user has nothing to search: the first message is not embedded before its reply.
+    assert reply and seen["now"] == []
     assert any(reply in text for text in seen["background"])  # the turn indexed, after it
-    assert any(word in text and text != message for text in seen["background"])  # the chat's text
+    assert any(word in text and text != first for text in seen["background"])  # the chat's text
+
+    second = f"Does {word} sell the honey too?"
+    reply = await session.send(second)
+    await session.settle()
+    assert reply and seen["now"] == [second]  # the query, before the reply: now there is memory to search
+    assert any(reply in text for text in seen["background"])

@@ -253,6 +253,24 @@ async def test_search_reads_items_written_through_the_store_as_store_asearch_ran
     assert found[0].value["text"] == "Lives in Haifa"
 
 
+async def test_a_vector_still_to_be_made_is_made_only_for_a_namespace_that_has_vectors(backend, user_id):
+    """A search given the embedding's coroutine awaits it only when the namespace holds vectors: a new
+    user's first turn searched facts, chats and tasks with a vector made for nothing (an encode of
+    ~10-17 ms of CPU before the first token)."""
+    made: list[str] = []
+
+    async def embed(text: str):
+        made.append(text)
+        return await backend.embeddings.embeddings.aembed_query(text)
+
+    assert await search_memories(backend.pool, facts_ns(user_id), embed("Where do I live?"), k=4) == []
+    assert await rank_memories(backend.pool, tasks_ns(user_id), embed("my errands"), now=NOW, weights=WEIGHTS) == []
+    assert made == []
+    await backend.store.aput(facts_ns(user_id), "f0", Fact(id="f0", text="Lives in Haifa").model_dump(mode="json"))
+    found = await search_memories(backend.pool, facts_ns(user_id), embed("Where do I live?"), k=4)
+    assert [m.key for m in found] == ["f0"] and made == ["Where do I live?"]
+
+
 async def test_rank_memories_scores_exactly_as_recalls_python_formula(backend, user_id):
     rng = np.random.default_rng(13)
     query = unit(rng.standard_normal(DIMS))
