@@ -10,9 +10,10 @@ Short requests (a query, a turn) go first; a long one (an import's batch of text
 ``MAX_BATCH_TEXTS`` texts at a time, one part per batch, so a message's query never waits behind
 a whole import and the import still moves on while queries keep coming.
 
-Work nobody is waiting to see (a turn's memory phase, an import: :func:`in_background`) is encoded
-on a lane of its own, a thread the operating system runs at a lower priority: under load the CPU
-goes to the replies being waited for first, and the background lane takes what is left.
+Work no reply waits on (a turn's memory phase, after its reply; an import: :func:`in_background`)
+is encoded on a lane of its own, threads the operating system runs at a lower priority: under load
+the CPU goes to the replies first. The lane is slowed, not stopped: the turn's ``done`` and the
+chat's next message wait for its memory phase, so its niceness is moderate.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ MAX_BATCH_TEXTS = 32
 """Texts per forward pass at most (the encoder's own batch size)."""
 SHORT_REQUEST = 4
 """A request of at most this many texts is served first (queries, a turn's messages)."""
-BACKGROUND_NICE = 19
-"""The background lane's thread's niceness (Linux; the event loops and Postgres stay at 0)."""
+BACKGROUND_NICE = 10
+"""The background lane's threads' niceness (Linux; the event loops and Postgres stay at 0): about a
+tenth of a core's share when every core is busy, all of it when one is idle."""
 
 _BACKGROUND: ContextVar[bool] = ContextVar("memory_agent_background_embeddings", default=False)
 
@@ -48,11 +50,17 @@ def in_background() -> Iterator[None]:
         _BACKGROUND.reset(token)
 
 
+def background_now() -> bool:
+    """Whether the caller is inside :func:`in_background`."""
+    return _BACKGROUND.get()
+
+
 def _lower_priority() -> None:
     """The calling thread's own niceness (Linux sets it per thread); elsewhere a no-op."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE))  # never raised
 
 
 def default_threads() -> int:
@@ -151,12 +159,12 @@ class BatchingEncoder:
 
 
 class LanedEncoder:
-    """Two :class:`BatchingEncoder` lanes: ``submit`` goes on the background one inside
-    :func:`in_background`, else on the one a caller is waiting on."""
+    """Two :class:`BatchingEncoder` lanes of as many threads: ``submit`` goes on the background one
+    inside :func:`in_background`, else on the one a reply waits on."""
 
     def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], threads: int | None = None) -> None:
         self.now = BatchingEncoder(encode, threads)
-        self.background = BatchingEncoder(encode, 1, background=True)
+        self.background = BatchingEncoder(encode, threads, background=True)
 
     def submit(self, texts: Sequence[str]) -> concurrent.futures.Future:
         return (self.background if _BACKGROUND.get() else self.now).submit(texts)

@@ -15,6 +15,8 @@ from collections import OrderedDict
 
 from langchain_core.embeddings import Embeddings
 
+from embeddings.batching import background_now
+
 DEFAULT_SIZE = 2048
 
 
@@ -25,7 +27,7 @@ class CachedEmbeddings(Embeddings):
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
         # Texts being embedded right now, by event loop: a concurrent caller awaits the same result.
-        self._pending: dict[tuple[int, str], asyncio.Future] = {}
+        self._pending: dict[tuple[tuple[int, bool], str], asyncio.Future] = {}
         self.hits = 0
         self.misses = 0
 
@@ -69,7 +71,8 @@ class CachedEmbeddings(Embeddings):
         if not missing:
             return self._assemble(texts, found, [], [])
         loop = asyncio.get_running_loop()
-        key = id(loop)
+        # Per lane: a reply's query must not wait on the same text being embedded in the background.
+        key = (id(loop), background_now())
         waiting = {t: self._pending[(key, t)] for t in missing if (key, t) in self._pending}
         mine = [t for t in missing if t not in waiting]
         futures = {t: loop.create_future() for t in mine}

@@ -114,7 +114,8 @@ async def authenticate(pool: AsyncConnectionPool, key: str) -> Caller | None:
             return None
         # At most once a minute per key (`keys list` shows minutes): a write on every request cost
         # each turn a commit, and its WAL flush, before the reply started; and a process that wrote
-        # it within the minute does not even ask (a statement before every reply otherwise).
+        # it within the minute does not even ask (a statement before every reply otherwise). So the
+        # time shown may be up to two minutes old.
         now = _clock()
         if now - _written.get(parts[1], -LAST_USE_EVERY) >= LAST_USE_EVERY:
             await conn.execute(

@@ -204,7 +204,7 @@ async def start_run(
             if attempt == 3:
                 raise
             # it finished meanwhile: try again
-    raise RuntimeError("unreachable")
+    raise RuntimeError(f"could not start a run on chat {thread_id}: it was busy, or being imported, at each of three tries")
 
 
 async def take_over_stale(

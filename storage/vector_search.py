@@ -262,8 +262,11 @@ async def search_memories(
     ``query`` may be an awaitable (a coroutine embedding the text): it is awaited only when the
     namespace has vectors, so an empty one costs no embedding.
     """
-    params = _params(namespace, query, k, filter)
-    rows = await _nearest(db, namespace, _SEARCH, params, k, query)
+    try:
+        params = _params(namespace, query, k, filter)
+        rows = await _nearest(db, namespace, _SEARCH, params, k, query)
+    finally:
+        _unused(query)
     return [VectorMatch(**_common(r)) for r in rows]
 
 
@@ -283,23 +286,26 @@ async def rank_memories(
     Ties go to the older item (``created_at`` in the value); the formula is the module docstring's.
     ``query`` may be an awaitable, as in :func:`search_memories`.
     """
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, not {limit}")
-    if not now.tzinfo:
-        raise ValueError("now must be timezone-aware")
-    if weights.half_life_days <= 0:
-        raise ValueError("the recency half-life must be positive")
-    params = _params(namespace, query, candidates, filter) | {
-        "now": now,
-        "limit": limit,
-        "levels": Jsonb(dict(weights.importance_levels)),
-        "half_life": float(weights.half_life_days),
-        "w_sim": float(weights.similarity),
-        "w_imp": float(weights.importance),
-        "w_rec": float(weights.recency),
-    }
-    # Enough candidates reached the scoring unless fewer than min(candidates, limit) came back.
-    rows = await _nearest(db, namespace, _RANK, params, min(candidates, limit), query)
+    try:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        if not now.tzinfo:
+            raise ValueError("now must be timezone-aware")
+        if weights.half_life_days <= 0:
+            raise ValueError("the recency half-life must be positive")
+        params = _params(namespace, query, candidates, filter) | {
+            "now": now,
+            "limit": limit,
+            "levels": Jsonb(dict(weights.importance_levels)),
+            "half_life": float(weights.half_life_days),
+            "w_sim": float(weights.similarity),
+            "w_imp": float(weights.importance),
+            "w_rec": float(weights.recency),
+        }
+        # Enough candidates reached the scoring unless fewer than min(candidates, limit) came back.
+        rows = await _nearest(db, namespace, _RANK, params, min(candidates, limit), query)
+    finally:
+        _unused(query)
     return [RankedMemory(**_common(r), importance=r["importance"], recency=r["recency"], score=r["score"]) for r in rows]
 
 
@@ -309,21 +315,21 @@ async def _nearest(
     query: Sequence[float] | Awaitable[Sequence[float]] = (),
 ) -> list[dict[str, Any]]:
     """Run ``outer`` through the partition's HNSW index when the namespace is large, else exactly.
-    An awaitable ``query`` is awaited only when the namespace has vectors."""
+    An awaitable ``query`` is awaited only when the namespace has vectors, and not while holding a
+    pool's connection (the embedding may queue behind others)."""
+    # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
+    # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
+    # Its size, counted up to LARGE_NAMESPACE on the prefix btree (index only, one partition).
+    wanted = min(ANN_EF_SEARCH, 2 * params["k"])  # twice k: room for the value filter
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
-        # Sub-namespaces are rare (the agent's own are leaves): without them the statement names
-        # the namespace alone, so the planner prunes to its partition (a LIKE cannot be pruned).
-        # Its size, counted up to LARGE_NAMESPACE on the prefix btree (index only, one partition).
-        wanted = min(ANN_EF_SEARCH, 2 * params["k"])  # twice k: room for the value filter
         await cur.execute(_SIZE, {"like": params["ns_like"], "ns": params["ns"], "large": LARGE_NAMESPACE, "index": ANN_INDEX, "wanted": wanted})
         size = await cur.fetchone()
-        below = size["below"]
-        if params["query"] is None:  # the vector is still to be made: only for a namespace with vectors
-            if not size["n"] and not below:
-                if inspect.iscoroutine(query):
-                    query.close()
-                return []
-            params = params | {"query": vector_literal(await query)}
+    below = size["below"]
+    if params["query"] is None:  # the vector is still to be made: only for a namespace with vectors
+        if not size["n"] and not below:
+            return []
+        params = params | {"query": vector_literal(await query)}
+    async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
         large = size["n"] >= LARGE_NAMESPACE and through_hnsw(size["n"], size["partition"], wanted)
@@ -344,6 +350,13 @@ async def _nearest(
         # slower sequential scan, measured).
         await cur.execute(_compose(outer, condition, approximate=False), params, prepare=False)
         return await cur.fetchall()
+
+
+def _unused(query: object) -> None:
+    """Close an embedding's coroutine that a search did not need (or did not reach): no
+    "never awaited" warning, nothing started."""
+    if inspect.iscoroutine(query) and inspect.getcoroutinestate(query) == inspect.CORO_CREATED:
+        query.close()
 
 
 # Whether it has sub-namespaces; its partition's rows (the statistics' estimate); its vectors,

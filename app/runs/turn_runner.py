@@ -323,7 +323,8 @@ class TurnRunner:
 
         They come from the stream's ``values`` chunks (the state after each step, in memory), so
         the run does not read the checkpoint back from the database to learn how the phase ended. It is saved as
-        ``graph.assembly.reply_phase_durability`` says: once, where it stops, after a chat's first turn."""
+        ``graph.assembly.reply_phase_durability`` says: once, where it stops (every chat run here has a
+        checkpoint before its first turn: ``memory.chat_admin.write_empty_chat``)."""
         config = self.spec.fork_from or self.config
         values: dict = {}
         interrupts: list[Interrupt] = []
@@ -400,8 +401,8 @@ class TurnRunner:
         checkpoint came from the values it held in memory. (The ledger is read after that checkpoint
         was written: a forget committed later rewrites it itself.) A take-back returns to the head
         the run started from, which a forget meanwhile rewrote unless the run had written a newer
-        checkpoint by then (a chat's first turn saves each step; a failed run may save where it
-        failed): that one the forget rewrote is gone, so the head is redacted there too."""
+        checkpoint by then (a failed run may save where it failed): that one the forget rewrote is
+        gone, so the head is redacted there too."""
         try:
             redactor = await self._step(redactor_for(self.graph.store, self.spec.user_id))
             if redactor:
@@ -460,7 +461,7 @@ class TurnRunner:
         await self._undo_writes()
         await self._redact_head()
         if status == "stopped":
-            kept = await self._keep_stopped_turn()
+            kept = await self._keep_stopped_turn(mark)
             await self._finish_row(status, detail=self.stop_reason)
             if kept is not None:
                 self.emit("error", {"code": "stopped", "message": STOPPED_KEPT, **kept})
@@ -489,7 +490,7 @@ class TurnRunner:
             log.exception("run %s: what its tools wrote could not be undone; it stays", self.run_id)
         self.undo_pending = False
 
-    async def _keep_stopped_turn(self) -> dict | None:
+    async def _keep_stopped_turn(self, mark: ThreadMark) -> dict | None:
         """Write the stopped turn back (its message, the reply so far marked stopped) and run
         the memory phase for it, which teaches memory nothing from a stopped reply."""
         messages = self.spec.graph_input.get("messages") if isinstance(self.spec.graph_input, dict) else None
@@ -499,6 +500,10 @@ class TurnRunner:
         reply = stopped_reply("".join(self.streamed), str(uuid.uuid4()))
         # As if `reply` had answered the message: on the edit's fork point, or the head the rollback
         # returned to (a chat's first turn: its empty checkpoint, written before the turn began).
+        if self.spec.fork_from is None and mark.checkpoint_id is None:
+            # A run recorded before chats had one (a dead worker's, taken back after an upgrade):
+            # the empty checkpoint now, so the message can still be edited or its reply regenerated.
+            await write_empty_chat(self.graph, self.spec.thread_id)
         await self.graph.aupdate_state(self.spec.fork_from or self.config, {"messages": [human, reply]}, as_node="reply")
         await self._memory_phase(self.context(), forward=False)
         return {"message_id": reply.id, "user_message_id": human.id, "reply": reply.text}

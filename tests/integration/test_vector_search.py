@@ -8,6 +8,7 @@ filtered afterwards returns too few rows. Exact answers are computed in numpy.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -269,6 +270,12 @@ async def test_a_vector_still_to_be_made_is_made_only_for_a_namespace_that_has_v
     await backend.store.aput(facts_ns(user_id), "f0", Fact(id="f0", text="Lives in Haifa").model_dump(mode="json"))
     found = await search_memories(backend.pool, facts_ns(user_id), embed("Where do I live?"), k=4)
     assert [m.key for m in found] == ["f0"] and made == ["Where do I live?"]
+    # A search refused, or one that ends before it needs the vector, closes the coroutine unstarted
+    # (no "never awaited" warning, nothing embedded).
+    refused = embed("refused")
+    with pytest.raises(ValueError):
+        await search_memories(backend.pool, facts_ns(user_id), refused, k=0)
+    assert inspect.getcoroutinestate(refused) == inspect.CORO_CLOSED and made == ["Where do I live?"]
 
 
 async def test_rank_memories_scores_exactly_as_recalls_python_formula(backend, user_id):

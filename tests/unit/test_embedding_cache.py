@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from langchain_core.embeddings import Embeddings
 
+from embeddings.batching import background_now, in_background
 from embeddings.cache import CachedEmbeddings
 
 
@@ -64,3 +65,28 @@ async def test_a_cancelled_waiter_does_not_fail_the_caller_embedding_the_same_te
     assert await owner == [[16.0, 1.0]]
     assert (await asyncio.gather(waiter, return_exceptions=True))[0].__class__ is asyncio.CancelledError
     assert not cache._pending
+
+
+async def test_a_query_does_not_wait_on_the_same_text_embedded_in_the_background():
+    """The background lane (embeddings.batching.in_background) runs at a lower priority: a reply's
+    query for a text an import or a memory phase is embedding waited for that lane (3 s held: 3 s)."""
+    release = asyncio.Event()
+
+    class HeldInTheBackground(CountingEmbeddings):
+        async def aembed_documents(self, texts):
+            if background_now():
+                await release.wait()
+            return await super().aembed_documents(texts)
+
+    inner = HeldInTheBackground()
+    cache = CachedEmbeddings(inner)
+
+    async def import_embeds():
+        with in_background():
+            return await cache.aembed_documents(["yes"])
+
+    held = asyncio.create_task(import_embeds())
+    await asyncio.sleep(0.01)  # the import's "yes" is pending
+    assert await asyncio.wait_for(cache.aembed_query("yes"), 1) == [3.0, 1.0]  # embedded on its own lane
+    release.set()
+    assert await held == [[3.0, 1.0]]
