@@ -338,7 +338,7 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_reply_clearly_a
     assert data["text"] == "I live in Haifa"  # offered back to send again
     assert len(openai_stub.requests_of("reply")) == 3  # the first try and the client's two retries, 1 s each
     assert waited < 20
-    assert (await runs.graph.aget_state({"configurable": {"thread_id": thread_id}})).values.get("messages") is None  # as before
+    assert not (await runs.graph.aget_state({"configurable": {"thread_id": thread_id}})).values.get("messages")  # as before: no message
 
     late["on"] = False
     assert (await turn("I live in Haifa"))[-1][0] == "done"  # the same message, once the provider answers

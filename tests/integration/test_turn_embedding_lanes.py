@@ -28,7 +28,7 @@ async def test_a_turns_memory_phase_embeds_on_the_background_lane_and_its_query_
             monkeypatch.setattr(lane, "_encode", recording)
 
     word = f"kestrel{uuid.uuid4().hex[:6]}"
-    session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(), context_overrides={"model": "offline"})
+    session = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(), context_overrides={"model": "offline", "rag_collection": f"none-{word}"})  # (other tests fill the shared knowledge base)
     first = f"My neighbour {word} keeps bees by the river."
     reply = await session.send(first)
     await session.settle()
