@@ -118,6 +118,17 @@ def test_load_serve_reports_turns_per_second_and_first_tokens_and_reads_every_ch
     assert "by each user's message: message 1:" in out
 
 
+def test_load_serve_with_a_history_measures_users_whose_memory_has_something_to_search(tmp_path):
+    """New users' first turns have nothing to search (no embedding before the first token): with
+    ``--history`` the users first say something, untimed, and the read-back covers it too."""
+    out_json = tmp_path / "load.json"
+    out = run("benchmarks.load_serve", "--concurrency", "2", "--turns", "1", "--history", "2", "--json", str(out_json), tmp_path=tmp_path)
+    (level,) = json.loads(out_json.read_text())
+    assert level["history"] == 2 and "history: each user sent 2 messages" in out
+    assert (level["turns"], level["completed"], level["lost"], level["duplicated"], level["error_count"]) == (2, 2, 0, 0, 0), level
+    assert sorted(level["ttft_by_message_s"]) == ["1"]  # only the timed message
+
+
 def test_load_serve_with_a_think_time_paces_each_user_as_a_person_would(tmp_path):
     from benchmarks.load_serve import pauses
 
