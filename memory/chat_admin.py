@@ -33,6 +33,7 @@ from core.state import LAST_NODE
 # within a beat, BEAT_SECONDS, plus its clean-up); a later importer still stops at its next step.
 IMPORT_STOP_SECONDS = 15.0
 
+
 async def write_empty_chat(graph, thread_id: str) -> str:
     """The empty chat's checkpoint (no messages, the memory phase done): "before the first message",
     the fork point when that message is edited or its reply regenerated. Written when a chat is

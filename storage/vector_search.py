@@ -324,32 +324,37 @@ async def _nearest(
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(_SIZE, {"like": params["ns_like"], "ns": params["ns"], "large": LARGE_NAMESPACE, "index": ANN_INDEX, "wanted": wanted})
         size = await cur.fetchone()
-    below = size["below"]
-    if params["query"] is None:  # the vector is still to be made: only for a namespace with vectors
-        if not size["n"] and not below:
-            return []
-        params = params | {"query": vector_literal(await query)}
+        if params["query"] is not None:  # the vector is in hand: the same connection goes on
+            return await _scan(conn, cur, outer, params, size, wanted, enough)
+    if not size["n"] and not size["below"]:  # nothing to compare: the vector is not made
+        return []
+    params = params | {"query": vector_literal(await query)}
     async with _connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
-        condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
-        # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
-        large = size["n"] >= LARGE_NAMESPACE and through_hnsw(size["n"], size["partition"], wanted)
-        if not below and large and size["indexed"]:
-            # One round trip: BEGIN, the settings, the query, COMMIT (partitions.ann_scope).
-            async with ann_scope(conn):
-                for setting in (*ann_settings(), _NO_SORT):
-                    await cur.execute(setting)
-                await cur.execute(
-                    _compose(outer, condition, approximate=True), params | {"ann_limit": wanted}, prepare=False
-                )
-                rows = await cur.fetchall()
-            # Too few rows passed the filter: the exact plan finds the rest.
-            if len(rows) >= enough:
-                return rows
-        # prepare=False: planned for these values every time. A prepared statement may switch
-        # to a generic plan, which cannot use the prefix index for the LIKE arm (a 1,000x
-        # slower sequential scan, measured).
-        await cur.execute(_compose(outer, condition, approximate=False), params, prepare=False)
-        return await cur.fetchall()
+        return await _scan(conn, cur, outer, params, size, wanted, enough)
+
+
+async def _scan(
+    conn: AsyncConnection, cur, outer: str, params: dict[str, Any], size: dict[str, Any], wanted: int, enough: int
+) -> list[dict[str, Any]]:
+    below = size["below"]
+    condition = _namespace_condition(conn, params["ns"], column="sv.prefix", below=below)
+    # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)
+    large = size["n"] >= LARGE_NAMESPACE and through_hnsw(size["n"], size["partition"], wanted)
+    if not below and large and size["indexed"]:
+        # One round trip: BEGIN, the settings, the query, COMMIT (partitions.ann_scope).
+        async with ann_scope(conn):
+            for setting in (*ann_settings(), _NO_SORT):
+                await cur.execute(setting)
+            await cur.execute(_compose(outer, condition, approximate=True), params | {"ann_limit": wanted}, prepare=False)
+            rows = await cur.fetchall()
+        # Too few rows passed the filter: the exact plan finds the rest.
+        if len(rows) >= enough:
+            return rows
+    # prepare=False: planned for these values every time. A prepared statement may switch
+    # to a generic plan, which cannot use the prefix index for the LIKE arm (a 1,000x
+    # slower sequential scan, measured).
+    await cur.execute(_compose(outer, condition, approximate=False), params, prepare=False)
+    return await cur.fetchall()
 
 
 def _unused(query: object) -> None:

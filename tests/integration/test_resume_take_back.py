@@ -293,16 +293,22 @@ async def test_a_stopped_run_that_wrote_nothing_is_taken_back_without_the_users_
     assert (await row_of(backend, runner.run_id))["status"] == "stopped"
 
 
-async def test_an_undo_that_did_not_complete_keeps_the_journal_for_the_worker_that_takes_the_run_back(backend, user_id, turns, monkeypatch):
-    graph, thread_id, turn = turns(calling(CALLS["add"]))
+async def approved_then_stopped_with_an_undo_that_raises(turn, monkeypatch, error: Exception):
+    """A task change asked, approved, and stopped mid-reply while the undo of its write raises ``error``."""
     assert (await turn("[task] repaint the garage door"))[1] == "interrupted"
 
-    async def connection_lost(*args):
-        raise OSError("server closed the connection unexpectedly")
+    async def raising(*args):
+        raise error
 
-    monkeypatch.setattr(turn_runner, "undo_run_writes", connection_lost)
+    monkeypatch.setattr(turn_runner, "undo_run_writes", raising)
     runner, status, _ = await turn(Command(resume={"approved": True}), on_token=lambda r: r.stop())
     monkeypatch.undo()
+    return runner, status
+
+
+async def test_an_undo_that_did_not_complete_keeps_the_journal_for_the_worker_that_takes_the_run_back(backend, user_id, turns, monkeypatch):
+    graph, thread_id, turn = turns(calling(CALLS["add"]))
+    runner, status = await approved_then_stopped_with_an_undo_that_raises(turn, monkeypatch, OSError("server closed the connection unexpectedly"))
     assert status == "failed" and await tasks_of(backend, user_id) == [("Repaint the garage door", "open")]
     row = await row_of(backend, runner.run_id)
     assert row["status"] in chat_runs.ACTIVE and row["undo"]  # not ended: ending it would drop the journal
@@ -319,13 +325,6 @@ async def test_an_undo_that_fails_for_a_reason_other_than_the_database_ends_the_
     """Left active, the row was taken back again every ~20 s by a live worker, failing the same way,
     and the chat refused every message meanwhile."""
     graph, thread_id, turn = turns(calling(CALLS["add"]))
-    assert (await turn("[task] repaint the garage door"))[1] == "interrupted"
-
-    async def broken(*args):
-        raise ValueError("an item the undo cannot read")
-
-    monkeypatch.setattr(turn_runner, "undo_run_writes", broken)
-    runner, status, _ = await turn(Command(resume={"approved": True}), on_token=lambda r: r.stop())
-    monkeypatch.undo()
+    runner, status = await approved_then_stopped_with_an_undo_that_raises(turn, monkeypatch, ValueError("an item the undo cannot read"))
     assert status == "stopped" and (await row_of(backend, runner.run_id))["status"] == "stopped"
     assert await chat_runs.active_run(backend.pool, thread_id) is None  # the chat takes the next message
