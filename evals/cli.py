@@ -6,7 +6,7 @@
     memory-agent eval tokens     --dataset PATH [--limit N] [--max-turns N]
     memory-agent eval retrieval  [--dataset PATH] [--calibrate]
     memory-agent eval chats      [--dataset PATH] [--model M] [--limit N]
-    memory-agent eval recall     [--dataset PATH] [--limit N] [--conversations 0,1,..] [--split 0,1,..] [--model M] [--reader-model R [--reader-questions N]] [--judge-model J]
+    memory-agent eval recall     [--dataset PATH] [--limit N] [--conversations 0,1,..] [--split 0,1,..] [--prompt-budget N] [--model M] [--reader-model R [--reader-questions N]] [--judge-model J]
 
 See evals/README.md for what each number means.
 """
@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--conversations-at-once", type=_positive, default=1, help="import and question N conversations at once (faster; load_context times then include the contention)")
     rc.add_argument("--conversations", type=_names, help="only these conversations: comma-separated 0-based indices or ids (default: all)")
     rc.add_argument("--split", type=_names, help="the conversations settings were chosen on (indices or ids): tables are given for them and for the rest, held out")
+    rc.add_argument("--prompt-budget", type=_positive, help="the reply prompt's whole budget in tokens for the questions (default: Context's, 2,000); the baselines get the memory-agent's median as always")
     rc.add_argument("--out", type=Path, help="output folder (default: eval-results/recall-<run id>)")
     rc.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its users are deleted at the end")
     rc.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
@@ -231,6 +232,7 @@ async def _run(args: argparse.Namespace) -> int:
             model=args.model, reader_model=args.reader_model, judge_model=args.judge_model, concurrency=args.concurrency,
             reader_questions=args.reader_questions, reader_systems=tuple(args.reader_systems),
             conversations_at_once=args.conversations_at_once, conversations=args.conversations, split=args.split,
+            prompt_token_budget=args.prompt_budget,
             **_common_options(args),
         )
         await run_recall(options, console)

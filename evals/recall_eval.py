@@ -38,7 +38,7 @@ import math
 import statistics
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
-from core.context import Context
+from core.context import SAFETY_CEILINGS, Context
 from core.messages import stamp_sent_at
 from core.state import State
 from core.tokens import count_message_tokens
@@ -96,6 +96,7 @@ class RecallOptions:
     conversations_at_once: int = 1  # >1 speeds a long run up; load_context times then include the contention
     conversations: list[str] | None = None  # indices (0-based) or ids of the dataset's conversations; None: all
     split: list[str] | None = None  # indices or ids of the conversations settings were chosen on (the rest: held out)
+    prompt_token_budget: int | None = None  # the questions' whole-prompt budget (None: Context's default)
 
 
 # --------------------------------------------------------------------------- results
@@ -124,6 +125,7 @@ class RecallResults(BaseModel):
     reader_model: str | None = None
     judge_model: str | None = None
     baseline_token_budget: int
+    prompt_token_budget: int  # memory-agent's whole-prompt budget for the questions (Context.prompt_token_budget)
     systems: dict[str, SystemScores]
     # The split: the conversations settings were chosen on ("tuning") and the rest ("held_out"),
     # each part's tables, and memory-agent's paired lead over each baseline there.
@@ -169,6 +171,17 @@ class Imported:
     bm25_excerpts: list[Asked] = field(default_factory=list)
     unrelated_asked: int = 0
     unrelated_with_excerpts: int = 0
+
+
+def question_context(ctx: Context, prompt_token_budget: int | None) -> Context:
+    """The Context the questions are asked with: ``prompt_token_budget`` for the whole prompt, the
+    excerpts allowed all of it that the other sections leave (their cap raised to the budget, within
+    the server's ceiling), so a run shows what recall gives at another budget. The import keeps the
+    defaults: the same imported memory is asked at every budget."""
+    if prompt_token_budget is None:
+        return ctx
+    excerpts = min(max(ctx.episodic_token_budget, prompt_token_budget), SAFETY_CEILINGS["episodic_token_budget"])
+    return replace(ctx, prompt_token_budget=prompt_token_budget, episodic_token_budget=excerpts)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -324,6 +337,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
                 async with limit:
                     user = ws.user("recall", conv.id)
                     ctx = Context(user_id=user, model=opts.model)
+                    asking = question_context(ctx, opts.prompt_token_budget)
                     started = time.perf_counter()
                     done = await import_chat(
                         graph, ws.backend.pool, user, chat, context=ctx,
@@ -343,18 +357,18 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
                         if probe.category not in CATEGORIES:
                             continue
                         question = stamp_sent_at(HumanMessage(probe.question, id=str(uuid.uuid4())), item.question_time)
-                        built, ms, state = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, question)
+                        built, ms, state = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, asking, question)
                         load_ms.append(ms)
                         asked = score(probe, conv.id, built.messages, item.evidence)
                         asked.sections = dict(built.section_tokens)
                         item.asked.append(asked)
-                        plain = bm25_excerpts_prompt(state, ctx, turns, probe.question)
+                        plain = bm25_excerpts_prompt(state, asking, turns, probe.question)
                         item.bm25_excerpts.append(score(probe, conv.id, plain.messages, item.evidence))
                         n += 1
                         progress.turn("questions", conv.id, n)
                     for text in unrelated_messages:
                         message = stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())), item.question_time)
-                        built, _, _ = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, ctx, message)
+                        built, _, _ = await _ask_memory_agent(graph_lc, graph_rt, values, done.chat_id, asking, message)
                         item.unrelated_with_excerpts += built.section_tokens.get("episodes", 0) > 0
                         item.unrelated_asked += 1
                     progress.unit_done("questions", conv.id)
@@ -418,6 +432,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         reader_model=opts.reader_model,
         judge_model=opts.judge_model,
         baseline_token_budget=budget,
+        prompt_token_budget=opts.prompt_token_budget or Context.prompt_token_budget,
         systems={name: _summarise(items) for name, items in by_system.items()},
         split=parts,
         systems_by_split=systems_by_split,
@@ -464,7 +479,7 @@ def report_markdown(results: RecallResults) -> str:
     lines = [
         f"# eval recall: {Path(results.dataset).name}, {len(results.conversations)} conversations",
         "",
-        f"Import model {results.model}; load_context p50 {results.load_context_ms['p50']} ms, p95 {results.load_context_ms['p95']} ms; "
+        f"Import model {results.model}; memory-agent's prompt budget {results.prompt_token_budget} tokens; load_context p50 {results.load_context_ms['p50']} ms, p95 {results.load_context_ms['p95']} ms; "
         f"import {results.import_stats['messages']:.0f} messages in {results.import_stats['seconds']} s "
         f"({results.import_stats['ms_per_message']} ms per message); run {results.wall_seconds} s.",
         "",

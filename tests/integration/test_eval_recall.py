@@ -101,3 +101,41 @@ def test_eval_recall_refuses_an_unknown_reader_system_before_importing_anything(
 
     assert exit.value.code == 2
     assert "--reader-systems: no system bm25" in capsys.readouterr().err
+
+
+
+def _long_sample() -> dict:
+    """The tiny conversation and six more weeks of talk after it: its first weeks fold out of the
+    recent conversation, so the questions about them are answered by excerpts."""
+    sample = locomo_sample("tiny-long")
+    topics = ["a sourdough loaf with rye flour", "a hike up Mount Tamalpais", "a jazz concert downtown",
+              "a chess tournament at the library", "a kayak trip on the bay", "a pottery class on Thursdays"]
+    for n, topic in enumerate(topics, start=3):
+        sample["conversation"][f"session_{n}_date_time"] = f"6:00 pm on {n * 4} June, 2023" if n * 4 <= 30 else f"6:00 pm on {n * 4 - 30} July, 2023"
+        sample["conversation"][f"session_{n}"] = [
+            {"speaker": "Caroline", "dia_id": f"D{n}:1", "text": f"This week I tried {topic}, and I want to tell you all about it."},
+            {"speaker": "Melanie", "dia_id": f"D{n}:2", "text": f"Tell me everything about {topic}! How did it go?"},
+            {"speaker": "Caroline", "dia_id": f"D{n}:3", "text": f"It went well: {topic} took most of Saturday and I would do it again."},
+            {"speaker": "Melanie", "dia_id": f"D{n}:4", "text": f"I am glad {topic} went well. Let us talk again next week."},
+        ]
+    return sample
+
+
+def test_eval_recall_asks_at_the_prompt_budget_given_and_the_excerpts_take_what_is_left_of_it(tmp_path, new_database):
+    dataset = tmp_path / "long_locomo.json"
+    dataset.write_text(json.dumps([_long_sample()]), encoding="utf-8")
+    runs = {}
+    for budget in (None, 900):
+        out = tmp_path / f"out-{budget}"
+        extra = ["--prompt-budget", str(budget)] if budget else []
+        assert main(["recall", "--dataset", str(dataset), "--out", str(out), "--database-url", new_database(f"evalbudget{budget}"), "--no-progress", *extra]) == 0
+        runs[budget] = json.loads((out / "results.json").read_text())
+
+    default, small = runs[None], runs[900]
+    assert default["prompt_token_budget"] == 2000 and small["prompt_token_budget"] == 900
+    ours, theirs = small["systems"]["memory-agent"], default["systems"]["memory-agent"]
+    assert theirs["prompt_tokens_median"] > 900 and theirs["prompt_sections_median"]["episodes"] > 0
+    assert 0 < ours["prompt_sections_median"]["episodes"] < theirs["prompt_sections_median"]["episodes"]
+    assert ours["prompt_tokens_median"] <= 900  # the excerpts take only what the other sections leave of it
+    assert small["baseline_token_budget"] == int(ours["prompt_tokens_median"])  # the baselines follow memory-agent's median
+    assert small["import_stats"]["messages"] == default["import_stats"]["messages"]  # the same import, asked at another budget
