@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--conversations-at-once", type=_positive, default=1, help="import and question N conversations at once (faster; load_context times then include the contention)")
     rc.add_argument("--conversations", type=_names, help="only these conversations: comma-separated 0-based indices or ids (default: all)")
     rc.add_argument("--split", type=_names, help="the conversations settings were chosen on (indices or ids): tables are given for them and for the rest, held out")
-    rc.add_argument("--prompt-budget", type=_positive, help="the reply prompt's whole budget in tokens for the questions (default: Context's, 2,000); the baselines get the memory-agent's median as always")
+    rc.add_argument("--prompt-budget", type=_positive, help="the reply prompt's whole budget in tokens for the questions (default: Context's, 2,000; the excerpts may take what the other sections leave, up to 8,000); the baselines get the memory-agent's median as always")
     rc.add_argument("--out", type=Path, help="output folder (default: eval-results/recall-<run id>)")
     rc.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its users are deleted at the end")
     rc.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
@@ -222,12 +222,15 @@ async def _run(args: argparse.Namespace) -> int:
         await run_chat_finding(options, console)
         return 0
     if args.eval_command == "recall":
+        from core.context import SAFETY_CEILINGS
         from evals.recall_eval import SYSTEMS, RecallOptions, run_recall
 
         if args.judge_model and not args.reader_model:
             raise ValueError("--judge-model judges the reader's answers: give --reader-model too")
         if unknown := [s for s in args.reader_systems if s not in SYSTEMS]:  # before the import, not after it
             raise ValueError(f"--reader-systems: no system {', '.join(unknown)}; choose among {', '.join(SYSTEMS)}")
+        if args.prompt_budget and args.prompt_budget > SAFETY_CEILINGS["prompt_token_budget"]:
+            raise ValueError(f"--prompt-budget: at most {SAFETY_CEILINGS['prompt_token_budget']:,} tokens (the server's ceiling)")
         options = RecallOptions(
             model=args.model, reader_model=args.reader_model, judge_model=args.judge_model, concurrency=args.concurrency,
             reader_questions=args.reader_questions, reader_systems=tuple(args.reader_systems),

@@ -126,6 +126,7 @@ class RecallResults(BaseModel):
     judge_model: str | None = None
     baseline_token_budget: int
     prompt_token_budget: int  # memory-agent's whole-prompt budget for the questions (Context.prompt_token_budget)
+    excerpt_token_budget: int  # the most its excerpts could take of it (Context.episodic_token_budget)
     systems: dict[str, SystemScores]
     # The split: the conversations settings were chosen on ("tuning") and the rest ("held_out"),
     # each part's tables, and memory-agent's paired lead over each baseline there.
@@ -432,7 +433,8 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         reader_model=opts.reader_model,
         judge_model=opts.judge_model,
         baseline_token_budget=budget,
-        prompt_token_budget=opts.prompt_token_budget or Context.prompt_token_budget,
+        prompt_token_budget=(asked_with := question_context(Context(), opts.prompt_token_budget)).prompt_token_budget,
+        excerpt_token_budget=asked_with.episodic_token_budget,
         systems={name: _summarise(items) for name, items in by_system.items()},
         split=parts,
         systems_by_split=systems_by_split,

@@ -1,14 +1,17 @@
-"""The judge-free measures of eval recall: answer words, evidence turns, BM25, the baselines' budgets."""
+"""The judge-free measures of eval recall: answer words, evidence turns, BM25, the baselines' budgets, the questions' budget."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
 from langchain_core.messages import HumanMessage
 
+from core.context import SAFETY_CEILINGS, Context
 from core.tokens import count_message_tokens
+from evals.cli import main
 from evals.metrics.prompt_recall import BM25, PromptText, answer_recall, evidence_recall, turn_present
-from evals.recall_eval import baseline_prompts, percentile
+from evals.recall_eval import baseline_prompts, percentile, question_context
 from memory.chat_import import ChatImport
 
 
@@ -95,3 +98,23 @@ def test_bm25_excerpts_is_the_memory_agents_prompt_with_plain_bm25_turns_in_plac
     assert "weather" not in sections[EPISODES_HEADER]  # in view already: not repeated
     assert "Caroline likes tea" not in sections[MEMORIES_HEADER]  # plain search: nothing else memory found
     assert count_message_tokens(plain.messages) <= ctx.prompt_token_budget
+
+
+def test_a_question_budget_lets_the_excerpts_take_what_the_other_sections_leave_up_to_the_ceiling():
+    ctx = Context(user_id="u")
+    assert question_context(ctx, None) is ctx  # no budget given: the defaults, untouched
+    smaller = question_context(ctx, 900)
+    assert (smaller.prompt_token_budget, smaller.episodic_token_budget) == (900, ctx.episodic_token_budget)
+    larger = question_context(ctx, 4000)
+    assert (larger.prompt_token_budget, larger.episodic_token_budget) == (4000, 4000)  # the excerpts' cap rises with it
+    huge = question_context(ctx, 20_000)
+    assert (huge.prompt_token_budget, huge.episodic_token_budget) == (20_000, SAFETY_CEILINGS["episodic_token_budget"])
+    assert huge.user_id == "u" and huge.model == ctx.model  # everything else as it was
+
+
+def test_eval_recall_refuses_a_prompt_budget_over_the_servers_ceiling_before_touching_any_data(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["recall", "--dataset", str(tmp_path / "none.json"), "--prompt-budget", "300000"])
+
+    assert exit.value.code == 2
+    assert "--prompt-budget: at most 200,000 tokens" in capsys.readouterr().err
