@@ -400,10 +400,18 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
         with progress_tracker(console, opts.progress) as progress:
             n = min(opts.reader_questions or len(ours), len([a for a in ours if a.conversation in sampled_from]))
             progress.add("answers", n * len(opts.reader_systems))
-            answered = iter(range(1, n * len(opts.reader_systems) + 1))
+            answered: dict[str, int] = {}
+
+            def on_answer(system: str) -> None:
+                # One line per system in a log (the sample takes the 1.5B an hour or more a system).
+                answered[system] = answered.get(system, 0) + 1
+                progress.turn("answers", system, answered[system])
+                if answered[system] == n:
+                    progress.unit_done("answers", system, "answers")
+
             reader = await run_reader_check(
                 opts.reader_model, by_system, sampled_from, size=opts.reader_questions, systems=opts.reader_systems,
-                judge_spec=opts.judge_model, concurrency=opts.concurrency, on_answer=lambda: progress.turn("answers", "reader", next(answered)),
+                judge_spec=opts.judge_model, concurrency=opts.concurrency, on_answer=on_answer,
             )
             progress.finish("answers")
     systems_by_split, leads = {}, {}

@@ -139,7 +139,7 @@ async def run_reader_check(
             if judge is not None:
                 a.judge = await judge_answer(judge, a.probe.question, a.probe.answer, answer)
         if on_answer is not None:
-            on_answer()
+            on_answer(system)
 
     # One system, then one conversation, at a time: a local server's cache keeps the shared prefix.
     for system in systems:

@@ -54,12 +54,12 @@ class ProgressTracker:
         self._progress.update(self._tasks[task], advance=max(0, n - previous), description=f"{task} · {unit}")
         self._started.setdefault((task, unit), time.perf_counter())
 
-    def unit_done(self, task: str, unit: str) -> None:
+    def unit_done(self, task: str, unit: str, noun: str = "turns") -> None:
         """``unit`` (a conversation) of ``task`` is finished; in a log, say so with its time."""
         started = self._started.pop((task, unit), None)
         if self._live or self._console is None or started is None:
             return
-        self._console.print(f"{task} · {unit}: {self._done.get((task, unit), 0)} turns in {time.perf_counter() - started:.0f} s")
+        self._console.print(f"{task} · {unit}: {self._done.get((task, unit), 0)} {noun} in {time.perf_counter() - started:.0f} s")
 
     def finish(self, task: str) -> None:
         if self._progress is not None and task in self._tasks:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import io
 import json
 
 from rich.console import Console
@@ -72,8 +73,9 @@ async def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_
 
     # In the test's own event loop (not the CLI's asyncio.run): langchain-openai caches its HTTP client
     # per base URL, and one made in a loop that then closes fails every later test on this stub.
+    log = io.StringIO()  # not a terminal: progress is a line per finished unit
     await run_recall(RecallOptions(dataset=str(dataset), split=["tiny-a"], reader_model="openai:stub-reader", reader_questions=3,
-                                   out=out, database_url=new_database("evalreader"), progress=False), Console(quiet=True))
+                                   out=out, database_url=new_database("evalreader")), Console(file=log, width=200))
 
     results = json.loads((out / "results.json").read_text())
     check = results["reader"]
@@ -88,6 +90,8 @@ async def test_the_reader_check_answers_a_fixed_held_out_sample_from_memory_and_
         assert 0 < s["f1"] <= 1 and 0 <= s["answer_recall"] <= 1, name
     assert set(check["lead_f1"]) == {"bm25_turns"} and set(check["lead_answer_words"]) == {"bm25_turns"}
     assert results["systems"]["whole_history"]["f1"] is None  # not read: only the chosen systems are
+    # A log says when each system's answers are done (a real reader takes an hour or more a system).
+    assert "answers · memory-agent: 3 answers in" in log.getvalue() and "answers · bm25_turns: 3 answers in" in log.getvalue()
     report = (out / "report.md").read_text()
     assert "## Reader check" in report and "The first answers:" in report
     rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
