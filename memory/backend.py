@@ -81,26 +81,40 @@ async def set_up_schema(
     """Idempotent: the embeddings check and the saver's, the store's and our own migrations,
     under one advisory lock so processes starting together do not collide. Returns what was
     moved to the current layout (the per-user tables' partitions, storage/partitions.py)."""
-    dims = embeddings.dims
-    migrated: list[str] = []
     async with schema_lock(pool):
-        if check_embeddings:
-            await check_or_record(pool, embeddings.name, embeddings.dims)
-        await saver.setup()
-        await store.setup()
-        await store_lookups.setup(pool)
-        migrated += await partitions.drop_old_own_indexes(pool)
-        migrated += await vector_search.setup(pool)
-        await knowledge.setup(pool, dims)
-        migrated += await episodes.setup(pool, dims)
-        await forget_ledger.setup(pool)
-        await api_keys.setup(pool)
-        await chat_runs.setup(pool)
-        await thread_owners.setup(pool)  # after the store and run records: its first set-up reads them
-        await chat_imports.setup(pool)
-        await chat_sources.setup(pool)  # references thread_owners' table
+        migrated = await set_up_schema_locked(pool, saver, store, embeddings, check_embeddings=check_embeddings)
     for line in migrated:
         log.warning("migrated: %s", line)
+    return migrated
+
+
+async def set_up_schema_locked(
+    pool: AsyncConnectionPool,
+    saver: AsyncPostgresSaver,
+    store: AsyncPostgresStore,
+    embeddings: EmbeddingsInfo,
+    *,
+    check_embeddings: bool = True,
+) -> list[str]:
+    """set_up_schema's work, for a caller holding the schema lock already (reindex: the advisory
+    lock is per session, and the pool's next connection is another session)."""
+    dims = embeddings.dims
+    migrated: list[str] = []
+    if check_embeddings:
+        await check_or_record(pool, embeddings.name, embeddings.dims)
+    await saver.setup()
+    await store.setup()
+    await store_lookups.setup(pool)
+    migrated += await partitions.drop_old_own_indexes(pool)
+    migrated += await vector_search.setup(pool)
+    await knowledge.setup(pool, dims)
+    migrated += await episodes.setup(pool, dims)
+    await forget_ledger.setup(pool)
+    await api_keys.setup(pool)
+    await chat_runs.setup(pool)
+    await thread_owners.setup(pool)  # after the store and run records: its first set-up reads them
+    await chat_imports.setup(pool)
+    await chat_sources.setup(pool)  # references thread_owners' table
     return migrated
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import knowledge
 from memory import episodes
-from memory.backend import make_store
+from memory.backend import make_store, set_up_schema_locked
 from memory.writer import records as memory_records
 from storage import episodes as episode_table
 from storage import store_rows, thread_owners
@@ -35,6 +35,8 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
         chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
         async with pool.connection() as conn:
             await episode_table.resize(conn, embeddings.dims)
+        # Every table at the new size now: create what a database no chat has opened lacks.
+        await set_up_schema_locked(pool, checkpoint_saver(pool), store, embeddings, check_embeddings=False)
         messages = await _rebuild_episodes(pool, embeddings)
         await write_record(pool, embeddings.name, embeddings.dims)
         return {"store_items": items, "knowledge_chunks": chunks, "messages": messages}
@@ -43,12 +45,11 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
 async def reindex_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict[str, int]:
     """Rebuild the episodic index alone, from every owned thread's latest checkpoint."""
     async with schema_lock(pool):
-        await episode_table.setup(pool, embeddings.dims)
+        await set_up_schema_locked(pool, checkpoint_saver(pool), make_store(pool, embeddings), embeddings)
     return {"messages": await _rebuild_episodes(pool, embeddings)}
 
 
 async def _rebuild_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> int:
-    await episode_table.setup(pool, embeddings.dims)
     saver = checkpoint_saver(pool)
     # Only threads with a recorded owner: a thread nobody owns is reachable by no one.
     owned = await thread_owners.all_owned(pool)

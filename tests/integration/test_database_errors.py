@@ -116,3 +116,27 @@ async def test_other_embeddings_are_refused_until_reindex_then_recall_works_agai
         async with backend.pool.connection() as conn:
             row = await (await conn.execute("SELECT vector_dims(embedding) AS d FROM store_vectors LIMIT 1")).fetchone()
         assert row["d"] == 24
+
+
+@pytest.mark.slow
+async def test_reindex_works_on_a_database_no_chat_has_opened_and_leaves_it_ready_for_one(new_database):
+    """Before, `memory-agent reindex` there stopped with UndefinedTable (no thread owners' table)."""
+    from memory.backend import make_store
+    from storage import episodes as episode_table
+
+    url = new_database("partial")
+    small, large = resolve_embeddings("hash:16"), resolve_embeddings("hash:24")
+    await prepare_database(url)
+    pool = await open_pool(url)
+    try:  # a database with the store and the index of what was said only, as an eval's tools leave one
+        await make_store(pool, small).setup()
+        await episode_table.setup(pool, small.dims)
+        counts = await reindex(pool, large)
+    finally:
+        await pool.close()
+    assert counts["messages"] == 0
+
+    async with open_memory(url, large) as backend:  # the new embeddings are the recorded ones now
+        await apply_extraction(backend.store, "dana", ExtractionResult(new_facts=[NewFact(text="Lives in Haifa")]))
+        hits = await search_facts(backend.store, "dana", "Lives in Haifa")
+        assert hits and hits[0][0].text == "Lives in Haifa"
