@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
@@ -77,44 +77,33 @@ async def set_up_schema(
     embeddings: EmbeddingsInfo,
     *,
     check_embeddings: bool = True,
+    lock_held: bool = False,
 ) -> list[str]:
     """Idempotent: the embeddings check and the saver's, the store's and our own migrations,
     under one advisory lock so processes starting together do not collide. Returns what was
-    moved to the current layout (the per-user tables' partitions, storage/partitions.py)."""
-    async with schema_lock(pool):
-        migrated = await set_up_schema_locked(pool, saver, store, embeddings, check_embeddings=check_embeddings)
-    for line in migrated:
-        log.warning("migrated: %s", line)
-    return migrated
-
-
-async def set_up_schema_locked(
-    pool: AsyncConnectionPool,
-    saver: AsyncPostgresSaver,
-    store: AsyncPostgresStore,
-    embeddings: EmbeddingsInfo,
-    *,
-    check_embeddings: bool = True,
-) -> list[str]:
-    """set_up_schema's work, for a caller holding the schema lock already (reindex: the advisory
-    lock is per session, and the pool's next connection is another session)."""
+    moved to the current layout (the per-user tables' partitions, storage/partitions.py).
+    ``lock_held``: the caller holds the lock already (reindex; the lock is per session, and the
+    pool's next connection is another session, so taking it again would wait forever)."""
     dims = embeddings.dims
     migrated: list[str] = []
-    if check_embeddings:
-        await check_or_record(pool, embeddings.name, embeddings.dims)
-    await saver.setup()
-    await store.setup()
-    await store_lookups.setup(pool)
-    migrated += await partitions.drop_old_own_indexes(pool)
-    migrated += await vector_search.setup(pool)
-    await knowledge.setup(pool, dims)
-    migrated += await episodes.setup(pool, dims)
-    await forget_ledger.setup(pool)
-    await api_keys.setup(pool)
-    await chat_runs.setup(pool)
-    await thread_owners.setup(pool)  # after the store and run records: its first set-up reads them
-    await chat_imports.setup(pool)
-    await chat_sources.setup(pool)  # references thread_owners' table
+    async with nullcontext() if lock_held else schema_lock(pool):
+        if check_embeddings:
+            await check_or_record(pool, embeddings.name, embeddings.dims)
+        await saver.setup()
+        await store.setup()
+        await store_lookups.setup(pool)
+        migrated += await partitions.drop_old_own_indexes(pool)
+        migrated += await vector_search.setup(pool)
+        await knowledge.setup(pool, dims)
+        migrated += await episodes.setup(pool, dims)
+        await forget_ledger.setup(pool)
+        await api_keys.setup(pool)
+        await chat_runs.setup(pool)
+        await thread_owners.setup(pool)  # after the store and run records: its first set-up reads them
+        await chat_imports.setup(pool)
+        await chat_sources.setup(pool)  # references thread_owners' table
+    for line in migrated:
+        log.warning("migrated: %s", line)
     return migrated
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import knowledge
 from memory import episodes
-from memory.backend import make_store, set_up_schema_locked
+from memory.backend import make_store, set_up_schema
 from memory.writer import records as memory_records
 from storage import episodes as episode_table
 from storage import store_rows, thread_owners
@@ -36,7 +36,7 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
         async with pool.connection() as conn:
             await episode_table.resize(conn, embeddings.dims)
         # Every table at the new size now: create what a database no chat has opened lacks.
-        await set_up_schema_locked(pool, checkpoint_saver(pool), store, embeddings, check_embeddings=False)
+        await set_up_schema(pool, checkpoint_saver(pool), store, embeddings, check_embeddings=False, lock_held=True)
         messages = await _rebuild_episodes(pool, embeddings)
         await write_record(pool, embeddings.name, embeddings.dims)
         return {"store_items": items, "knowledge_chunks": chunks, "messages": messages}
@@ -45,7 +45,7 @@ async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict
 async def reindex_episodes(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict[str, int]:
     """Rebuild the episodic index alone, from every owned thread's latest checkpoint."""
     async with schema_lock(pool):
-        await set_up_schema_locked(pool, checkpoint_saver(pool), make_store(pool, embeddings), embeddings)
+        await set_up_schema(pool, checkpoint_saver(pool), make_store(pool, embeddings), embeddings, lock_held=True)
     return {"messages": await _rebuild_episodes(pool, embeddings)}
 
 
