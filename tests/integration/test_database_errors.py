@@ -140,3 +140,21 @@ async def test_reindex_works_on_a_database_no_chat_has_opened_and_leaves_it_read
         await apply_extraction(backend.store, "dana", ExtractionResult(new_facts=[NewFact(text="Lives in Haifa")]))
         hits = await search_facts(backend.store, "dana", "Lives in Haifa")
         assert hits and hits[0][0].text == "Lives in Haifa"
+
+
+@pytest.mark.slow
+async def test_reindex_of_the_episodes_alone_refuses_a_model_other_than_the_recorded_one(new_database, minilm):
+    """Before, only the vectors' size was checked: a model of the same size was mixed in silently."""
+    from memory.reindex import reindex_episodes
+
+    url = new_database("epsame")
+    same_size = resolve_embeddings(f"hash:{minilm.dims}")
+    async with open_memory(url, same_size):
+        pass
+    pool = await open_pool(url)
+    try:
+        with pytest.raises(EmbeddingMismatch) as err:
+            await reindex_episodes(pool, minilm)
+    finally:
+        await pool.close()
+    assert "memory-agent reindex" in str(err.value)
