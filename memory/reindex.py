@@ -29,14 +29,14 @@ BATCH = 64
 async def reindex(pool: AsyncConnectionPool, embeddings: EmbeddingsInfo) -> dict[str, int]:
     async with schema_lock(pool):
         await store_rows.reset_vectors(pool, embeddings.dims)
-        store = make_store(pool, embeddings)
-        await store.setup()
-        items = await memory_records.reembed_items(store, await store_rows.all_keys(pool), batch=BATCH)
         chunks = await knowledge.reembed(pool, embeddings.embeddings, embeddings.dims)
         async with pool.connection() as conn:
             await episode_table.resize(conn, embeddings.dims)
-        # Every table at the new size now: create what a database no chat has opened lacks.
+        # Every table at the new size now: create what a database no chat has opened lacks
+        # (the store's set-up among them, before its items are put again).
+        store = make_store(pool, embeddings)
         await set_up_schema(pool, checkpoint_saver(pool), store, embeddings, check_embeddings=False, lock_held=True)
+        items = await memory_records.reembed_items(store, await store_rows.all_keys(pool), batch=BATCH)
         messages = await _rebuild_episodes(pool, embeddings)
         await write_record(pool, embeddings.name, embeddings.dims)
         return {"store_items": items, "knowledge_chunks": chunks, "messages": messages}
