@@ -127,10 +127,10 @@ async def planning(conn, owner: str, *, large: bool = True) -> dict[str, float]:
 
     vec = str(unit(1))
     words, rows = episodes.search_statements(conn, owner, large=large)
-    base = {"q": "bees on the roof", "stop": [], "k": 40, "per_word": 300, "since": None, "until": None, "thread": "", "exclude": []}
+    base = {"q": "bees on the roof", "stop": [], "k": 40, "per_word": 300, "common_share": None, "since": None, "until": None, "thread": "", "exclude": []}
     statements = {
         "episodes words": (words, base),
-        "episodes rows": (rows, base | {"vector": vec, "lexemes": ["bee", "roof"], "weights": [1.0, 1.0],
+        "episodes rows": (rows, base | {"vector": vec, "similar_to": vec, "lexemes": ["bee", "roof"], "weights": [1.0, 1.0],
                                          "text_threads": ["t"], "text_messages": ["m0"], "text_ranks": [1]}),
     }
     statements |= vector_search.planned_statements(conn, ("users", owner, "facts"), unit(1))

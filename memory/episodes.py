@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
+import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
 
@@ -242,6 +243,29 @@ class Found:
     score: float
 
 
+# A word of the question held by at least this share of the owner's messages (a speaker's name
+# before every turn of an imported transcript: "What did Caroline research?") says nothing about
+# which message answers, yet it dominates a short question's vector, which then finds the turns
+# where the name weighs most ("Caroline: Thanks!"). The vector arm ranks by the question's vector
+# without that word's direction; the gate still judges the similarity to the question itself.
+# (On the seven, settings chosen on the tuning split: see docs/episodic-memory.md. None: off.)
+COMMON_WORD_SHARE: float | None = 0.1
+
+
+def without_directions(vector: Sequence[float], directions: Iterable[Sequence[float]]) -> list[float]:
+    """``vector`` with each of ``directions`` projected out in turn, unit length again (unchanged
+    when nothing of it would be left)."""
+    q = np.asarray(vector, dtype=np.float64)
+    for d in directions:
+        m = np.asarray(d, dtype=np.float64)
+        norm = np.linalg.norm(m)
+        if norm > 0:
+            m = m / norm
+            q = q - (q @ m) * m
+    norm = np.linalg.norm(q)
+    return (q / norm).tolist() if norm > 1e-6 else list(vector)
+
+
 async def fused_search(
     pool: AsyncConnectionPool, embeddings, owner: str, query: str, *,
     since: datetime | None = None, until: datetime | None = None, thread_id: str | None = None, exclude: Sequence[str] = (),
@@ -255,7 +279,14 @@ async def fused_search(
         return []
     candidates = candidates or CANDIDATES
     vector = vector if vector is not None else embeddings.aembed_query(query)
-    found = await table.search(pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude)
+
+    async def without(v: Sequence[float], words: list[str]) -> list[float]:
+        return without_directions(v, await embeddings.aembed_documents(words))
+
+    found = await table.search(
+        pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude,
+        common_share=COMMON_WORD_SHARE, without_words=without if COMMON_WORD_SHARE else None,
+    )
     by_key = {(c.thread_id, c.message_id): c for c in found}
     text_order = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)
     vector_order = sorted((c for c in found if c.vector_rank is not None), key=lambda c: c.vector_rank)

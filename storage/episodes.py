@@ -23,7 +23,7 @@ import inspect
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -471,13 +471,19 @@ WITH lexemes AS (
         WHERE e.owner = {owner} AND {words_match} AND {filters} LIMIT %(per_word)s
     ) h
 ), idf AS MATERIALIZED (
-    SELECT t.lexeme, t.tq, ln(1 + (greatest(docs.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
+    SELECT t.lexeme, t.tq, d.df, ln(1 + (greatest(docs.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
     FROM terms t CROSS JOIN docs CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM hits h WHERE h.lexeme = t.lexeme) d
 ), matched AS MATERIALIZED (
     SELECT DISTINCT ON (thread_id, message_id) thread_id, message_id, tsv FROM hits
+), common AS (
+    SELECT array_agg(i.lexeme) AS lexemes FROM idf i CROSS JOIN docs
+    WHERE %(common_share)s::float8 IS NOT NULL AND docs.n > 0 AND i.df >= %(common_share)s::float8 * docs.n
 )
 SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.thread_id, s.message_id) AS text_rank,
-       (SELECT array_agg(lexeme ORDER BY lexeme) FROM idf) AS lexemes, (SELECT array_agg(idf ORDER BY lexeme) FROM idf) AS weights
+       (SELECT array_agg(lexeme ORDER BY lexeme) FROM idf) AS lexemes, (SELECT array_agg(idf ORDER BY lexeme) FROM idf) AS weights,
+       -- the query's own words (as written) whose lexeme is that common
+       (SELECT array_agg(DISTINCT w ORDER BY w) FROM regexp_split_to_table(%(q)s, '[^[:alnum:]]+') AS w, common c
+        WHERE w <> '' AND tsvector_to_array(to_tsvector('english'::regconfig, w)) && c.lexemes) AS common_words
 FROM (SELECT m.thread_id, m.message_id, (SELECT sum(i.idf) FROM idf i WHERE m.tsv @@ i.tq) AS score FROM matched m) s
 ORDER BY s.score DESC, s.thread_id, s.message_id
 LIMIT %(k)s
@@ -501,7 +507,7 @@ WITH idf AS (
 )
 SELECT e.thread_id, e.message_id, e.position, e.role, e.sent_at, e.content,
        c.text_rank, c.vector_rank,
-       CASE WHEN %(vector)s::vector IS NULL OR e.embedding IS NULL THEN NULL ELSE 1 - (e.embedding <=> %(vector)s::vector) END AS similarity,
+       CASE WHEN %(similar_to)s::vector IS NULL OR e.embedding IS NULL THEN NULL ELSE 1 - (e.embedding <=> %(similar_to)s::vector) END AS similarity,
        coalesce((SELECT sum(i.idf) FROM idf i WHERE e.tsv @@ i.tq) / nullif((SELECT sum(idf) FROM idf), 0), 0) AS coverage,
        b.message_id AS before_id, b.position AS before_position, b.role AS before_role, b.sent_at AS before_sent_at, b.content AS before_content,
        a.message_id AS after_id, a.position AS after_position, a.role AS after_role, a.sent_at AS after_sent_at, a.content AS after_content
@@ -576,16 +582,24 @@ async def search(
     until: datetime | None = None,
     thread_id: str | None = None,
     exclude: Sequence[str] = (),
+    common_share: float | None = None,
+    without_words: Callable[[Sequence[float], list[str]], Awaitable[Sequence[float]]] | None = None,
 ) -> list[Candidate]:
     """The owner's messages best matching ``query`` by words and by ``vector`` (the top ``k`` of
     each arm), unordered; ``exclude`` lists message ids of ``thread_id`` to leave out. ``vector``
-    may be still on its way (an awaitable): the words are searched meanwhile."""
+    may be still on its way (an awaitable): the words are searched meanwhile.
+
+    With ``common_share`` and ``without_words``, the query's words held by at least that share of
+    the owner's messages (as far as ``PER_WORD`` counts) are handed to ``without_words`` with the
+    vector, and the vector arm ranks by what it returns; each candidate's ``similarity`` stays
+    the similarity to ``vector`` itself."""
     params: dict[str, Any] = {
         "owner": owner,
         "q": query,
         "stop": list(STOP_LEXEMES),
         "k": int(k),
         "per_word": PER_WORD,
+        "common_share": common_share if without_words is not None else None,
         "since": since,
         "until": until,
         "thread": thread_id or "",
@@ -609,8 +623,13 @@ async def search(
             text_rows, vector = await asyncio.gather(words(), vector)
         else:
             text_rows = await words()
+        ranking = vector
+        common = text_rows[0]["common_words"] if text_rows else None
+        if common and vector is not None and without_words is not None:
+            ranking = await without_words(vector, list(common))
         params |= {
-            "vector": vector_literal(vector) if vector is not None else None,
+            "vector": vector_literal(ranking) if ranking is not None else None,
+            "similar_to": vector_literal(vector) if vector is not None else None,
             "lexemes": text_rows[0]["lexemes"] if text_rows else [],
             "weights": text_rows[0]["weights"] if text_rows else [],
             "text_threads": [r["thread_id"] for r in text_rows],

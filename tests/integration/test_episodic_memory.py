@@ -510,6 +510,61 @@ async def test_a_question_naming_a_span_ranks_what_was_said_in_it_first(backend,
     assert await first_found() == "d0"
 
 
+TRANSCRIPT = [  # an imported transcript: each turn starts with its speaker's name
+    "Caroline: Thanks, Melanie!", "Caroline: Haha, yes!", "Caroline: See you soon!", "Caroline: Totally agree.",
+    "Caroline: Good to hear from you!", "Caroline: Same here.", "Caroline: That means a lot.", "Caroline: Bye for now!",
+    "Melanie: How was your week?", "Melanie: I went camping with the kids.",
+    "Caroline: I've been looking into adoption agencies lately, reading about how they work.",
+]
+
+
+async def seed_transcript(backend, user_id, minilm) -> None:
+    said = datetime(2023, 5, 8, tzinfo=timezone.utc)
+    vectors = await minilm.embeddings.aembed_documents(TRANSCRIPT)
+    rows = [episode_table.Episode("t-tr", f"c{i}", i, "user", said, t, owner=user_id, embedding=v) for i, (t, v) in enumerate(zip(TRANSCRIPT, vectors))]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, rows)
+
+
+async def test_a_name_before_every_turn_does_not_decide_what_a_question_naming_it_finds(backend, user_id, minilm, monkeypatch):
+    """"What did Caroline research?" over a transcript whose every turn starts "Caroline:": the
+    name's direction is taken out of the question's vector, so the turn about what she looked into
+    ranks first, not the turns where the name is nearly all there is ("Caroline: Same here.").
+    The gate still sees the similarity to the question as asked."""
+    await seed_transcript(backend, user_id, minilm)
+    question = "What did Caroline research?"
+
+    async def vector_first() -> tuple[str, float]:
+        found = await episodes.fused_search(backend.pool, minilm.embeddings, user_id, question, gate=None)
+        best = min((f.candidate for f in found if f.candidate.vector_rank), key=lambda c: c.vector_rank)
+        return best.message_id, best.similarity
+
+    asked = await minilm.embeddings.aembed_query(question)
+    answer = (await minilm.embeddings.aembed_documents([TRANSCRIPT[10]]))[0]
+    message_id, similarity = await vector_first()
+    assert message_id == "c10"
+    assert similarity == pytest.approx(sum(a * b for a, b in zip(asked, answer)), abs=1e-4)
+    monkeypatch.setattr(episodes, "COMMON_WORD_SHARE", None)
+    assert (await vector_first())[0] != "c10"  # as the vector arm ranked before
+
+
+async def test_only_the_questions_words_held_by_the_given_share_of_messages_leave_its_vector(backend, user_id, minilm):
+    """The words statement names them as the question wrote them ("Caroline", not its lexeme);
+    a question without such a word is searched by its own vector."""
+    await seed_transcript(backend, user_id, minilm)
+    handed: list[list[str]] = []
+
+    async def without(vector, words):
+        handed.append(words)
+        return vector
+
+    vector = await minilm.embeddings.aembed_query("x")
+    for question in ("What did Caroline research?", "Where did Melanie go camping?", "adoption agencies"):
+        await episode_table.search(backend.pool, user_id, question, vector, k=5, common_share=0.5, without_words=without)
+    # Caroline starts 9 of the 11 turns; Melanie is in 3 (under half), "adoption" in 1
+    assert handed == [["Caroline"]]
+
+
 def plan_nodes(plan: dict):
     yield plan
     for child in plan.get("Plans", []):
