@@ -250,6 +250,8 @@ class Found:
 # without that word's direction; the gate still judges the similarity to the question itself.
 # (On the seven, settings chosen on the tuning split: see docs/episodic-memory.md. None: off.)
 COMMON_WORD_SHARE: float | None = 0.1
+# ... and by at least this many of them: among a new user's first messages a share is chance.
+COMMON_WORD_MIN_MESSAGES = 20
 
 
 def without_directions(vector: Sequence[float], directions: Iterable[Sequence[float]]) -> list[float]:
@@ -285,7 +287,7 @@ async def fused_search(
 
     found = await table.search(
         pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude,
-        common_share=COMMON_WORD_SHARE, without_words=without if COMMON_WORD_SHARE else None,
+        common_share=COMMON_WORD_SHARE, common_min=COMMON_WORD_MIN_MESSAGES, without_words=without if COMMON_WORD_SHARE else None,
     )
     by_key = {(c.thread_id, c.message_id): c for c in found}
     text_order = sorted((c for c in found if c.text_rank is not None), key=lambda c: c.text_rank)

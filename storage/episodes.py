@@ -477,7 +477,7 @@ WITH lexemes AS (
     SELECT DISTINCT ON (thread_id, message_id) thread_id, message_id, tsv FROM hits
 ), common AS (
     SELECT array_agg(i.lexeme) AS lexemes FROM idf i CROSS JOIN docs
-    WHERE %(common_share)s::float8 IS NOT NULL AND docs.n > 0 AND i.df >= %(common_share)s::float8 * docs.n
+    WHERE %(common_share)s::float8 IS NOT NULL AND docs.n > 0 AND i.df >= greatest(%(common_share)s::float8 * docs.n, %(common_min)s::float8)
 )
 SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.thread_id, s.message_id) AS text_rank,
        (SELECT array_agg(lexeme ORDER BY lexeme) FROM idf) AS lexemes, (SELECT array_agg(idf ORDER BY lexeme) FROM idf) AS weights,
@@ -583,6 +583,7 @@ async def search(
     thread_id: str | None = None,
     exclude: Sequence[str] = (),
     common_share: float | None = None,
+    common_min: int = 1,
     without_words: Callable[[Sequence[float], list[str]], Awaitable[Sequence[float]]] | None = None,
 ) -> list[Candidate]:
     """The owner's messages best matching ``query`` by words and by ``vector`` (the top ``k`` of
@@ -590,7 +591,7 @@ async def search(
     may be still on its way (an awaitable): the words are searched meanwhile.
 
     With ``common_share`` and ``without_words``, the query's words held by at least that share of
-    the owner's messages (as far as ``PER_WORD`` counts) are handed to ``without_words`` with the
+    the owner's messages, and by at least ``common_min`` of them (as far as ``PER_WORD`` counts), are handed to ``without_words`` with the
     vector, and the vector arm ranks by what it returns; each candidate's ``similarity`` stays
     the similarity to ``vector`` itself."""
     params: dict[str, Any] = {
@@ -600,6 +601,7 @@ async def search(
         "k": int(k),
         "per_word": PER_WORD,
         "common_share": common_share if without_words is not None else None,
+        "common_min": common_min,
         "since": since,
         "until": until,
         "thread": thread_id or "",

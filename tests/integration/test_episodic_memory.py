@@ -510,28 +510,28 @@ async def test_a_question_naming_a_span_ranks_what_was_said_in_it_first(backend,
     assert await first_found() == "d0"
 
 
-TRANSCRIPT = [  # an imported transcript: each turn starts with its speaker's name
-    "Caroline: Thanks, Melanie!", "Caroline: Haha, yes!", "Caroline: See you soon!", "Caroline: Totally agree.",
-    "Caroline: Good to hear from you!", "Caroline: Same here.", "Caroline: That means a lot.", "Caroline: Bye for now!",
-    "Melanie: How was your week?", "Melanie: I went camping with the kids.",
-    "Caroline: I've been looking into adoption agencies lately, reading about how they work.",
-]
+FILLER = ["Thanks, Melanie!", "Haha, yes!", "See you soon!", "Totally agree.", "Good to hear from you!", "Same here.", "That means a lot.", "Bye for now!"]
+ANSWER = "Caroline: I've been looking into adoption agencies lately, reading about how they work."
 
 
-async def seed_transcript(backend, user_id, minilm) -> None:
+async def seed_transcript(backend, user_id, minilm, rounds: int) -> str:
+    """An imported transcript: each turn starts with its speaker's name. The answer's id."""
+    texts = [f"Caroline: {t}" for t in FILLER] * rounds + ["Melanie: How was your week?", "Melanie: I went camping with the kids.", ANSWER]
     said = datetime(2023, 5, 8, tzinfo=timezone.utc)
-    vectors = await minilm.embeddings.aembed_documents(TRANSCRIPT)
-    rows = [episode_table.Episode("t-tr", f"c{i}", i, "user", said, t, owner=user_id, embedding=v) for i, (t, v) in enumerate(zip(TRANSCRIPT, vectors))]
+    vectors = await minilm.embeddings.aembed_documents(texts)
+    rows = [episode_table.Episode("t-tr", f"c{i}", i, "user", said, t, owner=user_id, embedding=v) for i, (t, v) in enumerate(zip(texts, vectors))]
     async with backend.pool.connection() as conn:
         await episode_table.copy_episodes(conn, rows)
+    return f"c{len(texts) - 1}"
 
 
+@pytest.mark.slow
 async def test_a_name_before_every_turn_does_not_decide_what_a_question_naming_it_finds(backend, user_id, minilm, monkeypatch):
     """"What did Caroline research?" over a transcript whose every turn starts "Caroline:": the
     name's direction is taken out of the question's vector, so the turn about what she looked into
     ranks first, not the turns where the name is nearly all there is ("Caroline: Same here.").
     The gate still sees the similarity to the question as asked."""
-    await seed_transcript(backend, user_id, minilm)
+    answer_id = await seed_transcript(backend, user_id, minilm, rounds=3)  # "Caroline" in 25 of 27
     question = "What did Caroline research?"
 
     async def vector_first() -> tuple[str, float]:
@@ -540,18 +540,19 @@ async def test_a_name_before_every_turn_does_not_decide_what_a_question_naming_i
         return best.message_id, best.similarity
 
     asked = await minilm.embeddings.aembed_query(question)
-    answer = (await minilm.embeddings.aembed_documents([TRANSCRIPT[10]]))[0]
+    answer = (await minilm.embeddings.aembed_documents([ANSWER]))[0]
     message_id, similarity = await vector_first()
-    assert message_id == "c10"
+    assert message_id == answer_id
     assert similarity == pytest.approx(sum(a * b for a, b in zip(asked, answer)), abs=1e-4)
     monkeypatch.setattr(episodes, "COMMON_WORD_SHARE", None)
-    assert (await vector_first())[0] != "c10"  # as the vector arm ranked before
+    assert (await vector_first())[0] != answer_id  # as the vector arm ranked before
 
 
-async def test_only_the_questions_words_held_by_the_given_share_of_messages_leave_its_vector(backend, user_id, minilm):
+async def test_only_the_questions_words_held_by_the_given_share_and_count_of_messages_leave_its_vector(backend, user_id, minilm):
     """The words statement names them as the question wrote them ("Caroline", not its lexeme);
-    a question without such a word is searched by its own vector."""
-    await seed_transcript(backend, user_id, minilm)
+    a question without such a word is searched by its own vector, and so is one over fewer
+    messages holding it than the count asked for (a new user's few messages)."""
+    await seed_transcript(backend, user_id, minilm, rounds=1)  # "Caroline" in 9 of 11, "Melanie" in 3
     handed: list[list[str]] = []
 
     async def without(vector, words):
@@ -561,7 +562,8 @@ async def test_only_the_questions_words_held_by_the_given_share_of_messages_leav
     vector = await minilm.embeddings.aembed_query("x")
     for question in ("What did Caroline research?", "Where did Melanie go camping?", "adoption agencies"):
         await episode_table.search(backend.pool, user_id, question, vector, k=5, common_share=0.5, without_words=without)
-    # Caroline starts 9 of the 11 turns; Melanie is in 3 (under half), "adoption" in 1
+    assert handed == [["Caroline"]]
+    await episode_table.search(backend.pool, user_id, "What did Caroline research?", vector, k=5, common_share=0.5, common_min=10, without_words=without)
     assert handed == [["Caroline"]]
 
 
