@@ -255,15 +255,14 @@ COMMON_WORD_MIN_MESSAGES = 20
 
 
 def without_directions(vector: Sequence[float], directions: Iterable[Sequence[float]]) -> list[float]:
-    """``vector`` with each of ``directions`` projected out in turn, unit length again (unchanged
-    when nothing of it would be left)."""
+    """``vector`` without any part in the span of ``directions`` (made orthonormal first: two
+    names' directions are alike, and taking one out after the other would bring part of the first
+    back), unit length again; unchanged when nothing of it would be left."""
     q = np.asarray(vector, dtype=np.float64)
-    for d in directions:
-        m = np.asarray(d, dtype=np.float64)
-        norm = np.linalg.norm(m)
-        if norm > 0:
-            m = m / norm
-            q = q - (q @ m) * m
+    kept = [d for d in (np.asarray(d, dtype=np.float64) for d in directions) if np.linalg.norm(d) > 0]
+    if kept:
+        basis, _ = np.linalg.qr(np.stack(kept, axis=1))
+        q = q - basis @ (basis.T @ q)
     norm = np.linalg.norm(q)
     return (q / norm).tolist() if norm > 1e-6 else list(vector)
 
@@ -282,8 +281,12 @@ async def fused_search(
     candidates = candidates or CANDIDATES
     vector = vector if vector is not None else embeddings.aembed_query(query)
 
-    async def without(v: Sequence[float], words: list[str]) -> list[float]:
-        return without_directions(v, await embeddings.aembed_documents(words))
+    async def without(v: Sequence[float], words: list[str]) -> Sequence[float]:
+        try:
+            return without_directions(v, await embeddings.aembed_documents(words))
+        except Exception:  # a refinement: when it fails, the question's own vector still ranks
+            log.warning("The question's vector was searched with its common words %s: taking them out failed", words, exc_info=True)
+            return v
 
     found = await table.search(
         pool, owner, query, vector, k=candidates, since=since, until=until, thread_id=thread_id, exclude=exclude,

@@ -481,9 +481,10 @@ WITH lexemes AS (
 )
 SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.thread_id, s.message_id) AS text_rank,
        (SELECT array_agg(lexeme ORDER BY lexeme) FROM idf) AS lexemes, (SELECT array_agg(idf ORDER BY lexeme) FROM idf) AS weights,
-       -- the query's own words (as written) whose lexeme is that common
-       (SELECT array_agg(DISTINCT w ORDER BY w) FROM regexp_split_to_table(%(q)s, '[^[:alnum:]]+') AS w, common c
-        WHERE w <> '' AND tsvector_to_array(to_tsvector('english'::regconfig, w)) && c.lexemes) AS common_words
+       -- the query's own words (as written: the text search parser's tokens, whatever the
+       -- database's collation) whose lexeme is that common
+       (SELECT array_agg(DISTINCT p.token ORDER BY p.token) FROM common c CROSS JOIN LATERAL ts_parse('default', %(q)s) p
+        WHERE c.lexemes IS NOT NULL AND tsvector_to_array(to_tsvector('english'::regconfig, p.token)) && c.lexemes) AS common_words
 FROM (SELECT m.thread_id, m.message_id, (SELECT sum(i.idf) FROM idf i WHERE m.tsv @@ i.tq) AS score FROM matched m) s
 ORDER BY s.score DESC, s.thread_id, s.message_id
 LIMIT %(k)s

@@ -514,9 +514,9 @@ FILLER = ["Thanks, Melanie!", "Haha, yes!", "See you soon!", "Totally agree.", "
 ANSWER = "Caroline: I've been looking into adoption agencies lately, reading about how they work."
 
 
-async def seed_transcript(backend, user_id, minilm, rounds: int) -> str:
+async def seed_transcript(backend, user_id, minilm, rounds: int, name: str = "Caroline") -> str:
     """An imported transcript: each turn starts with its speaker's name. The answer's id."""
-    texts = [f"Caroline: {t}" for t in FILLER] * rounds + ["Melanie: How was your week?", "Melanie: I went camping with the kids.", ANSWER]
+    texts = [f"{name}: {t}" for t in FILLER] * rounds + ["Melanie: How was your week?", "Melanie: I went camping with the kids.", ANSWER]
     said = datetime(2023, 5, 8, tzinfo=timezone.utc)
     vectors = await minilm.embeddings.aembed_documents(texts)
     rows = [episode_table.Episode("t-tr", f"c{i}", i, "user", said, t, owner=user_id, embedding=v) for i, (t, v) in enumerate(zip(texts, vectors))]
@@ -552,7 +552,7 @@ async def test_only_the_questions_words_held_by_the_given_share_and_count_of_mes
     """The words statement names them as the question wrote them ("Caroline", not its lexeme);
     a question without such a word is searched by its own vector, and so is one over fewer
     messages holding it than the count asked for (a new user's few messages)."""
-    await seed_transcript(backend, user_id, minilm, rounds=1)  # "Caroline" in 9 of 11, "Melanie" in 3
+    await seed_transcript(backend, user_id, minilm, rounds=1)  # "Caroline" in 9 of 11, "Melanie" in 4
     handed: list[list[str]] = []
 
     async def without(vector, words):
@@ -565,6 +565,43 @@ async def test_only_the_questions_words_held_by_the_given_share_and_count_of_mes
     assert handed == [["Caroline"]]
     await episode_table.search(backend.pool, user_id, "What did Caroline research?", vector, k=5, common_share=0.5, common_min=10, without_words=without)
     assert handed == [["Caroline"]]
+
+
+async def test_a_name_written_in_letters_beyond_ascii_is_found_common_too(backend, user_id, minilm):
+    """The words are the text search parser's tokens, not a pattern's, whose letters follow the
+    database's collation."""
+    await seed_transcript(backend, user_id, minilm, rounds=1, name="Zoë")
+    handed: list[list[str]] = []
+
+    async def without(vector, words):
+        handed.append(words)
+        return vector
+
+    vector = await minilm.embeddings.aembed_query("x")
+    await episode_table.search(backend.pool, user_id, "What did Zoë research?", vector, k=5, common_share=0.5, without_words=without)
+    assert handed == [["Zoë"]]
+
+
+class WordsWillNotEmbed:
+    """The question embeds; the common words do not (a remote embedder failing in between)."""
+
+    def __init__(self, embeddings):
+        self.embeddings = embeddings
+
+    async def aembed_query(self, text):
+        return await self.embeddings.aembed_query(text)
+
+    async def aembed_documents(self, texts):
+        raise RuntimeError("the embedder went away")
+
+
+async def test_when_the_common_words_cannot_be_embedded_the_question_is_searched_by_its_own_vector(backend, user_id, minilm, monkeypatch):
+    await seed_transcript(backend, user_id, minilm, rounds=3)
+    question = "What did Caroline research?"
+    found = await episodes.fused_search(backend.pool, WordsWillNotEmbed(minilm.embeddings), user_id, question, gate=None)
+    monkeypatch.setattr(episodes, "COMMON_WORD_SHARE", None)
+    plain = await episodes.fused_search(backend.pool, minilm.embeddings, user_id, question, gate=None)
+    assert found and [f.candidate.message_id for f in found] == [f.candidate.message_id for f in plain]
 
 
 def plan_nodes(plan: dict):

@@ -11,6 +11,12 @@ def test_what_is_left_is_unit_length_and_orthogonal_to_each_direction_taken_out(
     assert np.allclose(left, [0, 1 / np.sqrt(2), 1 / np.sqrt(2), 0])
 
 
+def test_two_alike_directions_both_leave_it_not_only_the_last():
+    q = np.array([1.0, 0.0, 0.2])
+    left = np.asarray(without_directions(q, [[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]]))
+    assert np.allclose(left, [0, 0, 1])
+
+
 def test_a_vector_that_is_nothing_but_the_direction_is_kept_as_it_was():
     q = [0.6, 0.8, 0.0]
     assert without_directions(q, [[3.0, 4.0, 0.0]]) == q
