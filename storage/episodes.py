@@ -592,9 +592,9 @@ async def search(
     may be still on its way (an awaitable): the words are searched meanwhile.
 
     With ``common_share`` and ``without_words``, the query's words held by at least that share of
-    the owner's messages, and by at least ``common_min`` of them (as far as ``PER_WORD`` counts), are handed to ``without_words`` with the
-    vector, and the vector arm ranks by what it returns; each candidate's ``similarity`` stays
-    the similarity to ``vector`` itself."""
+    the owner's messages, and by at least ``common_min`` of them (as far as ``PER_WORD`` counts),
+    are handed to ``without_words`` with the vector, and the vector arm ranks by what it returns;
+    each candidate's ``similarity`` stays the similarity to ``vector`` itself."""
     params: dict[str, Any] = {
         "owner": owner,
         "q": query,
