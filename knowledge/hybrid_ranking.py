@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Sequence, TypeVar
+from typing import Hashable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
@@ -176,3 +176,16 @@ def cosine_similarities(query: Sequence[float] | np.ndarray, vectors: np.ndarray
     if norm:
         q = q / norm
     return _unit_rows(np.asarray(vectors)) @ q
+
+
+def without_directions(vector: Sequence[float], directions: Iterable[Sequence[float]]) -> list[float]:
+    """``vector`` without any part in the span of ``directions`` (made orthonormal first: two
+    names' directions are alike, and taking one out after the other would bring part of the first
+    back), unit length again; unchanged when nothing of it would be left."""
+    q = np.asarray(vector, dtype=np.float64)
+    kept = [d for d in (np.asarray(d, dtype=np.float64) for d in directions) if np.linalg.norm(d) > 0]
+    if kept:
+        basis, _ = np.linalg.qr(np.stack(kept, axis=1))
+        q = q - basis @ (basis.T @ q)
+    norm = np.linalg.norm(q)
+    return (q / norm).tolist() if norm > 1e-6 else list(vector)

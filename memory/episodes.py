@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
-import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg_pool import AsyncConnectionPool
 
@@ -42,7 +41,7 @@ from core.statements import reported
 from core.tokens import count_tokens
 from core.words import WORD_RUN
 from embeddings.calibration import CALIBRATED
-from knowledge.hybrid_ranking import reciprocal_rank_fusion
+from knowledge.hybrid_ranking import reciprocal_rank_fusion, without_directions
 from memory.user_memory import chat_titles
 from prompts.excerpts import pack_excerpts, render_excerpt
 from storage import episodes as table
@@ -252,19 +251,6 @@ class Found:
 COMMON_WORD_SHARE: float | None = 0.1
 # ... and by at least this many of them: among a new user's first messages a share is chance.
 COMMON_WORD_MIN_MESSAGES = 20
-
-
-def without_directions(vector: Sequence[float], directions: Iterable[Sequence[float]]) -> list[float]:
-    """``vector`` without any part in the span of ``directions`` (made orthonormal first: two
-    names' directions are alike, and taking one out after the other would bring part of the first
-    back), unit length again; unchanged when nothing of it would be left."""
-    q = np.asarray(vector, dtype=np.float64)
-    kept = [d for d in (np.asarray(d, dtype=np.float64) for d in directions) if np.linalg.norm(d) > 0]
-    if kept:
-        basis, _ = np.linalg.qr(np.stack(kept, axis=1))
-        q = q - basis @ (basis.T @ q)
-    norm = np.linalg.norm(q)
-    return (q / norm).tolist() if norm > 1e-6 else list(vector)
 
 
 async def fused_search(

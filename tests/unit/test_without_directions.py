@@ -1,8 +1,8 @@
-"""The question's vector without the directions of its common words (memory.episodes.without_directions)."""
+"""The question's vector without the directions of its common words (knowledge.hybrid_ranking.without_directions)."""
 
 import numpy as np
 
-from memory.episodes import without_directions
+from knowledge.hybrid_ranking import without_directions
 
 
 def test_what_is_left_is_unit_length_and_orthogonal_to_each_direction_taken_out():
