@@ -127,7 +127,7 @@ async def planning(conn, owner: str, *, large: bool = True) -> dict[str, float]:
 
     vec = str(unit(1))
     words, rows = episodes.search_statements(conn, owner, large=large)
-    base = {"q": "bees on the roof", "stop": [], "k": 40, "per_word": 300, "common_share": None, "common_min": 1, "since": None, "until": None, "thread": "", "exclude": []}
+    base = {"q": "bees on the roof", "stop": [], "k": 40, "per_word": episodes.PER_WORD, "common_sample": episodes.COMMON_SAMPLE, "common_share": None, "common_min": 1, "since": None, "until": None, "thread": "", "exclude": []}
     statements = {
         "episodes words": (words, base),
         "episodes rows": (rows, base | {"vector": vec, "similar_to": vec, "lexemes": ["bee", "roof"], "weights": [1.0, 1.0],

@@ -582,6 +582,48 @@ async def test_a_name_written_in_letters_beyond_ascii_is_found_common_too(backen
     assert handed == [["Zoë"]]
 
 
+@pytest.mark.slow
+async def test_a_word_held_by_more_messages_than_the_full_text_arm_reads_is_still_found_common(backend, user_id):
+    """A user of 3,400 messages: a tenth of them is 340, more than the words statement reads of a
+    word (``PER_WORD``), so its count could never show a word that common and the rule never fired
+    for such a user. A word it cannot count is judged by its share of the user's latest messages;
+    so is every word when the question names a span (whose messages are fewer than the user's)."""
+    rng = random.Random(11)
+    said = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+    def content(i: int) -> str:
+        words = [f"note {i}"]
+        words += ["Caroline"] if i % 2 == 0 else []  # half of all: common
+        words += ["garden"] if i % 17 == 0 else []  # 200, counted exactly: a seventeenth, not common
+        words += ["violin"] if i < 400 else []  # the oldest 400: none of the latest, not common now
+        words += ["pottery"] if i >= 3_000 else []  # the latest 400: common now
+        return " ".join(words)
+
+    rows = [
+        episode_table.Episode(
+            "t-long", f"m{i}", i, "user", said + timedelta(hours=i), content(i), owner=user_id,
+            embedding=[rng.uniform(-1, 1) for _ in range(384)],
+        )
+        for i in range(3_400)
+    ]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, rows)
+    handed: list[list[str]] = []
+
+    async def without(vector, words):
+        handed.append(words)
+        return vector
+
+    for question in ("What did Caroline research?", "Caroline garden", "violin pottery"):
+        await episode_table.search(backend.pool, user_id, question, rows[0].embedding, k=5, common_share=0.1, common_min=20, without_words=without)
+    assert handed == [["Caroline"], ["Caroline"], ["pottery"]]
+    handed.clear()
+    # a span of 100 messages, 50 of them with "Caroline": still the user's common word
+    since, until = said + timedelta(hours=1_000), said + timedelta(hours=1_100)
+    await episode_table.search(backend.pool, user_id, "Caroline garden", rows[0].embedding, k=5, since=since, until=until, common_share=0.1, common_min=20, without_words=without)
+    assert handed == [["Caroline"]]
+
+
 class WordsWillNotEmbed:
     """The question embeds; the common words do not (a remote embedder failing in between)."""
 

@@ -198,7 +198,7 @@ async def test_large_users_get_no_index_of_their_own_and_a_search_plans_over_the
             for owner in (large[0], "someone-small"):
                 for is_large in (True, False):
                     words, rows_statement = episode_table.search_statements(conn, owner, large=is_large)
-                    base = {"q": "bees", "stop": [], "k": 30, "per_word": 300, "common_share": None, "common_min": 1, "since": None, "until": None, "thread": "", "exclude": []}
+                    base = {"q": "bees", "stop": [], "k": 30, "per_word": episode_table.PER_WORD, "common_sample": episode_table.COMMON_SAMPLE, "common_share": None, "common_min": 1, "since": None, "until": None, "thread": "", "exclude": []}
                     statements = [(words, base), (rows_statement, base | {"vector": str(vec), "similar_to": str(vec), "lexemes": ["bee"], "weights": [1.0],
                                                                             "text_threads": ["t"], "text_messages": ["m0"], "text_ranks": [1]})]
                     for name, (text, params) in vector_search.planned_statements(conn, facts_ns(owner), vec).items():
