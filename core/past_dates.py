@@ -20,7 +20,12 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["RELATIVE_HINT", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
+__all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
+
+# The rules' edition: raised whenever a phrase's reading changes, so that the dates stored with
+# what was said are worked out again (``storage.episodes.setup``). 2: "the day after tomorrow"
+# (was tomorrow's date), "the last month" (no calendar month).
+RULES = 2
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -52,12 +57,16 @@ def _weekday_before(said: datetime, name: str) -> datetime:
 
 def _resolved(m: re.Match, said: datetime) -> str | None:
     phrase = m.group(0).casefold()
+    if phrase.startswith(("last ", "next ", "this ")) and m.string[: m.start()].casefold().endswith("the "):
+        return None  # "in the last month", "the last week of April": the past thirty days, a week named after
     if phrase in ("yesterday", "last night"):
         return day_text(said - timedelta(days=1))
     if phrase == "the day before yesterday":
         return day_text(said - timedelta(days=2))
     if phrase == "tomorrow":
         return day_text(said + timedelta(days=1))
+    if phrase == "the day after tomorrow":
+        return day_text(said + timedelta(days=2))
     if phrase in ("last week", "the week before", "the other week"):
         return f"the week before {day_text(said)}"
     if phrase == "last weekend":
@@ -96,7 +105,7 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
 
 
 _RELATIVE = re.compile(
-    r"(?<![\w(])(?:yesterday|last night|the day before yesterday|tomorrow|last week|the week before|the other week|last weekend|"
+    r"(?<![\w(])(?:yesterday|last night|the day before yesterday|the day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
     r"next week|next month|last month|last year|next year|this year|this month|"
     rf"last (?P<weekday>{'|'.join(_WEEKDAYS)})|last (?P<season>spring|summer|fall|autumn|winter)|"
     rf"{_N} (?P<unit>days?|weeks?|months?|years?) ago)(?![\w)]| \()",

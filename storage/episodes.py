@@ -31,7 +31,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import EmbeddingMismatch
-from core.past_dates import RELATIVE_HINT, dates_meant, names_a_date
+from core.past_dates import RELATIVE_HINT, RULES as DATE_RULES, dates_meant, names_a_date
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
 from storage import owner_forgets, thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_of, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
@@ -119,15 +119,20 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
         kind = await relkind(conn, TABLE)
         async with conn.transaction():
             counted = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (COUNTS,))).fetchone()
-            redate = kind == "r" or (kind == "p" and not await _words_are_current(conn))
+            stale_words = kind == "p" and not await _words_are_current(conn)
+            stale_dates = kind == "p" and not stale_words and not await _dates_are_current(conn)
             if kind == "r":
                 moved = await to_partitioned(conn, TABLE, create_statements(dims)[: PARTITIONS + 1], COLUMNS)
                 done.append(f"{TABLE}: {moved} messages moved to {PARTITIONS} partitions by owner")
-            elif redate:
+            elif stale_words:
                 await _add_dates_meant(conn)
-            if redate:
+            if kind == "r" or stale_words:
                 dated = await _work_out_dates_meant(conn)
                 done.append(f"{TABLE}: the dates meant by the relative phrases of {dated} messages added to their words")
+            elif stale_dates:
+                changed = await _work_out_dates_meant(conn)
+                if changed:
+                    done.append(f"{TABLE}: the dates meant by {changed} messages worked out again by the current rules")
             built = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (ANN_INDEX,))).fetchone()
             # pgvector builds much faster while the graph fits here (once, on a table of many rows).
             await conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
@@ -137,6 +142,8 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
                 await conn.execute(statement)
             if kind is not None and not built["e"]:
                 done.append(f"{TABLE}: HNSW and GIN indexes built, one of each per partition")
+            if not await _dates_are_current(conn):
+                await conn.execute(sql.SQL("COMMENT ON COLUMN {}.dates_meant IS {}").format(sql.Identifier(TABLE), sql.Literal(_DATES_MARK)))
             if not counted["e"]:  # an index from before the counts were kept: count it once
                 await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
     return done
@@ -154,6 +161,18 @@ async def _words_are_current(conn: AsyncConnection) -> bool:
     return row is not None and "dates_meant" in row["expr"] and "setweight" in row["expr"]
 
 
+# Which edition of core.past_dates' rules the stored dates_meant were worked out by (the
+# column's comment): a set-up finds stored dates of older rules and works them out again.
+_DATES_MARK = f"core.past_dates rules {DATE_RULES}"
+
+
+async def _dates_are_current(conn: AsyncConnection) -> bool:
+    row = await (
+        await conn.execute("SELECT col_description(to_regclass(%s), a.attnum) AS mark FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attname = 'dates_meant'", (TABLE, TABLE))
+    ).fetchone()
+    return row is not None and row["mark"] == _DATES_MARK
+
+
 async def _add_dates_meant(conn: AsyncConnection) -> None:
     """A table from before dates_meant: the column, and the words recomputed from both (the GIN index
     goes with the old column; the set-up's statements build it again)."""
@@ -164,15 +183,15 @@ async def _add_dates_meant(conn: AsyncConnection) -> None:
 
 async def _work_out_dates_meant(conn: AsyncConnection, batch: int = 5_000) -> int:
     """Every row's dates_meant from its text and time (the rows of an older table, once, in the
-    set-up's transaction). Only rows the hint matches are read, ``batch`` at a time through a
-    server-side cursor, so a table of millions of messages is never held in memory at once.
-    Returns how many got dates."""
+    set-up's transaction; again when the rules change). Only rows the hint matches are read,
+    ``batch`` at a time through a server-side cursor, so a table of millions of messages is never
+    held in memory at once. Returns how many got other dates than they had."""
     count = 0
     async with conn.cursor(name="memory_agent_dates_meant") as rows:
-        await rows.execute(f"SELECT owner, thread_id, message_id, sent_at, content FROM {TABLE} WHERE content ~* %s", (RELATIVE_HINT,))
+        await rows.execute(f"SELECT owner, thread_id, message_id, sent_at, content, dates_meant FROM {TABLE} WHERE content ~* %s", (RELATIVE_HINT,))
         while part := await rows.fetchmany(batch):
-            dated = [(r["owner"], r["thread_id"], r["message_id"], dates_meant(r["content"], r["sent_at"])) for r in part]
-            dated = [d for d in dated if d[3]]
+            dated = [(r["owner"], r["thread_id"], r["message_id"], dates_meant(r["content"], r["sent_at"]), r["dates_meant"]) for r in part]
+            dated = [d[:4] for d in dated if d[3] != d[4]]
             if dated:
                 await conn.execute(
                     f"UPDATE {TABLE} e SET dates_meant = d.dates FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS d(owner, thread_id, message_id, dates) "

@@ -488,6 +488,33 @@ async def test_the_dates_meant_of_an_older_table_are_worked_out_a_batch_at_a_tim
     ]
 
 
+async def test_dates_stored_by_older_rules_are_worked_out_again_at_set_up(new_database, minilm):
+    """The rules read "the day after tomorrow" as tomorrow and "the last month" as the calendar
+    month before; a message stored then keeps those words in its index until the set-up finds
+    the stored dates are of older rules and works them out again (once)."""
+    said = datetime(2023, 5, 8, 14, tzinfo=timezone.utc)
+    texts = {"m0": ("I'm leaving the day after tomorrow", "9 May 2023"), "m1": ("So much happened in the last month", "April 2023"), "m2": ("Yesterday I biked", "7 May 2023")}
+    async with pool_on_new_database(new_database("episodes_dates_rules")) as pool:
+        assert await episode_table.setup(pool, minilm.dims) == []
+        async with pool.connection() as conn:
+            for i, (message_id, (text, old)) in enumerate(texts.items()):
+                await conn.execute(
+                    f"INSERT INTO {episode_table.TABLE} (owner, thread_id, message_id, position, role, sent_at, content, dates_meant) "
+                    "VALUES ('ann', 't', %s, %s, 'user', %s, %s, %s)",
+                    (message_id, i, said, text, old),
+                )
+            await conn.execute(f"COMMENT ON COLUMN {episode_table.TABLE}.dates_meant IS 'core.past_dates rules 1'")
+        done = await episode_table.setup(pool, minilm.dims)
+        async with pool.connection() as conn:
+            rows = await (await conn.execute(f"SELECT message_id, dates_meant FROM {episode_table.TABLE} ORDER BY position")).fetchall()
+        assert any("worked out again" in line and " 2 messages" in line for line in done)
+        assert [r["dates_meant"] for r in rows] == ["10 May 2023", "", "7 May 2023"]
+        by_words = sorted((c for c in await episode_table.search(pool, "ann", "10 May 2023", None, k=5) if c.text_rank), key=lambda c: c.text_rank)
+        assert by_words[0].message_id == "m0"
+        assert [c.message_id for c in await episode_table.search(pool, "ann", "April 2023", None, k=5) if c.text_rank] == []
+        assert await episode_table.setup(pool, minilm.dims) == []
+
+
 async def test_a_question_naming_a_span_ranks_what_was_said_in_it_first(backend, user_id, minilm, monkeypatch):
     """"In May" searches May too, and what was said then comes first, though by its words and
     meaning what was said in September comes first."""

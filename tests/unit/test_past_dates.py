@@ -26,6 +26,21 @@ def test_relative_phrases_of_the_past_resolve_against_when_they_were_said():
     assert "last summer (summer 2022)" in text
 
 
+def test_the_day_after_tomorrow_is_two_days_on_not_tomorrow():
+    """It read "the day after tomorrow (9 May 2023)": the date of "tomorrow" inside it (LoCoMo's
+    conv-47: a trip to Toronto put a day early)."""
+    assert resolve_relative("I'm leaving the day after tomorrow evening.", SAID) == "I'm leaving the day after tomorrow (10 May 2023) evening."
+    assert dates_meant("the day after tomorrow", SAID) == "10 May 2023"
+
+
+def test_the_last_month_as_the_past_month_gets_no_calendar_month():
+    """"So much has happened in the last month" is the thirty days before, not April 2023 (LoCoMo's
+    conv-43); no date beats a wrong one. "The last week of April" is no week before either."""
+    for text in ("So much has happened in the last month.", "during the last week of April", "over the last year", "in the next week or so"):
+        assert resolve_relative(text, SAID) == text
+        assert dates_meant(text, SAID) == ""
+
+
 def test_a_phrase_already_resolved_or_inside_a_word_is_left_as_it_is():
     once = resolve_relative("yesterday", SAID)
     assert resolve_relative(once, SAID) == once
