@@ -55,19 +55,28 @@ def _weekday_before(said: datetime, name: str) -> datetime:
     return said - timedelta(days=back)
 
 
+# "the" just before a phrase: "in the last month" is the past thirty days, "the last week of April"
+# a week named after it; neither is the calendar's last month or week ("breathe last night" is).
+_AFTER_THE = re.compile(r"(?<![\w'])the\s+\Z", re.I)
+
+
+def _after_the(m: re.Match) -> bool:
+    return _AFTER_THE.search(m.string, max(0, m.start() - 16), m.start()) is not None
+
+
 def _resolved(m: re.Match, said: datetime) -> str | None:
-    phrase = m.group(0).casefold()
-    if phrase.startswith(("last ", "next ", "this ")) and m.string[: m.start()].casefold().endswith("the "):
-        return None  # "in the last month", "the last week of April": the past thirty days, a week named after
+    phrase = " ".join(m.group(0).casefold().split()).removeprefix("the ")
+    if phrase.startswith(("last ", "next ", "this ")) and _after_the(m):
+        return None  # no date beats a wrong one
     if phrase in ("yesterday", "last night"):
         return day_text(said - timedelta(days=1))
-    if phrase == "the day before yesterday":
+    if phrase == "day before yesterday":
         return day_text(said - timedelta(days=2))
     if phrase == "tomorrow":
         return day_text(said + timedelta(days=1))
-    if phrase == "the day after tomorrow":
+    if phrase == "day after tomorrow":
         return day_text(said + timedelta(days=2))
-    if phrase in ("last week", "the week before", "the other week"):
+    if phrase in ("last week", "week before", "other week"):
         return f"the week before {day_text(said)}"
     if phrase == "last weekend":
         return f"the weekend before {day_text(said)}"
@@ -105,7 +114,7 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
 
 
 _RELATIVE = re.compile(
-    r"(?<![\w(])(?:yesterday|last night|the day before yesterday|the day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
+    r"(?<![\w(])(?:yesterday|last night|(?:the )?day before yesterday|(?:the )?day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
     r"next week|next month|last month|last year|next year|this year|this month|"
     rf"last (?P<weekday>{'|'.join(_WEEKDAYS)})|last (?P<season>spring|summer|fall|autumn|winter)|"
     rf"{_N} (?P<unit>days?|weeks?|months?|years?) ago)(?![\w)]| \()",
@@ -190,7 +199,14 @@ def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | 
     day = datetime(now.year, now.month, now.day)
     if named := _named_days(question, day):
         return span(*named)
-    if m := _Q_LAST.search(question):
+    m = _Q_LAST.search(question)
+    if m and _after_the(m) and m.group("phrase").casefold().startswith("last "):
+        # "in the last month": the thirty days before; "the last week of April": the month's own (below)
+        trailing = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[m.group("phrase").casefold()]
+        m = None if re.match(r"\s+of\b", question[m.end():]) else m
+        if m:
+            return span(day - timedelta(days=trailing), day + timedelta(days=1))
+    if m:
         phrase = m.group("phrase").casefold()
         if phrase == "yesterday":
             return span(day - timedelta(days=1), day)

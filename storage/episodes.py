@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Awaitable, Callable, Sequence
@@ -143,7 +144,7 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
             if kind is not None and not built["e"]:
                 done.append(f"{TABLE}: HNSW and GIN indexes built, one of each per partition")
             if not await _dates_are_current(conn):
-                await conn.execute(sql.SQL("COMMENT ON COLUMN {}.dates_meant IS {}").format(sql.Identifier(TABLE), sql.Literal(_DATES_MARK)))
+                await conn.execute(sql.SQL("COMMENT ON COLUMN {}.dates_meant IS {}").format(sql.Identifier(TABLE), sql.Literal(_DATES_MARK.format(DATE_RULES))))
             if not counted["e"]:  # an index from before the counts were kept: count it once
                 await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
     return done
@@ -162,15 +163,17 @@ async def _words_are_current(conn: AsyncConnection) -> bool:
 
 
 # Which edition of core.past_dates' rules the stored dates_meant were worked out by (the
-# column's comment): a set-up finds stored dates of older rules and works them out again.
-_DATES_MARK = f"core.past_dates rules {DATE_RULES}"
+# column's comment): a set-up finds stored dates of older rules and works them out again (not
+# those of newer rules: an older release started beside a newer one leaves them).
+_DATES_MARK = "core.past_dates rules {}"
 
 
 async def _dates_are_current(conn: AsyncConnection) -> bool:
     row = await (
         await conn.execute("SELECT col_description(to_regclass(%s), a.attnum) AS mark FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attname = 'dates_meant'", (TABLE, TABLE))
     ).fetchone()
-    return row is not None and row["mark"] == _DATES_MARK
+    edition = re.fullmatch(_DATES_MARK.format(r"(\d+)"), (row or {}).get("mark") or "")
+    return edition is not None and int(edition.group(1)) >= DATE_RULES
 
 
 async def _add_dates_meant(conn: AsyncConnection) -> None:

@@ -513,6 +513,14 @@ async def test_dates_stored_by_older_rules_are_worked_out_again_at_set_up(new_da
         assert by_words[0].message_id == "m0"
         assert [c.message_id for c in await episode_table.search(pool, "ann", "April 2023", None, k=5) if c.text_rank] == []
         assert await episode_table.setup(pool, minilm.dims) == []
+        # dates of newer rules (a newer release beside this one) are left as they are
+        async with pool.connection() as conn:
+            await conn.execute(f"UPDATE {episode_table.TABLE} SET dates_meant = 'newer' WHERE message_id = 'm2'")
+            await conn.execute(f"COMMENT ON COLUMN {episode_table.TABLE}.dates_meant IS 'core.past_dates rules 99'")
+        assert await episode_table.setup(pool, minilm.dims) == []
+        async with pool.connection() as conn:
+            kept = await (await conn.execute(f"SELECT dates_meant FROM {episode_table.TABLE} WHERE message_id = 'm2'")).fetchone()
+        assert kept["dates_meant"] == "newer"
 
 
 async def test_a_question_naming_a_span_ranks_what_was_said_in_it_first(backend, user_id, minilm, monkeypatch):

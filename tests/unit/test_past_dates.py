@@ -28,17 +28,32 @@ def test_relative_phrases_of_the_past_resolve_against_when_they_were_said():
 
 def test_the_day_after_tomorrow_is_two_days_on_not_tomorrow():
     """It read "the day after tomorrow (9 May 2023)": the date of "tomorrow" inside it (LoCoMo's
-    conv-47: a trip to Toronto put a day early)."""
+    conv-47: a trip to Toronto put a day early). Without "the" too, and the day before yesterday."""
     assert resolve_relative("I'm leaving the day after tomorrow evening.", SAID) == "I'm leaving the day after tomorrow (10 May 2023) evening."
-    assert dates_meant("the day after tomorrow", SAID) == "10 May 2023"
+    assert dates_meant("The day after tomorrow", SAID) == "10 May 2023"
+    assert dates_meant("leaving day after tomorrow", SAID) == "10 May 2023"
+    assert dates_meant("back day before yesterday", SAID) == "6 May 2023"
 
 
 def test_the_last_month_as_the_past_month_gets_no_calendar_month():
     """"So much has happened in the last month" is the thirty days before, not April 2023 (LoCoMo's
     conv-43); no date beats a wrong one. "The last week of April" is no week before either."""
-    for text in ("So much has happened in the last month.", "during the last week of April", "over the last year", "in the next week or so"):
+    for text in ("So much has happened in the last month.", "during the last week of April", "over the last year", "in the next week or so", "The\nlast  night of the trip"):
         assert resolve_relative(text, SAID) == text
         assert dates_meant(text, SAID) == ""
+    # a word ending in "the" is not "the"
+    assert dates_meant("I couldn't breathe last night", SAID) == "7 May 2023"
+    assert dates_meant("We had to bathe last week", SAID) == "the week before 8 May 2023"
+
+
+def test_a_question_about_the_last_month_searches_the_thirty_days_before_not_the_calendar_month():
+    now = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)
+    since, until = question_range("What happened in the last month?", now)
+    assert (since.date().isoformat(), until.date().isoformat()) == ("2023-04-08", "2023-05-09")
+    since, until = question_range("What did I do in the last week of April?", now)
+    assert (since.date().isoformat(), until.date().isoformat()) == ("2023-04-01", "2023-05-01")
+    since, _ = question_range("What did I do last month?", now)
+    assert since.date().isoformat() == "2023-04-01"
 
 
 def test_a_phrase_already_resolved_or_inside_a_word_is_left_as_it_is():
