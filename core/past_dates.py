@@ -23,8 +23,9 @@ from datetime import datetime, timedelta, timezone
 __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
 
 # The rules' edition: raised whenever a phrase's reading changes, so that the dates stored with
-# what was said are worked out again (``storage.episodes.setup``). 2: "the day after tomorrow"
-# (was tomorrow's date), "the last month" (no calendar month).
+# what was said are worked out again (``storage.episodes.setup``). 2: "(the) day after tomorrow"
+# and "day before yesterday" (read as tomorrow and yesterday); a phrase after the word "the" ("in
+# the last month") has no date.
 RULES = 2
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")

@@ -628,10 +628,10 @@ async def search(
     may be still on its way (an awaitable): the words are searched meanwhile.
 
     With ``common_share`` and ``without_words``, the query's words held by at least that share of
-    the owner's messages, and by at least ``common_min`` of them (past ``PER_WORD``, or in a span:
-    of their latest ``COMMON_SAMPLE``),
-    are handed to ``without_words`` with the vector, and the vector arm ranks by what it returns;
-    each candidate's ``similarity`` stays the similarity to ``vector`` itself."""
+    the owner's messages, and by at least ``common_min`` of them, are handed to ``without_words``
+    with the vector, and the vector arm ranks by what it returns; each candidate's ``similarity``
+    stays the similarity to ``vector`` itself. (A word counted past ``PER_WORD``, or in a span,
+    is judged by its share of the owner's latest ``COMMON_SAMPLE`` messages.)"""
     params: dict[str, Any] = {
         "owner": owner,
         "q": query,
