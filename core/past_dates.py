@@ -25,7 +25,7 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # The rules' edition: raised whenever a phrase's reading changes, so that the dates stored with
 # what was said are worked out again (``storage.episodes.setup``). 2: "(the) day after tomorrow"
 # and "day before yesterday" (read as tomorrow and yesterday); a phrase after the word "the" ("in
-# the last month") has no date.
+# the last month") has no date; "a few days ago" names no invented day (it read as three).
 RULES = 2
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -103,6 +103,8 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return f"{season} {start.year}"
     if m.group("unit"):
         n, unit = _count(m.group("n")), m.group("unit").casefold().rstrip("s")
+        if m.group("n").casefold() == "few":  # how many is not said: no invented day
+            return f"a few {unit}s before " + {"day": day_text(said), "week": day_text(said), "month": _month_text(said.year, said.month), "year": str(said.year)}[unit]
         if unit == "day":
             return day_text(said - timedelta(days=n))
         if unit == "week":

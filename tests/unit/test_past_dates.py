@@ -35,6 +35,16 @@ def test_the_day_after_tomorrow_is_two_days_on_not_tomorrow():
     assert dates_meant("back day before yesterday", SAID) == "6 May 2023"
 
 
+def test_a_few_days_ago_gets_no_invented_day():
+    """"A few" is not a number: it read as three ("a few days ago (5 May 2023)"), a day nobody said.
+    The date it was said from is shown instead, as people write it."""
+    assert resolve_relative("We got him a few days ago.", SAID) == "We got him a few days ago (a few days before 8 May 2023)."
+    assert dates_meant("a few weeks ago, a few months ago, a few years ago", SAID) == (
+        "a few weeks before 8 May 2023 a few months before May 2023 a few years before 2023"
+    )
+    assert dates_meant("a couple of days ago", SAID) == "6 May 2023"  # a couple is two
+
+
 def test_the_last_month_as_the_past_month_gets_no_calendar_month():
     """"So much has happened in the last month" is the thirty days before, not April 2023 (LoCoMo's
     conv-43); no date beats a wrong one. "The last week of April" is no week before either."""
