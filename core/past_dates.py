@@ -104,7 +104,8 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
     if m.group("unit"):
         n, unit = _count(m.group("n")), m.group("unit").casefold().rstrip("s")
         if m.group("n").casefold() == "few":  # how many is not said: no invented day
-            return f"a few {unit}s before " + {"day": day_text(said), "week": day_text(said), "month": _month_text(said.year, said.month), "year": str(said.year)}[unit]
+            when = {"month": _month_text(said.year, said.month), "year": str(said.year)}.get(unit, day_text(said))
+            return f"a few {unit}s before {when}"
         if unit == "day":
             return day_text(said - timedelta(days=n))
         if unit == "week":
@@ -204,11 +205,11 @@ def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | 
         return span(*named)
     m = _Q_LAST.search(question)
     if m and _after_the(m) and m.group("phrase").casefold().startswith("last "):
-        # "in the last month": the thirty days before; "the last week of April": the month's own (below)
-        trailing = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[m.group("phrase").casefold()]
-        m = None if re.match(r"\s+of\b", question[m.end():]) else m
-        if m:
-            return span(day - timedelta(days=trailing), day + timedelta(days=1))
+        if re.match(r"\s+of\b", question[m.end():]):
+            m = None  # "the last week of April": April's own (below)
+        else:  # "in the last month": the thirty days before
+            days = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[m.group("phrase").casefold()]
+            return span(day - timedelta(days=days), day + timedelta(days=1))
     if m:
         phrase = m.group("phrase").casefold()
         if phrase == "yesterday":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Awaitable, Callable, Sequence
@@ -121,7 +120,8 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
         async with conn.transaction():
             counted = await (await conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (COUNTS,))).fetchone()
             stale_words = kind == "p" and not await _words_are_current(conn)
-            stale_dates = kind == "p" and not stale_words and not await _dates_are_current(conn)
+            dates_current = kind == "p" and await _dates_are_current(conn)
+            stale_dates = kind == "p" and not stale_words and not dates_current
             if kind == "r":
                 moved = await to_partitioned(conn, TABLE, create_statements(dims)[: PARTITIONS + 1], COLUMNS)
                 done.append(f"{TABLE}: {moved} messages moved to {PARTITIONS} partitions by owner")
@@ -143,8 +143,8 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> list[str]:
                 await conn.execute(statement)
             if kind is not None and not built["e"]:
                 done.append(f"{TABLE}: HNSW and GIN indexes built, one of each per partition")
-            if not await _dates_are_current(conn):
-                await conn.execute(sql.SQL("COMMENT ON COLUMN {}.dates_meant IS {}").format(sql.Identifier(TABLE), sql.Literal(_DATES_MARK.format(DATE_RULES))))
+            if not dates_current:
+                await conn.execute(sql.SQL("COMMENT ON COLUMN {}.dates_meant IS {}").format(sql.Identifier(TABLE), sql.Literal(f"{_DATES_MARK}{DATE_RULES}")))
             if not counted["e"]:  # an index from before the counts were kept: count it once
                 await conn.execute(f"INSERT INTO {COUNTS} (owner, messages) SELECT owner, count(*) FROM {TABLE} GROUP BY owner")
     return done
@@ -165,15 +165,16 @@ async def _words_are_current(conn: AsyncConnection) -> bool:
 # Which edition of core.past_dates' rules the stored dates_meant were worked out by (the
 # column's comment): a set-up finds stored dates of older rules and works them out again (not
 # those of newer rules: an older release started beside a newer one leaves them).
-_DATES_MARK = "core.past_dates rules {}"
+_DATES_MARK = "core.past_dates rules "
 
 
 async def _dates_are_current(conn: AsyncConnection) -> bool:
     row = await (
         await conn.execute("SELECT col_description(to_regclass(%s), a.attnum) AS mark FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attname = 'dates_meant'", (TABLE, TABLE))
     ).fetchone()
-    edition = re.fullmatch(_DATES_MARK.format(r"(\d+)"), (row or {}).get("mark") or "")
-    return edition is not None and int(edition.group(1)) >= DATE_RULES
+    mark = (row or {}).get("mark") or ""
+    edition = mark.removeprefix(_DATES_MARK)
+    return mark.startswith(_DATES_MARK) and edition.isdigit() and int(edition) >= DATE_RULES
 
 
 async def _add_dates_meant(conn: AsyncConnection) -> None:
