@@ -43,6 +43,7 @@ class Thresholds:
     episode_min_similarity: float
     episode_min_similarity_covered: float  # with half the query's weighted words
     episode_floor_similarity: float  # the others, once one message cleared the gate
+    episode_min_similarity_in_span: float  # a question naming a span no message cleared the gate for: one said in it
     small_talk: float  # a message this close to a greeting gets no excerpts
     # knowledge/hybrid_ranking.py: the knowledge base's relevance gate and MMR
     knowledge_min_similarity: float
@@ -66,6 +67,7 @@ THRESHOLDS: dict[str, Thresholds] = {
         episode_min_similarity=0.47,
         episode_min_similarity_covered=0.25,
         episode_floor_similarity=0.25,
+        episode_min_similarity_in_span=0.35,
         small_talk=0.7,
         knowledge_min_similarity=0.38,
         knowledge_min_similarity_text_match=0.34,

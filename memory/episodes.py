@@ -189,6 +189,9 @@ class EpisodeGate:
     # this much (similarity, or share of the question's weighted words) to fill the budget.
     floor_similarity: float = CALIBRATED.episode_floor_similarity
     floor_coverage: float = 0.25
+    # A question naming a span of time that no message clears the gate for: a message said in the
+    # span this similar admits it (what was said then is what it asks about).
+    min_similarity_in_span: float = CALIBRATED.episode_min_similarity_in_span
 
     def admits(self, c: table.Candidate) -> bool:
         similarity = c.similarity if c.similarity is not None else 0.0
@@ -196,6 +199,10 @@ class EpisodeGate:
 
     def clears_floor(self, c: table.Candidate) -> bool:
         return (c.similarity or 0.0) >= self.floor_similarity or c.coverage >= self.floor_coverage
+
+    def admits_in_span(self, c: table.Candidate) -> bool:
+        """A message said in the span a question names admits it at this similarity."""
+        return (c.similarity or 0.0) >= self.min_similarity_in_span
 
 
 EPISODE_GATE = EpisodeGate()
@@ -315,31 +322,32 @@ async def _titles(store, owner: str, thread_ids: Iterable[str]) -> dict[str, str
     return await chat_titles(store, owner, ids)
 
 
-async def _time_aware(
+def _span_search(
     pool: AsyncConnectionPool,
     embeddings,
     owner: str,
     query: str,
-    found: list[Found],
     *,
-    vector: Sequence[float],
+    vector: Awaitable[Sequence[float]],
     thread_id: str | None,
     exclude: Sequence[str],
     now: datetime | None,
-    gate: EpisodeGate | None,
-) -> list[Found]:
+) -> _Later | None:
     """A question about a span of time ("in May", "last spring", "on 7 July": ``core.past_dates``)
-    also searches that span, and what was said in it is ranked up (fused again with the search of
-    every time); without such words, ``found`` as it is."""
-    if not TIME_AWARE or now is None or not found:
-        return found
+    also searches that span (its messages best first, ungated), started when first awaited; None
+    for a question naming no span."""
+    if not TIME_AWARE or now is None:
+        return None
     span = question_range(query, now)
     if span is None:
-        return found
-    in_span = await fused_search(
-        pool, embeddings, owner, query, since=span[0], until=span[1], thread_id=thread_id, exclude=exclude, gate=None, vector=vector
-    )
-    return _fused_with(found, in_span, TIME_SPAN_WEIGHT, gate)
+        return None
+
+    async def search() -> list[Found]:
+        return await fused_search(
+            pool, embeddings, owner, query, since=span[0], until=span[1], thread_id=thread_id, exclude=exclude, gate=None, vector=await vector
+        )
+
+    return _Later(search)
 
 
 def _fused_with(found: list[Found], more: list[Found], weight: float, gate: EpisodeGate | None) -> list[Found]:
@@ -465,11 +473,17 @@ async def recall_ranked(
         return []
     if gate is not None and await is_small_talk(embeddings, await vector):
         return []
+    in_span = _span_search(pool, embeddings, owner, asked, vector=vector, thread_id=thread_id, exclude=exclude, now=now)
     if gate is not None:
-        if not any(gate.admits(f.candidate) for f in found):
+        # A question naming a span of the past ("Where was I between August 11 and 15?") asks what
+        # was said then, though no message may be like it: one said in the span that is near enough
+        # admits it.
+        if not any(gate.admits(f.candidate) for f in found) and not (in_span is not None and any(gate.admits_in_span(f.candidate) for f in await in_span)):
             return []
         found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
-    found = await _time_aware(pool, embeddings, owner, asked, found, vector=await vector, thread_id=thread_id, exclude=exclude, now=now, gate=gate)
+    if in_span is not None:
+        # What was said in the span is ranked up: fused again with the search of every time.
+        found = _fused_with(found, await in_span, TIME_SPAN_WEIGHT, gate)
     found = await _second_hop(pool, embeddings, owner, query, found, thread_id=thread_id, exclude=exclude, gate=gate)
     hidden = set(exclude) if thread_id else set()
     titles = await _titles(store, owner, (f.candidate.thread_id for f in found))

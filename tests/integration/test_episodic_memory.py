@@ -545,6 +545,35 @@ async def test_a_question_naming_a_span_ranks_what_was_said_in_it_first(backend,
     assert await first_found() == "d0"
 
 
+async def test_a_question_naming_a_span_is_answered_from_what_was_said_in_it_though_nothing_clears_the_gate(backend, user_id, minilm):
+    """"Where was I between August 11 and August 15?" is like no message enough for the gate (the
+    Chicago trip: similarity 0.43, no shared word), yet it asks what was said then: a message said
+    in the span, near enough, admits it. The same message said in September does not, and a
+    question about May that nothing said in May is near gets nothing."""
+    chicago = "I was away in Chicago for a few days, visiting my brother."
+    others = [("We repainted the garage door in bright red", datetime(2023, 9, 20, 10, tzinfo=timezone.utc)),
+              ("The old door out back got a new coat of green paint", datetime(2023, 5, 12, 10, tzinfo=timezone.utc))]
+    question, now = "Where was I between August 11 and August 15?", datetime(2023, 10, 1, tzinfo=timezone.utc)
+
+    async def seed(owner: str, trip_said: datetime) -> None:
+        texts = [(chicago, trip_said), *others]
+        vectors = await minilm.embeddings.aembed_documents([t for t, _ in texts])
+        rows = [episode_table.Episode(f"t-{owner}", f"s{i}", i, "user", when, text, owner=owner, embedding=v)
+                for i, ((text, when), v) in enumerate(zip(texts, vectors))]
+        async with backend.pool.connection() as conn:
+            await episode_table.copy_episodes(conn, rows)
+
+    async def found(owner: str, asked: str = question) -> list[str]:
+        return [p["lines"][0]["text"] for p in await episodes.recall_ranked(backend.pool, minilm.embeddings, owner, asked, now=now)]
+
+    later = f"{user_id}-later"
+    await seed(user_id, datetime(2023, 8, 13, 18, tzinfo=timezone.utc))
+    await seed(later, datetime(2023, 9, 2, 18, tzinfo=timezone.utc))
+    assert (await found(user_id))[0] == chicago
+    assert await found(later) == []
+    assert await found(user_id, "What's the weather usually like in Lisbon in May?") == []
+
+
 FILLER = ["Thanks, Melanie!", "Haha, yes!", "See you soon!", "Totally agree.", "Good to hear from you!", "Same here.", "That means a lot.", "Bye for now!"]
 ANSWER = "Caroline: I've been looking into adoption agencies lately, reading about how they work."
 
