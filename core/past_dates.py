@@ -3,8 +3,8 @@
 Two jobs, both against the time something was said, never the wall clock:
 
 * :func:`resolve_relative`: a relative phrase in a past message ("yesterday", "last week",
-  "two days ago") gets the date it meant beside it, so an excerpt read months later still
-  says when: "yesterday" said on 8 May 2023 reads "yesterday (7 May 2023)";
+  "two days ago", "on the 15th") gets the date it meant beside it, so an excerpt read months
+  later still says when: "yesterday" said on 8 May 2023 reads "yesterday (7 May 2023)";
   :func:`dates_meant` gives those dates alone, which the index of what was said searches with
   the message's words (a question naming 7 May finds what was said "yesterday" on 8 May);
 * :func:`question_range`: the span of time a question asks about ("in May", "last spring",
@@ -25,8 +25,9 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # The rules' edition: raised whenever a phrase's reading changes, so that the dates stored with
 # what was said are worked out again (``storage.episodes.setup``). 2: "(the) day after tomorrow"
 # and "day before yesterday" (read as tomorrow and yesterday); a phrase after the word "the" ("in
-# the last month") has no date; "a few days ago" names no invented day (it read as three).
-RULES = 2
+# the last month") has no date; "a few days ago" names no invented day (it read as three). 3: "on
+# the 15th" (a day of the month, by the sentence's tense).
+RULES = 3
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -97,6 +98,8 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return _month_text(said.year, said.month)
     if m.group("weekday"):
         return f"{day_text(_weekday_before(said, m.group('weekday')))}"
+    if m.group("nth"):
+        return _day_of_month(m, said)
     if m.group("season"):
         season = m.group("season").casefold()
         start, _ = _latest_season(season, said.replace(tzinfo=None), ended=True)
@@ -117,11 +120,47 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
     return None
 
 
+# "On the 15th" names a day of a month it does not say: the one before the day it was said if the
+# sentence tells of the past ("I met the team on the 15th"), the one after if it looks ahead ("I
+# fly out on the 20th"); a sentence that says neither gets no date. The tense is read from a few
+# words, not parsed: a sentence with both kinds gets none.
+_PAST = re.compile(
+    r"\b(?:was|were|went|met|had|did|got|came|saw|took|made|told|said|spoke|heard|felt|found|bought|gave|won|lost|ran|wrote|flew|drove|ate|left|began|started|finished|"
+    r"(?:I|we|he|she|they|you) \w*[a-df-z]ed)\b",  # "we started", not "we need"
+    re.I,
+)
+_AHEAD = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to|hope to|can't wait|looking forward|'ll|next)\b|(?:'m|am|are|is) \w+ing\b", re.I)
+_SENTENCE_END = re.compile(r"[.!?]\s")
+
+
+def _sentence(m: re.Match) -> str:
+    text = m.string
+    starts = [e.end() for e in _SENTENCE_END.finditer(text, 0, m.start())]
+    end = _SENTENCE_END.search(text, m.end())
+    return text[starts[-1] if starts else 0 : end.start() + 1 if end else len(text)]
+
+
+def _day_of_month(m: re.Match, said: datetime) -> str | None:
+    sentence = _sentence(m)
+    past, ahead = _PAST.search(sentence) is not None, _AHEAD.search(sentence) is not None
+    if past == ahead:
+        return None  # no date beats a wrong one
+    day, step = int(m.group("nth")), -1 if past else 1
+    year, month = said.year, said.month
+    if (day > said.day and past) or (day < said.day and ahead):
+        year, month = year + (month - 1 + step) // 12, (month - 1 + step) % 12 + 1
+    try:
+        return day_text(datetime(year, month, day))
+    except ValueError:  # "the 31st" of a month of thirty days
+        return None
+
+
 _RELATIVE = re.compile(
     r"(?<![\w(])(?:yesterday|last night|(?:the )?day before yesterday|(?:the )?day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
     r"next week|next month|last month|last year|next year|this year|this month|"
     rf"last (?P<weekday>{'|'.join(_WEEKDAYS)})|last (?P<season>spring|summer|fall|autumn|winter)|"
-    rf"{_N} (?P<unit>days?|weeks?|months?|years?) ago)(?![\w)]| \()",
+    rf"{_N} (?P<unit>days?|weeks?|months?|years?) ago|"
+    rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)(?! of| (?:{'|'.join(_MONTHS)})\b))(?![\w)]| \()",
     re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
 
@@ -152,7 +191,7 @@ def dates_meant(text: str, said: datetime) -> str:
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
 # (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
-RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|week before|other week|ago"
+RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|week before|other week|ago|on the [0-9]"
 
 
 # --------------------------------------------------------------------------- questions

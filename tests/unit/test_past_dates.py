@@ -45,6 +45,24 @@ def test_a_few_days_ago_gets_no_invented_day():
     assert dates_meant("a couple of days ago", SAID) == "6 May 2023"  # a couple is two
 
 
+def test_on_the_15th_is_the_day_of_the_month_the_sentences_tense_points_to():
+    """"I met back up with my teammates on the 15th", said on 17 August 2023, is 15 August (LoCoMo's
+    conv-43: "When did John meet with his teammates after returning from Chicago?"). A sentence
+    looking ahead gets the next such day; one that says neither, or both, gets none."""
+    said = datetime(2023, 8, 17, 19, 54, tzinfo=timezone.utc)
+    assert resolve_relative("I met back up with my teammates on the 15th after my trip.", said) == (
+        "I met back up with my teammates on the 15th (15 August 2023) after my trip."
+    )
+    assert dates_meant("We went there on the 20th.", said) == "20 July 2023"
+    assert dates_meant("I'm flying out on the 5th!", said) == "5 September 2023"
+    assert dates_meant("I'll be back on the 20th", said) == "20 August 2023"
+    assert dates_meant("We celebrated on the 28th.", datetime(2023, 1, 5, tzinfo=timezone.utc)) == "28 December 2022"
+    for text in ("The party is on the 20th.", "We need to go on the 5th.", "I went, and I'll go again on the 3rd.",
+                 "on the 15th of August", "I went on the 15th August", "We left on the 30th."):
+        assert dates_meant(text, datetime(2023, 3, 5, tzinfo=timezone.utc)) == "", text  # no 30 February either
+    assert dates_meant("I'll see you on the 3rd. I went home on the 2nd.", said) == "3 September 2023 2 August 2023"
+
+
 def test_the_last_month_as_the_past_month_gets_no_calendar_month():
     """"So much has happened in the last month" is the thirty days before, not April 2023 (LoCoMo's
     conv-43); no date beats a wrong one. "The last week of April" is no week before either."""
@@ -135,7 +153,7 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
     phrases = [
         "yesterday", "last night", "the day before yesterday", "tomorrow", "last week", "the week before", "the other week",
         "last weekend", "next week", "next month", "last month", "last year", "next year", "this year", "this month",
-        "last Friday", "last spring", "two days ago", "3 weeks ago", "a few months ago", "a year ago",
+        "last Friday", "last spring", "two days ago", "3 weeks ago", "a few months ago", "a year ago", "on the 5th",
     ]
     for phrase in phrases:
         text = f"We spoke {phrase}."
