@@ -488,16 +488,16 @@ WITH lexemes AS (
 ), docs AS MATERIALIZED (
     SELECT coalesce((SELECT c.messages FROM {counts} c WHERE c.owner = {owner}), 0)::float8 AS n
 ), hits AS MATERIALIZED (
-    SELECT t.lexeme, h.thread_id, h.message_id, h.tsv
+    SELECT t.lexeme, h.thread_id, h.message_id, h.sent_at, h.tsv
     FROM terms t CROSS JOIN LATERAL (
-        SELECT e.thread_id, e.message_id, e.tsv FROM {table} e
+        SELECT e.thread_id, e.message_id, e.sent_at, e.tsv FROM {table} e
         WHERE e.owner = {owner} AND {words_match} AND {filters} LIMIT %(per_word)s
     ) h
 ), idf AS MATERIALIZED (
     SELECT t.lexeme, t.tq, d.df, ln(1 + (greatest(docs.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
     FROM terms t CROSS JOIN docs CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM hits h WHERE h.lexeme = t.lexeme) d
 ), matched AS MATERIALIZED (
-    SELECT DISTINCT ON (thread_id, message_id) thread_id, message_id, tsv FROM hits
+    SELECT DISTINCT ON (thread_id, message_id) thread_id, message_id, sent_at, tsv FROM hits
 ), latest AS MATERIALIZED (
     -- the owner's latest messages, where a word's share is read when its count cannot say
     -- (COMMON_SAMPLE); read only then (a CTE is computed when first scanned)
@@ -511,14 +511,16 @@ WITH lexemes AS (
         ELSE (SELECT count(*) FILTER (WHERE l.tsv @@ i.tq) >= greatest(%(common_share)s::float8 * count(*), %(common_min)s::float8) FROM latest l)
     END
 )
-SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.thread_id, s.message_id) AS text_rank,
+-- Messages of the same score (the same words matched) rank newest first: what was said last is
+-- the more current, and the order is the conversation's, not the ids' (random at an import).
+SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.sent_at DESC, s.thread_id, s.message_id) AS text_rank,
        (SELECT array_agg(lexeme ORDER BY lexeme) FROM idf) AS lexemes, (SELECT array_agg(idf ORDER BY lexeme) FROM idf) AS weights,
        -- the query's own words (as written: the text search parser's tokens, whatever the
        -- database's collation) whose lexeme is that common
        (SELECT array_agg(DISTINCT p.token ORDER BY p.token) FROM common c CROSS JOIN LATERAL ts_parse('default', %(q)s) p
         WHERE c.lexemes IS NOT NULL AND tsvector_to_array(to_tsvector('english'::regconfig, p.token)) && c.lexemes) AS common_words
-FROM (SELECT m.thread_id, m.message_id, (SELECT sum(i.idf) FROM idf i WHERE m.tsv @@ i.tq) AS score FROM matched m) s
-ORDER BY s.score DESC, s.thread_id, s.message_id
+FROM (SELECT m.thread_id, m.message_id, m.sent_at, (SELECT sum(i.idf) FROM idf i WHERE m.tsv @@ i.tq) AS score FROM matched m) s
+ORDER BY s.score DESC, s.sent_at DESC, s.thread_id, s.message_id
 LIMIT %(k)s
 """
 _ROWS = """
