@@ -511,16 +511,17 @@ WITH lexemes AS (
         ELSE (SELECT count(*) FILTER (WHERE l.tsv @@ i.tq) >= greatest(%(common_share)s::float8 * count(*), %(common_min)s::float8) FROM latest l)
     END
 )
--- Messages of the same score (the same words matched) rank newest first: what was said last is
--- the more current, and the order is the conversation's, not the ids' (random at an import).
-SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.sent_at DESC, s.thread_id, s.message_id) AS text_rank,
+-- Messages of the same score (the same words matched) rank oldest first: where a thing was first
+-- told, later mentions refer back to it (on the tuning split: docs/episodic-memory.md); the order
+-- is then the conversation's, not the ids' (random at an import).
+SELECT s.thread_id, s.message_id, row_number() OVER (ORDER BY s.score DESC, s.sent_at, s.thread_id, s.message_id) AS text_rank,
        (SELECT array_agg(lexeme ORDER BY lexeme) FROM idf) AS lexemes, (SELECT array_agg(idf ORDER BY lexeme) FROM idf) AS weights,
        -- the query's own words (as written: the text search parser's tokens, whatever the
        -- database's collation) whose lexeme is that common
        (SELECT array_agg(DISTINCT p.token ORDER BY p.token) FROM common c CROSS JOIN LATERAL ts_parse('default', %(q)s) p
         WHERE c.lexemes IS NOT NULL AND tsvector_to_array(to_tsvector('english'::regconfig, p.token)) && c.lexemes) AS common_words
 FROM (SELECT m.thread_id, m.message_id, m.sent_at, (SELECT sum(i.idf) FROM idf i WHERE m.tsv @@ i.tq) AS score FROM matched m) s
-ORDER BY s.score DESC, s.sent_at DESC, s.thread_id, s.message_id
+ORDER BY s.score DESC, s.sent_at, s.thread_id, s.message_id
 LIMIT %(k)s
 """
 _ROWS = """

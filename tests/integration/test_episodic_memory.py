@@ -370,18 +370,18 @@ async def test_a_message_holding_a_rare_word_is_found_however_many_messages_hold
     assert by_rank[0].coverage == 1.0 and all(c.coverage < 0.5 for c in by_rank[1:])  # the rare word weighs more
 
 
-async def test_messages_matching_the_same_words_rank_newest_first_whatever_their_ids(backend, user_id):
+async def test_messages_matching_the_same_words_rank_oldest_first_whatever_their_ids(backend, user_id):
     """Ties in the full-text arm went by message id, random at an import, so two imports of one
-    conversation ranked differently. The newer message comes first, and the order is the same
-    however the ids sort."""
+    conversation ranked differently. The older message comes first (where a thing was first told),
+    and the order is the same however the ids sort."""
     texts = ["We planted the quince by the fence", "The quince by the fence got planted", "Planted quince, by the fence"]
     days = [datetime(2024, 6, d, tzinfo=timezone.utc) for d in (3, 9, 5)]
-    ids = ["a-old", "m-new", "z-mid"]  # the ids' order (and the rows') is not the times'
+    ids = ["z-old", "a-new", "m-mid"]  # the ids' order (and the rows') is not the times'
     rows = [episode_table.Episode("t-q", i, n, "user", when, t, owner=user_id) for n, (i, when, t) in enumerate(zip(ids, days, texts))]
     async with backend.pool.connection() as conn:
         await episode_table.copy_episodes(conn, rows)
     found = await episode_table.search(backend.pool, user_id, "the quince by the fence", None, k=5)
-    assert [c.message_id for c in sorted(found, key=lambda c: c.text_rank)] == ["m-new", "z-mid", "a-old"]
+    assert [c.message_id for c in sorted(found, key=lambda c: c.text_rank)] == ["z-old", "m-mid", "a-new"]
 
 
 async def test_a_short_answer_comes_with_the_question_before_it_and_a_question_with_the_answer_after_it(backend, user_id, minilm):
