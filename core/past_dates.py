@@ -26,8 +26,9 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # what was said are worked out again (``storage.episodes.setup``). 2: "(the) day after tomorrow"
 # and "day before yesterday" (read as tomorrow and yesterday); a phrase after the word "the" ("in
 # the last month") has no date; "a few days ago" names no invented day (it read as three). 3: "on
-# the 15th" (a day of the month, by the sentence's tense).
-RULES = 3
+# the 15th" (a day of the month, by the sentence's tense). 4: "last Fri", "this past weekend", "two
+# weekends ago".
+RULES = 4
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -53,7 +54,8 @@ def _count(word: str) -> int:
 
 
 def _weekday_before(said: datetime, name: str) -> datetime:
-    back = (said.weekday() - _WEEKDAYS.index(name.casefold())) % 7 or 7
+    day = next(i for i, d in enumerate(_WEEKDAYS) if d.startswith(name.casefold()[:3]))  # "Fri" too
+    back = (said.weekday() - day) % 7 or 7
     return said - timedelta(days=back)
 
 
@@ -80,7 +82,7 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return day_text(said + timedelta(days=2))
     if phrase in ("last week", "week before", "other week"):
         return f"the week before {day_text(said)}"
-    if phrase == "last weekend":
+    if phrase in ("last weekend", "this past weekend"):
         return f"the weekend before {day_text(said)}"
     if phrase == "next week":
         return f"the week after {day_text(said)}"
@@ -106,6 +108,10 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return f"{season} {start.year}"
     if m.group("unit"):
         n, unit = _count(m.group("n")), m.group("unit").casefold().rstrip("s")
+        if unit == "weekend":  # "two weekends ago": as people (and LoCoMo's answers) write it
+            said_n = m.group("n").casefold()
+            count = "a few" if said_n == "few" else str(n) if said_n == "couple of" else m.group("n")
+            return f"{count} weekend{'' if n == 1 and count != 'a few' else 's'} before {day_text(said)}"
         if m.group("n").casefold() == "few":  # how many is not said: no invented day
             when = {"month": _month_text(said.year, said.month), "year": str(said.year)}.get(unit, day_text(said))
             return f"a few {unit}s before {when}"
@@ -158,8 +164,9 @@ def _day_of_month(m: re.Match, said: datetime) -> str | None:
 _RELATIVE = re.compile(
     r"(?<![\w(])(?:yesterday|last night|(?:the )?day before yesterday|(?:the )?day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
     r"next week|next month|last month|last year|next year|this year|this month|"
-    rf"last (?P<weekday>{'|'.join(_WEEKDAYS)})|last (?P<season>spring|summer|fall|autumn|winter)|"
-    rf"{_N} (?P<unit>days?|weeks?|months?|years?) ago|"
+    # A weekday's short name too ("last Fri"); "Sat" and "Sun" only capitalised ("when I last sat").
+    rf"last (?P<weekday>{'|'.join(_WEEKDAYS)}|mon|tues?|wed|thu(?:rs?)?|fri|(?-i:Sat|Sun))|last (?P<season>spring|summer|fall|autumn|winter)|"
+    rf"this past weekend|{_N} (?P<unit>days?|weeks?|weekends?|months?|years?) ago|"
     rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)(?! of| (?:{'|'.join(_MONTHS)})\b))(?![\w)]| \()",
     re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
@@ -191,7 +198,7 @@ def dates_meant(text: str, said: datetime) -> str:
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
 # (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
-RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|week before|other week|ago|on the [0-9]"
+RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|past weekend|week before|other week|ago|on the [0-9]"
 
 
 # --------------------------------------------------------------------------- questions

@@ -63,6 +63,21 @@ def test_on_the_15th_is_the_day_of_the_month_the_sentences_tense_points_to():
     assert dates_meant("I'll see you on the 3rd. I went home on the 2nd.", said) == "3 September 2023 2 August 2023"
 
 
+def test_a_weekdays_short_name_and_weekends_ago_are_dated_as_the_full_phrases_are():
+    """"Last Fri I finally took my kids to the park" had no date (LoCoMo's conv-26, a temporal
+    question's evidence), nor "this past weekend" or "two weekends ago"."""
+    said = datetime(2023, 7, 17, tzinfo=timezone.utc)  # a Monday
+    assert resolve_relative("Last Fri I took my kids to the park.", said) == "Last Fri (14 July 2023) I took my kids to the park."
+    assert dates_meant("last Thurs, last tue and last Sat", said) == "13 July 2023 11 July 2023 15 July 2023"
+    assert dates_meant("that roadtrip this past weekend", said) == "the weekend before 17 July 2023"
+    assert dates_meant("camping two weekends ago", said) == "two weekends before 17 July 2023"
+    assert dates_meant("a weekend ago, a couple of weekends ago, a few weekends ago", said) == (
+        "a weekend before 17 July 2023 2 weekends before 17 July 2023 a few weekends before 17 July 2023"
+    )
+    for text in ("when I last sat there", "the last sun of summer", "the last Fri of the month", "I was the last fried"):
+        assert dates_meant(text, said) == "", text
+
+
 def test_the_last_month_as_the_past_month_gets_no_calendar_month():
     """"So much has happened in the last month" is the thirty days before, not April 2023 (LoCoMo's
     conv-43); no date beats a wrong one. "The last week of April" is no week before either."""
@@ -154,6 +169,7 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
         "yesterday", "last night", "the day before yesterday", "tomorrow", "last week", "the week before", "the other week",
         "last weekend", "next week", "next month", "last month", "last year", "next year", "this year", "this month",
         "last Friday", "last spring", "two days ago", "3 weeks ago", "a few months ago", "a year ago", "on the 5th",
+        "last Fri", "this past weekend", "two weekends ago",
     ]
     for phrase in phrases:
         text = f"We spoke {phrase}."
