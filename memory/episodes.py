@@ -381,7 +381,8 @@ def compress(text: str, query: str) -> str:
     if not keep:
         return text
     keep = sorted({0, *keep})
-    out = []
+    out: list[str] = []
+    prev = 0
     for i in keep:
         if out and i != prev + 1:
             out.append("…")
