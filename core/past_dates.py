@@ -27,8 +27,8 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # and "day before yesterday" (read as tomorrow and yesterday); a phrase after the word "the" ("in
 # the last month") has no date; "a few days ago" names no invented day (it read as three). 3: "on
 # the 15th" (a day of the month, by the sentence's tense). 4: "last Fri", "this past weekend", "two
-# weekends ago".
-RULES = 4
+# weekends ago". 5: "on the 15th" only within the month it was said in, and not "on the 3rd floor".
+RULES = 5
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -126,16 +126,22 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
     return None
 
 
-# "On the 15th" names a day of a month it does not say: the one before the day it was said if the
-# sentence tells of the past ("I met the team on the 15th"), the one after if it looks ahead ("I
-# fly out on the 20th"); a sentence that says neither gets no date. The tense is read from a few
-# words, not parsed: a sentence with both kinds gets none.
+# "On the 15th" names a day of a month it does not say. Only the month it was said in is read: a
+# day before the one it was said on when the sentence tells of the past ("I met the team on the
+# 15th", said on the 17th), a day after when it looks ahead ("I fly out on the 20th"). Otherwise
+# no date, since a wrong month is worse than none:
+# - a day past it in a sentence of the past ("I got tickets for the show on the 22nd" is ahead);
+# - the same day, or a day a UTC day's shift could move across it;
+# - a sentence naming a month ("on the 15th, in August", "the 15th last month");
+# - a sentence with both tenses or neither.
+# The tense is read from a few words, not parsed.
 _PAST = re.compile(
     r"\b(?:was|were|went|met|had|did|got|came|saw|took|made|told|said|spoke|heard|felt|found|bought|gave|won|lost|ran|wrote|flew|drove|ate|left|began|started|finished|"
     r"(?:I|we|he|she|they|you) \w*[a-df-z]ed)\b",  # "we started", not "we need"
     re.I,
 )
 _AHEAD = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to|hope to|can't wait|looking forward|'ll|next)\b|(?:'m|am|are|is) \w+ing\b", re.I)
+_NAMES_A_MONTH = re.compile(rf"\b(?:{'|'.join(_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec|months?)\b", re.I)
 _SENTENCE_END = re.compile(r"[.!?]\s")
 
 
@@ -143,31 +149,33 @@ def _sentence(m: re.Match) -> str:
     text = m.string
     starts = [e.end() for e in _SENTENCE_END.finditer(text, 0, m.start())]
     end = _SENTENCE_END.search(text, m.end())
-    return text[starts[-1] if starts else 0 : end.start() + 1 if end else len(text)]
+    return text[starts[-1] if starts else 0 : end.start() + 1 if end else len(text)].replace("\u2019", "'")
 
 
 def _day_of_month(m: re.Match, said: datetime) -> str | None:
     sentence = _sentence(m)
-    past, ahead = _PAST.search(sentence) is not None, _AHEAD.search(sentence) is not None
-    if past == ahead:
-        return None  # no date beats a wrong one
-    day, step = int(m.group("nth")), -1 if past else 1
-    year, month = said.year, said.month
-    if (day > said.day and past) or (day < said.day and ahead):
-        year, month = year + (month - 1 + step) // 12, (month - 1 + step) % 12 + 1
-    try:
-        return day_text(datetime(year, month, day))
-    except ValueError:  # "the 31st" of a month of thirty days
+    if _NAMES_A_MONTH.search(sentence):
         return None
+    past, ahead = _PAST.search(sentence) is not None, _AHEAD.search(sentence) is not None
+    day = int(m.group("nth"))
+    # A day at least two from the one it was said on: the UTC day may be a local day off.
+    if (past and not ahead and day <= said.day - 2) or (ahead and not past and day >= said.day + 2):
+        return day_text(datetime(said.year, said.month, day))  # a day before (after) one of the month: in it
+    return None
+
+
+# "On the 3rd" as a date, not an ordinal of something: "on the 3rd floor", "on the 2nd try" are not.
+_NTH_ENDS = r"(?=\s*(?:[.,!?;:)]|$)|\s+(?:and|after|before|at|when|with|so|but|because|too|as|then|already|for|to|in|we|I)\b)"
 
 
 _RELATIVE = re.compile(
     r"(?<![\w(])(?:yesterday|last night|(?:the )?day before yesterday|(?:the )?day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
     r"next week|next month|last month|last year|next year|this year|this month|"
-    # A weekday's short name too ("last Fri"); "Sat" and "Sun" only capitalised ("when I last sat").
-    rf"last (?P<weekday>{'|'.join(_WEEKDAYS)}|mon|tues?|wed|thu(?:rs?)?|fri|(?-i:Sat|Sun))|last (?P<season>spring|summer|fall|autumn|winter)|"
+    # A weekday's short name too ("last Fri"); "Wed", "Sat" and "Sun" only capitalised and not
+    # before a name ("when I last sat", "my last Sun Valley trip").
+    rf"last (?P<weekday>{'|'.join(_WEEKDAYS)}|mon|tues?|thu(?:rs?)?|fri|(?-i:(?:Wed|Sat|Sun)(?! [A-Z])))|last (?P<season>spring|summer|fall|autumn|winter)|"
     rf"this past weekend|{_N} (?P<unit>days?|weeks?|weekends?|months?|years?) ago|"
-    rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)(?! of| (?:{'|'.join(_MONTHS)})\b))(?![\w)]| \()",
+    rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th){_NTH_ENDS})(?![\w)]| \()",
     re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
 

@@ -327,20 +327,14 @@ def _span_search(
     embeddings,
     owner: str,
     query: str,
+    span: tuple[datetime, datetime],
     *,
     vector: Awaitable[Sequence[float]],
     thread_id: str | None,
     exclude: Sequence[str],
-    now: datetime | None,
-) -> _Later | None:
-    """A question about a span of time ("in May", "last spring", "on 7 July": ``core.past_dates``)
-    also searches that span (its messages best first, ungated), started when first awaited; None
-    for a question naming no span."""
-    if not TIME_AWARE or now is None:
-        return None
-    span = question_range(query, now)
-    if span is None:
-        return None
+) -> _Later:
+    """The search of what was said in ``span`` (its messages best first, ungated), started when
+    first awaited."""
 
     async def search() -> list[Found]:
         return await fused_search(
@@ -474,12 +468,16 @@ async def recall_ranked(
         return []
     if gate is not None and await is_small_talk(embeddings, await vector):
         return []
-    in_span = _span_search(pool, embeddings, owner, asked, vector=vector, thread_id=thread_id, exclude=exclude, now=now)
+    # A question about a span of time ("in May", "last spring", "on 7 July": core.past_dates) also
+    # searches that span, and what was said in it is ranked up.
+    span = question_range(asked, now) if TIME_AWARE and now is not None else None
+    in_span = _span_search(pool, embeddings, owner, asked, span, vector=vector, thread_id=thread_id, exclude=exclude) if span else None
     if gate is not None:
-        # A question naming a span of the past ("Where was I between August 11 and 15?") asks what
+        # A question naming a span that is past ("Where was I between August 11 and 15?") asks what
         # was said then, though no message may be like it: one said in the span that is near enough
-        # admits it.
-        if not any(gate.admits(f.candidate) for f in found) and not (in_span is not None and any(gate.admits_in_span(f.candidate) for f in await in_span)):
+        # admits it. ("Any good films this month?" names no past span.)
+        past = in_span is not None and span[1] <= now
+        if not any(gate.admits(f.candidate) for f in found) and not (past and any(gate.admits_in_span(f.candidate) for f in await in_span)):
             return []
         found = [f for f in found if gate.admits(f.candidate) or gate.clears_floor(f.candidate)]
     if in_span is not None:

@@ -588,6 +588,17 @@ async def test_a_question_naming_a_span_is_answered_from_what_was_said_in_it_tho
     assert await found(user_id, "What's the weather usually like in Lisbon in May?") == []
 
 
+async def test_a_question_about_a_span_not_yet_over_is_not_admitted_by_what_was_said_in_it(backend, user_id, minilm):
+    """"Any good films to see this month?" asks for advice, not what was said: a message of this
+    month at a similarity the span's floor would pass (0.37) does not admit it, as no other does."""
+    text, said = "The cinema downtown reopened, we saw a thriller there.", datetime(2023, 10, 2, 18, tzinfo=timezone.utc)
+    vector = (await minilm.embeddings.aembed_documents([text]))[0]
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, [episode_table.Episode("t-films", "f0", 0, "user", said, text, owner=user_id, embedding=vector)])
+    now = datetime(2023, 10, 5, 12, tzinfo=timezone.utc)
+    assert await episodes.recall_ranked(backend.pool, minilm.embeddings, user_id, "Any good films to see this month?", now=now) == []
+
+
 FILLER = ["Thanks, Melanie!", "Haha, yes!", "See you soon!", "Totally agree.", "Good to hear from you!", "Same here.", "That means a lot.", "Bye for now!"]
 ANSWER = "Caroline: I've been looking into adoption agencies lately, reading about how they work."
 
