@@ -28,7 +28,9 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # the last month") has no date; "a few days ago" names no invented day (it read as three). 3: "on
 # the 15th" (a day of the month, by the sentence's tense). 4: "last Fri", "this past weekend", "two
 # weekends ago". 5: "on the 15th" only within the month it was said in, and not "on the 3rd floor".
-RULES = 5
+# 6: how long something has gone on ("I've had them for 3 years now": since 2019); "this weekend",
+# "next weekend".
+RULES = 6
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -84,6 +86,10 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return f"the week before {day_text(said)}"
     if phrase in ("last weekend", "this past weekend"):
         return f"the weekend before {day_text(said)}"
+    if phrase in ("this weekend", "this coming weekend"):
+        return f"the weekend of {day_text(said)}"
+    if phrase == "next weekend":
+        return f"the weekend after {day_text(said)}"
     if phrase == "next week":
         return f"the week after {day_text(said)}"
     if phrase == "next month":
@@ -102,6 +108,8 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return f"{day_text(_weekday_before(said, m.group('weekday')))}"
     if m.group("nth"):
         return _day_of_month(m, said)
+    if m.group("dunit"):
+        return _since(m, said)
     if m.group("season"):
         season = m.group("season").casefold()
         start, _ = _latest_season(season, said.replace(tzinfo=None), ended=True)
@@ -164,6 +172,31 @@ def _day_of_month(m: re.Match, said: datetime) -> str | None:
     return None
 
 
+# How long something has gone on, up to when it was said: "I've had them for 3 years now" said in
+# January 2022 began in 2019, "Seven years now" said in 2023 in 2016. Only what lasts until then:
+# "for" needs "now" after it or a perfect tense in the sentence ("I've been painting for two years");
+# "we were teammates for four years" ended no one knows when, "I'll stay for a year" lies ahead.
+_PERFECT = re.compile(
+    r"(?:'ve|\bhave|\bhas|'s)(?: \w+ly)? (?:been|had|known|lived|owned|worked|played|used|practi[cs]ed|studied|taught|volunteered|run|done|kept|collected|followed)\b",
+    re.I,
+)
+_APPROXIMATELY = ("about", "almost", "nearly", "over", "around", "roughly", "just under", "just over", "under", "less than", "more than")
+
+
+def _since(m: re.Match, said: datetime) -> str | None:
+    if re.search(r"\bin\s+\Z", m.string[max(0, m.start() - 4) : m.start()], re.I):
+        return None  # "in two years now": ahead
+    if not m.group("now"):
+        sentence = _sentence(m)
+        if not m.group("for") or not _PERFECT.search(sentence) or _AHEAD.search(sentence):
+            return None
+    n, unit = _count(m.group("dn").casefold().removeprefix("a ")), m.group("dunit").casefold()
+    about = "about " if m.group("approx") else ""
+    if unit.startswith("year"):
+        return f"since {about}{said.year - n}"
+    return f"since {about}{_month_text(said.year, said.month - n)}"
+
+
 # "On the 3rd" as a date, not an ordinal of something: "on the 3rd floor", "on the 2nd try" are not.
 _NTH_ENDS = r"(?=\s*(?:[.,!?;:)]|$)|\s+(?:and|after|before|at|when|with|so|but|because|too|as|then|already|for|to|in|we|I)\b)"
 
@@ -175,7 +208,11 @@ _RELATIVE = re.compile(
     # before a name ("when I last sat", "my last Sun Valley trip").
     rf"last (?P<weekday>{'|'.join(_WEEKDAYS)}|mon|tues?|thu(?:rs?)?|fri|(?-i:(?:Wed|Sat|Sun)(?! [A-Z])))|last (?P<season>spring|summer|fall|autumn|winter)|"
     rf"this past weekend|{_N} (?P<unit>days?|weeks?|weekends?|months?|years?) ago|"
-    rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th){_NTH_ENDS})(?![\w)]| \()",
+    rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th){_NTH_ENDS}|this weekend|this coming weekend|next weekend|"
+    # How long, to now (_since); "now" taken whole, so a resolved "now (since 2019)" stays as it is.
+    rf"(?P<for>for (?P<approx>{'|'.join(a + ' ' for a in _APPROXIMATELY)})?(?:the (?:past|last) )?)?"
+    r"(?P<dn>\d{1,2}|a couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten) (?P<dunit>years?|months?)(?P<now> now)?+"
+    r")(?![\w)]| \()",
     re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
 
@@ -206,7 +243,7 @@ def dates_meant(text: str, said: datetime) -> str:
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
 # (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
-RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|past weekend|week before|other week|ago|on the [0-9]"
+RELATIVE_HINT = "yesterday|tomorrow|last|next|year|month|weekend|week before|other week|ago|on the [0-9]"
 
 
 # --------------------------------------------------------------------------- questions

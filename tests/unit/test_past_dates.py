@@ -87,6 +87,45 @@ def test_a_weekdays_short_name_and_weekends_ago_are_dated_as_the_full_phrases_ar
         assert dates_meant(text, said) == "", text
 
 
+def test_how_long_something_has_gone_on_is_dated_from_when_it_began():
+    """"I've had them for 3 years now", said in January 2022, had no date; LoCoMo asks "When did
+    Nate get his first two turtles?" (2019), and "How long has Melanie been practicing art?" of
+    "Seven years now" (since 2016)."""
+    said = datetime(2022, 1, 23, tzinfo=timezone.utc)
+    assert resolve_relative("I've had them for 3 years now and they bring me joy!", said) == (
+        "I've had them for 3 years now (since 2019) and they bring me joy!"
+    )
+    later = datetime(2023, 9, 13, tzinfo=timezone.utc)
+    assert dates_meant("Seven years now, and I've finally found my muses.", later) == "since 2016"
+    assert dates_meant("Been playing it for a month now - it's tough.", later) == "since August 2023"
+    assert dates_meant("I've known these friends for 4 years, since I moved.", later) == "since 2019"
+    assert dates_meant("She has been vegan for a couple of years.", later) == "since 2021"
+    assert dates_meant("I've been playing for about four months now.", later) == "since about May 2023"
+    assert dates_meant("I've been playing for just under a year now.", later) == "since about 2022"
+    # Nothing that ended no one knows when, lies ahead, or is no span of time to now.
+    for text in (
+        "We were teammates for four years in high school.",
+        "He was part of our family for 10 years.",
+        "I'll stay for two years.",
+        "I've decided I'm going to travel for two months.",
+        "I've been working on this for the past few months.",
+        "I have 2 years of experience.",
+        "In two years now we retire.",
+        "My son is 3 years old.",
+    ):
+        assert dates_meant(text, later) == "", text
+    # Read again, a resolved phrase is left as it is.
+    once = resolve_relative("I've had them for 3 years now.", said)
+    assert resolve_relative(once, said) == once
+
+
+def test_this_weekend_and_next_weekend_are_dated_against_the_day_said():
+    said = datetime(2022, 6, 24, tzinfo=timezone.utc)  # a Friday
+    assert dates_meant("I'll make your ice cream for my family this weekend!", said) == "the weekend of 24 June 2022"
+    assert dates_meant("We're hiking next weekend.", said) == "the weekend after 24 June 2022"
+    assert dates_meant("the next weekend we had free", said) == ""
+
+
 def test_the_last_month_as_the_past_month_gets_no_calendar_month():
     """"So much has happened in the last month" is the thirty days before, not April 2023 (LoCoMo's
     conv-43); no date beats a wrong one. "The last week of April" is no week before either."""
@@ -178,7 +217,7 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
         "yesterday", "last night", "the day before yesterday", "tomorrow", "last week", "the week before", "the other week",
         "last weekend", "next week", "next month", "last month", "last year", "next year", "this year", "this month",
         "last Friday", "last spring", "two days ago", "3 weeks ago", "a few months ago", "a year ago", "on the 5th",
-        "last Fri", "this past weekend", "two weekends ago",
+        "last Fri", "this past weekend", "two weekends ago", "this weekend", "next weekend", "for two years now", "three months now",
     ]
     for phrase in phrases:
         text = f"We spoke {phrase}."
