@@ -86,10 +86,8 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return f"the week before {day_text(said)}"
     if phrase in ("last weekend", "this past weekend"):
         return f"the weekend before {day_text(said)}"
-    if phrase in ("this weekend", "this coming weekend"):
-        return f"the weekend of {day_text(said)}"
-    if phrase == "next weekend":
-        return f"the weekend after {day_text(said)}"
+    if phrase in ("this weekend", "this coming weekend", "next weekend"):
+        return _weekend(m, phrase, said)
     if phrase == "next week":
         return f"the week after {day_text(said)}"
     if phrase == "next month":
@@ -150,14 +148,16 @@ _PAST = re.compile(
 )
 _AHEAD = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to|hope to|can't wait|looking forward|'ll|next)\b|(?:'m|am|are|is) \w+ing\b", re.I)
 _NAMES_A_MONTH = re.compile(rf"\b(?:{'|'.join(_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec|months?)\b", re.I)
-_SENTENCE_END = re.compile(r"[.!?]\s")
+_SENTENCE_END = re.compile(r"[.!?]\s|\n")
+_SENTENCE_REACH = 400  # characters either side: a run-on text costs each phrase no more than this
 
 
 def _sentence(m: re.Match) -> str:
     text = m.string
-    starts = [e.end() for e in _SENTENCE_END.finditer(text, 0, m.start())]
-    end = _SENTENCE_END.search(text, m.end())
-    return text[starts[-1] if starts else 0 : end.start() + 1 if end else len(text)].replace("\u2019", "'")
+    low, high = max(0, m.start() - _SENTENCE_REACH), min(len(text), m.end() + _SENTENCE_REACH)
+    starts = [e.end() for e in _SENTENCE_END.finditer(text, low, m.start())]
+    end = _SENTENCE_END.search(text, m.end(), high)
+    return text[starts[-1] if starts else low : end.start() + 1 if end else high].replace("\u2019", "'")
 
 
 def _day_of_month(m: re.Match, said: datetime) -> str | None:
@@ -173,28 +173,70 @@ def _day_of_month(m: re.Match, said: datetime) -> str | None:
 
 
 # How long something has gone on, up to when it was said: "I've had them for 3 years now" said in
-# January 2022 began in 2019, "Seven years now" said in 2023 in 2016. Only what lasts until then:
-# "for" needs "now" after it or a perfect tense in the sentence ("I've been painting for two years");
-# "we were teammates for four years" ended no one knows when, "I'll stay for a year" lies ahead.
+# January 2022 began in 2019, "Seven years now" said in 2023 in 2016. Only a span that lasts until
+# then, so only in a clause of the perfect tense: "for …" after "I've been", "I have had", "she has
+# known" in the same clause ("Been playing it for a month now"), or "N years now" opening a sentence
+# or after "it's been". Not "we were teammates for four years" (it ended no one knows when), "I'll
+# stay for a year", "I've lived in Paris for 2 years before moving", "I've been offered a contract
+# for 2 years", "It costs $10 a month now", "for 1.5 years", "a year and a half".
 _PERFECT = re.compile(
-    r"(?:'ve|\bhave|\bhas|'s)(?: \w+ly)? (?:been|had|known|lived|owned|worked|played|used|practi[cs]ed|studied|taught|volunteered|run|done|kept|collected|followed)\b",
+    r"(?:\b(?<!could )(?<!would )(?<!should )(?<!might )(?<!must )(?:have|has)|(?<!could)(?<!would)(?<!should)(?<!might)(?<!must)'ve|(?<!\blet)'s)"
+    r"(?: \w+ly)? (?:been(?! (?:offered|given|approved|sentenced|banned|suspended|grounded|hired|signed|extended|renewed|delayed|booked|scheduled"
+    r"|granted|accepted|assigned|sent|elected|appointed|chosen|picked|invited|told|asked|paid|charged|fined|locked)\b)|had|known|lived|owned|worked"
+    r"|played|practi[cs]ed|studied|taught|volunteered|collected|followed|loved|wanted|dated)\b|^\s*been\b",
     re.I,
 )
+_CLAUSE_START = re.compile(r".*(?:[,;:\n.!?()]|\b(?:and|but|that|then|so|because|lol|when|if|though)\b)", re.I | re.S)
+_SPAN_ENDS = re.compile(
+    r"(?: now)?[\s,;]*(?:and\s+)?(?:of|old|before|then|until|till|in (?:high|college|school|uni)|back|when|earlier|to go|left|later|ago"
+    r"|a half|\d|an?|one|two|three|four|five|six|seven|eight|nine|ten|\w+ months?)\b",
+    re.I,
+)
+_NOW_ENDS = re.compile(r" now\s+(?:that|until|till|to|left|before|instead|i|we|you|he|she|they|it|there)\b", re.I)
+_IF = re.compile(r"\b(?:if|could|would|should|might|wish)\b|'d\b", re.I)
 _APPROXIMATELY = ("about", "almost", "nearly", "over", "around", "roughly", "just under", "just over", "under", "less than", "more than")
 
 
 def _since(m: re.Match, said: datetime) -> str | None:
-    if re.search(r"\bin\s+\Z", m.string[max(0, m.start() - 4) : m.start()], re.I):
-        return None  # "in two years now": ahead
-    if not m.group("now"):
-        sentence = _sentence(m)
-        if not m.group("for") or not _PERFECT.search(sentence) or _AHEAD.search(sentence):
+    text = m.string.replace("\u2019", "'")
+    before = text[max(0, m.start() - 80) : m.start()]
+    clause = _CLAUSE_START.sub("", before)
+    part_of_more = re.search(r"(?:\d[.,]|(?:years?|months?) and\s+)\Z", text[max(0, m.start() - 16) : m.start("dn")], re.I)  # "1.5 years"
+    ends_before_now = _SPAN_ENDS.match(text, m.end("dunit"))  # "for 2 years before moving", "a year and a half"
+    if part_of_more or ends_before_now or (m.group("now") and _NOW_ENDS.match(text, m.end("dunit"))):  # "now that I'm retired"
+        return None
+    if _AHEAD.search(clause) or _IF.search(_sentence(m)) or re.search(r"\b(?:in|next|another|more|coming|within|only|just)\s+\Z", clause, re.I):
+        return None
+    if m.group("for"):
+        if not _PERFECT.search(clause):
             return None
+    elif not (m.group("now") and re.fullmatch(r"\s*(?:(?:it|that)(?:'s| has) been|been)?\s*", clause, re.I)):
+        return None  # "Seven years now, and …", "It's been two months now"; not "quite a month now"
     n, unit = _count(m.group("dn").casefold().removeprefix("a ")), m.group("dunit").casefold()
     about = "about " if m.group("approx") else ""
     if unit.startswith("year"):
         return f"since {about}{said.year - n}"
     return f"since {about}{_month_text(said.year, said.month - n)}"
+
+
+# "This weekend" and "next weekend" name a Saturday only where the day said leaves no doubt which:
+# "this weekend" said Friday to Sunday is that weekend, said Tuesday to Thursday the coming one
+# (unless told of as past); said on a Monday it may be the one just gone. "Next weekend" is the one
+# after the coming one only said Friday to Sunday; said earlier in the week, people mean either.
+def _weekend(m: re.Match, phrase: str, said: datetime) -> str | None:
+    text = m.string
+    if re.search(r"\bafter\s+\Z", text[max(0, m.start() - 8) : m.start()], re.I) or re.match(r"\s+after next\b", text[m.end() :], re.I):
+        return None  # "the weekend after next weekend"
+    day = said.weekday()  # Monday 0
+    if phrase == "next weekend":
+        ahead = {4: 8, 5: 7, 6: 6}.get(day)
+    elif phrase == "this coming weekend":
+        ahead = 5 - day if day < 5 else {5: 7, 6: 6}[day]
+    elif day >= 4:
+        ahead = 5 - day  # Friday 1, Saturday 0, Sunday -1
+    else:
+        ahead = 5 - day if day >= 1 and not _PAST.search(_sentence(m)) else None
+    return None if ahead is None else f"the weekend of {day_text(said + timedelta(days=ahead))}"
 
 
 # "On the 3rd" as a date, not an ordinal of something: "on the 3rd floor", "on the 2nd try" are not.
@@ -210,8 +252,8 @@ _RELATIVE = re.compile(
     rf"this past weekend|{_N} (?P<unit>days?|weeks?|weekends?|months?|years?) ago|"
     rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th){_NTH_ENDS}|this weekend|this coming weekend|next weekend|"
     # How long, to now (_since); "now" taken whole, so a resolved "now (since 2019)" stays as it is.
-    rf"(?P<for>for (?P<approx>{'|'.join(a + ' ' for a in _APPROXIMATELY)})?(?:the (?:past|last) )?)?"
-    r"(?P<dn>\d{1,2}|a couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten) (?P<dunit>years?|months?)(?P<now> now)?+"
+    rf"(?P<for>for )?(?P<approx>{'|'.join(a + ' ' for a in _APPROXIMATELY)})?(?:the (?:past|last) )?"
+    r"(?P<dn>\d{1,2}|a couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten) (?P<dunit>years?|months?)(?! ago\b)(?P<now> now)?+"
     r")(?![\w)]| \()",
     re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
