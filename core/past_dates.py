@@ -285,7 +285,7 @@ def dates_meant(text: str, said: datetime) -> str:
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
 # (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
-RELATIVE_HINT = "yesterday|tomorrow|last|next|year|month|weekend|week before|other week|ago|on the [0-9]"
+RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? now|for .*(year|month)|weekend|week before|other week|ago|on the [0-9]"
 
 
 # --------------------------------------------------------------------------- questions
