@@ -29,8 +29,8 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # the 15th" (a day of the month, by the sentence's tense). 4: "last Fri", "this past weekend", "two
 # weekends ago". 5: "on the 15th" only within the month it was said in, and not "on the 3rd floor".
 # 6: how long something has gone on ("I've had them for 3 years now": since 2019); "this weekend",
-# "next weekend".
-RULES = 6
+# "next weekend". 7: "the other day" (a few days before).
+RULES = 7
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -82,6 +82,12 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return day_text(said + timedelta(days=1))
     if phrase == "day after tomorrow":
         return day_text(said + timedelta(days=2))
+    if phrase == "other day":
+        # An idiom for the recent past with no number: as "a few days ago" is written. Not "one
+        # day … the other day" or "on the other day" (the second of two days).
+        if re.search(r"\bon\s+\Z", m.string[max(0, m.start() - 4) : m.start()], re.I) or re.search(r"\bone day\b", _sentence(m), re.I):
+            return None
+        return f"a few days before {day_text(said)}"
     if phrase in ("last week", "week before", "other week"):
         return f"the week before {day_text(said)}"
     if phrase in ("last weekend", "this past weekend"):
@@ -244,7 +250,7 @@ _NTH_ENDS = r"(?=\s*(?:[.,!?;:)]|$)|\s+(?:and|after|before|at|when|with|so|but|b
 
 
 _RELATIVE = re.compile(
-    r"(?<![\w(])(?:yesterday|last night|(?:the )?day before yesterday|(?:the )?day after tomorrow|tomorrow|last week|the week before|the other week|last weekend|"
+    r"(?<![\w(])(?:yesterday|last night|(?:the )?day before yesterday|(?:the )?day after tomorrow|tomorrow|last week|the week before|the other week|the other day|last weekend|"
     r"next week|next month|last month|last year|next year|this year|this month|"
     # A weekday's short name too ("last Fri"); "Wed", "Sat" and "Sun" only capitalised and not
     # before a name ("when I last sat", "my last Sun Valley trip").
@@ -285,7 +291,7 @@ def dates_meant(text: str, said: datetime) -> str:
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
 # (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
-RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? now|for .*(year|month)|weekend|week before|other week|ago|on the [0-9]"
+RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? now|for .*(year|month)|weekend|week before|other (week|day)|ago|on the [0-9]"
 
 
 # --------------------------------------------------------------------------- questions

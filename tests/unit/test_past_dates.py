@@ -45,6 +45,18 @@ def test_a_few_days_ago_gets_no_invented_day():
     assert dates_meant("a couple of days ago", SAID) == "6 May 2023"  # a couple is two
 
 
+def test_the_other_day_is_a_few_days_before_it_was_said_but_not_the_second_of_two_days():
+    """"I adopted another dog the other day", said on 22 November 2023, was read with no date;
+    LoCoMo's answer (conv-44) is "a few days before November 22, 2023"."""
+    said = datetime(2023, 11, 22, 9, 2, tzinfo=timezone.utc)
+    assert resolve_relative("I adopted another dog the other day. Here's a photo!", said) == (
+        "I adopted another dog the other day (a few days before 22 November 2023). Here's a photo!"
+    )
+    assert dates_meant("The other day was fun.", said) == "a few days before 22 November 2023"
+    assert dates_meant("One day I swim, the other day I run.", said) == ""
+    assert dates_meant("We hiked on Saturday and rested on the other day.", said) == ""
+
+
 def test_on_the_15th_is_a_day_of_the_month_it_was_said_in_when_the_sentences_tense_says_so():
     """"I met back up with my teammates on the 15th", said on 17 August 2023, is 15 August (LoCoMo's
     conv-43: "When did John meet with his teammates after returning from Chicago?"); looking ahead,
@@ -288,7 +300,7 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
         "yesterday", "last night", "the day before yesterday", "tomorrow", "last week", "the week before", "the other week",
         "last weekend", "next week", "next month", "last month", "last year", "next year", "this year", "this month",
         "last Friday", "last spring", "two days ago", "3 weeks ago", "a few months ago", "a year ago", "on the 5th",
-        "last Fri", "this past weekend", "two weekends ago",
+        "last Fri", "this past weekend", "two weekends ago", "the other day",
     ]
     for phrase in phrases:
         text = f"We spoke {phrase}."
