@@ -274,12 +274,21 @@ def _utc(said: datetime) -> datetime:
 def resolve_relative(text: str, said: datetime) -> str:
     """``text`` with the date each relative phrase meant after it, in brackets ("yesterday (7 May 2023)")."""
     said = _utc(said)
-
-    def sub(m: re.Match) -> str:
+    out, done = [], 0
+    for m in _RELATIVE.finditer(text):
+        # After a possessive or "'s" ("yesterday's game (…)" would split the word): "yesterday's (7 May 2023) game".
+        s = _POSSESSIVE.match(text, m.end())
+        end = s.end() if s else m.end()
+        if s and text.startswith(" (", end):
+            continue  # already resolved
         date = _resolved(m, said)
-        return f"{m.group(0)} ({date})" if date else m.group(0)
+        if date:
+            out += [text[done:end], f" ({date})"]
+            done = end
+    return "".join(out) + text[done:]
 
-    return _RELATIVE.sub(sub, text)
+
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
 
 
 def dates_meant(text: str, said: datetime) -> str:

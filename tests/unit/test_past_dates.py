@@ -236,6 +236,21 @@ def test_a_phrase_already_resolved_or_inside_a_word_is_left_as_it_is():
     assert resolve_relative("yesterdays news", SAID) == "yesterdays news"
 
 
+def test_a_date_goes_after_a_possessive_not_inside_the_word():
+    """"Yesterday's game" read "Yesterday (7 May 2023)'s game"; the date now follows the whole word,
+    once, however often the text is read ("tomorrow's" said for "tomorrow is" alike)."""
+    said = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)
+    assert resolve_relative("Yesterday's game was long.", said) == "Yesterday's (7 May 2023) game was long."
+    assert resolve_relative("We gave it our all during last week\u2019s scrimmage.", said) == (
+        "We gave it our all during last week\u2019s (the week before 8 May 2023) scrimmage."
+    )
+    assert resolve_relative("Tomorrow's gonna be a blast", said) == "Tomorrow's (9 May 2023) gonna be a blast"
+    once = resolve_relative("yesterday's game and yesterday", said)
+    assert once == "yesterday's (7 May 2023) game and yesterday (7 May 2023)"
+    assert resolve_relative(once, said) == once
+    assert dates_meant("Yesterday's game", said) == "7 May 2023"
+
+
 def test_a_recalled_turn_in_the_prompt_carries_the_date_its_relative_words_meant():
     excerpt = {"thread_id": "t1", "chat_title": "Chat", "lines": [
         {"message_id": "m1", "position": 3, "role": "user", "sent_at": SAID.isoformat(), "text": "Caroline: I went to the LGBTQ support group yesterday."}]}
