@@ -17,6 +17,8 @@ written as people (and LoCoMo's answers) write them: "7 May 2023".
 
 from __future__ import annotations
 
+import calendar
+import logging
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -29,8 +31,14 @@ __all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_rel
 # the 15th" (a day of the month, by the sentence's tense). 4: "last Fri", "this past weekend", "two
 # weekends ago". 5: "on the 15th" only within the month it was said in, and not "on the 3rd floor".
 # 6: how long something has gone on ("I've had them for 3 years now": since 2019); "this weekend",
-# "next weekend". 7: "the other day" (a few days before).
-RULES = 7
+# "next weekend". 7: "the other day" (a few days before). 8: no date for a phrase that is part of a
+# larger time ("a week from tomorrow", "the week before Christmas", "twenty-two years ago", "3 years
+# and 2 months ago"), a title or an idiom ("The Day After Tomorrow", "born yesterday"), "last" as
+# "final" ("our last night in Rome"), "the other day" in a sentence counting days, "on the 30th"
+# said in a month without one, nor "this weekend" said midweek of no plan.
+RULES = 8
+
+log = logging.getLogger(__name__)
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -61,13 +69,52 @@ def _weekday_before(said: datetime, name: str) -> datetime:
     return said - timedelta(days=back)
 
 
-# "the" just before a phrase: "in the last month" is the past thirty days, "the last week of April"
-# a week named after it; neither is the calendar's last month or week ("breathe last night" is).
-_AFTER_THE = re.compile(r"(?<![\w'])the\s+\Z", re.I)
+# A determiner just before a phrase: "in the last month" is the past thirty days, "the last week of
+# April" a week named after it, "our last night in Rome" the final one; none is the calendar's last
+# month, week or night ("breathe last night" is).
+_AFTER_THE = re.compile(r"(?<![\w'])(?:the|my|our|his|her|their|your|its|every|very)\s+\Z", re.I)
 
 
 def _after_the(m: re.Match) -> bool:
     return _AFTER_THE.search(m.string, max(0, m.start() - 16), m.start()) is not None
+
+
+# A phrase inside a larger time ("a week from tomorrow", "the year before last year", "two days
+# before yesterday") or a larger number ("twenty-two years ago", "3 or 4 years ago", "1.5 years ago",
+# "5-10 years ago", "3 years and 2 months ago"): what it meant is not what it says alone.
+_PART_OF_A_TIME = re.compile(r"\b(?:days?|nights?|weeks?|weekends?|months?|years?)\s+(?:from|after|before)\s+\Z", re.I)
+_PART_OF_A_NUMBER = re.compile(
+    r"(?:\d[.,]|-|\u2013|\b(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)[\s-]+"
+    r"|(?:\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|a|few))\s+(?:or|to)\s+|\b(?:years?|months?|weeks?|days?)\s*,?\s+and\s+)\Z",
+    re.I,
+)
+# Idioms and titles that hold a phrase but name no day: "I wasn't born yesterday", "like there's no
+# tomorrow", "that's so last year"; a title is a phrase capitalised word by word in mid-sentence ("Have
+# you seen The Day After Tomorrow?", "I Know What You Did Last Summer").
+_IDIOM = re.compile(r"\bborn yesterday\b|\bno tomorrow\b|\btomorrow is another day\b|\bso last (?:year|week|month|night)\b", re.I)
+
+
+def _not_a_day(m: re.Match) -> bool:
+    text = m.string
+    before = text[max(0, m.start() - 24) : m.start()]
+    if _PART_OF_A_TIME.search(before):
+        return True
+    if (m.group("unit") or m.group("dunit")) and _PART_OF_A_NUMBER.search(before):
+        return True
+    if any(i.start() <= m.start() and m.end() <= i.end() for i in _IDIOM.finditer(text, max(0, m.start() - 24), min(len(text), m.end() + 24))):
+        return True
+    words = m.group(0).split()
+    return all(w[0].isupper() for w in words) and re.search(r"\w\s+\Z", before) is not None
+
+
+def _reading(m: re.Match, said: datetime) -> str | None:
+    """The date ``m`` meant, or None; a rule that fails on a text gives no date, never an error (a
+    message must still be written, searched and shown)."""
+    try:
+        return None if _not_a_day(m) else _resolved(m, said)
+    except Exception:
+        log.warning("No date read for %r: the rule failed", m.group(0), exc_info=True)
+        return None
 
 
 def _resolved(m: re.Match, said: datetime) -> str | None:
@@ -85,9 +132,11 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
     if phrase == "other day":
         # An idiom for the recent past with no number: as "a few days ago" is written. Not "one
         # day … the other day" or "on the other day" (the second of two days).
-        if re.search(r"\bon\s+\Z", m.string[max(0, m.start() - 4) : m.start()], re.I) or re.search(r"\bone day\b", _sentence(m), re.I):
+        if re.search(r"\bon\s+\Z", m.string[max(0, m.start() - 4) : m.start()], re.I) or _COUNTS_DAYS.search(_sentence(m)):
             return None
         return f"a few days before {day_text(said)}"
+    if phrase == "week before" and not re.match(r"\s*(?:[.,!?;:)]|\Z)", m.string[m.end() :]):
+        return None  # "the week before Christmas", "the week before last", "… and the week before I slept"
     if phrase in ("last week", "week before", "other week"):
         return f"the week before {day_text(said)}"
     if phrase in ("last weekend", "this past weekend"):
@@ -153,7 +202,17 @@ _PAST = re.compile(
     re.I,
 )
 _AHEAD = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to|hope to|can't wait|looking forward|'ll|next)\b|(?:'m|am|are|is) \w+ing\b", re.I)
-_NAMES_A_MONTH = re.compile(rf"\b(?:{'|'.join(_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec|months?)\b", re.I)
+# A sentence naming another time than this month: a month, a year, "born", "ago" ("Last year we met
+# on the 5th", "I was born on the 3rd").
+_NAMES_A_MONTH = re.compile(
+    rf"\b(?:{'|'.join(_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec|months?|years?|(?:19|20)\d\d|born|birthday|ago)\b", re.I
+)
+# A sentence about two days or a weekday: "the other day" is then the second of them ("a day in Rome and
+# the other day in Florence", "free Tuesday, but the other day I'm busy", "one of the days …").
+_COUNTS_DAYS = re.compile(
+    rf"\b(?:one|a|1|first|second|each|either|both|two|2)\s+(?:of\s+the\s+)?days?\b|\b(?:{'|'.join(_WEEKDAYS)})s?\b|\bor\s+the\s+other\s+day\b",
+    re.I,
+)
 _SENTENCE_END = re.compile(r"[.!?]\s|\n")
 _SENTENCE_REACH = 400  # characters either side: a run-on text costs each phrase no more than this
 
@@ -172,6 +231,8 @@ def _day_of_month(m: re.Match, said: datetime) -> str | None:
         return None
     past, ahead = _PAST.search(sentence) is not None, _AHEAD.search(sentence) is not None
     day = int(m.group("nth"))
+    if day > calendar.monthrange(said.year, said.month)[1]:
+        return None  # "on the 30th" said in February: not this month, and which is not said
     # A day at least two from the one it was said on: the UTC day may be a local day off.
     if (past and not ahead and day <= said.day - 2) or (ahead and not past and day >= said.day + 2):
         return day_text(datetime(said.year, said.month, day))  # a day before (after) one of the month: in it
@@ -188,7 +249,9 @@ def _day_of_month(m: re.Match, said: datetime) -> str | None:
 _PERFECT = re.compile(
     r"(?:\b(?<!could )(?<!would )(?<!should )(?<!might )(?<!must )(?:have|has)|(?<!could)(?<!would)(?<!should)(?<!might)(?<!must)'ve|(?<!\blet)'s)"
     r"(?: \w+ly)? (?:been(?! (?:offered|given|approved|sentenced|banned|suspended|grounded|hired|signed|extended|renewed|delayed|booked|scheduled"
-    r"|granted|accepted|assigned|sent|elected|appointed|chosen|picked|invited|told|asked|paid|charged|fined|locked)\b)|had|known|lived|owned|worked"
+    r"|granted|accepted|assigned|sent|elected|appointed|chosen|picked|invited|told|asked|paid|charged|fined|locked|postponed|jailed|imprisoned"
+    r"|transferred|put|awarded|issued|leased|loaned|lent|posted|deployed|seconded|relocated|reassigned|drafted|contracted|commissioned"
+    r"|funded|sponsored|cast|called)\b)|had|known|lived|owned|worked"
     r"|played|practi[cs]ed|studied|taught|volunteered|collected|followed|loved|wanted|dated)\b|^\s*been\b",
     re.I,
 )
@@ -199,6 +262,7 @@ _SPAN_ENDS = re.compile(
     re.I,
 )
 _NOW_ENDS = re.compile(r" now\s+(?:that|until|till|to|left|before|instead|i|we|you|he|she|they|it|there)\b", re.I)
+_PLANS = re.compile(r"\?|\b(?:plan|plans|planned|free|want|wanna|hope|excited|ready|have|got|doing|heading|off to)\b", re.I)
 _IF = re.compile(r"\b(?:if|could|would|should|might|wish)\b|'d\b", re.I)
 _APPROXIMATELY = ("about", "almost", "nearly", "over", "around", "roughly", "just under", "just over", "under", "less than", "more than")
 
@@ -241,7 +305,9 @@ def _weekend(m: re.Match, phrase: str, said: datetime) -> str | None:
     elif day >= 4:
         ahead = 5 - day  # Friday 1, Saturday 0, Sunday -1
     else:
-        ahead = 5 - day if day >= 1 and not _PAST.search(_sentence(m)) else None
+        # Tuesday to Thursday, only a plan is the coming weekend ("Thanks for this weekend!" is not).
+        sentence = _sentence(m)
+        ahead = 5 - day if day >= 1 and not _PAST.search(sentence) and (_AHEAD.search(sentence) or _PLANS.search(sentence)) else None
     return None if ahead is None else f"the weekend of {day_text(said + timedelta(days=ahead))}"
 
 
@@ -260,7 +326,7 @@ _RELATIVE = re.compile(
     # How long, to now (_since); "now" taken whole, so a resolved "now (since 2019)" stays as it is.
     rf"(?P<for>for )?(?P<approx>{'|'.join(a + ' ' for a in _APPROXIMATELY)})?(?:the (?:past|last) )?"
     r"(?P<dn>\d{1,2}|a couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten) (?P<dunit>years?|months?)(?! ago\b)(?P<now> now)?+"
-    r")(?![\w)]| \()",
+    r")(?![\w)]|-\w| \()",
     re.I | re.A,  # ASCII case folding, as Postgres' ~* (RELATIVE_HINT) folds: "ſ" is not "s"
 )
 
@@ -281,7 +347,7 @@ def resolve_relative(text: str, said: datetime) -> str:
         end = s.end() if s else m.end()
         if s and text.startswith(" (", end):
             continue  # already resolved
-        date = _resolved(m, said)
+        date = _reading(m, said)
         if date:
             out += [text[done:end], f" ({date})"]
             done = end
@@ -295,7 +361,7 @@ def dates_meant(text: str, said: datetime) -> str:
     """The dates ``text``'s relative phrases meant, said at ``said``, in order ("7 May 2023 2022";
     "" when it has none), in UTC days."""
     said = _utc(said)
-    return " ".join(d for d in (_resolved(m, said) for m in _RELATIVE.finditer(text)) if d)
+    return " ".join(d for d in (_reading(m, said) for m in _RELATIVE.finditer(text)) if d)
 
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches

@@ -434,6 +434,22 @@ async def test_a_message_is_found_by_the_date_its_yesterday_meant_on_every_write
     assert [c.message_id for c in undated if c.text_rank is not None] == []
 
 
+async def test_a_message_naming_a_day_its_month_lacks_is_written_on_every_write_path(backend, user_id, minilm):
+    """"See you on the 30th!" said in February raised out of the date rules, and its write with it:
+    the thread's index stopped there (a review, stop 61). It is written, found, and gets no date."""
+    said = datetime(2023, 2, 10, 14, tzinfo=timezone.utc)
+    text = "Booked the flights to Lisbon, I'll see you on the 30th!"
+    [vector] = await minilm.embeddings.aembed_documents([text])
+    await episode_table.sync_thread(backend.pool, user_id, "t-feb", keep=["f0"], write=[episode_table.Episode("t-feb", "f0", 0, "user", said, text, owner=user_id, embedding=vector)])
+    async with backend.pool.connection() as conn:
+        await episode_table.copy_episodes(conn, [episode_table.Episode("t-feb-copy", "g0", 0, "user", said, text, owner=user_id, embedding=vector)])
+    found = await episode_table.search(backend.pool, user_id, "flights to Lisbon", None, k=5)
+    assert {c.message_id for c in found if c.text_rank is not None} == {"f0", "g0"}
+    async with backend.pool.connection() as conn:
+        rows = await (await conn.execute(f"SELECT dates_meant FROM {episode_table.TABLE} WHERE owner = %s", (user_id,))).fetchall()
+    assert [r["dates_meant"] for r in rows] == ["", ""]
+
+
 async def test_a_forget_that_rewrites_the_yesterday_away_takes_its_date_out_of_the_search(backend, user_id, minilm):
     from storage import episode_rewrites
 

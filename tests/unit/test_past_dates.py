@@ -55,6 +55,15 @@ def test_the_other_day_is_a_few_days_before_it_was_said_but_not_the_second_of_tw
     assert dates_meant("The other day was fun.", said) == "a few days before 22 November 2023"
     assert dates_meant("One day I swim, the other day I run.", said) == ""
     assert dates_meant("We hiked on Saturday and rested on the other day.", said) == ""
+    # A sentence about two days or a weekday: the other of them (a review, stop 61).
+    for second in (
+        "We spent a day in Rome and the other day in Florence.",
+        "We spent 1 day in Rome and the other day in Florence.",
+        "I'm free Tuesday, but the other day I'm busy.",
+        "One of the days was sunny; the other day it rained.",
+        "I can do it then, or the other day if you prefer.",
+    ):
+        assert dates_meant(second, said) == "", second
 
 
 def test_on_the_15th_is_a_day_of_the_month_it_was_said_in_when_the_sentences_tense_says_so():
@@ -187,6 +196,10 @@ def test_a_weekend_is_dated_only_where_the_day_said_leaves_no_doubt_which():
         ("the weekend after next weekend", friday),
         ("next weekend after next", friday),
         ("the next weekend we had free", friday),
+        # Said midweek of no plan, "this weekend" may be the one just gone (a review, stop 61).
+        ("Thanks for this weekend!", wednesday),
+        ("Still recovering from this weekend lol", wednesday),
+        ("I'm so sore from this weekend's hike.", wednesday),
     ):
         assert dates_meant(text, when) == "", text
 
@@ -249,6 +262,100 @@ def test_a_date_goes_after_a_possessive_not_inside_the_word():
     assert once == "yesterday's (7 May 2023) game and yesterday (7 May 2023)"
     assert resolve_relative(once, said) == once
     assert dates_meant("Yesterday's game", said) == "7 May 2023"
+
+
+def test_a_day_the_month_does_not_have_gets_no_date_and_no_error():
+    """"I'll see you on the 29th", said on 10 February 2023, raised "day is out of range for month"
+    from both functions, so the message could not be indexed (a review, stop 61)."""
+    february, april = datetime(2023, 2, 10, 12, tzinfo=timezone.utc), datetime(2023, 4, 10, 12, tzinfo=timezone.utc)
+    for text, said in (("I'll see you on the 29th.", february), ("I'm flying out on the 30th!", february), ("I'm leaving on the 31st!", april)):
+        assert resolve_relative(text, said) == text
+        assert dates_meant(text, said) == ""
+    assert dates_meant("I'm flying out on the 28th!", february) == "28 February 2023"
+
+
+def test_a_rule_that_fails_on_a_text_gives_no_date_not_an_error(monkeypatch, caplog):
+    """The dates are an aid: a rule's fault must not stop a message being written or shown."""
+    import core.past_dates as past_dates
+
+    def broken(m, said):
+        raise ValueError("a rule's fault")
+
+    monkeypatch.setattr(past_dates, "_resolved", broken)
+    assert resolve_relative("I saw her yesterday.", SAID) == "I saw her yesterday."
+    assert dates_meant("I saw her yesterday.", SAID) == ""
+    assert "No date read for 'yesterday'" in caplog.text
+
+
+def test_a_count_that_is_part_of_a_larger_or_vaguer_number_gets_no_date():
+    """"twenty-two years ago" read 2021, "3 years and 2 months ago" March 2023 (a review, stop 61)."""
+    for text in (
+        "We moved twenty-two years ago.",
+        "We moved twenty two years ago.",
+        "We met 3 or 4 years ago.",
+        "That was 1.5 years ago.",
+        "like 5-10 years ago",
+        "3 years and 2 months ago we moved.",
+        "Two weeks and a day ago I started.",
+    ):
+        assert dates_meant(text, SAID) == "", text
+    assert dates_meant("We moved 22 years ago.", SAID) == "2001"
+    assert dates_meant("I graduated and 2 years ago I moved.", SAID) == "2021"
+
+
+def test_a_phrase_inside_a_larger_time_gets_no_date():
+    """"A week from tomorrow" is not tomorrow, nor "the week before Christmas" the week before it was said."""
+    for text in (
+        "A week from tomorrow we fly.",
+        "We leave the week after next week.",
+        "The year before last year we were in Rome.",
+        "Two days before yesterday I got sick.",
+        "I was so stressed the week before Christmas.",
+        "We saw them the week before last.",
+        "My exams were in June, and the week before I barely slept.",
+    ):
+        assert dates_meant(text, SAID) == "", text
+    assert dates_meant("I was sick the week before, but I'm fine now.", SAID) == "the week before 8 May 2023"
+
+
+def test_last_as_final_an_idiom_or_a_title_gets_no_date():
+    for text in (
+        "It was our last night in Rome.",
+        "This is my last year teaching.",
+        "Every last Friday of the month we do a potluck.",
+        "The very last night of the trip was the best.",
+        "That's so last year.",
+        "I wasn't born yesterday.",
+        "He eats like there's no tomorrow.",
+        "Tomorrow is another day.",
+        "Have you seen The Day After Tomorrow?",
+        "Have you heard Last Night by Morgan Wallen?",
+        "I Know What You Did Last Summer scared me.",
+    ):
+        assert dates_meant(text, SAID) == "", text
+    assert dates_meant("Yesterday I went to a support group.", SAID) == "7 May 2023"
+    assert dates_meant("Caroline: Yesterday I went to a support group.", SAID) == "7 May 2023"
+
+
+def test_a_date_never_breaks_a_hyphenated_word():
+    said = datetime(2023, 11, 22, 12, tzinfo=timezone.utc)
+    for text in ("We did two day trips; the other day-trip was to Bath.", "Do these plants last year-round?", "Last night-shift was long"):
+        assert resolve_relative(text, said) == text
+
+
+def test_on_the_15th_in_a_sentence_naming_another_time_gets_no_date():
+    """"Last year we met on the 5th" read "(5 August 2023)" beside "last year (2022)"."""
+    said = datetime(2023, 8, 20, 12, tzinfo=timezone.utc)
+    for text in ("I was born on the 3rd.", "Last year we met on the 5th.", "Our son was born 2 years ago, on the 3rd.", "In 2019 we met on the 5th."):
+        assert "August" not in dates_meant(text, said), text
+
+
+def test_a_span_given_by_someone_else_that_may_lie_ahead_is_not_dated_from_now():
+    """"The launch has been postponed for a year" does not mean since 2022."""
+    for text in ("The launch has been postponed for a year.", "He's been jailed for 5 years.", "I've been transferred to Berlin for 2 years.",
+                 "It's been put on hold for 3 months."):
+        assert dates_meant(text, SAID) == "", text
+    assert dates_meant("I've been married for 5 years", SAID) == "since 2018"
 
 
 def test_a_recalled_turn_in_the_prompt_carries_the_date_its_relative_words_meant():
