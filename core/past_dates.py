@@ -370,22 +370,61 @@ RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? n
 
 
 # --------------------------------------------------------------------------- questions
-_Q_MONTH = re.compile(rf"\b(?:in|during|of|since) (?:early |late |mid-?)?(?P<month>{'|'.join(_MONTHS)})(?:,? (?P<year>(?:19|20)\d\d))?\b", re.I)
-_Q_YEAR = re.compile(r"\b(?:in|during|of) (?P<year>(?:19|20)\d\d)\b", re.I)
-_Q_SEASON = re.compile(r"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter)(?: of (?P<year>(?:19|20)\d\d))?\b", re.I)
+# A month named as one: not "June's husband" (a name), not "2 may be" (a verb).
+_MONTH = rf"(?:{'|'.join(_MONTHS)})(?!['\u2019]s\b)"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_Q_MONTH = re.compile(rf"\b(?:in|during|of|since) (?:early |late |mid-?)?(?P<month>{_MONTH})(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I)
+_Q_YEAR = re.compile(rf"\b(?:in|during|of) {_YEAR}\b", re.I)
+_Q_SEASON = re.compile(
+    rf"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter)(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I
+)
 # A day named in the question ("on 7 July, 2023", "on May 3", "8th December, 2023"), and a span
 # reaching from it ("the week before", "two weeks before", "the Monday before", "the Saturday after").
+# Not a count ("May 2 people", "in May 2 years ago", "the 2 may be"), nor one end of "August 11-15".
 _ORD = r"(?:st|nd|rd|th)?"
+_NOT_A_DAY_AFTER = r"(?!\s*(?:years?|months?|weeks?|days?|hours?|minutes?|people|persons|times|more|others|of (?:them|us|these|those))\b|\s*[-\u2013]\s*\d)"
 _Q_DAY = re.compile(
-    rf"\b(?:(?P<m1>{'|'.join(_MONTHS)})\s+(?P<d1>\d{{1,2}}){_ORD}|(?P<d2>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m2>{'|'.join(_MONTHS)}))"
-    r"(?:,?\s*(?P<year>(?:19|20)\d\d))?\b",
+    rf"\b(?:(?P<m1>{_MONTH})\s+(?P<d1>\d{{1,2}}){_ORD}\b{_NOT_A_DAY_AFTER}"
+    rf"|(?<!\btop )(?P<d2>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m2>{_MONTH})(?!\s+(?:be|been|have|not|need|want|also|help|I|we|you|he|she|they|it)\b))"
+    rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?\b",
+    re.I,
+)
+# Two days of one month: "between 11 and 15 August", "August 11-15", "from May 2 to 5, 2022".
+_Q_DAY_RANGE = re.compile(
+    rf"\b(?:(?:between|from)\s+)?(?:(?P<a1>\d{{1,2}}){_ORD}\s*(?:and|to|-|\u2013)\s*(?P<b1>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m1>{_MONTH})"
+    rf"|(?P<m2>{_MONTH})\s+(?P<a2>\d{{1,2}}){_ORD}\s*(?:and|to|-|\u2013)\s*(?P<b2>\d{{1,2}}){_ORD}\b(?!\s+{_MONTH}))"
+    rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?\b",
     re.I,
 )
 _Q_DAY_REACH = re.compile(
     rf"\b(?:{_N}\s+)?(?P<unit>days?|weeks?|weekend|months?|{'|'.join(_WEEKDAYS)})\s+(?P<way>before|after)\s+(?:on\s+)?$", re.I
 )
-_Q_BETWEEN = re.compile(r"\bbetween\s+$", re.I)
+_Q_BETWEEN = re.compile(r"\b(?:between|from)\s+$", re.I)
+_Q_SINCE = re.compile(r"\bsince\s+(?:on\s+)?$", re.I)
 _Q_LAST = re.compile(r"\b(?P<phrase>yesterday|last week|last weekend|last month|last year|this year|this month|this week)\b", re.I)
+# A question about what is to come: a month or day without a year is then not last year's.
+_Q_AHEAD = re.compile(
+    r"\b(?:will|shall|going to|gonna|plan|plans|planning|planned|upcoming|coming up|remind me|need to|have to|should)\b|'ll\b"
+    r"|\b(?:am|are|is)\s+(?:I|we|you|he|she|they|it)\s+\w+ing\b|\b(?:'m|am|are|is)\s+\w+ing\b",
+    re.I,
+)
+# Another time than a month's or day's own year: "in May of 2021" read whole, but "In 2021, what did I
+# do in May?", "on May 3 last year", "in the summer two years ago" name no span this reads.
+_Q_OTHER_YEAR = re.compile(r"\b(?:19|20)\d\d\b|\blast year\b|\byears? ago\b|\byear before\b", re.I)
+# "in the last month" is the thirty days before; "my last week at the old job", "the last year we went
+# to Paris" is the final one, not a span this reads.
+_Q_IN_THE = re.compile(r"\b(?:in|over|during|within|for|from)\s+the\s+(?:past\s+)?\Z", re.I)
+
+
+def _q_not_a_time(question: str, m: re.Match) -> bool:
+    """A phrase of the question that names no span: inside a larger time ("the day before yesterday",
+    "before last year"), an idiom ("so last year") or a title ("Who hosts Last Week Tonight?")."""
+    before = question[max(0, m.start() - 24) : m.start()]
+    if _PART_OF_A_TIME.search(before) or re.search(r"\b(?:before|after)\s+(?:the\s+)?\Z", before, re.I):
+        return True
+    if any(i.start() <= m.start() and m.end() <= i.end() for i in _IDIOM.finditer(question, max(0, m.start() - 24), min(len(question), m.end() + 24))):
+        return True
+    return all(w[0].isupper() for w in m.group(0).split()) and re.search(r"\w\s+\Z", before) is not None
 
 
 def _month_span(year: int, month: int, months: int = 1) -> tuple[datetime, datetime]:
@@ -407,83 +446,140 @@ def _latest_season(season: str, now: datetime, *, ended: bool) -> tuple[datetime
 
 def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The span of time ``question`` (asked at ``now``) is about, ``(since, until)`` with ``until``
-    exclusive, in ``now``'s time zone; None when it names none. A month or season without a year
-    is its latest one before ``now``."""
+    exclusive, in ``now``'s time zone; None when it names none, or none this can read for sure (a
+    wrong span ranks the wrong messages up). A month, day or season without a year is its latest
+    one before ``now``; not in a question about what is to come, nor beside another year."""
     tz = now.tzinfo
 
     def span(start: datetime, end: datetime) -> tuple[datetime, datetime]:
         return start.replace(tzinfo=tz), end.replace(tzinfo=tz)
 
     day = datetime(now.year, now.month, now.day)
-    if named := _named_days(question, day):
-        return span(*named)
+    # Without a year of its own, a month or a day is last year's only when the question looks back.
+    unsure = _Q_AHEAD.search(question) is not None
+
+    def yearless_ok(m: re.Match) -> bool:
+        if m.group("year"):
+            return True
+        rest = question[: m.start()] + " " + question[m.end() :]
+        return not unsure and not _Q_OTHER_YEAR.search(rest)
+
+    named = _named_days(question, day)
+    if named is not None:
+        (start, end), ok = named
+        return span(start, end) if ok and not unsure or ok == "year" else None
     m = _Q_LAST.search(question)
-    if m and _after_the(m) and m.group("phrase").casefold().startswith("last "):
-        if re.match(r"\s+of\b", question[m.end():]):
-            m = None  # "the last week of April": April's own (below)
-        else:  # "in the last month": the thirty days before
-            days = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[m.group("phrase").casefold()]
-            return span(day - timedelta(days=days), day + timedelta(days=1))
+    if m and _q_not_a_time(question, m):
+        return None
+    if m and m.group("phrase").casefold().startswith("last ") and re.match(r"\s+of\b", question[m.end():]):
+        m = None  # "the last week of April": April's own (below)
+    elif m and _after_the(m) and m.group("phrase").casefold().startswith("last "):
+        if not _Q_IN_THE.search(question[max(0, m.start() - 24) : m.start()]):
+            return None  # "my last week at the old job": the final one
+        days = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[m.group("phrase").casefold()]
+        return span(day - timedelta(days=days), day + timedelta(days=1))
     if m:
+        since = _Q_SINCE.search(question[: m.start()]) is not None
         phrase = m.group("phrase").casefold()
         if phrase == "yesterday":
-            return span(day - timedelta(days=1), day)
-        if phrase in ("last week", "last weekend"):
+            found = (day - timedelta(days=1), day)
+        elif phrase in ("last week", "last weekend"):
             monday = day - timedelta(days=day.weekday())
-            return span(monday - timedelta(days=7), monday)
-        if phrase == "this week":
+            found = (monday - timedelta(days=7), monday)
+        elif phrase == "this week":
             monday = day - timedelta(days=day.weekday())
-            return span(monday, day + timedelta(days=1))
-        if phrase == "last month":
-            return span(*_month_span(now.year, now.month - 1))
-        if phrase == "this month":
-            return span(*_month_span(now.year, now.month))
-        if phrase == "last year":
-            return span(datetime(now.year - 1, 1, 1), datetime(now.year, 1, 1))
-        if phrase == "this year":
-            return span(datetime(now.year, 1, 1), day + timedelta(days=1))
+            found = (monday, day + timedelta(days=1))
+        elif phrase == "last month":
+            found = _month_span(now.year, now.month - 1)
+        elif phrase == "this month":
+            found = _month_span(now.year, now.month)
+        elif phrase == "last year":
+            found = (datetime(now.year - 1, 1, 1), datetime(now.year, 1, 1))
+        else:  # this year
+            found = (datetime(now.year, 1, 1), day + timedelta(days=1))
+        return span(found[0], day + timedelta(days=1) if since else found[1])  # "since last month": to now
     if m := _Q_MONTH.search(question):
+        if not yearless_ok(m):
+            return None
         month = _MONTHS.index(m.group("month").casefold()) + 1
         year = int(m.group("year")) if m.group("year") else (now.year if month <= now.month else now.year - 1)
-        return span(*_month_span(year, month))
+        start, end = _month_span(year, month)
+        return span(start, day + timedelta(days=1) if m.group(0).casefold().startswith("since") else end)  # "since May": to now
     if (m := _Q_SEASON.search(question)) and (m.group("which") or m.group("year")):
         season = m.group("season").casefold()
         if m.group("year"):
             first, end = _SEASONS[season]
             return span(*_month_span(int(m.group("year")), first, end - first))
-        return span(*_latest_season(season, day, ended=m.group("which").casefold() == "last"))
+        which = m.group("which").casefold()
+        if _q_not_a_time(question, m) or (which == "last" and _after_the(_Shifted(m, "which"))) or not yearless_ok(m):
+            return None  # "I Know What You Did Last Summer", "my last summer in Spain", "in the summer two years ago"
+        start, end = _latest_season(season, day, ended=which == "last")
+        if which == "this" and start < day - timedelta(days=270):
+            return None  # "this summer" asked in May: the coming one, not last year's
+        return span(start, end)
     if m := _Q_YEAR.search(question):
         year = int(m.group("year"))
         return span(datetime(year, 1, 1), datetime(year + 1, 1, 1))
     return None
 
 
-def _named_day(m: re.Match, today: datetime) -> datetime | None:
-    """The day ``m`` (of ``_Q_DAY``) names; without a year, its latest one up to ``today``."""
+class _Shifted:
+    """A match seen from one of its groups' start (``_after_the`` reads what precedes a phrase)."""
+
+    def __init__(self, m: re.Match, group: str) -> None:
+        self.string, self._start = m.string, m.start(group)
+
+    def start(self) -> int:
+        return self._start
+
+
+def _named_day(m: re.Match, today: datetime, year: int | None = None) -> datetime | None:
+    """The day ``m`` (of ``_Q_DAY``) names, in ``year`` or its own; without one, its latest up to ``today``."""
     month = _MONTHS.index((m.group("m1") or m.group("m2")).casefold()) + 1
-    number = int(m.group("d1") or m.group("d2"))
-    years = [int(m.group("year"))] if m.group("year") else [today.year, today.year - 1]
-    for year in years:
+    own = int(m.group("year")) if m.group("year") else year
+    return _named_day_of(month, int(m.group("d1") or m.group("d2")), own, today)
+
+
+def _named_day_of(month: int, number: int, year: int | None, today: datetime) -> datetime | None:
+    for y in [year] if year else [today.year, today.year - 1]:
         try:
-            named = datetime(year, month, number)
+            named = datetime(y, month, number)
         except ValueError:  # "February 30"
             return None
-        if m.group("year") or named <= today:
+        if year or named <= today:
             return named
     return None
 
 
-def _named_days(question: str, today: datetime) -> tuple[datetime, datetime] | None:
+def _named_days(question: str, today: datetime) -> tuple[tuple[datetime, datetime], bool | str] | None:
     """The span of a day the question names, with the day itself always in it: what was said on
     7 July is what a question "on 7 July" (or "as of", "by", "the week before" 7 July) finds first.
-    "between 11 and 15 August" style questions name two days: from the first to the second."""
+    "between 11 and 15 August", "from March 1 to March 5, 2022" name two days: from the first to
+    the second, a year written on one taking the other. With whether a span read without a year may
+    stand (``"year"``: one was written; False: the question names another year beside it)."""
+    if r := _Q_DAY_RANGE.search(question):
+        month = _MONTHS.index((r.group("m1") or r.group("m2")).casefold()) + 1
+        a, b = int(r.group("a1") or r.group("a2")), int(r.group("b1") or r.group("b2"))
+        first = _named_day_of(month, a, int(r.group("year")) if r.group("year") else None, today)
+        last = _named_day_of(month, b, first.year if first else None, today)
+        if first is None or last is None or last < first:
+            return None
+        return (first, last + timedelta(days=1)), "year" if r.group("year") else _yearless_stands(question, r)
     found = [(m, d) for m in _Q_DAY.finditer(question) if (d := _named_day(m, today)) is not None]
     if not found:
         return None
     m, named = found[0]
     if len(found) > 1 and _Q_BETWEEN.search(question[: m.start()]):
-        end = found[1][1]
-        return (named, end + timedelta(days=1)) if end >= named else None
+        m2 = found[1][0]
+        year = m.group("year") or m2.group("year")
+        first = _named_day(m, today, int(year) if year else None)
+        end = _named_day(m2, today, int(year) if year else None)
+        if first is None or end is None or end < first:
+            return None
+        return (first, end + timedelta(days=1)), "year" if year else _yearless_stands(question, m, m2)
+    ok = "year" if m.group("year") else _yearless_stands(question, m)
+    if _Q_SINCE.search(question[: m.start()]):
+        return (named, today + timedelta(days=1)), ok  # "since May 5": to now
     start, end = named, named + timedelta(days=1)
     if reach := _Q_DAY_REACH.search(question[: m.start()]):
         unit = reach.group("unit").casefold().rstrip("s")
@@ -493,7 +589,15 @@ def _named_days(question: str, today: datetime) -> tuple[datetime, datetime] | N
             start = named - timedelta(days=days)
         else:
             end = named + timedelta(days=days + 1)
-    return start, end
+    return (start, end), ok
+
+
+def _yearless_stands(question: str, *matches: re.Match) -> bool:
+    """Whether a day read without a year may stand: no other year named beside it ("on May 3 last year")."""
+    rest = question
+    for m in sorted(matches, key=lambda m: -m.start()):
+        rest = rest[: m.start()] + " " + rest[m.end() :]
+    return not _Q_OTHER_YEAR.search(rest)
 
 
 def names_a_date(question: str) -> bool:

@@ -450,6 +450,89 @@ def test_the_dates_meant_are_utc_days_whatever_zone_the_time_comes_in():
     assert dates_meant("Yesterday I biked.", said.astimezone(ZoneInfo("America/Los_Angeles"))) == "7 May 2023"
 
 
+FRIDAY = datetime(2023, 10, 20, 12, tzinfo=timezone.utc)
+
+
+def days(found):
+    return found and tuple(d.date().isoformat() for d in found)
+
+
+def test_a_question_about_what_is_to_come_gets_no_span_from_a_month_or_season_without_a_year():
+    """"What am I doing in November?" searched November 2022, and a past span also lets a message said
+    in it through the gate (a review, stop 61)."""
+    for question in (
+        "What am I doing in November?",
+        "What do I have planned for December 25?",
+        "Remind me what I need to do on October 25",
+        "I'm planning a trip in December, what did I say about hotels?",
+        "What will I do in June?",
+    ):
+        assert question_range(question, FRIDAY) is None, question
+    assert question_range("What are my plans this summer?", datetime(2023, 5, 8, tzinfo=timezone.utc)) is None
+    assert question_range("What are my plans for this winter?", FRIDAY) is None
+    assert days(question_range("What did I do this summer?", FRIDAY)) == ("2023-06-01", "2023-09-01")
+    assert days(question_range("What event is Nate organizing in June 2022?", FRIDAY)) == ("2022-06-01", "2022-07-01")
+
+
+def test_a_month_day_or_season_beside_another_year_is_read_in_it_or_not_at_all():
+    assert days(question_range("What did I do in May of 2021?", FRIDAY)) == ("2021-05-01", "2021-06-01")
+    assert days(question_range("What did I do on May 3 of 2021?", FRIDAY)) == ("2021-05-03", "2021-05-04")
+    assert days(question_range("What did I do in summer 2021?", FRIDAY)) == ("2021-06-01", "2021-09-01")
+    assert days(question_range("What did I do during spring 2022?", FRIDAY)) == ("2022-03-01", "2022-06-01")
+    for question in (
+        "In 2021, what did I do in May?",  # this year's May was searched
+        "What did I do on May 3 last year?",
+        "What did I do in May 2 years ago?",  # the day 2 May
+        "What did I do in the summer two years ago?",
+    ):
+        assert question_range(question, FRIDAY) is None, question
+
+
+def test_a_count_a_name_or_a_verb_is_not_a_day_or_a_month():
+    for question in ("Which of the 2 may be better for me?", "May 2 people share one ticket?", "What is the name of June's husband?",
+                     "What's the name of April's dog?", "What were the top 10 May releases?"):
+        assert question_range(question, FRIDAY) is None, question
+        assert not names_a_date(question), question
+
+
+def test_a_phrase_inside_a_larger_time_an_idiom_or_a_title_gets_no_span():
+    for question in (
+        "What did I do the day before yesterday?",
+        "What did I do the week before last week?",
+        "What was I doing before last year?",
+        "Who hosts Last Week Tonight?",
+        "Did I like I Know What You Did Last Summer?",
+        "Why did I say crocs are so last year?",
+        "What did I say about the song Yesterday?",
+    ):
+        assert question_range(question, FRIDAY) is None, question
+
+
+def test_last_as_final_gets_no_span_but_in_the_last_month_is_the_thirty_days_before():
+    for question in ("What was my last week at the old job like?", "When was the last year we went to Paris?",
+                     "Tell me about my last summer in Spain", "When was the last winter we went skiing?"):
+        assert question_range(question, FRIDAY) is None, question
+    assert days(question_range("What did I do last week of April?", FRIDAY)) == ("2023-04-01", "2023-05-01")
+    assert days(question_range("What happened in the last month?", FRIDAY)) == ("2023-09-20", "2023-10-21")
+
+
+def test_since_a_time_reaches_to_now():
+    assert days(question_range("What have I done since May?", FRIDAY)) == ("2023-05-01", "2023-10-21")
+    assert days(question_range("What have I been doing since last month?", FRIDAY)) == ("2023-09-01", "2023-10-21")
+    assert days(question_range("What did I do since May 5?", FRIDAY)) == ("2023-05-05", "2023-10-21")
+
+
+def test_two_days_of_a_month_span_both_and_a_year_written_once_serves_both_ends():
+    """"between 11 and 15 August" searched the 15th alone; "from March 1 to March 5, 2022" the 1st of 2023."""
+    assert days(question_range("Where was I between 11 and 15 August?", FRIDAY)) == ("2023-08-11", "2023-08-16")
+    assert days(question_range("Where was I on August 11-15?", FRIDAY)) == ("2023-08-11", "2023-08-16")
+    assert days(question_range("What did I do between May 2 and 5?", FRIDAY)) == ("2023-05-02", "2023-05-06")
+    assert days(question_range("What did I do from March 1 to March 5, 2022?", FRIDAY)) == ("2022-03-01", "2022-03-06")
+    assert days(question_range("What did I do from August 11 to 15, 2022?", FRIDAY)) == ("2022-08-11", "2022-08-16")
+    # A year on one end only, the other end before it in that year: no span (it read over a year).
+    assert question_range("Where was I between December 28, 2022 and January 3?", datetime(2024, 1, 10, tzinfo=timezone.utc)) is None
+
+
 def test_a_question_names_a_date_only_with_a_day_a_month_or_a_year():
     assert names_a_date("Where was Tim in the week before 16 November 2023?")
     assert names_a_date("How long has it been, as of November 2023?")
