@@ -72,11 +72,13 @@ def _weekday_before(said: datetime, name: str) -> datetime:
 # A determiner just before a phrase: "in the last month" is the past thirty days, "the last week of
 # April" a week named after it, "our last night in Rome" the final one; none is the calendar's last
 # month, week or night ("breathe last night" is).
-_AFTER_THE = re.compile(r"(?<![\w'])(?:the|my|our|his|her|their|your|its|every|very)\s+\Z", re.I)
+# ("her" is left out: "I saw her last night" is the night before.)
+_AFTER_THE = re.compile(r"(?<![\w'])(?:the|my|our|his|their|your|its|every|very)\s+\Z", re.I)
 
 
-def _after_the(m: re.Match) -> bool:
-    return _AFTER_THE.search(m.string, max(0, m.start() - 16), m.start()) is not None
+def _after_the(text: str, at: int) -> bool:
+    """Whether a determiner comes just before ``text[at:]``."""
+    return _AFTER_THE.search(text, max(0, at - 16), at) is not None
 
 
 # A phrase inside a larger time ("a week from tomorrow", "the year before last year", "two days
@@ -94,17 +96,23 @@ _PART_OF_A_NUMBER = re.compile(
 _IDIOM = re.compile(r"\bborn yesterday\b|\bno tomorrow\b|\btomorrow is another day\b|\bso last (?:year|week|month|night)\b", re.I)
 
 
-def _not_a_day(m: re.Match) -> bool:
-    text = m.string
+def _names_no_time(text: str, m: re.Match) -> bool:
+    """A phrase of ``text`` (a message's or a question's) that names no time of its own: inside a
+    larger time ("the day before yesterday" read from "yesterday", "before last year"), an idiom, or
+    a title (two or more words capitalised after a word on the same line: "Last Week Tonight")."""
     before = text[max(0, m.start() - 24) : m.start()]
-    if _PART_OF_A_TIME.search(before):
-        return True
-    if (m.group("unit") or m.group("dunit")) and _PART_OF_A_NUMBER.search(before):
+    if _PART_OF_A_TIME.search(before) or re.search(r"\b(?:before|after)\s+(?:the\s+)?\Z", before, re.I):
         return True
     if any(i.start() <= m.start() and m.end() <= i.end() for i in _IDIOM.finditer(text, max(0, m.start() - 24), min(len(text), m.end() + 24))):
         return True
     words = m.group(0).split()
-    return all(w[0].isupper() for w in words) and re.search(r"\w\s+\Z", before) is not None
+    return len(words) > 1 and all(w[0].isupper() for w in words) and re.search(r"\w[ \t]+\Z", before) is not None
+
+
+def _not_a_day(m: re.Match) -> bool:
+    if (m.group("unit") or m.group("dunit")) and _PART_OF_A_NUMBER.search(m.string, max(0, m.start() - 24), m.start()):
+        return True
+    return _names_no_time(m.string, m)
 
 
 def _reading(m: re.Match, said: datetime) -> str | None:
@@ -119,7 +127,7 @@ def _reading(m: re.Match, said: datetime) -> str | None:
 
 def _resolved(m: re.Match, said: datetime) -> str | None:
     phrase = " ".join(m.group(0).casefold().split()).removeprefix("the ")
-    if phrase.startswith(("last ", "next ", "this ")) and _after_the(m):
+    if phrase.startswith(("last ", "next ", "this ")) and _after_the(m.string, m.start()):
         return None  # no date beats a wrong one
     if phrase in ("yesterday", "last night"):
         return day_text(said - timedelta(days=1))
@@ -205,12 +213,13 @@ _AHEAD = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to|hope to|can't wa
 # A sentence naming another time than this month: a month, a year, "born", "ago" ("Last year we met
 # on the 5th", "I was born on the 3rd").
 _NAMES_A_MONTH = re.compile(
-    rf"\b(?:{'|'.join(_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec|months?|years?|(?:19|20)\d\d|born|birthday|ago)\b", re.I
+    rf"\b(?:{'|'.join(_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec|months?|(?:last|next) years?|(?:19|20)\d\d|born|ago)\b", re.I
 )
 # A sentence about two days or a weekday: "the other day" is then the second of them ("a day in Rome and
 # the other day in Florence", "free Tuesday, but the other day I'm busy", "one of the days …").
 _COUNTS_DAYS = re.compile(
-    rf"\b(?:one|a|1|first|second|each|either|both|two|2)\s+(?:of\s+the\s+)?days?\b|\b(?:{'|'.join(_WEEKDAYS)})s?\b|\bor\s+the\s+other\s+day\b",
+    r"\b(?:one|1|first|second|each|either|both|two|2)\s+(?:of\s+the\s+)?days?\b|(?<!what )(?<!such )\ba\s+day\s+(?:in|at|on|for|off|with|of)\b"
+    rf"|\b(?:{'|'.join(_WEEKDAYS)})\s*,?\s*(?:but|or|and)\s+the\s+other\s+day\b|\bor\s+the\s+other\s+day\b",
     re.I,
 )
 _SENTENCE_END = re.compile(r"[.!?]\s|\n")
@@ -262,7 +271,7 @@ _SPAN_ENDS = re.compile(
     re.I,
 )
 _NOW_ENDS = re.compile(r" now\s+(?:that|until|till|to|left|before|instead|i|we|you|he|she|they|it|there)\b", re.I)
-_PLANS = re.compile(r"\?|\b(?:plan|plans|planned|free|want|wanna|hope|excited|ready|have|got|doing|heading|off to)\b", re.I)
+_PLANS = re.compile(r"\?|\b(?:plan|plans|planned|free|want|wanna|hope|excited|ready|have|got|doing|heading|off to|is|are)\b", re.I)
 _IF = re.compile(r"\b(?:if|could|would|should|might|wish)\b|'d\b", re.I)
 _APPROXIMATELY = ("about", "almost", "nearly", "over", "around", "roughly", "just under", "just over", "under", "less than", "more than")
 
@@ -370,30 +379,28 @@ RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? n
 
 
 # --------------------------------------------------------------------------- questions
-# A month named as one: not "June's husband" (a name), not "2 may be" (a verb).
+# A month named as one: not "June's husband" (a name).
 _MONTH = rf"(?:{'|'.join(_MONTHS)})(?!['\u2019]s\b)"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
-_Q_MONTH = re.compile(rf"\b(?:in|during|of|since) (?:early |late |mid-?)?(?P<month>{_MONTH})(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I)
+_YEAR_AFTER = rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?"  # "May 2021", "May 3, 2021", "May of 2021"
+_Q_MONTH = re.compile(rf"\b(?P<prep>in|during|of|since) (?:early |late |mid-?)?(?P<month>{_MONTH})(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I)
 _Q_YEAR = re.compile(rf"\b(?:in|during|of) {_YEAR}\b", re.I)
-_Q_SEASON = re.compile(
-    rf"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter)(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I
-)
+_Q_SEASON = re.compile(rf"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter)(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I)
 # A day named in the question ("on 7 July, 2023", "on May 3", "8th December, 2023"), and a span
 # reaching from it ("the week before", "two weeks before", "the Monday before", "the Saturday after").
-# Not a count ("May 2 people", "in May 2 years ago", "the 2 may be"), nor one end of "August 11-15".
+# Not a count ("May 2 people", "in May 2 years ago", "the top 10 May releases"), nor one end of
+# "August 11-15" (_Q_DAY_RANGE); "may" before a verb is the verb (``_a_month``).
 _ORD = r"(?:st|nd|rd|th)?"
 _NOT_A_DAY_AFTER = r"(?!\s*(?:years?|months?|weeks?|days?|hours?|minutes?|people|persons|times|more|others|of (?:them|us|these|those))\b|\s*[-\u2013]\s*\d)"
 _Q_DAY = re.compile(
-    rf"\b(?:(?P<m1>{_MONTH})\s+(?P<d1>\d{{1,2}}){_ORD}\b{_NOT_A_DAY_AFTER}"
-    rf"|(?<!\btop )(?P<d2>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m2>{_MONTH})(?!\s+(?:be|been|have|not|need|want|also|help|I|we|you|he|she|they|it)\b))"
-    rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?\b",
+    rf"\b(?:(?P<m1>{_MONTH})\s+(?P<d1>\d{{1,2}}){_ORD}\b{_NOT_A_DAY_AFTER}|(?<!\btop )(?P<d2>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m2>{_MONTH})){_YEAR_AFTER}\b",
     re.I,
 )
-# Two days of one month: "between 11 and 15 August", "August 11-15", "from May 2 to 5, 2022".
+# Two days of one month: "between 11 and 15 August", "August 11-15", "from May 2 to 5, 2022" ("and"
+# and "to" only after "between" or "from": "on August 1 and 30" names two days, not a span).
 _Q_DAY_RANGE = re.compile(
-    rf"\b(?:(?:between|from)\s+)?(?:(?P<a1>\d{{1,2}}){_ORD}\s*(?:and|to|-|\u2013)\s*(?P<b1>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m1>{_MONTH})"
-    rf"|(?P<m2>{_MONTH})\s+(?P<a2>\d{{1,2}}){_ORD}\s*(?:and|to|-|\u2013)\s*(?P<b2>\d{{1,2}}){_ORD}\b(?!\s+{_MONTH}))"
-    rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?\b",
+    rf"\b(?P<lead>(?:between|from)\s+)?(?:(?P<a1>\d{{1,2}}){_ORD}\s*(?P<sep1>and|to|-|\u2013)\s*(?P<b1>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m1>{_MONTH})"
+    rf"|(?P<m2>{_MONTH})\s+(?P<a2>\d{{1,2}}){_ORD}\s*(?P<sep2>and|to|-|\u2013)\s*(?P<b2>\d{{1,2}}){_ORD}\b(?!\s+{_MONTH})){_YEAR_AFTER}\b",
     re.I,
 )
 _Q_DAY_REACH = re.compile(
@@ -402,29 +409,22 @@ _Q_DAY_REACH = re.compile(
 _Q_BETWEEN = re.compile(r"\b(?:between|from)\s+$", re.I)
 _Q_SINCE = re.compile(r"\bsince\s+(?:on\s+)?$", re.I)
 _Q_LAST = re.compile(r"\b(?P<phrase>yesterday|last week|last weekend|last month|last year|this year|this month|this week)\b", re.I)
-# A question about what is to come: a month or day without a year is then not last year's.
+_MAY_THE_VERB = re.compile(r"\s+(?:be|been|have|not|need|want|also|help|I|we|you|he|she|they|it)\b", re.I)
+# A question about what is to come ("What am I doing in November?", "What will I do in June?"): a
+# month, day or season without a year is then not last year's. Wider than the messages' _AHEAD: a
+# question puts its subject after the verb ("am I doing"). A question telling of the past ("What did
+# I have to do in May?", "Remind me what we talked about on August 3") looks back whatever it holds.
 _Q_AHEAD = re.compile(
     r"\b(?:will|shall|going to|gonna|plan|plans|planning|planned|upcoming|coming up|remind me|need to|have to|should)\b|'ll\b"
-    r"|\b(?:am|are|is)\s+(?:I|we|you|he|she|they|it)\s+\w+ing\b|\b(?:'m|am|are|is)\s+\w+ing\b",
+    r"|\b(?:am|are|is)\s+(?:I|we|you|he|she|they|it)\s+\w+ing\b|\b(?:'m|am|are|is)\s+(?!\w*thing\b)\w+ing\b",
     re.I,
 )
-# Another time than a month's or day's own year: "in May of 2021" read whole, but "In 2021, what did I
-# do in May?", "on May 3 last year", "in the summer two years ago" name no span this reads.
+# Another year than a month's or day's own: "in May of 2021" is read whole, but "In 2021, what did I
+# do in May?", "on May 3 last year", "in the summer two years ago" name a span this does not read.
 _Q_OTHER_YEAR = re.compile(r"\b(?:19|20)\d\d\b|\blast year\b|\byears? ago\b|\byear before\b", re.I)
-# "in the last month" is the thirty days before; "my last week at the old job", "the last year we went
-# to Paris" is the final one, not a span this reads.
-_Q_IN_THE = re.compile(r"\b(?:in|over|during|within|for|from)\s+the\s+(?:past\s+)?\Z", re.I)
-
-
-def _q_not_a_time(question: str, m: re.Match) -> bool:
-    """A phrase of the question that names no span: inside a larger time ("the day before yesterday",
-    "before last year"), an idiom ("so last year") or a title ("Who hosts Last Week Tonight?")."""
-    before = question[max(0, m.start() - 24) : m.start()]
-    if _PART_OF_A_TIME.search(before) or re.search(r"\b(?:before|after)\s+(?:the\s+)?\Z", before, re.I):
-        return True
-    if any(i.start() <= m.start() and m.end() <= i.end() for i in _IDIOM.finditer(question, max(0, m.start() - 24), min(len(question), m.end() + 24))):
-        return True
-    return all(w[0].isupper() for w in m.group(0).split()) and re.search(r"\w\s+\Z", before) is not None
+# "in the last month" is the thirty days before; "my last week at the old job", "the last year we
+# went to Paris" is a final one, not a span this reads.
+_Q_IN_THE = re.compile(r"\b(?:in|over|during|within|for|from|to)\s+the\s+(?:past\s+)?\Z", re.I)
 
 
 def _month_span(year: int, month: int, months: int = 1) -> tuple[datetime, datetime]:
@@ -444,103 +444,112 @@ def _latest_season(season: str, now: datetime, *, ended: bool) -> tuple[datetime
     return _month_span(now.year - 2, first, end - first)
 
 
+def _other_year_beside(question: str, *matches: re.Match) -> bool:
+    """Whether ``question`` names a year (or "last year", "two years ago") outside ``matches``."""
+    rest = question
+    for m in sorted(matches, key=lambda m: -m.start()):
+        rest = rest[: m.start()] + " " + rest[m.end() :]
+    return _Q_OTHER_YEAR.search(rest) is not None
+
+
+_PERFECT_DONE = re.compile(r"\b(?:have|has)\s+(?:been|done|gone|had|made|seen|said|told|bought|(?!planned|scheduled|arranged|booked|lined)\w+ed)\b", re.I)  # "should I have done"; not "have planned"
+
+
+def _looks_ahead(question: str) -> bool:
+    return _Q_AHEAD.search(question) is not None and not _PAST.search(question) and not _PERFECT_DONE.search(question)
+
+
 def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The span of time ``question`` (asked at ``now``) is about, ``(since, until)`` with ``until``
-    exclusive, in ``now``'s time zone; None when it names none, or none this can read for sure (a
-    wrong span ranks the wrong messages up). A month, day or season without a year is its latest
-    one before ``now``; not in a question about what is to come, nor beside another year."""
+    exclusive, in ``now``'s time zone; None when it names none, or none read for sure (a wrong span
+    ranks the wrong messages up). A month, day or season without a year is its latest one before
+    ``now``: not in a question about what is to come, nor beside another year."""
     tz = now.tzinfo
-
-    def span(start: datetime, end: datetime) -> tuple[datetime, datetime]:
-        return start.replace(tzinfo=tz), end.replace(tzinfo=tz)
-
     day = datetime(now.year, now.month, now.day)
-    # Without a year of its own, a month or a day is last year's only when the question looks back.
-    unsure = _Q_AHEAD.search(question) is not None
 
-    def yearless_ok(m: re.Match) -> bool:
-        if m.group("year"):
-            return True
-        rest = question[: m.start()] + " " + question[m.end() :]
-        return not unsure and not _Q_OTHER_YEAR.search(rest)
+    def span(found: tuple[datetime, datetime] | None, *, to_now: bool = False) -> tuple[datetime, datetime] | None:
+        if found is None:
+            return None
+        start, end = found[0], day + timedelta(days=1) if to_now else found[1]
+        return (start.replace(tzinfo=tz), end.replace(tzinfo=tz)) if start < end else None  # "since May 2024" asked in January: none
 
-    named = _named_days(question, day)
-    if named is not None:
-        (start, end), ok = named
-        return span(start, end) if ok and not unsure or ok == "year" else None
+    def yearless_stands(*matches: re.Match, ahead_matters: bool = True) -> bool:
+        return not (ahead_matters and _looks_ahead(question)) and not _other_year_beside(question, *matches)
+
+    if named := _named_days(question, day):
+        found, matches, year_written, since = named
+        return span(found, to_now=since) if year_written or yearless_stands(*matches) else None
     m = _Q_LAST.search(question)
-    if m and _q_not_a_time(question, m):
+    if m and _names_no_time(question, m):
         return None
-    if m and m.group("phrase").casefold().startswith("last ") and re.match(r"\s+of\b", question[m.end():]):
+    phrase = m.group("phrase").casefold() if m else ""
+    if phrase.startswith("last ") and re.match(r"\s+of\b", question[m.end() :]):
         m = None  # "the last week of April": April's own (below)
-    elif m and _after_the(m) and m.group("phrase").casefold().startswith("last "):
-        if not _Q_IN_THE.search(question[max(0, m.start() - 24) : m.start()]):
-            return None  # "my last week at the old job": the final one
-        days = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[m.group("phrase").casefold()]
-        return span(day - timedelta(days=days), day + timedelta(days=1))
+    elif phrase.startswith("last ") and _after_the(question, m.start()):
+        if not _Q_IN_THE.search(question, max(0, m.start() - 24), m.start()):
+            return None  # "my last week at the old job": a final one
+        days = {"last week": 7, "last weekend": 7, "last month": 30, "last year": 365}[phrase]
+        return span((day - timedelta(days=days), day + timedelta(days=1)))
     if m:
-        since = _Q_SINCE.search(question[: m.start()]) is not None
-        phrase = m.group("phrase").casefold()
-        if phrase == "yesterday":
-            found = (day - timedelta(days=1), day)
-        elif phrase in ("last week", "last weekend"):
-            monday = day - timedelta(days=day.weekday())
-            found = (monday - timedelta(days=7), monday)
-        elif phrase == "this week":
-            monday = day - timedelta(days=day.weekday())
-            found = (monday, day + timedelta(days=1))
-        elif phrase == "last month":
-            found = _month_span(now.year, now.month - 1)
-        elif phrase == "this month":
-            found = _month_span(now.year, now.month)
-        elif phrase == "last year":
-            found = (datetime(now.year - 1, 1, 1), datetime(now.year, 1, 1))
-        else:  # this year
-            found = (datetime(now.year, 1, 1), day + timedelta(days=1))
-        return span(found[0], day + timedelta(days=1) if since else found[1])  # "since last month": to now
+        monday = day - timedelta(days=day.weekday())
+        found = {
+            "yesterday": (day - timedelta(days=1), day),
+            "last week": (monday - timedelta(days=7), monday),
+            "last weekend": (monday - timedelta(days=7), monday),
+            "this week": (monday, day + timedelta(days=1)),
+            "last month": _month_span(now.year, now.month - 1),
+            "this month": _month_span(now.year, now.month),
+            "last year": (datetime(now.year - 1, 1, 1), datetime(now.year, 1, 1)),
+            "this year": (datetime(now.year, 1, 1), day + timedelta(days=1)),
+        }[phrase]
+        return span(found, to_now=_Q_SINCE.search(question[: m.start()]) is not None)  # "since last month": to now
     if m := _Q_MONTH.search(question):
-        if not yearless_ok(m):
+        if not (m.group("year") or yearless_stands(m)):
             return None
         month = _MONTHS.index(m.group("month").casefold()) + 1
         year = int(m.group("year")) if m.group("year") else (now.year if month <= now.month else now.year - 1)
-        start, end = _month_span(year, month)
-        return span(start, day + timedelta(days=1) if m.group(0).casefold().startswith("since") else end)  # "since May": to now
+        return span(_month_span(year, month), to_now=m.group("prep").casefold() == "since")  # "since May": to now
     if (m := _Q_SEASON.search(question)) and (m.group("which") or m.group("year")):
         season = m.group("season").casefold()
         if m.group("year"):
             first, end = _SEASONS[season]
-            return span(*_month_span(int(m.group("year")), first, end - first))
+            return span(_month_span(int(m.group("year")), first, end - first))
         which = m.group("which").casefold()
-        if _q_not_a_time(question, m) or (which == "last" and _after_the(_Shifted(m, "which"))) or not yearless_ok(m):
-            return None  # "I Know What You Did Last Summer", "my last summer in Spain", "in the summer two years ago"
+        if _names_no_time(question, m) or (which == "last" and _after_the(question, m.start("which"))):
+            return None  # "I Know What You Did Last Summer", "my last summer in Spain"
+        if not yearless_stands(m, ahead_matters=which != "last"):  # "last summer" is past, however asked
+            return None
         start, end = _latest_season(season, day, ended=which == "last")
         if which == "this" and start < day - timedelta(days=270):
             return None  # "this summer" asked in May: the coming one, not last year's
-        return span(start, end)
+        return span((start, end))
     if m := _Q_YEAR.search(question):
         year = int(m.group("year"))
-        return span(datetime(year, 1, 1), datetime(year + 1, 1, 1))
+        return span((datetime(year, 1, 1), datetime(year + 1, 1, 1)))
     return None
 
 
-class _Shifted:
-    """A match seen from one of its groups' start (``_after_the`` reads what precedes a phrase)."""
-
-    def __init__(self, m: re.Match, group: str) -> None:
-        self.string, self._start = m.string, m.start(group)
-
-    def start(self) -> int:
-        return self._start
+def _a_month(m: re.Match, *groups: str) -> bool:
+    """Whether the month of ``m`` is one: "may" written small before a verb or a pronoun is the verb
+    ("the 2 may be", "between 1 and 2 may I ask"); "On 8 May we went" is the month."""
+    g = next(g for g in groups if m.group(g))
+    return m.group(g) != "may" or not _MAY_THE_VERB.match(m.string, m.end(g))
 
 
-def _named_day(m: re.Match, today: datetime, year: int | None = None) -> datetime | None:
-    """The day ``m`` (of ``_Q_DAY``) names, in ``year`` or its own; without one, its latest up to ``today``."""
-    month = _MONTHS.index((m.group("m1") or m.group("m2")).casefold()) + 1
-    own = int(m.group("year")) if m.group("year") else year
-    return _named_day_of(month, int(m.group("d1") or m.group("d2")), own, today)
+def _q_days(question: str) -> list[re.Match]:
+    return [m for m in _Q_DAY.finditer(question) if _a_month(m, "m1", "m2")]
 
 
-def _named_day_of(month: int, number: int, year: int | None, today: datetime) -> datetime | None:
+def _q_day_range(question: str) -> re.Match | None:
+    for r in _Q_DAY_RANGE.finditer(question):
+        sep = (r.group("sep1") or r.group("sep2")).casefold()
+        if _a_month(r, "m1", "m2") and (sep in ("-", "\u2013") or r.group("lead")):
+            return r
+    return None
+
+
+def _day_in(month: int, number: int, year: int | None, today: datetime) -> datetime | None:
+    """The day ``number`` of ``month`` in ``year``; without one, its latest up to ``today``."""
     for y in [year] if year else [today.year, today.year - 1]:
         try:
             named = datetime(y, month, number)
@@ -551,35 +560,36 @@ def _named_day_of(month: int, number: int, year: int | None, today: datetime) ->
     return None
 
 
-def _named_days(question: str, today: datetime) -> tuple[tuple[datetime, datetime], bool | str] | None:
-    """The span of a day the question names, with the day itself always in it: what was said on
-    7 July is what a question "on 7 July" (or "as of", "by", "the week before" 7 July) finds first.
-    "between 11 and 15 August", "from March 1 to March 5, 2022" name two days: from the first to
-    the second, a year written on one taking the other. With whether a span read without a year may
-    stand (``"year"``: one was written; False: the question names another year beside it)."""
-    if r := _Q_DAY_RANGE.search(question):
-        month = _MONTHS.index((r.group("m1") or r.group("m2")).casefold()) + 1
-        a, b = int(r.group("a1") or r.group("a2")), int(r.group("b1") or r.group("b2"))
-        first = _named_day_of(month, a, int(r.group("year")) if r.group("year") else None, today)
-        last = _named_day_of(month, b, first.year if first else None, today)
-        if first is None or last is None or last < first:
+def _month_of(m: re.Match, *groups: str) -> int:
+    return _MONTHS.index(next(m.group(g) for g in groups if m.group(g)).casefold()) + 1
+
+
+def _named_days(question: str, today: datetime) -> tuple[tuple[datetime, datetime], tuple[re.Match, ...], bool, bool] | None:
+    """The span of a day (or two) the question names, the matches naming it, whether a year was
+    written, and whether it runs to now ("since May 5"). The day itself is always in it: what was
+    said on 7 July is what a question "on 7 July" (or "as of", "by", "the week before" 7 July) finds
+    first. "between 11 and 15 August" and "between March 1 and March 5, 2022" run from the first day
+    to the second; a year written once serves the other day (across a new year: "between December 28
+    and January 3, 2023")."""
+    if r := _q_day_range(question):
+        month, year = _month_of(r, "m1", "m2"), int(r.group("year")) if r.group("year") else None
+        first = _day_in(month, int(r.group("a1") or r.group("a2")), year, today)
+        last = first and _day_in(month, int(r.group("b1") or r.group("b2")), first.year, today)
+        if not first or not last or last < first:
             return None
-        return (first, last + timedelta(days=1)), "year" if r.group("year") else _yearless_stands(question, r)
-    found = [(m, d) for m in _Q_DAY.finditer(question) if (d := _named_day(m, today)) is not None]
+        return (first, last + timedelta(days=1)), (r,), year is not None, False
+    found = [(m, d) for m in _q_days(question) if (d := _day_in(_month_of(m, "m1", "m2"), int(m.group("d1") or m.group("d2")), _year_of(m), today))]
     if not found:
         return None
-    m, named = found[0]
-    if len(found) > 1 and _Q_BETWEEN.search(question[: m.start()]):
-        m2 = found[1][0]
-        year = m.group("year") or m2.group("year")
-        first = _named_day(m, today, int(year) if year else None)
-        end = _named_day(m2, today, int(year) if year else None)
-        if first is None or end is None or end < first:
+    (m, named), later = found[0], found[1:]
+    if later and _Q_BETWEEN.search(question[: m.start()]):
+        m2 = later[0][0]
+        first, last = _span_ends(m, m2, today)
+        if not first or not last or last < first:
             return None
-        return (first, end + timedelta(days=1)), "year" if year else _yearless_stands(question, m, m2)
-    ok = "year" if m.group("year") else _yearless_stands(question, m)
+        return (first, last + timedelta(days=1)), (m, m2), bool(m.group("year") or m2.group("year")), False
     if _Q_SINCE.search(question[: m.start()]):
-        return (named, today + timedelta(days=1)), ok  # "since May 5": to now
+        return (named, today + timedelta(days=1)), (m,), bool(m.group("year")), True
     start, end = named, named + timedelta(days=1)
     if reach := _Q_DAY_REACH.search(question[: m.start()]):
         unit = reach.group("unit").casefold().rstrip("s")
@@ -589,19 +599,33 @@ def _named_days(question: str, today: datetime) -> tuple[tuple[datetime, datetim
             start = named - timedelta(days=days)
         else:
             end = named + timedelta(days=days + 1)
-    return (start, end), ok
+    return (start, end), (m,), bool(m.group("year")), False
 
 
-def _yearless_stands(question: str, *matches: re.Match) -> bool:
-    """Whether a day read without a year may stand: no other year named beside it ("on May 3 last year")."""
-    rest = question
-    for m in sorted(matches, key=lambda m: -m.start()):
-        rest = rest[: m.start()] + " " + rest[m.end() :]
-    return not _Q_OTHER_YEAR.search(rest)
+def _year_of(m: re.Match) -> int | None:
+    return int(m.group("year")) if m.group("year") else None
+
+
+def _span_ends(m: re.Match, m2: re.Match, today: datetime) -> tuple[datetime | None, datetime | None]:
+    """The two days of "between A and B": a year written on one end only serves the other, which is
+    then the latest such day not after (for the first) or the first not before (for the second) it."""
+    a_month, a_day, a_year = _month_of(m, "m1", "m2"), int(m.group("d1") or m.group("d2")), _year_of(m)
+    b_month, b_day, b_year = _month_of(m2, "m1", "m2"), int(m2.group("d1") or m2.group("d2")), _year_of(m2)
+    if a_year and not b_year:
+        last = _day_in(b_month, b_day, a_year, today)
+        if last and last < datetime(a_year, a_month, 1):
+            last = _day_in(b_month, b_day, a_year + 1, today)
+        return _day_in(a_month, a_day, a_year, today), last
+    if b_year and not a_year:
+        first = _day_in(a_month, a_day, b_year, today)
+        if first and (b_month, b_day) < (a_month, a_day):
+            first = _day_in(a_month, a_day, b_year - 1, today)
+        return first, _day_in(b_month, b_day, b_year, today)
+    return _day_in(a_month, a_day, a_year, today), _day_in(b_month, b_day, b_year, today)
 
 
 def names_a_date(question: str) -> bool:
     """Whether ``question`` names a day, a month or a year ("on 7 May", "of November 2023", "in
-    2022"): only then are the dates messages meant searched with their words (``storage.episodes``),
-    so "I may have told you" does not find every message dated in May."""
-    return bool(_Q_DAY.search(question) or _Q_MONTH.search(question) or _Q_YEAR.search(question))
+    2022", "August 11-15"): only then are the dates messages meant searched with their words
+    (``storage.episodes``), so "I may have told you" does not find every message dated in May."""
+    return bool(_q_days(question) or _q_day_range(question) or _Q_MONTH.search(question) or _Q_YEAR.search(question))
