@@ -84,7 +84,7 @@ def _after_the(text: str, at: int) -> bool:
 # A phrase inside a larger time ("a week from tomorrow", "the year before last year", "two days
 # before yesterday") or a larger number ("twenty-two years ago", "3 or 4 years ago", "1.5 years ago",
 # "5-10 years ago", "3 years and 2 months ago"): what it meant is not what it says alone.
-_PART_OF_A_TIME = re.compile(r"\b(?:days?|nights?|weeks?|weekends?|months?|years?)\s+(?:from|after|before)\s+\Z", re.I)
+_PART_OF_A_TIME = re.compile(r"\b(?:days?|nights?|weeks?|weekends?|months?|years?)\s+from\s+\Z|\b(?:before|after)\s+(?:the\s+)?\Z", re.I)
 _PART_OF_A_NUMBER = re.compile(
     r"(?:\d[.,]|-|\u2013|\b(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)[\s-]+"
     r"|(?:\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|a|few))\s+(?:or|to)\s+|\b(?:years?|months?|weeks?|days?)\s*,?\s+and\s+)\Z",
@@ -101,7 +101,7 @@ def _names_no_time(text: str, m: re.Match) -> bool:
     larger time ("the day before yesterday" read from "yesterday", "before last year"), an idiom, or
     a title (two or more words capitalised after a word on the same line: "Last Week Tonight")."""
     before = text[max(0, m.start() - 24) : m.start()]
-    if _PART_OF_A_TIME.search(before) or re.search(r"\b(?:before|after)\s+(?:the\s+)?\Z", before, re.I):
+    if _PART_OF_A_TIME.search(before):
         return True
     if any(i.start() <= m.start() and m.end() <= i.end() for i in _IDIOM.finditer(text, max(0, m.start() - 24), min(len(text), m.end() + 24))):
         return True
@@ -382,10 +382,11 @@ RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? n
 # A month named as one: not "June's husband" (a name).
 _MONTH = rf"(?:{'|'.join(_MONTHS)})(?!['\u2019]s\b)"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
-_YEAR_AFTER = rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?"  # "May 2021", "May 3, 2021", "May of 2021"
-_Q_MONTH = re.compile(rf"\b(?P<prep>in|during|of|since) (?:early |late |mid-?)?(?P<month>{_MONTH})(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I)
+_YEAR_AFTER = rf"(?:,?\s*(?:of\s+|in\s+)?{_YEAR})?"  # after a day: "May 3, 2021", "3 May 2021", "May 3 of 2021"
+_YEAR_AFTER_WORD = rf"(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?"  # after a month or season: "May 2021", "summer of 2021"
+_Q_MONTH = re.compile(rf"\b(?P<prep>in|during|of|since) (?:early |late |mid-?)?(?P<month>{_MONTH}){_YEAR_AFTER_WORD}\b", re.I)
 _Q_YEAR = re.compile(rf"\b(?:in|during|of) {_YEAR}\b", re.I)
-_Q_SEASON = re.compile(rf"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter)(?:,?\s+(?:of\s+|in\s+)?{_YEAR})?\b", re.I)
+_Q_SEASON = re.compile(rf"\b(?:(?P<which>last|this|in|during) )?(?:the )?(?P<season>spring|summer|fall|autumn|winter){_YEAR_AFTER_WORD}\b", re.I)
 # A day named in the question ("on 7 July, 2023", "on May 3", "8th December, 2023"), and a span
 # reaching from it ("the week before", "two weeks before", "the Monday before", "the Saturday after").
 # Not a count ("May 2 people", "in May 2 years ago", "the top 10 May releases"), nor one end of
@@ -578,7 +579,7 @@ def _named_days(question: str, today: datetime) -> tuple[tuple[datetime, datetim
         if not first or not last or last < first:
             return None
         return (first, last + timedelta(days=1)), (r,), year is not None, False
-    found = [(m, d) for m in _q_days(question) if (d := _day_in(_month_of(m, "m1", "m2"), int(m.group("d1") or m.group("d2")), _year_of(m), today))]
+    found = [(m, d) for m in _q_days(question) if (d := _day_in(*_day_named(m), today))]
     if not found:
         return None
     (m, named), later = found[0], found[1:]
@@ -602,15 +603,15 @@ def _named_days(question: str, today: datetime) -> tuple[tuple[datetime, datetim
     return (start, end), (m,), bool(m.group("year")), False
 
 
-def _year_of(m: re.Match) -> int | None:
-    return int(m.group("year")) if m.group("year") else None
+def _day_named(m: re.Match) -> tuple[int, int, int | None]:
+    """(month, day, year or None) of a ``_Q_DAY`` match."""
+    return _month_of(m, "m1", "m2"), int(m.group("d1") or m.group("d2")), int(m.group("year")) if m.group("year") else None
 
 
 def _span_ends(m: re.Match, m2: re.Match, today: datetime) -> tuple[datetime | None, datetime | None]:
     """The two days of "between A and B": a year written on one end only serves the other, which is
     then the latest such day not after (for the first) or the first not before (for the second) it."""
-    a_month, a_day, a_year = _month_of(m, "m1", "m2"), int(m.group("d1") or m.group("d2")), _year_of(m)
-    b_month, b_day, b_year = _month_of(m2, "m1", "m2"), int(m2.group("d1") or m2.group("d2")), _year_of(m2)
+    (a_month, a_day, a_year), (b_month, b_day, b_year) = _day_named(m), _day_named(m2)
     if a_year and not b_year:
         last = _day_in(b_month, b_day, a_year, today)
         if last and last < datetime(a_year, a_month, 1):
