@@ -612,16 +612,11 @@ def _span_ends(m: re.Match, m2: re.Match, today: datetime) -> tuple[datetime | N
     """The two days of "between A and B": a year written on one end only serves the other, which is
     then the latest such day not after (for the first) or the first not before (for the second) it."""
     (a_month, a_day, a_year), (b_month, b_day, b_year) = _day_named(m), _day_named(m2)
+    crosses = b_month < a_month  # a new year between them ("December 28 and January 3"); within a month, none
     if a_year and not b_year:
-        last = _day_in(b_month, b_day, a_year, today)
-        if last and last < datetime(a_year, a_month, 1):
-            last = _day_in(b_month, b_day, a_year + 1, today)
-        return _day_in(a_month, a_day, a_year, today), last
+        return _day_in(a_month, a_day, a_year, today), _day_in(b_month, b_day, a_year + crosses, today)
     if b_year and not a_year:
-        first = _day_in(a_month, a_day, b_year, today)
-        if first and (b_month, b_day) < (a_month, a_day):
-            first = _day_in(a_month, a_day, b_year - 1, today)
-        return first, _day_in(b_month, b_day, b_year, today)
+        return _day_in(a_month, a_day, b_year - crosses, today), _day_in(b_month, b_day, b_year, today)
     return _day_in(a_month, a_day, a_year, today), _day_in(b_month, b_day, b_year, today)
 
 

@@ -562,6 +562,9 @@ def test_two_days_of_a_month_span_both_and_a_year_written_once_serves_both_ends(
     assert days(question_range("Where was I between December 28, 2022 and January 3?", january)) == ("2022-12-28", "2023-01-04")
     assert days(question_range("What happened between December 28 and January 3, 2023?", january)) == ("2022-12-28", "2023-01-04")
     assert days(question_range("Where was I between March 1 and March 5, 2022?", FRIDAY)) == ("2022-03-01", "2022-03-06")
+    # Days given the wrong way round get no span, whichever end holds the year (one read a year long).
+    assert question_range("Where was I between March 15, 2022 and March 10?", FRIDAY) is None
+    assert question_range("Where was I between March 15 and March 10, 2022?", FRIDAY) is None
     # Two days named with "and" are two days, not the month between them.
     assert days(question_range("Where was I on August 1 and 30?", FRIDAY)) == ("2023-08-01", "2023-08-02")
     assert question_range("Do you think 3 to 5 may be enough?", FRIDAY) is None
