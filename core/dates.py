@@ -77,7 +77,7 @@ def date_languages(text: str, *language_names: str | None) -> tuple[str, ...]:
 
 def _iso_week(day: date) -> str:
     year, week, _ = day.isocalendar()
-    return f"{year}-W{week:02d}"
+    return f"{year:04d}-W{week:02d}"
 
 
 def _end_of(unit: str, later: bool, today: date) -> str:
@@ -85,8 +85,8 @@ def _end_of(unit: str, later: bool, today: date) -> str:
         return _iso_week(today + timedelta(weeks=1 if later else 0))
     if unit == "month":
         month = today.month + (1 if later else 0)
-        return f"{today.year + (month - 1) // 12}-{(month - 1) % 12 + 1:02d}"
-    return str(today.year + (1 if later else 0))
+        return f"{today.year + (month - 1) // 12:04d}-{(month - 1) % 12 + 1:02d}"
+    return f"{today.year + (1 if later else 0):04d}"
 
 
 def _next_weekday(name: str, today: date) -> date:
@@ -115,7 +115,17 @@ def _day_of_month(number: int, today: date, *, later: bool = False) -> date | No
 
 def resolve_date(words: str | None, said_at: datetime, languages: Iterable[str] = ("en",)) -> str | None:
     """The ISO date ``words`` meant when said at ``said_at`` ("next Tuesday" on Wed 2026-11-25 →
-    "2026-12-01"; "next month" → "2026-12"), or None when they name no date dateparser knows."""
+    "2026-12-01"; "next month" → "2026-12"), or None when they name no date dateparser knows, or
+    one outside the years 1 to 9999 ("next week" said on 31 December 9999: a sender's time can be
+    anything an ISO time can be)."""
+    try:
+        found = _resolve_date(words, said_at, languages)
+    except (ValueError, OverflowError):  # a day before 1 January 1 or after 31 December 9999
+        return None
+    return found if found is None or re.fullmatch(ISO_DATE, found) else None
+
+
+def _resolve_date(words: str | None, said_at: datetime, languages: Iterable[str]) -> str | None:
     words = (words or "").strip()
     if not words:
         return None
@@ -144,9 +154,9 @@ def resolve_date(words: str | None, said_at: datetime, languages: Iterable[str] 
     if when is None:
         return None
     if period == "year":
-        return str(when.year)
+        return f"{when.year:04d}"
     if period == "month":
-        return f"{when.year}-{when.month:02d}"
+        return f"{when.year:04d}-{when.month:02d}"
     if period == "week" and _A_WEEK.search(words):
         return _iso_week(when.date())
     return when.date().isoformat()

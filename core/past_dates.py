@@ -119,10 +119,14 @@ def _reading(m: re.Match, said: datetime) -> str | None:
     """The date ``m`` meant, or None; a rule that fails on a text gives no date, never an error (a
     message must still be written, searched and shown)."""
     try:
-        return None if _not_a_day(m) else _resolved(m, said)
+        found = None if _not_a_day(m) else _resolved(m, said)
     except Exception:
         log.warning("No date read for %r: the rule failed", m.group(0), exc_info=True)
         return None
+    # A reading ends with its year; one outside the calendar ("3 years ago" said in year 2, by a
+    # sender's clock) is no date.
+    years = re.findall(r"-?\d+", found or "")
+    return None if years and not 1 <= int(years[-1]) <= 9999 else found
 
 
 def _resolved(m: re.Match, said: datetime) -> str | None:
@@ -464,7 +468,18 @@ def question_range(question: str, now: datetime) -> tuple[datetime, datetime] | 
     """The span of time ``question`` (asked at ``now``) is about, ``(since, until)`` with ``until``
     exclusive, in ``now``'s time zone; None when it names none, or none read for sure (a wrong span
     ranks the wrong messages up). A month, day or season without a year is its latest one before
-    ``now``: not in a question about what is to come, nor beside another year."""
+    ``now``: not in a question about what is to come, nor beside another year. A reading that fails
+    gives None, never an error: a message's time comes from its sender, and one at the calendar's
+    edge ("in December" asked on 31 December 9999, a client's zero time 0001-01-01) must still be
+    answered."""
+    try:
+        return _question_range(question, now)
+    except Exception:
+        log.warning("No span read for the question: the rule failed (asked at %s)", now.isoformat(), exc_info=True)
+        return None
+
+
+def _question_range(question: str, now: datetime) -> tuple[datetime, datetime] | None:
     tz = now.tzinfo
     day = datetime(now.year, now.month, now.day)
 

@@ -107,6 +107,27 @@ async def test_the_limit_is_the_contexts_max_message_chars(backend, user_id, scr
     assert out["error"] is None
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("said_at", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59+00:00"], ids=["zero_time", "last_second"])
+async def test_a_message_whose_sender_dated_it_at_the_calendars_edge_is_answered_and_remembered(backend, user_id, said_at):
+    """A message keeps its sender's time (an API client's), and a client's zero time is 0001-01-01.
+    Asked then, "in December" searched a span ending in year 10000 and load_context raised; "next
+    week" became the due date "1-W02", which the task refused, and extract_memories raised."""
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model="offline")
+    await graph.ainvoke({"messages": [HumanMessage("I went to Paris in December, and to Rome last summer.")]}, new_thread(), context=ctx)
+    config = new_thread()
+    asked = HumanMessage("What did I do in December, since May, last summer? Remind me next week to call Ana.", response_metadata={"sent_at": said_at})
+
+    out = await graph.ainvoke({"messages": [asked]}, config, context=ctx)
+
+    assert out["error"] is None and out["messages"][-1].type == "ai" and out["messages"][-1].text
+    [task] = [t for t in await stored_tasks(backend.store, user_id) if "Ana" in t.description]
+    assert task.due_date in (None, "0001-W02")  # a real week where there is one, never a malformed date
+    out = await graph.ainvoke({"messages": [HumanMessage("And what is next?")]}, config, context=ctx)
+    assert out["error"] is None and len(out["messages"]) == 4
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [

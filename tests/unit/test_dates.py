@@ -48,6 +48,18 @@ def test_words_that_name_no_date_resolve_to_nothing():
         assert resolve_date(words, WEDNESDAY) is None
 
 
+def test_words_said_at_the_calendars_edge_resolve_to_a_valid_iso_date_or_nothing():
+    """A message's time is its sender's (a client's zero time is 0001-01-01): "next week" said then
+    gave "1-W02", which the task's schema refused, and the turn's memory write failed with it;
+    "next Friday" on 31 December 9999 overflowed."""
+    zero_time, last_day = datetime(1, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, tzinfo=timezone.utc)
+    assert resolve_date("next week", zero_time) == "0001-W02"
+    assert resolve_date("next month", zero_time) == "0001-02"
+    assert resolve_date("by the end of the year", zero_time) == "0001"
+    for words in ("next week", "next month", "next year", "next Friday", "by the end of next month", "the 3rd of next month", "tomorrow"):
+        assert resolve_date(words, last_day) is None
+
+
 def test_a_fact_gets_the_date_beside_its_relative_words_but_a_habit_does_not():
     assert dated("Has an exam next Tuesday", WEDNESDAY) == "Has an exam next Tuesday (2026-12-01)"
     assert dated("Swims on Friday", WEDNESDAY) == "Swims on Friday"

@@ -292,6 +292,29 @@ def test_a_rule_that_fails_on_a_text_gives_no_date_not_an_error(monkeypatch, cap
     assert "No date read for 'yesterday'" in caplog.text
 
 
+def test_a_question_asked_at_the_calendars_edge_gets_no_span_not_an_error():
+    """A message's time is its sender's: "in December" asked on 31 December 9999 (its span ends in
+    year 10000) or "since May" at a client's zero time 0001-01-01 raised, and load_context with it."""
+    last_day, zero_time = datetime(9999, 12, 31, 23, tzinfo=timezone.utc), datetime(1, 1, 1, tzinfo=timezone.utc)
+    for question in ("What did I do in December?", "What happened this month?", "Since May?", "What did I do last summer?", "And yesterday?"):
+        for now in (last_day, zero_time):
+            found = question_range(question, now)
+            assert found is None or found[0] < found[1]
+    assert question_range("What did I do in December?", last_day) is None
+    assert question_range("Since May?", zero_time) is None
+    assert question_range("What did I do last summer?", last_day) == (datetime(9999, 6, 1, tzinfo=timezone.utc), datetime(9999, 9, 1, tzinfo=timezone.utc))
+
+
+def test_a_line_said_at_the_calendars_edge_gets_no_date_outside_it():
+    """"I moved 2 years ago" said in year 1 (a sender's clock) read "(-1)"; "next year" on 30
+    December 9999 read "(10000)"."""
+    text = "I've had them for 3 years now. I moved 2 years ago. Last year was odd, next year too, next month."
+    early, late = datetime(1, 3, 1, tzinfo=timezone.utc), datetime(9999, 12, 30, tzinfo=timezone.utc)
+    assert resolve_relative(text, early) == text.replace("next year", "next year (2)").replace("next month", "next month (April 1)")
+    assert resolve_relative(text, late) == text.replace("now.", "now (since 9996).").replace("ago.", "ago (9997).").replace("Last year", "Last year (9998)")
+    assert dates_meant(text, early) == "2 April 1"
+
+
 def test_a_count_that_is_part_of_a_larger_or_vaguer_number_gets_no_date():
     """"twenty-two years ago" read 2021, "3 years and 2 months ago" March 2023 (a review, stop 61)."""
     assert dated(
