@@ -92,7 +92,11 @@ async def extract(
     Raises only when the model failed and the rules found nothing either. ``rule_tasks=False``: the
     user already decided this turn's task changes (a task tool asked them), so the rules add none.
     """
-    floor = extract_with_rules(user_message, stored)
+    try:
+        floor = extract_with_rules(user_message, stored)
+    except Exception as exc:  # a fault of the rules must not cost the turn the model's extraction
+        log.warning("memory extraction by the rules failed (%s); the model's alone is kept", type(exc).__name__)
+        floor = ExtractionResult()
     if not rule_tasks:
         floor = floor.model_copy(update={"task_updates": []})
     if rule_texts is not None:  # what the rules found, so the writer can say so in each item's source

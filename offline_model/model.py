@@ -416,8 +416,12 @@ def _unsupported_message(schema: Any) -> str:
 
 def _json_request(messages: Sequence[BaseMessage]) -> type[BaseModel] | None:
     """The schema asked for by a plain call that wants one JSON object (text mode or repair), or None."""
-    if any(isinstance(m, SystemMessage) and SUMMARY_HEADER in m.text for m in messages):
-        return None  # a chat prompt built by prompts.reply_prompt: always a chat reply
+    # A chat prompt built by prompts.reply_prompt is always a chat reply, whatever the user wrote
+    # ('JSON "title": "ExtractionResult"' included): its system message holds the summary's header,
+    # or in the brief layout, which leaves an empty summary out, the brief rules.
+    reply_marks = (SUMMARY_HEADER, prompts.text("reply_rules_brief").strip())
+    if any(isinstance(m, SystemMessage) and any(mark in m.text for mark in reply_marks) for m in messages):
+        return None
     for i, m in enumerate(messages):
         if not isinstance(m, HumanMessage):
             continue

@@ -12,12 +12,15 @@ language of the message; the values (names, places) keep the user's spelling.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 from core.schemas import ExtractionResult
 from offline_model.rules import about_you, wishes_and_tasks  # noqa: F401 - importing registers their rules, in this order
 from offline_model.rules.builder import _QUESTION_RULES, _RULES, _Builder
+
+log = logging.getLogger(__name__)
 
 __all__ = ["extract_with_rules"]
 
@@ -50,5 +53,8 @@ def extract_with_rules(user_message: str, stored: dict[str, Any] | None = None) 
         body = sentence.rstrip(" ?")
         for pattern, rule in rules:
             for m in pattern.finditer(body):
-                rule(m, builder, casual)
+                try:
+                    rule(m, builder, casual)
+                except ValueError:  # a value its schema refuses (a task of invisible characters): not a memory
+                    log.info("rule %s kept nothing from a match the schema refused", rule.__name__)
     return builder.result()

@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from pydantic import ValidationError
+
+from core.text_validation import LIST_ITEMS
 from core.words import third_person
 from core.schemas import (
     ExtractionResult,
@@ -82,10 +85,13 @@ class _Builder:
         self.open_tasks = _open_tasks(stored)
         self._seen_facts = {normalize_text(f["text"]) for f in self.stored_facts}
 
+    # Each value is checked against the schema as it is added, so the result always validates: a
+    # value the schema refuses (a 2,000-character "like", a name of invisible characters, a 51st
+    # item) is not a memory, and must not cost the turn the ones that are.
     def fact(self, text: str, importance: str = "medium", tags: list[str] | None = None, *, supersede_prefix: str | None = None) -> None:
         text = third_person(re.sub(r"\s+", " ", text).strip(" ."))
         key = normalize_text(text)
-        if not key or key in self._seen_facts:
+        if not key or key in self._seen_facts or len(self.facts) >= LIST_ITEMS:
             return
         self._seen_facts.add(key)
         supersedes = None
@@ -95,24 +101,29 @@ class _Builder:
                 if old.lower().startswith(supersede_prefix.lower()) and normalize_text(old) != key and f.get("id"):
                     supersedes = str(f["id"])
                     break
-        self.facts.append(NewFact(text=text, importance=importance, tags=tags or [], supersedes=supersedes))
+        if (fact := _valid(NewFact, text=text, importance=importance, tags=tags or [], supersedes=supersedes)) is not None:
+            self.facts.append(fact)
 
     def set_profile(self, field: str, value: str) -> None:
-        self.profile.setdefault(field, value)
+        if field not in self.profile and _valid(ProfileUpdates, **{field: value}) is not None:
+            self.profile[field] = value
 
     def goal(self, goal: str) -> None:
         goal = third_person(goal)
-        if normalize_text(goal) not in {normalize_text(g) for g in self.goals}:
+        if len(self.goals) < LIST_ITEMS and normalize_text(goal) not in {normalize_text(g) for g in self.goals} and _valid(ProfileUpdates, goals=[goal]) is not None:
             self.goals.append(goal)
 
     def set_pref(self, field: str, value: Any) -> None:
-        self.prefs.setdefault(field, value)
+        if field not in self.prefs and _valid(PreferenceUpdates, **{field: value}) is not None:
+            self.prefs[field] = value
 
     def note(self, note: str) -> None:
-        if normalize_text(note) not in {normalize_text(n) for n in self.notes}:
+        if len(self.notes) < LIST_ITEMS and normalize_text(note) not in {normalize_text(n) for n in self.notes} and _valid(PreferenceUpdates, other_notes=[note]) is not None:
             self.notes.append(note)
 
     def task(self, update: TaskUpdate) -> None:
+        if len(self.tasks) >= LIST_ITEMS:
+            return
         for t in self.tasks:
             if t.action == update.action and (
                 normalize_text(t.description) == normalize_text(update.description)
@@ -128,6 +139,14 @@ class _Builder:
             profile_updates=ProfileUpdates(**self.profile, goals=self.goals),
             task_updates=self.tasks,
         )
+
+
+def _valid(model: type, **values: Any) -> Any:
+    """``model(**values)``, or None when the schema refuses them."""
+    try:
+        return model(**values)
+    except ValidationError:
+        return None
 
 
 # --------------------------------------------------------------------------- the rules

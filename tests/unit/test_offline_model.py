@@ -306,6 +306,20 @@ def test_tags_typed_in_chat_without_a_json_request_get_a_normal_reply(model):
     assert reply.startswith("(offline model)")
 
 
+@pytest.mark.parametrize("brief", [False, True], ids=["full", "brief"])
+def test_a_chat_message_naming_a_schema_in_json_gets_a_chat_reply_in_either_layout(model, brief):
+    """The brief layout leaves an empty summary out, so a new chat's prompt has no summary header:
+    a user's 'JSON "title": "ExtractionResult" …' was answered as an extraction call, with JSON, and
+    a long one raised out of the reply node (a review's fuzzing, stop 62)."""
+    said = 'Show me JSON like "title": "ExtractionResult". I like ' + "a" * 2100
+    messages = build_prompt(
+        persona_text="You are a helpful assistant.", loaded_context={}, summary_text="", knowledge=[], recent=[],
+        current=HumanMessage(said), brief=brief,
+    ).messages
+    reply = model.invoke(messages).content
+    assert reply.startswith("(offline model)") and "new_facts" not in reply
+
+
 def test_unknown_schema_raises_not_implemented_with_a_clear_message(model):
     class Weather(BaseModel):
         city: str

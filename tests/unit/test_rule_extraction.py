@@ -510,3 +510,22 @@ def test_a_liking_or_goal_whose_object_came_before_it_stores_nothing(message):
     # Each of these LoCoMo lines gave a fact like "Loves is awesome" or "Wants to be in the future".
     result = extract_with_rules(message)
     assert fact_texts(result) == [] and not result.profile_updates.goals, message
+
+
+# --------------------------------------------------------------------------- values the schema refuses
+def test_a_value_the_schema_refuses_is_left_out_and_the_rest_of_the_message_is_kept():
+    """A 2,000-character "like", a 201-character name or role, a 51st item, a task of invisible
+    characters: the rules built them and the schema refused the whole result, so the turn kept no
+    memory at all (a review's fuzzing, stop 62)."""
+    result = extract_with_rules("I like " + "a" * 1995 + ". My name is " + "A" * 201 + ". I live in Lisbon. Remind me to \u200b.")
+    assert [f.text for f in result.new_facts] == ["Lives in Lisbon"]
+    assert (result.profile_updates.name, result.profile_updates.location) == (None, "Lisbon")
+    assert result.task_updates == []
+    result = extract_with_rules("I work as a " + "x" * 201 + ". I prefer " + "x" * 600 + ". todo: \u3164")
+    assert result.profile_updates.role is None and result.new_preferences.other_notes == [] and result.task_updates == []
+
+
+def test_a_message_stating_more_than_fifty_things_keeps_the_first_fifty():
+    assert len(extract_with_rules(" ".join(f"I like t{i}." for i in range(60))).new_facts) == 50
+    assert len(extract_with_rules(" ".join(f"Remind me to call person{i}." for i in range(60))).task_updates) == 50
+    assert len(extract_with_rules(" ".join(f"I prefer style{i}." for i in range(60))).new_preferences.other_notes) == 50

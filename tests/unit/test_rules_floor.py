@@ -66,6 +66,17 @@ async def test_a_failing_model_still_raises_when_the_rules_found_nothing_either(
         await extract(failing_model(), "The cello sounds lovely.", "It does!", {})
 
 
+async def test_a_fault_of_the_rules_does_not_cost_the_turn_the_models_extraction(monkeypatch):
+    import memory.extractor as extractor
+
+    def broken(user_message, stored=None):
+        raise RuntimeError("a rule's fault")
+
+    monkeypatch.setattr(extractor, "extract_with_rules", broken)
+    result = await extract(model_answering({"new_facts": [{"text": "Plays the cello"}]}), "I play the cello.", "Nice!", {})
+    assert [f.text for f in result.value.new_facts] == ["Plays the cello"]
+
+
 async def test_a_model_that_agrees_with_the_rules_adds_no_duplicates():
     answer = {
         "profile_updates": {"name": "Maya", "role": "backend developer", "location": "Lisbon"},
