@@ -22,7 +22,7 @@ import logging
 import re
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
+__all__ = ["PHRASE_CONTEXT_CHARS", "RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
 
 # The rules' edition: raised whenever a phrase's reading changes, so that the dates stored with
 # what was said are worked out again (``storage.episodes.setup``). 2: "(the) day after tomorrow"
@@ -228,6 +228,8 @@ _COUNTS_DAYS = re.compile(
 )
 _SENTENCE_END = re.compile(r"[.!?]\s|\n")
 _SENTENCE_REACH = 400  # characters either side: a run-on text costs each phrase no more than this
+PHRASE_CONTEXT_CHARS = _SENTENCE_REACH + 100
+"""How far past a phrase its reading may look: a text cut this far beyond a phrase reads it the same."""
 
 
 def _sentence(m: re.Match) -> str:

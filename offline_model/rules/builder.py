@@ -84,6 +84,7 @@ class _Builder:
         self.stored_facts = _active_facts(stored)
         self.open_tasks = _open_tasks(stored)
         self._seen_facts = {normalize_text(f["text"]) for f in self.stored_facts}
+        self.styled: set[str] = set()  # sentences already read for how to answer
 
     # Each value is checked against the schema as it is added, so the result always validates: a
     # value the schema refuses (a 2,000-character "like", a name of invisible characters, a 51st

@@ -139,6 +139,11 @@ _CLAUSES = re.compile(r"[,:]|\b(?:and|but|with|though)\b", re.I)
 
 
 def _style_clauses(sentence: str, b: _Builder) -> None:
+    # Once a sentence: each "always" or "from now on" in it matches again, and reading the whole
+    # sentence at every match was quadratic (a 20,000-character paste took 30 s of the event loop).
+    if sentence in b.styled:
+        return
+    b.styled.add(sentence)
     for clause in _CLAUSES.split(sentence):
         if clause.strip():
             _style(clause, b, negative=bool(_NEGATIVE.search(clause)))

@@ -529,3 +529,16 @@ def test_a_message_stating_more_than_fifty_things_keeps_the_first_fifty():
     assert len(extract_with_rules(" ".join(f"I like t{i}." for i in range(60))).new_facts) == 50
     assert len(extract_with_rules(" ".join(f"Remind me to call person{i}." for i in range(60))).task_updates) == 50
     assert len(extract_with_rules(" ".join(f"I prefer style{i}." for i in range(60))).new_preferences.other_notes) == 50
+
+
+def test_a_sentence_is_read_for_how_to_answer_once_however_many_times_it_says_always(monkeypatch):
+    """Each "always" matched again and the whole sentence was read at every match: quadratic, so a
+    20,000-character paste of "always, …" held the event loop for 30 s (a review's fuzzing, stop 62)."""
+    import offline_model.rules.wishes_and_tasks as rules
+
+    read, style = [], rules._style
+    monkeypatch.setattr(rules, "_style", lambda clause, b, negative: read.append(clause) or style(clause, b, negative=negative))
+    result = extract_with_rules("Always short answers, always bullet points, and always no emojis")
+    assert len(read) == 3  # one reading of each clause, not one per "always"
+    assert (result.new_preferences.answer_length, result.new_preferences.prefers_bullets) == ("short", True)
+    assert result.new_preferences.other_notes == ["No emojis"]
