@@ -54,8 +54,8 @@ def _is_introduction(clause: str) -> bool:
 def keyword_title(first_user_message: str) -> str:
     """A title from the opening message without a model: its first clause that is neither a
     greeting nor an introduction, without request filler ("can you", "how do I"), cut to
-    seven words at a content word. "Hi! I'm Maya, a backend developer, and my bank charged me
-    twice" → "My bank charged me twice". Falls back to :func:`provisional_title`.
+    seven words at a content word, and at most 80 characters. "Hi! I'm Maya, and my bank charged
+    me twice" → "My bank charged me twice". Falls back to :func:`provisional_title`.
     """
     text = " ".join(first_user_message.split())
     for clause in _CLAUSES.split(text):
@@ -70,6 +70,8 @@ def keyword_title(first_user_message: str) -> str:
             words.pop(0)
         if words and any(len(w) > 2 for w in words):
             title = " ".join(words).strip(" ,.;:!?")
+            if len(title) > PROVISIONAL_CHARS:  # a long "word" (a URL, a paste)
+                title = title[:PROVISIONAL_CHARS].rstrip() + "…"
             return title[:1].upper() + title[1:]
     return provisional_title(first_user_message)
 

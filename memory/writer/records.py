@@ -11,6 +11,7 @@ from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
 from core.schemas import ChatRecord
+from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS
 from memory.chat_text import redact_record, retitled_text
 from memory.kinds import KINDS
 from memory.user_memory import get_chat
@@ -47,6 +48,11 @@ async def _put_chat(tx, user_id: str, chat: ChatRecord, *, kept: ChatRecord | No
     """Write the record. ``kept``: the stored record whose vector stays (index=False leaves it as it
     is). Else the text is embedded, and ``parts`` says what it is made of: a turn knows; any other
     write does not, and its vector is never kept."""
+    # The one write of a chat's record keeps its generated fields within the record's limits,
+    # whoever built them (a keyword title of a 17,000-character opening was stored whole).
+    if len(chat.title) > NAME_CHARS:
+        chat.title = chat.title[: NAME_CHARS - 1].rstrip() + "…"
+    chat.title_topics = [t[:LINE_CHARS] for t in chat.title_topics[:LIST_ITEMS]]
     # Only the summary is embedded: that is what "find the chat about X" searches.
     if kept is not None:
         chat.vector_parts, chat.vector_messages = list(kept.vector_parts), kept.vector_messages

@@ -128,6 +128,28 @@ async def test_a_message_whose_sender_dated_it_at_the_calendars_edge_is_answered
     assert out["error"] is None and len(out["messages"]) == 4
 
 
+@pytest.mark.slow
+async def test_a_chat_opened_with_a_long_paste_gets_a_short_title_and_no_write_stores_a_longer_one(backend, user_id):
+    """The keyword title of "Help with" and a 17,000-character word was the whole paste, stored
+    though the record allows 200 characters: its one write now holds every title to that."""
+    from core.schemas import ChatRecord
+    from core.text_validation import NAME_CHARS
+    from memory.writer.records import save_chat_record
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    config = new_thread()
+    await graph.ainvoke({"messages": [HumanMessage("Help with " + "x" * 17000)]}, config, context=Context(user_id=user_id, model="offline"))
+    thread_id = config["configurable"]["thread_id"]
+    assert (await get_chat(backend.store, user_id, thread_id)).title == "Help with " + "x" * 70 + "…"
+
+    record = ChatRecord(thread_id=thread_id)
+    record.title, record.title_topics = "y" * 5000, ["z" * 900] * 80  # set past the schema, as a caller may
+    await save_chat_record(backend.store, user_id, record)
+    stored = await get_chat(backend.store, user_id, thread_id)
+    assert len(stored.title) == NAME_CHARS and stored.title.endswith("…")
+    assert len(stored.title_topics) == 50 and {len(t) for t in stored.title_topics} == {500}
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [

@@ -12,3 +12,12 @@ def test_a_provisional_title_is_the_first_seven_words():
 def test_a_provisional_title_is_at_most_80_characters_even_for_one_long_word():
     pasted = "https://example.com/" + "x" * 20000
     assert provisional_title(pasted) == pasted[:80] + "…"
+
+
+def test_a_keyword_title_is_at_most_80_characters_even_for_one_long_word():
+    """A keyword title (the offline model's, or when the model's title fails) of "Help with" and a
+    17,000-character paste was the whole paste (a review's fuzzing, stop 62)."""
+    from memory.chat_titles import keyword_title
+
+    assert keyword_title("Help with " + "x" * 17000) == ("Help with " + "x" * 70) + "…"
+    assert keyword_title("Hi! I'm Maya, and my bank charged me twice") == "My bank charged me twice"
