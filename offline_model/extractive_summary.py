@@ -312,9 +312,8 @@ def fold_extractively(previous: SummaryBoard | None, transcript_lines: Sequence[
                 candidates.append((score, len(candidates), sentence))
 
     # Too many sentences: drop the least informative, the oldest first among equals.
-    kept = list(candidates)
-    while len(kept) > max_sentences:
-        kept.remove(min(kept, key=lambda c: (c[0], c[1])))
+    # (Dropping them one at a time was quadratic: 4 s for five 20,000-character messages.)
+    kept = sorted(candidates, key=lambda c: (c[0], c[1]))[-max_sentences:]
     kept.sort(key=lambda c: c[1])
     summary = " ".join(c[2] for c in kept)
 
