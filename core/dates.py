@@ -15,6 +15,8 @@ import re
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterable
 
+from core.text_validation import TEXT_CHARS
+
 # The phrases that name a time, in the words people write them; the rules find due dates with
 # these, and facts get a resolved date beside any of them.
 WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
@@ -249,19 +251,28 @@ def dated_task(description: str, due: str | None, due_date: str | None) -> str:
     return _upper_first(f"{before}{phrase}{description[m.end():]}")
 
 
-def redated_task(description: str, old_due_date: str | None, due: str | None, due_date: str | None) -> str:
-    """A dated task's text after its due date is changed: the old date's phrase ("on Fri 4 Dec 2026",
-    "by …", "in …") gives way to the new one; a text that never carried the old date is kept as is."""
+def redated_task(description: str, old_due: str | None, old_due_date: str | None, due: str | None, due_date: str | None) -> str:
+    """A dated task's text after its due date is changed: the old date's phrase as :func:`dated_task`
+    wrote it ("on Fri 4 Dec 2026 in the morning", "by …", "in …", or the words of another language
+    with the date beside them, "domani (Fri 4 Dec 2026)") gives way to the new one; a text that
+    never carried the old date is kept as is."""
     if not old_due_date or old_due_date == due_date or human_date(old_due_date) not in description:
         return description
-    old = re.compile(rf"(\s*)\(?(?:\b(on|by|before|until|till|in)\s+)?(?:the end of )?{re.escape(human_date(old_due_date))}\)?")
+    when = rf"(?:the end of )?{re.escape(human_date(old_due_date))}"
+    # What _date_phrase adds after the date; the old words beside a bracketed date: neither may stay
+    # behind, or each change of the due date left one more ("in the evening in the morning …").
+    time_of_day = rf"(?:\s+in the (?:{PART_OF_DAY}))?(?:\s+at\s+(?:{_CLOCK.pattern}))?"
+    words_beside = rf"(?:{re.escape(old_due.strip())}\s*)?" if old_due and old_due.strip() else ""
+    old = re.compile(rf"(\s*)(?:{words_beside}\({when}\)|(?:\b(on|by|before|until|till|in)\s+)?{when}{time_of_day})", re.I)
     if not (due and due_date):
         return old.sub("", description, count=1).strip()
     # The new words where the old date was, after its preposition ("by"), then dated as any task's.
     def words(m: re.Match[str]) -> str:
         return f"{m.group(1)}{m.group(2) + ' ' if m.group(2) in ('by', 'before', 'until', 'till') else ''}{due}"
 
-    return dated_task(old.sub(words, description, count=1), due, due_date)
+    redated = dated_task(old.sub(words, description, count=1), due, due_date)
+    # A text the new phrase would take past a task's limit keeps its words (its due date is the new one).
+    return redated if len(redated) <= TEXT_CHARS else description
 
 
 def _upper_first(text: str) -> str:

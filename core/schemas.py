@@ -13,7 +13,7 @@ import unicodedata
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, create_model, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from core.dates import ISO_DATE
@@ -33,6 +33,7 @@ from core.text_validation import (
     ValueList,
     at_most_items,
     is_blank,
+    reading_stored,
 )
 
 
@@ -59,7 +60,8 @@ IsoDate = Annotated[str, StringConstraints(pattern=ISO_DATE)]
 
 # Every string and list that comes in is bounded and storable (no NUL, no lone surrogate): core.text_validation.
 # Memory values (profile fields, preferences, facts, tasks) are never blank: null is "no value".
-Tags = TextList(max_items=20, item_chars=NAME_CHARS)
+TAGS_MAX = 20
+Tags = TextList(max_items=TAGS_MAX, item_chars=NAME_CHARS)
 Notes = ValueList
 SUMMARY_CHARS = 20000
 # A summary board's size is governed by max_summary_tokens (an oversized board is recompressed);
@@ -94,6 +96,10 @@ class Source(BaseModel):
     by: ShortText = "model"
     """"rules" (the extraction rules), "model <name>", "user" (typed in /memory or the API),
     "client" (the LangGraph store API), "remember" (MCP's remember tool)."""
+
+
+Sources = Annotated[list[Source], AfterValidator(at_most_items(MAX_SOURCES))]
+"""An item's sources as written: at most MAX_SOURCES, whoever writes them (with_source keeps its own)."""
 
 
 def with_source(sources: list[Source], new: Source | None) -> list[Source]:
@@ -131,14 +137,26 @@ class Preferences(BaseModel):
     other_notes: Notes = Field(default_factory=list)
 
 
+_SOURCE_KEYS = frozenset([*(f"profile.{f}" for f in Profile.model_fields), *(f"preferences.{f}" for f in Preferences.model_fields)])
+
+
 class UserDocument(StoredModel):
     """The single store document holding profile and preferences (namespace ``profile``)."""
 
     profile: Profile = Field(default_factory=Profile)
     preferences: Preferences = Field(default_factory=Preferences)
     updated_at: datetime = Field(default_factory=utcnow)
-    sources: dict[str, list[Source]] = Field(default_factory=dict)
+    sources: dict[str, Sources] = Field(default_factory=dict)
     """Where each field's value came from, keyed "profile.role", "preferences.answer_length"."""
+
+    @field_validator("sources")
+    @classmethod
+    def _sources_of_fields(cls, sources: dict[str, list[Source]], info: ValidationInfo) -> dict[str, list[Source]]:
+        # Keyed by the document's own fields only, so a client's write cannot grow it without bound.
+        unknown = [k for k in sources if k not in _SOURCE_KEYS]
+        if unknown and not reading_stored(info):
+            raise ValueError(f"sources are keyed by a field ('profile.role', 'preferences.tone'), not {unknown[0][:60]!r}")
+        return sources
 
 
 # --------------------------------------------------------------------------- facts
@@ -157,7 +175,7 @@ class Fact(StoredModel):
     last_used: datetime | None = None
     source_thread: Identifier | None = None
     source_message_id: Identifier | None = None
-    sources: list[Source] = Field(default_factory=list)
+    sources: Sources = Field(default_factory=list)
     """Every message that said it (merges and repeats add theirs), and what wrote it down."""
     # Contradictions supersede instead of deleting, so history stays auditable.
     superseded_by: Identifier | None = None
@@ -184,7 +202,7 @@ class Task(StoredModel):
     completed_at: datetime | None = None
     source_thread: Identifier | None = None
     source_message_id: Identifier | None = None
-    sources: list[Source] = Field(default_factory=list)
+    sources: Sources = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- chats

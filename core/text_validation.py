@@ -92,13 +92,13 @@ STORED = {"stored": True}
 checked on its way in, and a limit introduced or lowered since must not make memory unreadable."""
 
 
-def _reading_stored(info: ValidationInfo) -> bool:
+def reading_stored(info: ValidationInfo) -> bool:
     return isinstance(info.context, dict) and info.context.get("stored") is True
 
 
 def _at_most_chars(max_chars: int):
     def check(text: str, info: ValidationInfo) -> str:
-        if _reading_stored(info):
+        if reading_stored(info):
             return text
         storable(text)
         if len(text) > max_chars:
@@ -114,7 +114,7 @@ def _at_most_chars(max_chars: int):
 
 def at_most_items(max_items: int):
     def check(items: list, info: ValidationInfo) -> list:
-        if len(items) > max_items and not _reading_stored(info):
+        if len(items) > max_items and not reading_stored(info):
             raise PydanticCustomError(
                 "too_many_items", "The list has {count} items; the limit is {limit}.", {"count": len(items), "limit": max_items}
             )
@@ -126,7 +126,7 @@ def at_most_items(max_items: int):
 def not_blank(text: str, info: ValidationInfo) -> str:
     """A pydantic after-validator: ``text`` unchanged, or a validation error when it is blank (is_blank).
     What is already stored is read as it is (STORED)."""
-    if is_blank(text) and not _reading_stored(info):
+    if is_blank(text) and not reading_stored(info):
         raise PydanticCustomError(
             "blank_text",
             "The text is blank (empty, or only spaces or invisible characters); send a value, or null to clear the field.",

@@ -21,6 +21,7 @@ from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
 from memory.writer.merge_rules import refines, slot_of
 from core.stopwords import STOPWORDS
+from core.text_validation import TEXT_CHARS
 from core.words import accentless_words, light_stem, third_person, word_runs
 from offline_model.rule_extraction import extract_with_rules
 
@@ -491,13 +492,16 @@ def with_dates(result: ExtractionResult, said_at: datetime, languages: tuple[str
     text that date in place of the words ("Call the dentist on Fri 4 Dec 2026", not "… next Friday",
     which reads wrong a week later), and each fact's relative phrase ("next Tuesday") the date beside
     it, so none goes stale."""
+    def fits(dated_text: str, text: str) -> str:  # a date that would take a text past its limit stays out
+        return dated_text if len(dated_text) <= TEXT_CHARS else text
+
     tasks = []
     for task in result.task_updates:
         due_date = resolve_date(task.due, said_at, languages)
         # An update's or completion's text only names the task to change: left as said.
-        description = dated_task(task.description, task.due, due_date) if task.action == "add" else task.description
+        description = fits(dated_task(task.description, task.due, due_date), task.description) if task.action == "add" else task.description
         tasks.append(task.model_copy(update={"due_date": due_date, "description": description}))
-    facts = [f.model_copy(update={"text": dated(f.text, said_at, languages)}) for f in result.new_facts]
+    facts = [f.model_copy(update={"text": fits(dated(f.text, said_at, languages), f.text)}) for f in result.new_facts]
     if tasks == result.task_updates and facts == result.new_facts:
         return result
     return result.model_copy(update={"task_updates": tasks, "new_facts": facts})

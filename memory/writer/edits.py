@@ -103,11 +103,11 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
             task.status = status
             task.completed_at = now if status == "done" else None
         if "due" in changes:  # words the user types now mean a date from now
-            old_due_date = task.due_date
+            old_due, old_due_date = task.due, task.due_date
             _set_checked(task, "due", changes["due"])  # a blank due date is refused; None clears it
             task.due_date = resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
             if not description:  # the text said the old date ("Call the dentist on Fri 4 Dec 2026"): it says the new one
-                redated = redated_task(task.description, old_due_date, task.due, task.due_date)
+                redated = redated_task(task.description, old_due, old_due_date, task.due, task.due_date)
                 if redated != task.description:
                     description = redated
                     await embed_ahead(store, [description])

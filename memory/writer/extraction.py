@@ -32,7 +32,8 @@ from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.dates import redated_task
-from core.schemas import ExtractionResult, Fact, NewFact, Source, Task, normalize_text, text_hash, utcnow, with_source
+from core.schemas import TAGS_MAX, ExtractionResult, Fact, NewFact, Source, Task, normalize_text, text_hash, utcnow, with_source
+from core.text_validation import LIST_ITEMS
 from core.redaction import Redactor
 from memory.kinds import KINDS
 from memory.writer import run_undo
@@ -174,7 +175,9 @@ def _merge_fields(section, updates: dict, list_field: str, unset: tuple, changes
             known = {normalize_text(x) for x in getattr(section, list_field)}
             added = [v for v in value if normalize_text(v) not in known]
             if added:
-                getattr(section, list_field).extend(added)
+                items = getattr(section, list_field)
+                items.extend(added)
+                del items[:-LIST_ITEMS]  # within the list's limit: the oldest give way (a goal of years ago)
                 changes[list_field] = added
                 changed = True
             if len(added) < len(value):
@@ -281,7 +284,7 @@ async def _apply_facts(
                 if richer:
                     target.text, target.hash = nf.text, h
                 target.importance = raise_importance(target.importance, nf.importance)
-                target.tags = sorted(set(target.tags) | set(nf.tags))
+                target.tags = sorted([*target.tags, *(t for t in nf.tags if t not in target.tags)][:TAGS_MAX])  # its own first
                 target.mentions += 1
                 target.updated_at = now
                 target.sources = with_source(target.sources, source_of(nf.text))
@@ -352,7 +355,7 @@ async def _apply_tasks(
             if upd.status:
                 target.status = upd.status
             if upd.due:  # a text that said the old date says the new one (its vector, of the same task, is kept)
-                redated = redated_task(target.description, target.due_date, upd.due, upd.due_date)
+                redated = redated_task(target.description, target.due, target.due_date, upd.due, upd.due_date)
                 target.description, target.hash = redated, text_hash(redated)
                 target.due, target.due_date = upd.due, upd.due_date
             target.updated_at = now

@@ -10,7 +10,7 @@ from typing import Sequence
 from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
-from core.schemas import ChatRecord
+from core.schemas import SUMMARY_CHARS, ChatRecord
 from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS
 from memory.chat_text import redact_record, retitled_text
 from memory.kinds import KINDS
@@ -53,6 +53,7 @@ async def _put_chat(tx, user_id: str, chat: ChatRecord, *, kept: ChatRecord | No
     if len(chat.title) > NAME_CHARS:
         chat.title = chat.title[: NAME_CHARS - 1].rstrip() + "…"
     chat.title_topics = [t[:LINE_CHARS] for t in chat.title_topics[:LIST_ITEMS]]
+    chat.summary_text = chat.summary_text[:SUMMARY_CHARS]  # a model's oversized summary board
     # Only the summary is embedded: that is what "find the chat about X" searches.
     if kept is not None:
         chat.vector_parts, chat.vector_messages = list(kept.vector_parts), kept.vector_messages

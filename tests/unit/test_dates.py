@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from core.dates import date_languages, dated, due_phrase, resolve_date
+from core.dates import date_languages, dated, dated_task, due_phrase, redated_task, resolve_date
 from llm.chat_model import load_chat_model
 from memory.extractor import extract
 from prompts.reply_prompt import render_user_context
@@ -58,6 +58,30 @@ def test_words_said_at_the_calendars_edge_resolve_to_a_valid_iso_date_or_nothing
     assert resolve_date("by the end of the year", zero_time) == "0001"
     for words in ("next week", "next month", "next year", "next Friday", "by the end of next month", "the 3rd of next month", "tomorrow"):
         assert resolve_date(words, last_day) is None
+
+
+def test_a_task_moved_back_and_forth_says_its_date_once_with_its_time_of_day():
+    """Redating left the old time of day behind and the old words of another language beside their
+    date, so each move added to the text: "Call the dentist on Fri 11 Dec 2026 in the evening in
+    the morning in the evening …", 2,000 characters and more (a review of the writes, stop 62)."""
+    now = datetime(2026, 12, 2, 10, tzinfo=timezone.utc)
+
+    def moved(text: str, old: str, new: str) -> str:
+        return redated_task(text, old, resolve_date(old, now, date_languages(old, "Italian")), new, resolve_date(new, now, date_languages(new, "Italian")))
+
+    text = dated_task("Call the dentist tomorrow morning", "tomorrow morning", "2026-12-03")
+    assert text == "Call the dentist on Thu 3 Dec 2026 in the morning"
+    for _ in range(3):
+        text = moved(text, "tomorrow morning", "next Friday at 5pm")
+        assert text == "Call the dentist on Fri 11 Dec 2026 at 5pm"
+        text = moved(text, "next Friday at 5pm", "tomorrow morning")
+        assert text == "Call the dentist on Thu 3 Dec 2026 in the morning"
+    text = dated_task("Chiamare il dentista domani", "domani", "2026-12-03")
+    for _ in range(3):
+        text = moved(text, "domani", "next Friday")
+        assert text == "Chiamare il dentista on Fri 11 Dec 2026"
+        text = moved(text, "next Friday", "domani")
+        assert text == "Chiamare il dentista domani (Thu 3 Dec 2026)"
 
 
 def test_a_fact_gets_the_date_beside_its_relative_words_but_a_habit_does_not():

@@ -334,3 +334,13 @@ def test_structured_output_is_deterministic(model):
     messages = build_fold_messages(SummaryBoard(), FOLD_MESSAGES, "structured")
     runnable = model.with_structured_output(SummaryBoard)
     assert runnable.invoke(messages) == runnable.invoke(messages)
+
+
+def test_a_title_from_a_summary_whose_topic_is_one_long_word_is_one_a_chat_title_accepts():
+    """A pasted 5,000-character token as a topic made a title ChatTitle refused, so the chat kept
+    its old title at every fold (a review's fuzzing, stop 62)."""
+    from offline_model.model import title_from_summary
+
+    title = title_from_summary("Topics: " + "x" * 5000 + "; garden")
+    assert ChatTitle(title=title).title == title and len(title) == 200 and title.endswith("…")
+    assert title_from_summary("Topics: garden; tomatoes") == "Garden, Tomatoes"
