@@ -29,7 +29,7 @@ TIME_WORDS = (
     rf"in (?:a|one|two|three|four|five|six|\d{{1,2}}) (?:days?|weeks?|months?)|"
     rf"(?:{WEEKDAYS})(?: (?:{PART_OF_DAY}))?|"
     r"(?:the )?end of (?:the |this |next )?(?:day|week|month|year)|"
-    r"noon|midnight|\d{1,2}(?::\d{2})?\s?(?:am|pm)|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?|"
+    r"noon|midnight|\d{1,2}(?::\d{2})?\s?(?:am|pm)|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?|"
     rf"(?:{MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{MONTHS})|"
     r"domani|stasera|oggi|מחר|היום|הערב"
 )

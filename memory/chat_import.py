@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.bounded_json import InvalidJson, JsonTooLarge, loads_bounded
 from core.errors import InvalidMessage, MemoryAgentError
-from core.text_validation import DEFAULT_MAX_CHARS, NAME_CHARS, ShortText, StorableText, unstorable_reason, validate_user_text
+from core.text_validation import DEFAULT_MAX_CHARS, NAME_CHARS, ShortText, StorableText, is_blank, unstorable_reason, validate_user_text
 from memory.import_formats import ExportError, export_histories
 
 __all__ = [
@@ -59,7 +59,7 @@ MAX_IMPORT_VALUES = 100 * MAX_IMPORT_MESSAGES
 SOURCE_ID_CHARS = 300  # a conversation's or a message's id where it came from (ChatGPT's, Claude's: a UUID)
 LOCOMO_TURN_SPACING = timedelta(minutes=1)
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
-_SESSION = re.compile(r"session_(\d+)")
+_SESSION = re.compile(r"session_([0-9]+)")  # ASCII digits: int() of "١" would name a key the body lacks
 
 
 class InvalidImport(MemoryAgentError, ValueError):
@@ -87,10 +87,23 @@ class ImportedMessage(BaseModel):
     time: datetime = Field(description="When it was said, ISO 8601; without a zone it is taken as UTC.")
     source_id: StorableText | None = Field(None, max_length=SOURCE_ID_CHARS, description="The source's id of the message (LoCoMo's dia_id), for reference.")
 
+    @field_validator("time", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _iso_text(value)
+
     @field_validator("time")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return _in_utc(value)
+
+
+def _iso_text(value: Any) -> Any:
+    """A time is ISO 8601 text: a number is refused, which pydantic would read as seconds or, past
+    about 2e10, milliseconds (253402300800, the end of 9999 in seconds, became 1978)."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9.]+(?:e[+-]?[0-9]+)?\s*", value, re.I)):
+        raise ValueError("a time is ISO 8601 text, like 2023-05-08T13:56:00Z, not a number")
+    return value
 
 
 def _in_utc(value: datetime | None) -> datetime | None:
@@ -112,6 +125,11 @@ class ChatImport(BaseModel):
         None, max_length=SOURCE_ID_CHARS, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
     )
     created_at: datetime | None = Field(None, description="When the conversation was started (default: its first message's time).")
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _iso_text(value)
 
     @field_validator("created_at")
     @classmethod
@@ -141,18 +159,18 @@ class ImportedChat:
 
 
 # --------------------------------------------------------------------------- formats
-def _locomo_time(raw: Any, session: int) -> datetime:
+def _locomo_time(raw: Any, session: str) -> datetime:
     try:
         return datetime.strptime(str(raw).strip(), LOCOMO_DATE_FORMAT).replace(tzinfo=timezone.utc)
     except ValueError:
-        raise InvalidImport(f"session_{session}_date_time {raw!r} is not a LoCoMo date like '1:56 pm on 8 May, 2023'.") from None
+        raise InvalidImport(f"{session}_date_time {raw!r} is not a LoCoMo date like '1:56 pm on 8 May, 2023'.") from None
 
 
-def _turn_time(start: datetime, i: int, session: int) -> datetime:
+def _turn_time(start: datetime, i: int, session: str) -> datetime:
     try:
         return start + i * LOCOMO_TURN_SPACING
     except OverflowError:
-        raise InvalidImport(f"session_{session} turn {i + 1}: its time falls after the year 9999.") from None
+        raise InvalidImport(f"{session} turn {i + 1}: its time falls after the year 9999.") from None
 
 
 def locomo_chat(sample: dict[str, Any], *, title: str | None = None) -> ChatImport:
@@ -161,35 +179,45 @@ def locomo_chat(sample: dict[str, Any], *, title: str | None = None) -> ChatImpo
     if not isinstance(conv, dict):
         raise InvalidImport("A LoCoMo sample needs a 'conversation' object.")
     a, b = conv.get("speaker_a"), conv.get("speaker_b")
-    if not a or not b:
-        raise InvalidImport("A LoCoMo conversation needs 'speaker_a' and 'speaker_b'.")
-    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION.fullmatch(k)))
-    sessions = {n: conv[f"session_{n}"] or [] for n in numbers}
-    for n, turns in sessions.items():
+    if not (isinstance(a, str) and a.strip() and isinstance(b, str) and b.strip()):
+        raise InvalidImport("A LoCoMo conversation needs 'speaker_a' and 'speaker_b', each a name.")
+    keys: dict[int, str] = {}  # session number -> its key as written ("session_01" is session 1)
+    for key in conv:
+        if m := _SESSION.fullmatch(key):
+            if (n := int(m.group(1))) in keys:
+                raise InvalidImport(f"{keys[n]} and {key} are both session {n}.")
+            keys[n] = key
+    sessions = {keys[n]: conv[keys[n]] or [] for n in sorted(keys)}
+    for key, turns in sessions.items():
         if not isinstance(turns, list):
-            raise InvalidImport(f"session_{n} must be a list of turns, not {type(turns).__name__}.")
+            raise InvalidImport(f"{key} must be a list of turns, not {type(turns).__name__}.")
     count = sum(len(turns) for turns in sessions.values())
     if count > MAX_IMPORT_MESSAGES:
         raise ImportTooLarge(f"The LoCoMo conversation has {count:,} turns; an import takes at most {MAX_IMPORT_MESSAGES:,} messages.")
     messages: list[dict] = []
-    for n, turns in sessions.items():
+    for key, turns in sessions.items():
         if not turns:
             continue
-        start = _locomo_time(conv.get(f"session_{n}_date_time"), n)
+        start = _locomo_time(conv.get(f"{key}_date_time"), key)
         for i, turn in enumerate(turns):
+            where = f"{key} turn {i + 1}"
             if not isinstance(turn, dict):
-                raise InvalidImport(f"session_{n} turn {i + 1} must be an object with speaker and text, not {type(turn).__name__}.")
+                raise InvalidImport(f"{where} must be an object with speaker and text, not {type(turn).__name__}.")
             speaker = turn.get("speaker")
             if speaker not in (a, b):
-                raise InvalidImport(f"session_{n} turn {i + 1}: speaker {speaker!r} is neither speaker_a ({a}) nor speaker_b ({b}).")
-            text = str(turn.get("text", ""))
-            if turn.get("blip_caption"):
-                text = f"{text} [shared {turn['blip_caption']}]".strip()
+                raise InvalidImport(f"{where}: speaker {speaker!r} is neither speaker_a ({a}) nor speaker_b ({b}).")
+            said, caption = turn.get("text", ""), turn.get("blip_caption") or ""
+            for name, value in (("text", said), ("blip_caption", caption)):
+                if not isinstance(value, str):  # str() of it would import "Ann: None"
+                    raise InvalidImport(f"{where}: {name} must be a string, not {type(value).__name__}.")
+            text = f"{said} [shared {caption}]".strip() if caption else said
+            if is_blank(text):  # "Ann: " is not blank, so the message check would not see it
+                raise InvalidImport(f"{where} says nothing (no text and no photo caption).")
             messages.append(
                 {
                     "role": "user" if speaker == a else "assistant",
                     "text": f"{speaker}: {text}",
-                    "time": _turn_time(start, i, n),
+                    "time": _turn_time(start, i, key),
                     "source_id": turn.get("dia_id"),
                 }
             )

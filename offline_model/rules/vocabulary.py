@@ -70,7 +70,8 @@ _DUE_PATTERNS = (
     re.compile(rf"\bby ({_TIME})\b", re.I),
     re.compile(rf"\bon ((?:{_WEEKDAYS})(?: (?:{_PART_OF_DAY}))?|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS}))\b", re.I),
     re.compile(r"\bentro ([^\s,.;!?]+)", re.I),
-    re.compile(rf"(?<!\w)({_TIME})(?!\w)", re.I),
+    # Two time words together are one due ("at 5pm tomorrow" is tomorrow, not today at 5pm).
+    re.compile(rf"(?<!\w)((?:{_TIME})(?:\s+(?:at\s+)?(?:{_TIME}))?)(?!\w)", re.I),
 )
 
 # Goals: "I want to X" only counts when X starts with one of these (chat is full of "I want to know …").
@@ -119,7 +120,8 @@ _LOCATION_TAIL = re.compile(
     r"from|until|till|in \d{4}|da|con|ora|adesso|עם|כבר|עכשיו)\b",
     re.I,
 )
-_PUNCT = re.compile(r"[.,;:!?()\[\]\"“”«»…\n]")
+# A point, comma or colon between two digits is part of a number or a time ("10:30", "3.5 km", "1,200"), not a break.
+_PUNCT = re.compile(r"(?<![0-9])[.,:]|[.,:](?![0-9])|[;!?()\[\]\"“”«»…\n]")
 _HEB = re.compile(r"[\u0590-\u05FF]")
 
 

@@ -542,3 +542,21 @@ def test_a_sentence_is_read_for_how_to_answer_once_however_many_times_it_says_al
     assert len(read) == 3  # one reading of each clause, not one per "always"
     assert (result.new_preferences.answer_length, result.new_preferences.prefers_bullets) == ("short", True)
     assert result.new_preferences.other_notes == ["No emojis"]
+
+
+def test_a_task_keeps_an_iso_date_a_clock_time_and_two_time_words_as_said():
+    """"on 2027-03-15" was read as the due "03-15" and written "File taxes on 2027-on Mon 15 Mar
+    2027"; "at 10:30" was cut at the colon to "at 10"; "at 5pm tomorrow" was due today at 5pm
+    (a review's fuzzing of the HTTP API, stop 62)."""
+    from datetime import datetime, timezone
+
+    from memory.extractor import with_dates
+
+    def task(text: str) -> tuple:
+        [t] = with_dates(extract_with_rules(text), datetime(2026, 12, 2, 10, tzinfo=timezone.utc)).task_updates
+        return t.description, t.due_date
+
+    assert task("Remind me to file taxes on 2027-03-15") == ("File taxes on Mon 15 Mar 2027", "2027-03-15")
+    assert task("Remind me to call Ana at 10:30") == ("call Ana at 10:30", None)
+    assert task("Remind me to call mom at 5pm tomorrow") == ("Call mom on Thu 3 Dec 2026 at 5pm", "2026-12-03")
+    assert task("Remind me to call mom tomorrow at 5pm") == ("Call mom on Thu 3 Dec 2026 at 5pm", "2026-12-03")
