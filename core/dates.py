@@ -259,16 +259,20 @@ def redated_task(description: str, old_due: str | None, old_due_date: str | None
     if not old_due_date or old_due_date == due_date or human_date(old_due_date) not in description:
         return description
     when = rf"(?:the end of )?{re.escape(human_date(old_due_date))}"
-    # What _date_phrase adds after the date; the old words beside a bracketed date: neither may stay
-    # behind, or each change of the due date left one more ("in the evening in the morning …").
-    time_of_day = rf"(?:\s+in the (?:{PART_OF_DAY}))?(?:\s+at\s+(?:{_CLOCK.pattern}))?"
-    words_beside = rf"(?:{re.escape(old_due.strip())}\s*)?" if old_due and old_due.strip() else ""
+    # What _date_phrase added after the date for the old due's time of day, and the old words beside
+    # a bracketed date: neither may stay behind, or each change of the due date left one more ("in
+    # the evening in the morning …"). A time of day the user wrote themselves stays.
+    said = old_due or ""
+    time_of_day = (rf"(?:\s+in the (?:{PART_OF_DAY}))?" if _PART_OF_DAY_WORD.search(said) else "") + (
+        rf"(?:\s+at\s+(?:{_CLOCK.pattern}))?" if _CLOCK.search(said) else ""
+    )
+    words_beside = rf"(?:{re.escape(said.strip())}\s*)?" if said.strip() else ""
     old = re.compile(rf"(\s*)(?:{words_beside}\({when}\)|(?:\b(on|by|before|until|till|in)\s+)?{when}{time_of_day})", re.I)
     if not (due and due_date):
         return old.sub("", description, count=1).strip()
     # The new words where the old date was, after its preposition ("by"), then dated as any task's.
     def words(m: re.Match[str]) -> str:
-        return f"{m.group(1)}{m.group(2) + ' ' if m.group(2) in ('by', 'before', 'until', 'till') else ''}{due}"
+        return f"{m.group(1)}{m.group(2) + ' ' if (m.group(2) or '').lower() in ('by', 'before', 'until', 'till') else ''}{due}"
 
     redated = dated_task(old.sub(words, description, count=1), due, due_date)
     # A text the new phrase would take past a task's limit keeps its words (its due date is the new one).

@@ -102,7 +102,7 @@ def _iso_text(value: Any) -> Any:
     """A time is ISO 8601 text: a number is refused, which pydantic would read as seconds or, past
     about 2e10, milliseconds (253402300800, the end of 9999 in seconds, became 1978)."""
     if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?\s*", value, re.I)):
-        raise ValueError("a time is ISO 8601 text, like 2023-05-08T13:56:00Z, not a number")
+        raise ValueError("a time is ISO 8601 text with its separators, like 2023-05-08T13:56:00Z; a bare number (seconds? milliseconds? 20230508?) is not read")
     return value
 
 

@@ -284,7 +284,7 @@ async def _apply_facts(
                 if richer:
                     target.text, target.hash = nf.text, h
                 target.importance = raise_importance(target.importance, nf.importance)
-                target.tags = sorted([*target.tags, *(t for t in nf.tags if t not in target.tags)][:TAGS_MAX])  # its own first
+                target.tags = sorted(list(dict.fromkeys([*target.tags, *nf.tags]))[:TAGS_MAX])  # once each, its own first
                 target.mentions += 1
                 target.updated_at = now
                 target.sources = with_source(target.sources, source_of(nf.text))

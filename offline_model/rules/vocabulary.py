@@ -64,14 +64,17 @@ _LANGUAGES = {
 }
 
 _WEEKDAYS, _MONTHS, _PART_OF_DAY, _TIME = WEEKDAYS, MONTHS, PART_OF_DAY, TIME_WORDS
+_CLOCK_TIME = r"\d{1,2}(?::\d{2})?\s?(?:am|pm)|noon|midnight"
+_DAY_WORDS = rf"tomorrow|today|(?:next |this )?(?:{WEEKDAYS})"
 _DUE_PATTERNS = (
     # "pay rent on the 1st": a day of the month, only after a preposition and ending the clause ("the 1st draft" is none).
     re.compile(r"\b(?:on|by|before|until) (the \d{1,2}(?:st|nd|rd|th)(?: of (?:the |this |each |every )?(?:next )?month)?)(?=\s*(?:[.,;!?]|$)|\s(?:and|but|please|so)\b)", re.I),
     re.compile(rf"\bby ({_TIME})\b", re.I),
     re.compile(rf"\bon ((?:{_WEEKDAYS})(?: (?:{_PART_OF_DAY}))?|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS}))\b", re.I),
     re.compile(r"\bentro ([^\s,.;!?]+)", re.I),
-    # Two time words together are one due ("at 5pm tomorrow" is tomorrow, not today at 5pm).
-    re.compile(rf"(?<!\w)((?:{_TIME})(?:\s+(?:at\s+)?(?:{_TIME}))?)(?!\w)", re.I),
+    # A clock time beside a day is one due ("at 5pm tomorrow" is tomorrow at 5pm, not today); two
+    # other time words are not ("remind me today to email Bob tomorrow morning": the task's is the second).
+    re.compile(rf"(?<!\w)((?:{_CLOCK_TIME})\s+(?:on\s+)?(?:{_DAY_WORDS})|(?:{_DAY_WORDS})\s+(?:at\s+)?(?:{_CLOCK_TIME})|{_TIME})(?!\w)", re.I),
 )
 
 # Goals: "I want to X" only counts when X starts with one of these (chat is full of "I want to know …").

@@ -76,6 +76,10 @@ def test_a_task_moved_back_and_forth_says_its_date_once_with_its_time_of_day():
         assert text == "Call the dentist on Fri 11 Dec 2026 at 5pm"
         text = moved(text, "next Friday at 5pm", "tomorrow morning")
         assert text == "Call the dentist on Thu 3 Dec 2026 in the morning"
+    # A time of day the user wrote stays, and so does a capitalised deadline word.
+    assert redated_task("Call the dentist on Thu 3 Dec 2026 at 5pm", "tomorrow", "2026-12-03", "next Friday", "2026-12-11") == "Call the dentist on Fri 11 Dec 2026 at 5pm"
+    by_friday = dated_task("by Friday submit the report", "Friday", "2026-12-04")
+    assert redated_task(by_friday, "Friday", "2026-12-04", "Monday", "2026-12-07") == "By Mon 7 Dec 2026 submit the report"
     text = dated_task("Chiamare il dentista domani", "domani", "2026-12-03")
     for _ in range(3):
         text = moved(text, "domani", "next Friday")

@@ -560,3 +560,7 @@ def test_a_task_keeps_an_iso_date_a_clock_time_and_two_time_words_as_said():
     assert task("Remind me to call Ana at 10:30") == ("call Ana at 10:30", None)
     assert task("Remind me to call mom at 5pm tomorrow") == ("Call mom on Thu 3 Dec 2026 at 5pm", "2026-12-03")
     assert task("Remind me to call mom tomorrow at 5pm") == ("Call mom on Thu 3 Dec 2026 at 5pm", "2026-12-03")
+    # Two day words are not one due: the task's own is the one kept (a review of the change above).
+    assert task("Remind me today to email Bob tomorrow morning.")[1] == "2026-12-03"
+    assert task("I need to send the report Friday end of day.")[1] == "2026-12-04"
+    assert task("Remind me tomorrow to renew the lease December 3.")[1] == "2026-12-03"
