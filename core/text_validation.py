@@ -92,6 +92,11 @@ STORED = {"stored": True}
 checked on its way in, and a limit introduced or lowered since must not make memory unreadable."""
 
 
+def shortened(text: str, limit: int) -> str:
+    """``text``, or when longer than ``limit`` characters its first ones ending in "…", ``limit`` in all."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def reading_stored(info: ValidationInfo) -> bool:
     return isinstance(info.context, dict) and info.context.get("stored") is True
 

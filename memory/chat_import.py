@@ -26,9 +26,9 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Literal
+from typing import Annotated, Any, Awaitable, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from core.bounded_json import InvalidJson, JsonTooLarge, loads_bounded
 from core.errors import InvalidMessage, MemoryAgentError
@@ -79,25 +79,6 @@ class ImportFailed(MemoryAgentError):
         self.imported = imported
 
 
-class ImportedMessage(BaseModel):
-    """One message of an imported history."""
-
-    role: Literal["user", "assistant"]
-    text: str = Field(description="The message's text (the limits and checks of a chat message apply).")
-    time: datetime = Field(description="When it was said, ISO 8601; without a zone it is taken as UTC.")
-    source_id: StorableText | None = Field(None, max_length=SOURCE_ID_CHARS, description="The source's id of the message (LoCoMo's dia_id), for reference.")
-
-    @field_validator("time", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> Any:
-        return _iso_text(value)
-
-    @field_validator("time")
-    @classmethod
-    def _utc(cls, value: datetime) -> datetime:
-        return _in_utc(value)
-
-
 def _iso_text(value: Any) -> Any:
     """A time is ISO 8601 text: a number is refused, which pydantic would read as seconds or, past
     about 2e10, milliseconds (253402300800, the end of 9999 in seconds, became 1978)."""
@@ -106,14 +87,25 @@ def _iso_text(value: Any) -> Any:
     return value
 
 
-def _in_utc(value: datetime | None) -> datetime | None:
+def _in_utc(value: datetime) -> datetime:
     """A time in UTC (without a zone: taken as UTC); ValueError (a validation error) outside the years 1 to 9999."""
-    if value is None:
-        return None
     try:
         return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
     except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is in year 10000 in UTC
         raise ValueError("the time in UTC falls outside the years 1 to 9999") from None
+
+
+ImportTime = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
+"""An imported time: ISO 8601 text, in UTC (without a zone: taken as UTC), within the years 1 to 9999."""
+
+
+class ImportedMessage(BaseModel):
+    """One message of an imported history."""
+
+    role: Literal["user", "assistant"]
+    text: str = Field(description="The message's text (the limits and checks of a chat message apply).")
+    time: ImportTime = Field(description="When it was said, ISO 8601; without a zone it is taken as UTC.")
+    source_id: StorableText | None = Field(None, max_length=SOURCE_ID_CHARS, description="The source's id of the message (LoCoMo's dia_id), for reference.")
 
 
 class ChatImport(BaseModel):
@@ -124,17 +116,7 @@ class ChatImport(BaseModel):
     source_id: StorableText | None = Field(
         None, max_length=SOURCE_ID_CHARS, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
     )
-    created_at: datetime | None = Field(None, description="When the conversation was started (default: its first message's time).")
-
-    @field_validator("created_at", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> Any:
-        return _iso_text(value)
-
-    @field_validator("created_at")
-    @classmethod
-    def _utc(cls, value: datetime | None) -> datetime | None:
-        return _in_utc(value)
+    created_at: ImportTime | None = Field(None, description="When the conversation was started (default: its first message's time).")
 
 
 class LocomoSample(BaseModel):

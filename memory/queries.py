@@ -45,6 +45,7 @@ from storage import embeddings_record, store_rows
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
 from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
+from core.text_validation import shortened
 from storage.memory_store import memory_store
 from memory.time_ranges import TIME_RANGE_HELP, InvalidTimeRange, TimeWindow, parse_time_range  # noqa: F401 - re-exported for MCP and tests
 from memory.user_memory import (  # noqa: F401 - the plain readers, re-exported for the entry points
@@ -307,8 +308,7 @@ def _conversation(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple
 
 
 def _clip(text: str, limit: int = SNIPPET_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return shortened(" ".join(text.split()), limit)
 
 
 def _clamp(limit: int) -> int:

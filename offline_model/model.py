@@ -51,7 +51,7 @@ from offline_model.recalled import quotes_for, render_quotes
 from offline_model.rule_extraction import extract_with_rules
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard, normalize_text
 from core.tokens import count_tokens
-from core.text_validation import NAME_CHARS
+from core.text_validation import NAME_CHARS, shortened
 
 __all__ = ["OfflineChatModel", "offline_reply", "offline_structured", "title_from_summary"]
 
@@ -373,7 +373,7 @@ def title_from_summary(summary_text: str) -> str:
         return "New chat"
     title = ", ".join(w[:1].upper() + w[1:] for w in words)
     # A topic may be one long "word" (a pasted token): the title stays one ChatTitle accepts.
-    return title if len(title) <= NAME_CHARS else title[: NAME_CHARS - 1].rstrip() + "…"
+    return shortened(title, NAME_CHARS)
 
 
 def _title(messages: Sequence[BaseMessage]) -> ChatTitle:

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from core.contracts import Excerpt, ExcerptLine
 from core.past_dates import PHRASE_CONTEXT_CHARS, day_text, resolve_relative
+from core.text_validation import shortened
 from core.tokens import count_tokens
 
 __all__ = [
@@ -55,8 +56,7 @@ def excerpt_line(role: str, text: str, date: str = "", said: datetime | None = N
         # Only what can be shown is read, with the stretch its phrases look past: reading a whole
         # 20,000-character message of date phrases cost ~0.4 s at each rendering.
         words = resolve_relative(words[: EXCERPT_LINE_CHARS + PHRASE_CONTEXT_CHARS], said)
-    if len(words) > EXCERPT_LINE_CHARS:
-        words = words[: EXCERPT_LINE_CHARS - 1].rstrip() + "…"
+    words = shortened(words, EXCERPT_LINE_CHARS)
     return f"{role}{f' ({date})' if date else ''}: {words}"
 
 

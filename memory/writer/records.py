@@ -11,7 +11,7 @@ from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
 from core.schemas import SUMMARY_CHARS, ChatRecord
-from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS
+from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS, shortened
 from memory.chat_text import redact_record, retitled_text
 from memory.kinds import KINDS
 from memory.user_memory import get_chat
@@ -50,8 +50,7 @@ async def _put_chat(tx, user_id: str, chat: ChatRecord, *, kept: ChatRecord | No
     write does not, and its vector is never kept."""
     # The one write of a chat's record keeps its generated fields within the record's limits,
     # whoever built them (a keyword title of a 17,000-character opening was stored whole).
-    if len(chat.title) > NAME_CHARS:
-        chat.title = chat.title[: NAME_CHARS - 1].rstrip() + "…"
+    chat.title = shortened(chat.title, NAME_CHARS)
     chat.title_topics = [t[:LINE_CHARS] for t in chat.title_topics[:LIST_ITEMS]]
     chat.summary_text = chat.summary_text[:SUMMARY_CHARS]  # a model's oversized summary board
     # Only the summary is embedded: that is what "find the chat about X" searches.
