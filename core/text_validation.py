@@ -90,6 +90,8 @@ def storable(text: str) -> str:
 STORED = {"stored": True}
 """Validation context for reading back what is already stored (core.schemas.StoredModel): it was
 checked on its way in, and a limit introduced or lowered since must not make memory unreadable."""
+NEW_VALUES: dict = {}
+"""Validation context of new input (a client's item): every bound applies, unlike STORED."""
 
 
 def shortened(text: str, limit: int) -> str:

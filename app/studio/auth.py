@@ -52,7 +52,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from app.studio.store_writes import InvalidItem, ReadOnlyNamespace, check_delete, checked_put
+from app.studio.store_writes import ReadOnlyNamespace, check_delete, checked_put
+from memory.writer.edits import InvalidClientItem
 from core.context import allowed_models, server_safety_settings
 from core.auth_user import KEYLESS, is_keyless, is_studio_user, memory_user_of, studio_user
 from core.context import Context
@@ -351,7 +352,7 @@ async def on_store_put(ctx: Auth.types.AuthContext, value: Any):
         kind, item = checked_put(namespace, value.get("key"), value.get("value"))
     except ReadOnlyNamespace as exc:
         raise _forbidden(str(exc)) from exc
-    except InvalidItem as exc:
+    except InvalidClientItem as exc:
         raise Auth.exceptions.HTTPException(status_code=422, detail=str(exc)) from exc
     # The server builds its write from this very dict; its store hands it to the writer (app/studio/backend.py).
     value["value"], value["index"], value["ttl"] = item, kind.index, None

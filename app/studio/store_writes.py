@@ -18,34 +18,23 @@ anything else  refused: nothing reads it                                    allo
 
 (The table is ``memory.kinds.KINDS``: ``client_writable`` says which kinds a client may put.)
 A value is checked with every bound of the chat API (a NUL, a 50,000-character tag or 5,000
-tags answer 422, as the chat API does), then written by the one writer under the user's lock
-(``memory.writer.edits.put_client_item``, reached through the server's store,
-``app/studio/backend.py``): the same fact text put under six keys is one fact.
+tags answer 422, as the chat API does) by the writer's own check
+(``memory.writer.edits.checked_client_item``, which the writer applies again whoever calls it),
+then written by the one writer under the user's lock (``memory.writer.edits.put_client_item``,
+reached through the server's store, ``app/studio/backend.py``): the same fact text put under six
+keys is one fact.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from memory.kinds import KINDS, MemoryKind, kind_of_namespace
-
-NEW_VALUES: dict = {}
-"""Validation context of a client's value: every bound of the chat API applies (no NUL, lengths,
-list sizes), unlike reading back what is already stored (core.schemas.StoredModel)."""
-
-
-class InvalidItem(ValueError):
-    """The item does not match its namespace's schema (HTTP 422)."""
+from memory.writer.edits import checked_client_item
 
 
 class ReadOnlyNamespace(PermissionError):
     """Clients may not write there (HTTP 403)."""
-
-
-def _reasons(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
 
 
 def _writable(namespace: tuple[str, ...]) -> MemoryKind:
@@ -59,22 +48,9 @@ def _writable(namespace: tuple[str, ...]) -> MemoryKind:
 
 
 def checked_put(namespace: tuple[str, ...], key: Any, value: Any) -> tuple[MemoryKind, dict]:
-    """The kind and the item to store (normalized by its model), or InvalidItem / ReadOnlyNamespace."""
+    """The kind and the item to store (normalized by its model), or InvalidClientItem / ReadOnlyNamespace."""
     kind = _writable(namespace)
-    if not isinstance(value, dict):
-        raise InvalidItem(f"A {kind.name} item is a JSON object, not {type(value).__name__}.")
-    try:
-        item = kind.model.model_validate(value, context=NEW_VALUES)
-    except ValidationError as exc:
-        raise InvalidItem(f"Not a valid {kind.name} item: {_reasons(exc)}.") from exc
-    if kind.key_of(item) != key:
-        where = f"its {kind.id_field}" if kind.id_field else f"the key {kind.fixed_key!r}"
-        raise InvalidItem(f"A {kind.name} item is stored under {where}: key {str(key)[:200]!r} differs.")
-    for name in kind.embedded:
-        text = getattr(item, name, "")
-        if isinstance(text, str) and not text.strip():
-            raise InvalidItem(f"{name} is empty.")
-    return kind, item.model_dump(mode="json")
+    return kind, checked_client_item(kind, key, value).model_dump(mode="json")
 
 
 def check_delete(namespace: tuple[str, ...]) -> MemoryKind | None:

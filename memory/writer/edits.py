@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
 
 from storage import forget_ledger
 from storage.user_transaction import embed_ahead, user_transaction
@@ -14,7 +15,7 @@ from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.dates import date_languages, redated_task, resolve_date
 from core.schemas import Fact, Importance, Preferences, Profile, Source, Task, text_hash, utcnow, with_source
 from core.errors import MemoryAgentError
-from core.text_validation import is_blank
+from core.text_validation import NEW_VALUES, is_blank
 from memory.kinds import KINDS, MemoryKind
 from memory.user_memory import get_user_document, invalid_item
 from memory.writer.merge_rules import slot_of
@@ -25,6 +26,23 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- edits by the user
 # The memory API and the CLI change memory through these, under the same lock as extraction.
+
+
+# The fields each edit may change: anything else is refused, whoever calls.
+FACT_EDITS = ("text", "importance", "tags")
+TASK_EDITS = ("description", "status", "due")
+
+
+def _checked(model_type, changes: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``changes`` validated as new input against ``model_type``'s fields, before anything is embedded
+    or written (ValueError naming the field when one fails or is not an edit's to change)."""
+    unknown = sorted(set(changes) - set(allowed))
+    if unknown:
+        raise ValueError(f"{model_type.__name__} fields that cannot be edited: {', '.join(unknown)} (only {', '.join(allowed)}).")
+    scratch = model_type.model_construct()
+    for name, value in changes.items():
+        _set_checked(scratch, name, value)
+    return {name: getattr(scratch, name) for name in changes}
 
 
 def _set_checked(model, name: str, value: Any) -> None:
@@ -57,26 +75,35 @@ async def edit_user_document(store, user_id: str, part: str, changes: dict[str, 
 async def edit_fact(
     store, user_id: str, fact_id: str, *, text: str | None = None, importance: Importance | None = None, tags: list[str] | None = None
 ) -> Fact | None:
-    """Correct a stored fact (None when there is no valid fact with that id). A new text is re-embedded;
-    a blank one is refused (ValueError)."""
+    """Correct a stored fact (None when there is no valid fact with that id). A new text is re-embedded.
+    Each value is checked as new input, whoever calls: a blank or oversized text, an unknown importance,
+    too many or too long tags are refused (ValueError) before anything is written."""
     if text is not None and is_blank(text):
         raise ValueError("A fact's text cannot be blank.")
+    changes: dict[str, Any] = {}
     if text is not None:
-        text = text.strip()
+        changes["text"] = text.strip()
+    if importance is not None:
+        changes["importance"] = importance
+    if tags is not None:  # each tag once, trimmed, then held to the tags' limits
+        changes["tags"] = sorted({str(t).strip() for t in tags if str(t).strip()}) if isinstance(tags, list) else tags
+    changes = _checked(Fact, changes, FACT_EDITS)
+    text = changes.get("text")
+    if text is not None:
         await embed_ahead(store, [text])
     async with user_transaction(store, user_id) as tx:
         fact = await valid_stored(tx, "facts", user_id, fact_id)
         if fact is None:
             return None
         if text is not None:
-            _set_checked(fact, "text", text)  # bounded and storable, like any new text
+            fact.text = text
             fact.hash, fact.slot = text_hash(text), slot_of(text)
             fact.sources = with_source(fact.sources, Source(by="user", said_at=utcnow()))
             await _lift_forgets(tx, user_id, text)
-        if importance is not None:
-            fact.importance = importance
-        if tags is not None:
-            fact.tags = sorted({t.strip() for t in tags if t.strip()})
+        if "importance" in changes:
+            fact.importance = changes["importance"]
+        if "tags" in changes:
+            fact.tags = changes["tags"]
         fact.updated_at = utcnow()
         await tx.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=None if text is not None else False)
     return fact
@@ -84,10 +111,15 @@ async def edit_fact(
 
 async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) -> Task | None:
     """Change a task's description, status or due date (None when there is no valid task with that id).
-    A blank description or due date is refused (ValueError); a due date of None clears it."""
+    Each value is checked as new input, whoever calls: a blank or oversized description or due date, an
+    unknown status or field is refused (ValueError) before anything is written; a due date of None
+    clears it."""
     if changes.get("description") is not None and is_blank(changes["description"]):
         raise ValueError("A task's description cannot be blank.")
-    description = (changes.get("description") or "").strip()
+    if isinstance(changes.get("description"), str):
+        changes = {**changes, "description": changes["description"].strip()}
+    changes = {**changes, **_checked(Task, {k: v for k, v in changes.items() if v is not None or k not in ("description", "status")}, TASK_EDITS)}
+    description = changes.get("description") or ""
     if description:
         await embed_ahead(store, [description])
     async with user_transaction(store, user_id) as tx:
@@ -104,7 +136,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
             task.completed_at = now if status == "done" else None
         if "due" in changes:  # words the user types now mean a date from now
             old_due, old_due_date = task.due, task.due_date
-            _set_checked(task, "due", changes["due"])  # a blank due date is refused; None clears it
+            task.due = changes["due"]  # checked above: a blank due date is refused; None clears it
             task.due_date = resolve_date(changes["due"], now, date_languages(changes["due"] or ""))
             if not description:  # the text said the old date ("Call the dentist on Fri 4 Dec 2026"): it says the new one
                 redated = redated_task(task.description, old_due, old_due_date, task.due, task.due_date)
@@ -147,17 +179,44 @@ async def _lift_forgets(tx, user_id: str, value: Any) -> None:
         await forget_ledger.lift_of_store(tx, user_id, texts)
 
 
+class InvalidClientItem(MemoryAgentError, ValueError):
+    """A client's item does not match its kind's model and bounds (HTTP 422)."""
+
+
+def _reasons(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
+
+
+def checked_client_item(kind: MemoryKind, key: Any, value: Any) -> BaseModel:
+    """A client's item validated as new input against its kind's model, every bound applying (no NUL,
+    lengths, list sizes), stored under its own id, its searched text not empty; InvalidClientItem."""
+    if not isinstance(value, dict):
+        raise InvalidClientItem(f"A {kind.name} item is a JSON object, not {type(value).__name__}.")
+    try:
+        item = kind.model.model_validate(value, context=NEW_VALUES)
+    except ValidationError as exc:
+        raise InvalidClientItem(f"Not a valid {kind.name} item: {_reasons(exc)}.") from exc
+    if kind.key_of(item) != key:
+        where = f"its {kind.id_field}" if kind.id_field else f"the key {kind.fixed_key!r}"
+        raise InvalidClientItem(f"A {kind.name} item is stored under {where}: key {str(key)[:200]!r} differs.")
+    for name in kind.embedded:
+        text = getattr(item, name, "")
+        if isinstance(text, str) and not text.strip():
+            raise InvalidClientItem(f"{name} is empty.")
+    return item
+
+
 class ForgottenItem(MemoryAgentError, ValueError):
     """A client wrote what the user had the agent forget."""
 
 
 async def put_client_item(store, user_id: str, kind: str, key: str, value: dict[str, Any]) -> str:
-    """Write an item a client put through the LangGraph store API (app/studio/store_writes.py checked it
-    against its kind's model and bounds) under the same rules as extraction: a fact whose text an
-    active fact already has, or a task whose description an open task already has, adds nothing
-    (the fact's ``mentions`` go up). Returns the key the item now lives under."""
+    """Write an item a client put through the LangGraph store API under the same rules as extraction,
+    checked here against its kind's model and bounds whoever calls (InvalidClientItem): a fact whose
+    text an active fact already has, or a task whose description an open task already has, adds
+    nothing (the fact's ``mentions`` go up). Returns the key the item now lives under."""
     spec: MemoryKind = KINDS[kind]
-    item = spec.model.model_validate(value)
+    item = checked_client_item(spec, key, value)
     if isinstance(item, (Fact, Task)) and not item.sources:
         item.sources = [Source(by="client", said_at=utcnow())]
     if isinstance(item, Fact):

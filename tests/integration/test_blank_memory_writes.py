@@ -67,3 +67,42 @@ async def test_blank_values_a_model_extracts_are_left_out(backend, user_id):
     assert report.tasks_added == ["Renew my passport"]
     (item,) = await backend.store.asearch(tasks_ns(user_id))
     assert item.value["due"] is None
+
+
+async def test_an_edit_through_the_writer_is_held_to_the_models_limits_whoever_calls(backend, user_id):
+    # The HTTP API checks its body; the writer did not, so a Python caller stored a 5,000-character
+    # description, a status no code knows, a hundred tags or an unknown field, unchecked.
+    store = backend.store
+    task = Task(id="t1", description="Renew my passport", due="Friday")
+    await store.aput(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=False)
+    await apply_extraction(store, user_id, ExtractionResult.model_validate({"new_facts": [{"text": "Has a dog named Rex"}]}))
+    (fact,) = await list_facts(store, user_id)
+    refused_task_edits = [
+        {"description": "Renew my passport " * 300},
+        {"status": "someday"},
+        {"due": "Friday " * 100},
+        {"priority": "high"},
+        {"description": "Renew my passport and visa", "status": "sometime"},
+    ]
+    for changes in refused_task_edits:
+        with pytest.raises(ValueError):
+            await edit_task(store, user_id, "t1", changes)
+    refused_fact_edits = [
+        {"text": "Has a dog named Rex " * 300},
+        {"importance": "urgent"},
+        {"tags": [f"tag{i}" for i in range(100)]},
+        {"tags": ["x" * 500]},
+        {"text": "Has a dog named Max", "importance": "urgent"},
+    ]
+    for changes in refused_fact_edits:
+        with pytest.raises(ValueError):
+            await edit_fact(store, user_id, fact.id, **changes)
+    stored = Task.model_validate((await store.aget(tasks_ns(user_id), "t1")).value)
+    assert (stored.description, stored.status, stored.due) == ("Renew my passport", "open", "Friday")
+    (kept,) = await list_facts(store, user_id)
+    assert (kept.text, kept.importance, kept.tags) == ("Has a dog named Rex", fact.importance, fact.tags)
+
+    edited = await edit_fact(store, user_id, fact.id, tags=[" pets ", "pets", "dog"] + ["dog"] * 40, importance="high")
+    assert (edited.tags, edited.importance) == (["dog", "pets"], "high")  # each tag once, then the limit
+    done = await edit_task(store, user_id, "t1", {"status": "done", "description": "  Renew my passport at the consulate "})
+    assert (done.status, done.description) == ("done", "Renew my passport at the consulate")

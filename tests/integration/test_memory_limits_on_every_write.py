@@ -11,14 +11,15 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 import prompts
-from app.studio.store_writes import InvalidItem, checked_put
+from app.studio.store_writes import checked_put
+from memory.writer.edits import InvalidClientItem
 from core.context import Context
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns
 from core.schemas import MAX_SOURCES, SUMMARY_CHARS, TAGS_MAX
 from core.text_validation import LIST_ITEMS, TEXT_CHARS
 from graph.assembly import compile_graph
 from memory.user_memory import get_chat, get_user_document, list_facts, stored_tasks
-from memory.writer.edits import edit_task
+from memory.writer.edits import edit_task, put_client_item
 from tests.support.graph_turns import new_thread
 from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
@@ -110,9 +111,29 @@ async def test_a_models_oversized_summary_is_stored_within_the_chats_limit(backe
 def test_a_clients_write_through_the_store_api_is_refused_past_the_sources_limits(user_id):
     fact_id = str(uuid.uuid4())
     many = [{"by": "client", "message_id": f"m{i}", "thread_id": "t"} for i in range(MAX_SOURCES + 1)]
-    with pytest.raises(InvalidItem, match="limit is 20"):
+    with pytest.raises(InvalidClientItem, match="limit is 20"):
         checked_put(facts_ns(user_id), fact_id, {"id": fact_id, "text": "Plays the cello", "sources": many})
-    with pytest.raises(InvalidItem, match="keyed by a field"):
+    with pytest.raises(InvalidClientItem, match="keyed by a field"):
         checked_put(profile_ns(user_id), PROFILE_KEY, {"sources": {"k" * 1000: []}})
     checked_put(facts_ns(user_id), fact_id, {"id": fact_id, "text": "Plays the cello", "sources": many[:MAX_SOURCES]})
     checked_put(profile_ns(user_id), PROFILE_KEY, {"sources": {"profile.role": many[:2]}})
+
+
+async def test_the_writer_refuses_a_clients_item_past_its_limits_whoever_calls_it(backend, user_id):
+    # put_client_item trusted the store API's check (app/studio/store_writes.py) and read the value
+    # as stored data, whose limits are lenient: a Python caller stored a 20,000-character fact.
+    fact_id, task_id = str(uuid.uuid4()), str(uuid.uuid4())
+    refused = [
+        ("facts", fact_id, {"id": fact_id, "text": "Plays the cello " * 1250}),
+        ("facts", fact_id, {"id": fact_id, "text": "Plays the cello", "tags": [f"t{i}" for i in range(TAGS_MAX + 1)]}),
+        ("facts", fact_id, {"id": "another-id", "text": "Plays the cello"}),
+        ("facts", fact_id, {"id": fact_id, "text": "Plays the\x00 cello"}),
+        ("tasks", task_id, {"id": task_id, "description": "   "}),
+        ("profile", PROFILE_KEY, {"profile": {"goals": ["ski"] * (LIST_ITEMS + 1)}}),
+    ]
+    for kind, key, value in refused:
+        with pytest.raises(InvalidClientItem):
+            await put_client_item(backend.store, user_id, kind, key, value)
+    assert await list_facts(backend.store, user_id) == [] and await stored_tasks(backend.store, user_id) == []
+    assert await put_client_item(backend.store, user_id, "facts", fact_id, {"id": fact_id, "text": "Plays the cello"}) == fact_id
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Plays the cello"]
