@@ -59,9 +59,9 @@ def sent_at(message: BaseMessage) -> "datetime | None":
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def stamp_sent_at(message: BaseMessage, when: "datetime | None" = None) -> BaseMessage:
-    """Give ``message`` its time (now unless ``when``), keeping one it already has."""
-    if sent_at(message) is None:
+def stamp_sent_at(message: BaseMessage, when: "datetime | None" = None, *, replace: bool = False) -> BaseMessage:
+    """Give ``message`` its time (now unless ``when``), keeping one it already has unless ``replace``."""
+    if replace or sent_at(message) is None:
         moment = when or datetime.now(timezone.utc)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)

@@ -62,6 +62,11 @@ LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 _SESSION = re.compile(r"session_([0-9]+)")  # ASCII digits: int() of "١" would name a key the body lacks
 
 
+# How far ahead of this server's clock an imported time may be: the exporting machine's clock may run
+# a little ahead; a later time is a wrong one, which would date "tomorrow" from a day to come.
+IMPORT_CLOCK_SKEW = timedelta(minutes=10)
+
+
 class InvalidImport(MemoryAgentError, ValueError):
     """The file or body is not an importable history; nothing was written."""
 
@@ -278,10 +283,14 @@ def check_all(chats: list[ChatImport], max_chars: int = DEFAULT_MAX_CHARS) -> No
 
 
 def check_messages(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> None:
-    """Every message as a chat message is checked, and times never go back; InvalidImport names the first bad one.
+    """Every message as a chat message is checked, and times never go back nor pass now; InvalidImport names the first bad one.
     So are the other texts to be stored (the title, the ids), also when set after validation (the CLI's --title)."""
     _check_stored("title", chat.title, NAME_CHARS)
     _check_stored("source_id", chat.source_id, SOURCE_ID_CHARS)
+    latest = datetime.now(timezone.utc) + IMPORT_CLOCK_SKEW
+    for where, when in [("created_at", chat.created_at), *((f"messages.{i}", m.time) for i, m in enumerate(chat.messages))]:
+        if when is not None and when > latest:
+            raise InvalidImport(f"{where}: its time {when.isoformat()} is in the future (now is {datetime.now(timezone.utc):%Y-%m-%dT%H:%M}Z); a history holds what was already said.")
     previous: datetime | None = None
     for i, m in enumerate(chat.messages):
         _check_stored(f"messages.{i}.source_id", m.source_id, SOURCE_ID_CHARS)

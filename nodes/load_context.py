@@ -34,14 +34,21 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
         # Take the refused message back out, so the thread holds nothing half-done.
         return {"messages": [RemoveMessage(id=human.id)], "error": str(exc)}
     thread_id = thread_id_of(runtime)
+    now, said = datetime.now(timezone.utc), sent_at(human)
+    update: dict = {}
+    # The message's time, kept with it from now on. A sender's own time (an API client's, an import's)
+    # is kept, unless it is later than now: a clock running ahead would date "tomorrow" from a day to
+    # come and keep its chat first in every list for good.
+    if said is None or said > now:
+        if said is not None:
+            log.warning("A message dated %s, after the server's %s, is dated now.", said.isoformat(), now.isoformat())
+        said = now
+        update["messages"] = [stamp_sent_at(human.model_copy(), now, replace=True)]
     loaded, excerpts = await asyncio.gather(
         load_user_context(runtime.store, ctx.user_id, human.text, thread_id=thread_id, max_facts=ctx.max_facts),
-        _excerpts(runtime.store, ctx.user_id, human.text, thread_id, state, ctx.episodic_token_budget),
+        _excerpts(runtime.store, ctx.user_id, human.text, thread_id, state, ctx.episodic_token_budget, said),
     )
     loaded["excerpts"] = excerpts
-    update: dict = {}
-    if sent_at(human) is None:  # the message's time, kept with it from now on
-        update["messages"] = [stamp_sent_at(human.model_copy())]
     return {
         **update,
         "loaded_context": loaded,
@@ -54,16 +61,15 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     }
 
 
-async def _excerpts(store, user_id: str, query: str, thread_id: str | None, state: State, budget: int) -> list[Excerpt]:
+async def _excerpts(store, user_id: str, query: str, thread_id: str | None, state: State, budget: int, now: datetime) -> list[Excerpt]:
     """What was said in earlier turns and chats that bears on the message, minus what the model
     already sees (this thread's messages after the compaction cursor)."""
     if budget <= 0:
         return []
     ours = memory_store(store)
     in_view = [m.id for m in model_view(state.messages, state.summarized_through) if m.id]
-    human, _ = current_turn(state.messages)
     # Ranked, not packed: the reply prompt packs them into what its other sections leave.
     return await episodes.recall_ranked(
         ours.pool, ours.embeddings, user_id, query, store=store, thread_id=thread_id, exclude=in_view, token_cap=budget,
-        now=(sent_at(human) if human is not None else None) or datetime.now(timezone.utc),
+        now=now,
     )

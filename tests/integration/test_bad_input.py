@@ -8,6 +8,7 @@ import re
 import threading
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -16,6 +17,7 @@ from langchain_core.messages import HumanMessage
 from app.cli.chat_session import ChatSession
 from graph.assembly import compile_graph
 from core.context import Context
+from core.messages import sent_at
 from core.text_validation import validate_user_text
 from memory.backend import open_memory
 from core.errors import InvalidMessage
@@ -123,9 +125,35 @@ async def test_a_message_whose_sender_dated_it_at_the_calendars_edge_is_answered
 
     assert out["error"] is None and out["messages"][-1].type == "ai" and out["messages"][-1].text
     [task] = [t for t in await stored_tasks(backend.store, user_id) if "Ana" in t.description]
-    assert task.due_date in (None, "0001-W02")  # a real week where there is one, never a malformed date
+    assert task.due_date in (None, "0001-W02", _next_week())  # a real week, never a malformed date
     out = await graph.ainvoke({"messages": [HumanMessage("And what is next?")]}, config, context=ctx)
     assert out["error"] is None and len(out["messages"]) == 4
+
+
+def _next_week() -> str:
+    year, week, _ = (datetime.now(timezone.utc) + timedelta(weeks=1)).isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+@pytest.mark.slow
+async def test_a_message_its_sender_dated_in_the_future_is_dated_when_it_arrived(backend, user_id):
+    """An API client whose clock runs a year ahead dated its message 2027: "tomorrow" became a due
+    date a year away, and its chat's last activity stayed ahead of every other chat's for a year."""
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx, config = Context(user_id=user_id, model="offline"), new_thread()
+    before = datetime.now(timezone.utc)
+    ahead = (before + timedelta(days=365)).isoformat()
+    asked = HumanMessage("Remind me tomorrow to call Ana.", response_metadata={"sent_at": ahead})
+
+    out = await graph.ainvoke({"messages": [asked]}, config, context=ctx)
+
+    assert out["error"] is None
+    said = sent_at(out["messages"][0])
+    assert before <= said <= datetime.now(timezone.utc)
+    [task] = [t for t in await stored_tasks(backend.store, user_id) if "Ana" in t.description]
+    assert task.due_date in {(before + timedelta(days=d)).date().isoformat() for d in (1, 2)}
+    [chat] = await list_chats(backend.store, user_id)
+    assert chat.last_activity <= datetime.now(timezone.utc)
 
 
 @pytest.mark.slow

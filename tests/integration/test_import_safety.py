@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tracemalloc
 import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from core.context import Context
 from graph.assembly import compile_graph
 from memory import chat_admin
-from memory.chat_import import ImportTooLarge, InvalidImport, parse_import, read_import
+from memory.chat_import import ImportTooLarge, InvalidImport, check_all, parse_import, read_import
 from memory.import_job import import_chat
 from memory.queries import get_chat
 from storage import chat_runs, thread_owners
@@ -315,6 +316,24 @@ def test_times_out_of_range_and_malformed_locomo_sessions_are_refused_naming_the
     with pytest.raises(InvalidImport) as caught:
         parse_import(bad)
     assert says in str(caught.value)
+
+
+async def test_a_history_said_in_the_future_is_refused_before_anything_is_written(backend, user_id):
+    """A history dated a year ahead was imported: "tomorrow" in it was dated from a day to come and
+    its chat stayed first in every list. A time ahead of the server's clock by more than an exporting
+    machine's clock could be is refused; one a few minutes ahead is kept."""
+    now = datetime.now(timezone.utc)
+    ahead = {"messages": [{"role": "user", "text": "hi", "time": "2023-05-08T13:56:00Z"}, {"role": "user", "text": "see you tomorrow", "time": (now + timedelta(days=365)).isoformat()}]}
+    locomo = {"conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": f"1:56 pm on 8 May, {now.year + 2}", "session_1": [{"speaker": "A", "text": "a"}, {"speaker": "B", "text": "b"}]}}
+    started_ahead = {"created_at": (now + timedelta(days=2)).isoformat(), "messages": [{"role": "user", "text": "hi", "time": "2023-05-08T13:56:00Z"}]}
+    graph = compile_graph(backend.checkpointer, backend.store)
+    for data, where in [(ahead, "messages.1"), (locomo, "messages.0"), (started_ahead, "created_at")]:
+        [chat] = parse_import(data)
+        with pytest.raises(InvalidImport, match=f"^{where}: its time .* is in the future"):
+            await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+    assert await thread_owners.threads_of(backend.pool, user_id) == []
+    [close] = parse_import({"messages": [{"role": "user", "text": "hi", "time": (now + timedelta(minutes=2)).isoformat()}]})
+    check_all([close])
 
 
 def test_deeply_nested_or_oversized_json_is_refused_before_it_is_built():
