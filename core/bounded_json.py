@@ -79,14 +79,23 @@ def loads_bounded(data: bytes | str, *, max_values: int, max_depth: int = MAX_DE
             else:
                 add(value)
     except ijson.JSONError as exc:
-        raise InvalidJson(f"not valid JSON ({exc})") from None
+        raise InvalidJson(f"not valid JSON ({_reason(exc)})") from None
     except ijson.IncompleteJSONError as exc:  # (a JSONError in some versions; kept for the others)
-        raise InvalidJson(f"not valid JSON ({exc})") from None
+        raise InvalidJson(f"not valid JSON ({_reason(exc)})") from None
     except UnicodeDecodeError as exc:  # bytes of a surrogate, which the backend passes on as they are
         raise InvalidJson(f"not valid JSON (it is not valid UTF-8: {exc.reason})") from None
     if not root:
         raise InvalidJson("not valid JSON (empty)")
     return root[0]
+
+
+def _reason(exc: Exception) -> str:
+    """The parser's reason as readable text: yajl gives bytes (b'lexical error: …\\n   \\xf5 (right
+    here) ------^'), which showed a binary file's bytes escaped; its first line says what is wrong."""
+    reason = exc.args[0] if exc.args else str(exc)
+    if isinstance(reason, bytes):
+        reason = reason.decode("utf-8", "replace")
+    return str(reason).strip().splitlines()[0].strip() if str(reason).strip() else "unreadable"
 
 
 def _lone_surrogate(data: bytes) -> re.Match | None:

@@ -49,6 +49,38 @@ def check_user_id(user_id: str) -> str:
     return user_id
 
 
+class InvalidThreadId(MemoryAgentError, ValueError):
+    """A chat (thread) id no owner row is written for (see :func:`check_thread_id`)."""
+
+
+def check_thread_id(thread_id: str) -> str:
+    """``thread_id`` unchanged, or InvalidThreadId saying why: not empty, at most ID_CHARS, no blanks
+    or control characters. Applied where a thread gets its owner (storage.thread_owners), so a chat
+    that could not be listed, shown or stored in its record is never begun."""
+    problem = None
+    if not isinstance(thread_id, str) or not thread_id:
+        problem = "it is empty"
+    elif len(thread_id) > ID_CHARS:
+        problem = f"it is longer than {ID_CHARS} characters"
+    else:
+        for position, ch in enumerate(thread_id):
+            if ch.isspace() or not ch.isprintable():
+                problem = f"it contains the character U+{ord(ch):04X} (position {position}); chat ids may not contain blanks or control characters"
+                break
+    if problem is not None:
+        shown = thread_id if not isinstance(thread_id, str) or len(thread_id) <= 60 else f"{thread_id[:60]}…"
+        raise InvalidThreadId(f"invalid chat id {shown!r}: {problem}")
+    return thread_id
+
+
+def thread_id_arg(value: str) -> str:
+    """``check_thread_id`` as an argparse type (the CLI's --chat, --resume)."""
+    try:
+        return check_thread_id(value)
+    except InvalidThreadId as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def user_id_arg(value: str) -> str:
     """``check_user_id`` as an argparse type: every command's --user is refused with the reason,
     before anything is opened, so a bad id leaves nothing behind."""

@@ -198,3 +198,20 @@ def validate_user_text(text: object, max_chars: int = DEFAULT_MAX_CHARS) -> str:
             "(Context.max_message_chars). Split it, or ingest it as a document with `memory-agent ingest`."
         )
     return text
+
+
+def label_problem(text: str, limit: int = NAME_CHARS) -> str | None:
+    """Why ``text`` is no short label (a key's label, a title or collection named on the command
+    line), or None: not blank, at most ``limit`` characters, storable, one line of printable
+    characters (a newline or an escape would forge or garble a listing's lines on a terminal)."""
+    if is_blank(text):
+        return "it is empty"
+    if len(text) > limit:
+        return f"it is {len(text):,} characters; at most {limit}"
+    reason = unstorable_reason(text)
+    if reason is not None:
+        return f"it {reason}"
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        return f"it contains the control character U+{ord(bad):04X}; give one line of text"
+    return None

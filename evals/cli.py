@@ -64,7 +64,7 @@ def _common(p: argparse.ArgumentParser, *, default_dataset: str = "builtin") -> 
         help=f"a dataset name ({', '.join(DATASETS)}) or a path to a .json/.jsonl file (default: {default_dataset})",
     )
     p.add_argument("--limit", type=_positive, help="use only the first N conversations")
-    p.add_argument("--out", type=Path, help="output folder (default: eval-results/<command>-<run id>)")
+    p.add_argument("--out", type=out_folder, help="output folder (default: eval-results/<command>-<run id>)")
     p.add_argument(
         "--database-url",
         help="Postgres the eval writes to (default: a 'memory_agent_eval' "
@@ -84,6 +84,18 @@ def _compaction(p: argparse.ArgumentParser) -> None:
 def _langsmith(p: argparse.ArgumentParser, prefix: str) -> None:
     p.add_argument("--experiment-prefix", default=prefix, help=f"LangSmith experiment prefix (default {prefix})")
     p.add_argument("--no-upload", action="store_true", help="never upload to LangSmith, even with LANGSMITH_API_KEY set")
+
+
+def out_folder(value: str) -> Path:
+    """An output folder: refused at once when the path is a file (the run wrote its results only at
+    its end, and failed there), or empty."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the path is empty")
+    path = Path(value)
+    nearest = next((p for p in (path, *path.parents) if p.exists()), None)  # what mkdir would build on
+    if nearest is not None and not nearest.is_dir():
+        raise argparse.ArgumentTypeError(f"{nearest} is a file; give a folder for the results")
+    return path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,14 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("retrieval", help="knowledge given to related vs unrelated messages (the relevance gate)")
     r.add_argument("--dataset", type=Path, help="a labelled retrieval set (default: evals/data/retrieval_queries.json)")
     r.add_argument("--calibrate", action="store_true", help="also fit the gate's floors on the calibration split and print them")
-    r.add_argument("--out", type=Path, help="output folder (default: eval-results/retrieval-<run id>)")
+    r.add_argument("--out", type=out_folder, help="output folder (default: eval-results/retrieval-<run id>)")
     r.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its collection is removed at the end")
 
     c = sub.add_parser("chats", help="finding a chat from a paraphrased request (top-1), before any fold")
     c.add_argument("--dataset", type=Path, help="a chat-finding set (default: evals/data/chat_finding.json)")
     c.add_argument("--model", default="offline", help="chat model the chats are replayed with (default: offline)")
     c.add_argument("--limit", type=_positive, help="use only the first N chats (and the requests for them)")
-    c.add_argument("--out", type=Path, help="output folder (default: eval-results/chats-<run id>)")
+    c.add_argument("--out", type=out_folder, help="output folder (default: eval-results/chats-<run id>)")
     c.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its user is deleted at the end")
 
     rc = sub.add_parser("recall", help="what of the answer reaches the reply prompt (LoCoMo imported, judge-free), vs baselines")
@@ -147,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--conversations", type=_names, help="only these conversations: comma-separated 0-based indices or ids (default: all)")
     rc.add_argument("--split", type=_names, help="the conversations settings were chosen on (indices or ids): tables are given for them and for the rest, held out")
     rc.add_argument("--prompt-budget", type=_positive, help="the reply prompt's whole budget in tokens for the questions (default: Context's, 2,000; the excerpts may take what the other sections leave, up to 8,000); the baselines get the memory-agent's median as always")
-    rc.add_argument("--out", type=Path, help="output folder (default: eval-results/recall-<run id>)")
+    rc.add_argument("--out", type=out_folder, help="output folder (default: eval-results/recall-<run id>)")
     rc.add_argument("--database-url", help="Postgres the eval writes to (default as for the other commands); its users are deleted at the end")
     rc.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     return parser

@@ -169,6 +169,9 @@ def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) 
             files.append(FoundFile(p, within))
 
     for raw in paths:
+        if not str(raw).strip():  # Path("") is the current folder: an empty $DOC would ingest it all
+            errors.append(DocumentLoadError(repr(str(raw)), "an empty path names no file or folder"))
+            continue
         p = Path(raw).expanduser()
         if p.is_dir():
             found, skipped = _walk(p, follow_symlinks)
@@ -187,11 +190,16 @@ def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) 
     return files, errors
 
 
-def _walk(folder: Path, follow_symlinks: bool) -> tuple[list[Path], list[SymlinkSkipped]]:
-    """Supported, non-hidden files under ``folder``, and the links leading out of it that were skipped."""
+def _walk(folder: Path, follow_symlinks: bool) -> tuple[list[Path], list[DocumentLoadError]]:
+    """Supported, non-hidden files under ``folder``, and what was skipped: the links leading out of
+    it, and folders that could not be read (reported, not passed over in silence)."""
     root = folder.resolve()
     found: list[Path] = []
-    skipped: list[SymlinkSkipped] = []
+    skipped: list[DocumentLoadError] = []
+
+    def unreadable(exc: OSError) -> None:
+        skipped.append(DocumentLoadError(exc.filename or folder, f"cannot read the folder: {exc.strerror or exc}"))
+
     visited: set[Path] = set()  # followed links may form a cycle
 
     def leaves(path: Path) -> bool:
@@ -204,7 +212,7 @@ def _walk(folder: Path, follow_symlinks: bool) -> tuple[list[Path], list[Symlink
             skipped.append(SymlinkSkipped(path, target, folder))
         return not follow_symlinks
 
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=follow_symlinks):
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable, followlinks=follow_symlinks):
         real = Path(dirpath).resolve()
         if real in visited:
             dirnames[:] = []

@@ -73,7 +73,8 @@ async def import_states(pool: AsyncConnectionPool, user_id: str | None, thread_i
 async def delete_chat(backend, user_id: str, thread_id: str) -> None:
     """The thread's checkpoints (all three tables), its record in the chats namespace, its messages
     in the episodic index, its run rows, and last its owner row (so a failure half-way leaves a
-    chat its owner can still delete)."""
+    chat its owner can still delete). Another user's chat is refused (ThreadTaken), whoever calls."""
+    await thread_owners.check_not_anothers(backend.pool, thread_id, user_id)
     await backend.checkpointer.adelete_thread(thread_id)
     await memory_records.delete_chat_record(backend.store, user_id, thread_id)
     await episodes.delete_thread(backend.pool, user_id, thread_id)
@@ -129,7 +130,9 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     user rid of what it drew from it, the chat's earlier checkpoints (which still hold it) pruned,
     and the chat's searchable text written again. A user's message's distinctive words are hidden in
     the agent's replies too, in every chat (a reply may have quoted it): their index rows are
-    rewritten, and so is the searchable text of every other chat whose text carried them."""
+    rewritten, and so is the searchable text of every other chat whose text carried them. A message
+    of another user's chat is refused (ThreadTaken), whoever calls."""
+    await thread_owners.check_not_anothers(backend.pool, thread_id, user_id)
     said = message.text if isinstance(message, HumanMessage) else ""  # a reply's words are no statement of the user
     await forget_message(backend.store, user_id, thread_id, message.id, said)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}

@@ -332,6 +332,8 @@ def read_import(raw: bytes | str, *, title: str | None = None) -> list[ChatImpor
     size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
     if size > MAX_IMPORT_BYTES:
         raise ImportTooLarge(f"The history is {size:,} bytes; an import takes at most {MAX_IMPORT_BYTES:,}.")
+    # A UTF-8 byte order mark opens JSON that Notepad or PowerShell saved: it is no part of the JSON.
+    raw = raw.removeprefix("\ufeff") if isinstance(raw, str) else raw.removeprefix(b"\xef\xbb\xbf")
     try:
         data = loads_bounded(raw, max_values=MAX_IMPORT_VALUES)
     except JsonTooLarge as exc:

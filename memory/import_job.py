@@ -88,13 +88,13 @@ def _message(m: ImportedMessage, mid: str) -> BaseMessage:
 async def import_chat(
     graph, pool, user_id: str, chat: ChatImport, *,
     context: Context | None = None, on_progress: Progress | None = None, resume: str | None = None,
-    stop_when: Callable[[], Awaitable[bool]] | None = None, digest: str | None = None, known_generation: int | None = None,
+    stop_when: Callable[[], Awaitable[bool]] | None = None, known_generation: int | None = None,
 ) -> ImportedChat:
     """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer
     and store), or go on with the incomplete import of chat ``resume``.
 
-    ``digest``: :func:`memory.chat_import.prepare_import`'s, when the caller already checked the
-    messages (off the event loop); otherwise they are checked here (InvalidImport, nothing written).
+    The messages are checked here, whatever the caller checked before (InvalidImport, nothing
+    written): ~25 ms for 5,000 messages of 17 MB, so a caller cannot skip the checks by passing a digest.
     ``stop_when``: polled every beat; True stops the import, keeping it incomplete (a client that left).
     ``known_generation``: the user's :func:`storage.chat_imports.owner_generation` when the caller was
     authenticated (a request whose body arrives after); OwnerForgotten, nothing written, when the user
@@ -103,8 +103,7 @@ async def import_chat(
     ctx = context or Context(user_id=user_id)
     if ctx.user_id != user_id:
         raise ValueError("the context's user_id must be the importing user")
-    if digest is None:
-        digest = prepare_import(chat, ctx.max_message_chars)
+    digest = prepare_import(chat, ctx.max_message_chars)
     job = _Job(graph, pool, user_id, chat, ctx, digest, on_progress, known_generation)
     try:
         await (job.take_over(resume) if resume else job.begin())

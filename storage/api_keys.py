@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 import logging
 
 from core.namespaces import check_user_id, user_id_problem
+from core.text_validation import label_problem
 from storage import owner_forgets
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ async def setup(pool: AsyncConnectionPool) -> None:
 async def create_key(pool: AsyncConnectionPool, user_id: str, label: str = "") -> str:
     """Create a key for ``user_id`` and return it: the only time it is shown."""
     check_user_id(user_id)
+    if label and (problem := label_problem(label)) is not None:  # `keys list` prints it on a terminal
+        raise ValueError(f"invalid key label: {problem}")
     prefix = secrets.token_hex(4)
     key = f"ma_{prefix}_{secrets.token_urlsafe(24)}"
     await setup(pool)

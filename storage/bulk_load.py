@@ -2,8 +2,10 @@
 
 The rows are those ``AsyncPostgresStore.aput`` writes (``store`` and ``store_vectors``),
 so the store, recall and ``storage.vector_search`` read them like any other item; only
-the per-item round trips and the embedding calls are skipped. For imports of
-pre-embedded data and for seeding benchmarks with 100,000s of memories.
+the per-item round trips and the embedding calls are skipped. For seeding benchmarks and
+tests with 100,000s of memories, and nothing else: it skips the writer's checks (each kind's
+model and limits, the user's lock, the forget ledger), which every write of the product passes
+through (memory.writer). No entry point of the product calls it.
 """
 
 from __future__ import annotations

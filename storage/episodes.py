@@ -381,13 +381,26 @@ async def sync_thread(
 
 async def copy_episodes(conn: AsyncConnection, episodes: Sequence[Episode], *, analyze: bool = True) -> int:
     """Insert many new rows in one COPY (all or nothing; an existing key fails the whole COPY).
-    For bulk seeding (benchmarks, imports of pre-embedded history): no per-row round trip.
+    For bulk seeding (benchmarks, tests): no per-row round trip.
     ``analyze=False`` leaves the statistics marks to a caller that runs ANALYZE once after a
-    whole load of many owners (each would otherwise analyze their partition at each mark)."""
+    whole load of many owners (each would otherwise analyze their partition at each mark).
+
+    Held to :func:`sync_thread`'s rules, nothing written otherwise: ThreadTaken when a thread is
+    another user's, OwnerForgotten when an owner was forgotten since their caller was known."""
     from pgvector.psycopg.vector import register_vector_info
     import numpy as np
 
     async with conn.transaction(), conn.cursor() as cur:
+        wanted = {e.thread_id: e.owner for e in episodes}
+        for owner in sorted(set(wanted.values())):
+            await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner))
+        rows = await (await conn.execute(thread_owners.OWNERS_HELD, {"thread_ids": list(wanted)})).fetchall()
+        for e in episodes:  # one owner a thread, and never another user's
+            if wanted[e.thread_id] != e.owner:
+                raise ValueError(f"thread {e.thread_id} is given two owners in one copy")
+        for row in rows:
+            if row["owner"] != wanted[row["thread_id"]]:
+                raise thread_owners.ThreadTaken(row["thread_id"], row["owner"])
         register_vector_info(cur, await TypeInfo.fetch(conn, "vector"))
         async with cur.copy(
             f"COPY {TABLE} (owner, thread_id, message_id, position, role, sent_at, content, dates_meant, embedding) FROM STDIN (FORMAT BINARY)"

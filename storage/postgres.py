@@ -76,9 +76,15 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
             ) from exc
         from storage.embedded_version import refuse_other_major
 
-        # A folder of another major would only fail to start, with a message that says nothing of why.
-        refuse_other_major(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # A folder of another major would only fail to start, with a message that says nothing of why.
+            refuse_other_major(directory)
+            directory.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where the folder should be, a folder that cannot be read or made
+            raise DatabaseUnreachable(
+                f"Cannot use {directory.parent} as the embedded Postgres' data folder: {exc.strerror or exc}. "
+                "Set MEMORY_AGENT_DATA_DIR to a folder you can write, or DATABASE_URL to another Postgres."
+            ) from exc
         try:
             forget_dead_handles(directory)
             _embedded[directory] = pgserver.get_server(directory)

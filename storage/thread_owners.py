@@ -32,7 +32,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
-from core.namespaces import ROOT, check_user_id
+from core.namespaces import ROOT, check_thread_id, check_user_id
 from storage import owner_forgets
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ INSERT = f"INSERT INTO {TABLE} (thread_id, owner) VALUES (%(thread_id)s, %(owner
 CURRENT_OWNER = f"SELECT owner FROM {TABLE} WHERE thread_id = %(thread_id)s"
 # The same, holding the owner row so it is neither handed over nor deleted until the transaction ends.
 CURRENT_OWNER_HELD = f"{CURRENT_OWNER} FOR SHARE"
+# The owners of many threads at once, held likewise (a bulk write's check).
+OWNERS_HELD = f"SELECT thread_id, owner FROM {TABLE} WHERE thread_id = ANY(%(thread_ids)s) FOR SHARE"
 
 
 class ThreadExists(MemoryAgentError):
@@ -131,6 +133,7 @@ async def owner_of(pool: AsyncConnectionPool, thread_id: str) -> str | None:
 async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
     """Record ``owner`` for a new thread; ThreadExists when the id is already owned or has history."""
     check_user_id(owner)  # no owner row for a user whose memory could not be stored
+    check_thread_id(thread_id)  # nor for a chat that could not be listed
     async with pool.connection() as conn, conn.transaction():
         await owner_forgets.check(conn, owner, owner_forgets.known_generation(owner))
         row = await (await conn.execute(INSERT_IF_NO_HISTORY, {"thread_id": thread_id, "owner": owner})).fetchone()
@@ -145,6 +148,7 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     tell a new thread from someone else's old one) when it has checkpoints but no owner.
     """
     check_user_id(owner)  # no owner row for a user whose memory could not be stored
+    check_thread_id(thread_id)  # nor for a chat that could not be listed
     return await _claim(pool, thread_id, owner, (INSERT if adopt_history else INSERT_IF_NO_HISTORY,), {"thread_id": thread_id, "owner": owner})
 
 
@@ -184,6 +188,7 @@ async def claim_handed_over(pool: AsyncConnectionPool, thread_id: str, taker: st
     with no history yet also passes to ``taker``: Studio creates the thread as its own user, and the
     run on it names the user it acts as (``configurable.user_id``). ThreadTaken otherwise."""
     check_user_id(taker)
+    check_thread_id(thread_id)
     params = {"thread_id": thread_id, "owner": taker, "taker": taker, "giver": giver}
     return await _claim(pool, thread_id, taker, (INSERT_IF_NO_HISTORY, HAND_OVER), params)
 
@@ -198,9 +203,10 @@ async def owners_of(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> dic
     return {r["thread_id"]: r["owner"] for r in rows}
 
 
-async def check_readable(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
-    """ThreadTaken when another user owns the thread: reads are held to the rule :func:`claim_ownership`
-    applies to a run (a thread no one owns yet is readable where a run would adopt it)."""
+async def check_not_anothers(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
+    """ThreadTaken when another user owns the thread: reads and deletions are held to the rule
+    :func:`claim_ownership` applies to a run (a thread no one owns is readable where a run would adopt
+    it, and deletable: an import undoing itself after forget-me released its owner row)."""
     current = await owner_of(pool, thread_id)
     if current is not None and current != user:
         raise ThreadTaken(thread_id, current)

@@ -20,6 +20,9 @@ async def latest_thread(backend: MemoryBackend, user_id: str) -> str | None:
 
 async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None, new: bool, model: str | None, stdin=None) -> int:
     stdin = stdin or sys.stdin
+    if stdin is None:  # started with stdin closed (`<&-`)
+        print("error: stdin is closed: pipe the messages in, one a line, or run at a terminal", file=sys.stderr)
+        return 2
     interactive = stdin.isatty()
     thread_id = chat_id or (None if new else await latest_thread(backend, user_id)) or str(uuid.uuid4())
     overrides = {"model": model} if model else {}
@@ -51,6 +54,8 @@ async def _scripted(session: ChatSession, stdin) -> int:
         await session.send(line)
     if await session.pending_confirmation() is not None:
         session.note("The input ended before the confirmation was answered: the task change was not made (the chat still asks it).")
+    if session.confirming_forget:
+        session.note("The input ended before forgetting everything was confirmed: nothing was deleted.")
     if session.failures:
         print(f"error: {session.failures} of what was sent failed (said above), so the exit status is 1", file=session.err, flush=True)
         return 1

@@ -34,6 +34,7 @@ from langgraph.types import Command
 from app.runs.active_runs import ActiveRuns
 from app.cli.chat_list import describe, numbered
 from app.cli.memory_report import memory_snapshot, render_snapshot
+from app.cli.terminal_text import shown
 from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
@@ -124,14 +125,14 @@ class ChatSession:
     def error(self, text: str) -> None:
         """An error line on stderr, counted: a pipe run with errors exits non-zero, and says so."""
         self.failures += 1
-        print(f"error: {text}", file=self.err, flush=True)
+        print(f"error: {shown(text)}", file=self.err, flush=True)
 
     def note(self, text: str) -> None:
         """A secondary line: dim on a terminal, stderr from a pipe."""
         if self.interactive:
-            print(f"{DIM}{text}{RESET}", file=self.out, flush=True)
+            print(f"{DIM}{shown(text)}{RESET}", file=self.out, flush=True)
         else:
-            print(text, file=self.err, flush=True)
+            print(shown(text), file=self.err, flush=True)
 
     async def send(self, text: str) -> str | None:
         """Run one turn; print the reply (streamed on a terminal). Returns the reply text.
@@ -154,9 +155,12 @@ class ChatSession:
                 for forgotten in self.on_forget_all:
                     forgotten()
                 self.note(f"Forgot everything about you: {counts}.")
-            else:
+                return None
+            if answer in NO:
                 self.note("Nothing was deleted.")
-            return None
+                return None
+            # As with a task change: a line that is not a yes or no declines, and is sent.
+            self.note("That was not a yes or no, so nothing was deleted; your line is sent as a message.")
         if self.offered and await self._answer_offer(answer):
             return None
         if (topic := switch_request(text)) is not None:
@@ -190,7 +194,7 @@ class ChatSession:
     async def may_read(self, thread_id: str | None = None) -> bool:
         """Every read of a chat (its summary, its last messages) is held to the rule a message is."""
         try:
-            await thread_owners.check_readable(self.backend.pool, thread_id or self.thread_id, self.user_id)
+            await thread_owners.check_not_anothers(self.backend.pool, thread_id or self.thread_id, self.user_id)
         except thread_owners.ThreadTaken as exc:
             self.error(f"{exc} Start a new chat with /new.")
             return False
@@ -316,14 +320,14 @@ class ChatSession:
             if name == "token":
                 turn.parts.append(data["text"])
                 if self.interactive:
-                    print(data["text"], end="", file=self.out, flush=True)
+                    print(shown(data["text"]), end="", file=self.out, flush=True)
             elif name == "replaced":  # the reply node kept another answer than the one streamed
-                shown = turn.replace(data["withdrawn"], data["text"])
+                withdrawn = turn.replace(data["withdrawn"], data["text"])
                 if self.interactive:
-                    if shown.strip():
+                    if withdrawn.strip():
                         print(file=self.out)
                         self.note("(That answer was withdrawn; the reply is:)")
-                    print(data["text"], end="", file=self.out, flush=True)
+                    print(shown(data["text"]), end="", file=self.out, flush=True)
             elif name == "memory":
                 turn.memory_lines.append(data.get("described") or f"memory not updated: {data.get('error')}")
             elif name in ("done", "interrupt", "error"):
@@ -332,10 +336,10 @@ class ChatSession:
     def _show(self, reply: str | None, turn: "TurnOutput", *, stopped: bool) -> None:
         if self.interactive:
             if not turn.streamed.strip() and reply:  # a model that does not stream, or streamed only blanks
-                print(reply, end="", file=self.out)
+                print(shown(reply), end="", file=self.out)
             print(file=self.out, flush=True)
         elif reply or stopped:
-            print((reply or "").replace("\n", " "), file=self.out, flush=True)
+            print(shown((reply or "").replace("\n", " ")), file=self.out, flush=True)
 
     async def _memory_done(self, events: asyncio.Task, handle, turn: "TurnOutput") -> None:
         """The rest of a turn whose reply was shown already: its memory notes, or what failed."""
@@ -356,11 +360,11 @@ class ChatSession:
             due = f" (due {due_phrase(change.get('due'), change.get('due_date'))})" if change.get("due") or change.get("due_date") else ""
             question = f"Confirm: {change['action']} task '{change['description']}'{due}? [yes/no]"
         if not self.interactive:
-            print(question, file=self.err, flush=True)  # the next input line answers it
+            print(shown(question), file=self.err, flush=True)  # the next input line answers it
             return
         while True:  # on a terminal the question is asked again until it is answered
             try:
-                line = await self.ask_line(f"{question} ") if self.ask_line else input(f"{question} ")
+                line = await self.ask_line(f"{shown(question)} ") if self.ask_line else input(f"{shown(question)} ")
                 answer = line.strip().casefold().rstrip(".!")
             except (EOFError, KeyboardInterrupt):
                 answer = "no"
@@ -390,6 +394,10 @@ class ChatSession:
         """Handle a slash command. Returns False when the chat should end."""
         await self.settle()  # /memory, /chats, /quit… see the previous turn whole
         name, _, arg = line.strip().partition(" ")
+        if self.confirming_forget:  # only the very next line answers "Delete it all?"
+            self.confirming_forget = False
+            if name != "/forget" or arg.strip():
+                self.note("Forgetting everything was not confirmed, so nothing was deleted.")
         store = self.backend.store
         if name in ("/quit", "/exit"):
             return False
@@ -427,7 +435,7 @@ class ChatSession:
         elif name == "/forget":
             await self._forget(arg.strip())
         else:
-            self.note(f"Unknown command {name}. {HELP}")
+            self.error(f"Unknown command {name}. {HELP}")  # counted: a script that sent it exits 1
         return True
 
     async def _regeneration(self) -> tuple[dict, str, dict]:

@@ -14,6 +14,8 @@ import argparse
 import asyncio
 import sys
 
+from core.cli_arguments import label_arg
+from app.cli.terminal_text import shown
 from core.namespaces import user_id_arg
 from storage import api_keys
 
@@ -23,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a key for a user and print it (the only time it is shown)")
     create.add_argument("--user", type=user_id_arg, required=True, help="the user the key authenticates as")
-    create.add_argument("--label", default="", help="a note to recognise the key by")
+    create.add_argument("--label", type=label_arg, default=None, help="a note to recognise the key by")
     listing = sub.add_parser("list", help="list keys (prefix, user, label, dates); never the keys themselves")
     listing.add_argument("--user", type=user_id_arg, help="only this user's keys")
     revoke = sub.add_parser("revoke", help="revoke a key by its prefix")
@@ -45,7 +47,7 @@ async def _run(args: argparse.Namespace) -> int:
         await api_keys.setup(pool)
         if args.action == "create":
             try:
-                key = await api_keys.create_key(pool, args.user, args.label)
+                key = await api_keys.create_key(pool, args.user, args.label or "")
             except ValueError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
@@ -59,7 +61,7 @@ async def _run(args: argparse.Namespace) -> int:
                 return 0
             print(f"{'PREFIX':<10} {'USER':<20} {'CREATED':<16} {'LAST USED':<16} {'REVOKED':<16} LABEL")
             for k in keys:
-                print(f"{k.prefix:<10} {k.user_id:<20} {_when(k.created_at):<16} {_when(k.last_used_at):<16} {_when(k.revoked_at):<16} {k.label}")
+                print(f"{k.prefix:<10} {k.user_id:<20} {_when(k.created_at):<16} {_when(k.last_used_at):<16} {_when(k.revoked_at):<16} {shown(k.label)}")
             return 0
         if await api_keys.revoke_key(pool, args.prefix):
             print(f"Revoked key {args.prefix}.")

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from core.errors import MemoryAgentError
-from core.namespaces import user_id_arg
+from core.cli_arguments import label_arg, path_arg
+from core.namespaces import thread_id_arg, user_id_arg
 from memory.kinds import STORE_KINDS
 
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="chat (interactive on a terminal; one message per line from a pipe)")
     chat.add_argument("--user", type=user_id_arg, default=_default_user(), help="whose memory to use (default: $MEMORY_AGENT_USER or 'local')")
     group = chat.add_mutually_exclusive_group()
-    group.add_argument("--chat", dest="chat_id", help="continue this chat (thread id)")
+    group.add_argument("--chat", dest="chat_id", type=thread_id_arg, help="continue this chat (thread id)")
     group.add_argument("--new", action="store_true", help="start a new chat (default: continue the latest)")
     chat.add_argument("--model", help="chat model for this session (default: $MEMORY_AGENT_MODEL or auto)")
 
@@ -47,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check the database, pgvector, model and embeddings")
 
     ingest = sub.add_parser("ingest", help="add documents (.md .txt .html .pdf, or folders) to the knowledge base")
-    ingest.add_argument("paths", nargs="+")
-    ingest.add_argument("--collection", default="default")
+    ingest.add_argument("paths", nargs="+", type=path_arg)
+    ingest.add_argument("--collection", default="default", type=label_arg)
     ingest.add_argument(
         "--follow-symlinks",
         action="store_true",
@@ -56,11 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     imp = sub.add_parser("import", help="import chat histories (ours: roles, texts, times; LoCoMo's; a ChatGPT or Claude conversations.json) as new chats")
-    imp.add_argument("file", help="the history, as docs/import.md describes ('-' reads stdin)")
-    imp.add_argument("--user", default=_default_user(), help="whose chat it becomes (default: $MEMORY_AGENT_USER or 'local')")
-    imp.add_argument("--title", help="the chat's title (default: the file's, else generated)")
+    imp.add_argument("file", type=path_arg, help="the history, as docs/import.md describes ('-' reads stdin)")
+    imp.add_argument("--user", type=user_id_arg, default=_default_user(), help="whose chat it becomes (default: $MEMORY_AGENT_USER or 'local')")
+    imp.add_argument("--title", type=label_arg, help="the chat's title (default: the file's, else generated)")
     imp.add_argument("--model", help="chat model for the memory updates (default: $MEMORY_AGENT_MODEL or auto)")
-    imp.add_argument("--resume", metavar="CHAT_ID", help="go on with this chat's incomplete import (the same file)")
+    imp.add_argument("--resume", metavar="CHAT_ID", type=thread_id_arg, help="go on with this chat's incomplete import (the same file)")
 
     reindex = sub.add_parser("reindex", help="re-embed all memory and knowledge with the configured embeddings")
     reindex.add_argument(
@@ -147,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted (Ctrl-C)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader left (`| head -1`): stop quietly, as other tools do, and keep Python's own
+        # flush at exit from raising it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -167,9 +173,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
             return await _delete_invalid(backend.store, args.user, args.kind, args.key)
         if args.command == "memory":
             from app.cli.memory_report import memory_snapshot, render_snapshot
+            from app.cli.terminal_text import shown
 
             snap = await memory_snapshot(backend.store, args.user, include_superseded=args.all)
-            print(json.dumps(snap, ensure_ascii=False, indent=2) if args.json else render_snapshot(snap))
+            print(json.dumps(snap, ensure_ascii=False, indent=2) if args.json else shown(render_snapshot(snap)))
             return 0
         if args.command == "doctor":
             from app.cli.doctor import doctor_report
@@ -233,6 +240,9 @@ async def _import(backend, args: argparse.Namespace) -> int:
     from memory.import_job import import_chat
     from storage.fenced_saver import FencedPostgresSaver
 
+    if args.file == "-" and sys.stdin is None:
+        print("error: stdin is closed: pipe the history in, or name its file", file=sys.stderr)
+        return 2
     try:
         # One byte past the limit is enough to refuse it (read_import says so), whatever the file's size.
         with (open(sys.stdin.fileno(), "rb", closefd=False) if args.file == "-" else open(args.file, "rb")) as source:

@@ -34,7 +34,7 @@ from memory.chat_import import (
     ImportTooLarge,
     InvalidImport,
     LocomoSample,
-    prepare_import,
+    check_messages,
     read_import,
 )
 from memory.import_formats import ChatGPTConversation, ClaudeConversation, is_exported
@@ -82,9 +82,9 @@ async def read_import_body(request: Request) -> bytes:
     return bytes(body)
 
 
-def _read_and_check(body: bytes, max_chars: int) -> tuple[list[tuple[ChatImport, str]], bool]:
-    """Parse, validate and digest an import body (every chat of an export before the first is
-    written): CPU work, run in a thread off the event loop. True: a ChatGPT or Claude export."""
+def _read_and_check(body: bytes, max_chars: int) -> tuple[list[ChatImport], bool]:
+    """Parse and validate an import body (every chat of an export before the first is written):
+    CPU work, run in a thread off the event loop. True: a ChatGPT or Claude export."""
     chats = read_import(body)
     exported = all(is_exported(c) for c in chats)
     if len(chats) != 1 and not exported:
@@ -92,7 +92,8 @@ def _read_and_check(body: bytes, max_chars: int) -> tuple[list[tuple[ChatImport,
     checked = []
     for chat in chats:
         try:
-            checked.append((chat, prepare_import(chat, max_chars)))
+            check_messages(chat, max_chars)
+            checked.append(chat)
         except InvalidImport as exc:
             raise InvalidImport(f"conversation {chat.source_id} {chat.title or 'untitled'!r}: {exc}" if len(chats) > 1 else str(exc)) from None
     return checked, exported
@@ -143,10 +144,10 @@ async def import_history(
         context = Context(user_id=user, max_message_chars=services.max_message_chars)
         done = [
             await import_chat(
-                services.graph, services.backend.pool, user, chat, digest=digest, resume=resume, stop_when=request.is_disconnected,
+                services.graph, services.backend.pool, user, chat, resume=resume, stop_when=request.is_disconnected,
                 context=context, known_generation=known_generation,
             )
-            for chat, digest in checked
+            for chat in checked
         ]
     except ImportTooLarge as exc:
         raise ApiError(413, "import_too_large", str(exc)) from exc

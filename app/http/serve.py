@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from core.cli_arguments import port_arg
+
 LOCAL_USER = "local"
 POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"  # how serve tells its workers their pool's size
 DEFAULT_POOL_SIZE = 20
@@ -43,7 +45,7 @@ def configured_pool_size() -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-agent serve", description="Serve the chat API (FastAPI) and the web page.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--port", type=port_arg, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes (default 2)")
     parser.add_argument(
         "--pool-size", type=int, default=None,

@@ -34,6 +34,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.cli_arguments import port_arg
 from app.local.private_server import KEY_ENV, new_key
 from core.cache_dir import cache_dir
 from core.errors import MemoryAgentError
@@ -397,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", choices=sorted(MODELS), default=os.environ.get("MEMORY_AGENT_LOCAL_MODEL", DEFAULT_MODEL),
                        help=f"which Qwen2.5-Coder Instruct (default {DEFAULT_MODEL}; 0.5b is the smaller download and faster, its replies weaker)")  # fmt: skip
         if name == "serve":
-            p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+            p.add_argument("--port", type=port_arg, help="port on 127.0.0.1 (default: a free one)")
             p.add_argument("--isolate", action="store_true",
                            help="no shared prompt cache: every request read whole (for several users; turns ~3x slower)")  # fmt: skip
     return parser

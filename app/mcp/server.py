@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from core.cli_arguments import port_arg
 from app.mcp.http_access import KeyRequired
 from memory import forgetting
 from memory import queries as q
@@ -194,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1",
         help="HTTP: address to listen on (default 127.0.0.1); requests must name it or a loopback name as Host (any after 0.0.0.0 or ::)",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP: port (default {DEFAULT_PORT}); the endpoint is {HTTP_PATH}")
+    parser.add_argument("--port", type=port_arg, default=DEFAULT_PORT, help=f"HTTP: port (default {DEFAULT_PORT}); the endpoint is {HTTP_PATH}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests and timings to stderr")
     return parser
 

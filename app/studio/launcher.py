@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from core.cli_arguments import port_arg
 from core.auth_user import STUDIO_USER_ENV, studio_user
 from core.namespaces import user_id_arg
 from storage.postgres import data_dir, redact
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the agent with `langgraph dev` on our Postgres and open it in LangGraph Studio.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None, help=f"port (default: {DEFAULT_PORT}, or a free one if it is taken)")
+    parser.add_argument("--port", type=port_arg, default=None, help=f"port (default: {DEFAULT_PORT}, or a free one if it is taken)")
     parser.add_argument(
         "--user",
         type=user_id_arg,

@@ -54,6 +54,8 @@ def _set_checked(model, name: str, value: Any) -> None:
 
 async def edit_user_document(store, user_id: str, part: str, changes: dict[str, Any] | None) -> Profile | Preferences:
     """Set the given fields of the profile or the preferences (a null clears one); ``None`` resets the part."""
+    if part not in ("profile", "preferences"):
+        raise ValueError(f"The user document's parts are profile and preferences, not {part!r}.")
     async with user_transaction(store, user_id) as tx:
         doc = await get_user_document(tx, user_id)
         now = utcnow()
@@ -150,7 +152,10 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
 
 
 async def delete_item(store, user_id: str, kind: str, item_id: str) -> bool:
-    """Delete one fact or task by id, valid or not; False when there is none."""
+    """Delete one fact or task by id, valid or not; False when there is none. Other kinds have their
+    own deletions (a chat's record goes with its chat: memory.chat_admin.delete_chat): ValueError."""
+    if kind not in ("facts", "tasks"):
+        raise ValueError(f"delete_item deletes facts or tasks, not {kind!r}.")
     namespace = KINDS[kind].namespace(user_id)
     async with user_transaction(store, user_id) as tx:
         if await tx.aget(namespace, item_id) is None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-
+import prompts
 from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
 from core.schemas import SUMMARY_CHARS, ChatRecord
-from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS, shortened
+from core.errors import MemoryAgentError
+from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS, is_blank, shortened
 from memory.chat_text import redact_record, retitled_text
 from memory.kinds import KINDS
 from memory.user_memory import get_chat
@@ -63,11 +64,32 @@ async def _put_chat(tx, user_id: str, chat: ChatRecord, *, kept: ChatRecord | No
     await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=index)
 
 
+class ChatRecordExists(MemoryAgentError, ValueError):
+    """A new chat's record was asked for where the chat already has one (its title and summary stay)."""
+
+
 async def create_chat_record(store, user_id: str, record: ChatRecord) -> ChatRecord:
-    """The record of a new chat (its title before any summary)."""
+    """The record of a new chat (its title before any summary). A persona no prompt file names is
+    refused (ValueError: every turn of the chat would fail on it), and so is a chat that has a record
+    already (ChatRecordExists: its title, summary and counts are not overwritten)."""
+    if record.persona is not None and record.persona not in prompts.personas():
+        raise ValueError(f"Unknown persona {record.persona!r}; choose one of: {', '.join(prompts.personas())}.")
+    record.title = new_title(record.title)
     async with user_transaction(store, user_id) as tx:
+        if await get_chat(tx, user_id, record.thread_id) is not None:
+            raise ChatRecordExists(f"Chat {record.thread_id} has a record already.")
         await _put_chat(tx, user_id, record)
     return record
+
+
+def new_title(title: str) -> str:
+    """A chat title given as new input, checked whoever calls: trimmed, not blank, storable and
+    within the record's limit (ValueError, before anything is written)."""
+    title = title.strip()
+    if is_blank(title):
+        raise ValueError("The title is empty; give a title, or none to let the agent title the chat.")
+    ChatRecord.__pydantic_validator__.validate_assignment(ChatRecord.model_construct(), "title", title)
+    return title
 
 
 async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
@@ -100,7 +122,10 @@ async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_befo
 
 
 async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | None) -> ChatRecord:
-    """Set the chat's title for good, or (``None``) hand titling back to the agent."""
+    """Set the chat's title for good, or (``None``) hand titling back to the agent. A blank, oversized
+    or unstorable title is refused (ValueError); it is trimmed."""
+    if title is not None:
+        title = new_title(title)
     async with user_transaction(store, user_id) as tx:
         record = await get_chat(tx, user_id, fallback.thread_id) or fallback
         if title is None:

@@ -91,10 +91,42 @@ async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(ses
     assert await list_chats(backend.store, user_id) == []
 
 
+@pytest.mark.slow
+async def test_only_the_next_line_answers_forget_everything_and_any_other_line_is_sent(session, backend, user_id):
+    """A stale question still counted: /forget, then /forget Rome and /memory, then a "yes" meant
+    for something else deleted everything; a message typed after /forget was taken as a no and
+    never sent (stop 63, a fuzzing of the CLI)."""
+    s, out, err = session
+    await apply_extraction(backend.store, user_id, ExtractionResult.model_validate({"task_updates": [{"action": "add", "description": "Water the plants"}]}))
+    await s.command("/forget")
+    await s.command("/memory")
+    assert "Forgetting everything was not confirmed, so nothing was deleted." in err.getvalue()
+    await s.send("yes")
+    assert len(await stored_tasks(backend.store, user_id)) == 1 and "Forgot everything" not in err.getvalue()
+
+    await s.command("/forget")
+    reply = await s.send("what is the weather like?")
+    assert "nothing was deleted; your line is sent as a message" in err.getvalue() and reply == "Sure."
+    assert len(await stored_tasks(backend.store, user_id)) == 1
+
+
+@pytest.mark.slow
+async def test_control_characters_in_memory_or_a_reply_are_shown_not_played_on_the_terminal(session, backend, user_id):
+    """"My name is Bob\x1b[2J" stored the escape, and /memory and the reply wrote it to the terminal
+    raw: it cleared the screen, retitled the window, rang the bell."""
+    s, out, err = session
+    await apply_extraction(backend.store, user_id, ExtractionResult(new_facts=[NewFact(text="Is called Bob\x1b[2J\x1b]0;pwned\x07")]))
+    await s.command("/memory")
+    shown = out.getvalue() + err.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "Is called Bob\\x1b[2J\\x1b]0;pwned\\x07" in shown
+
+
 async def test_an_unknown_command_is_named(session):
     s, out, err = session
     await s.command("/forgot")
-    assert "Unknown command /forgot." in err.getvalue()
+    assert "error: Unknown command /forgot." in err.getvalue()
+    assert s.failures == 1  # a script that sent it exits 1 (it exited 0)
 
 
 async def test_a_chat_is_its_first_users_and_another_user_cannot_continue_it(session, backend, user_id):

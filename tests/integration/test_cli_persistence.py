@@ -78,3 +78,20 @@ def test_memory_show_and_doctor_report_what_is_stored_and_where(data_dir):
     assert "pgvector 0.8" in out and "PostgreSQL 18" in out
     assert str(data_dir) in out
     assert "all-MiniLM-L6-v2" in out
+
+
+def test_a_reader_that_leaves_early_stops_the_chat_quietly(data_dir):
+    """`… | memory-agent chat | head -1` ended in a BrokenPipeError traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}
+    env["MEMORY_AGENT_DATA_DIR"] = str(data_dir)
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "app.cli.main", "chat", "--user", "pipe", "--new"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT, env=env,
+    )
+    chat.stdin.write(b"one\n")
+    chat.stdin.flush()
+    assert chat.stdout.readline()  # the first reply, then the reader leaves
+    chat.stdout.close()
+    _, err = chat.communicate(b"two\nthree\n", timeout=180)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+    assert chat.returncode == 1

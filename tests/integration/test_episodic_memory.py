@@ -297,6 +297,25 @@ async def test_a_bulk_copy_seeds_rows_the_search_reads_like_any_other(backend, u
     assert found[0].candidate.message_id == "b0" and found[0].candidate.sent_at == said
 
 
+async def test_a_bulk_copy_never_files_a_message_under_another_users_thread(backend, user_id):
+    """copy_episodes wrote rows owned by one user into a thread another user owns, which
+    sync_thread refuses: the bulk path now holds the same rule, and writes nothing."""
+    said = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    theirs = f"t-{uuid.uuid4().hex[:8]}"
+    await thread_owners.create(backend.pool, theirs, "someone-else")
+    mine = episode_table.Episode(f"t-{uuid.uuid4().hex[:8]}", "m0", 0, "user", said, "My own words", owner=user_id)
+    intruder = episode_table.Episode(theirs, "x0", 0, "user", said, "Filed under their chat", owner=user_id)
+    async with backend.pool.connection() as conn:
+        with pytest.raises(thread_owners.ThreadTaken):
+            await episode_table.copy_episodes(conn, [mine, intruder])
+        with pytest.raises(ValueError, match="two owners"):
+            await episode_table.copy_episodes(conn, [mine, episode_table.Episode(mine.thread_id, "m1", 1, "user", said, "Mine too", owner="someone-else")])
+        assert await episode_table.copy_episodes(conn, [mine]) == 1
+    async with backend.pool.connection() as conn:
+        rows = await (await conn.execute(f"SELECT thread_id FROM {episode_table.TABLE} WHERE owner = %s", (user_id,))).fetchall()
+    assert [r["thread_id"] for r in rows] == [mine.thread_id]
+
+
 async def count_kept_and_real(pool, user: str) -> tuple[int, int]:
     async with pool.connection() as conn:
         real = await (await conn.execute(f"SELECT count(*) AS n FROM {episode_table.TABLE} WHERE owner = %s", (user,))).fetchone()
@@ -343,8 +362,10 @@ async def test_an_index_from_before_the_counts_were_kept_is_counted_and_loses_it
         await episode_table.setup(pool, minilm.dims)
         said = datetime(2024, 1, 2, tzinfo=timezone.utc)
         async with pool.connection() as conn:
+            for statement in thread_owners.CREATE:  # a copy checks whose each thread is
+                await conn.execute(statement)
             await episode_table.copy_episodes(
-                conn, [episode_table.Episode("t", f"m{i}", i, "user", said, "hello", owner=o) for o in ("ann", "ben") for i in range(3 if o == "ann" else 2)]
+                conn, [episode_table.Episode(f"t-{o}", f"m{i}", i, "user", said, "hello", owner=o) for o in ("ann", "ben") for i in range(3 if o == "ann" else 2)]
             )
             # As the index was before: no counts, one GIN over everyone's words.
             await conn.execute(f"DROP TABLE {episode_table.COUNTS}")

@@ -336,6 +336,18 @@ async def test_a_history_said_in_the_future_is_refused_before_anything_is_writte
     check_all([close])
 
 
+def test_json_saved_with_a_byte_order_mark_is_read_and_a_binary_file_is_named_in_words():
+    """A history saved by Notepad or PowerShell (a UTF-8 byte order mark first) was "not valid JSON
+    (lexical error …)", pointing at an invisible character; a binary file's error showed its bytes
+    escaped (b'…\\xf5\\xa9…')."""
+    body = json.dumps(history(2))
+    assert [len(c.messages) for c in read_import(b"\xef\xbb\xbf" + body.encode())] == [2]
+    assert [len(c.messages) for c in read_import("\ufeff" + body)] == [2]
+    with pytest.raises(InvalidImport) as refused:
+        read_import(b"\xf5\xa9\x00\x01PK\x03\x04 binary")
+    assert str(refused.value) == "The history is not valid JSON (lexical error: invalid char in json text.)."
+
+
 def test_deeply_nested_or_oversized_json_is_refused_before_it_is_built():
     with pytest.raises(ImportTooLarge, match="nested deeper"):
         read_import("[" * 100_000 + "]" * 100_000)

@@ -269,6 +269,34 @@ async def test_a_symlink_out_of_the_folder_is_skipped_and_reported_unless_asked(
     assert any("root:x:0:0" in r["content"] for r in contents)
 
 
+async def test_an_empty_path_or_an_unreadable_folder_is_reported_not_passed_over(kb, tmp_path, hash384, monkeypatch):
+    """`ingest ""` ingested the current folder (Path("") is "."), and a folder inside that could not
+    be read was skipped without a word, the ingest reported as whole (stop 63, a fuzzing of the CLI)."""
+    import os
+
+    folder = tmp_path / "docs"
+    (folder / "locked").mkdir(parents=True)
+    (folder / "guide.md").write_text("# Guide\n\nHow to start.")
+    (folder / "locked" / "hidden.md").write_text("# Hidden\n\nNever read.")
+    scandir = os.scandir
+
+    def refusing(path="."):  # what chmod 000 does to a user who is not root
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    monkeypatch.chdir(folder)  # where an empty path would have led
+    report = await knowledge.ingest(kb.pool, hash384, ["", folder], collection="unreadable")
+
+    stored = await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'unreadable'")
+    assert [r["source"] for r in stored] == [source_name(folder / "guide.md")]
+    failed = {f.path: f.reason for f in report.failed}
+    assert failed["''"] == "an empty path names no file or folder"
+    assert "cannot read the folder: Permission denied" in failed[str(folder / "locked")]
+    assert not report.ok
+
+
 @pytest.mark.parametrize("swap", ["file", "folder"])
 async def test_a_file_swapped_for_a_link_out_of_the_folder_after_the_walk_is_refused_not_read(kb, tmp_path, hash384, monkeypatch, swap):
     import knowledge.ingestion as ingestion

@@ -130,3 +130,31 @@ async def test_the_first_set_up_on_an_existing_database_backfills_only_undispute
         await backend.store.aput(chats_ns(bob), later, ChatRecord(thread_id=later).model_dump(mode="json"), index=False)
         await thread_owners.setup(backend.pool)
         assert await thread_owners.owner_of(backend.pool, later) is None
+
+
+@pytest.mark.parametrize("thread_id", ["", " ", "a b", "b" * 201, "t\x00x", "t\nx"], ids=["empty", "blank", "space", "long", "nul", "newline"])
+async def test_no_owner_row_is_written_for_a_chat_id_no_list_could_show(backend, thread_id):
+    """`chat --chat <250 characters>` was answered and its history kept under an owner row, but its
+    record (ids at most 200) could not be written, so no list showed the chat; " " made a chat with
+    a blank id. Every way a thread gets its owner now refuses such an id first."""
+    from core.namespaces import InvalidThreadId
+
+    for claim in (
+        lambda: thread_owners.create(backend.pool, thread_id, "alice"),
+        lambda: thread_owners.claim_ownership(backend.pool, thread_id, "alice"),
+        lambda: thread_owners.claim_handed_over(backend.pool, thread_id, "alice", "studio"),
+    ):
+        with pytest.raises(InvalidThreadId):
+            await claim()
+    if "\x00" not in thread_id:  # (Postgres cannot even be asked about a NUL)
+        assert await thread_owners.owners_of(backend.pool, [thread_id]) == {}
+
+
+async def test_a_keys_label_that_would_garble_its_listing_is_refused(backend):
+    """A label's newline forged a row of `keys list`; a 100,000-character label was stored."""
+    from storage import api_keys
+
+    for label in ("line1\nFAKEPFX   evil   2026-01-01 00:00", "x" * 100_000, "bell\x07"):
+        with pytest.raises(ValueError, match="invalid key label"):
+            await api_keys.create_key(backend.pool, "alice", label)
+    assert await api_keys.create_key(backend.pool, "alice", "laptop")

@@ -23,3 +23,50 @@ def test_version_is_printed(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.startswith("memory-agent ")
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["chat", "--chat", ""], "invalid chat id '': it is empty"),
+        (["chat", "--chat", " "], "blanks or control characters"),
+        (["chat", "--chat", "b" * 250], "longer than 200"),
+        (["import", "h.json", "--resume", ""], "invalid chat id"),
+        (["import", "h.json", "--title", "   "], "it is empty"),
+        (["import", ""], "the path is empty"),
+        (["ingest", ""], "the path is empty"),
+        (["ingest", "docs", "--collection", "a\nb"], "control character U+000A"),
+        (["keys", "create", "--user", "dana", "--label", "line1\nFAKE   evil  forged"], "control character U+000A"),
+        (["keys", "create", "--user", "dana", "--label", "x" * 100_000], "at most 200"),
+        (["serve", "--port", "-1"], "a port is 1 to 65535"),
+        (["serve", "--port", "99999"], "a port is 1 to 65535"),
+        (["studio", "--port", "0"], "a port is 1 to 65535"),
+        pytest.param(["mcp", "--user", "dana", "--port", "70000"], "a port is 1 to 65535", marks=pytest.mark.slow),  # imports the MCP server
+    ],
+)
+def test_a_bad_id_path_label_or_port_is_refused_with_the_reason_before_anything_runs(argv, says, capsys):
+    """Each was taken as given (stop 63, a fuzzing of the CLI): an empty --chat continued the latest
+    chat and a 250-character one was answered and saved where no list shows it; `ingest ""` ingested
+    the current folder; a label's newline forged a row of `keys list`; a port of -1 was a traceback."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_eval_refuses_an_output_folder_that_is_a_file_before_it_runs(tmp_path, capsys):
+    """`eval tokens --out <a file>` ran the whole evaluation and then failed writing its results."""
+    taken = tmp_path / "h.json"
+    taken.write_text("{}")
+    for out in (taken, taken / "sub"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["eval", "tokens", "--limit", "1", "--out", str(out)])
+        assert exit_.value.code == 2 and f"{taken} is a file" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # imports the graph
+def test_a_closed_stdin_is_said_not_a_traceback(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main(["import", "-", "--user", "dana"]) == 2
+    assert "stdin is closed" in capsys.readouterr().err
