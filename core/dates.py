@@ -115,8 +115,9 @@ def _day_of_month(number: int, today: date, *, later: bool = False) -> date | No
     return None
 
 
-# A number alone that is not a year of four digits ("2027" is read as that year).
-_BARE_NUMBER = re.compile(r"[+-]?(?:[0-9]{1,3}|[0-9]{5,}|[0-9]+[.,][0-9]+)")
+# A whole number alone that is not a year of four digits ("2027" is read as that year). "24.12" is
+# a day and month where the user's language writes them so, and stays dateparser's.
+_BARE_NUMBER = re.compile(r"[+-]?(?:[0-9]{1,3}|[0-9]{5,})")
 
 
 def resolve_date(words: str | None, said_at: datetime, languages: Iterable[str] = ("en",)) -> str | None:
@@ -144,7 +145,7 @@ def _resolve_date(words: str | None, said_at: datetime, languages: Iterable[str]
         day = _day_of_month(int(ordinal.group(1)), base.date(), later=bool(ordinal.group("next")))
         return day.isoformat() if day else None
     if _BARE_NUMBER.fullmatch(re.sub(r"^(?:by|on|before|until|due)\s+", "", words, flags=re.I)):
-        return None  # "1", "-1", "99", "1.5": dateparser read a month, a year or a day; no one knows which was meant
+        return None  # "1", "-1", "99": dateparser read a month, a year or a day; no one knows which was meant
     end = _END_OF.search(words)
     if end:  # "by the end of the month": the month itself (dateparser does not read it)
         return _end_of(end.group("unit").lower(), bool(end.group("next")), base.date())

@@ -53,20 +53,26 @@ class InvalidThreadId(MemoryAgentError, ValueError):
     """A chat (thread) id no owner row is written for (see :func:`check_thread_id`)."""
 
 
+def thread_id_problem(thread_id: object) -> str | None:
+    """Why ``thread_id`` is no id a new chat may take, or None: not empty, at most ID_CHARS, no blank
+    at either end, no control characters (a chat under such an id was answered but its record could
+    not be written, or it was listed with a blank id). Applied where a new thread gets its owner
+    (storage.thread_owners); a chat that already has its owner row keeps its id."""
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        return "it is empty"
+    if len(thread_id) > ID_CHARS:
+        return f"it is longer than {ID_CHARS} characters"
+    if thread_id != thread_id.strip():
+        return "it begins or ends with a blank"
+    for position, ch in enumerate(thread_id):
+        if not ch.isprintable() and ch != " ":
+            return f"it contains the character U+{ord(ch):04X} (position {position}); chat ids may not contain control characters"
+    return None
+
+
 def check_thread_id(thread_id: str) -> str:
-    """``thread_id`` unchanged, or InvalidThreadId saying why: not empty, at most ID_CHARS, no blanks
-    or control characters. Applied where a thread gets its owner (storage.thread_owners), so a chat
-    that could not be listed, shown or stored in its record is never begun."""
-    problem = None
-    if not isinstance(thread_id, str) or not thread_id:
-        problem = "it is empty"
-    elif len(thread_id) > ID_CHARS:
-        problem = f"it is longer than {ID_CHARS} characters"
-    else:
-        for position, ch in enumerate(thread_id):
-            if ch.isspace() or not ch.isprintable():
-                problem = f"it contains the character U+{ord(ch):04X} (position {position}); chat ids may not contain blanks or control characters"
-                break
+    """``thread_id`` unchanged, or InvalidThreadId saying why (:func:`thread_id_problem`)."""
+    problem = thread_id_problem(thread_id)
     if problem is not None:
         shown = thread_id if not isinstance(thread_id, str) or len(thread_id) <= 60 else f"{thread_id[:60]}…"
         raise InvalidThreadId(f"invalid chat id {shown!r}: {problem}")

@@ -37,6 +37,7 @@ from typing import Awaitable, Callable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+import prompts
 from core.context import Context
 from core.errors import MemoryAgentError
 from core.messages import stamp_sent_at
@@ -104,6 +105,8 @@ async def import_chat(
     if ctx.user_id != user_id:
         raise ValueError("the context's user_id must be the importing user")
     digest = prepare_import(chat, ctx.max_message_chars)
+    if ctx.persona not in prompts.personas():  # the chat's record would refuse it after the import's rows were written
+        raise ValueError(f"Unknown persona {ctx.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     job = _Job(graph, pool, user_id, chat, ctx, digest, on_progress, known_generation)
     try:
         await (job.take_over(resume) if resume else job.begin())

@@ -38,12 +38,15 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     update: dict = {}
     # The message's time, kept with it from now on. A sender's own time (an API client's, an import's)
     # is kept, unless it is later than now: a clock running ahead would date "tomorrow" from a day to
-    # come and keep its chat first in every list for good.
+    # come and keep its chat first in every list for good. So is any other message given a time to come.
+    ahead = [m for m in state.messages if (when := sent_at(m)) is not None and when > now]
+    if ahead:
+        log.warning("%d message(s) dated after the server's %s are dated now.", len(ahead), now.isoformat())
     if said is None or said > now:
-        if said is not None:
-            log.warning("A message dated %s, after the server's %s, is dated now.", said.isoformat(), now.isoformat())
+        ahead = [*ahead, human] if said is None else ahead
         said = now
-        update["messages"] = [stamp_sent_at(human.model_copy(), now, replace=True)]
+    if ahead:
+        update["messages"] = [stamp_sent_at(m.model_copy(), now, replace=True) for m in ahead]
     loaded, excerpts = await asyncio.gather(
         load_user_context(runtime.store, ctx.user_id, human.text, thread_id=thread_id, max_facts=ctx.max_facts),
         _excerpts(runtime.store, ctx.user_id, human.text, thread_id, state, ctx.episodic_token_budget, said),

@@ -86,7 +86,8 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
     chat.message_count = len(state.messages)
     chat.user_statements = sum(1 for m in state.messages if isinstance(m, HumanMessage) and states_something(m.text))
     # The time of its newest message: now for a live turn, the source's time for an imported history.
-    chat.last_activity = max(filter(None, map(sent_at, state.messages)), default=None) or utcnow()
+    newest = max(filter(None, map(sent_at, state.messages)), default=None)
+    chat.last_activity = min(newest, utcnow()) if newest is not None else utcnow()  # never a time to come
     await save_chat_record(store, ctx.user_id, chat, read_before=stored, parts=searchable.parts)
     # A message from before messages carried their time is dated by the checkpoint it first
     # appeared in (memory.episodes.checkpoint_times): such a chat keeps its history.

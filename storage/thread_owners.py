@@ -32,7 +32,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from core.errors import MemoryAgentError
-from core.namespaces import ROOT, check_thread_id, check_user_id
+from core.namespaces import ROOT, check_thread_id, check_user_id, thread_id_problem
 from storage import owner_forgets
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,13 @@ async def create(pool: AsyncConnectionPool, thread_id: str, owner: str) -> None:
         raise ThreadExists(thread_id)
 
 
+async def _check_new_thread_id(pool: AsyncConnectionPool, thread_id: str) -> None:
+    """InvalidThreadId for an id no new chat may take; a chat that has its owner row already (made
+    before the rule) keeps its id and its owner's claims still pass. Costs a query only for such an id."""
+    if thread_id_problem(thread_id) is not None and (isinstance(thread_id, str) and "\x00" in thread_id or await owner_of(pool, thread_id) is None):
+        check_thread_id(thread_id)
+
+
 async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str, *, adopt_history: bool = True) -> str:
     """Make sure ``owner`` owns the thread, recording it when no one does yet; returns the owner.
 
@@ -148,7 +155,7 @@ async def claim_ownership(pool: AsyncConnectionPool, thread_id: str, owner: str,
     tell a new thread from someone else's old one) when it has checkpoints but no owner.
     """
     check_user_id(owner)  # no owner row for a user whose memory could not be stored
-    check_thread_id(thread_id)  # nor for a chat that could not be listed
+    await _check_new_thread_id(pool, thread_id)  # nor for a chat that could not be listed
     return await _claim(pool, thread_id, owner, (INSERT if adopt_history else INSERT_IF_NO_HISTORY,), {"thread_id": thread_id, "owner": owner})
 
 
@@ -188,7 +195,7 @@ async def claim_handed_over(pool: AsyncConnectionPool, thread_id: str, taker: st
     with no history yet also passes to ``taker``: Studio creates the thread as its own user, and the
     run on it names the user it acts as (``configurable.user_id``). ThreadTaken otherwise."""
     check_user_id(taker)
-    check_thread_id(thread_id)
+    await _check_new_thread_id(pool, thread_id)
     params = {"thread_id": thread_id, "owner": taker, "taker": taker, "giver": giver}
     return await _claim(pool, thread_id, taker, (INSERT_IF_NO_HISTORY, HAND_OVER), params)
 

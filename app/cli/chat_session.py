@@ -40,6 +40,7 @@ from graph.assembly import compile_graph
 from core.context import Context
 from core.dates import due_phrase
 from core.messages import sent_at
+from core.namespaces import InvalidThreadId
 from core.text_validation import validate_user_text
 from memory.backend import MemoryBackend
 from core.errors import InvalidMessage
@@ -142,14 +143,17 @@ class ChatSession:
         whose last reply still waits on a tool's answer: the API refuses it with 409 for the same reason).
         """
         await self.settle()
+        # Only this very line answers "Delete it all?", even one refused below.
+        answering_forget, self.confirming_forget = self.confirming_forget, False
         try:
             text = validate_user_text(text, self.context.max_message_chars)
         except InvalidMessage as exc:
+            if answering_forget:
+                self.note("Forgetting everything was not confirmed, so nothing was deleted.")
             self.error(str(exc))
             return None
         answer = text.strip().casefold().rstrip(".!")
-        if self.confirming_forget:
-            self.confirming_forget = False
+        if answering_forget:
             if answer in YES:
                 counts = await forget_user_everywhere(self.backend, self.user_id)
                 for forgotten in self.on_forget_all:
@@ -186,7 +190,7 @@ class ChatSession:
         """Record this user as the chat's owner on its first turn; refuse another user's chat."""
         try:
             await thread_owners.claim_ownership(self.backend.pool, self.thread_id, self.user_id)
-        except thread_owners.ThreadTaken as exc:
+        except (thread_owners.ThreadTaken, InvalidThreadId) as exc:
             self.error(f"{exc} Start a new chat with /new.")
             return False
         return True

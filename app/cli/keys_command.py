@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a key for a user and print it (the only time it is shown)")
     create.add_argument("--user", type=user_id_arg, required=True, help="the user the key authenticates as")
-    create.add_argument("--label", type=label_arg, default=None, help="a note to recognise the key by")
+    create.add_argument("--label", type=lambda v: label_arg(v) if v.strip() else "", default=None, help="a note to recognise the key by")
     listing = sub.add_parser("list", help="list keys (prefix, user, label, dates); never the keys themselves")
     listing.add_argument("--user", type=user_id_arg, help="only this user's keys")
     revoke = sub.add_parser("revoke", help="revoke a key by its prefix")

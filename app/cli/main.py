@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         except MemoryAgentError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except BrokenPipeError:
+            return _reader_left()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -149,10 +151,24 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted (Ctrl-C)", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader left (`| head -1`): stop quietly, as other tools do, and keep Python's own
-        # flush at exit from raising it again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """The reader of stdout left (`| head -1`): stop quietly, as other tools do, and keep Python's
+    own flush at exit from raising it again. A broken pipe that is not stdout's is re-raised."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        stdout_broken = any(events & select.POLLERR for _, events in poll.poll(0))  # a pipe whose reader is gone
+    except (OSError, ValueError, AttributeError):
+        stdout_broken = True
+    if not stdout_broken:
+        raise
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -237,6 +253,7 @@ async def _import(backend, args: argparse.Namespace) -> int:
     from core.context import Context
     from graph.assembly import compile_graph
     from memory.chat_import import MAX_IMPORT_BYTES, check_all, read_import
+    from app.cli.terminal_text import shown
     from memory.import_job import import_chat
     from storage.fenced_saver import FencedPostgresSaver
 
@@ -262,16 +279,16 @@ async def _import(backend, args: argparse.Namespace) -> int:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("messages"), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=False, disable=not sys.stdout.isatty()) as progress:
         for chat in chats:
-            task = progress.add_task(chat.title or "chat", total=len(chat.messages))
+            task = progress.add_task(shown(chat.title or "chat"), total=len(chat.messages))
             done = await import_chat(
                 graph, backend.pool, args.user, chat, context=context, resume=args.resume,
                 on_progress=lambda n, total, task=task: progress.update(task, completed=n),
             )
             if done.already_imported:
                 progress.update(task, completed=len(chat.messages))
-                print(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added.")
+                print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added."))
                 continue
-            print(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}.")
+            print(shown(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}."))
     return 0
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-# C0 and C1 control characters but newline and tab: an escape sequence clears the screen or retitles
-# the window, a bell rings, a carriage return writes over the line, a backspace hides what is before it.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 and C1 control characters but newline, tab and a CRLF's carriage return: an escape sequence
+# clears the screen or retitles the window, a bell rings, a lone carriage return writes over the
+# line, a backspace hides what is before it.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
 
 
 def shown(text: str) -> str:

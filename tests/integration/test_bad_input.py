@@ -143,13 +143,13 @@ async def test_a_message_its_sender_dated_in_the_future_is_dated_when_it_arrived
     ctx, config = Context(user_id=user_id, model="offline"), new_thread()
     before = datetime.now(timezone.utc)
     ahead = (before + timedelta(days=365)).isoformat()
+    earlier = HumanMessage("Hello again.", response_metadata={"sent_at": ahead})  # every message of the input, not only the last
     asked = HumanMessage("Remind me tomorrow to call Ana.", response_metadata={"sent_at": ahead})
 
-    out = await graph.ainvoke({"messages": [asked]}, config, context=ctx)
+    out = await graph.ainvoke({"messages": [earlier, asked]}, config, context=ctx)
 
     assert out["error"] is None
-    said = sent_at(out["messages"][0])
-    assert before <= said <= datetime.now(timezone.utc)
+    assert all(before <= sent_at(m) <= datetime.now(timezone.utc) for m in out["messages"])
     [task] = [t for t in await stored_tasks(backend.store, user_id) if "Ana" in t.description]
     assert task.due_date in {(before + timedelta(days=d)).date().isoformat() for d in (1, 2)}
     [chat] = await list_chats(backend.store, user_id)

@@ -104,6 +104,12 @@ async def test_only_the_next_line_answers_forget_everything_and_any_other_line_i
     await s.send("yes")
     assert len(await stored_tasks(backend.store, user_id)) == 1 and "Forgot everything" not in err.getvalue()
 
+    for refused in ("", "x" * 30_000):  # a line refused as a message still answers it (with a no)
+        await s.command("/forget")
+        await s.send(refused)
+        await s.send("yes")
+    assert len(await stored_tasks(backend.store, user_id)) == 1 and "Forgot everything" not in err.getvalue()
+
     await s.command("/forget")
     reply = await s.send("what is the weather like?")
     assert "nothing was deleted; your line is sent as a message" in err.getvalue() and reply == "Sure."

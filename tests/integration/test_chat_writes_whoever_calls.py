@@ -96,6 +96,9 @@ async def test_an_import_is_checked_whatever_its_caller_says(backend, graph, use
             await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
         with pytest.raises(TypeError):  # no way around the checks
             await import_chat(graph, backend.pool, user_id, chat, digest="checked", context=Context(user_id=user_id, model="offline"))
+    good = ChatImport.model_validate({"messages": [{"role": "user", "text": "hi", "time": t0.isoformat()}]})
+    with pytest.raises(ValueError, match="Unknown persona"):  # refused before the import's rows, not after
+        await import_chat(graph, backend.pool, user_id, good, context=Context(user_id=user_id, model="offline", persona="no-such-persona"))
     assert await thread_owners.threads_of(backend.pool, user_id) == []
 
 

@@ -132,7 +132,7 @@ async def test_the_first_set_up_on_an_existing_database_backfills_only_undispute
         assert await thread_owners.owner_of(backend.pool, later) is None
 
 
-@pytest.mark.parametrize("thread_id", ["", " ", "a b", "b" * 201, "t\x00x", "t\nx"], ids=["empty", "blank", "space", "long", "nul", "newline"])
+@pytest.mark.parametrize("thread_id", ["", " ", " ab", "b" * 201, "t\x00x", "t\nx"], ids=["empty", "blank", "leading_blank", "long", "nul", "newline"])
 async def test_no_owner_row_is_written_for_a_chat_id_no_list_could_show(backend, thread_id):
     """`chat --chat <250 characters>` was answered and its history kept under an owner row, but its
     record (ids at most 200) could not be written, so no list showed the chat; " " made a chat with
@@ -148,6 +148,24 @@ async def test_no_owner_row_is_written_for_a_chat_id_no_list_could_show(backend,
             await claim()
     if "\x00" not in thread_id:  # (Postgres cannot even be asked about a NUL)
         assert await thread_owners.owners_of(backend.pool, [thread_id]) == {}
+
+
+async def test_a_chat_that_has_its_owner_under_an_id_made_before_the_rule_keeps_working(backend):
+    """The rule is for new chats: one whose owner row was written before it (the CLI took any
+    --chat) is still its owner's, and still refused to anyone else; an id with a blank inside is
+    an id like any other."""
+    from core.namespaces import InvalidThreadId
+
+    legacy = f"old chat {uuid.uuid4().hex[:6]}\t"
+    async with backend.pool.connection() as conn:
+        await conn.execute(f"INSERT INTO {thread_owners.TABLE} (thread_id, owner) VALUES (%s, %s)", (legacy, "alice"))
+    assert await thread_owners.claim_ownership(backend.pool, legacy, "alice") == "alice"
+    with pytest.raises(ThreadTaken):
+        await thread_owners.claim_ownership(backend.pool, legacy, "bob")
+    with pytest.raises(InvalidThreadId):
+        await thread_owners.create(backend.pool, legacy, "alice")
+    spaced = f"project notes {uuid.uuid4().hex[:6]}"
+    assert await thread_owners.claim_ownership(backend.pool, spaced, "alice") == "alice"
 
 
 async def test_a_keys_label_that_would_garble_its_listing_is_refused(backend):

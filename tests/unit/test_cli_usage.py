@@ -29,7 +29,8 @@ def test_version_is_printed(capsys):
     "argv, says",
     [
         (["chat", "--chat", ""], "invalid chat id '': it is empty"),
-        (["chat", "--chat", " "], "blanks or control characters"),
+        (["chat", "--chat", " "], "it is empty"),
+        (["chat", "--chat", "a\tb"], "control characters"),
         (["chat", "--chat", "b" * 250], "longer than 200"),
         (["import", "h.json", "--resume", ""], "invalid chat id"),
         (["import", "h.json", "--title", "   "], "it is empty"),
@@ -70,3 +71,11 @@ def test_a_closed_stdin_is_said_not_a_traceback(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", None)
     assert main(["import", "-", "--user", "dana"]) == 2
     assert "stdin is closed" in capsys.readouterr().err
+
+
+def test_text_written_to_a_terminal_keeps_its_words_and_loses_only_its_control_characters():
+    from app.cli.terminal_text import shown
+
+    assert shown("Bob\x1b[2J\x1b]0;pwned\x07") == "Bob\\x1b[2J\\x1b]0;pwned\\x07"
+    assert shown("one\r\ntwo\rthree\b") == "one\r\ntwo\\x0dthree\\x08"  # a CRLF's return is a line end, a lone one writes over it
+    assert shown("Ünïcödé 🙂\ttab\nline") == "Ünïcödé 🙂\ttab\nline"

@@ -49,12 +49,13 @@ def test_words_that_name_no_date_resolve_to_nothing():
 
 
 def test_a_number_alone_is_no_due_date_unless_it_is_a_year():
-    """dateparser read a due of "1" or "-1" as January, "12" as December, "99" as 2099 and "1.5"
-    as 5 January: a number alone says no date anyone can tell."""
-    for words in ("1", "-1", "+3", "12", "31", "99", "100", "1.5", "12,5", "by 5", "12345"):
+    """dateparser read a due of "1" or "-1" as January, "12" as December and "99" as 2099: a whole
+    number alone says no date anyone can tell ("24.12" is a day and month, and stays one)."""
+    for words in ("1", "-1", "+3", "12", "31", "99", "100", "by 5", "12345"):
         assert resolve_date(words, WEDNESDAY) is None, words
     assert resolve_date("2027", WEDNESDAY) == resolve_date("by 2027", WEDNESDAY) == "2027"
     assert resolve_date("3/4", WEDNESDAY) == "2027-03-04" and resolve_date("the 15th", WEDNESDAY) == "2026-12-15"
+    assert resolve_date("24.12", WEDNESDAY, ("de",)) == "2026-12-24"
 
 
 def test_words_said_at_the_calendars_edge_resolve_to_a_valid_iso_date_or_nothing():
