@@ -176,6 +176,9 @@ def expand_paths(paths: Iterable[str | Path], *, follow_symlinks: bool = False) 
         if p.is_dir():
             found, skipped = _walk(p, follow_symlinks)
             errors.extend(skipped)
+            if not found and not skipped:  # a wrong folder, most likely: said, not a quiet "0 added"
+                supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+                errors.append(DocumentLoadError(p, f"the folder holds no file to ingest ({supported}; hidden ones are left out)"))
             for f in sorted(found):
                 add(f, None if follow_symlinks else p.resolve())
         elif p.is_file():

@@ -8,7 +8,7 @@ import uuid
 
 from app.cli.chat_line import chat_on_terminal
 from app.cli.chat_session import ChatSession
-from llm.chat_model import offline_notice
+from llm.chat_model import load_chat_model, offline_notice
 from memory.backend import MemoryBackend
 from memory.queries import list_chats, owned_chats
 
@@ -29,6 +29,11 @@ async def run_chat(backend: MemoryBackend, *, user_id: str, chat_id: str | None,
     session = ChatSession(backend, user_id, thread_id, interactive, context_overrides=overrides)
     if chat_id and not await session.may_read():
         return 1
+    try:  # a model that cannot be loaded is said before any input is read, not at the first message
+        load_chat_model(session.context.model)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     notice = offline_notice(session.context.model)
     if notice:
         print(notice, file=sys.stderr, flush=True)

@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # pypdf's warnings on a damaged PDF repeat what ingest reports of the file
+        logging.getLogger("pypdf").setLevel(logging.ERROR)
     if args.command == "chat":
         from app.cli.chat_logging import log_to_file
 

@@ -80,6 +80,12 @@ def test_memory_show_and_doctor_report_what_is_stored_and_where(data_dir):
     assert "all-MiniLM-L6-v2" in out
 
 
+def test_a_model_that_cannot_be_loaded_is_said_before_any_input_is_read(data_dir):
+    """`chat --model bogus` with nothing to send exited 0; the model failed only at a first message."""
+    result = run_cli(["chat", "--user", "models", "--new", "--model", "bogus"], b"", data_dir)
+    assert result.returncode == 2 and "Cannot load chat model 'bogus'" in result.stderr.decode()
+
+
 def test_a_reader_that_leaves_early_stops_the_chat_quietly(data_dir):
     """`… | memory-agent chat | head -1` ended in a BrokenPipeError traceback."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL")}

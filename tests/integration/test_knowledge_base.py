@@ -17,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 import knowledge
 from core.tokens import count_tokens
 from prompts.reply_prompt import render_knowledge
-from knowledge.document_loaders import load_document, source_name
+from knowledge.document_loaders import SUPPORTED_EXTENSIONS, load_document, source_name
 from storage.embeddings_record import REINDEX_COMMAND
 from embeddings import resolve_embeddings
 from core.errors import EmbeddingMismatch
@@ -295,6 +295,11 @@ async def test_an_empty_path_or_an_unreadable_folder_is_reported_not_passed_over
     assert failed["''"] == "an empty path names no file or folder"
     assert "cannot read the folder: Permission denied" in failed[str(folder / "locked")]
     assert not report.ok
+
+    empty = tmp_path / "empty"
+    (empty / ".git").mkdir(parents=True)
+    nothing = await knowledge.ingest(kb.pool, hash384, [empty], collection="unreadable")
+    assert [f.reason for f in nothing.failed] == [f"the folder holds no file to ingest ({', '.join(sorted(SUPPORTED_EXTENSIONS))}; hidden ones are left out)"]
 
 
 @pytest.mark.parametrize("swap", ["file", "folder"])
