@@ -69,6 +69,20 @@ SUMMARY_CHARS = 20000
 SummaryItems = list[StorableText]
 
 
+def set_checked(model: BaseModel, name: str, value: Any) -> None:
+    """Set one field of ``model``, ``value`` checked as new input against the field's type (bounded,
+    storable, not blank: core.text_validation), whoever calls; pydantic's ValidationError (a ValueError)
+    when it fails, before anything is set. The model's other fields are not re-checked."""
+    type(model).__pydantic_validator__.validate_assignment(model, name, value)
+
+
+def checked_value(model_type: type[BaseModel], name: str, value: Any) -> Any:
+    """``value`` as :func:`set_checked` would set field ``name`` of a ``model_type`` (ValidationError)."""
+    scratch = model_type.model_construct()
+    set_checked(scratch, name, value)
+    return getattr(scratch, name)
+
+
 class StoredModel(BaseModel):
     """A document of the store. ``model_validate`` (how the store's dicts are read back) reads it as
     stored: length limits were checked when it was written, and one lowered or added since

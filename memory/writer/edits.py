@@ -13,7 +13,7 @@ from storage import forget_ledger
 from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.dates import date_languages, redated_task, resolve_date
-from core.schemas import Fact, Importance, Preferences, Profile, Source, Task, text_hash, utcnow, with_source
+from core.schemas import Fact, Importance, Preferences, Profile, Source, Task, checked_value, set_checked, text_hash, utcnow, with_source
 from core.errors import MemoryAgentError
 from core.text_validation import NEW_VALUES, is_blank
 from memory.kinds import KINDS, MemoryKind
@@ -39,17 +39,7 @@ def _checked(model_type, changes: dict[str, Any], allowed: tuple[str, ...]) -> d
     unknown = sorted(set(changes) - set(allowed))
     if unknown:
         raise ValueError(f"{model_type.__name__} fields that cannot be edited: {', '.join(unknown)} (only {', '.join(allowed)}).")
-    scratch = model_type.model_construct()
-    for name, value in changes.items():
-        _set_checked(scratch, name, value)
-    return {name: getattr(scratch, name) for name in changes}
-
-
-def _set_checked(model, name: str, value: Any) -> None:
-    """Set one field of a stored item, ``value`` checked as new input against the field's type (bounded,
-    storable, not blank: core.text_validation), whoever calls; pydantic's ValidationError (a ValueError)
-    when it fails, before anything is written. The item's other fields, as stored, are not re-checked."""
-    type(model).__pydantic_validator__.validate_assignment(model, name, value)
+    return {name: checked_value(model_type, name, value) for name, value in changes.items()}
 
 
 async def edit_user_document(store, user_id: str, part: str, changes: dict[str, Any] | None) -> Profile | Preferences:
@@ -66,7 +56,7 @@ async def edit_user_document(store, user_id: str, part: str, changes: dict[str, 
             for name, value in changes.items():
                 if value is None and isinstance(getattr(target, name), list):
                     value = []  # null clears a list field too
-                _set_checked(target, name, value)  # a blank value is refused, never stored
+                set_checked(target, name, value)  # a blank value is refused, never stored
                 doc.sources[f"{part}.{name}"] = [Source(by="user", said_at=now)] if value not in (None, [], "") else []
                 await _lift_forgets(tx, user_id, value)
         doc.updated_at = now

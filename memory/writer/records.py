@@ -10,7 +10,7 @@ import prompts
 from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
-from core.schemas import SUMMARY_CHARS, ChatRecord
+from core.schemas import SUMMARY_CHARS, ChatRecord, checked_value
 from core.errors import MemoryAgentError
 from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS, is_blank, shortened
 from memory.chat_text import redact_record, retitled_text
@@ -88,8 +88,7 @@ def new_title(title: str) -> str:
     title = title.strip()
     if is_blank(title):
         raise ValueError("The title is empty; give a title, or none to let the agent title the chat.")
-    ChatRecord.__pydantic_validator__.validate_assignment(ChatRecord.model_construct(), "title", title)
-    return title
+    return checked_value(ChatRecord, "title", title)
 
 
 async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
