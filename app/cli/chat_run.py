@@ -50,9 +50,7 @@ async def _scripted(session: ChatSession, stdin) -> int:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            if session.confirming_forget:  # only the very next line answers it
-                session.confirming_forget = False
-                session.note("Forgetting everything was not confirmed, so nothing was deleted.")
+            session.drop_forget_question()  # only the very next line answers it
             session.error(f"line {number} is not valid UTF-8 (byte {exc.start}); skipped")
             continue
         if line.startswith("/"):

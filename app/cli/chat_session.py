@@ -135,6 +135,12 @@ class ChatSession:
         else:
             print(shown(text), file=self.err, flush=True)
 
+    def drop_forget_question(self) -> None:
+        """A line that does not answer "Delete it all?" ends the question: nothing is deleted."""
+        if self.confirming_forget:
+            self.confirming_forget = False
+            self.note("Forgetting everything was not confirmed, so nothing was deleted.")
+
     async def send(self, text: str) -> str | None:
         """Run one turn; print the reply (streamed on a terminal). Returns the reply text.
 
@@ -143,15 +149,13 @@ class ChatSession:
         whose last reply still waits on a tool's answer: the API refuses it with 409 for the same reason).
         """
         await self.settle()
-        # Only this very line answers "Delete it all?", even one refused below.
-        answering_forget, self.confirming_forget = self.confirming_forget, False
         try:
             text = validate_user_text(text, self.context.max_message_chars)
         except InvalidMessage as exc:
-            if answering_forget:
-                self.note("Forgetting everything was not confirmed, so nothing was deleted.")
+            self.drop_forget_question()  # only this very line answers "Delete it all?", even one refused
             self.error(str(exc))
             return None
+        answering_forget, self.confirming_forget = self.confirming_forget, False
         answer = text.strip().casefold().rstrip(".!")
         if answering_forget:
             if answer in YES:
@@ -398,10 +402,9 @@ class ChatSession:
         """Handle a slash command. Returns False when the chat should end."""
         await self.settle()  # /memory, /chats, /quit… see the previous turn whole
         name, _, arg = line.strip().partition(" ")
-        if self.confirming_forget:  # only the very next line answers "Delete it all?"
-            self.confirming_forget = False
-            if name != "/forget" or arg.strip():
-                self.note("Forgetting everything was not confirmed, so nothing was deleted.")
+        if name == "/forget" and not arg.strip():
+            self.confirming_forget = False  # asked again below
+        self.drop_forget_question()  # only the very next line answers "Delete it all?"
         store = self.backend.store
         if name in ("/quit", "/exit"):
             return False

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from core.errors import MemoryAgentError
+from app.cli.terminal_text import shown
 from core.cli_arguments import label_arg, path_arg
 from core.namespaces import thread_id_arg, user_id_arg
 from memory.kinds import STORE_KINDS
@@ -191,7 +192,6 @@ async def _dispatch(args: argparse.Namespace) -> int:
             return await _delete_invalid(backend.store, args.user, args.kind, args.key)
         if args.command == "memory":
             from app.cli.memory_report import memory_snapshot, render_snapshot
-            from app.cli.terminal_text import shown
 
             snap = await memory_snapshot(backend.store, args.user, include_superseded=args.all)
             print(json.dumps(snap, ensure_ascii=False, indent=2) if args.json else shown(render_snapshot(snap)))
@@ -255,7 +255,6 @@ async def _import(backend, args: argparse.Namespace) -> int:
     from core.context import Context
     from graph.assembly import compile_graph
     from memory.chat_import import MAX_IMPORT_BYTES, check_all, read_import
-    from app.cli.terminal_text import shown
     from memory.import_job import import_chat
     from storage.fenced_saver import FencedPostgresSaver
 

@@ -110,7 +110,8 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
         raise ValueError("A task's description cannot be blank.")
     if isinstance(changes.get("description"), str):
         changes = {**changes, "description": changes["description"].strip()}
-    changes = {**changes, **_checked(Task, {k: v for k, v in changes.items() if v is not None or k not in ("description", "status")}, TASK_EDITS)}
+    # A None description or status changes nothing; a None due clears it (checked: it may be None).
+    changes = _checked(Task, {k: v for k, v in changes.items() if not (v is None and k in ("description", "status"))}, TASK_EDITS)
     description = changes.get("description") or ""
     if description:
         await embed_ahead(store, [description])
