@@ -21,11 +21,12 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from core.words import content_words, stem, words
+from core.words import content_words, plain_stem, stem, words
 
 MARK = "[forgotten]"
 """What stands where forgotten words were, in the model's view and in derived text."""
@@ -48,6 +49,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSE = re.compile(r",|;|:|\s+(?:and|but|so|because|while|although|though|or|then)\s+|\s+[-–—]\s+", re.IGNORECASE)
 
 
+@lru_cache(maxsize=131072)  # every redacted text hashes each of its words twice
 def term_hash(owner: str, word_stem: str) -> str:
     return hashlib.sha256(f"{owner}\x00{word_stem}".encode("utf-8")).hexdigest()[:32]
 
@@ -59,7 +61,7 @@ def distinctive_stems(text: str) -> set[str]:
     found = [w for w in content if w not in GENERIC] or content or [w for w in words(text) if len(w) > 1]
     # A number is the thing only when nothing else is ("Is 31 years old"); a date in a task's text is not.
     found = [w for w in found if not w.isdigit()] or found
-    return {stem(w) for w in found}
+    return {plain_stem(w) for w in found}
 
 
 def term_hashes(owner: str, texts: Iterable[str]) -> set[str]:
@@ -71,7 +73,7 @@ def deleted_stems(text: str) -> set[str]:
     the generic ones, numbers and codes included ("My passport number is K4477123" ->
     {"passport", "number", "k4477123"}); none when it has none ("Yes!": unlike a forget's, a deletion's
     text names no one thing, so all its words are never taken for the thing when nothing is left)."""
-    return {stem(w) for w in content_words(text) if w not in GENERIC}
+    return {plain_stem(w) for w in content_words(text) if w not in GENERIC}
 
 
 def deleted_hashes(owner: str, text: str) -> set[str]:
@@ -102,7 +104,9 @@ class Redactor:
         return self._in_replies if reply else self.hashes
 
     def _hits(self, text: str, hashes: frozenset[str]) -> bool:
-        return any(term_hash(self.owner, stem(w)) in hashes for w in set(words(text)))
+        # A word matches by its plain stem (possessive and accents dropped: what forgets record) or
+        # by its stem as written (what a forget recorded before 3 Dec 2026, "zelda'" for "Zelda's").
+        return any(term_hash(self.owner, plain_stem(w)) in hashes or term_hash(self.owner, stem(w)) in hashes for w in set(words(text)))
 
     def carries(self, text: str, *, reply: bool = False) -> bool:
         """Whether ``text`` carries a forgotten word (``reply``: ``text`` is what the agent said,

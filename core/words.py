@@ -33,6 +33,26 @@ def stem(word: str) -> str:
     return _STEMMER.stem(word) if word.isascii() else word
 
 
+_POSSESSIVE = re.compile(r"'s?$")
+
+
+@lru_cache(maxsize=65536)
+def plain_word(word: str) -> str:
+    """``word`` (one of :func:`words`) without a possessive ("zelda's" -> "zelda", "james'" ->
+    "james") and, when only accents keep it from ASCII, without them ("zürich" -> "zurich"; "が" keeps
+    its mark, which makes it another word): how a forget matches a word however it was written."""
+    word = _POSSESSIVE.sub("", word) or word
+    if word.isascii():
+        return word
+    bare = "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
+    return bare if bare.isascii() else word
+
+
+def plain_stem(word: str) -> str:
+    """The stem of :func:`plain_word`: "Zelda's" and "Zelda", "Zürich" and "Zurich" share one."""
+    return stem(plain_word(word))
+
+
 def stems(text: str) -> list[str]:
     return [stem(w) for w in words(text)]
 

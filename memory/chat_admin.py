@@ -169,6 +169,6 @@ async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *
     opening = redacted.opening  # (hidden messages keep their ids)
     if deleted is not None and ((opening is not None and opening.id == deleted.id) or was_folded(values, deleted.id)):
         # the opening's keyword title, or a title drawn from a board that folded it in
-        redact_title(chat, Redactor(user_id, frozenset(term_hashes(user_id, [deleted.text]))))
+        redact_title(chat, Redactor(user_id, frozenset(term_hashes(user_id, [deleted.text]))), user_set_too=False)
     chat.summary_text = redacted.searchable(chat.title, values.get("summarized_through")).text
     return await memory_records.save_chat_record(store, user_id, chat)

@@ -72,12 +72,16 @@ def retitled_text(text: str, old_title: str, new_title: str) -> str:
     return "\n".join(p for p in (new, body) if p)
 
 
-def redact_title(chat: ChatRecord, redactor: Redactor) -> bool:
-    """Take what ``redactor`` hides out of the chat's title, unless the user set it (it is theirs);
-    a title left with nothing becomes the chat's date. Whether it changed."""
-    if chat.title_by_user or not redactor.carries(chat.title):
+def redact_title(chat: ChatRecord, redactor: Redactor, *, user_set_too: bool = True) -> bool:
+    """Take what ``redactor`` hides out of the chat's title; a title left with nothing becomes the
+    chat's date, which the agent may title again. A forget reaches a title the user set (or an
+    import brought) too: it names the thing to forget everywhere. A message deleted outright does
+    not (``user_set_too=False``): the user chose that title, not the message. Whether it changed."""
+    if (chat.title_by_user and not user_set_too) or not redactor.carries(chat.title):
         return False
-    chat.title = redactor.text(chat.title).replace(MARK, "").strip(" ,;:-") or f"Chat of {chat.created_at:%-d %B %Y}"
+    kept = redactor.text(chat.title).replace(MARK, "").strip(" ,;:-")
+    chat.title = kept or f"Chat of {chat.created_at:%-d %B %Y}"
+    chat.title_by_user = chat.title_by_user and bool(kept)
     chat.title_topics = []
     return True
 

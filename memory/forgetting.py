@@ -39,7 +39,7 @@ from core.namespaces import facts_ns, tasks_ns
 from core.redaction import Redactor, changed, deleted_stems, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
 from core.text_validation import LINE_CHARS, unstorable_reason
-from core.words import content_words, stem
+from core.words import content_words, plain_stem, plain_word
 from embeddings.calibration import CALIBRATED
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
 from core.messages import unsummarized
@@ -78,7 +78,7 @@ def distinctive_words(text: str) -> list[str]:
     """The content words of ``text`` whose stems a forget of it hides. (The stems are found once:
     found again for each word, the cost grew with the square of the text's length.)"""
     stems = distinctive_stems(text)
-    return [w for w in content_words(text) if stem(w) in stems]
+    return [plain_word(w) for w in content_words(text) if plain_stem(w) in stems]
 
 
 class ForgetTarget(BaseModel):
@@ -120,7 +120,9 @@ async def forget(store, user_id: str, targets: list[ForgetTarget], *, words: str
     report.messages = await _redact_index(store, user_id, written.redactor, written.texts, written.refs)
     report.chats, report.summaries = await _redact_chats(store, user_id, written.redactor)
     await chat_runs.clear_text(memory_store(store).pool, user_id)  # ended runs' rows: which of them carried it is not known
-    log.info("forget for %s: %s", user_id, report.describe())
+    # Counts only: a log that named what was forgotten would be a copy of it no forget reaches.
+    log.info("forget for %s: %d fact(s), %d task(s), %d field(s), %d message(s), %d summary(ies), %d chat record(s)",
+             user_id, report.facts, report.tasks, len(report.fields), report.messages, report.summaries, report.chats)
     return report
 
 
@@ -134,7 +136,7 @@ async def forget_message(store, user_id: str, thread_id: str, message_id: str, t
     written = await forget_message_items(store, user_id, thread_id, message_id, text)
     report = ForgetReport.of(written)
     stems = [(t, deleted_stems(t)) for t in written.texts]  # once per text: per word, a long message cost seconds
-    words = [w for t, found in stems for w in content_words(t) if stem(w) in found]
+    words = [plain_word(w) for t, found in stems for w in content_words(t) if plain_stem(w) in found]
     report.messages = await _redact_index(store, user_id, written.redactor, [], written.refs, words=words)
     await chat_runs.clear_text(memory_store(store).pool, user_id, thread_id)
     return report
@@ -147,15 +149,17 @@ async def _redact_index(
     of ``texts``, or ``words``) or are one of ``refs``."""
     ours = memory_store(store)
     words = sorted({w for t in texts for w in distinctive_words(t)} | set(words))
-    rows = await episode_rewrites.rows_with_words(ours.pool, user_id, words, refs)
-    # Up to 20,000 rows of up to 20,000 characters: redacted off the event loop, which serves other users' replies.
-    changed = await asyncio.to_thread(_redacted_rows, rows, redactor)
-    if not changed:
-        return 0
-    vectors = await ours.embeddings.aembed_documents([t for _, t in changed])
-    return await episode_rewrites.rewrite(
-        ours.pool, user_id, [episode_rewrites.Rewrite(r.thread_id, r.message_id, t, v) for (r, t), v in zip(changed, vectors)]
-    )
+    rewritten = 0
+    async for rows in episode_rewrites.pages_with_words(ours.pool, user_id, words, refs):
+        # Up to 2,000 rows of up to 20,000 characters a page: redacted off the event loop, which serves other users' replies.
+        changed = await asyncio.to_thread(_redacted_rows, rows, redactor)
+        if not changed:
+            continue
+        vectors = await ours.embeddings.aembed_documents([t for _, t in changed])
+        rewritten += await episode_rewrites.rewrite(
+            ours.pool, user_id, [episode_rewrites.Rewrite(r.thread_id, r.message_id, t, v) for (r, t), v in zip(changed, vectors)]
+        )
+    return rewritten
 
 
 def _redacted_rows(rows: list, redactor: Redactor) -> list[tuple]:
@@ -347,8 +351,10 @@ async def _said_anywhere(store, user_id: str, request: str) -> bool:
     if not words:
         return False
     probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))
-    rows = await episode_rewrites.rows_with_words(memory_store(store).pool, user_id, words, limit=50)
-    return any(probe.carries(r.content) for r in rows)
+    async for rows in episode_rewrites.pages_with_words(memory_store(store).pool, user_id, words, page=200):
+        if any(probe.carries(r.content) for r in rows):
+            return True
+    return False
 
 
 class Forgotten(BaseModel):

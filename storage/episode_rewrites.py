@@ -4,12 +4,16 @@ owner. The rows' other columns, and the owner's message count, do not change."""
 
 from __future__ import annotations
 
+import os
+import re
+import unicodedata
 from dataclasses import dataclass
-from typing import Sequence
+from typing import AsyncIterator, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
 from core.past_dates import dates_meant
+from core.words import plain_word, stem
 from storage.episodes import TABLE, Said
 from storage.vector_literal import vector_literal
 
@@ -23,27 +27,80 @@ class Rewrite:
 
 
 async def rows_with_words(
-    pool: AsyncConnectionPool, owner: str, words: Sequence[str], messages: Sequence[tuple[str, str]] = (), *, limit: int = 20_000
+    pool: AsyncConnectionPool, owner: str, words: Sequence[str], messages: Sequence[tuple[str, str]] = (), *,
+    limit: int = 2_000, after: tuple[str, str] | None = None,
 ) -> list[Said]:
-    """The owner's rows holding any of ``words`` in what was said (Postgres' English stems, as the
-    index reads them; not the dates it meant) or being one of ``messages`` ((thread_id, message_id))."""
+    """The owner's rows that may hold any of ``words`` or are one of ``messages`` ((thread_id,
+    message_id)), at most ``limit``, in key order after ``after`` (the last row of the page before).
+
+    A row is taken when Postgres' English stems hold a word (as the index reads them), or when a
+    word starting as the word's stem does stands anywhere in it, accents aside: Postgres reads
+    "bob@quixotic.io" or "www.quixotic-labs.com" as one token and "Zürich" is not "Zurich" to it.
+    It is a superset: the caller's redactor decides which rows carry the words."""
     words = [w for w in dict.fromkeys(words) if w.strip()]
     threads = [t for t, _ in messages]
     ids = [m for _, m in messages]
+    after_thread, after_message = after or ("", "")
     async with pool.connection() as conn:
         rows = await (
             await conn.execute(
                 f"""SELECT thread_id, message_id, position, role, sent_at, content FROM {TABLE}
-                WHERE owner = %(owner)s AND (
+                WHERE owner = %(owner)s AND (thread_id, message_id) > (%(after_thread)s, %(after_message)s) AND (
                     (cardinality(%(words)s::text[]) > 0 AND tsv @@ (
                         SELECT string_agg(quote_literal(w) || ':A', ' | ')::tsquery FROM (
                             SELECT unnest(tsvector_to_array(to_tsvector('english', array_to_string(%(words)s::text[], ' ')))) AS w) q))
+                    OR (%(pattern)s <> '' AND content ~* %(pattern)s)
                     OR (thread_id, message_id) IN (SELECT * FROM unnest(%(threads)s::text[], %(ids)s::text[])))
+                ORDER BY thread_id, message_id
                 LIMIT %(limit)s""",
-                {"owner": owner, "words": words, "threads": threads, "ids": ids, "limit": limit},
+                {"owner": owner, "words": words, "pattern": word_pattern(words), "threads": threads, "ids": ids,
+                 "after_thread": after_thread, "after_message": after_message, "limit": limit},
             )
         ).fetchall()
     return [Said(r["thread_id"], r["message_id"], r["position"], r["role"], r["sent_at"], r["content"]) for r in rows]
+
+
+async def pages_with_words(
+    pool: AsyncConnectionPool, owner: str, words: Sequence[str], messages: Sequence[tuple[str, str]] = (), *, page: int = 2_000
+) -> AsyncIterator[list[Said]]:
+    """:func:`rows_with_words`, every one of them, a page at a time (a user's rows may be many
+    and long: they are never all held at once, and none is left out past a limit)."""
+    after = None
+    while True:
+        rows = await rows_with_words(pool, owner, words, messages, limit=page, after=after)
+        if rows:
+            yield rows
+        if len(rows) < page:
+            return
+        after = (rows[-1].thread_id, rows[-1].message_id)
+
+
+def _accented() -> dict[str, str]:
+    """Each ASCII letter with the Latin letters that are it with accents ("u": "ùúûüũūŭůűų…")."""
+    found: dict[str, str] = {}
+    for code in range(0xC0, 0x250):
+        c = chr(code).casefold()
+        base = "".join(b for b in unicodedata.normalize("NFKD", c) if not unicodedata.combining(b))
+        if len(c) == 1 and len(base) == 1 and base.isascii() and base.isalpha() and base != c and c not in found.get(base, ""):
+            found[base] = found.get(base, "") + c
+    return found
+
+
+_ACCENTED = _accented()
+
+
+def word_pattern(words: Sequence[str]) -> str:
+    """A regular expression (Postgres', case-blind) for a word beginning as one of ``words`` does up
+    to its stem (less a last "i" or "e", which stemming may have put there: "studies" -> "studi",
+    said "study"), accented or not, at the start of any run of letters: '' for no words."""
+    parts = []
+    for word in dict.fromkeys(plain_word(w.casefold()) for w in words if w.strip()):
+        head = os.path.commonprefix([word, stem(word)])
+        head = head[:-1] if len(head) > 1 and head[-1] in "ie" else head
+        if not head:
+            continue
+        parts.append("".join(f"[{c}{_ACCENTED[c]}]" if c in _ACCENTED else re.escape(c) for c in head))
+    return f"(^|[^[:alnum:]])({'|'.join(parts)})" if parts else ""
 
 
 async def rewrite(pool: AsyncConnectionPool, owner: str, rewrites: Sequence[Rewrite]) -> int:

@@ -93,9 +93,9 @@ async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, w
             return None
         hashes = term_hashes(user_id, texts)
         # A source message that does not carry the words themselves is hidden whole.
-        sources = await episode_rewrites.rows_with_words(pool, user_id, [], refs) if refs else []
         probe = Redactor(user_id, frozenset(hashes))
-        carried = {(s.thread_id, s.message_id) for s in sources if probe.carries(s.content)}
+        carried = {(s.thread_id, s.message_id) async for page in episode_rewrites.pages_with_words(pool, user_id, [], refs)
+                   for s in page if probe.carries(s.content)} if refs else set()
         hidden = [r for r in refs if r not in carried]
         kind = ",".join(sorted({p for p, _ in targets})) or "words"
         out.forget_id = await forget_ledger.record(tx.conn, user_id, kind, hashes, hidden)

@@ -78,6 +78,8 @@ async def create_chat_record(store, user_id: str, record: ChatRecord) -> ChatRec
     async with user_transaction(store, user_id) as tx:
         if await get_chat(tx, user_id, record.thread_id) is not None:
             raise ChatRecordExists(f"Chat {record.thread_id} has a record already.")
+        # A title brought back (an import of a chat whose words were forgotten since) stays without them.
+        redact_record(record, await forget_ledger.redactor_of_store(tx, user_id))
         await _put_chat(tx, user_id, record)
     return record
 
@@ -133,6 +135,7 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
         else:
             record.summary_text = retitled_text(record.summary_text, record.title, title)
             record.title, record.title_by_user = title, True
+            redact_record(record, await forget_ledger.redactor_of_store(tx, user_id))  # no title brings a forgotten word back
         await _put_chat(tx, user_id, record)
     return record
 

@@ -159,6 +159,11 @@ CASES = [
          lambda e: by_words(e, "passport"), ["passport"], ["cello"]),
     Case("a related chat's title and text", [["I am planning a trip to Kyoto", "Kyoto temples are my favourite"], ["I like tea"]],
          lambda e: by_words(e, "Kyoto"), ["Kyoto"], ["tea"]),
+    Case("a word inside an e-mail address and a link", [["My work email is bob.hansen@quixotic-labs.com", "Our website is www.quixotic-labs.com"],
+         ["I play the cello"]], lambda e: by_words(e, "quixotic"), ["quixotic"], ["cello"]),
+    Case("a possessive", [["Zelda's phone number is 555-0199", "I play the cello"]], lambda e: by_words(e, "Zelda"), ["Zelda"], ["cello"]),
+    Case("a word said with accents, forgotten without", [["My dentist is in Zürich", "I play the cello"]], lambda e: by_words(e, "Zurich"),
+         ["Zürich"], ["cello"]),
     Case("a fact, then a new extraction over the old message", [[INTRO]], lambda e: by_fact(e, "Works as a nurse"), ["nurse"], ["Rosa"],
          after=lambda e: e.say(0, "Remember what I told you about my job")),
 ]
