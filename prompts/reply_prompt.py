@@ -6,7 +6,8 @@ Order, most stable first, so a provider's prompt cache (OpenAI, Anthropic, llama
 1. one system message: persona and rules, then the conversation summary (it changes only when
    older messages are folded into it);
 2. the recent conversation (messages after the summary's cursor; it only grows between folds);
-3. the current message, opening with what was found for it: the user's profile and preferences,
+3. the current message, opening with when it was sent (and the days the conversation shown
+   before it spans) and what was found for it: the user's profile and preferences,
    the facts ranked for it, open tasks, related chats, relevant knowledge and excerpts of earlier
    conversations, each labelled, then the user's own words under ``MESSAGE_HEADER``. (The
    profile sits here, not in the system message: a new user's first turns teach it a name, a
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
@@ -39,16 +41,19 @@ import prompts
 from core.context import Context
 from core.contracts import Chunk, LoadedContext, TaskLine
 from core.dates import due_phrase
+from core.messages import sent_at
+from core.past_dates import day_text
 from core.tokens import count_message_tokens, count_tokens, truncate_lines
 from prompts.excerpts import pack_excerpts, render_excerpts
 
+NOW_HEADER = "## Now"
 USER_CONTEXT_HEADER = "## User context"
 SUMMARY_HEADER = "## Conversation summary"
 MEMORIES_HEADER = "## Remembered for this message"
 KNOWLEDGE_HEADER = "## Relevant knowledge"
 EPISODES_HEADER = "## From earlier conversations"
 MESSAGE_HEADER = "## The user's message"
-SECTION_HEADERS = (USER_CONTEXT_HEADER, SUMMARY_HEADER, MEMORIES_HEADER, KNOWLEDGE_HEADER, EPISODES_HEADER, MESSAGE_HEADER)
+SECTION_HEADERS = (NOW_HEADER, USER_CONTEXT_HEADER, SUMMARY_HEADER, MEMORIES_HEADER, KNOWLEDGE_HEADER, EPISODES_HEADER, MESSAGE_HEADER)
 # Opens the current message when memory came with it: the model must not take it for the user's words.
 FOUND_NOTE = "(Found in memory for this message; the user did not write this part.)"
 
@@ -83,6 +88,24 @@ def _field_lines(fields: dict[str, Any]) -> list[str]:
 def _task_line(task: TaskLine) -> str:
     due = f", due {due_phrase(task.get('due'), task.get('due_date'))}" if task.get("due") or task.get("due_date") else ""
     return f"- [{task['id']}] {task['description']} ({task['status']}{due})"
+
+
+def now_text(current: BaseMessage, recent: Sequence[BaseMessage]) -> str:
+    """When the user's message was sent and the days the conversation shown before it spans, in
+    UTC (no user time zone is known): the model dates "yesterday", an excerpt's age and a resumed
+    chat's turns against it. "" when the message has no time."""
+    now = sent_at(current)
+    if now is None:
+        return ""
+    now = now.astimezone(timezone.utc) if now.tzinfo else now
+    text = f"{now:%A}, {day_text(now)}, {now:%H:%M} UTC."
+    days = [t for t in (sent_at(m) for m in recent) if t is not None]
+    if not days:
+        return text
+    first, last = day_text(min(days)), day_text(max(days))
+    if first == last:
+        return f"{text} The conversation above is from {'today' if first == day_text(now) else first}."
+    return f"{text} The conversation above runs from {first} to {'today' if last == day_text(now) else last}."
 
 
 def render_profile(loaded: LoadedContext) -> str:
@@ -196,9 +219,11 @@ def build_prompt(
     kept_recent = _fit_recent(recent, budgets.recent)
     tokens["recent"] = count_message_tokens(kept_recent) if kept_recent else 0
     tokens["current"] = count_message_tokens([HumanMessage(current.text)])
+    now = now_text(current, kept_recent)
+    tokens["now"] = count_tokens(now)
 
     def assemble(episodes_text: str) -> list[BaseMessage]:
-        sections = [section(USER_CONTEXT_HEADER, profile), section(MEMORIES_HEADER, memories), section(KNOWLEDGE_HEADER, knowledge_text), section(EPISODES_HEADER, episodes_text)]
+        sections = [_filled_section(NOW_HEADER, now), section(USER_CONTEXT_HEADER, profile), section(MEMORIES_HEADER, memories), section(KNOWLEDGE_HEADER, knowledge_text), section(EPISODES_HEADER, episodes_text)]
         if not any(sections):  # brief, and memory found nothing: the user's words alone
             return [SystemMessage(stable), *kept_recent, HumanMessage(current.text, id=current.id)]
         found = "\n\n".join([FOUND_NOTE, *(s for s in sections if s)])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 import pytest
@@ -19,6 +20,7 @@ import prompts
 from prompts.reply_prompt import user_words
 from graph.assembly import compile_graph
 from core.context import Context
+from core.messages import current_turn, sent_at, stamp_sent_at
 from llm.chat_model import load_chat_model
 from memory.writer.extraction import apply_extraction
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
@@ -111,6 +113,18 @@ async def test_reply_streams_token_by_token_over_sse_with_usage(graph, backend, 
 
 
 @pytest.mark.slow
+async def test_the_model_is_told_when_the_message_was_sent_and_when_the_conversation_above_was(graph, backend, user_id, openai_stub, openai_model):
+    openai_stub.reset(responder())
+    thread, ctx = new_thread(), Context(user_id=user_id, model=openai_model)
+    yesterday = datetime.now(timezone.utc) - timedelta(days=1)
+    await stream_turn(graph, {"messages": [stamp_sent_at(HumanMessage("I adopted another dog", id=str(uuid.uuid4())), yesterday)]}, thread, ctx)
+    await stream_turn(graph, "When did I adopt it?", thread, ctx)  # now; the reply above was dated when it was written (today)
+    current = openai_stub.requests_of("reply")[-1].messages[-1]["content"]
+    now = sent_at(current_turn((await graph.aget_state(thread)).values["messages"])[0])
+    said = f"{now:%A}, {now.day} {now:%B %Y}, {now:%H:%M} UTC. The conversation above runs from {yesterday.day} {yesterday:%B %Y} to today."
+    assert f"## Now\n{said}" in current
+
+
 async def test_extraction_uses_json_schema_response_format_and_stores_facts(graph, backend, user_id, openai_stub, openai_model):
     said = "I live in Haifa and I work as a nurse."
     openai_stub.reset(
