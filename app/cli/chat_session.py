@@ -39,7 +39,7 @@ from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
 from core.dates import due_phrase
-from core.messages import sent_at
+from core.messages import sent_at, stamp_sent_at
 from core.namespaces import InvalidThreadId
 from core.text_validation import validate_user_text
 from memory.backend import MemoryBackend
@@ -182,7 +182,7 @@ class ChatSession:
             self.note("That was not a yes or no, so the task change was not made; your line is sent as a message.")
             if await self._run(Command(resume={"approved": False}), "resume") is None:
                 return None
-        return await self._run({"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}, "message", text)
+        return await self._run({"messages": [stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())))]}, "message", text)  # dated when sent: a stopped turn keeps it
 
     async def settle(self) -> None:
         """Wait for the previous turn's memory work (a turn starts only once the one before is whole)."""

@@ -67,7 +67,7 @@ from core.errors import InvalidMessage
 from core.schemas import ChatRecord, SummaryBoard
 from memory.writer.records import create_chat_record
 from memory.queries import CHAT_SEARCH_FORMULA, RankedChat, find_chat, forgotten_in, import_states, list_chats, owned_chats, redactor_for, shown_state
-from core.messages import is_stopped, sent_at
+from core.messages import is_stopped, sent_at, stamp_sent_at
 
 router = APIRouter(tags=["chats"])
 
@@ -232,7 +232,9 @@ def turn_spec(
 
 
 def new_user_message(text: str) -> dict:
-    return {"messages": [HumanMessage(text, id=str(uuid.uuid4()))]}
+    # Dated when received: a turn stopped before load_context ran (which dates an undated message)
+    # is written back with the time it was sent, not without one.
+    return {"messages": [stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())))]}
 
 
 def hit(r: RankedChat) -> SearchHit:

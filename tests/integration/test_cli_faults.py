@@ -124,7 +124,7 @@ async def test_a_second_window_on_a_busy_chat_is_told_so_and_no_message_is_lost(
 
 
 async def test_ctrl_c_during_a_reply_stops_the_reply_keeps_it_as_stopped_and_the_chat_goes_on(memory):
-    from core.messages import is_stopped
+    from core.messages import is_stopped, sent_at
     from memory.user_memory import list_chats, list_facts
 
     url, backend, graph = memory
@@ -150,6 +150,7 @@ async def test_ctrl_c_during_a_reply_stops_the_reply_keeps_it_as_stopped_and_the
     assert [m.type for m in messages] == ["human", "ai", "human", "ai"]
     stopped, answered = messages[1], messages[3]
     assert is_stopped(stopped) and stopped.text and not is_stopped(answered)
+    assert sent_at(messages[0]) is not None and sent_at(messages[0]) <= sent_at(stopped)  # the stopped turn's message keeps its time
     # What the terminal showed of each reply, one line each, is what the chat keeps.
     assert out.decode().splitlines() == [stopped.text, answered.text]
     assert not any("Rex" in f.text for f in await list_facts(backend.store, user))  # nothing learned from it

@@ -363,6 +363,8 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped_and_nothing_is_l
             ("user", STOPPED_MESSAGE, False),
             ("assistant", reply_text(events), True),
         ]
+        assert all(m["sent_at"] for m in kept)  # the message keeps the time it was sent (it was kept undated)
+        assert kept[0]["sent_at"] <= kept[1]["sent_at"]
         assert after["running"] is False
         profile = c.get("/memory/profile").json()
         assert profile["name"] == "Dana" and profile["location"] is None
