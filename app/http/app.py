@@ -9,6 +9,7 @@ Environment:
 - ``MEMORY_AGENT_AUTH=off``: no API keys, every caller is user ``local`` (development only);
 - ``MEMORY_AGENT_MODEL``: the chat model of every turn (default auto → offline without a key);
 - ``MEMORY_AGENT_POOL_SIZE``: connections per worker, all opened at start (default 20);
+- ``MEMORY_AGENT_CORS_ORIGINS``: origins whose web pages may call the API (app.http.cross_origin);
 - ``MEMORY_AGENT_MODEL_PLUGINS``: comma-separated ``module:function`` called at start, to
   register extra chat models with ``llm.chat_model.register_model`` (embedders, tests);
 - ``PROMETHEUS_MULTIPROC_DIR``: set by ``serve`` so /metrics adds up all workers.
@@ -27,6 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from app.http.api_docs import install_api_docs
 from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http.auth import auth_enabled
+from app.http.cross_origin import allow_cross_origin
 from app.http.errors import install_error_handlers
 from app.http.routes_chats import router as chats_router
 from app.http.routes_imports import add_import_schemas, router as imports_router
@@ -128,6 +130,7 @@ def create_app() -> FastAPI:
     # Inside WorkerHeaders (a 413 names its worker too), outside the rest: before authentication and parsing.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(WorkerHeaders)
+    allow_cross_origin(app)  # outermost: a preflight is answered before size, auth or routes look at it
     app.include_router(imports_router)  # (before /chats/{chat_id}'s routes, though none is a POST of that shape)
     app.include_router(chats_router)
     app.include_router(memory_router)

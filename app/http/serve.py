@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from core.cli_arguments import port_arg
+from app.http.cross_origin import cors_origins
 
 LOCAL_USER = "local"
 POOL_SIZE_ENV = "MEMORY_AGENT_POOL_SIZE"  # how serve tells its workers their pool's size
@@ -113,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.pool_size < 1:
         print(f"error: the pool size (--pool-size or {POOL_SIZE_ENV}) must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        cors_origins()  # said once here, not as a traceback from each worker
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     # Before anything imports core.metrics: a metric made without the directory stays in this
     # process' memory, and with one worker (run in this process) /metrics would show nothing.
