@@ -220,11 +220,15 @@ class Task(StoredModel):
 
 
 # --------------------------------------------------------------------------- chats
+NEW_CHAT_TITLE = "New chat"
+"""A chat's title until its first exchange titles it (record_chat)."""
+
+
 class ChatRecord(StoredModel):
     """Per-thread record in the ``chats`` namespace: lets a user find a chat by topic."""
 
     thread_id: Identifier
-    title: ShortText = "New chat"
+    title: ShortText = NEW_CHAT_TITLE
     title_topics: TextList() = Field(default_factory=list)
     title_by_user: bool = False  # a title the user set is never replaced by a generated one
     summary_text: BoundedText(SUMMARY_CHARS) = ""

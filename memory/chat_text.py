@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage
 
 from core.redaction import MARK, Redactor
-from core.schemas import ChatRecord, SummaryBoard
+from core.schemas import NEW_CHAT_TITLE, ChatRecord, SummaryBoard
 
 RECENT_SEARCH_CHARS = 600
 OPENING_SEARCH_CHARS = 300
@@ -61,7 +61,7 @@ def searchable_text(board: SummaryBoard, messages, *, title: str = "", opening: 
 
 
 def _title_line(title: str) -> str:
-    return title.strip() if title.strip() and title != "New chat" else ""
+    return title.strip() if title.strip() and title != NEW_CHAT_TITLE else ""
 
 
 def retitled_text(text: str, old_title: str, new_title: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from core.stopwords import STOPWORDS, VAGUE
-from core.schemas import ChatRecord, SummaryBoard
+from core.schemas import NEW_CHAT_TITLE, ChatRecord, SummaryBoard
 
 FOCUS_SHIFT_OVERLAP = 1 / 3
 PROVISIONAL_WORDS = 7
@@ -80,7 +80,7 @@ def provisional_title(first_user_message: str) -> str:
     words = first_user_message.split()
     title = " ".join(words[:PROVISIONAL_WORDS]).strip(" ,.;:!?")
     cut = len(words) > PROVISIONAL_WORDS or len(title) > PROVISIONAL_CHARS  # a long "word" (a URL, a paste) too
-    return (title[:PROVISIONAL_CHARS].rstrip() + ("…" if cut else "")) or "New chat"
+    return (title[:PROVISIONAL_CHARS].rstrip() + ("…" if cut else "")) or NEW_CHAT_TITLE
 
 
 def topic_overlap(a: list[str], b: list[str]) -> float:

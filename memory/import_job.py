@@ -41,7 +41,7 @@ import prompts
 from core.context import Context
 from core.errors import MemoryAgentError
 from core.messages import stamp_sent_at
-from core.schemas import ChatRecord
+from core.schemas import NEW_CHAT_TITLE, ChatRecord
 from embeddings.batching import in_background
 from memory.chat_admin import delete_chat, write_empty_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
@@ -169,7 +169,7 @@ class _Job:
 
     def _record(self, thread_id: str, title: str) -> ChatRecord:
         # Created when the conversation started (an export's time), not when it was imported.
-        return ChatRecord(thread_id=thread_id, title=title or "New chat", title_by_user=bool(title), persona=self.ctx.persona,
+        return ChatRecord(thread_id=thread_id, title=title or NEW_CHAT_TITLE, title_by_user=bool(title), persona=self.ctx.persona,
                           created_at=self.chat.created_at or self.chat.messages[0].time)
 
     def _new_result(self, imported: int) -> None:

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from core.context import Context, get_context, thread_id_of
 from core.messages import sent_at
 from core.metrics import SUMMARY_FAILURES, count_failure, count_tokens_used
-from core.schemas import ChatRecord, utcnow
+from core.schemas import NEW_CHAT_TITLE, ChatRecord, utcnow
 from core.state import State
 from core.statements import states_something
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
@@ -69,7 +69,7 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
     board, messages, first = redacted.board, redacted.messages, redacted.opening
     stored = await get_chat(store, ctx.user_id, thread_id)
     chat = stored.model_copy() if stored is not None else ChatRecord(thread_id=thread_id, persona=ctx.persona)
-    if chat.title == "New chat" and not chat.title_by_user and first is not None:
+    if chat.title == NEW_CHAT_TITLE and not chat.title_by_user and first is not None:
         chat.title = await _first_title(model, ctx, messages, first)
     if needs_model_title(chat, board):
         try:

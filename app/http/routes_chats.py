@@ -64,7 +64,7 @@ from storage import chat_imports, chat_runs, checkpoint_rows, thread_owners
 from memory.chat_admin import delete_chat, delete_message_everywhere, stop_imports, write_empty_chat
 from memory.writer.records import rename_chat as rename_chat_record
 from core.errors import InvalidMessage
-from core.schemas import ChatRecord, SummaryBoard
+from core.schemas import NEW_CHAT_TITLE, ChatRecord, SummaryBoard
 from memory.writer.records import create_chat_record
 from memory.queries import CHAT_SEARCH_FORMULA, RankedChat, find_chat, forgotten_in, import_states, list_chats, owned_chats, redactor_for, shown_state
 from core.messages import is_stopped, sent_at, stamp_sent_at
@@ -257,7 +257,7 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]
     title = "" if body.title is None or is_blank(body.title) else body.title.strip()
-    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or "New chat", title_by_user=bool(title), persona=body.persona)
+    chat = ChatRecord(thread_id=str(uuid.uuid4()), title=title or NEW_CHAT_TITLE, title_by_user=bool(title), persona=body.persona)
     await thread_owners.create(services.backend.pool, chat.thread_id, user)
     await create_chat_record(services.backend.store, user, chat)
     await write_empty_chat(services.graph, chat.thread_id)  # (before its first message: that turn then saves once)

@@ -65,6 +65,7 @@ from memory.chat_admin import write_empty_chat
 from memory.forgetting import redact_head
 from memory.queries import redactor_for
 from memory.writer.extraction import retract_taught_by
+from memory.writer.records import retitle_from_opening
 from memory.writer.run_undo import UNDOABLE_RUN, undo_run_writes
 
 log = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ class TurnRunner:
         ctx = self.context()
         if self.spec.kind == "message":
             await self._finish_pending_memory_update(ctx, self.spec.head)
-        branch_before = await self._message_ids() if self.spec.fork_from else set()
+        opening_before, branch_before = await self._opening_and_ids() if self.spec.fork_from else (None, set())
         mark = await self._step(mark_thread(self.pool, self.spec.thread_id))
         if mark.checkpoint_id is None and self.spec.fork_from is None:
             # A chat made without POST /chats (the CLI's, a new thread id): its empty checkpoint
@@ -301,10 +302,12 @@ class TurnRunner:
 
         if branch_before:  # an edit or a regeneration: undo what only the abandoned branch taught,
             # before this branch's memory update, so what it teaches is not taken for a duplicate of that.
-            abandoned = sorted(branch_before - await self._message_ids())
+            abandoned = sorted(branch_before - (await self._opening_and_ids())[1])
             retracted = await retract_taught_by(self.graph.store, self.spec.user_id, abandoned)
-            if retracted.facts or retracted.tasks:
-                self.emit("memory", {"retracted": {"facts": retracted.facts, "tasks": retracted.tasks}})
+            if opening_before in abandoned:  # the opening was edited: the title it gave is made again from the new one
+                await retitle_from_opening(self.graph.store, self.spec.user_id, self.spec.thread_id)
+            if retracted.facts or retracted.tasks or retracted.fields:
+                self.emit("memory", {"retracted": {"facts": retracted.facts, "tasks": retracted.tasks, "fields": retracted.fields}})
         values = await self._memory_phase(ctx, forward=True) or values  # (a phase that changed nothing leaves them as they were)
         await self._finish_row("finished")
         elapsed = time.perf_counter() - started
@@ -313,9 +316,10 @@ class TurnRunner:
         self.emit("done", self._done_payload(values, elapsed))
         return "finished"
 
-    async def _message_ids(self) -> set[str]:
-        state = await self.graph.aget_state(self.config)
-        return {m.id for m in state.values.get("messages", []) if m.id}
+    async def _opening_and_ids(self) -> tuple[str | None, set[str]]:
+        """The id of the chat's first user message, and the ids of all its messages."""
+        messages = (await self.graph.aget_state(self.config)).values.get("messages", [])
+        return next((m.id for m in messages if isinstance(m, HumanMessage)), None), {m.id for m in messages if m.id}
 
     # ------------------------------------------------------------------ phases
     async def _reply_phase(self, ctx: Context, *, first_turn: bool = False) -> tuple[dict, list[Interrupt]]:

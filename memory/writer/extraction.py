@@ -32,7 +32,7 @@ from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.dates import redated_task
-from core.schemas import TAGS_MAX, ExtractionResult, Fact, NewFact, Source, Task, normalize_text, text_hash, utcnow, with_source
+from core.schemas import TAGS_MAX, ExtractionResult, Fact, NewFact, Source, Task, UserDocument, normalize_text, text_hash, utcnow, with_source
 from core.text_validation import LIST_ITEMS
 from core.redaction import Redactor
 from memory.kinds import KINDS
@@ -382,14 +382,17 @@ def _dedupe_batch(facts: list[NewFact]) -> list[NewFact]:
 class Retraction:
     facts: list[str] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+    """The profile fields and preferences cleared ("profile.role")."""
 
 
 async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now: datetime | None = None) -> Retraction:
-    """Retract the facts and tasks that only the given messages taught (the user edited them away,
-    or regenerated their reply): facts become superseded and tasks retracted, both kept for history.
+    """Retract what only the given messages taught (the user edited them away, or regenerated their
+    reply): facts become superseded and tasks retracted, both kept for history; a profile field or
+    preference that only they said is cleared (a field keeps no earlier value to go back to).
 
-    A fact another message repeated since (``mentions`` > 1) stays: something still on the
-    conversation said it too.
+    A fact another message repeated since (``mentions`` > 1) stays, and so does a field another
+    message said too or the user typed: something still on the conversation said it.
     """
     now = now or utcnow()
     done = Retraction()
@@ -411,9 +414,27 @@ async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now:
             task.status, task.updated_at = "retracted", now
             ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=False))
             done.tasks.append(task.description)
+        doc = await get_user_document(tx, user_id)
+        if _retract_fields(doc, set(message_ids), done):
+            doc.updated_at = now
+            ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
         if ops:
             await tx.abatch(ops)
     return done
+
+
+def _retract_fields(doc: UserDocument, abandoned: set[str], done: Retraction) -> bool:
+    """Clear each field every source of which is one of the ``abandoned`` messages."""
+    for key, sources in list(doc.sources.items()):
+        if not sources or not all(s.message_id in abandoned for s in sources):
+            continue
+        part, name = key.split(".", 1)
+        section = getattr(doc, part)
+        if getattr(section, name) not in (None, [], ""):
+            setattr(section, name, [] if isinstance(getattr(section, name), list) else None)
+            done.fields.append(key)
+        doc.sources.pop(key)
+    return bool(done.fields)
 
 
 # --------------------------------------------------------------------------- MCP's remember

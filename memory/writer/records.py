@@ -10,7 +10,7 @@ import prompts
 from storage import forget_ledger, store_rows
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
-from core.schemas import SUMMARY_CHARS, ChatRecord, checked_value
+from core.schemas import NEW_CHAT_TITLE, SUMMARY_CHARS, ChatRecord, checked_value
 from core.errors import MemoryAgentError
 from core.text_validation import LINE_CHARS, LIST_ITEMS, NAME_CHARS, is_blank, shortened
 from memory.chat_text import redact_record, retitled_text
@@ -138,6 +138,20 @@ async def rename_chat(store, user_id: str, fallback: ChatRecord, title: str | No
             redact_record(record, await forget_ledger.redactor_of_store(tx, user_id))  # no title brings a forgotten word back
         await _put_chat(tx, user_id, record)
     return record
+
+
+async def retitle_from_opening(store, user_id: str, thread_id: str) -> bool:
+    """The chat's opening message was edited: a title drawn from the first exchange (not the user's,
+    nor one drawn from the summary's topics since) is given up, so the turn's record titles the chat
+    from the new opening. Whether it was."""
+    async with user_transaction(store, user_id) as tx:
+        record = await get_chat(tx, user_id, thread_id)
+        if record is None or record.title_by_user or record.title_topics or record.title == NEW_CHAT_TITLE:
+            return False
+        record.summary_text = retitled_text(record.summary_text, record.title, NEW_CHAT_TITLE)
+        record.title = NEW_CHAT_TITLE
+        await _put_chat(tx, user_id, record)
+    return True
 
 
 # --------------------------------------------------------------------------- maintenance

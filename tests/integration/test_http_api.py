@@ -493,6 +493,27 @@ def test_an_edit_retracts_what_only_the_edited_away_message_taught_and_the_passp
     assert [(t["description"], t["status"]) for t in tasks] == [(dated_now("renew my passport tomorrow", "tomorrow"), "open")]
 
 
+def test_an_edit_takes_back_the_profile_field_preference_and_title_only_the_edited_away_message_gave(client):
+    chat_id = new_chat(client)
+    say(client, chat_id, "My name is Dana")  # the opening, edited below
+    say(client, chat_id, "I work as a pilot and I prefer short answers")
+    assert client.get("/memory/profile").json()["role"] == "pilot"
+    assert client.get("/memory/preferences").json()["answer_length"] == "short"
+    messages = client.get(f"/chats/{chat_id}").json()["messages"]
+    events = stream(client, "PUT", f"/chats/{chat_id}/messages/{messages[2]['id']}", {"text": "Hello there."})
+    retracted = [e.data["retracted"] for e in events if e.name == "memory" and "retracted" in e.data]
+    assert retracted and set(retracted[0]["fields"]) == {"profile.role", "preferences.answer_length"}
+    profile = client.get("/memory/profile").json()
+    assert profile["role"] is None and profile["name"] == "Dana"  # what the kept opening said stays
+    assert client.get("/memory/preferences").json()["answer_length"] is None
+    # The opening edited: the title it gave is made again from the new one.
+    assert "Dana" in client.get(f"/chats/{chat_id}").json()["chat"]["title"]
+    final(stream(client, "PUT", f"/chats/{chat_id}/messages/{messages[0]['id']}", {"text": "Tell me about volcanoes"}))
+    chat = client.get(f"/chats/{chat_id}").json()["chat"]
+    assert chat["title"].lower().startswith("volcano")  # (the reply, written before the retraction, still named Dana)
+    assert client.get("/memory/profile").json()["name"] is None
+
+
 def test_editing_the_first_message_regenerates_the_whole_chat(client):
     chat_id = new_chat(client)
     say(client, chat_id, "hello there")
