@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.schemas import Fact, SummaryBoard, Tags, TaskStatus
 from core.text_validation import Identifier, LongValue, ShortText, ShortValue
@@ -175,12 +175,24 @@ class Deleted(BaseModel):
 
 
 # --------------------------------------------------------------------------- memory
+def _no_nulls(patch: BaseModel, fields: tuple[str, ...], forget_with: str) -> BaseModel:
+    """A field sent as null that cannot be cleared is refused (422), not taken for one left out."""
+    sent_null = [f for f in fields if f in patch.model_fields_set and getattr(patch, f) is None]
+    if sent_null:
+        raise ValueError(f"{sent_null[0]} cannot be null: send a new value, or {forget_with} to forget it")
+    return patch
+
+
 class FactPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: LongValue | None = None
     importance: Literal["low", "medium", "high"] | None = None
     tags: Tags | None = None
+
+    @model_validator(mode="after")
+    def _clearable(self) -> "FactPatch":
+        return _no_nulls(self, ("text", "importance", "tags"), "DELETE the fact")
 
 
 class TaskPatch(BaseModel):
@@ -189,6 +201,10 @@ class TaskPatch(BaseModel):
     description: LongValue | None = None
     status: TaskStatus | None = None
     due: ShortValue | None = Field(None, description="The due date in the user's words; null clears it (a blank one is refused).")
+
+    @model_validator(mode="after")
+    def _clearable(self) -> "TaskPatch":
+        return _no_nulls(self, ("description", "status"), "DELETE the task")
 
 
 class FactList(BaseModel):

@@ -646,6 +646,10 @@ def test_a_corrected_fact_is_re_embedded_and_a_deleted_one_is_gone(server, clien
 
     assert error_of(client.patch("/memory/facts/nope", json={"text": "x"})) == (404, "not_found")
     assert error_of(client.patch(f"/memory/facts/{fact['id']}", json={"text": ""})) == (422, "invalid_request")
+    # A text sent as null is refused, not taken for one left out (it answered 200 and changed nothing).
+    refused = client.patch(f"/memory/facts/{fact['id']}", json={"text": None})
+    assert error_of(refused) == (422, "invalid_request") and "DELETE the fact" in refused.json()["error"]["message"]
+    assert error_of(client.patch(f"/memory/tasks/{fact['id']}", json={"description": None})) == (422, "invalid_request")
     assert client.delete(f"/memory/facts/{fact['id']}").json()["deleted"]["facts"] == 1
     assert client.get("/memory/facts").json()["facts"] == []
     assert error_of(client.delete(f"/memory/facts/{fact['id']}")) == (404, "not_found")
