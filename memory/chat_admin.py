@@ -123,7 +123,7 @@ DELETED = "[deleted]"
 """What stands in the transcript for a message the user deleted outright."""
 
 
-async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str, message: BaseMessage) -> None:
+async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str, message: BaseMessage) -> bool:
     """Delete one message outright: hidden from every model and derived copy for good (the forget
     ledger), the facts and tasks only it taught deleted, its index row emptied, its text replaced in
     the transcript, the summary board rid of it if it was folded in, the state of every chat of the
@@ -131,8 +131,11 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     and the chat's searchable text written again. A user's message's distinctive words are hidden in
     the agent's replies too, in every chat (a reply may have quoted it): their index rows are
     rewritten, and so is the searchable text of every other chat whose text carried them. A message
-    of another user's chat is refused (ThreadTaken), whoever calls."""
+    of another user's chat is refused (ThreadTaken), whoever calls. False when it was deleted
+    already (nothing is done again: a repeated DELETE reports no deletion)."""
     await thread_owners.check_not_anothers(backend.pool, thread_id, user_id)
+    if message.text == DELETED and (await redactor_for(backend.store, user_id)).hides(thread_id, message.id):
+        return False
     said = message.text if isinstance(message, HumanMessage) else ""  # a reply's words are no statement of the user
     await forget_message(backend.store, user_id, thread_id, message.id, said)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
@@ -143,6 +146,7 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, deleted=message)
     if said:
         await _rewrite_quoting_chats(backend, graph, user_id, thread_id)
+    return True
 
 
 async def _rewrite_quoting_chats(backend, graph, user_id: str, thread_id: str) -> None:

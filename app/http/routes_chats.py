@@ -308,8 +308,8 @@ async def delete_message_outright(message_id: Identifier, chat: OwnedChat, user:
         message = next((m for m in (state.values or {}).get("messages", []) if m.id == message_id), None)
         if message is None:
             raise not_found(f"Message {message_id}")
-        await delete_message_everywhere(services.backend, services.graph, user, chat.thread_id, message)
-    return Deleted(deleted={"messages": 1})
+        deleted = await delete_message_everywhere(services.backend, services.graph, user, chat.thread_id, message)
+    return Deleted(deleted={"messages": int(deleted)})
 
 
 @router.delete("/chats/{chat_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})

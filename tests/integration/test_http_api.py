@@ -695,6 +695,8 @@ def test_deleting_a_fact_forgets_it_in_the_profile_the_replies_and_the_transcrip
     assert client.delete(f"/chats/{chat_id}/messages/{said['id']}").json() == {"deleted": {"messages": 1}}
     after = client.get(f"/chats/{chat_id}").json()["messages"]
     assert next(m for m in after if m["id"] == said["id"])["content"] == "[deleted]"
+    # Deleting it again deletes nothing more, and says so (it reported a deletion again).
+    assert client.delete(f"/chats/{chat_id}/messages/{said['id']}").json() == {"deleted": {"messages": 0}}
     # A reply that quoted it is another message: it stays, marked forgotten, never shown to a model.
     assert all(m["forgotten"] for m in after if "Coimbra" in m["content"])
     assert final(say(client, chat_id, "Thanks")).name == "done"  # the deletion held the chat only while it worked
