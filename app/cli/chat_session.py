@@ -176,9 +176,9 @@ class ChatSession:
             return None
         if not await self._own_thread():
             return None
-        if await self.pending_confirmation() is not None:
+        if (pending := await self.pending_confirmation()) is not None:
             if answer in YES | NO:
-                return await self._run(Command(resume={"approved": answer in YES}), "resume")
+                return await self._resume(pending, answer in YES)
             self.note("That was not a yes or no, so the task change was not made; your line is sent as a message.")
             if await self._run(Command(resume={"approved": False}), "resume") is None:
                 return None
@@ -381,7 +381,21 @@ class ChatSession:
             self.note("Please answer yes or no (the task change is made only after a yes).")
         if answer in NO:
             self.note("The task change was not made.")
-        await self._run(Command(resume={"approved": answer in YES}), "resume")
+        await self._resume(change, answer in YES)
+
+    async def _resume(self, change: dict, approved: bool):
+        """Answer the pending confirmation; a forget confirmed in the user's own words drops the typed
+        lines that carry it from the line history, as /forget does."""
+        out = await self._run(Command(resume={"approved": approved}), "resume")
+        if approved and change.get("type") == "forget":
+            await self._forgot_words()
+        return out
+
+    async def _forgot_words(self) -> None:
+        if self.on_forget_words:
+            redactor = await redactor_for(self.backend.store, self.user_id)
+            for forgotten in self.on_forget_words:
+                forgotten(redactor)
 
     async def _report_failure(self, runner: TurnRunner, event: dict) -> None:
         if isinstance(runner.failure, psycopg.Error):
@@ -504,10 +518,8 @@ class ChatSession:
         except InvalidMessage as exc:  # too long to name one thing: nothing was forgotten
             self.error(str(exc))
             return
-        if report is not None and self.on_forget_words:
-            redactor = await redactor_for(store, self.user_id)
-            for forgotten in self.on_forget_words:
-                forgotten(redactor)
+        if report is not None:
+            await self._forgot_words()
         self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
 
 

@@ -389,3 +389,20 @@ async def test_a_chats_first_turn_writes_its_empty_checkpoint_first_then_saves_i
     first = (await session.graph.aget_state(session.config)).values["messages"][0]
     fork = await checkpoint_before(session.graph, session.thread_id, first.id)
     assert (await session.graph.aget_state(fork)).values.get("messages", []) == []
+
+
+async def test_a_forget_confirmed_in_plain_words_drops_the_typed_lines_that_carry_it_as_slash_forget_does(backend, user_id):
+    """The chat line's Up/Down history kept "My passport number is …" after a forget asked in the
+    user's own words and confirmed (only /forget dropped such lines)."""
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(),
+                    context_overrides={"model": "offline"})
+    typed = ["My passport number is T1234567", "I like green tea"]
+    dropped: list[list[str]] = []
+    s.on_forget_words.append(lambda redactor: dropped.append([line for line in typed if redactor.carries(line)]))
+    for line in typed:
+        await s.send(line)
+    await s.send("Please forget my passport number")
+    assert (await s.pending_confirmation() or {}).get("type") == "forget"
+    assert dropped == []
+    await s.send("yes")
+    assert dropped == [["My passport number is T1234567"]]
