@@ -346,12 +346,17 @@ async def forget_request(store, user_id: str, request: str) -> ForgetReport | No
 
 
 async def _said_anywhere(store, user_id: str, request: str) -> bool:
-    """Whether some message of the user carries the request's distinctive words (a thing said, never remembered as an item)."""
+    """Whether some message of the user carries the request's distinctive words (a thing said, never
+    remembered as an item): in the index of what was said, or in a turn being answered now, whose
+    memory update is still to come (it then learns nothing of it)."""
     words = distinctive_words(request)
     if not words:
         return False
     probe = Redactor(user_id, frozenset(term_hashes(user_id, [request])))
-    async for rows in episode_rewrites.pages_with_words(memory_store(store).pool, user_id, words, page=200):
+    pool = memory_store(store).pool
+    if any(probe.carries(text) for text in await chat_runs.active_turn_texts(pool, user_id)):
+        return True
+    async for rows in episode_rewrites.pages_with_words(pool, user_id, words, page=200):
         if any(probe.carries(r.content) for r in rows):
             return True
     return False

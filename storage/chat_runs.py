@@ -287,6 +287,16 @@ async def active_run(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None
     return found[0] if found else None
 
 
+async def active_turn_texts(pool: AsyncConnectionPool, user_id: str) -> list[str]:
+    """What the user said in each of their turns being answered now (its words are in no index yet)."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT turn ->> 'text' AS text FROM memory_agent_runs WHERE user_id = %s AND status = ANY(%s) AND turn ? 'text'",
+            (user_id, list(ACTIVE)),
+        )).fetchall()
+    return [r["text"] for r in rows if r["text"]]
+
+
 async def get_run(pool: AsyncConnectionPool, run_id: str) -> RunRow | None:
     found = await _rows(pool, f"{_SELECT} WHERE run_id = %s", (run_id,))
     return found[0] if found else None

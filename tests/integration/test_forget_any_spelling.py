@@ -138,3 +138,26 @@ async def test_the_log_says_what_a_forget_reached_never_what_it_forgot(backend, 
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "forget for" in logged
     assert "X9911223" not in logged and "passport" not in logged.casefold()
+
+
+async def test_a_forget_of_what_a_turn_being_answered_says_is_recorded_and_the_turn_learns_nothing_of_it(backend):
+    """"I live in Porto now" was being answered when the user asked to forget Porto: the forget
+    found it in no index yet, answered "nothing remembered", and the turn then stored it."""
+    from core.schemas import ExtractionResult, NewFact, ProfileUpdates
+    from memory.user_memory import get_user_document, list_facts
+    from memory.writer.extraction import apply_extraction
+    from storage import chat_runs
+
+    user, thread_id = f"spell-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    said = "I live in Porto now and I work as a baker"
+    run_id = await chat_runs.start_run(backend.pool, thread_id, user, "message", "test")
+    await chat_runs.record_head(backend.pool, run_id, None, [], chat_runs.RecordedTurn(message_id="m1", text=said))
+    assert await forget_request(backend.store, user, "Porto") is not None
+    # The turn's memory update, after the forget: what carries the word is not learned.
+    await apply_extraction(backend.store, user, ExtractionResult(profile_updates=ProfileUpdates(location="Porto", role="baker"),
+                                                                 new_facts=[NewFact(text="Lives in Porto")]), message_id="m1")
+    doc = await get_user_document(backend.store, user)
+    assert doc.profile.location is None and doc.profile.role == "baker"
+    assert [f.text for f in await list_facts(backend.store, user)] == []
+    await chat_runs.finish(backend.pool, run_id, "finished")
+    assert await chat_runs.active_turn_texts(backend.pool, user) == []  # an ended run's text is cleared
