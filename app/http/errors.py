@@ -45,7 +45,13 @@ def not_found(what: str) -> ApiError:
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
 
 
-def _describe_validation(exc: RequestValidationError) -> str:
+def _describe_validation(exc: RequestValidationError, request: Request | None = None) -> str:
+    media = (request.headers.get("content-type", "") if request is not None else "").split(";")[0].strip().casefold()
+    if request is not None and request.method in ("POST", "PUT", "PATCH") and media != "application/json" and any(
+        tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors()
+    ):
+        # Without the JSON media type the body is not read as JSON: "not a valid dictionary" named the wrong fault.
+        return f"Invalid request: send the body as JSON with Content-Type: application/json (it came as {media or 'no type'})."
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
@@ -63,7 +69,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
         details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
-        return JSONResponse(error_body("invalid_request", _describe_validation(exc), details=details), status_code=422)
+        return JSONResponse(error_body("invalid_request", _describe_validation(exc, request), details=details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):

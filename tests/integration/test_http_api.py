@@ -299,6 +299,9 @@ def test_bad_chat_creation_bodies_are_422(client):
     assert error_of(client.post("/chats", json={"messages": ["hi"] * 11})) == (422, "invalid_request")
     assert error_of(client.get("/chats/search")) == (422, "invalid_request")
     assert error_of(client.get("/chats/search", params={"q": "   "})) == (422, "invalid_request")
+    # JSON sent without its media type is not read as JSON: the error says so ("Input should be a valid dictionary" did not).
+    plain = client.post("/chats", content='{"title": "Trip"}', headers={"Content-Type": "text/plain"})
+    assert error_of(plain) == (422, "invalid_request") and "Content-Type: application/json" in plain.json()["error"]["message"]
 
 
 # --------------------------------------------------------------------------- one writer per chat, stop
