@@ -60,7 +60,7 @@ from app.http.sse import EVENTS_DOC, sse_response
 from nodes.compaction import model_view
 from core.text_validation import Identifier, is_blank, storable, validate_user_text
 from app.runs.turn_runner import STOPPED_DISCARDED, STOPPED_KEPT, TurnSpec
-from storage import chat_imports, chat_runs, checkpoint_rows, thread_owners
+from storage import chat_imports, chat_runs, checkpoint_rows, owner_forgets, thread_owners
 from memory.chat_admin import delete_chat, delete_message_everywhere, stop_imports, write_empty_chat
 from memory.writer.records import rename_chat as rename_chat_record
 from core.errors import InvalidMessage
@@ -267,6 +267,9 @@ async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices
         events = await handle.collect()
         if not events or events[-1][0] != "done":
             break  # a confirmation is pending, or the turn failed: the history shows how far it got
+    async with services.backend.pool.connection() as conn:
+        # Forget-me ran while the turns did (their runs were stopped, the chat deleted): 410, not a chat that is gone.
+        await owner_forgets.refuse_if_forgotten(conn, user, owner_forgets.known_generation(user))
     record = await owned_chat(chat.thread_id, user, services)
     return await chat_detail(services, record, user)
 

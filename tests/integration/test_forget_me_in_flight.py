@@ -142,3 +142,30 @@ async def test_the_generation_is_read_with_the_key_and_a_run_started_after_a_for
     run_id = await chat_runs.start_run(backend.pool, thread_id, user, "message", "test", known_generation=fresh.generation)
     await chat_runs.finish(backend.pool, run_id, "released")
     await chat_runs.delete_thread_runs(backend.pool, thread_id)
+
+
+async def test_a_chat_created_with_messages_while_forget_me_ran_is_410_not_a_chat_that_is_gone(app, backend, caller, monkeypatch):
+    """POST /chats answered each first message, and forget-me ran after a turn: it answered 201 with
+    the chat's detail though the chat was gone."""
+    user, key = caller
+    services = app.state.services
+    real_launch = services.runs.launch
+
+    def launch_then_forget(run_id, spec):
+        handle = real_launch(run_id, spec)
+        real_collect = handle.collect
+
+        async def collect():
+            events = await real_collect()
+            await forget_me(app, key)  # after the turn, before the answer
+            return events
+
+        handle.collect = collect
+        return handle
+
+    monkeypatch.setattr(services.runs, "launch", launch_then_forget)
+    async with client_of(app, key) as client:
+        response = await client.post("/chats", json={"messages": ["I work as a nurse in Porto."]})
+    assert response.status_code == 410, response.text
+    assert response.json()["error"]["code"] == "user_forgotten"
+    assert set((await left_of(backend, user)).values()) == {0}, await left_of(backend, user)
