@@ -12,6 +12,7 @@ validate: delete it), ``item_is_valid``, ``import_in_progress``, ``import_cancel
 from __future__ import annotations
 
 import logging
+import re
 
 import psycopg
 from fastapi import FastAPI, Request
@@ -59,6 +60,15 @@ def _describe_validation(exc: RequestValidationError, request: Request | None = 
     return "Invalid request: " + "; ".join(parts)
 
 
+def _methods_on(request: Request) -> list[str]:
+    """Every method the API's documented routes take on the request's path."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if re.fullmatch(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)), request.url.path):
+            methods |= {m.upper() for m in operations if m in ("get", "post", "put", "patch", "delete")}
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -75,7 +85,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException):
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route on the path only ("POST /chats/x": Allow: GET).
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_on(request))}
+        return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(InvalidMessage)
     async def _invalid_message(request: Request, exc: InvalidMessage):
