@@ -145,7 +145,9 @@ def message_out(message: BaseMessage, visible: set[str], forgotten: set[str] = f
     )
 
 
-async def chat_detail(services: Services, chat: ChatRecord, user: str | None = None) -> ChatDetail:
+async def chat_detail(services: Services, chat: ChatRecord, user: str | None = None, *, limit: int | None = None, before: str | None = None) -> ChatDetail:
+    """The chat as ``GET /chats/{id}`` shows it; with ``limit``, only that many messages, the newest
+    (or those just before message ``before``): a long chat's page is not its whole history."""
     # A dead worker's run is taken back first, as a claim would: the chat then shows its turn kept
     # as a stopped one, and never says "a reply is being written" for a reply nobody writes.
     active = await chat_runs.active_run(services.backend.pool, chat.thread_id)
@@ -162,10 +164,19 @@ async def chat_detail(services: Services, chat: ChatRecord, user: str | None = N
     board = SummaryBoard.model_validate(values.get("summary") or {})
     # (The caller owns the chat: owned_chat checked it.)
     imported = (await import_states(services.backend.pool, None, [chat.thread_id])).get(chat.thread_id)
-    forgotten = await forgotten_in(services.backend.store, user, chat.thread_id, messages) if user else set()
+    end = len(messages)
+    if before is not None:
+        end = next((i for i, m in enumerate(messages) if m.id == before), -1)
+        if end < 0:
+            raise not_found(f"Message {before}")
+    start = max(0, end - limit) if limit is not None else 0
+    shown = messages[start:end]
+    forgotten = await forgotten_in(services.backend.store, user, chat.thread_id, shown) if user else set()
     return ChatDetail(
         chat=chat_summary(chat, imported),
-        messages=[message_out(m, {v.id for v in view}, forgotten) for m in messages],
+        messages=[message_out(m, {v.id for v in view}, forgotten) for m in shown],
+        messages_total=len(messages),
+        has_earlier=start > 0,
         summary=board,
         model_view=ModelView(
             summary=board.render(),
@@ -243,11 +254,17 @@ def hit(r: RankedChat) -> SearchHit:
 
 # --------------------------------------------------------------------------- list, create, search
 @router.get("/chats", response_model=ChatList, responses=_ERRORS)
-async def list_user_chats(user: CurrentUser, services: AppServices):
-    """The caller's chats, most recently active first."""
+async def list_user_chats(
+    user: CurrentUser,
+    services: AppServices,
+    limit: Annotated[int | None, Query(ge=1, le=1_000, description="Only this many chats (all when left out).")] = None,
+    offset: Annotated[int, Query(ge=0, description="Skip this many of the most recently active first.")] = 0,
+):
+    """The caller's chats, most recently active first (a page of them with ``limit`` and ``offset``)."""
     chats = await owned_chats(services.backend.pool, user, await list_chats(services.backend.store, user))
-    imports = await import_states(services.backend.pool, user, (c.thread_id for c in chats))
-    return ChatList(chats=[chat_summary(c, imports.get(c.thread_id)) for c in chats])
+    page = chats[offset : None if limit is None else offset + limit]
+    imports = await import_states(services.backend.pool, user, (c.thread_id for c in page))
+    return ChatList(chats=[chat_summary(c, imports.get(c.thread_id)) for c in page], total=len(chats))
 
 
 @router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
@@ -295,10 +312,16 @@ async def search_user_chats(
 
 # --------------------------------------------------------------------------- one chat
 @router.get("/chats/{chat_id}", response_model=ChatDetail, responses=_ERRORS)
-async def get_chat_detail(chat: OwnedChat, user: CurrentUser, services: AppServices):
-    """Full history for the UI, the summary board, and the compacted view the model sees; a message
-    carrying something the user had forgotten is marked ``forgotten``."""
-    return await chat_detail(services, chat, user)
+async def get_chat_detail(
+    chat: OwnedChat,
+    user: CurrentUser,
+    services: AppServices,
+    limit: Annotated[int | None, Query(ge=1, le=5_000, description="Only this many messages, the newest (or those before `before`).")] = None,
+    before: Annotated[Identifier | None, Query(description="The id of a message: those before it (404 when the chat has none with it).")] = None,
+):
+    """Full history for the UI (or a page of it), the summary board, and the compacted view the model
+    sees; a message carrying something the user had forgotten is marked ``forgotten``."""
+    return await chat_detail(services, chat, user, limit=limit, before=before)
 
 
 @router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})

@@ -87,6 +87,7 @@ class ChatSummary(BaseModel):
 
 class ChatList(BaseModel):
     chats: list[ChatSummary]
+    total: int = Field(0, description="How many chats the user has (a page with ?limit= shows some of them).")
 
 
 class ToolCallOut(BaseModel):
@@ -127,7 +128,9 @@ class PendingInterrupt(BaseModel):
 
 class ChatDetail(BaseModel):
     chat: ChatSummary
-    messages: list[MessageOut]
+    messages: list[MessageOut] = Field(description="The messages, oldest first: all of them, or the page ?limit= and ?before= ask for.")
+    messages_total: int = Field(0, description="How many messages the chat has.")
+    has_earlier: bool = Field(False, description="Messages older than the first shown exist (ask with ?before=<its id>).")
     summary: SummaryBoard
     model_view: ModelView
     pending_interrupts: list[PendingInterrupt]

@@ -517,6 +517,27 @@ def test_an_edit_takes_back_the_profile_field_preference_and_title_only_the_edit
     assert client.get("/memory/profile").json()["name"] is None
 
 
+def test_a_long_chat_and_the_chat_list_are_read_a_page_at_a_time(client):
+    chat_id = new_chat(client)
+    for text in ("first", "second", "third"):
+        say(client, chat_id, text)
+    whole = client.get(f"/chats/{chat_id}").json()
+    ids = [m["id"] for m in whole["messages"]]
+    assert len(ids) == 6 and whole["messages_total"] == 6 and whole["has_earlier"] is False
+    newest = client.get(f"/chats/{chat_id}", params={"limit": 2}).json()
+    assert [m["id"] for m in newest["messages"]] == ids[-2:] and newest["has_earlier"] is True and newest["messages_total"] == 6
+    earlier = client.get(f"/chats/{chat_id}", params={"limit": 2, "before": ids[-2]}).json()
+    assert [m["id"] for m in earlier["messages"]] == ids[2:4] and earlier["has_earlier"] is True
+    first = client.get(f"/chats/{chat_id}", params={"limit": 5, "before": ids[2]}).json()
+    assert [m["id"] for m in first["messages"]] == ids[:2] and first["has_earlier"] is False
+    assert error_of(client.get(f"/chats/{chat_id}", params={"before": "no-such-message"})) == (404, "not_found")
+    assert error_of(client.get(f"/chats/{chat_id}", params={"limit": 0})) == (422, "invalid_request")
+    other = new_chat(client)
+    listed = client.get("/chats", params={"limit": 1}).json()
+    assert [c["id"] for c in listed["chats"]] == [other] and listed["total"] >= 2
+    assert client.get("/chats", params={"limit": 1, "offset": 1}).json()["chats"][0]["id"] == chat_id
+
+
 def test_editing_the_first_message_regenerates_the_whole_chat(client):
     chat_id = new_chat(client)
     say(client, chat_id, "hello there")
