@@ -89,17 +89,30 @@ def _accented() -> dict[str, str]:
 _ACCENTED = _accented()
 
 
+PATTERN_WORDS = 20
+"""At most this many words are looked for by pattern (a forget names a thing in a few; a message
+deleted outright may hold hundreds, whose pattern would cost seconds over a user's rows: those are
+looked for by the index's words alone)."""
+PATTERN_MIN = 3
+"""A word's pattern starts with at least this many letters ("Li" or "Xi" would match nearly every
+row); a shorter word is looked for by the index's words alone."""
+
+
 def word_pattern(words: Sequence[str]) -> str:
     """A regular expression (Postgres', case-blind) for a word beginning as one of ``words`` does up
-    to its stem (less a last "i" or "e", which stemming may have put there: "studies" -> "studi",
-    said "study"), accented or not, at the start of any run of letters: '' for no words."""
+    to its stem (less a last "i" or "e" where stemming changed the word's end: "studies" -> "studi",
+    said "study"), accented or not ("ss" also as "ß"), at the start of any run of letters: '' for
+    none (no word, or each too short)."""
     parts = []
-    for word in dict.fromkeys(plain_word(w.casefold()) for w in words if w.strip()):
-        head = os.path.commonprefix([word, stem(word)])
-        head = head[:-1] if len(head) > 1 and head[-1] in "ie" else head
-        if not head:
+    for word in list(dict.fromkeys(plain_word(w.casefold()) for w in words if w.strip()))[:PATTERN_WORDS]:
+        stemmed = stem(word)
+        head = os.path.commonprefix([word, stemmed])
+        if stemmed != word and head[-1:] in ("i", "e"):
+            head = head[:-1]
+        if len(head) < PATTERN_MIN:
             continue
-        parts.append("".join(f"[{c}{_ACCENTED[c]}]" if c in _ACCENTED else re.escape(c) for c in head))
+        letters = "".join(f"[{c}{_ACCENTED[c]}]" if c in _ACCENTED else re.escape(c) for c in head)
+        parts.append(letters.replace("[sśŝşšș][sśŝşšș]", "(?:[sśŝşšș][sśŝşšș]|ß)"))
     return f"(^|[^[:alnum:]])({'|'.join(parts)})" if parts else ""
 
 

@@ -67,6 +67,14 @@ async def test_the_rows_pattern_finds_a_word_inside_an_address_or_a_link_accente
         found = [(await (await conn.execute("SELECT %s ~* %s AS hit", (t, pattern))).fetchone())["hit"] for t in texts + ["unrelated"]]
     assert found == [True] * len(texts) + [False]
     assert episode_rewrites.word_pattern([]) == ""
+    # A word too short to narrow the rows is looked for by the index's words alone ("Li" matched nearly every row).
+    assert episode_rewrites.word_pattern(["Li", "Xi"]) == ""
+    # "ss" is "ß" too ("strasse" is how "Straße" reads casefolded); a long message's hundreds of words are not all patterned.
+    async with backend.pool.connection() as conn:
+        hit = await (await conn.execute("SELECT %s ~* %s AS hit", ("in der Hauptstraße 5", episode_rewrites.word_pattern(["hauptstrasse"])))).fetchone()
+    assert hit["hit"]
+    many = episode_rewrites.word_pattern([f"word{i}x" for i in range(300)])
+    assert many.count("|") == episode_rewrites.PATTERN_WORDS  # (the start anchor's one, and one between each two words)
 
 
 async def test_a_word_inside_an_email_address_or_a_link_is_forgotten_in_every_row(backend, graph):
