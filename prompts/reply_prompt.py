@@ -223,10 +223,10 @@ def build_prompt(
     tokens["now"] = count_tokens(now)
 
     def assemble(episodes_text: str) -> list[BaseMessage]:
-        sections = [_filled_section(NOW_HEADER, now), section(USER_CONTEXT_HEADER, profile), section(MEMORIES_HEADER, memories), section(KNOWLEDGE_HEADER, knowledge_text), section(EPISODES_HEADER, episodes_text)]
-        if not any(sections):  # brief, and memory found nothing: the user's words alone
+        sections = [section(USER_CONTEXT_HEADER, profile), section(MEMORIES_HEADER, memories), section(KNOWLEDGE_HEADER, knowledge_text), section(EPISODES_HEADER, episodes_text)]
+        if not any(sections):  # brief, and memory found nothing: the user's words alone (the time too: a small model recited it)
             return [SystemMessage(stable), *kept_recent, HumanMessage(current.text, id=current.id)]
-        found = "\n\n".join([FOUND_NOTE, *(s for s in sections if s)])
+        found = "\n\n".join([FOUND_NOTE, *(s for s in [_filled_section(NOW_HEADER, now), *sections] if s)])
         return [SystemMessage(stable), *kept_recent, HumanMessage(f"{found}\n\n{MESSAGE_HEADER}\n{current.text}", id=current.id)]
 
     ranked = loaded_context.get("excerpts") or []

@@ -47,10 +47,15 @@ def test_the_days_the_conversation_above_spans_are_said():
     assert parse_sections(_built(both).messages)[NOW_HEADER].endswith("The conversation above runs from 22 November 2023 to today.")
 
 
-def test_a_message_with_no_time_gets_no_now_section_and_the_brief_layout_then_shows_the_words_alone():
-    built = _built(current=HumanMessage("Hi!"), brief=True)
-    assert built.messages[-1].text == "Hi!"
+def test_a_message_with_no_time_gets_no_now_section():
     assert NOW_HEADER not in parse_sections(_built(current=HumanMessage("Hi!")).messages)
+
+
+def test_the_brief_layout_shows_the_words_alone_when_memory_found_nothing_and_the_time_with_what_it_found():
+    assert _built(current=_current("Hi!"), brief=True).messages[-1].text == "Hi!"  # a small model recited a lone time
+    found = build_prompt(persona_text="You help.", loaded_context={"profile": {"name": "Dana"}}, summary_text="", knowledge=[], recent=[],
+                         current=_current("Hi!"), brief=True)
+    assert NOW_HEADER in found.messages[-1].text and "Dana" in found.messages[-1].text
 
 
 def test_the_now_section_counts_within_the_whole_budget():
