@@ -94,6 +94,7 @@ class RecordedTurn(BaseModel):
     persona: str = "assistant"
     message_id: str | None = None  # the user's message (None: a resume, which is taken back whole)
     text: str = ""
+    sent_at: datetime | None = None  # when the message was sent (kept when its turn is kept as a stopped one)
     fork_checkpoint: str | None = None  # an edit's or a regeneration's fork point
 
 
@@ -267,7 +268,7 @@ async def record_head(
     pool: AsyncConnectionPool, run_id: str, checkpoint_id: str | None, writes: list[str], turn: RecordedTurn | None = None
 ) -> None:
     """Where the thread stood when the run began (what taking the run back returns to), and the turn it answers."""
-    recorded = Jsonb(turn.model_dump()) if turn is not None else None
+    recorded = Jsonb(turn.model_dump(mode="json")) if turn is not None else None
     async with pool.connection() as conn:
         # (A run taken over meanwhile has ended: its row gets no text.)
         await conn.execute(

@@ -54,7 +54,7 @@ from prometheus_client import Counter, Histogram
 
 from core import metrics
 from core.context import Context
-from core.messages import current_turn, stopped_reply
+from core.messages import current_turn, sent_at, stamp_sent_at, stopped_reply
 from embeddings.batching import in_background
 from graph.assembly import COMMIT_POINT, MEMORY_PHASE, reply_phase_durability
 from storage import chat_runs, owner_forgets
@@ -123,6 +123,7 @@ class TurnSpec:
             persona=self.persona,
             message_id=human.id if human is not None else None,
             text=human.text if human is not None else "",
+            sent_at=sent_at(human) if human is not None else None,
             fork_checkpoint=fork,
         )
 
@@ -133,7 +134,7 @@ class TurnSpec:
         fork = None
         if turn.fork_checkpoint:
             fork = {"configurable": {"thread_id": dead.thread_id, "checkpoint_ns": "", "checkpoint_id": turn.fork_checkpoint}}
-        graph_input = {"messages": [HumanMessage(turn.text, id=turn.message_id)]} if turn.message_id else None
+        graph_input = {"messages": [stamp_sent_at(HumanMessage(turn.text, id=turn.message_id), turn.sent_at)]} if turn.message_id else None
         return cls(dead.thread_id, dead.user_id, turn.persona, dead.kind, graph_input, fork_from=fork, user_text=turn.text)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from datetime import datetime, timezone
 
 import psycopg
 import pytest
@@ -328,3 +329,27 @@ async def test_an_undo_that_fails_for_a_reason_other_than_the_database_ends_the_
     runner, status = await approved_then_stopped_with_an_undo_that_raises(turn, monkeypatch, ValueError("an item the undo cannot read"))
     assert status == "stopped" and (await row_of(backend, runner.run_id))["status"] == "stopped"
     assert await chat_runs.active_run(backend.pool, thread_id) is None  # the chat takes the next message
+
+
+async def test_a_dead_workers_message_turn_is_kept_with_the_time_the_message_was_sent(backend, user_id, turns):
+    """The worker that takes a dead worker's turn back keeps it as a stopped one: its message kept the
+    text and id it recorded but no time (the run's row recorded none)."""
+    from core.messages import sent_at, stamp_sent_at
+
+    def replying(kind, messages):
+        if kind == "reply":
+            return "A long answer that the worker never finished writing."
+        return empty_extraction() if kind == "extract" else {"title": "Notes"} if kind == "title" else {"summary": ""}
+
+    graph, thread_id, turn = turns(replying)
+    said = datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)
+    message = stamp_sent_at(HumanMessage("Tell me about the garden", id=str(uuid.uuid4())), said)
+    runner, _, _ = await turn({"messages": [message]}, on_token=lambda r: r.abort())
+    assert runner.aborted
+    async with backend.pool.connection() as conn:
+        await conn.execute("UPDATE memory_agent_runs SET heartbeat_at = now() - interval '1 hour' WHERE run_id = %s", (runner.run_id,))
+    (dead,) = await chat_runs.take_over_stale(backend.pool, "live-worker", thread_id)
+    recovering = TurnRunner(graph=graph, pool=backend.pool, run_id=dead.recovery_run_id, spec=TurnSpec.of_abandoned(dead), emit=lambda *_: None)
+    assert await recovering.recover(dead) == "stopped"
+    kept = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert kept[0].id == message.id and sent_at(kept[0]) == said
