@@ -132,14 +132,18 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     the agent's replies too, in every chat (a reply may have quoted it): their index rows are
     rewritten, and so is the searchable text of every other chat whose text carried them. A message
     of another user's chat is refused (ThreadTaken), whoever calls. False when it was deleted
-    already (nothing is done again: a repeated DELETE reports no deletion)."""
+    already (a repeated DELETE reports no deletion, and finishes one that failed part-way)."""
     await thread_owners.check_not_anothers(backend.pool, thread_id, user_id)
+    config = {"configurable": {"thread_id": thread_id}}
     if message.text == DELETED and (await redactor_for(backend.store, user_id)).hides(thread_id, message.id):
+        # Deleted already: nothing is recorded again (its words are gone with its text), but the
+        # steps that need no text run again, so a retry finishes a deletion that failed part-way.
+        await backend.checkpointer.aprune([thread_id], strategy="keep_latest")
+        await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values)
         return False
     said = message.text if isinstance(message, HumanMessage) else ""  # a reply's words are no statement of the user
     await forget_message(backend.store, user_id, thread_id, message.id, said)
     update = {"content": DELETED, **({"tool_calls": []} if isinstance(message, AIMessage) else {})}
-    config = {"configurable": {"thread_id": thread_id}}
     await graph.aupdate_state(config, {"messages": [message.model_copy(update=update)]}, as_node=LAST_NODE)
     await redact_deleted_message(backend.store, user_id, thread_id, (await graph.aget_state(config)).values, message)
     await backend.checkpointer.aprune([thread_id], strategy="keep_latest")

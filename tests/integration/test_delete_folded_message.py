@@ -43,3 +43,31 @@ async def test_a_deleted_message_the_summary_had_folded_in_leaves_the_board_the_
     await delete_message_everywhere(backend, graph, user_id, thread, newest)
     assert SummaryBoard.model_validate((await graph.aget_state(config)).values["summary"]).model_dump() == folded_before
     assert (await get_chat(backend.store, user_id, thread)).title == title_before  # nor the title, which it cannot have made
+
+
+@pytest.mark.slow
+async def test_deleting_a_message_again_reports_nothing_and_finishes_a_deletion_that_failed_part_way(backend, user_id, monkeypatch):
+    graph = compile_graph(backend.checkpointer, backend.store)
+    thread = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread}}
+    ctx = Context(user_id=user_id, model="offline")
+    for text in ("My passport number is K4477123", "I like tea"):
+        await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
+    secret = next(m for m in (await graph.aget_state(config)).values["messages"] if "K4477123" in m.text)
+
+    prune = backend.checkpointer.aprune
+
+    async def lost(*args, **kwargs):  # the database went away after the text was replaced
+        raise OSError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(backend.checkpointer, "aprune", lost)
+    with pytest.raises(OSError):
+        await delete_message_everywhere(backend, graph, user_id, thread, secret)
+    assert len([s async for s in graph.aget_state_history(config)]) > 1  # the earlier checkpoints still hold it
+    monkeypatch.setattr(backend.checkpointer, "aprune", prune)
+
+    shown = next(m for m in (await graph.aget_state(config)).values["messages"] if m.id == secret.id)
+    assert shown.text == "[deleted]"
+    assert await delete_message_everywhere(backend, graph, user_id, thread, shown) is False  # no deletion to report
+    assert len([s async for s in graph.aget_state_history(config)]) == 1  # but the retry pruned them
+    assert "tea" in (await get_chat(backend.store, user_id, thread)).summary_text.lower()  # the chat's text is not emptied of the rest
