@@ -19,22 +19,32 @@ HEADERS = ["Authorization", "X-API-Key", "Content-Type", "Last-Event-ID"]
 EXPOSED = ["X-Worker-Pid"]
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def cors_origins(value: str | None = None) -> list[str]:
-    """The origins ``MEMORY_AGENT_CORS_ORIGINS`` names (``value`` when given); ValueError, saying
-    which, for one that is not ``scheme://host[:port]`` (a path or a trailing slash never matches
-    what a browser sends) or ``*``."""
+    """The origins ``MEMORY_AGENT_CORS_ORIGINS`` names (``value`` when given), written as a browser
+    sends them (lower case, no default port: the server compares them exactly); ValueError, saying
+    which, for one that is not ``scheme://host[:port]`` (a path, a trailing slash or a wildcard in
+    the host never matches what a browser sends) or ``*``."""
     raw = os.environ.get(CORS_ENV, "") if value is None else value
-    origins = [o.strip() for o in raw.split(",") if o.strip()]
-    for origin in origins:
+    origins = []
+    for origin in (o.strip() for o in raw.split(",") if o.strip()):
         if origin == "*":
+            origins.append(origin)
             continue
         parts = urlsplit(origin)
         try:
-            parts.port  # noqa: B018 (a port that is no number raises)
+            port = parts.port
         except ValueError:
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or parts.path or parts.query or parts.fragment:
-            raise ValueError(f"{CORS_ENV}: {origin!r} is not an origin: write scheme://host[:port], as https://app.example.com, or *")
+            parts, port = None, None
+        if (parts is None or parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname or "*" in parts.netloc
+                or parts.path or parts.query or parts.fragment or parts.username or parts.password):
+            raise ValueError(f"{CORS_ENV}: {origin!r} is not an origin: write scheme://host[:port], as https://app.example.com, "
+                             "each origin whole (no wildcard in a host), or *")
+        scheme, host = parts.scheme.lower(), parts.hostname.lower()
+        host = f"[{host}]" if ":" in host else host
+        origins.append(f"{scheme}://{host}" + (f":{port}" if port is not None and port != _DEFAULT_PORTS[scheme] else ""))
     return origins
 
 

@@ -48,7 +48,8 @@ _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "
 
 def _describe_validation(exc: RequestValidationError, request: Request | None = None) -> str:
     media = (request.headers.get("content-type", "") if request is not None else "").split(";")[0].strip().casefold()
-    if request is not None and request.method in ("POST", "PUT", "PATCH") and media != "application/json" and any(
+    json_media = media == "application/json" or media.endswith("+json")
+    if request is not None and request.method in ("POST", "PUT", "PATCH") and not json_media and any(
         tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors()
     ):
         # Without the JSON media type the body is not read as JSON: "not a valid dictionary" named the wrong fault.

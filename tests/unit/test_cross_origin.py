@@ -46,11 +46,18 @@ async def test_an_origin_not_named_and_a_server_with_none_get_no_cross_origin_an
     assert "access-control-allow-origin" not in (await _call("GET", "/static/app.js", {"Origin": FRONTEND})).headers
 
 
-@pytest.mark.parametrize("origin", ["https://app.example.com/", "app.example.com", "https://app.example.com/chat", "ftp://x.org", "https://h:port"])
+@pytest.mark.parametrize("origin", ["https://app.example.com/", "app.example.com", "https://app.example.com/chat", "ftp://x.org", "https://h:port",
+                                    "https://*.example.com"])
 def test_a_malformed_origin_is_refused_saying_which(origin):
     with pytest.raises(ValueError, match="is not an origin"):
         cors_origins(origin)
     assert cors_origins("*, http://localhost:5173") == ["*", "http://localhost:5173"]
+
+
+def test_an_origin_is_kept_as_a_browser_sends_it():
+    """The server compares origins exactly: "HTTPS://App.Example.com" or ":443" never matched a browser's."""
+    assert cors_origins("HTTPS://App.Example.com:443, http://[::1]:8080, http://Localhost:80") == [
+        "https://app.example.com", "http://[::1]:8080", "http://localhost"]
 
 
 def test_serve_refuses_to_start_with_a_malformed_origin(monkeypatch, capsys):
