@@ -284,7 +284,10 @@ def check_all(chats: list[ChatImport], max_chars: int = DEFAULT_MAX_CHARS) -> No
 
 def check_messages(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> None:
     """Every message as a chat message is checked, and times never go back nor pass now; InvalidImport names the first bad one.
-    So are the other texts to be stored (the title, the ids), also when set after validation (the CLI's --title)."""
+    So are the other texts to be stored (the title, the ids), also when set after validation (the CLI's --title).
+    A blank title (spaces, or only invisible characters) is no title: the chat is titled as any chat is."""
+    if chat.title is not None and is_blank(chat.title):
+        chat.title = None  # (create_chat_record refuses a blank title: after the chat's rows, it left a chat no list showed)
     _check_stored("title", chat.title, NAME_CHARS)
     _check_stored("source_id", chat.source_id, SOURCE_ID_CHARS)
     latest = datetime.now(timezone.utc) + IMPORT_CLOCK_SKEW

@@ -42,6 +42,7 @@ from core.context import Context
 from core.errors import MemoryAgentError
 from core.messages import stamp_sent_at
 from core.schemas import NEW_CHAT_TITLE, ChatRecord
+from memory.writer.forgets import delete_taught_only_by_chat
 from embeddings.batching import in_background
 from memory.chat_admin import delete_chat, write_empty_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
@@ -212,6 +213,9 @@ class _Job:
         if not await chat_imports.finish(self.pool, self.import_id, self.worker):  # cancelled at the very end
             await asyncio.shield(self._undo(work))
             raise ImportCancelled(self.thread_id)
+        record = await get_chat(self.graph.store, self.user_id, self.thread_id)
+        if record is not None:  # the title its first exchange gave it (it said "New chat")
+            self.result.title = record.title
         return self.result
 
     async def _why_stop(self, stop_when) -> str | None:
@@ -301,6 +305,8 @@ class _Job:
         with owner_forgets.no_caller():
             await self._halt(work, None)
             parts = SimpleNamespace(checkpointer=self.graph.checkpointer, store=self.graph.store, pool=self.pool)
+            # What its exchanges taught goes with it ("nothing of it is kept"; it stayed).
+            await delete_taught_only_by_chat(self.graph.store, self.user_id, self.thread_id)
             await delete_chat(parts, self.user_id, self.thread_id)
             await chat_imports.delete(self.pool, self.user_id, self.thread_id)
 

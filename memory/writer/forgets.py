@@ -174,3 +174,32 @@ def _forget_fields(doc: UserDocument, redactor: Redactor, cleared: set[str], rep
                 report.fields.append(key)
                 doc.sources.pop(key, None)
     return changed
+
+
+async def delete_taught_only_by_chat(store, user_id: str, thread_id: str) -> ForgetWrite:
+    """Delete the facts and tasks (history included) that only messages of ``thread_id`` taught, and
+    clear the profile fields and preferences every source of which is one: an import cancelled part-way
+    keeps nothing of what it had learned (what another chat, or the user's typing, also said stays)."""
+    out = ForgetWrite(forgotten=[f"chat {thread_id}"])
+    async with user_transaction(store, user_id) as tx:
+
+        def only_from_it(item, _text) -> bool:
+            refs = _refs(item.sources, (item.source_thread, item.source_message_id))
+            return bool(refs) and all(t == thread_id for t, _ in refs)
+
+        ops = await _forget_carriers(tx, user_id, out, only_from_it)
+        doc = await get_user_document(tx, user_id)
+        for key, sources in list(doc.sources.items()):
+            if not sources or not all(s.thread_id == thread_id and s.message_id for s in sources):
+                continue
+            part, name = key.split(".", 1)
+            section = getattr(doc, part)
+            setattr(section, name, [] if isinstance(getattr(section, name), list) else None)
+            doc.sources.pop(key)
+            out.fields.append(key)
+        if out.fields:
+            doc.updated_at = utcnow()
+            ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
+        if ops:
+            await tx.abatch(ops)
+    return out

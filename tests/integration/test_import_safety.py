@@ -200,6 +200,26 @@ async def test_deleting_the_chat_during_its_import_stops_it_and_the_chat_stays_d
 
 
 @pytest.mark.slow
+async def test_an_import_cancelled_part_way_keeps_nothing_it_had_learned_and_what_another_chat_taught_stays(backend, graph, user_id):
+    from core.schemas import ExtractionResult, NewFact
+    from memory.user_memory import get_user_document, list_facts, stored_tasks
+    from memory.writer.extraction import apply_extraction
+
+    await apply_extraction(backend.store, user_id, ExtractionResult(new_facts=[NewFact(text="Likes green tea")]), thread_id="other-chat", message_id="m0")
+    data = history()
+    data["messages"][0]["text"] = "I live in Reykjavik and I work as a pilot. Remind me to renew my license tomorrow."
+    task, thread_id = await start_import(graph, backend, user_id, data)
+    assert (await get_user_document(backend.store, user_id)).profile.role == "pilot"  # learned before it was cancelled
+    await chat_admin.stop_imports(backend.pool, user_id, thread_id)
+    await chat_admin.delete_chat(backend, user_id, thread_id)
+    await asyncio.gather(task, return_exceptions=True)
+    doc = await get_user_document(backend.store, user_id)
+    assert (doc.profile.role, doc.profile.location) == (None, None)
+    assert [f.text for f in await list_facts(backend.store, user_id, include_superseded=True)] == ["Likes green tea"]
+    assert await stored_tasks(backend.store, user_id, newest=10) == []
+
+
+@pytest.mark.slow
 async def test_no_run_may_start_on_a_chat_being_imported(backend, graph, user_id):
     from storage.chat_imports import ImportInProgress
 
@@ -477,3 +497,15 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
     messages = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
     assert [m.text for m in messages] == [m["text"] for m in data["messages"]]
     assert await chat_admin.import_states(backend.pool, user_id, [thread_id]) == {}
+
+
+async def test_a_title_of_only_invisible_characters_is_no_title_and_the_chat_is_listed(backend, graph, user_id):
+    """It crashed the import after the chat's rows were written, leaving a chat no list showed."""
+    from memory.user_memory import list_chats
+
+    data = history(2, title="  \u200b\u2060 ")
+    [chat] = parse_import(data)
+    done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+    listed = {c.thread_id: c for c in await list_chats(backend.store, user_id)}
+    assert done.chat_id in listed and listed[done.chat_id].title.strip() and not listed[done.chat_id].title_by_user
+    assert done.title == listed[done.chat_id].title != "New chat"  # what the import reports is the title it got
