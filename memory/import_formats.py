@@ -98,9 +98,9 @@ class ClaudeBlock(_Export):
 class ClaudeMessage(_Export):
     uuid: str | None = None
     sender: Literal["human", "assistant"]
-    text: str = ""
+    text: str | None = ""  # null in some exports: the content blocks say it
     content: list[ClaudeBlock] = Field(default_factory=list)
-    created_at: datetime
+    created_at: datetime | None = None  # missing: dated with the message before it, as ChatGPT's are
 
 
 class ClaudeConversation(_Export):
@@ -277,7 +277,11 @@ def _claude_history(conversation: ClaudeConversation, raw: Any) -> dict:
         text = _claude_text(message)
         if text is None:  # a reply whose stream failed is kept in exports with no text
             continue
-        when = _utc(message.created_at, f"chat_messages.{i}.created_at")
+        # A message without a time is dated with the one before it (or the conversation's start), as ChatGPT's are.
+        when = _utc(message.created_at, f"chat_messages.{i}.created_at") if message.created_at else last or (
+            _utc(conversation.created_at, "created_at") if conversation.created_at else None)
+        if when is None:
+            raise ExportError(f"claude conversation {_label(raw)}: message {i} has no time, and neither has the conversation.")
         when = max(when, last) if last else when
         messages.append({"role": "user" if message.sender == "human" else "assistant", "text": text, "time": when, "source_id": message.uuid})
         last = when

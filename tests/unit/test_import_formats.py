@@ -63,6 +63,26 @@ def test_chatgpt_message_without_a_time_takes_the_one_before_and_times_never_go_
     assert times == sorted(times)
 
 
+def test_claude_message_without_a_time_or_with_a_null_text_is_read_as_chatgpts_are():
+    """A Claude message with a null or missing created_at refused the whole export, and so did a null
+    text beside its content blocks (the ChatGPT path dates such a message with the one before)."""
+    export = claude()[:1]
+    messages = export[0]["chat_messages"]
+    messages[1]["created_at"] = None
+    del messages[2]["created_at"]
+    messages[1]["text"] = None
+    messages[1]["content"] = [{"type": "text", "text": "Kyoto in October is lovely."}]
+    [history] = export_histories(export)
+    times = [m["time"] for m in history["messages"]]
+    assert times[1] == times[0] and times[2] == times[1] and times == sorted(times)
+    assert history["messages"][1]["text"] == "Kyoto in October is lovely."
+    nothing = copy.deepcopy(export)
+    nothing[0]["created_at"] = None
+    nothing[0]["chat_messages"][0]["created_at"] = None
+    with pytest.raises(Exception, match="has no time, and neither has the conversation"):
+        export_histories(nothing)
+
+
 def test_a_conversation_without_text_is_left_out_and_an_export_of_only_those_is_refused():
     assert [h["title"] for h in export_histories(claude())] == ["Planning an October trip to Kyoto", "Cello practice routine", "Flattening a list in Python"]
     with pytest.raises(InvalidImport, match="no conversation with a text message"):
