@@ -335,7 +335,13 @@ async def _apply_tasks(
             exact = next((staged.get(t.id, t) for t in same_text if staged.get(t.id, t).status in ("open", "in_progress")), None)
             exact = exact or next((t for t in staged.values() if normalize_text(t.description) == wanted and t.status in ("open", "in_progress")), None)
             if exact or (open_similar and open_similar[0][1] >= TASK_DUPLICATE_THRESHOLD):
-                continue  # already on the list
+                # Already on the list: this message said it too (a deletion of the other keeps it).
+                same = exact or open_similar[0][0]
+                said = with_source(same.sources, source_of(upd.description))
+                if said != same.sources:
+                    same.sources, staged[same.id] = said, same
+                    ops.append(PutOp(tasks_ns(user_id), same.id, same.model_dump(mode="json"), index=False))
+                continue
             description = upd.description.strip()
             task = Task(id=str(uuid.uuid4()), description=description, hash=text_hash(description), due=upd.due, due_date=upd.due_date,
                         created_at=now, updated_at=now, source_thread=thread_id, source_message_id=message_id,

@@ -83,7 +83,10 @@ class _Builder:
         self.tasks: list[TaskUpdate] = []
         self.stored_facts = _active_facts(stored)
         self.open_tasks = _open_tasks(stored)
-        self._seen_facts = {normalize_text(f["text"]) for f in self.stored_facts}
+        # Facts of this message only: one already stored is said again, and the writer counts the
+        # repeat and adds this message to its sources (skipped here, a deletion of the first message
+        # that said it deleted a fact another message still said).
+        self._seen_facts: set[str] = set()
         self.styled: set[str] = set()  # sentences already read for how to answer
 
     # Each value is checked against the schema as it is added, so the result always validates: a

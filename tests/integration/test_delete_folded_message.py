@@ -71,3 +71,23 @@ async def test_deleting_a_message_again_reports_nothing_and_finishes_a_deletion_
     assert await delete_message_everywhere(backend, graph, user_id, thread, shown) is False  # no deletion to report
     assert len([s async for s in graph.aget_state_history(config)]) == 1  # but the retry pruned them
     assert "tea" in (await get_chat(backend.store, user_id, thread)).summary_text.lower()  # the chat's text is not emptied of the rest
+
+
+@pytest.mark.slow
+async def test_deleting_a_message_keeps_the_fact_and_task_another_chat_also_said(backend, user_id):
+    """Said in two chats, a fact and a task named only the first as their source: deleting its
+    message deleted them, though the other chat still said them."""
+    from memory.user_memory import list_facts, stored_tasks
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model="offline")
+    threads = [str(uuid.uuid4()), str(uuid.uuid4())]
+    for thread in threads:
+        await graph.ainvoke({"messages": [HumanMessage("I work as a teacher. Remind me to call the bank tomorrow.")]},
+                            {"configurable": {"thread_id": thread}}, context=ctx)
+    facts = [f for f in await list_facts(backend.store, user_id) if f.text == "Works as a teacher"]
+    assert len(facts) == 1 and {s.thread_id for s in facts[0].sources} == set(threads)
+    first = next(m for m in (await graph.aget_state({"configurable": {"thread_id": threads[0]}})).values["messages"] if isinstance(m, HumanMessage))
+    await delete_message_everywhere(backend, graph, user_id, threads[0], first)
+    assert [f.text for f in await list_facts(backend.store, user_id)] == ["Works as a teacher"]
+    assert [t.description.split(" on ")[0] for t in await stored_tasks(backend.store, user_id)] == ["Call the bank"]
