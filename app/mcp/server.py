@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
@@ -266,7 +267,10 @@ async def serve(user_id: str, transport: str, host: str, port: int) -> None:
 
 def http_app(server: MCPServer, backend: MemoryBackend, user_id: str, host: str):
     """The streamable-HTTP ASGI app, behind the user's API key and the Host/Origin checks."""
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    # The SDK's own Host/Origin check is off: KeyRequired makes it, as docs/api.md says (the SDK's
+    # also wanted a port in Host and an http Origin, refusing "Host: localhost" with 421 and plain text).
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host,
+                                     transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     return KeyRequired(app, backend.pool, user_id, host)
 
 

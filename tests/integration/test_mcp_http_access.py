@@ -125,6 +125,13 @@ async def test_host_and_origin_are_checked_on_loopback_and_on_other_addresses(ba
                 own = await rpc(client, "initialize", INIT, {**bearer(key), "Host": "10.1.2.3:8765", "Origin": "http://10.1.2.3:8765"})
                 assert own.status_code == 200
             assert (await rpc(client, "initialize", INIT, {"Host": f"{bound}:8765"})).status_code == 401, bound
+    # What the docs allow on loopback is let through to the key: a Host without a port, a loopback page
+    # by http or https with or without a port (the SDK's own check refused them, 421/403 in plain text).
+    async with mcp_http(backend, user_id, "127.0.0.1") as client:
+        for headers in ({"Host": "localhost"}, {"Host": "127.0.0.1"}, {"Origin": "http://localhost"}, {"Origin": "https://localhost:3000"},
+                        {"Origin": "http://127.0.0.1"}):
+            answer = await rpc(client, "initialize", INIT, {**bearer(key), **headers})
+            assert answer.status_code == 200, (headers, answer.status_code, answer.text)
 
 
 async def test_the_parser_and_the_tools_say_which_tools_write_and_that_http_needs_a_key(backend, user_id):
