@@ -220,3 +220,11 @@ def test_an_export_conversation_over_the_message_limit_is_import_too_large_as_ou
     with pytest.raises(ImportTooLarge, match="'Big'.*5,001.*5,000") as caught:
         parse_import([small_chatgpt(cid="good"), long_chatgpt(5_001)])
     assert "conversation" in str(caught.value)
+
+
+def test_a_history_past_the_byte_limit_is_said_to_be_over_it_not_one_byte_over():
+    """The CLI reads one byte past the limit: a 33 MB file was said to be "32,000,001 bytes"."""
+    from memory.chat_import import MAX_IMPORT_BYTES, read_import
+
+    with pytest.raises(ImportTooLarge, match=f"over {MAX_IMPORT_BYTES:,} bytes"):
+        read_import(b" " * (MAX_IMPORT_BYTES + 1))
