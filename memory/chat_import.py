@@ -337,7 +337,13 @@ def read_import(raw: bytes | str, *, title: str | None = None) -> list[ChatImpor
         # (The CLI reads one byte past the limit, not the whole file: "over" is what is known.)
         said = f"over {MAX_IMPORT_BYTES:,} bytes" if size == MAX_IMPORT_BYTES + 1 else f"{size:,} bytes"
         raise ImportTooLarge(f"The history is {said}; an import takes at most {MAX_IMPORT_BYTES:,}.")
-    # A UTF-8 byte order mark opens JSON that Notepad or PowerShell saved: it is no part of the JSON.
+    # A UTF-16 file (PowerShell's `>` writes one) is read as the text it is; a byte order mark opens
+    # JSON that Notepad or PowerShell saved: it is no part of the JSON.
+    if isinstance(raw, bytes) and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            raw = raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise InvalidImport("The history is not readable: it opens as UTF-16 but is not; save it as UTF-8.") from None
     raw = raw.removeprefix("\ufeff") if isinstance(raw, str) else raw.removeprefix(b"\xef\xbb\xbf")
     try:
         data = loads_bounded(raw, max_values=MAX_IMPORT_VALUES)

@@ -228,3 +228,13 @@ def test_a_history_past_the_byte_limit_is_said_to_be_over_it_not_one_byte_over()
 
     with pytest.raises(ImportTooLarge, match=f"over {MAX_IMPORT_BYTES:,} bytes"):
         read_import(b" " * (MAX_IMPORT_BYTES + 1))
+
+
+def test_a_history_saved_as_utf16_by_powershell_is_read():
+    """It was refused with "invalid char in json text"."""
+    from memory.chat_import import read_import
+
+    text = json.dumps({"title": "Notes", "messages": [{"role": "user", "text": "Grüße aus Zürich", "time": "2024-01-01T10:00:00Z"}]}, ensure_ascii=False)
+    for encoded in (text.encode("utf-16"), "\ufeff".encode("utf-16-be") + text.encode("utf-16-be")):
+        [chat] = read_import(encoded)
+        assert chat.messages[0].text == "Grüße aus Zürich"
