@@ -91,6 +91,7 @@ async def import_chat(
     graph, pool, user_id: str, chat: ChatImport, *,
     context: Context | None = None, on_progress: Progress | None = None, resume: str | None = None,
     stop_when: Callable[[], Awaitable[bool]] | None = None, known_generation: int | None = None,
+    on_chat: Callable[[str], None] | None = None,
 ) -> ImportedChat:
     """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer
     and store), or go on with the incomplete import of chat ``resume``.
@@ -101,6 +102,7 @@ async def import_chat(
     ``known_generation``: the user's :func:`storage.chat_imports.owner_generation` when the caller was
     authenticated (a request whose body arrives after); OwnerForgotten, nothing written, when the user
     was forgotten since. None: the caller is known now (the CLI).
+    ``on_chat``: told the chat's id once the import has one (an interrupted import is resumed by it).
     """
     ctx = context or Context(user_id=user_id)
     if ctx.user_id != user_id:
@@ -117,6 +119,8 @@ async def import_chat(
         except chat_imports.NotResumable:  # imported (or being imported) already: nothing to add
             title = (chat.title or "").strip()
             return ImportedChat(chat_id=exc.thread_id, title=title, messages=0, exchanges=0, already_imported=True)
+    if on_chat is not None:
+        on_chat(job.thread_id)
     return await job.run(stop_when)
 
 

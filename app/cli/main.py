@@ -281,10 +281,20 @@ async def _import(backend, args: argparse.Namespace) -> int:
     with Progress(*columns, transient=False, disable=not sys.stdout.isatty()) as progress:
         for chat in chats:
             task = progress.add_task(shown(chat.title or "chat"), total=len(chat.messages))
-            done = await import_chat(
-                graph, backend.pool, args.user, chat, context=context, resume=args.resume,
-                on_progress=lambda n, total, task=task: progress.update(task, completed=n),
-            )
+            started: list[str] = []
+            try:
+                done = await import_chat(
+                    graph, backend.pool, args.user, chat, context=context, resume=args.resume,
+                    on_progress=lambda n, total, task=task: progress.update(task, completed=n), on_chat=started.append,
+                )
+            except asyncio.CancelledError:  # Ctrl-C: the chat keeps what was imported; say how to go on
+                if started:
+                    progress.stop()
+                    go_on = (f"Go on with: memory-agent import {args.file} --user {args.user} --resume {started[0]}" if len(chats) == 1
+                             else "It takes no message until it is resumed (with its history alone, --resume) or deleted.")
+                    print(shown(f"The import was interrupted: chat {started[0]} keeps the exchanges imported so far, listed as incomplete. {go_on}"),
+                          file=sys.stderr)
+                raise
             if done.already_imported:
                 progress.update(task, completed=len(chat.messages))
                 print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added."))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tracemalloc
@@ -509,3 +510,30 @@ async def test_a_title_of_only_invisible_characters_is_no_title_and_the_chat_is_
     listed = {c.thread_id: c for c in await list_chats(backend.store, user_id)}
     assert done.chat_id in listed and listed[done.chat_id].title.strip() and not listed[done.chat_id].title_by_user
     assert done.title == listed[done.chat_id].title != "New chat"  # what the import reports is the title it got
+
+
+@pytest.mark.slow
+async def test_ctrl_c_during_a_cli_import_says_which_chat_keeps_it_and_how_to_go_on(tmp_path, backend, user_id):
+    """It said only "interrupted (Ctrl-C)": the chat's id, which --resume needs, was nowhere."""
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(history(30, "Interrupted half way")))
+    env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for _ in range(1200):  # it holds in its third exchange
+            threads = await thread_owners.threads_of(backend.pool, user_id)
+            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
+            if (row is not None and row.imported >= 4) or process.poll() is not None:
+                break
+            await asyncio.sleep(0.2)
+        assert process.poll() is None, "the import did not get going"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert f"chat {threads[0]} keeps the exchanges imported so far" in err and f"--resume {threads[0]}" in err, err
