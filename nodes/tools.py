@@ -13,6 +13,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import interrupt
+import prompts
 
 from core.context import Context, get_context
 from core.dates import date_languages
@@ -214,7 +215,7 @@ async def forget_memory(what: str, runtime: AgentToolRuntime) -> str:
         return "Nothing remembered matches that; nothing was forgotten."
     # Counts only: the words themselves must not come back to the model.
     return f"Done: forgotten everywhere ({report.facts} fact(s), {len(report.fields)} profile field(s) or preference(s), " \
-        f"{report.tasks} task(s), {report.messages} message(s), {report.summaries} summary(ies)). Confirm it to the user without repeating it."
+        f"{report.tasks} task(s), {report.messages} message(s), {report.summaries} summary(ies)). {prompts.FORGET_DONE_NOTE}"
 
 
 FORGET_TOOLS = frozenset({"forget_memory"})

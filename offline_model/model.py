@@ -262,8 +262,8 @@ def offline_reply(messages: Sequence[BaseMessage]) -> str:
     """The offline model's chat reply: what the prompt's sections say, restated compactly."""
     last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
     results = [m for m in messages[last + 1 :] if isinstance(m, ToolMessage)] if last is not None else []
-    if results:  # after its forget tool: say what the tool said (it names no forgotten word)
-        return f"(offline model) {results[-1].text}"
+    if results:  # after its forget tool: say what the tool said (it names no forgotten word), not what it asks of a model
+        return f"(offline model) {results[-1].text.replace(prompts.FORGET_DONE_NOTE, '').strip()}"
     sections = parse_sections(messages)
     current = user_words(next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), ""))
 

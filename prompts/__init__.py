@@ -19,6 +19,8 @@ USER_MESSAGE_TAG = "user_message"
 ASSISTANT_REPLY_TAG = "assistant_reply"
 STORED_MEMORIES_TAG = "stored_memories"
 CHAT_SUMMARY_TAG = "chat_summary"
+# What the forget tool's result asks of the model (the offline model's reply leaves it out: no word to the user).
+FORGET_DONE_NOTE = "Confirm it to the user without repeating it."
 
 
 def tagged(tag: str, body: str) -> str:

@@ -337,7 +337,8 @@ class ChatSession:
                         self.note("(That answer was withdrawn; the reply is:)")
                     print(shown(data["text"]), end="", file=self.out, flush=True)
             elif name == "memory":
-                turn.memory_lines.append(data.get("described") or f"memory not updated: {data.get('error')}")
+                if line := memory_line(data):
+                    turn.memory_lines.append(line)
             elif name in ("done", "interrupt", "error"):
                 turn.end = (name, data)
 
@@ -521,6 +522,18 @@ class ChatSession:
         if report is not None:
             await self._forgot_words()
         self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
+
+
+def memory_line(event: dict) -> str | None:
+    """The dim line a ``memory`` event shows under the reply; None when it changed nothing to say
+    (a repeat of what was known: it printed "memory not updated: None")."""
+    if event.get("described"):
+        return event["described"]
+    if event.get("error"):
+        return f"memory not updated: {event['error']}"
+    taken = event.get("retracted") or {}
+    items = [*taken.get("facts", []), *taken.get("tasks", []), *taken.get("fields", [])]
+    return f"taken back with the old branch: {'; '.join(items)}" if items else None
 
 
 class NothingToRegenerate(Exception):

@@ -394,7 +394,8 @@ async def test_a_chats_first_turn_writes_its_empty_checkpoint_first_then_saves_i
 async def test_a_forget_confirmed_in_plain_words_drops_the_typed_lines_that_carry_it_as_slash_forget_does(backend, user_id):
     """The chat line's Up/Down history kept "My passport number is …" after a forget asked in the
     user's own words and confirmed (only /forget dropped such lines)."""
-    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(),
+    out = io.StringIO()
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=out, err=io.StringIO(),
                     context_overrides={"model": "offline"})
     typed = ["My passport number is T1234567", "I like green tea"]
     dropped: list[list[str]] = []
@@ -406,3 +407,6 @@ async def test_a_forget_confirmed_in_plain_words_drops_the_typed_lines_that_carr
     assert dropped == []
     await s.send("yes")
     assert dropped == [["My passport number is T1234567"]]
+    # The reply says what went, not what the tool asks of a model ("Confirm it to the user…" was printed).
+    said = out.getvalue().splitlines()[-1]
+    assert said.startswith("(offline model) Done: forgotten everywhere") and "Confirm it" not in said

@@ -79,3 +79,14 @@ def test_text_written_to_a_terminal_keeps_its_words_and_loses_only_its_control_c
     assert shown("Bob\x1b[2J\x1b]0;pwned\x07") == "Bob\\x1b[2J\\x1b]0;pwned\\x07"
     assert shown("one\r\ntwo\rthree\b") == "one\r\ntwo\\x0dthree\\x08"  # a CRLF's return is a line end, a lone one writes over it
     assert shown("Ünïcödé 🙂\ttab\nline") == "Ünïcödé 🙂\ttab\nline"
+
+
+def test_the_line_under_a_reply_says_what_memory_did_and_nothing_for_a_repeat():
+    """A repeat of what was known printed "memory not updated: None"."""
+    from app.cli.chat_session import memory_line
+
+    assert memory_line({"described": "remembered: Is learning Spanish"}) == "remembered: Is learning Spanish"
+    assert memory_line({"described": ""}) is None and memory_line({}) is None
+    assert memory_line({"error": "the model failed"}) == "memory not updated: the model failed"
+    assert memory_line({"retracted": {"facts": ["Works as a pilot"], "tasks": [], "fields": ["profile.role"]}}) == (
+        "taken back with the old branch: Works as a pilot; profile.role")
