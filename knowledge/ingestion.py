@@ -38,6 +38,7 @@ from knowledge.schema import (
     _has_halfvec,
     _index_sql,
     _row,
+    list_documents,
     setup,
 )
 
@@ -48,6 +49,9 @@ REPLACED = "replaced"
 SKIPPED = "skipped-unchanged"
 SKIPPED_LINK = "skipped-symlink"
 FAILED = "failed"
+REMOVED = "removed"
+EMPTY_REASONS = frozenset({"the file is empty", "no text to index"})
+"""A file read as these holds nothing now: its document, if it had one, is removed, not kept as it was."""
 
 
 @dataclass
@@ -55,7 +59,8 @@ class FileOutcome:
     path: str
     source: str | None
     status: str
-    """``added``, ``replaced``, ``skipped-unchanged``, ``skipped-symlink`` or ``failed``."""
+    """``added``, ``replaced``, ``skipped-unchanged``, ``skipped-symlink``, ``removed`` (a document
+    whose file was emptied, or left a folder ingested again) or ``failed``."""
     chunks: int = 0
     """Chunks the document has now (for ``skipped-unchanged``: the chunks it already had)."""
     previous_chunks: int = 0
@@ -85,6 +90,7 @@ class IngestReport:
     skipped = _files_with(SKIPPED)
     skipped_links = _files_with(SKIPPED_LINK)
     failed = _files_with(FAILED)
+    removed = _files_with(REMOVED)
 
     @property
     def chunks_written(self) -> int:
@@ -98,11 +104,12 @@ class IngestReport:
         """A one-line summary plus one line per skipped link and per failure, for the CLI."""
         head = (
             f"collection {self.collection!r}: {len(self.added)} added, {len(self.replaced)} replaced, "
-            f"{len(self.skipped)} unchanged, {len(self.skipped_links)} links skipped, {len(self.failed)} failed; "
+            f"{len(self.skipped)} unchanged, {len(self.removed)} removed, {len(self.skipped_links)} links skipped, {len(self.failed)} failed; "
             f"{self.chunks_written} chunks written in {self.seconds:.1f}s"
         )
         return "\n".join(
             [head]
+            + [f"  removed: {f.source}: {f.reason}" for f in self.removed]
             + [f"  skipped: {f.path}: {f.reason}" for f in self.skipped_links]
             + [f"  failed: {f.path}: {f.reason}" for f in self.failed]
         )
@@ -192,8 +199,25 @@ async def ingest(
         report.files.append(outcome)
         log.info("ingest %s -> %s (%d chunks)%s", outcome.path, outcome.status, outcome.chunks,
                  f": {outcome.reason}" if outcome.reason else "")
+    report.files += await _remove_gone(pool, collection, [Path(p) for p in paths], {f.source for f in report.files if f.source})
     report.seconds = time.perf_counter() - started
     return report
+
+
+async def _remove_gone(pool: AsyncConnectionPool, collection: str, paths: Sequence[Path], seen: set[str]) -> list[FileOutcome]:
+    """A folder ingested again is the knowledge base's copy of it: a document ingested from under
+    it whose file is gone is removed (its chunks were still cited after the file was deleted)."""
+    out: list[FileOutcome] = []
+    folders = [source_name(p) for p in paths if str(p).strip() and p.expanduser().is_dir()]
+    if not folders:
+        return out
+    for doc in await list_documents(pool, collection):
+        under = any(f in (".", "") or doc.source.startswith(f.rstrip("/") + "/") for f in folders)
+        if under and doc.source not in seen and not Path(doc.source).expanduser().exists():
+            chunks = await remove(pool, doc.source, collection)
+            out.append(FileOutcome(path=doc.source, source=doc.source, status=REMOVED, previous_chunks=chunks,
+                                   reason="its file is no longer in the folder"))
+    return out
 
 
 async def _ingest_file(
@@ -269,6 +293,9 @@ async def _ingest_file(
     except SymlinkSkipped as exc:
         return FileOutcome(path=shown, source=source, status=SKIPPED_LINK, reason=exc.reason)
     except DocumentLoadError as exc:
+        if exc.reason in EMPTY_REASONS and (chunks := await remove(pool, source, collection)):
+            # Emptied: what it held is gone, and so is its document (its old chunks were still cited).
+            return FileOutcome(path=shown, source=source, status=REMOVED, previous_chunks=chunks, reason=f"{exc.reason} now")
         return FileOutcome(path=shown, source=source, status=FAILED, reason=exc.reason)
     except psycopg.Error as exc:
         return FileOutcome(path=shown, source=source, status=FAILED,

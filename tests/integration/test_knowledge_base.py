@@ -367,6 +367,35 @@ async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_repla
     assert rows[0]["file_sha256"] == document[0]["sha256"]
 
 
+async def test_a_folder_ingested_again_loses_the_documents_whose_files_left_it_and_an_emptied_file_its_chunks(kb, tmp_path, hash384):
+    """A deleted file's chunks were still cited after the folder was ingested again, and an emptied
+    file failed ("the file is empty") keeping its old chunks."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "parking.txt").write_text("Parking is in garage B, level 2.")
+    (folder / "security.md").write_text("# Badges\n\nShow your badge at the door.")
+    (folder / "holidays.md").write_text("# Holidays\n\nThe office closes on 24 December.")
+    first = await knowledge.ingest(kb.pool, hash384, [folder], collection="synced")
+    assert sorted(f.status for f in first.files) == ["added"] * 3
+
+    (folder / "security.md").unlink()
+    (folder / "parking.txt").write_text("")
+    again = await knowledge.ingest(kb.pool, hash384, [folder], collection="synced")
+    outcomes = {Path(f.source).name: f.status for f in again.files}
+    assert outcomes == {"parking.txt": "removed", "security.md": "removed", "holidays.md": "skipped-unchanged"}, again.summary()
+    assert again.ok and "2 removed" in again.summary()
+    left = await fetch(kb.pool, "SELECT source FROM knowledge_chunks WHERE collection = 'synced'")
+    assert {Path(r["source"]).name for r in left} == {"holidays.md"}
+    assert [Path(d.source).name for d in await knowledge.list_documents(kb.pool, "synced")] == ["holidays.md"]
+    # A file named alone is not a folder's copy: nothing else goes.
+    only = await knowledge.ingest(kb.pool, hash384, [folder / "holidays.md"], collection="synced")
+    assert [f.status for f in only.files] == ["skipped-unchanged"]
+    # An empty file never ingested is still a failure to read, not a removal.
+    (folder / "new.txt").write_text("   ")
+    assert [(Path(f.source).name, f.status) for f in (await knowledge.ingest(kb.pool, hash384, [folder / "new.txt"], collection="synced")).files] == [
+        ("new.txt", "failed")]
+
+
 async def test_the_same_file_in_another_collection_is_ingested_separately(kb, hash384, tmp_path):
     copy = tmp_path / "install_guide.md"
     shutil.copy(INSTALL, copy)
