@@ -27,7 +27,13 @@ __all__ = ["extract_with_rules"]
 
 # --------------------------------------------------------------------------- entry point
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
-_HYPOTHETICAL = re.compile(r"^\s*(?:if|suppose|supposing|imagine|assuming|what if|let's say|se|immagina)\b", re.I)
+_HYPOTHETICAL = re.compile(
+    r"^\s*(?:if|suppose|supposing|imagine|assuming|what if|let's say|pretend|se|immagina)\b"
+    # A request for fiction or a role is no statement about the user ("Write a story where I live on Mars").
+    r"|^\s*(?:(?:please|can you|could you|would you)\s+)?(?:write|tell|make up|invent|compose|draft|imagine)\b.*\b(?:story|poem|song|tale|fable|scene|script|novel|joke|role[- ]?play)\b"
+    r"|\b(?:role[- ]?play|in (?:a|this|the) story|pretend (?:that )?I)\b",
+    re.I,
+)
 
 
 def _sentences(text: str) -> list[str]:

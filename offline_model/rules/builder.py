@@ -98,6 +98,8 @@ class _Builder:
         if not key or key in self._seen_facts or len(self.facts) >= LIST_ITEMS:
             return
         self._seen_facts.add(key)
+        if supersede_prefix:  # one value of a single-valued fact a message: the last said ("Just kidding, I live in …")
+            self.facts = [f for f in self.facts if not f.text.lower().startswith(supersede_prefix.lower())]
         supersedes = None
         if supersede_prefix:
             for f in self.stored_facts:
@@ -109,7 +111,8 @@ class _Builder:
             self.facts.append(fact)
 
     def set_profile(self, field: str, value: str) -> None:
-        if field not in self.profile and _valid(ProfileUpdates, **{field: value}) is not None:
+        # The last value a message gives a field is the one it means ("I live in Haifa. Just kidding, I live in Tel Aviv").
+        if _valid(ProfileUpdates, **{field: value}) is not None:
             self.profile[field] = value
 
     def goal(self, goal: str) -> None:

@@ -566,3 +566,16 @@ def test_a_task_keeps_an_iso_date_a_clock_time_and_two_time_words_as_said():
     assert task("Remind me today to email Bob tomorrow morning.")[1] == "2026-12-03"
     assert task("I need to send the report Friday end of day.")[1] == "2026-12-04"
     assert task("Remind me tomorrow to renew the lease December 3.")[1] == "2026-12-03"
+
+
+def test_a_request_for_fiction_is_no_statement_and_a_corrected_value_wins():
+    """"Write a story where I live in Mars" stored Mars as the user's city, and "I live in Haifa.
+    Just kidding, I live in Tel Aviv" kept Haifa with both facts current."""
+    for fiction in ("Write a story where I live in Mars and work as a pilot", "Can you tell me a joke about how I work as a nurse?",
+                    "Pretend I live in Narnia", "Imagine a role-play where I work as a spy"):
+        result = extract_with_rules(fiction)
+        assert (result.profile_updates.location, result.profile_updates.role, fact_texts(result)) == (None, None, []), fiction
+    corrected = extract_with_rules("I live in Haifa. Just kidding, I live in Tel Aviv")
+    assert corrected.profile_updates.location == "Tel Aviv"
+    assert [t for t in fact_texts(corrected) if t.startswith("Lives in")] == ["Lives in Tel Aviv"]
+    assert extract_with_rules("I live in Rome and I love stories").profile_updates.location == "Rome"
