@@ -143,7 +143,12 @@ class Context:
         # Studio and JSON callers may send numbers as strings.
         for f in fields(self):
             if f.type in ("int", int) and isinstance(getattr(self, f.name), str):
-                setattr(self, f.name, int(getattr(self, f.name)))
+                try:
+                    setattr(self, f.name, int(getattr(self, f.name)))
+                except ValueError:  # "invalid literal for int()" named no setting
+                    raise ValueError(f"{f.name} must be a whole number (got {getattr(self, f.name)!r})") from None
+            if f.type in ("int", int) and getattr(self, f.name) < 0:
+                raise ValueError(f"{f.name} must be 0 or more (got {getattr(self, f.name):,})")
             if f.type in ("bool", bool) and isinstance(getattr(self, f.name), str):
                 setattr(self, f.name, getattr(self, f.name).strip().casefold() not in _OFF)
         for name, ceiling in SAFETY_CEILINGS.items():

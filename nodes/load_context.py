@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
+import prompts
+
 from core.context import Context, get_context, thread_id_of
 from core.contracts import Excerpt
 from core.text_validation import validate_user_text
@@ -25,6 +27,8 @@ log = logging.getLogger(__name__)
 
 async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
+    # An unknown variant fails the turn now, saying so, not every fold after the reply (quietly).
+    prompts.summary_variant(ctx.summary_prompt)
     human, _ = current_turn(state.messages)
     if human is None:
         return {"error": "There is no user message to answer."}

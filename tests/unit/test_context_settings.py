@@ -43,3 +43,26 @@ def test_the_reply_prompt_layout_is_full_unless_set_brief_and_a_misspelt_one_is_
     assert Context().reply_rules == "brief"
     with pytest.raises(ValueError, match="reply_rules must be one of full, brief"):
         Context(reply_rules="breif")
+
+
+def test_a_setting_that_is_no_whole_number_or_below_zero_is_a_clear_error_naming_it():
+    """"x" said "invalid literal for int() with base 10" naming no setting; -1 turned extraction off
+    ("every -1 turns") and -5 capped no reply."""
+    with pytest.raises(ValueError, match="summary_window must be a whole number"):
+        Context(summary_window="x")
+    for name in ("extract_every_n_turns", "max_reply_tokens"):
+        with pytest.raises(ValueError, match=f"{name} must be 0 or more"):
+            Context(**{name: -1})
+    assert Context(extract_every_n_turns=0, max_reply_tokens=0).extract_every_n_turns == 0
+
+
+async def test_an_unknown_summary_prompt_fails_the_turn_at_once_saying_so():
+    """It was taken, and every fold after the reply then failed quietly."""
+    from types import SimpleNamespace
+
+    from core.state import State
+    from nodes.load_context import load_context
+
+    runtime = SimpleNamespace(context=Context(summary_prompt="nope"), store=None)
+    with pytest.raises(ValueError, match="unknown summary prompt variant 'nope'; choose one of"):
+        await load_context(State(messages=[]), runtime)
