@@ -232,6 +232,7 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
     # Mutated in place: the server builds the run from these very dicts after this handler.
     if isinstance(kwargs, dict):
         _check_command(kwargs.get("command"))
+        _check_message_sizes(kwargs.get("input"))
         context = _dict_at(kwargs, "context")
         _check_model(context)
         context["user_id"] = user
@@ -254,6 +255,23 @@ def _check_command(command: Any) -> None:
             detail="A run's command may only resume a pending confirmation ({'resume': ...}); "
             "send new messages as the run's input, where they are checked.",
         )
+
+
+def _check_message_sizes(graph_input: Any) -> None:
+    """A message over the server's limit is refused here, 413, before the run writes its input (load_context
+    refused it too, but only after a 30 MB message was saved among the thread's writes)."""
+    messages = graph_input.get("messages") if isinstance(graph_input, dict) else None
+    limit = server_safety_settings()["max_message_chars"]
+    for message in messages if isinstance(messages, list) else [messages] if messages else []:
+        content = message.get("content") if isinstance(message, dict) else message
+        if isinstance(content, list):
+            size = sum(len(p.get("text") or "") if isinstance(p, dict) else len(str(p)) for p in content)
+        else:
+            size = len(content) if isinstance(content, str) else 0
+        if size > limit:
+            raise Auth.exceptions.HTTPException(
+                status_code=413, detail=f"The message is too long: {size:,} characters, the limit is {limit:,}. Send a shorter message."
+            )
 
 
 def _check_model(context: Any) -> None:

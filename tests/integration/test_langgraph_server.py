@@ -335,18 +335,23 @@ async def test_with_auth_required_the_key_decides_the_user_whatever_configurable
     assert "Lima" not in (await get_user_document(memory.store, bob)).model_dump_json()
 
 
-async def test_a_client_cannot_lift_the_servers_message_size_or_tool_limits(dev_server, api_keys):
+async def test_a_client_cannot_lift_the_servers_message_size_or_tool_limits(dev_server, api_keys, memory):
     (alice, alice_key), _ = api_keys.items()
     client = client_for(dev_server, alice_key)
     thread_id = (await client.threads.create())["thread_id"]
     too_long = "word " * 10_000  # 50,000 characters: over the server's 20,000
-    await client.runs.wait(
-        thread_id, GRAPH, input={"messages": [human(too_long)]},
-        context={"max_message_chars": 1_000_000_000, "max_tool_steps": 1000, "rag_token_budget": 10**9},
-    )
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.runs.wait(
+            thread_id, GRAPH, input={"messages": [human(too_long)]},
+            context={"max_message_chars": 1_000_000_000, "max_tool_steps": 1000, "rag_token_budget": 10**9},
+        )
+    # Refused before the run wrote its input (load_context refused it too, after it was saved among the thread's writes).
+    assert refused.value.response.status_code == 413 and "50,000 characters, the limit is 20,000" in refused.value.response.text
     state = await client.threads.get_state(thread_id)
-    assert "too long" in (state["values"].get("error") or ""), state["values"].get("error")
-    assert too_long not in texts(state)  # refused and not kept
+    assert state["values"] == {}  # nothing of the run was written
+    async with memory.pool.connection() as conn:
+        kept = await (await conn.execute("SELECT count(*) AS n FROM checkpoint_writes WHERE thread_id = %s", (thread_id,))).fetchone()
+    assert kept["n"] == 0
 
 
 async def test_without_keys_only_studio_and_pages_on_this_machine_may_call(dev_server):
