@@ -145,7 +145,18 @@ async def list_keys(pool: AsyncConnectionPool, user_id: str | None = None) -> li
     return [ApiKeyInfo(**r) for r in rows]
 
 
+def key_prefix(given: str) -> str:
+    """The prefix a key is listed and revoked by, from the prefix itself or any start of the key
+    as it was shown ("ma_51ddc24b", or the whole key): the key shown starts "ma_<prefix>_"."""
+    given = given.strip()
+    if given.startswith("ma_"):
+        return given[3:].split("_", 1)[0]
+    return given
+
+
 async def revoke_key(pool: AsyncConnectionPool, prefix: str) -> bool:
+    """Revoke the active key ``prefix`` names (:func:`key_prefix`: "ma_51ddc24b" or the whole key too)."""
+    prefix = key_prefix(prefix)
     async with pool.connection() as conn:
         cur = await conn.execute(
             "UPDATE memory_agent_api_keys SET revoked_at = now() WHERE prefix = %s AND revoked_at IS NULL", (prefix,)

@@ -127,11 +127,12 @@ def urls(host: str, port: int) -> tuple[str, str, str]:
     return base, f"{STUDIO_ORIGIN}/studio/?baseUrl={base}", f"{base}/docs"
 
 
-def ready_text(host: str, port: int) -> str:
+def ready_text(host: str, port: int, *, asked: int | None = None) -> str:
     """What is printed once the server answers: the URLs and a LangGraph SDK line, all on the port
-    the server really has (2024 when free, another one otherwise; the docs say to use these)."""
+    the server really has (2024 when free, another one otherwise; the docs say to use these).
+    ``asked``: the port given with --port, which is no move from 2024."""
     base_url, studio_url, docs_url = urls(host, port)
-    moved = f"   (port {DEFAULT_PORT} was taken)" if port != DEFAULT_PORT else ""
+    moved = f"   (port {asked or DEFAULT_PORT} was taken)" if port != (asked or DEFAULT_PORT) else ""
     return (
         f"\n  Studio:   {studio_url}\n  API:      {base_url}{moved}\n  API docs: {docs_url}\n"
         f'  SDK:      get_client(url="{base_url}")   # + headers={{"Authorization": "Bearer <key>"}} to act as a key\'s user\n'
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, start_new_session=True)
         started.append(process)
         if wait_until_ready(process, base_url):
-            print(ready_text(args.host, port), flush=True)
+            print(ready_text(args.host, port, asked=args.port), flush=True)
         code = process.wait()
     finally:
         for sig, handler in previous.items():

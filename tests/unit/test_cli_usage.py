@@ -90,3 +90,10 @@ def test_the_line_under_a_reply_says_what_memory_did_and_nothing_for_a_repeat():
     assert memory_line({"error": "the model failed"}) == "memory not updated: the model failed"
     assert memory_line({"retracted": {"facts": ["Works as a pilot"], "tasks": [], "fields": ["profile.role"]}}) == (
         "taken back with the old branch: Works as a pilot; profile.role")
+
+
+def test_a_key_is_revoked_by_its_prefix_or_any_start_of_the_key_as_shown():
+    """`keys revoke ma_51ddc24b`, copied from the printed key, found no key."""
+    from storage.api_keys import key_prefix
+
+    assert key_prefix("51ddc24b") == key_prefix("ma_51ddc24b") == key_prefix("ma_51ddc24b_Zx9-secretpart") == "51ddc24b"

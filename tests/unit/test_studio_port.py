@@ -54,3 +54,11 @@ def test_the_docs_sdk_example_uses_the_printed_url_not_a_fixed_port():
     examples = re.findall(r"get_client\(url=([^,)]+)", python)
     assert examples and not any("2024" in e for e in examples)
     assert "the `API:` line" in api
+
+
+def test_a_port_given_with_port_is_no_move_from_2024():
+    """`studio --port 2931` printed "(port 2024 was taken)"."""
+    assert "was taken" not in launcher.ready_text("127.0.0.1", 2931, asked=2931)
+    assert "(port 2024 was taken)" in launcher.ready_text("127.0.0.1", 40123)
+    assert "was taken" not in launcher.ready_text("127.0.0.1", launcher.DEFAULT_PORT)
+
