@@ -72,6 +72,16 @@ def retitled_text(text: str, old_title: str, new_title: str) -> str:
     return "\n".join(p for p in (new, body) if p)
 
 
+def shown_title(title: str) -> str:
+    """A title without the marks of what was forgotten ("" when nothing else is left)."""
+    return title.replace(MARK, "").strip(" ,;:-")
+
+
+def date_title(chat: ChatRecord) -> str:
+    """The title of a chat whose words were all forgotten: its date."""
+    return f"Chat of {chat.created_at:%-d %B %Y}"
+
+
 def redact_title(chat: ChatRecord, redactor: Redactor, *, user_set_too: bool = True) -> bool:
     """Take what ``redactor`` hides out of the chat's title; a title left with nothing becomes the
     chat's date, which the agent may title again. A forget reaches a title the user set (or an
@@ -79,8 +89,8 @@ def redact_title(chat: ChatRecord, redactor: Redactor, *, user_set_too: bool = T
     not (``user_set_too=False``): the user chose that title, not the message. Whether it changed."""
     if (chat.title_by_user and not user_set_too) or not redactor.carries(chat.title):
         return False
-    kept = redactor.text(chat.title).replace(MARK, "").strip(" ,;:-")
-    chat.title = kept or f"Chat of {chat.created_at:%-d %B %Y}"
+    kept = shown_title(redactor.text(chat.title))
+    chat.title = kept or date_title(chat)
     chat.title_by_user = chat.title_by_user and bool(kept)
     chat.title_topics = []
     return True

@@ -20,6 +20,7 @@ from core.schemas import NEW_CHAT_TITLE, ChatRecord, utcnow
 from core.state import State
 from core.statements import states_something
 from llm.chat_model import OFFLINE, load_chat_model, resolve_model_name
+from memory.chat_text import date_title, shown_title
 from memory.chat_titles import keyword_title, needs_model_title
 from memory.forgetting import redacted_chat
 from memory.summarizer import make_first_title, make_title
@@ -70,7 +71,8 @@ async def _update_chat_record(runtime, ctx: Context, thread_id: str, state: Stat
     stored = await get_chat(store, ctx.user_id, thread_id)
     chat = stored.model_copy() if stored is not None else ChatRecord(thread_id=thread_id, persona=ctx.persona)
     if chat.title == NEW_CHAT_TITLE and not chat.title_by_user and first is not None:
-        chat.title = await _first_title(model, ctx, messages, first)
+        # An opening that was all forgotten ("Please forget that I work as a nurse") titles the chat by its date, not "[forgotten]".
+        chat.title = shown_title(await _first_title(model, ctx, messages, first)) or date_title(chat)
     if needs_model_title(chat, board):
         try:
             titled = await make_title(model, board, config=NOSTREAM)

@@ -410,3 +410,16 @@ async def test_a_forget_confirmed_in_plain_words_drops_the_typed_lines_that_carr
     # The reply says what went, not what the tool asks of a model ("Confirm it to the user…" was printed).
     said = out.getvalue().splitlines()[-1]
     assert said.startswith("(offline model) Done: forgotten everywhere") and "Confirm it" not in said
+
+
+async def test_a_chat_opened_by_a_forget_request_is_titled_by_its_date_not_by_the_forgotten_mark(backend, user_id):
+    """Its keyword title was made from the redacted opening: "[forgotten]"."""
+    from memory.user_memory import list_chats
+
+    first = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(), context_overrides={"model": "offline"})
+    await first.send("I work as a nurse")
+    asking = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=False, out=io.StringIO(), err=io.StringIO(), context_overrides={"model": "offline"})
+    await asking.send("Please forget that I work as a nurse")
+    await asking.send("yes")
+    titles = {c.thread_id: c.title for c in await list_chats(backend.store, user_id)}
+    assert titles[asking.thread_id].startswith("Chat of ") and "[forgotten]" not in titles[asking.thread_id], titles
