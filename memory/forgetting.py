@@ -16,7 +16,8 @@ of them (and the rows of the user's ended runs, storage.chat_runs, which keep no
 
 What a forget missed cannot come back: the redactor built from the ledger (core.redaction) runs
 on every model call, index write and extraction, on the state every turn leaves (summarize and
-extract_memories apply it) and on every state shown (:func:`shown_state`), so neither the rules,
+extract_memories apply it) and on every current state this project shows (:func:`shown_state`;
+the LangGraph Server's history of older checkpoints shows them as written, docs/memory-model.md), so neither the rules,
 nor a new extraction over the old messages, nor a reindex, nor an import, nor a fork from a
 checkpoint older than the forget, nor a turn that loaded its state before it restores it. The
 transcript keeps the message as the user wrote it, marked as forgotten (``forgotten_in``), until
