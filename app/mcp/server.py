@@ -27,7 +27,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from core.cli_arguments import port_arg
 from app.mcp.http_access import KeyRequired
@@ -87,6 +87,8 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         # Errors the caller can fix (unknown chat, bad time range) go back as their message.
         try:
             yield
+        except ValidationError as exc:  # a value a model refused: its reasons, not pydantic's report naming our classes
+            raise ToolError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())) from exc
         except (MemoryAgentError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 

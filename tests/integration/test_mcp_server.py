@@ -370,6 +370,10 @@ async def exercise_every_tool(session: ClientSession, seed: Seed) -> None:
     assert nul.is_error and "NUL character" in nul.content[0].text
     too_long = await session.call_tool("search_chats", {"query": "x" * 501})
     assert too_long.is_error and "the limit is 500" in too_long.content[0].text
+    # A value the agent's own models refuse comes back as its reason, not pydantic's report naming our classes.
+    invisible = await session.call_tool("remember", {"text": "\u200b"})
+    assert invisible.is_error and "fact text is empty" in invisible.content[0].text
+    assert "NewFact" not in invisible.content[0].text and "pydantic" not in invisible.content[0].text
 
 
 @pytest.mark.slow  # an MCP server process
