@@ -38,7 +38,6 @@ from knowledge.schema import (
     _has_halfvec,
     _index_sql,
     _row,
-    list_documents,
     setup,
 )
 
@@ -60,7 +59,7 @@ class FileOutcome:
     source: str | None
     status: str
     """``added``, ``replaced``, ``skipped-unchanged``, ``skipped-symlink``, ``removed`` (a document
-    whose file was emptied, or left a folder ingested again) or ``failed``."""
+    whose file is now empty, or named for removal) or ``failed``."""
     chunks: int = 0
     """Chunks the document has now (for ``skipped-unchanged``: the chunks it already had)."""
     previous_chunks: int = 0
@@ -199,25 +198,8 @@ async def ingest(
         report.files.append(outcome)
         log.info("ingest %s -> %s (%d chunks)%s", outcome.path, outcome.status, outcome.chunks,
                  f": {outcome.reason}" if outcome.reason else "")
-    report.files += await _remove_gone(pool, collection, [Path(p) for p in paths], {f.source for f in report.files if f.source})
     report.seconds = time.perf_counter() - started
     return report
-
-
-async def _remove_gone(pool: AsyncConnectionPool, collection: str, paths: Sequence[Path], seen: set[str]) -> list[FileOutcome]:
-    """A folder ingested again is the knowledge base's copy of it: a document ingested from under
-    it whose file is gone is removed (its chunks were still cited after the file was deleted)."""
-    out: list[FileOutcome] = []
-    folders = [source_name(p) for p in paths if str(p).strip() and p.expanduser().is_dir()]
-    if not folders:
-        return out
-    for doc in await list_documents(pool, collection):
-        under = any(f in (".", "") or doc.source.startswith(f.rstrip("/") + "/") for f in folders)
-        if under and doc.source not in seen and not Path(doc.source).expanduser().exists():
-            chunks = await remove(pool, doc.source, collection)
-            out.append(FileOutcome(path=doc.source, source=doc.source, status=REMOVED, previous_chunks=chunks,
-                                   reason="its file is no longer in the folder"))
-    return out
 
 
 async def _ingest_file(
@@ -303,6 +285,18 @@ async def _ingest_file(
     except Exception as exc:  # one bad file must not stop the others
         log.exception("ingesting %s failed", shown)
         return FileOutcome(path=shown, source=source, status=FAILED, reason=f"{type(exc).__name__}: {exc}")
+
+
+async def remove_documents(pool: AsyncConnectionPool, sources: Sequence[str], collection: str = DEFAULT_COLLECTION) -> IngestReport:
+    """Remove the documents named (as ``ingest`` named them, listed by ``knowledge.list_documents``):
+    a file deleted from a folder is not removed by ingesting the folder again, which cannot tell a
+    file gone from one ingested from elsewhere; a name no document has is a failure."""
+    report = IngestReport(collection=(collection or DEFAULT_COLLECTION).strip() or DEFAULT_COLLECTION)
+    for source in sources:
+        chunks = await remove(pool, source, report.collection)
+        report.files.append(FileOutcome(path=source, source=source, status=REMOVED if chunks else FAILED, previous_chunks=chunks,
+                                        reason="removed on request" if chunks else "no document of that name in the collection"))
+    return report
 
 
 async def remove(pool: AsyncConnectionPool, source: str, collection: str = DEFAULT_COLLECTION) -> int:

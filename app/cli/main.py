@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also ingest what symbolic links inside the given folders point to outside them (skipped by default)",
     )
+    ingest.add_argument(
+        "--remove",
+        action="store_true",
+        help="remove the documents named (as ingest named them: the paths it printed) from the collection instead",
+    )
 
     imp = sub.add_parser("import", help="import chat histories (ours: roles, texts, times; LoCoMo's; a ChatGPT or Claude conversations.json) as new chats")
     imp.add_argument("file", type=path_arg, help="the history, as docs/import.md describes ('-' reads stdin)")
@@ -210,12 +215,15 @@ async def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "ingest":
             import knowledge
 
-            report = await knowledge.ingest(
-                backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection, follow_symlinks=args.follow_symlinks
-            )
+            if args.remove:
+                report = await knowledge.remove_documents(backend.pool, [str(p) for p in args.paths], collection=args.collection)
+            else:
+                report = await knowledge.ingest(
+                    backend.pool, backend.embeddings.embeddings, args.paths, collection=args.collection, follow_symlinks=args.follow_symlinks
+                )
             print(report.summary())
             if not report.ok:
-                print(f"error: {len(report.failed)} of the files could not be ingested (listed above)", file=sys.stderr)
+                print(f"error: {len(report.failed)} of the files could not be {'removed' if args.remove else 'ingested'} (listed above)", file=sys.stderr)
                 return 1
             return 0
     print(f"error: unknown command {args.command!r}", file=sys.stderr)

@@ -341,6 +341,7 @@ def test_ingest_has_a_follow_symlinks_flag():
 
     assert build_parser().parse_args(["ingest", "docs"]).follow_symlinks is False
     assert build_parser().parse_args(["ingest", "docs", "--follow-symlinks"]).follow_symlinks is True
+    assert build_parser().parse_args(["ingest", "--remove", "kb/security.md"]).remove is True
 
 
 async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_replaces_its_chunks(kb, tmp_path, hash384):
@@ -367,9 +368,10 @@ async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_repla
     assert rows[0]["file_sha256"] == document[0]["sha256"]
 
 
-async def test_a_folder_ingested_again_loses_the_documents_whose_files_left_it_and_an_emptied_file_its_chunks(kb, tmp_path, hash384):
-    """A deleted file's chunks were still cited after the folder was ingested again, and an emptied
-    file failed ("the file is empty") keeping its old chunks."""
+async def test_an_emptied_file_loses_its_chunks_and_a_document_is_removed_by_its_name(kb, tmp_path, hash384):
+    """An emptied file failed ("the file is empty") keeping its old chunks, and nothing removed a
+    document whose file was deleted: both were still cited. A folder ingested again does not remove
+    what it no longer holds (a document's name cannot tell a file gone from one ingested elsewhere)."""
     folder = tmp_path / "kb"
     folder.mkdir()
     (folder / "parking.txt").write_text("Parking is in garage B, level 2.")
@@ -382,15 +384,15 @@ async def test_a_folder_ingested_again_loses_the_documents_whose_files_left_it_a
     (folder / "parking.txt").write_text("")
     again = await knowledge.ingest(kb.pool, hash384, [folder], collection="synced")
     outcomes = {Path(f.source).name: f.status for f in again.files}
-    assert outcomes == {"parking.txt": "removed", "security.md": "removed", "holidays.md": "skipped-unchanged"}, again.summary()
-    assert again.ok and "2 removed" in again.summary()
-    left = await fetch(kb.pool, "SELECT source FROM knowledge_chunks WHERE collection = 'synced'")
+    assert outcomes == {"parking.txt": "removed", "holidays.md": "skipped-unchanged"}, again.summary()
+    assert again.ok and "1 removed" in again.summary()
+    security = source_name(folder / "security.md")
+    removed = await knowledge.remove_documents(kb.pool, [security, "no/such/document.md"], collection="synced")
+    assert [(f.source, f.status) for f in removed.files] == [(security, "removed"), ("no/such/document.md", "failed")]
+    assert not removed.ok
+    left = await fetch(kb.pool, "SELECT DISTINCT source FROM knowledge_chunks WHERE collection = 'synced'")
     assert {Path(r["source"]).name for r in left} == {"holidays.md"}
-    assert [Path(d.source).name for d in await knowledge.list_documents(kb.pool, "synced")] == ["holidays.md"]
-    # A file named alone is not a folder's copy: nothing else goes.
-    only = await knowledge.ingest(kb.pool, hash384, [folder / "holidays.md"], collection="synced")
-    assert [f.status for f in only.files] == ["skipped-unchanged"]
-    # An empty file never ingested is still a failure to read, not a removal.
+    # An empty file never ingested is a failure to read, not a removal.
     (folder / "new.txt").write_text("   ")
     assert [(Path(f.source).name, f.status) for f in (await knowledge.ingest(kb.pool, hash384, [folder / "new.txt"], collection="synced")).files] == [
         ("new.txt", "failed")]
