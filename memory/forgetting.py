@@ -58,9 +58,7 @@ PARTS: tuple[Part, ...] = ("facts", "tasks", "profile", "preferences")
 # A fact found by meaning alone (its words differ from the request's) must be this close.
 FORGET_SIMILARITY = CALIBRATED.forget_match
 FORGET_CHARS = LINE_CHARS
-SAID_ANYWHERE_ROWS = 5_000
-"""How many candidate rows a forget by words reads to learn whether anything said carries them
-before it answers that nothing does (a forget that goes ahead reads every row)."""
+
 """The longest text a forget by words takes (POST /memory/forget, the CLI's /forget, MCP's forget,
 the agent's forget_memory tool): it names one thing. Checked here, where they all pass."""
 
@@ -360,14 +358,11 @@ async def _said_anywhere(store, user_id: str, request: str) -> bool:
     pool = memory_store(store).pool
     if any(probe.carries(text) for text in await chat_runs.active_turn_texts(pool, user_id)):
         return True
-    looked = 0
     async for rows in episode_rewrites.pages_with_words(pool, user_id, words, page=500):
         # Off the event loop, which serves other users' replies; a page is a superset the probe narrows.
+        # Every candidate is read: stopping early could answer "nothing matches" for a word said.
         if await asyncio.to_thread(lambda: any(probe.carries(r.content) for r in rows)):
             return True
-        looked += len(rows)
-        if looked >= SAID_ANYWHERE_ROWS:
-            break
     return False
 
 
