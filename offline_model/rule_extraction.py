@@ -30,10 +30,11 @@ _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 _HYPOTHETICAL = re.compile(
     r"^\s*(?:if|suppose|supposing|imagine|assuming|what if|let's say|pretend|se|immagina)\b"
     # A request for fiction or a role is no statement about the user ("Write a story where I live on Mars").
-    r"|^\s*(?:(?:please|can you|could you|would you)\s+)?(?:write|tell|make up|invent|compose|draft|imagine)\b.*\b(?:story|poem|song|tale|fable|scene|script|novel|joke|role[- ]?play)\b"
-    r"|\b(?:role[- ]?play|in (?:a|this|the) story|pretend (?:that )?I)\b",
+    r"|^\s*(?:(?:please|can you|could you|would you)\s+)?(?:write|tell|make up|invent|compose|imagine)\b[^,;]*\b(?:story|poem|song|tale|fable|novel|joke)\b[^,;]*\b(?:where|in which|about|that)\b",
     re.I,
 )
+# Said anywhere in a sentence, these make it a role or a story ("Let's do a roleplay where I live in Haifa").
+_ROLE_PLAY = re.compile(r"\b(?:role[- ]?play|in (?:a|this|the|our) story|pretend (?:that )?I)\b", re.I)
 
 
 def _sentences(text: str) -> list[str]:
@@ -52,7 +53,7 @@ def extract_with_rules(user_message: str, stored: dict[str, Any] | None = None) 
     text = (user_message or "").replace("’", "'").replace("‘", "'")
     casual = not any(c.isupper() for c in text)
     for sentence in _sentences(text):
-        if _HYPOTHETICAL.match(sentence):
+        if _HYPOTHETICAL.match(sentence) or _ROLE_PLAY.search(sentence):
             continue
         is_question = sentence.rstrip().endswith("?")
         rules = _QUESTION_RULES if is_question else _RULES

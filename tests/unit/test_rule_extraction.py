@@ -572,10 +572,12 @@ def test_a_request_for_fiction_is_no_statement_and_a_corrected_value_wins():
     """"Write a story where I live in Mars" stored Mars as the user's city, and "I live in Haifa.
     Just kidding, I live in Tel Aviv" kept Haifa with both facts current."""
     for fiction in ("Write a story where I live in Mars and work as a pilot", "Can you tell me a joke about how I work as a nurse?",
-                    "Pretend I live in Narnia", "Imagine a role-play where I work as a spy"):
+                    "Pretend I live in Narnia", "Imagine a role-play where I work as a spy",
+                    "Let's do a roleplay where I live in Haifa.", "For this game, pretend I live in Haifa."):
         result = extract_with_rules(fiction)
         assert (result.profile_updates.location, result.profile_updates.role, fact_texts(result)) == (None, None, []), fiction
     corrected = extract_with_rules("I live in Haifa. Just kidding, I live in Tel Aviv")
     assert corrected.profile_updates.location == "Tel Aviv"
     assert [t for t in fact_texts(corrected) if t.startswith("Lives in")] == ["Lives in Tel Aviv"]
     assert extract_with_rules("I live in Rome and I love stories").profile_updates.location == "Rome"
+    assert extract_with_rules("Can you draft a script for my talk, I work as a nurse.").profile_updates.role == "nurse"
