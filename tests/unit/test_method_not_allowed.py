@@ -16,3 +16,8 @@ async def test_a_405_names_every_method_the_path_takes_in_the_error_shape():
     assert answer.status_code == 405 and answer.json()["error"]["code"] == "method_not_allowed"
     assert answer.headers["allow"] == "DELETE, GET, PATCH"
     assert (await _answer("PUT", "/chats")).headers["allow"] == "GET, POST"
+
+
+async def test_a_405_on_a_path_the_schema_leaves_out_keeps_starlettes_allow_not_an_empty_one():
+    answer = await _answer("POST", "/openapi.json")
+    assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD"  # (it was sent empty)
