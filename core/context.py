@@ -142,11 +142,15 @@ class Context:
     def __post_init__(self) -> None:
         # Studio and JSON callers may send numbers as strings.
         for f in fields(self):
-            if f.type in ("int", int) and isinstance(getattr(self, f.name), str):
-                try:
-                    setattr(self, f.name, int(getattr(self, f.name)))
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (isinstance(value, bool) or not isinstance(value, int)):
+                try:  # "2" from a form, 3.0 from JSON; "x", 2.5 and null are no whole number
+                    whole = int(value) if isinstance(value, str) or (isinstance(value, float) and value.is_integer()) else None
                 except ValueError:  # "invalid literal for int()" named no setting
-                    raise ValueError(f"{f.name} must be a whole number (got {getattr(self, f.name)!r})") from None
+                    whole = None
+                if whole is None:
+                    raise ValueError(f"{f.name} must be a whole number (got {value!r})")
+                setattr(self, f.name, whole)
             if f.type in ("int", int) and getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name} must be 0 or more (got {getattr(self, f.name):,})")
             if f.type in ("bool", bool) and isinstance(getattr(self, f.name), str):

@@ -132,12 +132,13 @@ async def delete_message_everywhere(backend, graph, user_id: str, thread_id: str
     the agent's replies too, in every chat (a reply may have quoted it): their index rows are
     rewritten, and so is the searchable text of every other chat whose text carried them. A message
     of another user's chat is refused (ThreadTaken), whoever calls. False when it was deleted
-    already (a repeated DELETE reports no deletion, and finishes one that failed part-way)."""
+    already (a repeated DELETE reports no deletion, and runs again the steps that need no text)."""
     await thread_owners.check_not_anothers(backend.pool, thread_id, user_id)
     config = {"configurable": {"thread_id": thread_id}}
     if message.text == DELETED and (await redactor_for(backend.store, user_id)).hides(thread_id, message.id):
         # Deleted already: nothing is recorded again (its words are gone with its text), but the
-        # steps that need no text run again, so a retry finishes a deletion that failed part-way.
+        # steps that need no text run again: a retry prunes the checkpoints that still hold it and
+        # writes the chat's text again (the redaction on every read hides it from the rest).
         await backend.checkpointer.aprune([thread_id], strategy="keep_latest")
         await rewrite_chat_text(backend.store, user_id, thread_id, (await graph.aget_state(config)).values)
         return False

@@ -48,8 +48,10 @@ def test_the_reply_prompt_layout_is_full_unless_set_brief_and_a_misspelt_one_is_
 def test_a_setting_that_is_no_whole_number_or_below_zero_is_a_clear_error_naming_it():
     """"x" said "invalid literal for int() with base 10" naming no setting; -1 turned extraction off
     ("every -1 turns") and -5 capped no reply."""
-    with pytest.raises(ValueError, match="summary_window must be a whole number"):
-        Context(summary_window="x")
+    for bad in ("x", 2.5, None, True):
+        with pytest.raises(ValueError, match="summary_window must be a whole number"):
+            Context(summary_window=bad)
+    assert Context(summary_window="16").summary_window == Context(summary_window=16.0).summary_window == 16
     for name in ("extract_every_n_turns", "max_reply_tokens"):
         with pytest.raises(ValueError, match=f"{name} must be 0 or more"):
             Context(**{name: -1})
