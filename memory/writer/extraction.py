@@ -32,12 +32,13 @@ from storage.store_lookups import items_where
 from storage.user_transaction import embed_ahead, user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.dates import redated_task
-from core.schemas import TAGS_MAX, ExtractionResult, Fact, NewFact, Source, Task, UserDocument, normalize_text, text_hash, utcnow, with_source
+from core.schemas import TAGS_MAX, ExtractionResult, Fact, NewFact, Source, Task, normalize_text, text_hash, utcnow, with_source
 from core.text_validation import LIST_ITEMS
 from core.redaction import Redactor
 from memory.kinds import KINDS
 from memory.writer import run_undo
 from memory.user_memory import get_user_document, parse_fact, parse_task, search_facts, search_tasks
+from memory.writer.forgets import clear_fields_said_only_by
 from memory.writer.merge_rules import (
     MERGE_THRESHOLD,
     TASK_DUPLICATE_THRESHOLD,
@@ -421,26 +422,14 @@ async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now:
             ops.append(PutOp(tasks_ns(user_id), task.id, task.model_dump(mode="json"), index=False))
             done.tasks.append(task.description)
         doc = await get_user_document(tx, user_id)
-        if _retract_fields(doc, set(message_ids), done):
+        abandoned = set(message_ids)
+        done.fields = clear_fields_said_only_by(doc, lambda source: source.message_id in abandoned)
+        if done.fields:
             doc.updated_at = now
             ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
         if ops:
             await tx.abatch(ops)
     return done
-
-
-def _retract_fields(doc: UserDocument, abandoned: set[str], done: Retraction) -> bool:
-    """Clear each field every source of which is one of the ``abandoned`` messages."""
-    for key, sources in list(doc.sources.items()):
-        if not sources or not all(s.message_id in abandoned for s in sources):
-            continue
-        part, name = key.split(".", 1)
-        section = getattr(doc, part)
-        if getattr(section, name) not in (None, [], ""):
-            setattr(section, name, [] if isinstance(getattr(section, name), list) else None)
-            done.fields.append(key)
-        doc.sources.pop(key)
-    return bool(done.fields)
 
 
 # --------------------------------------------------------------------------- MCP's remember

@@ -176,6 +176,23 @@ def _forget_fields(doc: UserDocument, redactor: Redactor, cleared: set[str], rep
     return changed
 
 
+def clear_fields_said_only_by(doc: UserDocument, said_by) -> list[str]:
+    """Clear each profile field and preference every source of which ``said_by(source)`` is true of
+    (a field keeps no earlier value to go back to; one the user typed has a source no message is);
+    the fields cleared ("profile.role")."""
+    cleared = []
+    for key, sources in list(doc.sources.items()):
+        if not sources or not all(said_by(s) for s in sources):
+            continue
+        part, name = key.split(".", 1)
+        section = getattr(doc, part)
+        if getattr(section, name) not in (None, [], ""):
+            setattr(section, name, [] if isinstance(getattr(section, name), list) else None)
+            cleared.append(key)
+        doc.sources.pop(key)
+    return cleared
+
+
 async def delete_taught_only_by_chat(store, user_id: str, thread_id: str) -> ForgetWrite:
     """Delete the facts and tasks (history included) that only messages of ``thread_id`` taught, and
     clear the profile fields and preferences every source of which is one: an import cancelled part-way
@@ -189,14 +206,7 @@ async def delete_taught_only_by_chat(store, user_id: str, thread_id: str) -> For
 
         ops = await _forget_carriers(tx, user_id, out, only_from_it)
         doc = await get_user_document(tx, user_id)
-        for key, sources in list(doc.sources.items()):
-            if not sources or not all(s.thread_id == thread_id and s.message_id for s in sources):
-                continue
-            part, name = key.split(".", 1)
-            section = getattr(doc, part)
-            setattr(section, name, [] if isinstance(getattr(section, name), list) else None)
-            doc.sources.pop(key)
-            out.fields.append(key)
+        out.fields += clear_fields_said_only_by(doc, lambda source: source.thread_id == thread_id and bool(source.message_id))
         if out.fields:
             doc.updated_at = utcnow()
             ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))
