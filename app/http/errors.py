@@ -87,10 +87,12 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         headers = getattr(exc, "headers", None)
-        if exc.status_code == 405 and (methods := _methods_on(request)):
-            # Starlette names the methods of the first route on the path only ("POST /chats/x": Allow: GET);
-            # a path the API's schema leaves out (the page, /openapi.json) keeps Starlette's.
-            headers = {**(headers or {}), "Allow": ", ".join(methods)}
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route on the path only ("POST /chats/x": Allow: GET),
+            # from a set (its order varies by run); a path the API's schema leaves out (the page,
+            # /openapi.json) keeps Starlette's methods, sorted.
+            given = [m.strip() for m in (headers or {}).get("Allow", "").split(",") if m.strip()]
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_on(request) or sorted(given))}
         return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(InvalidMessage)
