@@ -180,4 +180,5 @@ async def rewrite_chat_text(store, user_id: str, thread_id: str, values: dict, *
         # the opening's keyword title, or a title drawn from a board that folded it in
         redact_title(chat, Redactor(user_id, frozenset(term_hashes(user_id, [deleted.text]))), user_set_too=False)
     chat.summary_text = redacted.searchable(chat.title, values.get("summarized_through")).text
+    chat.message_count = len(values.get("messages", []))
     return await memory_records.save_chat_record(store, user_id, chat)

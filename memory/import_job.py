@@ -44,12 +44,14 @@ from core.messages import stamp_sent_at
 from core.schemas import NEW_CHAT_TITLE, ChatRecord
 from memory.writer.forgets import delete_taught_only_by_chat
 from embeddings.batching import in_background
-from memory.chat_admin import delete_chat, write_empty_chat
+from memory import episodes
+from memory.chat_admin import delete_chat, rewrite_chat_text, write_empty_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
 from memory.writer.records import create_chat_record
 from memory.queries import get_chat
 from storage import chat_imports, chat_sources, owner_forgets
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
+from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -323,8 +325,21 @@ class _Job:
             reopen = getattr(self.graph.checkpointer, "reopen_thread", None)
             if reopen is not None:
                 reopen(self.thread_id, head, removed)
+            await self._in_step_with_thread()
         finally:
             await self._mark_incomplete(detail)
+
+    async def _in_step_with_thread(self) -> None:
+        """The exchange taken back had been indexed and counted by the chat's record (index_messages and
+        record_chat run before extract_memories): both are brought back to what the chat holds, or a
+        search finds messages the chat no longer shows until a resume, which may never come."""
+        try:
+            values = (await self.graph.aget_state({"configurable": {"thread_id": self.thread_id}})).values
+            embeddings = memory_store(self.graph.store).embeddings
+            await episodes.index_thread(self.pool, embeddings, self.user_id, self.thread_id, values.get("messages", []))
+            await rewrite_chat_text(self.graph.store, self.user_id, self.thread_id, values)
+        except Exception as exc:  # the database is away: a resume brings both in step (index_thread, record_chat)
+            log.warning("import %s: the index and the chat's record keep the exchange taken back: %s", self.import_id, exc)
 
     async def _mark_incomplete(self, detail: str) -> None:
         try:

@@ -321,6 +321,46 @@ async def test_a_stop_that_lands_while_progress_is_written_keeps_the_exchange_th
     assert [m.text for m in messages] == [m["text"] for m in data["messages"]]  # each once, in order, none skipped
 
 
+@pytest.mark.slow
+async def test_a_stop_in_an_exchanges_memory_phase_takes_its_messages_out_of_the_index_and_the_chats_count(backend, graph, user_id, monkeypatch):
+    """An exchange the stop takes back had been indexed and counted by the chat's record (index_messages
+    and record_chat run before extract_memories): the search found messages the chat no longer held,
+    and the record counted them, until a resume."""
+    from memory.import_job import ImportStopped
+    from nodes import extract_memories as node
+
+    data = history(12)
+    [chat] = parse_import(data)
+    inside = asyncio.Event()
+    real = node.apply_extraction
+    calls = 0
+
+    async def linger(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # the third exchange's memory phase: indexed and counted, not yet done
+            inside.set()
+            await asyncio.sleep(60)
+        return await real(*args, **kwargs)
+
+    async def client_left() -> bool:
+        return inside.is_set()
+
+    monkeypatch.setattr(node, "apply_extraction", linger)
+    monkeypatch.setattr("storage.chat_imports.BEAT_SECONDS", 0.05)
+    with pytest.raises(ImportStopped):
+        await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), stop_when=client_left)
+    [thread_id] = await thread_owners.threads_of(backend.pool, user_id)
+    kept = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
+    assert len(kept) == 4  # two complete exchanges; the third was taken back
+    async with backend.pool.connection() as conn:
+        rows = await (await conn.execute("SELECT message_id FROM memory_agent_episodes WHERE thread_id = %s", (thread_id,))).fetchall()
+    assert sorted(r["message_id"] for r in rows) == sorted(m.id for m in kept)
+    record = await get_chat(backend.store, user_id, thread_id)
+    assert record.message_count == len(kept)
+    assert "number 4." not in (record.summary_text or "")  # the taken-back exchange's words are not the chat's
+
+
 @pytest.mark.parametrize(
     "bad, says",
     [
