@@ -125,6 +125,12 @@ class Context:
         "Most tokens one reply may generate (0: the model's own limit). Small local models "
         "sometimes loop until their context is full. Env: MEMORY_AGENT_MAX_REPLY_TOKENS.",
     )
+    keep_chat: bool = _setting(
+        True,
+        "False for a run whose thread is not kept (LangGraph Server's stateless run, whose thread it deletes when "
+        "the run ends): no chat record and no index rows are written for that thread; what the run teaches memory "
+        "stays. Set by the server for its runs.",
+    )
     tools: bool = field(
         default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on").strip().casefold() not in _OFF,
         metadata={

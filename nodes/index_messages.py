@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 
 async def index_messages(state: State, runtime: Runtime[Context]) -> dict:
     thread_id = thread_id_of(runtime)
-    if not thread_id or runtime.store is None:
-        return {}
     ctx = get_context(runtime)
+    if not thread_id or runtime.store is None or not ctx.keep_chat:  # (a thread not kept leaves no rows behind)
+        return {}
     try:
         redactor = await redactor_for(runtime.store, ctx.user_id)
         saver = memory_store(runtime.store).checkpoint_reader()  # dates messages from before times were kept

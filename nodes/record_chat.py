@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 async def record_chat(state: State, runtime: Runtime[Context]) -> dict:
     try:
         thread_id = thread_id_of(runtime)
-        if thread_id and runtime.store is not None:
-            await _update_chat_record(runtime, get_context(runtime), thread_id, state)
+        ctx = get_context(runtime)
+        if thread_id and runtime.store is not None and ctx.keep_chat:
+            await _update_chat_record(runtime, ctx, thread_id, state)
         return {}
     except GraphBubbleUp:
         raise

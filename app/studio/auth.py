@@ -238,6 +238,8 @@ async def on_run_create(ctx: Auth.types.AuthContext, value: Auth.types.on.thread
         context["user_id"] = user
         # Message size, tool steps and budgets are the server's, never the client's.
         context.update(server_safety_settings())
+        # A stateless run's thread is deleted when it ends: no chat of it to list, search or open.
+        context["keep_chat"] = kwargs.get("temporary") is not True
         config = kwargs.get("config")
         if isinstance(config, dict):
             _dict_at(config, "configurable")["user_id"] = user

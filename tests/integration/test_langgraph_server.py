@@ -213,6 +213,28 @@ async def test_a_run_writes_memory_under_the_authenticated_user_whatever_user_id
     assert await memory.store.alist_namespaces(prefix=("users", "someone-else")) == []
 
 
+async def test_a_stateless_run_teaches_memory_but_leaves_no_chat_record_or_index_rows_for_the_thread_the_server_deletes(
+    dev_server, api_keys, memory
+):
+    """POST /runs/wait without a thread runs on a temporary thread that the server deletes when the run
+    ends. Its chat record stayed: every list, chat search and related-chats section offered a chat
+    that could not be opened, and the index kept what was said filed under a thread that was gone."""
+    (alice, alice_key), _ = api_keys.items()
+    client = client_for(dev_server, alice_key)
+    chats_before = {c.thread_id for c in await list_chats(memory.store, alice)}
+    await client.runs.wait(None, GRAPH, input={"messages": [human("I live in Stavanger and I like Quillwort tea.")]})
+    doc = await get_user_document(memory.store, alice)
+    assert doc.profile.location == "Stavanger"  # what it taught is memory, as any run's
+    assert {c.thread_id for c in await list_chats(memory.store, alice)} == chats_before
+    async with memory.pool.connection() as conn:
+        rows = await (await conn.execute("SELECT count(*) AS n FROM memory_agent_episodes WHERE content LIKE %s", ("%Quillwort%",))).fetchone()
+    assert rows["n"] == 0
+    # A stateless run that keeps its thread (on_completion="keep") is a chat like any other.
+    kept = await client.runs.create(None, GRAPH, input={"messages": [human("I like Quillwort biscuits too.")]}, on_completion="keep")
+    await client.runs.join(kept["thread_id"], kept["run_id"])
+    assert kept["thread_id"] in {c.thread_id for c in await list_chats(memory.store, alice)}
+
+
 async def test_a_wrong_key_is_refused_while_no_key_means_the_studio_user_in_dev_mode(dev_server, api_keys):
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await client_for(dev_server, "ma_00000000_not-a-real-key").threads.search()
