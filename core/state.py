@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Sequence
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
 from langgraph.graph import add_messages
 
 from core.contracts import Chunk, LoadedContext
+from core.text_validation import made_storable, unstorable_reason
 
 LAST_NODE = "extract_memories"
 """The graph's last node, which graph/assembly.py ends the memory phase with. Here because memory/
@@ -21,17 +22,55 @@ LAST_NODE = "extract_memories"
 leaves nothing pending, as a finished turn does."""
 
 
+def _storable_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return made_storable(content)
+    if isinstance(content, list):
+        return [_storable_content(part) for part in content]
+    if isinstance(content, dict):
+        return {k: _storable_content(v) for k, v in content.items()}
+    return content
+
+
+UNSTORABLE = "unstorable"
+"""A message's ``additional_kwargs`` key: why its text was made storable as it came in (a NUL, a lone
+surrogate, and where). load_context refuses the turn's own message with it, as the message routes
+refuse such text; an older message written so (a state editor's) stays, readable."""
+
+
+def _storable_message(message: BaseMessage) -> BaseMessage:
+    content = _storable_content(message.content)
+    if content == message.content:
+        return message
+    why = {UNSTORABLE: unstorable_reason(message.text) or "held text that cannot be stored"}
+    return message.model_copy(update={"content": content, "additional_kwargs": {**message.additional_kwargs, **why}})
+
+
+def add_storable_messages(left: Any, right: Any) -> Any:
+    """``add_messages``, with what Postgres cannot store (a NUL, a lone surrogate) replaced in the
+    messages coming in: the message routes refuse such text, but a state write (Studio's state
+    editor), a model or a tool can bring it, and a chat's record or index row of it would then fail
+    on every later turn."""
+    incoming = right if isinstance(right, list) else [right]
+    return add_messages(left, [_storable_message(m) for m in convert_to_messages(incoming)])
+
+
+def storable_value(left: Any, right: Any) -> Any:
+    """The newest value (as a channel without a reducer keeps), with its text made storable (above)."""
+    return _storable_content(right)
+
+
 @dataclass(kw_only=True)
 class InputState:
     """What a caller sends: new messages. ``messages`` keeps the *full* history (Studio chat mode)."""
 
-    messages: Annotated[Sequence[AnyMessage], add_messages] = field(default_factory=list)
+    messages: Annotated[Sequence[AnyMessage], add_storable_messages] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
 class State(InputState):
     # Active conversation memory: the model sees summary + messages after the cursor.
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Annotated[dict[str, Any], storable_value] = field(default_factory=dict)
     """The running SummaryBoard (as a dict); empty until the first fold."""
     summarized_through: str | None = None
     """Id of the last message the summary covers (the compaction cursor)."""

@@ -18,6 +18,7 @@ strict modes refuse those keywords.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Annotated, Any
 
@@ -51,6 +52,19 @@ def unstorable_reason(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return f"contains a lone surrogate (position {exc.start}), which is not valid Unicode"
     return None
+
+
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds code points: any of these is a lone surrogate
+
+
+def made_storable(text: str) -> str:
+    """``text`` with what Postgres cannot store (a NUL, a lone surrogate) replaced by U+FFFD, for text
+    that is kept, not refused: what reaches a thread's state past the message routes' checks (a
+    state editor's write, a model's or a tool's output). Unchanged, and cheap, when it is storable."""
+    if "\x00" not in text and (text.isascii() or unstorable_reason(text) is None):
+        return text
+    return _SURROGATE.sub(REPLACEMENT, text.replace("\x00", REPLACEMENT))
 
 
 # Letters (category Lo) that are drawn as nothing: the Hangul fillers, the half-width one, and the

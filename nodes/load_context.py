@@ -15,7 +15,7 @@ from core.context import Context, get_context, thread_id_of
 from core.contracts import Excerpt
 from core.text_validation import validate_user_text
 from core.messages import current_turn, sent_at, stamp_sent_at
-from core.state import State
+from core.state import UNSTORABLE, State
 from core.errors import InvalidMessage
 from memory import episodes
 from memory.recall import load_user_context
@@ -33,6 +33,8 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     if human is None:
         return {"error": "There is no user message to answer."}
     try:
+        if why := human.additional_kwargs.get(UNSTORABLE):  # replaced as it came in (core.state): refused all the same
+            raise InvalidMessage(f"The message {why}.")
         validate_user_text(human.text, ctx.max_message_chars)
     except InvalidMessage as exc:
         # Take the refused message back out, so the thread holds nothing half-done.

@@ -362,3 +362,29 @@ async def test_database_dying_mid_write_gives_a_clear_error_writes_nothing_and_t
     assert state.values["messages"][-1].content == "Answered." and not state.next
     texts = [f.text for f in await list_facts(backend.store, user_id)]
     assert {"I live in Haifa", "I have a bike"} <= set(texts) and texts.count("I moved to Rome") == 1
+
+
+@pytest.mark.slow
+async def test_a_state_write_with_text_postgres_cannot_store_leaves_the_thread_working(backend, user_id):
+    """Studio's state editor (POST /threads/{id}/state) writes what it is given, past every check of
+    the message routes. A NUL there made every later turn fail in record_chat (Postgres cannot store
+    it in the chat's record): the thread was broken for good. Such characters are now replaced with
+    U+FFFD as they enter the state, whoever writes it."""
+    from langchain_core.messages import AIMessage
+
+    from core.state import LAST_NODE
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    cfg = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    ctx = Context(user_id=user_id, model="offline")
+    await graph.ainvoke({"messages": [HumanMessage("I live in Oslo.")]}, cfg, context=ctx)
+    edited = {"messages": [HumanMessage("I like te\x00a and \ud800 jam."), AIMessage([{"type": "text", "text": "ok\x00"}])]}
+    await graph.aupdate_state(cfg, {**edited, "summary": {"topics": ["te\x00a"]}}, as_node=LAST_NODE)
+    state = (await graph.aget_state(cfg)).values
+    assert state["messages"][-2].text == "I like te\ufffda and \ufffd jam." and state["messages"][-1].text == "ok\ufffd"
+    assert state["summary"] == {"topics": ["te\ufffda"]}
+    for said in ("What do I like?", "I work as a baker."):
+        out = await graph.ainvoke({"messages": [HumanMessage(said)]}, cfg, context=ctx)
+        assert not out.get("error") and out["messages"][-1].text.startswith("(offline model)")
+    chat = await get_chat(backend.store, user_id, cfg["configurable"]["thread_id"])
+    assert chat is not None and chat.message_count == 8

@@ -1,0 +1,35 @@
+"""What enters the graph's state is text Postgres can store: a NUL or a lone surrogate is replaced
+with U+FFFD (core.state's reducers), so no record or index row built from it fails later."""
+
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+
+from core.state import UNSTORABLE, add_storable_messages, storable_value
+from core.text_validation import made_storable, unstorable_reason
+
+
+def test_made_storable_replaces_a_nul_and_a_lone_surrogate_and_leaves_the_rest_alone():
+    assert made_storable("te\x00a \ud800 😀 é") == "te\ufffda \ufffd 😀 é"
+    text = "plain text, ünïcode and 😀"
+    assert made_storable(text) is text
+    assert unstorable_reason(made_storable("\x00\udfff")) is None
+
+
+def test_incoming_messages_of_every_shape_are_made_storable_and_the_stored_ones_are_not_rewritten():
+    old = HumanMessage("kept as it was", id="1")
+    merged = add_storable_messages(
+        [old],
+        [
+            HumanMessage("a\x00b", id="2"),
+            AIMessage([{"type": "text", "text": "c\x00"}, "d\ud800"], id="3"),
+            {"role": "user", "content": "e\x00", "id": "4"},
+        ],
+    )
+    assert merged[0] is old
+    # Each says why, so the turn's own message is still refused as the message routes refuse it.
+    assert merged[1].additional_kwargs[UNSTORABLE] == "contains a NUL character (position 1), which cannot be stored"
+    assert [m.content for m in merged[1:]] == ["a\ufffdb", [{"type": "text", "text": "c\ufffd"}, "d\ufffd"], "e\ufffd"]
+    assert [m.id for m in add_storable_messages(merged, RemoveMessage(id="2"))] == ["1", "3", "4"]
+
+
+def test_the_summary_channel_keeps_the_newest_value_made_storable():
+    assert storable_value({"topics": ["old"]}, {"topics": ["te\x00a"], "n": 2}) == {"topics": ["te\ufffda"], "n": 2}
