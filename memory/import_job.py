@@ -47,7 +47,7 @@ from embeddings.batching import in_background
 from memory import episodes
 from memory.chat_admin import delete_chat, rewrite_chat_text, write_empty_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
-from memory.writer.records import create_chat_record
+from memory.writer.records import create_chat_record, save_chat_record
 from memory.queries import get_chat
 from storage import chat_imports, chat_sources, owner_forgets
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
@@ -139,6 +139,7 @@ class _Job:
         self.title = ""
         self.start = 0  # exchanges done before this run
         self.head: ThreadMark | None = None  # where the last complete exchange ended
+        self.record_at_head: ChatRecord | None = None  # the chat's record as that exchange left it
         self.result: ImportedChat | None = None
 
     # ------------------------------------------------------------------ starting
@@ -295,6 +296,7 @@ class _Job:
             raise _Revoked()
         self.head = mark
         self.result.messages = imported
+        self.record_at_head = await get_chat(self.graph.store, self.user_id, self.thread_id)
 
     # ------------------------------------------------------------------ ending early
     async def _halt(self, work: asyncio.Task, head: str | None) -> None:
@@ -330,16 +332,25 @@ class _Job:
             await self._mark_incomplete(detail)
 
     async def _in_step_with_thread(self) -> None:
-        """The exchange taken back had been indexed and counted by the chat's record (index_messages and
+        """The exchange taken back had been indexed and recorded by the chat's record (index_messages and
         record_chat run before extract_memories): both are brought back to what the chat holds, or a
-        search finds messages the chat no longer shows until a resume, which may never come."""
+        search finds messages the chat no longer shows, and the chat keeps their title and time, until
+        a resume, which may never come. Bounded: a deletion or a resume waits for this row's heartbeat."""
         try:
-            values = (await self.graph.aget_state({"configurable": {"thread_id": self.thread_id}})).values
-            embeddings = memory_store(self.graph.store).embeddings
-            await episodes.index_thread(self.pool, embeddings, self.user_id, self.thread_id, values.get("messages", []))
-            await rewrite_chat_text(self.graph.store, self.user_id, self.thread_id, values)
+            await asyncio.wait_for(self._back_to_head(), BOOKKEEPING_SECONDS)
         except Exception as exc:  # the database is away: a resume brings both in step (index_thread, record_chat)
             log.warning("import %s: the index and the chat's record keep the exchange taken back: %s", self.import_id, exc)
+
+    async def _back_to_head(self) -> None:
+        if await chat_imports.beat(self.pool, self.import_id, self.worker) != "running":
+            return  # cancelled meanwhile (a deletion, forget-me): that removes the chat whole
+        values = (await self.graph.aget_state({"configurable": {"thread_id": self.thread_id}})).values
+        embeddings = memory_store(self.graph.store).embeddings
+        await episodes.index_thread(self.pool, embeddings, self.user_id, self.thread_id, values.get("messages", []))
+        if self.record_at_head is not None:  # as it stood after the last complete exchange (a rename or forget since still wins)
+            await save_chat_record(self.graph.store, self.user_id, self.record_at_head.model_copy())
+        else:  # a resume stopped before its first exchange ended: at least its text and count
+            await rewrite_chat_text(self.graph.store, self.user_id, self.thread_id, values)
 
     async def _mark_incomplete(self, detail: str) -> None:
         try:

@@ -26,6 +26,7 @@ from graph.assembly import compile_graph
 from memory import chat_admin
 from memory.chat_import import ImportTooLarge, InvalidImport, check_all, parse_import, read_import
 from memory.import_job import import_chat
+from core.messages import sent_at
 from memory.queries import get_chat
 from storage import chat_runs, thread_owners
 from storage.fenced_saver import FencedPostgresSaver
@@ -322,14 +323,17 @@ async def test_a_stop_that_lands_while_progress_is_written_keeps_the_exchange_th
 
 
 @pytest.mark.slow
-async def test_a_stop_in_an_exchanges_memory_phase_takes_its_messages_out_of_the_index_and_the_chats_count(backend, graph, user_id, monkeypatch):
-    """An exchange the stop takes back had been indexed and counted by the chat's record (index_messages
+@pytest.mark.parametrize("stopped_in, titled", [(3, True), (1, False)], ids=["third_exchange", "first_exchange_of_an_untitled_history"])
+async def test_a_stop_in_an_exchanges_memory_phase_takes_its_messages_out_of_the_index_and_the_chats_record(
+    backend, graph, user_id, monkeypatch, stopped_in, titled
+):
+    """An exchange the stop takes back had been indexed and recorded by the chat's record (index_messages
     and record_chat run before extract_memories): the search found messages the chat no longer held,
-    and the record counted them, until a resume."""
+    and the record counted them, and was titled and dated by them, until a resume."""
     from memory.import_job import ImportStopped
     from nodes import extract_memories as node
 
-    data = history(12)
+    data = history(12) if titled else {"messages": history(12)["messages"]}
     [chat] = parse_import(data)
     inside = asyncio.Event()
     real = node.apply_extraction
@@ -338,7 +342,7 @@ async def test_a_stop_in_an_exchanges_memory_phase_takes_its_messages_out_of_the
     async def linger(*args, **kwargs):
         nonlocal calls
         calls += 1
-        if calls == 3:  # the third exchange's memory phase: indexed and counted, not yet done
+        if calls == stopped_in:  # that exchange's memory phase: indexed and recorded, not yet done
             inside.set()
             await asyncio.sleep(60)
         return await real(*args, **kwargs)
@@ -352,13 +356,19 @@ async def test_a_stop_in_an_exchanges_memory_phase_takes_its_messages_out_of_the
         await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), stop_when=client_left)
     [thread_id] = await thread_owners.threads_of(backend.pool, user_id)
     kept = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
-    assert len(kept) == 4  # two complete exchanges; the third was taken back
+    assert len(kept) == 2 * (stopped_in - 1)  # the complete exchanges; the one under way was taken back
     async with backend.pool.connection() as conn:
         rows = await (await conn.execute("SELECT message_id FROM memory_agent_episodes WHERE thread_id = %s", (thread_id,))).fetchall()
     assert sorted(r["message_id"] for r in rows) == sorted(m.id for m in kept)
     record = await get_chat(backend.store, user_id, thread_id)
-    assert record.message_count == len(kept)
-    assert "number 4." not in (record.summary_text or "")  # the taken-back exchange's words are not the chat's
+    assert (record.message_count, record.user_statements or 0) == (len(kept), len(kept) // 2)
+    taken_back = f"number {2 * (stopped_in - 1)}."
+    assert taken_back not in (record.summary_text or "") and taken_back not in record.title  # its words are not the chat's
+    assert record.last_activity != chat.messages[len(kept) + 1].time  # not the time of the reply taken back
+    if kept:
+        assert record.last_activity == sent_at(kept[-1])
+    else:
+        assert record.title == "New chat"
 
 
 @pytest.mark.parametrize(
