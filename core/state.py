@@ -41,6 +41,9 @@ refuse such text; an older message written so (a state editor's) stays, readable
 def _storable_message(message: BaseMessage) -> BaseMessage:
     content = _storable_content(message.content)
     if content == message.content:
+        if UNSTORABLE in message.additional_kwargs:  # kept since, and sent again (a regenerate): nothing is replaced now
+            kept = {k: v for k, v in message.additional_kwargs.items() if k != UNSTORABLE}
+            return message.model_copy(update={"additional_kwargs": kept})
         return message
     why = {UNSTORABLE: unstorable_reason(message.text) or "held text that cannot be stored"}
     return message.model_copy(update={"content": content, "additional_kwargs": {**message.additional_kwargs, **why}})
@@ -50,7 +53,7 @@ def add_storable_messages(left: Any, right: Any) -> Any:
     """``add_messages``, with what Postgres cannot store (a NUL, a lone surrogate) replaced in the
     messages coming in: the message routes refuse such text, but a state write (Studio's state
     editor), a model or a tool can bring it, and a chat's record or index row of it would then fail
-    on every later turn."""
+    on every later turn. (An ``Overwrite`` of the channel skips every reducer, this one too.)"""
     incoming = right if isinstance(right, list) else [right]
     return add_messages(left, [_storable_message(m) for m in convert_to_messages(incoming)])
 

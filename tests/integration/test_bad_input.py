@@ -369,7 +369,7 @@ async def test_a_state_write_with_text_postgres_cannot_store_leaves_the_thread_w
     """Studio's state editor (POST /threads/{id}/state) writes what it is given, past every check of
     the message routes. A NUL there made every later turn fail in record_chat (Postgres cannot store
     it in the chat's record): the thread was broken for good. Such characters are now replaced with
-    U+FFFD as they enter the state, whoever writes it."""
+    U+FFFD as they enter the state through its reducers, as the state editor writes."""
     from langchain_core.messages import AIMessage
 
     from core.state import LAST_NODE

@@ -33,3 +33,10 @@ def test_incoming_messages_of_every_shape_are_made_storable_and_the_stored_ones_
 
 def test_the_summary_channel_keeps_the_newest_value_made_storable():
     assert storable_value({"topics": ["old"]}, {"topics": ["te\x00a"], "n": 2}) == {"topics": ["te\ufffda"], "n": 2}
+
+
+def test_a_marked_message_sent_again_as_it_is_kept_loses_its_mark_so_a_regenerate_is_not_refused():
+    [marked] = add_storable_messages([], HumanMessage("a\x00b", id="1"))
+    assert UNSTORABLE in marked.additional_kwargs
+    [again] = add_storable_messages([], marked)  # the stored message, re-sent (a regenerate forks before it)
+    assert again.content == "a\ufffdb" and UNSTORABLE not in again.additional_kwargs
