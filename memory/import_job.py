@@ -51,7 +51,6 @@ from memory.writer.records import create_chat_record, save_chat_record
 from memory.queries import get_chat
 from storage import chat_imports, chat_sources, owner_forgets
 from storage.checkpoint_rows import ThreadMark, mark_thread, rollback_thread
-from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
 
@@ -345,8 +344,7 @@ class _Job:
         if await chat_imports.beat(self.pool, self.import_id, self.worker) != "running":
             return  # cancelled meanwhile (a deletion, forget-me): that removes the chat whole
         values = (await self.graph.aget_state({"configurable": {"thread_id": self.thread_id}})).values
-        embeddings = memory_store(self.graph.store).embeddings
-        await episodes.index_thread(self.pool, embeddings, self.user_id, self.thread_id, values.get("messages", []))
+        await episodes.index_for_run(self.graph.store, self.user_id, self.thread_id, values.get("messages", []))
         if self.record_at_head is not None:  # as it stood after the last complete exchange (a rename or forget since still wins)
             await save_chat_record(self.graph.store, self.user_id, self.record_at_head.model_copy())
         else:  # a resume stopped before its first exchange ended: at least its text and count
