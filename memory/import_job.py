@@ -78,6 +78,17 @@ def message_id(thread_id: str, index: int) -> str:
     return str(uuid.uuid5(_IDS, f"{thread_id}:{index}"))
 
 
+def _same_prefix(thread_id: str, held: list[BaseMessage], messages: list[ImportedMessage]) -> int:
+    """How many messages, from the first, the chat holds as the import wrote them: its ids by
+    position, the same role and text."""
+    n = 0
+    for i, (m, source) in enumerate(zip(held, messages)):
+        if m.id != message_id(thread_id, i) or m.type != ("human" if source.role == "user" else "ai") or m.content != source.text:
+            break
+        n += 1
+    return n
+
+
 def importer_id() -> str:
     """This importer, uniquely (a resume elsewhere takes the row; this one's writes are then refused)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -117,9 +128,10 @@ async def import_chat(
     except chat_sources.AlreadyImported as exc:  # nothing written
         try:
             await job.take_over(exc.thread_id)  # its import stopped part way: go on with it
-        except chat_imports.NotResumable:  # imported (or being imported) already: nothing to add
-            title = (chat.title or "").strip()
-            return ImportedChat(chat_id=exc.thread_id, title=title, messages=0, exchanges=0, already_imported=True)
+        except chat_imports.NotResumable:  # imported already: its new exchanges, if it grew since
+            nothing_added = await job.extend(exc.thread_id)
+            if nothing_added is not None:
+                return nothing_added
     if on_chat is not None:
         on_chat(job.thread_id)
     return await job.run(stop_when)
@@ -173,6 +185,48 @@ class _Job:
             await create_chat_record(self.graph.store, self.user_id, record)
         self.title = record.title
         self._new_result(imported=row.imported)
+
+    async def extend(self, thread_id: str) -> ImportedChat | None:
+        """The conversation was imported into ``thread_id`` before. When it grew since (a newer export)
+        and the chat still holds exactly what was imported, its new exchanges go on the end of the chat
+        (None: run the job). Otherwise what the caller is told, nothing written: imported already, or
+        ``changed_since`` when the export holds messages the chat lacks but the chat changed since
+        (a message deleted or added here), so where they go is not known."""
+        nothing = ImportedChat(chat_id=thread_id, title=(self.chat.title or "").strip(), messages=0, exchanges=0, already_imported=True)
+        for attempt in (1, 2):  # twice: a turn may end between the look and the row
+            mark = await mark_thread(self.pool, thread_id)
+            held = (await self.graph.aget_state({"configurable": {"thread_id": thread_id}})).values.get("messages", [])
+            same = _same_prefix(thread_id, held, self.chat.messages)
+            if same == len(self.chat.messages):
+                return nothing  # (an older export, or the same one)
+            ends = {sum(len(g) for g in self.groups[:k]): k for k in range(len(self.groups))}
+            if mark.checkpoint_id is None or not held or same != len(held) or same not in ends:
+                nothing.changed_since = True
+                return nothing
+            try:
+                self.import_id = await chat_imports.begin_extension(
+                    self.pool, thread_id, self.user_id, total=len(self.chat.messages), imported=same, exchanges_done=ends[same],
+                    head_checkpoint=mark.checkpoint_id, head_writes=mark.head_writes, digest=self.digest, worker=self.worker,
+                    known_generation=self.known_generation,
+                )
+            except chat_imports.ChatBusy:
+                if attempt == 2:
+                    raise
+                continue
+            except chat_imports.NotResumable:  # being imported by another importer (the same export twice at once)
+                return nothing
+            break
+        self.thread_id, self.start, self.head = thread_id, ends[same], mark
+        record = await get_chat(self.graph.store, self.user_id, thread_id)
+        if record is None:  # (a completed import has its record; a chat's record is rebuilt as for a resume)
+            record = self._record(thread_id, (self.chat.title or "").strip())
+            await create_chat_record(self.graph.store, self.user_id, record)
+        self.title, self.record_at_head = record.title, record
+        self._new_result(imported=same)
+        # What this import adds: the exchanges after the chat's, from the first new message's time.
+        self.result.held_before, self.result.exchanges = same, len(self.groups) - self.start
+        self.result.first_time = self.chat.messages[same].time
+        return None
 
     def _record(self, thread_id: str, title: str) -> ChatRecord:
         # Created when the conversation started (an export's time), not when it was imported.

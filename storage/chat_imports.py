@@ -20,7 +20,10 @@ is known. While the row exists:
 
 The row goes when the import completes (:func:`finish`), or with the chat or its owner.
 A resume (:func:`take_over`) continues an ``incomplete`` import of the same history (same digest)
-from the checkpoint its last complete exchange ended on (``head_checkpoint``).
+from the checkpoint its last complete exchange ended on (``head_checkpoint``). A conversation that
+grew since its import (a newer export) gets a row on its existing chat (:func:`begin_extension`),
+whose exchanges go on from the chat's head; a run and an import never hold one thread together,
+whichever starts first (both take :func:`lock_thread`).
 
 An import that starts after its owner was forgotten is refused, however long its request took to
 arrive (a body still coming in while forget-me ran): :func:`begin` and :func:`take_over` compare the
@@ -99,6 +102,10 @@ class TooManyImports(MemoryAgentError):
         super().__init__(f"{limit} imports of this user are running already; wait for one to end.")
 
 
+class ChatBusy(MemoryAgentError):
+    """A reply is running on the chat that an import would extend, or the chat moved meanwhile."""
+
+
 class NotResumable(MemoryAgentError):
     """A resume names a chat with no incomplete import of this user, or another history."""
 
@@ -128,6 +135,13 @@ def _row(r: dict) -> ImportRow:
 
 def _lock_key(owner: str) -> int:
     return advisory_key(b"memory-agent:imports:", owner)
+
+
+async def lock_thread(conn, thread_id: str) -> None:
+    """Until the transaction ends: the thread's run-or-import lock. storage.chat_runs.start_run takes it
+    before it looks for an import row, and :func:`begin_extension` before it looks for an active run, so
+    each statement after it sees what the other committed (a snapshot taken before would not)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(b"memory-agent:thread-writer:", thread_id),))
 
 
 async def setup(pool: AsyncConnectionPool) -> None:
@@ -212,6 +226,49 @@ async def begin(
         )
         if source_id is not None:
             await chat_sources.claim(conn, owner, source_id, thread_id)
+    return import_id
+
+
+async def begin_extension(
+    pool: AsyncConnectionPool, thread_id: str, owner: str, *, total: int, imported: int, exchanges_done: int,
+    head_checkpoint: str, head_writes: Iterable[str], digest: str, worker: str, known_generation: int | None = None,
+) -> str:
+    """An import row on the owner's existing chat ``thread_id``, whose first ``imported`` messages
+    (``exchanges_done`` exchanges) the chat holds up to ``head_checkpoint``: a grown conversation's
+    new exchanges go on from there, and a stop or a resume treats them as any import's. The import's id.
+
+    ChatBusy (nothing written) when a reply is running on the chat or its head is no longer
+    ``head_checkpoint`` (a turn ended in between); NotResumable when the chat has an import row already
+    or is not the owner's; OwnerForgotten and TooManyImports as for :func:`begin`."""
+    import_id = str(uuid.uuid4())
+    async with pool.connection() as conn, conn.transaction():
+        await _lock_owner(conn, owner, known_generation)
+        await lock_thread(conn, thread_id)
+        holder = await (await conn.execute(f"SELECT owner FROM {thread_owners.TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
+        if holder is None or holder["owner"] != owner:
+            raise NotResumable(f"Chat {thread_id} is not yours to import into.")
+        if await (await conn.execute(f"SELECT 1 FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone() is not None:
+            raise NotResumable(f"Chat {thread_id} is being imported already.")
+        # (The runs table is storage.chat_runs', which imports this module: named here, not imported.)
+        busy = await (
+            await conn.execute(
+                "SELECT 1 FROM memory_agent_runs WHERE thread_id = %s AND status IN ('running', 'stopping', 'committing')", (thread_id,)
+            )
+        ).fetchone()
+        head = await (
+            await conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_id,),
+            )
+        ).fetchone()
+        if busy is not None or head is None or head["checkpoint_id"] != head_checkpoint:
+            raise ChatBusy(f"A reply is running on chat {thread_id}, or has just ended; import again when it has.")
+        await _refuse_past_limit(conn, owner)
+        await conn.execute(
+            f"INSERT INTO {TABLE} (import_id, thread_id, owner, state, total, imported, exchanges_done, digest, head_checkpoint, head_writes, worker) "
+            "VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s)",
+            (import_id, thread_id, owner, total, imported, exchanges_done, digest, head_checkpoint, list(head_writes), worker),
+        )
     return import_id
 
 

@@ -187,6 +187,7 @@ async def start_run(
         try:
             async with pool.connection() as conn, conn.transaction():
                 await owner_forgets.check(conn, user_id, known)
+                await chat_imports.lock_thread(conn, thread_id)  # an import beginning on the chat meanwhile waits, or is seen
                 # Not while the chat has an import (its row exists before anyone can reach its chat):
                 # in the insert's own statement, a round trip before every reply; which import, after.
                 inserted = await conn.execute(

@@ -206,3 +206,100 @@ async def test_a_conversation_whose_import_stopped_part_way_goes_on_when_the_exp
     [again] = await import_all(graph, backend, user_id, [export("chatgpt_conversations.json")[2]])
     assert again.chat_id == chat_id and not again.already_imported and again.messages == 4
     assert [m.text[:12] for m in await messages_of(graph, chat_id)] == ["I'm moving t", "Congratulati", "Thanks. My l", "Alfama is a "]
+
+
+def first_part(chat, n: int):
+    """The conversation as an earlier export held it: its first ``n`` messages."""
+    return chat.model_copy(update={"messages": chat.messages[:n]})
+
+
+@pytest.mark.slow
+async def test_a_conversation_that_grew_since_its_import_gets_its_new_messages_on_the_end_of_its_chat(backend, graph, user_id):
+    from memory.import_job import message_id
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])  # "Moving to Lisbon": 4 messages, 2 exchanges
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)
+
+    grown = await import_chat(graph, backend.pool, user_id, whole, context=context)
+
+    assert grown.chat_id == before.chat_id and not grown.already_imported
+    assert (grown.held_before, grown.messages, grown.exchanges) == (2, 4, 1)
+    assert grown.first_time == whole.messages[2].time
+    messages = await messages_of(graph, grown.chat_id)
+    assert [m.text[:12] for m in messages] == ["I'm moving t", "Congratulati", "Thanks. My l", "Alfama is a "]
+    assert [m.id for m in messages] == [message_id(grown.chat_id, i) for i in range(4)]
+    assert await thread_owners.threads_of(backend.pool, user_id) == [grown.chat_id]
+    record = await get_chat(backend.store, user_id, grown.chat_id)
+    assert record.message_count == 4 and record.last_activity == whole.messages[-1].time
+    # The new exchange went through the memory phase: it is searchable like the first.
+    found = await queries.search_conversation_history(backend.store, None, user_id, "Alfama neighbourhood", "all")
+    assert any("Alfama" in m.snippet and m.chat_id == grown.chat_id for m in found.messages)
+
+    again = await import_chat(graph, backend.pool, user_id, whole, context=context)  # the same export once more
+    assert again.already_imported and not again.changed_since and again.messages == 0
+    older = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)  # an older export
+    assert older.already_imported and not older.changed_since
+    assert len(await messages_of(graph, grown.chat_id)) == 4
+
+
+@pytest.mark.slow
+async def test_a_grown_conversation_whose_chat_lost_a_message_since_adds_nothing_and_says_why(backend, graph, user_id):
+    from memory.chat_admin import delete_message_everywhere
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)
+    first = (await messages_of(graph, before.chat_id))[0]
+    await delete_message_everywhere(backend, graph, user_id, before.chat_id, first)
+
+    grown = await import_chat(graph, backend.pool, user_id, whole, context=context)
+
+    # The deleted message is not brought back, and nothing goes after it in a chat that changed.
+    assert grown.already_imported and grown.changed_since and grown.messages == 0
+    messages = await messages_of(graph, before.chat_id)
+    assert len(messages) == 2 and "moving" not in messages[0].text
+
+
+@pytest.mark.slow
+async def test_a_grown_conversation_is_not_extended_while_a_reply_runs_on_its_chat_and_a_reply_waits_for_its_import(backend, graph, user_id):
+    from storage import chat_imports, chat_runs
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)
+    run = await chat_runs.start_run(backend.pool, before.chat_id, user_id, "turn", "a-worker")
+
+    with pytest.raises(chat_imports.ChatBusy):
+        await import_chat(graph, backend.pool, user_id, whole, context=context)
+    assert await chat_imports.of_threads(backend.pool, user_id, [before.chat_id]) == {}  # no import row was left
+    assert len(await messages_of(graph, before.chat_id)) == 2
+
+    await chat_runs.finish(backend.pool, run, "finished")
+    grown = await import_chat(graph, backend.pool, user_id, whole, context=context)
+    assert grown.held_before == 2 and len(await messages_of(graph, before.chat_id)) == 4
+
+
+@pytest.mark.slow
+async def test_a_grown_conversations_import_that_stopped_goes_on_when_the_export_is_imported_again(backend, graph, user_id, monkeypatch):
+    from memory.import_job import ImportStopped
+    from storage import chat_imports, chat_runs
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 0.001)
+
+    async def leave() -> bool:
+        return True
+
+    with pytest.raises(ImportStopped) as stopped:
+        await import_chat(graph, backend.pool, user_id, whole, context=context, stop_when=leave)
+    assert stopped.value.chat_id == before.chat_id
+    assert 2 <= len(await messages_of(graph, before.chat_id)) < 4  # what was imported before stays
+    with pytest.raises(chat_imports.ImportInProgress):  # incomplete: the chat takes no message until it is resumed
+        await chat_runs.start_run(backend.pool, before.chat_id, user_id, "turn", "a-worker")
+
+    again = await import_chat(graph, backend.pool, user_id, whole, context=context)
+    assert again.chat_id == before.chat_id and again.messages == 4
+    assert [m.text[:12] for m in await messages_of(graph, before.chat_id)] == ["I'm moving t", "Congratulati", "Thanks. My l", "Alfama is a "]
