@@ -305,7 +305,13 @@ async def _import(backend, args: argparse.Namespace) -> int:
                 raise
             if done.already_imported:
                 progress.update(task, completed=len(chat.messages))
-                print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added."))
+                why = (" The export holds messages the chat lacks, but the chat changed since it was imported (a message deleted or "
+                       "added here): delete the chat and import again to take them." if done.changed_since else "")
+                print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added.{why}"))
+                continue
+            if done.held_before:
+                print(shown(f"Added {done.messages - done.held_before} new messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to "
+                            f"{done.last_time:%Y-%m-%d}) to chat {done.chat_id} \"{done.title}\" of user {args.user}, which held its first {done.held_before}."))
                 continue
             print(shown(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}."))
     return 0

@@ -130,7 +130,8 @@ async def import_history(
 
     A ChatGPT or Claude ``conversations.json`` becomes one chat per conversation and answers with the
     list of them; a conversation (or a history with a ``source_id``) the caller imported before adds
-    nothing (one whose import stopped part way goes on). 200 instead of 201 when nothing was added."""
+    nothing, or its new messages when it has grown since (one whose import stopped part way goes on).
+    200 instead of 201 when no chat was created."""
     # The forget generation read with the key: a forget-me while the body arrives refuses the import (410).
     known_generation = owner_forgets.known_generation(user)
     if resume is not None:
@@ -159,18 +160,23 @@ async def import_history(
         raise ApiError(429, "too_many_imports", str(exc)) from exc
     except chat_imports.NotResumable as exc:
         raise ApiError(409, "not_resumable", str(exc)) from exc
+    except chat_imports.ChatBusy as exc:
+        raise ApiError(409, "chat_busy", str(exc)) from exc
     except ImportCancelled as exc:
         raise ApiError(409, "import_cancelled", str(exc)) from exc
     except ImportStopped as exc:  # the client is gone; this answer is for the log
         raise ApiError(409, "import_stopped", str(exc)) from exc
     except ImportFailed as exc:
         raise ApiError(500, "import_failed", str(exc)) from exc
-    if all(d.already_imported for d in done):
+    if all(d.already_imported or d.held_before for d in done):  # no new chat (a grown one's messages went on its chat)
         response.status_code = 200
     if not exported:
         return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
     out = [
-        ImportedChatOut(chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages, already_imported=d.already_imported)
+        ImportedChatOut(
+            chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages - d.held_before,
+            already_imported=d.already_imported, grown=bool(d.held_before), changed_since_import=d.changed_since,
+        )
         for d in done
     ]
     return ImportedChats(chats=out)

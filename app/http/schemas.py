@@ -139,8 +139,14 @@ class ChatDetail(BaseModel):
 
 class ImportedChatOut(BaseModel):
     chat: ChatSummary
-    imported_messages: int = Field(description="Messages added by this import (0 when it was imported before).")
-    already_imported: bool = Field(description="The user had imported this conversation before (its source id): nothing was added.")
+    imported_messages: int = Field(description="Messages added by this import (0 when it was imported before and has not grown).")
+    already_imported: bool = Field(description="The user had imported this conversation before (its source id) and nothing was added.")
+    grown: bool = Field(False, description="The user had imported this conversation before and it has grown since: its new messages were added to the end of that chat.")
+    changed_since_import: bool = Field(
+        False,
+        description="Imported before, and the export holds messages the chat lacks, but the chat changed since (a message deleted or added here): "
+        "nothing was added; delete the chat and import again to take them.",
+    )
 
 
 class ImportedChats(BaseModel):

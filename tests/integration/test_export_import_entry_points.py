@@ -112,3 +112,40 @@ def test_memory_agent_import_takes_an_export_and_says_what_it_did_each_time(new_
     assert again.returncode == 0, again.stderr
     lines = again.stdout.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("Already imported: ") and line.endswith("nothing added.") for line in lines)
+
+
+def claude_conversation(messages: int | None = None) -> list[dict]:
+    """The Claude export's first conversation (4 messages), or as an earlier export held it: its first ``messages``."""
+    conversation = json.loads(CLAUDE.read_text())[0]
+    conversation["chat_messages"] = conversation["chat_messages"][:messages]
+    return [conversation]
+
+
+def test_a_conversation_posted_again_after_it_grew_gets_its_new_messages_on_its_chat(server, owner):
+    with server.client(owner[1]) as client:
+        first = client.post("/chats/import", json=claude_conversation(2))
+        assert first.status_code == 201, first.text
+        chat_id = first.json()["chats"][0]["chat"]["id"]
+
+        grown = client.post("/chats/import", json=claude_conversation())
+        assert grown.status_code == 200, grown.text  # no chat was created
+        [out] = grown.json()["chats"]
+        assert out["chat"]["id"] == chat_id and out["grown"] and out["imported_messages"] == 2
+        assert not out["already_imported"] and not out["changed_since_import"]
+        assert [m["content"][:20] for m in client.get(f"/chats/{chat_id}").json()["messages"]] == [
+            m["text"][:20] for m in claude_conversation()[0]["chat_messages"]
+        ]
+        assert len(client.get("/chats").json()["chats"]) == 1
+
+
+def test_memory_agent_import_says_how_many_new_messages_a_grown_conversation_added(new_database, tmp_path):
+    database_url, user = new_database("cligrown"), f"u{uuid.uuid4().hex[:10]}"
+    (tmp_path / "before.json").write_text(json.dumps(claude_conversation(2)))
+    (tmp_path / "after.json").write_text(json.dumps(claude_conversation()))
+    assert run_import(tmp_path / "before.json", database_url, user).returncode == 0
+
+    grown = run_import(tmp_path / "after.json", database_url, user)
+
+    assert grown.returncode == 0, grown.stderr
+    [line] = grown.stdout.strip().splitlines()
+    assert line.startswith('Added 2 new messages (1 exchanges, 2024-05-04 to 2024-05-04) to chat ') and line.endswith("which held its first 2.")
