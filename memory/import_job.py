@@ -23,6 +23,11 @@ An incomplete import is resumed with the same history (``resume=<chat id>``; the
 match): what a killed importer wrote past its last complete exchange is taken back and the
 import goes on from there. Message ids are derived from the chat id and the message's
 position, so an exchange done twice writes the same messages (the index skips known ids).
+
+A conversation imported before that has grown since (a newer export) gets its new exchanges on its
+existing chat (:meth:`_Job.extend`), under an import row as above; its chat was complete before,
+so a stop leaves it complete and taking messages (the row goes), and a cancellation takes back
+only what the new messages taught.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from core.schemas import NEW_CHAT_TITLE, ChatRecord
 from memory.writer.forgets import delete_taught_only_by_chat
 from embeddings.batching import in_background
 from memory import episodes
-from memory.chat_admin import delete_chat, rewrite_chat_text, write_empty_chat
+from memory.chat_admin import DELETED, delete_chat, rewrite_chat_text, write_empty_chat
 from memory.chat_import import ChatImport, ImportedChat, ImportedMessage, ImportFailed, Progress, exchanges, prepare_import
 from memory.writer.records import create_chat_record, save_chat_record
 from memory.queries import get_chat
@@ -89,6 +94,18 @@ def _same_prefix(thread_id: str, held: list[BaseMessage], messages: list[Importe
     return n
 
 
+def _why_not_added(thread_id: str, held: list[BaseMessage], messages: list[ImportedMessage], same: int) -> tuple[str, str]:
+    """Why a grown conversation's new messages cannot go on its chat: a code and a sentence."""
+    again = "delete the chat and import again to take them"
+    if same < len(held) and held[same].id == message_id(thread_id, same) and held[same].text == DELETED:
+        return "chat_changed", f"The export holds messages the chat lacks, but the chat's message {same + 1} was deleted since it was imported: {again}."
+    if same < len(held) and held[same].id == message_id(thread_id, same):  # the import wrote it: its text is not the export's
+        return "message_differs", (f"The export holds messages the chat lacks, but its message {same + 1} differs from the chat's "
+                                   f"(edited here, or where it came from): {again}.")
+    return "chat_changed", (f"The export holds messages the chat lacks, but the chat changed since it was imported (a message deleted "
+                            f"or added here): {again}.")
+
+
 def importer_id() -> str:
     """This importer, uniquely (a resume elsewhere takes the row; this one's writes are then refused)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -103,7 +120,7 @@ async def import_chat(
     graph, pool, user_id: str, chat: ChatImport, *,
     context: Context | None = None, on_progress: Progress | None = None, resume: str | None = None,
     stop_when: Callable[[], Awaitable[bool]] | None = None, known_generation: int | None = None,
-    on_chat: Callable[[str], None] | None = None,
+    on_chat: Callable[[str, bool], None] | None = None,
 ) -> ImportedChat:
     """Import ``chat`` into a new chat of ``user_id`` on the compiled ``graph`` (with its checkpointer
     and store), or go on with the incomplete import of chat ``resume``.
@@ -114,7 +131,9 @@ async def import_chat(
     ``known_generation``: the user's :func:`storage.chat_imports.owner_generation` when the caller was
     authenticated (a request whose body arrives after); OwnerForgotten, nothing written, when the user
     was forgotten since. None: the caller is known now (the CLI).
-    ``on_chat``: told the chat's id once the import has one (an interrupted import is resumed by it).
+    ``on_chat``: told the chat's id once the import has one (an interrupted import is resumed by it),
+    and whether the import adds a grown conversation's new messages to its chat (one interrupted
+    leaves the chat taking messages, and goes on when the export is imported again).
     """
     ctx = context or Context(user_id=user_id)
     if ctx.user_id != user_id:
@@ -126,6 +145,7 @@ async def import_chat(
     try:
         await (job.take_over(resume) if resume else job.begin())
     except chat_sources.AlreadyImported as exc:  # nothing written
+        await job.take_back_extension(exc.thread_id)  # (an extension whose importer died: the chat as it was before it)
         try:
             await job.take_over(exc.thread_id)  # its import stopped part way: go on with it
         except chat_imports.NotResumable:  # imported already: its new exchanges, if it grew since
@@ -133,7 +153,7 @@ async def import_chat(
             if nothing_added is not None:
                 return nothing_added
     if on_chat is not None:
-        on_chat(job.thread_id)
+        on_chat(job.thread_id, job.extends_chat)
     return await job.run(stop_when)
 
 
@@ -152,6 +172,7 @@ class _Job:
         self.head: ThreadMark | None = None  # where the last complete exchange ended
         self.record_at_head: ChatRecord | None = None  # the chat's record as that exchange left it
         self.result: ImportedChat | None = None
+        self.extends_chat = False  # adds a grown conversation's new messages to its complete chat (extend)
 
     # ------------------------------------------------------------------ starting
     async def begin(self) -> None:
@@ -186,26 +207,42 @@ class _Job:
         self.title = record.title
         self._new_result(imported=row.imported)
 
+    async def take_back_extension(self, thread_id: str) -> None:
+        """An extension of ``thread_id`` whose importer died: the chat back to its last whole exchange,
+        its index and text with it, and the row gone, so the chat takes messages again and this
+        import extends it from there (nothing when the chat has no such row)."""
+        row = await chat_imports.take_back_extension(self.pool, thread_id, self.user_id, worker=self.worker, known_generation=self.known_generation)
+        if row is None:
+            return
+        await rollback_thread(self.pool, ThreadMark(thread_id, row.head_checkpoint, frozenset(row.head_writes)))
+        values = (await self.graph.aget_state({"configurable": {"thread_id": thread_id}})).values
+        await episodes.index_for_run(self.graph.store, self.user_id, thread_id, values.get("messages", []))
+        await rewrite_chat_text(self.graph.store, self.user_id, thread_id, values)
+        if not await chat_imports.finish(self.pool, row.import_id, self.worker):  # a deletion or forget-me meanwhile removes the chat
+            await chat_imports.delete(self.pool, self.user_id, thread_id)
+            raise ImportCancelled(thread_id)
+
     async def extend(self, thread_id: str) -> ImportedChat | None:
         """The conversation was imported into ``thread_id`` before. When it grew since (a newer export)
-        and the chat still holds exactly what was imported, its new exchanges go on the end of the chat
-        (None: run the job). Otherwise what the caller is told, nothing written: imported already, or
-        ``changed_since`` when the export holds messages the chat lacks but the chat changed since
-        (a message deleted or added here), so where they go is not known."""
+        and the chat still holds what was imported, its new messages go on the end of the chat (None:
+        run the job); a chat whose import ended on a message with no reply has that exchange done
+        again, whole (the same ids: the messages are replaced by themselves). Otherwise what the
+        caller is told, nothing written: imported already, or ``not_added`` with why."""
         nothing = ImportedChat(chat_id=thread_id, title=(self.chat.title or "").strip(), messages=0, exchanges=0, already_imported=True)
+        starts = [sum(len(g) for g in self.groups[:k]) for k in range(len(self.groups))]  # each exchange's first message
         for attempt in (1, 2):  # twice: a turn may end between the look and the row
             mark = await mark_thread(self.pool, thread_id)
             held = (await self.graph.aget_state({"configurable": {"thread_id": thread_id}})).values.get("messages", [])
             same = _same_prefix(thread_id, held, self.chat.messages)
             if same == len(self.chat.messages):
                 return nothing  # (an older export, or the same one)
-            ends = {sum(len(g) for g in self.groups[:k]): k for k in range(len(self.groups))}
-            if mark.checkpoint_id is None or not held or same != len(held) or same not in ends:
-                nothing.changed_since = True
+            if mark.checkpoint_id is None or same < len(held) or not held:
+                nothing.not_added, nothing.not_added_reason = _why_not_added(thread_id, held, self.chat.messages, same)
                 return nothing
+            start = max(k for k, first in enumerate(starts) if first <= same)  # the exchange the new messages begin (or end)
             try:
                 self.import_id = await chat_imports.begin_extension(
-                    self.pool, thread_id, self.user_id, total=len(self.chat.messages), imported=same, exchanges_done=ends[same],
+                    self.pool, thread_id, self.user_id, total=len(self.chat.messages), imported=starts[start], exchanges_done=start,
                     head_checkpoint=mark.checkpoint_id, head_writes=mark.head_writes, digest=self.digest, worker=self.worker,
                     known_generation=self.known_generation,
                 )
@@ -216,15 +253,15 @@ class _Job:
             except chat_imports.NotResumable:  # being imported by another importer (the same export twice at once)
                 return nothing
             break
-        self.thread_id, self.start, self.head = thread_id, ends[same], mark
+        self.thread_id, self.start, self.head, self.extends_chat = thread_id, start, mark, True
         record = await get_chat(self.graph.store, self.user_id, thread_id)
         if record is None:  # (a completed import has its record; a chat's record is rebuilt as for a resume)
             record = self._record(thread_id, (self.chat.title or "").strip())
             await create_chat_record(self.graph.store, self.user_id, record)
         self.title, self.record_at_head = record.title, record
-        self._new_result(imported=same)
-        # What this import adds: the exchanges after the chat's, from the first new message's time.
-        self.result.held_before, self.result.exchanges = same, len(self.groups) - self.start
+        self._new_result(imported=starts[start])
+        # What this import adds: the messages after the chat's, from the first new one's time.
+        self.result.held_before, self.result.exchanges = same, len(self.groups) - start
         self.result.first_time = self.chat.messages[same].time
         return None
 
@@ -366,13 +403,17 @@ class _Job:
         with owner_forgets.no_caller():
             await self._halt(work, None)
             parts = SimpleNamespace(checkpointer=self.graph.checkpointer, store=self.graph.store, pool=self.pool)
-            # What its exchanges taught goes with it ("nothing of it is kept"; it stayed).
-            await delete_taught_only_by_chat(self.graph.store, self.user_id, self.thread_id)
+            # What its exchanges taught goes with it ("nothing of it is kept"; it stayed). An extension's are
+            # its new messages': what the chat taught before stays, as a plain deletion of the chat keeps it.
+            ids = {message_id(self.thread_id, i) for i in range(self.result.held_before, len(self.chat.messages))} if self.extends_chat else None
+            await delete_taught_only_by_chat(self.graph.store, self.user_id, self.thread_id, message_ids=ids)
             await delete_chat(parts, self.user_id, self.thread_id)
             await chat_imports.delete(self.pool, self.user_id, self.thread_id)
 
     async def _stop(self, work: asyncio.Task, detail: str) -> None:
-        """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete."""
+        """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete;
+        an extension's row goes instead (its chat was complete: it takes messages again, and the next
+        import of the conversation extends it from there)."""
         head = self.head.checkpoint_id if self.head is not None else None
         try:
             await self._halt(work, head)
@@ -382,7 +423,16 @@ class _Job:
                 reopen(self.thread_id, head, removed)
             await self._in_step_with_thread()
         finally:
-            await self._mark_incomplete(detail)
+            if self.extends_chat:
+                await self._end_extension()
+            else:
+                await self._mark_incomplete(detail)
+
+    async def _end_extension(self) -> None:
+        try:
+            await asyncio.wait_for(chat_imports.finish(self.pool, self.import_id, self.worker), BOOKKEEPING_SECONDS)
+        except Exception as exc:  # its heartbeat stops: the next import of it takes the chat back (take_back_extension)
+            log.warning("import %s: its row stays until the next import: %s", self.import_id, exc)
 
     async def _in_step_with_thread(self) -> None:
         """The exchange taken back had been indexed and recorded by the chat's record (index_messages and
@@ -412,6 +462,12 @@ class _Job:
 
     def _failure(self, cls: type[ImportFailed], detail: str) -> ImportFailed:
         done, total = self.result.messages, len(self.chat.messages)
+        if self.extends_chat:
+            return cls(
+                f"The import stopped after {done} of {total} messages ({detail}); chat {self.thread_id} holds those, with their "
+                "memory updates, and takes messages. Import the same export again to add the rest.",
+                chat_id=self.thread_id, imported=done,
+            )
         return cls(
             f"The import stopped after {done} of {total} messages ({detail}); chat {self.thread_id} holds those, with their "
             f"memory updates, marked incomplete. Resume it with the same history (`memory-agent import FILE --resume "

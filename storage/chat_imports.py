@@ -74,6 +74,8 @@ CREATE = (
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 )""",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (owner)",
+    # An import that adds a grown conversation's new messages to its existing chat (begin_extension).
+    f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS extends_chat boolean NOT NULL DEFAULT false",
     owner_forgets.CREATE,
 )
 # A row reads as: running (its importer beats it), incomplete (stopped, or its importer is dead),
@@ -85,9 +87,14 @@ _STATE = f"""CASE WHEN state = 'running' AND heartbeat_at < now() - make_interva
 class ImportInProgress(MemoryAgentError):
     """The chat is being imported (or its import is incomplete): nothing else may write to it."""
 
-    def __init__(self, thread_id: str, state: str, imported: int, total: int) -> None:
+    def __init__(self, thread_id: str, state: str, imported: int, total: int, extends_chat: bool = False) -> None:
         self.thread_id, self.state = thread_id, state
-        if state == "incomplete":
+        if state == "incomplete" and extends_chat:  # (its importer died: the next import takes the chat back)
+            message = (
+                f"Chat {thread_id} was taking the new messages of its conversation from an export when that import stopped "
+                f"({imported} of {total} messages): import the export again, or delete the chat, first."
+            )
+        elif state == "incomplete":
             message = (
                 f"Chat {thread_id} is an incomplete import ({imported} of {total} messages): resume it "
                 "(POST /chats/import?resume=<id> with the same history) or delete it first."
@@ -123,13 +130,14 @@ class ImportRow:
     head_checkpoint: str | None
     head_writes: tuple[str, ...]
     detail: str | None
+    extends_chat: bool = False  # adds a grown conversation's new messages to a chat that was complete
 
 
 def _row(r: dict) -> ImportRow:
     return ImportRow(
         import_id=str(r["import_id"]), thread_id=r["thread_id"], owner=r["owner"], state=r["shown"], total=r["total"],
         imported=r["imported"], exchanges_done=r["exchanges_done"], digest=r["digest"], head_checkpoint=r["head_checkpoint"],
-        head_writes=tuple(r["head_writes"] or ()), detail=r["detail"],
+        head_writes=tuple(r["head_writes"] or ()), detail=r["detail"], extends_chat=r["extends_chat"],
     )
 
 
@@ -239,7 +247,11 @@ async def begin_extension(
 
     ChatBusy (nothing written) when a reply is running on the chat or its head is no longer
     ``head_checkpoint`` (a turn ended in between); NotResumable when the chat has an import row already
-    or is not the owner's; OwnerForgotten and TooManyImports as for :func:`begin`."""
+    or is not the owner's; OwnerForgotten and TooManyImports as for :func:`begin`.
+
+    The chat was complete before: an extension that stops is taken back to its last whole exchange
+    and its row deleted (the chat takes messages again, and the next import extends it from there),
+    and one whose importer died is taken back the same way by the next import (:func:`take_back_extension`)."""
     import_id = str(uuid.uuid4())
     async with pool.connection() as conn, conn.transaction():
         await _lock_owner(conn, owner, known_generation)
@@ -265,8 +277,8 @@ async def begin_extension(
             raise ChatBusy(f"A reply is running on chat {thread_id}, or has just ended; import again when it has.")
         await _refuse_past_limit(conn, owner)
         await conn.execute(
-            f"INSERT INTO {TABLE} (import_id, thread_id, owner, state, total, imported, exchanges_done, digest, head_checkpoint, head_writes, worker) "
-            "VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO {TABLE} (import_id, thread_id, owner, state, total, imported, exchanges_done, digest, head_checkpoint, head_writes, worker, "
+            "extends_chat) VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s, true)",
             (import_id, thread_id, owner, total, imported, exchanges_done, digest, head_checkpoint, list(head_writes), worker),
         )
     return import_id
@@ -294,6 +306,21 @@ async def take_over(
             (worker, row.import_id),
         )
     return row
+
+
+async def take_back_extension(
+    pool: AsyncConnectionPool, thread_id: str, owner: str, *, worker: str, known_generation: int | None = None
+) -> ImportRow | None:
+    """An extension of ``thread_id`` (:func:`begin_extension`) whose importer died: it becomes this
+    worker's, to take the chat back to the row's last whole exchange and delete the row, whatever
+    export comes next. None when the chat has no such row (a running extension is left alone)."""
+    async with pool.connection() as conn, conn.transaction():
+        await _lock_owner(conn, owner, known_generation)
+        found = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s AND owner = %s FOR UPDATE", (thread_id, owner))).fetchone()
+        if found is None or not found["extends_chat"] or found["shown"] != "incomplete":
+            return None
+        await conn.execute(f"UPDATE {TABLE} SET state = 'running', worker = %s, heartbeat_at = now() WHERE import_id = %s", (worker, found["import_id"]))
+    return _row(found)
 
 
 async def beat(pool: AsyncConnectionPool, import_id: str, worker: str) -> str | None:
@@ -399,4 +426,4 @@ async def refuse_runs_while_importing(conn, thread_id: str) -> None:
     row = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s", (thread_id,))).fetchone()
     if row is not None:
         found = _row(row)
-        raise ImportInProgress(thread_id, found.state, found.imported, found.total)
+        raise ImportInProgress(thread_id, found.state, found.imported, found.total, found.extends_chat)

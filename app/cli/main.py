@@ -289,24 +289,28 @@ async def _import(backend, args: argparse.Namespace) -> int:
     with Progress(*columns, transient=False, disable=not sys.stdout.isatty()) as progress:
         for chat in chats:
             task = progress.add_task(shown(chat.title or "chat"), total=len(chat.messages))
-            started: list[str] = []
+            started: list[tuple[str, bool]] = []  # (the chat, whether the import adds to a complete one)
             try:
                 done = await import_chat(
                     graph, backend.pool, args.user, chat, context=context, resume=args.resume,
-                    on_progress=lambda n, total, task=task: progress.update(task, completed=n), on_chat=started.append,
+                    on_progress=lambda n, total, task=task: progress.update(task, completed=n), on_chat=lambda c, grown: started.append((c, grown)),
                 )
             except asyncio.CancelledError:  # Ctrl-C: the chat keeps what was imported; say how to go on
                 if started:
                     progress.stop()
-                    go_on = (f"Go on with: memory-agent import {args.file} --user {args.user} --resume {started[0]}" if len(chats) == 1
-                             else "It takes no message until it is resumed (with its history alone, --resume) or deleted.")
-                    print(shown(f"The import was interrupted: chat {started[0]} keeps the exchanges imported so far, listed as incomplete. {go_on}"),
-                          file=sys.stderr)
+                    chat_id, grown = started[0]
+                    if grown:
+                        said = (f"The import was interrupted: chat {chat_id} keeps the new exchanges added so far, and takes messages. "
+                                f"Go on with: memory-agent import {args.file} --user {args.user}")
+                    else:
+                        go_on = (f"Go on with: memory-agent import {args.file} --user {args.user} --resume {chat_id}" if len(chats) == 1
+                                 else "It takes no message until it is resumed (with its history alone, --resume) or deleted.")
+                        said = f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete. {go_on}"
+                    print(shown(said), file=sys.stderr)
                 raise
             if done.already_imported:
                 progress.update(task, completed=len(chat.messages))
-                why = (" The export holds messages the chat lacks, but the chat changed since it was imported (a message deleted or "
-                       "added here): delete the chat and import again to take them." if done.changed_since else "")
+                why = f" {done.not_added_reason}" if done.not_added_reason else ""
                 print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added.{why}"))
                 continue
             if done.held_before:

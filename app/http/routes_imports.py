@@ -131,7 +131,7 @@ async def import_history(
     A ChatGPT or Claude ``conversations.json`` becomes one chat per conversation and answers with the
     list of them; a conversation (or a history with a ``source_id``) the caller imported before adds
     nothing, or its new messages when it has grown since (one whose import stopped part way goes on).
-    200 instead of 201 when no chat was created."""
+    200 instead of 201 when every conversation was imported before (grown or not)."""
     # The forget generation read with the key: a forget-me while the body arrives refuses the import (410).
     known_generation = owner_forgets.known_generation(user)
     if resume is not None:
@@ -168,14 +168,14 @@ async def import_history(
         raise ApiError(409, "import_stopped", str(exc)) from exc
     except ImportFailed as exc:
         raise ApiError(500, "import_failed", str(exc)) from exc
-    if all(d.already_imported or d.held_before for d in done):  # no new chat (a grown one's messages went on its chat)
+    if all(d.already_imported or d.held_before for d in done):  # each imported before (a grown one's messages went on its chat)
         response.status_code = 200
     if not exported:
         return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
     out = [
         ImportedChatOut(
             chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages - d.held_before,
-            already_imported=d.already_imported, grown=bool(d.held_before), changed_since_import=d.changed_since,
+            already_imported=d.already_imported, grown=bool(d.held_before), not_added=d.not_added, not_added_reason=d.not_added_reason,
         )
         for d in done
     ]

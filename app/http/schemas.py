@@ -142,11 +142,12 @@ class ImportedChatOut(BaseModel):
     imported_messages: int = Field(description="Messages added by this import (0 when it was imported before and has not grown).")
     already_imported: bool = Field(description="The user had imported this conversation before (its source id) and nothing was added.")
     grown: bool = Field(False, description="The user had imported this conversation before and it has grown since: its new messages were added to the end of that chat.")
-    changed_since_import: bool = Field(
-        False,
-        description="Imported before, and the export holds messages the chat lacks, but the chat changed since (a message deleted or added here): "
-        "nothing was added; delete the chat and import again to take them.",
+    not_added: Literal["chat_changed", "message_differs"] | None = Field(
+        None,
+        description="Imported before, and the export holds messages the chat lacks, but they were not added: chat_changed (a message "
+        "deleted or added here since), message_differs (a message edited here, or where it came from). Delete the chat and import again to take them.",
     )
+    not_added_reason: str | None = Field(None, description="Why the new messages were not added, in a sentence for the user.")
 
 
 class ImportedChats(BaseModel):

@@ -193,20 +193,23 @@ def clear_fields_said_only_by(doc: UserDocument, said_by) -> list[str]:
     return cleared
 
 
-async def delete_taught_only_by_chat(store, user_id: str, thread_id: str) -> ForgetWrite:
+async def delete_taught_only_by_chat(store, user_id: str, thread_id: str, *, message_ids: set[str] | None = None) -> ForgetWrite:
     """Delete the facts and tasks (history included) that only messages of ``thread_id`` taught, and
     clear the profile fields and preferences every source of which is one: an import cancelled part-way
-    keeps nothing of what it had learned (what another chat, or the user's typing, also said stays)."""
+    keeps nothing of what it had learned (what another chat, or the user's typing, also said stays).
+    ``message_ids``: only these messages of it (an extension's new ones; what the chat taught before stays)."""
     out = ForgetWrite(forgotten=[f"chat {thread_id}"])
     async with user_transaction(store, user_id) as tx:
 
         def only_from_it(item, _text) -> bool:
             refs = _refs(item.sources, (item.source_thread, item.source_message_id))
-            return bool(refs) and all(t == thread_id for t, _ in refs)
+            return bool(refs) and all(t == thread_id and (message_ids is None or m in message_ids) for t, m in refs)
 
         ops = await _forget_carriers(tx, user_id, out, only_from_it)
         doc = await get_user_document(tx, user_id)
-        out.fields += clear_fields_said_only_by(doc, lambda source: source.thread_id == thread_id and bool(source.message_id))
+        out.fields += clear_fields_said_only_by(
+            doc, lambda source: source.thread_id == thread_id and bool(source.message_id) and (message_ids is None or source.message_id in message_ids)
+        )
         if out.fields:
             doc.updated_at = utcnow()
             ops.append(PutOp(profile_ns(user_id), PROFILE_KEY, doc.model_dump(mode="json"), index=False))

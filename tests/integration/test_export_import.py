@@ -21,7 +21,7 @@ from core.messages import sent_at
 from graph.assembly import compile_graph
 from memory import queries
 from memory.chat_admin import delete_chat
-from memory.chat_import import check_all, parse_import
+from memory.chat_import import ChatImport, check_all, parse_import
 from memory.import_job import import_chat
 from memory.user_memory import get_chat, get_user_document, list_chats
 from prompts.reply_prompt import EPISODES_HEADER, parse_sections
@@ -237,9 +237,9 @@ async def test_a_conversation_that_grew_since_its_import_gets_its_new_messages_o
     assert any("Alfama" in m.snippet and m.chat_id == grown.chat_id for m in found.messages)
 
     again = await import_chat(graph, backend.pool, user_id, whole, context=context)  # the same export once more
-    assert again.already_imported and not again.changed_since and again.messages == 0
+    assert again.already_imported and again.not_added is None and again.messages == 0
     older = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)  # an older export
-    assert older.already_imported and not older.changed_since
+    assert older.already_imported and older.not_added is None
     assert len(await messages_of(graph, grown.chat_id)) == 4
 
 
@@ -256,7 +256,8 @@ async def test_a_grown_conversation_whose_chat_lost_a_message_since_adds_nothing
     grown = await import_chat(graph, backend.pool, user_id, whole, context=context)
 
     # The deleted message is not brought back, and nothing goes after it in a chat that changed.
-    assert grown.already_imported and grown.changed_since and grown.messages == 0
+    assert grown.already_imported and grown.not_added == "chat_changed" and grown.messages == 0
+    assert "message 1 was deleted since it was imported" in grown.not_added_reason
     messages = await messages_of(graph, before.chat_id)
     assert len(messages) == 2 and "moving" not in messages[0].text
 
@@ -281,25 +282,124 @@ async def test_a_grown_conversation_is_not_extended_while_a_reply_runs_on_its_ch
 
 
 @pytest.mark.slow
-async def test_a_grown_conversations_import_that_stopped_goes_on_when_the_export_is_imported_again(backend, graph, user_id, monkeypatch):
-    from memory.import_job import ImportStopped
-    from storage import chat_imports, chat_runs
-
+async def test_a_grown_conversation_edited_where_it_came_from_adds_nothing_and_names_the_message(backend, graph, user_id):
     [whole] = parse_import([export("chatgpt_conversations.json")[2]])
     context = Context(user_id=user_id, model="offline")
     before = await import_chat(graph, backend.pool, user_id, first_part(whole, 2), context=context)
+    edited = whole.messages[1].model_copy(update={"text": "Congratulations! Lisbon is lovely in spring."})
+    changed = whole.model_copy(update={"messages": [whole.messages[0], edited, *whole.messages[2:]]})
+
+    grown = await import_chat(graph, backend.pool, user_id, changed, context=context)
+
+    # Not "the chat changed here": the chat is as imported; its message 2 and the export's differ.
+    assert grown.already_imported and grown.not_added == "message_differs" and "message 2 differs" in grown.not_added_reason
+    assert len(await messages_of(graph, before.chat_id)) == 2
+
+
+@pytest.mark.slow
+async def test_a_conversation_whose_import_ended_on_an_unanswered_message_gets_that_exchange_whole_when_it_grew(backend, graph, user_id):
+    from memory.import_job import message_id
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, first_part(whole, 3), context=context)  # its last question had no reply yet
+
+    grown = await import_chat(graph, backend.pool, user_id, whole, context=context)
+
+    assert grown.chat_id == before.chat_id and grown.not_added is None and (grown.held_before, grown.messages) == (3, 4)
+    messages = await messages_of(graph, grown.chat_id)
+    assert [m.text[:12] for m in messages] == ["I'm moving t", "Congratulati", "Thanks. My l", "Alfama is a "]
+    assert [m.id for m in messages] == [message_id(grown.chat_id, i) for i in range(4)]  # the question replaced by itself, not doubled
+
+
+def numbered_conversation(n: int, first: str) -> ChatImport:
+    """Our own format with a ``source_id``: ``first``, then small talk, ``n`` messages."""
+    texts = [first] + [f"Message {i}: the trail number {i} was muddy." if i % 2 == 0 else f"Tell me more about trail {i}." for i in range(1, n)]
+    [chat] = parse_import({"title": "Trails", "source_id": "trails-1", "messages": [
+        {"role": "user" if i % 2 == 0 else "assistant", "text": t, "time": f"2024-01-01T00:{i:02d}:00Z"} for i, t in enumerate(texts)
+    ]})
+    return chat
+
+
+@pytest.mark.slow
+async def test_a_grown_conversations_import_that_stopped_leaves_its_chat_taking_messages_and_the_next_import_goes_on(backend, graph, user_id, monkeypatch):
+    from memory.import_job import ImportStopped
+    from storage import chat_imports, chat_runs
+
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, numbered_conversation(2, "Hello there."), context=context)
     monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 0.001)
 
     async def leave() -> bool:
         return True
 
     with pytest.raises(ImportStopped) as stopped:
-        await import_chat(graph, backend.pool, user_id, whole, context=context, stop_when=leave)
-    assert stopped.value.chat_id == before.chat_id
-    assert 2 <= len(await messages_of(graph, before.chat_id)) < 4  # what was imported before stays
-    with pytest.raises(chat_imports.ImportInProgress):  # incomplete: the chat takes no message until it is resumed
+        await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, stop_when=leave)
+    assert stopped.value.chat_id == before.chat_id and "Import the same export again" in str(stopped.value)
+    held = len(await messages_of(graph, before.chat_id))
+    assert 2 <= held < 20 and held % 2 == 0  # what it held, and whole exchanges of the new ones
+    # The chat was complete before: it is not left incomplete, and takes messages.
+    assert await chat_imports.of_threads(backend.pool, user_id, [before.chat_id]) == {}
+    run = await chat_runs.start_run(backend.pool, before.chat_id, user_id, "turn", "a-worker")
+    await chat_runs.finish(backend.pool, run, "finished")
+
+    newer = await import_chat(graph, backend.pool, user_id, numbered_conversation(24, "Hello there."), context=context)  # a newer export still
+    assert newer.held_before == held and newer.messages == 24
+    assert len(await messages_of(graph, before.chat_id)) == 24
+
+
+@pytest.mark.slow
+async def test_an_extension_whose_importer_died_is_taken_back_by_the_next_import_even_of_a_newer_export(backend, graph, user_id):
+    from langchain_core.messages import HumanMessage
+
+    from memory.import_job import message_id
+    from storage import chat_imports, chat_runs
+    from storage.checkpoint_rows import mark_thread
+
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, numbered_conversation(2, "Hello there."), context=context)
+    mark = await mark_thread(backend.pool, before.chat_id)
+    await chat_imports.begin_extension(
+        backend.pool, before.chat_id, user_id, total=20, imported=2, exchanges_done=1, head_checkpoint=mark.checkpoint_id,
+        head_writes=mark.head_writes, digest="the-export-it-was", worker="a-killed-importer",
+    )
+    # It wrote half an exchange, then was killed: its heartbeat stops.
+    half = HumanMessage("Message 2: the trail number 2 was muddy.", id=message_id(before.chat_id, 2))
+    await graph.aupdate_state({"configurable": {"thread_id": before.chat_id}}, {"messages": [half]}, as_node="reply")
+    async with backend.pool.connection() as conn:
+        await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE thread_id = %s", (before.chat_id,))
+    with pytest.raises(chat_imports.ImportInProgress, match="import the export again"):
         await chat_runs.start_run(backend.pool, before.chat_id, user_id, "turn", "a-worker")
 
-    again = await import_chat(graph, backend.pool, user_id, whole, context=context)
-    assert again.chat_id == before.chat_id and again.messages == 4
-    assert [m.text[:12] for m in await messages_of(graph, before.chat_id)] == ["I'm moving t", "Congratulati", "Thanks. My l", "Alfama is a "]
+    newer = await import_chat(graph, backend.pool, user_id, numbered_conversation(6, "Hello there."), context=context)
+
+    assert newer.chat_id == before.chat_id and newer.held_before == 2 and newer.messages == 6
+    messages = await messages_of(graph, before.chat_id)
+    assert [m.id for m in messages] == [message_id(before.chat_id, i) for i in range(6)]
+    assert await chat_imports.of_threads(backend.pool, user_id, [before.chat_id]) == {}
+
+
+@pytest.mark.slow
+async def test_deleting_a_chat_while_its_grown_conversation_is_added_keeps_what_its_first_import_taught(backend, graph, user_id):
+    from memory.chat_admin import delete_chat, stop_imports
+
+    first = "I live in Reykjavik and I work as a pilot."
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, numbered_conversation(2, first), context=context)
+    assert (await get_user_document(backend.store, user_id)).profile.role == "pilot"
+    reached = asyncio.Event()
+
+    def progress(n, total):
+        if n >= 6:
+            reached.set()
+            return asyncio.sleep(0.25)
+
+    extension = asyncio.create_task(import_chat(graph, backend.pool, user_id, numbered_conversation(40, first), context=context, on_progress=progress))
+    await asyncio.wait_for(reached.wait(), 120)
+    await stop_imports(backend.pool, user_id, before.chat_id)
+    await delete_chat(backend, user_id, before.chat_id)
+    await asyncio.gather(extension, return_exceptions=True)
+
+    # As a plain deletion of the chat: what it taught before the extension stays.
+    assert (await get_user_document(backend.store, user_id)).profile.role == "pilot"
+    assert await thread_owners.threads_of(backend.pool, user_id) == []

@@ -131,7 +131,7 @@ def test_a_conversation_posted_again_after_it_grew_gets_its_new_messages_on_its_
         assert grown.status_code == 200, grown.text  # no chat was created
         [out] = grown.json()["chats"]
         assert out["chat"]["id"] == chat_id and out["grown"] and out["imported_messages"] == 2
-        assert not out["already_imported"] and not out["changed_since_import"]
+        assert not out["already_imported"] and out["not_added"] is None
         assert [m["content"][:20] for m in client.get(f"/chats/{chat_id}").json()["messages"]] == [
             m["text"][:20] for m in claude_conversation()[0]["chat_messages"]
         ]
