@@ -247,8 +247,10 @@ class _Job:
                     known_generation=self.known_generation,
                 )
             except chat_imports.ChatBusy:
-                if attempt == 2:
-                    raise
+                if attempt == 2:  # told, and the export's other conversations go on
+                    nothing.not_added = "chat_busy"
+                    nothing.not_added_reason = "A reply is running on the chat: import the export again when it has ended to add its new messages."
+                    return nothing
                 continue
             except chat_imports.NotResumable:  # being imported by another importer (the same export twice at once)
                 return nothing

@@ -160,8 +160,6 @@ async def import_history(
         raise ApiError(429, "too_many_imports", str(exc)) from exc
     except chat_imports.NotResumable as exc:
         raise ApiError(409, "not_resumable", str(exc)) from exc
-    except chat_imports.ChatBusy as exc:
-        raise ApiError(409, "chat_busy", str(exc)) from exc
     except ImportCancelled as exc:
         raise ApiError(409, "import_cancelled", str(exc)) from exc
     except ImportStopped as exc:  # the client is gone; this answer is for the log
@@ -170,6 +168,8 @@ async def import_history(
         raise ApiError(500, "import_failed", str(exc)) from exc
     if all(d.already_imported or d.held_before for d in done):  # each imported before (a grown one's messages went on its chat)
         response.status_code = 200
+    if not exported and done[0].not_added == "chat_busy":  # (our format answers with the chat: no room to say why nothing was added)
+        raise ApiError(409, "chat_busy", done[0].not_added_reason)
     if not exported:
         return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
     out = [

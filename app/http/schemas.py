@@ -142,10 +142,11 @@ class ImportedChatOut(BaseModel):
     imported_messages: int = Field(description="Messages added by this import (0 when it was imported before and has not grown).")
     already_imported: bool = Field(description="The user had imported this conversation before (its source id) and nothing was added.")
     grown: bool = Field(False, description="The user had imported this conversation before and it has grown since: its new messages were added to the end of that chat.")
-    not_added: Literal["chat_changed", "message_differs"] | None = Field(
+    not_added: Literal["chat_changed", "message_differs", "chat_busy"] | None = Field(
         None,
         description="Imported before, and the export holds messages the chat lacks, but they were not added: chat_changed (a message "
-        "deleted or added here since), message_differs (a message edited here, or where it came from). Delete the chat and import again to take them.",
+        "deleted or added here since) or message_differs (a message edited here, or where it came from): delete the chat and import "
+        "again to take them; chat_busy (a reply was running on the chat): import again when it has ended.",
     )
     not_added_reason: str | None = Field(None, description="Why the new messages were not added, in a sentence for the user.")
 
