@@ -168,8 +168,8 @@ async def import_history(
         raise ApiError(500, "import_failed", str(exc)) from exc
     if all(d.already_imported or d.held_before for d in done):  # each imported before (a grown one's messages went on its chat)
         response.status_code = 200
-    if not exported and done[0].not_added == "chat_busy":  # (our format answers with the chat: no room to say why nothing was added)
-        raise ApiError(409, "chat_busy", done[0].not_added_reason)
+    if not exported and done[0].not_added:  # (our format answers with the chat: no room to say why its new messages were not added)
+        raise ApiError(409, done[0].not_added, done[0].not_added_reason)
     if not exported:
         return await chat_detail(services, await owned_chat(done[0].chat_id, user, services), user)
     out = [

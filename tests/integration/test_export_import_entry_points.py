@@ -149,3 +149,22 @@ def test_memory_agent_import_says_how_many_new_messages_a_grown_conversation_add
     assert grown.returncode == 0, grown.stderr
     [line] = grown.stdout.strip().splitlines()
     assert line.startswith('Added 2 new messages (1 exchanges, 2024-05-04 to 2024-05-04) to chat ') and line.endswith("which held its first 2.")
+
+
+def test_a_history_of_ours_posted_again_with_an_edited_message_is_409_saying_which(server, owner):
+    def history(texts: list[str]) -> dict:
+        return {"title": "Trails", "source_id": "trails-1", "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "text": t, "time": f"2024-01-01T00:0{i}:00Z"} for i, t in enumerate(texts)
+        ]}
+
+    with server.client(owner[1]) as client:
+        first = client.post("/chats/import", json=history(["The trail was muddy.", "Which trail?"]))
+        assert first.status_code == 201, first.text
+
+        grown = client.post("/chats/import", json=history(["The trail was muddy.", "Which trail?", "Ridge trail.", "Nice."]))
+        assert grown.status_code == 200 and len(grown.json()["messages"]) == 4, grown.text  # the chat, grown
+
+        edited = client.post("/chats/import", json=history(["The trail was dry.", "Which trail?", "Ridge trail.", "Nice.", "More?", "No."]))
+        assert edited.status_code == 409, edited.text
+        assert edited.json()["error"]["code"] == "message_differs" and "message 1 differs" in edited.json()["error"]["message"]
+        assert len(client.get(f"/chats/{first.json()['chat']['id']}").json()["messages"]) == 4
