@@ -293,12 +293,20 @@ class _Job:
         except BaseException:  # the caller was cancelled (Ctrl-C, a cancelled request)
             await asyncio.shield(self._stop(work, "the import was interrupted"))
             raise
+        if why is None and work.done() and isinstance(work.exception(), _Revoked) and await self._row_state() == "taken":
+            why = "taken"
+        if why == "taken":  # another import has the row and the chat now: stop here, and remove nothing of it
+            await asyncio.shield(self._halt(work, self.head.checkpoint_id if self.head is not None else None))
+            raise self._taken()
         if why == "cancelled" or (work.done() and isinstance(work.exception(), _Revoked)):
             await asyncio.shield(self._undo(work))
             raise ImportCancelled(self.thread_id)
         if why is not None:
             await asyncio.shield(self._stop(work, why))
             raise self._failure(ImportStopped, why)
+        if work.exception() is not None and not isinstance(work.exception(), owner_forgets.OwnerForgotten) and await self._row_state() == "taken":
+            await asyncio.shield(self._halt(work, self.head.checkpoint_id if self.head is not None else None))
+            raise self._taken()
         if work.exception() is not None and (isinstance(work.exception(), owner_forgets.OwnerForgotten) or await self._cancelled_meanwhile()):
             # (A deletion can make an exchange fail before the next beat sees the row, and forget-me
             # refuse its next write (storage.owner_forgets) before it cancels the row: a cancellation still.)
@@ -309,7 +317,9 @@ class _Job:
             detail = f"{type(exc).__name__}: {exc}"
             await asyncio.shield(self._stop(work, detail))
             raise self._failure(ImportFailed, detail) from exc
-        if not await chat_imports.finish(self.pool, self.import_id, self.worker):  # cancelled at the very end
+        if not await chat_imports.finish(self.pool, self.import_id, self.worker):  # cancelled (or taken) at the very end
+            if await self._row_state() == "taken":
+                raise self._taken()
             await asyncio.shield(self._undo(work))
             raise ImportCancelled(self.thread_id)
         record = await get_chat(self.graph.store, self.user_id, self.thread_id)
@@ -323,11 +333,26 @@ class _Job:
         except Exception as exc:  # the database is away: the exchanges fail on it too, or go on once it is back
             log.warning("import %s: heartbeat failed: %s", self.import_id, exc)
             state = "running"
+        if state == "taken":
+            return "taken"
         if state != "running":
             return "cancelled"
         if stop_when is not None and await stop_when():
             return "the client left before the import ended"
         return None
+
+    async def _row_state(self) -> str | None:
+        try:
+            return await asyncio.wait_for(chat_imports.beat(self.pool, self.import_id, self.worker), BOOKKEEPING_SECONDS)
+        except Exception:  # the database is away: as before, the row counts as gone
+            return None
+
+    def _taken(self) -> ImportStopped:
+        return ImportStopped(
+            f"Another import of this conversation took chat {self.thread_id} over (this one had been silent past "
+            f"{chat_imports.STALE_AFTER_SECONDS} s); the chat keeps what was imported, and the other import goes on with it.",
+            chat_id=self.thread_id, imported=self.result.messages,
+        )
 
     async def _cancelled_meanwhile(self) -> bool:
         try:

@@ -324,13 +324,17 @@ async def take_back_extension(
 
 
 async def beat(pool: AsyncConnectionPool, import_id: str, worker: str) -> str | None:
-    """Refresh the importer's heartbeat; the row's state (None: the row is gone, or another worker has it)."""
+    """Refresh the importer's heartbeat; the row's state. None: the row is gone (a deletion or
+    forget-me removed it); ``taken``: another worker has it (this one was silent past
+    STALE_AFTER_SECONDS and another import took it over: it must stop, and remove nothing)."""
     async with pool.connection() as conn:
         row = await (
             await conn.execute(
                 f"UPDATE {TABLE} SET heartbeat_at = now() WHERE import_id = %s AND worker = %s RETURNING state", (import_id, worker)
             )
         ).fetchone()
+        if row is None and await (await conn.execute(f"SELECT 1 FROM {TABLE} WHERE import_id = %s", (import_id,))).fetchone() is not None:
+            return "taken"
     return row["state"] if row else None
 
 

@@ -403,3 +403,37 @@ async def test_deleting_a_chat_while_its_grown_conversation_is_added_keeps_what_
     # As a plain deletion of the chat: what it taught before the extension stays.
     assert (await get_user_document(backend.store, user_id)).profile.role == "pilot"
     assert await thread_owners.threads_of(backend.pool, user_id) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grown", [False, True], ids=["first-import", "grown-conversation"])
+async def test_an_importer_whose_import_another_took_over_stops_and_removes_nothing(backend, graph, user_id, grown):
+    from memory.import_job import ImportStopped
+    from storage import chat_imports
+
+    context = Context(user_id=user_id, model="offline")
+    if grown:
+        await import_chat(graph, backend.pool, user_id, numbered_conversation(2, "Hello there."), context=context)
+    taken: list[str] = []
+
+    async def silent_then_taken(n: int, total: int) -> None:
+        # This importer went silent past STALE_AFTER_SECONDS (a blocked loop, a slow database), and
+        # another import of the same conversation took its row over meanwhile.
+        if n >= 6 and not taken:
+            [(thread_id, row)] = (await chat_imports.of_threads(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id))).items()
+            async with backend.pool.connection() as conn:
+                await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE import_id = %s", (row.import_id,))
+            if grown:
+                assert await chat_imports.take_back_extension(backend.pool, thread_id, user_id, worker="another-importer") is not None
+            else:
+                await chat_imports.take_over(backend.pool, thread_id, user_id, digest=row.digest, worker="another-importer")
+            taken.append(thread_id)
+
+    with pytest.raises(ImportStopped, match="Another import of this conversation took chat"):
+        await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, on_progress=silent_then_taken)
+
+    # Not taken for a cancellation: the chat, its messages and the other import's row are all there.
+    assert await thread_owners.threads_of(backend.pool, user_id) == taken
+    assert len(await messages_of(graph, taken[0])) >= 6
+    [row] = (await chat_imports.of_threads(backend.pool, user_id, taken)).values()
+    assert row.state == "running"
