@@ -344,9 +344,15 @@ async def delete_user_chat(
 ):
     """Delete the chat: its checkpoints (all tables), its record and its run rows. An import into it
     stops first and undoes itself (deletion wins over an import)."""
-    await stop_imports(services.backend.pool, user, chat.thread_id)
-    async with holding_chat(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
-        await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
+    for attempt in (1, 2, 3):
+        await stop_imports(services.backend.pool, user, chat.thread_id)
+        try:
+            async with holding_chat(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
+                await delete_chat(services.backend, user, chat.thread_id)  # its run rows go too
+            break
+        except ApiError as exc:  # an import began on the chat in between (a resume, a grown conversation's): stopped too
+            if exc.code != "import_in_progress" or attempt == 3:
+                raise
     return Deleted(deleted={"chats": 1})
 
 
