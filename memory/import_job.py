@@ -296,7 +296,7 @@ class _Job:
         if why is None and work.done() and isinstance(work.exception(), _Revoked) and await self._row_state() == "taken":
             why = "taken"
         if why == "taken":  # another import has the row and the chat now: stop here, and remove nothing of it
-            await asyncio.shield(self._halt(work, self.head.checkpoint_id if self.head is not None else None))
+            await asyncio.shield(self._let_go(work))
             raise self._taken()
         if why == "cancelled" or (work.done() and isinstance(work.exception(), _Revoked)):
             await asyncio.shield(self._undo(work))
@@ -305,7 +305,7 @@ class _Job:
             await asyncio.shield(self._stop(work, why))
             raise self._failure(ImportStopped, why)
         if work.exception() is not None and not isinstance(work.exception(), owner_forgets.OwnerForgotten) and await self._row_state() == "taken":
-            await asyncio.shield(self._halt(work, self.head.checkpoint_id if self.head is not None else None))
+            await asyncio.shield(self._let_go(work))
             raise self._taken()
         if work.exception() is not None and (isinstance(work.exception(), owner_forgets.OwnerForgotten) or await self._cancelled_meanwhile()):
             # (A deletion can make an exchange fail before the next beat sees the row, and forget-me
@@ -437,10 +437,22 @@ class _Job:
             await delete_chat(parts, self.user_id, self.thread_id)
             await chat_imports.delete(self.pool, self.user_id, self.thread_id)
 
+    async def _let_go(self, work: asyncio.Task) -> None:
+        """Another import took this one over: its exchanges stop, and the thread is left to the other
+        (this process's fence, closed by the halt, reopens at once: the other may be in this process)."""
+        head = self.head.checkpoint_id if self.head is not None else None
+        await self._halt(work, head)
+        reopen = getattr(self.graph.checkpointer, "reopen_thread", None)
+        if reopen is not None:
+            reopen(self.thread_id, head, [])
+
     async def _stop(self, work: asyncio.Task, detail: str) -> None:
         """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete;
         an extension's row goes instead (its chat was complete: it takes messages again, and the next
-        import of the conversation extends it from there)."""
+        import of the conversation extends it from there). Taken over meanwhile: nothing is taken back."""
+        if await self._row_state() == "taken":
+            await self._let_go(work)
+            return
         head = self.head.checkpoint_id if self.head is not None else None
         try:
             await self._halt(work, head)

@@ -51,6 +51,7 @@ from storage.owner_forgets import OwnerForgotten  # noqa: F401 (raised by begin 
 from storage.postgres import advisory_key
 
 TABLE = "memory_agent_imports"
+TAKEN = "memory_agent_imports_taken"  # import ids and importer names only: nothing of the user
 FORGETS = owner_forgets.TABLE  # one row per forgotten owner: how many times forget-me ran
 BEAT_SECONDS = 0.5  # how often an importer beats its row and looks for a cancellation
 STALE_AFTER_SECONDS = 10  # an importer silent this long is dead: its import reads as incomplete
@@ -76,6 +77,14 @@ CREATE = (
     f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (owner)",
     # An import that adds a grown conversation's new messages to its existing chat (begin_extension).
     f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS extends_chat boolean NOT NULL DEFAULT false",
+    # The importers whose rows another took over (take_over, take_back_extension): a stalled one that
+    # comes back finds its row gone or another's, and must stop without undoing (beat says 'taken').
+    f"""CREATE TABLE IF NOT EXISTS {TAKEN} (
+    import_id uuid NOT NULL,
+    worker text NOT NULL,
+    taken_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (import_id, worker)
+)""",
     owner_forgets.CREATE,
 )
 # A row reads as: running (its importer beats it), incomplete (stopped, or its importer is dead),
@@ -243,7 +252,7 @@ async def begin_extension(
 ) -> str:
     """An import row on the owner's existing chat ``thread_id``, whose first ``imported`` messages
     (``exchanges_done`` exchanges) the chat holds up to ``head_checkpoint``: a grown conversation's
-    new exchanges go on from there, and a stop or a resume treats them as any import's. The import's id.
+    new exchanges go on from there. The import's id.
 
     ChatBusy (nothing written) when a reply is running on the chat or its head is no longer
     ``head_checkpoint`` (a turn ended in between); NotResumable when the chat has an import row already
@@ -251,7 +260,8 @@ async def begin_extension(
 
     The chat was complete before: an extension that stops is taken back to its last whole exchange
     and its row deleted (the chat takes messages again, and the next import extends it from there),
-    and one whose importer died is taken back the same way by the next import (:func:`take_back_extension`)."""
+    and one whose importer died is taken back the same way by the next import (:func:`take_back_extension`),
+    not resumed (:func:`take_over` refuses it)."""
     import_id = str(uuid.uuid4())
     async with pool.connection() as conn, conn.transaction():
         await _lock_owner(conn, owner, known_generation)
@@ -298,14 +308,23 @@ async def take_over(
         row = _row(found)
         if row.state != "incomplete":
             raise NotResumable(f"The import of chat {thread_id} is {row.state}; only an incomplete import can be resumed.")
+        if row.extends_chat:  # (its chat was complete before it: the next import takes it back, take_back_extension)
+            raise NotResumable(f"Chat {thread_id} was taking a grown conversation's new messages when that import stopped: import the export again.")
         if row.digest != digest:
             raise NotResumable(f"This is not the history chat {thread_id} was imported from (its messages differ); resume with the same file.")
         await _refuse_past_limit(conn, owner)  # (the row itself is incomplete: not counted)
+        await _record_takeover(conn, row.import_id, found["worker"])
         await conn.execute(
             f"UPDATE {TABLE} SET state = 'running', worker = %s, detail = NULL, heartbeat_at = now() WHERE import_id = %s",
             (worker, row.import_id),
         )
     return row
+
+
+async def _record_takeover(conn, import_id: str, worker: str | None) -> None:
+    if worker:
+        await conn.execute(f"DELETE FROM {TAKEN} WHERE taken_at < now() - interval '1 day'")  # long stopped, whatever they were
+        await conn.execute(f"INSERT INTO {TAKEN} (import_id, worker) VALUES (%s, %s) ON CONFLICT DO NOTHING", (import_id, worker))
 
 
 async def take_back_extension(
@@ -319,13 +338,14 @@ async def take_back_extension(
         found = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s AND owner = %s FOR UPDATE", (thread_id, owner))).fetchone()
         if found is None or not found["extends_chat"] or found["shown"] != "incomplete":
             return None
+        await _record_takeover(conn, found["import_id"], found["worker"])
         await conn.execute(f"UPDATE {TABLE} SET state = 'running', worker = %s, heartbeat_at = now() WHERE import_id = %s", (worker, found["import_id"]))
     return _row(found)
 
 
 async def beat(pool: AsyncConnectionPool, import_id: str, worker: str) -> str | None:
     """Refresh the importer's heartbeat; the row's state. None: the row is gone (a deletion or
-    forget-me removed it); ``taken``: another worker has it (this one was silent past
+    forget-me removed it); ``taken``: another worker has it, or had it (this one was silent past
     STALE_AFTER_SECONDS and another import took it over: it must stop, and remove nothing)."""
     async with pool.connection() as conn:
         row = await (
@@ -333,7 +353,12 @@ async def beat(pool: AsyncConnectionPool, import_id: str, worker: str) -> str | 
                 f"UPDATE {TABLE} SET heartbeat_at = now() WHERE import_id = %s AND worker = %s RETURNING state", (import_id, worker)
             )
         ).fetchone()
-        if row is None and await (await conn.execute(f"SELECT 1 FROM {TABLE} WHERE import_id = %s", (import_id,))).fetchone() is not None:
+        if row is None and await (
+            await conn.execute(
+                f"SELECT 1 FROM {TABLE} WHERE import_id = %s UNION ALL SELECT 1 FROM {TAKEN} WHERE import_id = %s AND worker = %s",
+                (import_id, import_id, worker),
+            )
+        ).fetchone() is not None:
             return "taken"
     return row["state"] if row else None
 

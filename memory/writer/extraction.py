@@ -252,7 +252,7 @@ async def _apply_facts(
         h = text_hash(nf.text)
         if h in by_hash:
             existing = touched.get(by_hash[h].id, by_hash[h])
-            existing.mentions += 1
+            existing.mentions += _said_again(existing, source_of(nf.text))
             existing.updated_at = now
             existing.sources = with_source(existing.sources, source_of(nf.text))
             stage(existing)
@@ -286,7 +286,7 @@ async def _apply_facts(
                     target.text, target.hash = nf.text, h
                 target.importance = raise_importance(target.importance, nf.importance)
                 target.tags = sorted(list(dict.fromkeys([*target.tags, *nf.tags]))[:TAGS_MAX])  # once each, its own first
-                target.mentions += 1
+                target.mentions += _said_again(target, source_of(nf.text))
                 target.updated_at = now
                 target.sources = with_source(target.sources, source_of(nf.text))
                 stage(target, text_changed=richer)
@@ -391,6 +391,15 @@ class Retraction:
     tasks: list[str] = field(default_factory=list)
     fields: list[str] = field(default_factory=list)
     """The profile fields and preferences cleared ("profile.role")."""
+
+
+def _said_again(fact: Fact, source: Source | None) -> int:
+    """1 when ``source`` is a message the fact did not come from yet, else 0: the same message
+    extracted again (an import's exchange done again, a memory phase retried) is not a second mention."""
+    if source is None or not source.message_id:
+        return 1
+    known = {(s.thread_id, s.message_id) for s in fact.sources} | {(fact.source_thread, fact.source_message_id)}
+    return int((source.thread_id, source.message_id) not in known)
 
 
 async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now: datetime | None = None) -> Retraction:

@@ -370,6 +370,8 @@ async def test_an_extension_whose_importer_died_is_taken_back_by_the_next_import
         await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE thread_id = %s", (before.chat_id,))
     with pytest.raises(chat_imports.ImportInProgress, match="import the export again"):
         await chat_runs.start_run(backend.pool, before.chat_id, user_id, "turn", "a-worker")
+    with pytest.raises(chat_imports.NotResumable, match="import the export again"):  # not resumed as if it were a first import
+        await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, resume=before.chat_id)
 
     newer = await import_chat(graph, backend.pool, user_id, numbered_conversation(6, "Hello there."), context=context)
 
@@ -405,35 +407,99 @@ async def test_deleting_a_chat_while_its_grown_conversation_is_added_keeps_what_
     assert await thread_owners.threads_of(backend.pool, user_id) == []
 
 
+@pytest.fixture
+async def fenced_graph(backend):
+    """The graph as the app and the CLI compile it: its saver fences a thread an importer stops on."""
+    from storage.fenced_saver import FencedPostgresSaver
+
+    return compile_graph(FencedPostgresSaver(backend.pool), backend.store)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("grown", [False, True], ids=["first-import", "grown-conversation"])
-async def test_an_importer_whose_import_another_took_over_stops_and_removes_nothing(backend, graph, user_id, grown):
+@pytest.mark.parametrize("grown", [False, True], ids=["resumed", "grown-conversation"])
+async def test_an_importer_whose_import_another_took_over_stops_and_removes_nothing(backend, fenced_graph, user_id, grown, monkeypatch):
     from memory.import_job import ImportStopped
     from storage import chat_imports
 
-    context = Context(user_id=user_id, model="offline")
+    graph, context = fenced_graph, Context(user_id=user_id, model="offline")
     if grown:
         await import_chat(graph, backend.pool, user_id, numbered_conversation(2, "Hello there."), context=context)
-    taken: list[str] = []
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 60)  # this importer beats only when its exchanges say so
+    taken: list = []
 
     async def silent_then_taken(n: int, total: int) -> None:
         # This importer went silent past STALE_AFTER_SECONDS (a blocked loop, a slow database), and
-        # another import of the same conversation took its row over meanwhile.
+        # the user's next import of the conversation (a resume, or its newer export) took it over and completed.
         if n >= 6 and not taken:
             [(thread_id, row)] = (await chat_imports.of_threads(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id))).items()
             async with backend.pool.connection() as conn:
                 await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE import_id = %s", (row.import_id,))
-            if grown:
-                assert await chat_imports.take_back_extension(backend.pool, thread_id, user_id, worker="another-importer") is not None
-            else:
-                await chat_imports.take_over(backend.pool, thread_id, user_id, digest=row.digest, worker="another-importer")
-            taken.append(thread_id)
+            other = numbered_conversation(24, "Hello there.") if grown else numbered_conversation(20, "Hello there.")
+            taken.append(await import_chat(graph, backend.pool, user_id, other, context=context, resume=None if grown else thread_id))
 
     with pytest.raises(ImportStopped, match="Another import of this conversation took chat"):
         await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, on_progress=silent_then_taken)
 
-    # Not taken for a cancellation: the chat, its messages and the other import's row are all there.
-    assert await thread_owners.threads_of(backend.pool, user_id) == taken
-    assert len(await messages_of(graph, taken[0])) >= 6
-    [row] = (await chat_imports.of_threads(backend.pool, user_id, taken)).values()
-    assert row.state == "running"
+    # Not taken for a cancellation: the chat is there, as the other import left it, with no import row.
+    [other] = taken
+    assert await thread_owners.threads_of(backend.pool, user_id) == [other.chat_id]
+    assert len(await messages_of(graph, other.chat_id)) == (24 if grown else 20)
+    assert await chat_imports.of_threads(backend.pool, user_id, [other.chat_id]) == {}
+    # Nor is the chat left fenced in this process: a newer export's messages are written, not dropped.
+    newer = await import_chat(graph, backend.pool, user_id, numbered_conversation(28, "Hello there."), context=context)
+    assert newer.messages == 28 and len(await messages_of(graph, other.chat_id)) == 28
+
+
+@pytest.mark.slow
+async def test_an_importer_interrupted_after_another_took_it_over_takes_nothing_of_the_others_back(backend, fenced_graph, user_id, monkeypatch):
+    from langchain_core.messages import HumanMessage
+
+    from memory.import_job import message_id
+    from storage import chat_imports
+
+    graph, context = fenced_graph, Context(user_id=user_id, model="offline")
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 60)
+    importing = None
+
+    async def taken_then_interrupted(n: int, total: int) -> None:
+        if n >= 6 and not importing.cancelled():
+            [(thread_id, row)] = (await chat_imports.of_threads(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id))).items()
+            async with backend.pool.connection() as conn:
+                await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE import_id = %s", (row.import_id,))
+            await chat_imports.take_over(backend.pool, thread_id, user_id, digest=row.digest, worker="another-importer")
+            # The other import writes its next message; then this importer's caller is interrupted (Ctrl-C).
+            theirs = HumanMessage("Message 6: the trail number 6 was muddy.", id=message_id(thread_id, 6))
+            await graph.aupdate_state({"configurable": {"thread_id": thread_id}}, {"messages": [theirs]}, as_node="reply")
+            importing.cancel()
+
+    importing = asyncio.create_task(
+        import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, on_progress=taken_then_interrupted)
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await importing
+
+    [thread_id] = await thread_owners.threads_of(backend.pool, user_id)
+    messages = await messages_of(graph, thread_id)
+    assert messages[-1].id == message_id(thread_id, 6)  # the other import's write stays
+    [row] = (await chat_imports.of_threads(backend.pool, user_id, [thread_id])).values()
+    assert row.state == "running"  # the other's, untouched (not marked incomplete)
+
+
+@pytest.mark.slow
+async def test_an_exchange_done_again_is_not_a_second_mention_of_what_it_taught(backend, graph, user_id):
+    from memory.import_job import message_id
+    from memory.user_memory import list_facts
+    from memory.writer.extraction import retract_taught_by
+
+    first = "I live in Reykjavik and I have a dog named Bolt."
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, numbered_conversation(1, first), context=context)  # no reply yet
+    taught = {f.text: f.mentions for f in await list_facts(backend.store, user_id)}
+    assert taught and set(taught.values()) == {1}
+
+    await import_chat(graph, backend.pool, user_id, numbered_conversation(4, first), context=context)  # its exchange done again, whole
+
+    assert {f.text: f.mentions for f in await list_facts(backend.store, user_id) if f.text in taught} == taught
+    # So an edit of that message still retracts what only it taught.
+    retracted = await retract_taught_by(backend.store, user_id, [message_id(before.chat_id, 0)])
+    assert sorted(retracted.facts) == sorted(taught)
