@@ -80,6 +80,7 @@ async def delete_chat(backend, user_id: str, thread_id: str) -> None:
     await episodes.delete_thread(backend.pool, user_id, thread_id)
     await chat_runs.delete_thread_runs(backend.pool, thread_id)
     await thread_owners.release(backend.pool, thread_id)
+    await chat_imports.forget_takeovers(backend.pool, [thread_id])  # an importer taken over on it that comes back undoes itself
 
 
 async def user_thread_ids(backend, user_id: str) -> list[str]:
@@ -108,6 +109,7 @@ async def forget_user_everywhere(backend, user_id: str, *, stop_runs: Callable[[
                 await stop_runs()
             await stop_imports(backend.pool, user_id)
             threads = await user_thread_ids(backend, user_id)
+            await chat_imports.forget_takeovers(backend.pool, threads)
             for thread_id in threads:
                 await backend.checkpointer.adelete_thread(thread_id)
             forgotten = await memory_records.forget_user_memory(backend.pool, user_id)  # every kind, messages included

@@ -218,8 +218,10 @@ class _Job:
         values = (await self.graph.aget_state({"configurable": {"thread_id": thread_id}})).values
         await episodes.index_for_run(self.graph.store, self.user_id, thread_id, values.get("messages", []))
         await rewrite_chat_text(self.graph.store, self.user_id, thread_id, values)
-        if not await chat_imports.finish(self.pool, row.import_id, self.worker):  # a deletion or forget-me meanwhile removes the chat
-            await chat_imports.delete(self.pool, self.user_id, thread_id)
+        if not await chat_imports.finish(self.pool, row.import_id, self.worker):
+            if await chat_imports.beat(self.pool, row.import_id, self.worker) == "taken":
+                return  # (this took over 10 s, and another import took it back in turn: extend sees its row)
+            await chat_imports.drop(self.pool, row.import_id)  # a deletion or forget-me meanwhile: it removes the chat
             raise ImportCancelled(thread_id)
 
     async def extend(self, thread_id: str) -> ImportedChat | None:
@@ -368,6 +370,8 @@ class _Job:
         index = sum(len(g) for g in self.groups[: self.start])
         user_turns = sum(any(m.role == "user" for m in g) for g in self.groups[: self.start])
         for number, group in enumerate(self.groups[self.start :], start=self.start + 1):
+            if number > self.start + 1 and await chat_imports.beat(self.pool, self.import_id, self.worker) != "running":
+                raise _Revoked()  # taken over or cancelled since the last exchange: not one more on the chat
             messages = [_message(m, message_id(self.thread_id, index + k)) for k, m in enumerate(group)]
             for k, source in enumerate(group):
                 if source.source_id:
@@ -438,13 +442,10 @@ class _Job:
             await chat_imports.delete(self.pool, self.user_id, self.thread_id)
 
     async def _let_go(self, work: asyncio.Task) -> None:
-        """Another import took this one over: its exchanges stop, and the thread is left to the other
-        (this process's fence, closed by the halt, reopens at once: the other may be in this process)."""
-        head = self.head.checkpoint_id if self.head is not None else None
-        await self._halt(work, head)
-        reopen = getattr(self.graph.checkpointer, "reopen_thread", None)
-        if reopen is not None:
-            reopen(self.thread_id, head, [])
+        """Another import took this one over: its exchanges stop, and the thread is left to the other.
+        No fence: nothing is taken back, and one would drop the other's writes if it runs in this process."""
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
 
     async def _stop(self, work: asyncio.Task, detail: str) -> None:
         """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete;

@@ -79,12 +79,17 @@ CREATE = (
     f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS extends_chat boolean NOT NULL DEFAULT false",
     # The importers whose rows another took over (take_over, take_back_extension): a stalled one that
     # comes back finds its row gone or another's, and must stop without undoing (beat says 'taken').
+    # Kept until the chat is deleted (forget_takeovers): then a returning importer reads its row as
+    # gone, a cancellation, and removes what it wrote since, as any importer of a deleted chat.
     f"""CREATE TABLE IF NOT EXISTS {TAKEN} (
     import_id uuid NOT NULL,
     worker text NOT NULL,
+    thread_id text,
     taken_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (import_id, worker)
 )""",
+    f"ALTER TABLE {TAKEN} ADD COLUMN IF NOT EXISTS thread_id text",
+    f"CREATE INDEX IF NOT EXISTS {TAKEN}_thread ON {TAKEN} (thread_id)",
     owner_forgets.CREATE,
 )
 # A row reads as: running (its importer beats it), incomplete (stopped, or its importer is dead),
@@ -313,7 +318,7 @@ async def take_over(
         if row.digest != digest:
             raise NotResumable(f"This is not the history chat {thread_id} was imported from (its messages differ); resume with the same file.")
         await _refuse_past_limit(conn, owner)  # (the row itself is incomplete: not counted)
-        await _record_takeover(conn, row.import_id, found["worker"])
+        await _record_takeover(conn, row.import_id, found["worker"], thread_id)
         await conn.execute(
             f"UPDATE {TABLE} SET state = 'running', worker = %s, detail = NULL, heartbeat_at = now() WHERE import_id = %s",
             (worker, row.import_id),
@@ -321,10 +326,24 @@ async def take_over(
     return row
 
 
-async def _record_takeover(conn, import_id: str, worker: str | None) -> None:
+async def _record_takeover(conn, import_id: str, worker: str | None, thread_id: str) -> None:
     if worker:
-        await conn.execute(f"DELETE FROM {TAKEN} WHERE taken_at < now() - interval '1 day'")  # long stopped, whatever they were
-        await conn.execute(f"INSERT INTO {TAKEN} (import_id, worker) VALUES (%s, %s) ON CONFLICT DO NOTHING", (import_id, worker))
+        await conn.execute(
+            f"INSERT INTO {TAKEN} (import_id, worker, thread_id) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", (import_id, worker, thread_id)
+        )
+
+
+async def forget_takeovers(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> None:
+    """The chats are deleted: an importer taken over on one of them that comes back is cancelled
+    (and removes what it wrote), not 'taken'."""
+    async with pool.connection() as conn:
+        await conn.execute(f"DELETE FROM {TAKEN} WHERE thread_id = ANY(%s)", (list(thread_ids),))
+
+
+async def drop(pool: AsyncConnectionPool, import_id: str) -> None:
+    """The row of ``import_id``, whoever has it (an importer cancelled while it took a row back)."""
+    async with pool.connection() as conn:
+        await conn.execute(f"DELETE FROM {TABLE} WHERE import_id = %s", (import_id,))
 
 
 async def take_back_extension(
@@ -338,7 +357,7 @@ async def take_back_extension(
         found = await (await conn.execute(f"SELECT *, {_STATE} FROM {TABLE} WHERE thread_id = %s AND owner = %s FOR UPDATE", (thread_id, owner))).fetchone()
         if found is None or not found["extends_chat"] or found["shown"] != "incomplete":
             return None
-        await _record_takeover(conn, found["import_id"], found["worker"])
+        await _record_takeover(conn, found["import_id"], found["worker"], thread_id)
         await conn.execute(f"UPDATE {TABLE} SET state = 'running', worker = %s, heartbeat_at = now() WHERE import_id = %s", (worker, found["import_id"]))
     return _row(found)
 

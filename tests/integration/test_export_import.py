@@ -444,6 +444,8 @@ async def test_an_importer_whose_import_another_took_over_stops_and_removes_noth
     [other] = taken
     assert await thread_owners.threads_of(backend.pool, user_id) == [other.chat_id]
     assert len(await messages_of(graph, other.chat_id)) == (24 if grown else 20)
+    # It wrote no exchange after it came back (the head is the other's: every turn counted).
+    assert (await graph.aget_state({"configurable": {"thread_id": other.chat_id}})).values["user_turns"] == (12 if grown else 10)
     assert await chat_imports.of_threads(backend.pool, user_id, [other.chat_id]) == {}
     # Nor is the chat left fenced in this process: a newer export's messages are written, not dropped.
     newer = await import_chat(graph, backend.pool, user_id, numbered_conversation(28, "Hello there."), context=context)
@@ -503,3 +505,38 @@ async def test_an_exchange_done_again_is_not_a_second_mention_of_what_it_taught(
     # So an edit of that message still retracts what only it taught.
     retracted = await retract_taught_by(backend.store, user_id, [message_id(before.chat_id, 0)])
     assert sorted(retracted.facts) == sorted(taught)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["delete-chat", "forget-me"])
+async def test_an_importer_taken_over_whose_chat_is_deleted_before_it_comes_back_removes_what_it_wrote(backend, fenced_graph, user_id, monkeypatch, how):
+    from memory import chat_admin
+    from memory.import_job import ImportCancelled
+    from storage import chat_imports
+    from tests.integration.test_import_safety import left_behind, user_rows
+
+    graph, context = fenced_graph, Context(user_id=user_id, model="offline")
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 60)
+    seen: dict = {}
+
+    async def stalled_taken_then_deleted(n: int, total: int) -> None:
+        # This importer stalls; a resume completes the import; then the user deletes the chat (or is forgotten).
+        if n >= 6 and not seen:
+            [(thread_id, row)] = (await chat_imports.of_threads(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id))).items()
+            async with backend.pool.connection() as conn:
+                await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE import_id = %s", (row.import_id,))
+            await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, resume=thread_id)
+            seen["thread"] = thread_id
+            if how == "delete-chat":
+                await chat_admin.stop_imports(backend.pool, user_id, thread_id)
+                await chat_admin.delete_chat(backend, user_id, thread_id)
+            else:
+                await chat_admin.forget_user_everywhere(backend, user_id)
+
+    with pytest.raises(ImportCancelled):  # its chat is gone: a cancellation, not a take-over
+        await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, on_progress=stalled_taken_then_deleted)
+
+    # Nothing it wrote after it came back survives: no checkpoint, owner row or index row brings the chat back.
+    assert set((await left_behind(backend.pool, user_id, seen["thread"])).values()) == {0}
+    assert set((await user_rows(backend, user_id)).values()) == {0}
+    assert await thread_owners.threads_of(backend.pool, user_id) == []
