@@ -8,29 +8,16 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 
 from app.http import routes_chats
-from app.http.app import create_app
-from app.http.services import Services
-from app.runs.active_runs import ActiveRuns
 from core.context import Context
 from graph.assembly import compile_graph
 from memory.chat_import import parse_import
 from memory.import_job import import_chat
 from storage import api_keys, chat_imports, thread_owners
 from storage.fenced_saver import FencedPostgresSaver
-
-
-@pytest.fixture
-async def app_and_graph(backend):
-    graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
-    runs = ActiveRuns(graph, backend.pool)
-    app = create_app()  # its lifespan is not run: the test's backend serves it
-    app.state.services = Services(backend=backend, graph=graph, runs=runs, auth_enabled=True, max_message_chars=Context().max_message_chars)
-    yield app, graph
-    await runs.close()
+from tests.support.in_process_app import client_of, in_process_app
 
 
 def history(n: int):
@@ -42,10 +29,10 @@ def history(n: int):
 
 
 @pytest.mark.slow
-async def test_deleting_a_chat_stops_an_import_that_began_on_it_while_the_deletion_ran(app_and_graph, backend, user_id, monkeypatch):
-    app, graph = app_and_graph
+async def test_deleting_a_chat_stops_an_import_that_began_on_it_while_the_deletion_ran(backend, user_id, monkeypatch):
     key = await api_keys.create_key(backend.pool, user_id)
     context = Context(user_id=user_id, model="offline")
+    graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
     chat = await import_chat(graph, backend.pool, user_id, history(2), context=context)
     real_stop = routes_chats.stop_imports
     extension: list[asyncio.Task] = []
@@ -59,7 +46,7 @@ async def test_deleting_a_chat_stops_an_import_that_began_on_it_while_the_deleti
         return stopped
 
     monkeypatch.setattr(routes_chats, "stop_imports", stop_then_a_grown_import_begins)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers={"Authorization": f"Bearer {key}"}) as client:
+    async with in_process_app(backend) as app, client_of(app, key) as client:
         response = await client.delete(f"/chats/{chat.chat_id}")
 
     assert response.status_code == 200, response.text

@@ -14,36 +14,24 @@ import uuid
 import httpx
 import pytest
 
-from app.http.app import create_app
 from fastapi import Depends
 
 from app.http.auth import api_key_header, bearer, current_user
 from app.http.services import Services, get_services
-from app.runs.active_runs import ActiveRuns
-from core.context import Context
-from graph.assembly import compile_graph
 from memory import chat_admin
 from storage import api_keys, chat_runs
-from storage.fenced_saver import FencedPostgresSaver
+from tests.support.in_process_app import client_of, in_process_app
 
 
 @pytest.fixture
 async def app(backend):
-    graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
-    runs = ActiveRuns(graph, backend.pool)
-    app = create_app()  # its lifespan is not run: the test's backend serves it
-    app.state.services = Services(backend=backend, graph=graph, runs=runs, auth_enabled=True, max_message_chars=Context().max_message_chars)
-    yield app
-    await runs.close()
+    async with in_process_app(backend) as app:
+        yield app
 
 
 @pytest.fixture
 async def caller(backend, user_id):
     return user_id, await api_keys.create_key(backend.pool, user_id)
-
-
-def client_of(app, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
 async def forget_me(app, key: str) -> None:
