@@ -236,8 +236,10 @@ class _Job:
             mark = await mark_thread(self.pool, thread_id)
             held = (await self.graph.aget_state({"configurable": {"thread_id": thread_id}})).values.get("messages", [])
             same = _same_prefix(thread_id, held, self.chat.messages)
-            if same == len(self.chat.messages):
-                return nothing  # (an older export, or the same one)
+            if same == len(self.chat.messages) or any(m.id == message_id(thread_id, len(self.chat.messages) - 1) for m in held):
+                return nothing  # an older export, or the same one: the chat holds its last message's place (a deleted one keeps its id)
+            if await chat_imports.of_threads(self.pool, self.user_id, [thread_id]):
+                return nothing  # being imported now, or an incomplete import of another history: as before
             if mark.checkpoint_id is None or same < len(held) or not held:
                 nothing.not_added, nothing.not_added_reason = _why_not_added(thread_id, held, self.chat.messages, same)
                 return nothing
@@ -467,6 +469,7 @@ class _Job:
                 await self._end_extension()
             else:
                 await self._mark_incomplete(detail)
+        return True
 
     async def _end_extension(self) -> None:
         try:

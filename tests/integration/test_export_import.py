@@ -163,6 +163,7 @@ async def test_two_imports_of_one_conversation_at_once_make_one_chat(backend, gr
     context = Context(user_id=user_id, model="offline")
     results = await asyncio.gather(*(import_chat(graph, backend.pool, user_id, chat, context=context) for _ in range(2)))
     assert sorted(r.already_imported for r in results) == [False, True]
+    assert all(r.not_added is None for r in results)  # the second was not added because it is being imported, not "changed"
     assert len({r.chat_id for r in results}) == 1
     assert await thread_owners.threads_of(backend.pool, user_id) == [results[0].chat_id]
 
@@ -540,3 +541,31 @@ async def test_an_importer_taken_over_whose_chat_is_deleted_before_it_comes_back
     assert set((await left_behind(backend.pool, user_id, seen["thread"])).values()) == {0}
     assert set((await user_rows(backend, user_id)).values()) == {0}
     assert await thread_owners.threads_of(backend.pool, user_id) == []
+
+
+@pytest.mark.slow
+async def test_the_same_export_again_after_a_message_of_its_chat_was_deleted_adds_nothing_and_gives_no_reason(backend, graph, user_id):
+    from memory.chat_admin import delete_message_everywhere
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, whole, context=context)
+    await delete_message_everywhere(backend, graph, user_id, before.chat_id, (await messages_of(graph, before.chat_id))[0])
+
+    again = await import_chat(graph, backend.pool, user_id, whole, context=context)  # nothing in it the chat lacks
+
+    assert again.already_imported and again.not_added is None and again.not_added_reason is None
+
+
+@pytest.mark.slow
+async def test_a_conversation_imported_while_its_first_import_has_no_exchange_yet_adds_nothing_and_gives_no_reason(backend, graph, user_id):
+    from storage import chat_imports
+
+    [whole] = parse_import([export("chatgpt_conversations.json")[2]])
+    context = Context(user_id=user_id, model="offline")
+    # Another importer has just begun the conversation: its row and the source's claim, no checkpoint yet.
+    await chat_imports.begin(backend.pool, f"t-{user_id}", user_id, total=len(whole.messages), digest="x", worker="another:1", source_id=whole.source_id)
+
+    again = await import_chat(graph, backend.pool, user_id, whole, context=context)
+
+    assert again.already_imported and again.chat_id == f"t-{user_id}" and again.not_added is None
