@@ -306,7 +306,8 @@ class _Job:
             await asyncio.shield(self._undo(work))
             raise ImportCancelled(self.thread_id)
         if why is not None:
-            await asyncio.shield(self._stop(work, why))
+            if not await asyncio.shield(self._stop(work, why)):
+                raise self._taken()
             raise self._failure(ImportStopped, why)
         if work.exception() is not None and not isinstance(work.exception(), owner_forgets.OwnerForgotten) and await self._row_state() == "taken":
             await asyncio.shield(self._let_go(work))
@@ -319,7 +320,8 @@ class _Job:
         if work.exception() is not None:
             exc = work.exception()
             detail = f"{type(exc).__name__}: {exc}"
-            await asyncio.shield(self._stop(work, detail))
+            if not await asyncio.shield(self._stop(work, detail)):
+                raise self._taken() from exc
             raise self._failure(ImportFailed, detail) from exc
         if not await chat_imports.finish(self.pool, self.import_id, self.worker):  # cancelled (or taken) at the very end
             if await self._row_state() == "taken":
@@ -449,13 +451,14 @@ class _Job:
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
 
-    async def _stop(self, work: asyncio.Task, detail: str) -> None:
+    async def _stop(self, work: asyncio.Task, detail: str) -> bool:
         """Stopped: keep the complete exchanges, take the one under way back, mark the import incomplete;
         an extension's row goes instead (its chat was complete: it takes messages again, and the next
-        import of the conversation extends it from there). Taken over meanwhile: nothing is taken back."""
+        import of the conversation extends it from there). Taken over meanwhile: nothing is taken back
+        (False: the other import has the chat)."""
         if await self._row_state() == "taken":
             await self._let_go(work)
-            return
+            return False
         head = self.head.checkpoint_id if self.head is not None else None
         try:
             await self._halt(work, head)

@@ -569,3 +569,27 @@ async def test_a_conversation_imported_while_its_first_import_has_no_exchange_ye
     again = await import_chat(graph, backend.pool, user_id, whole, context=context)
 
     assert again.already_imported and again.chat_id == f"t-{user_id}" and again.not_added is None
+
+
+@pytest.mark.slow
+async def test_an_importer_whose_client_left_just_as_another_took_it_over_says_so_and_keeps_nothing_back(backend, fenced_graph, user_id):
+    from memory.import_job import ImportStopped
+    from storage import chat_imports
+
+    graph, context = fenced_graph, Context(user_id=user_id, model="offline")
+    taken: list[str] = []
+
+    async def left_as_taken_over() -> bool:
+        # Between this importer's beat and its look at the client: a resume takes the row, and the client leaves.
+        [(thread_id, row)] = (await chat_imports.of_threads(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id))).items()
+        async with backend.pool.connection() as conn:
+            await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE import_id = %s", (row.import_id,))
+        await chat_imports.take_over(backend.pool, thread_id, user_id, digest=row.digest, worker="another-importer")
+        taken.append(thread_id)
+        return True
+
+    with pytest.raises(ImportStopped, match="Another import of this conversation took chat"):  # not "marked incomplete: resume it"
+        await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, stop_when=left_as_taken_over)
+
+    [row] = (await chat_imports.of_threads(backend.pool, user_id, taken)).values()
+    assert row.state == "running"  # the other's, not marked incomplete by this one
