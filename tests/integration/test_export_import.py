@@ -577,10 +577,17 @@ async def test_an_importer_whose_client_left_just_as_another_took_it_over_says_s
     from storage import chat_imports
 
     graph, context = fenced_graph, Context(user_id=user_id, model="offline")
-    taken: list[str] = []
+    stalled, taken = asyncio.Event(), []
+
+    async def stall(n: int, total: int) -> None:
+        if n >= 2:  # its exchanges stall here (and beat no more), until they are cancelled
+            stalled.set()
+            await asyncio.Event().wait()
 
     async def left_as_taken_over() -> bool:
         # Between this importer's beat and its look at the client: a resume takes the row, and the client leaves.
+        if not stalled.is_set():
+            return False
         [(thread_id, row)] = (await chat_imports.of_threads(backend.pool, user_id, await thread_owners.threads_of(backend.pool, user_id))).items()
         async with backend.pool.connection() as conn:
             await conn.execute("UPDATE memory_agent_imports SET heartbeat_at = now() - interval '1 hour' WHERE import_id = %s", (row.import_id,))
@@ -589,7 +596,9 @@ async def test_an_importer_whose_client_left_just_as_another_took_it_over_says_s
         return True
 
     with pytest.raises(ImportStopped, match="Another import of this conversation took chat"):  # not "marked incomplete: resume it"
-        await import_chat(graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, stop_when=left_as_taken_over)
+        await import_chat(
+            graph, backend.pool, user_id, numbered_conversation(20, "Hello there."), context=context, on_progress=stall, stop_when=left_as_taken_over
+        )
 
     [row] = (await chat_imports.of_threads(backend.pool, user_id, taken)).values()
     assert row.state == "running"  # the other's, not marked incomplete by this one
