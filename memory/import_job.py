@@ -97,9 +97,10 @@ def _same_prefix(thread_id: str, held: list[BaseMessage], messages: list[Importe
 def _why_not_added(thread_id: str, held: list[BaseMessage], messages: list[ImportedMessage], same: int) -> tuple[str, str]:
     """Why a grown conversation's new messages cannot go on its chat: a code and a sentence."""
     again = "delete the chat and import again to take them"
-    if same < len(held) and held[same].id == message_id(thread_id, same) and held[same].text == DELETED:
+    written = same < len(held) and held[same].id == message_id(thread_id, same)  # the import wrote it: its text is not the export's
+    if written and held[same].text == DELETED:
         return "chat_changed", f"The export holds messages the chat lacks, but the chat's message {same + 1} was deleted since it was imported: {again}."
-    if same < len(held) and held[same].id == message_id(thread_id, same):  # the import wrote it: its text is not the export's
+    if written:
         return "message_differs", (f"The export holds messages the chat lacks, but its message {same + 1} differs from the chat's "
                                    f"(edited here, or where it came from): {again}.")
     return "chat_changed", (f"The export holds messages the chat lacks, but the chat changed since it was imported (a message deleted "

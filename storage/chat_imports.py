@@ -84,11 +84,10 @@ CREATE = (
     f"""CREATE TABLE IF NOT EXISTS {TAKEN} (
     import_id uuid NOT NULL,
     worker text NOT NULL,
-    thread_id text,
+    thread_id text NOT NULL,
     taken_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (import_id, worker)
 )""",
-    f"ALTER TABLE {TAKEN} ADD COLUMN IF NOT EXISTS thread_id text",
     f"CREATE INDEX IF NOT EXISTS {TAKEN}_thread ON {TAKEN} (thread_id)",
     owner_forgets.CREATE,
 )
