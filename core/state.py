@@ -53,7 +53,8 @@ def add_storable_messages(left: Any, right: Any) -> Any:
     """``add_messages``, with what Postgres cannot store (a NUL, a lone surrogate) replaced in the
     messages coming in: the message routes refuse such text, but a state write (Studio's state
     editor), a model or a tool can bring it, and a chat's record or index row of it would then fail
-    on every later turn. (An ``Overwrite`` of the channel skips every reducer, this one too.)"""
+    on every later turn. (An ``Overwrite`` of the channel skips every reducer, this one too: the
+    storage layer makes what it derives storable all the same, storage.memory_store and storage.episodes.)"""
     incoming = right if isinstance(right, list) else [right]
     return add_messages(left, [_storable_message(m) for m in convert_to_messages(incoming)])
 

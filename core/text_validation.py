@@ -67,6 +67,20 @@ def made_storable(text: str) -> str:
     return _SURROGATE.sub(REPLACEMENT, text.replace("\x00", REPLACEMENT))
 
 
+def made_storable_value(value: Any) -> Any:
+    """A JSON-like ``value`` (dicts, lists, strings, keys too) with :func:`made_storable` applied to
+    every string; the same object when nothing needed it."""
+    if isinstance(value, str):
+        return made_storable(value)
+    if isinstance(value, dict):
+        items = [(made_storable_value(k), made_storable_value(v)) for k, v in value.items()]
+        return value if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items())) else dict(items)
+    if isinstance(value, (list, tuple)):
+        items = [made_storable_value(v) for v in value]
+        return value if all(v is v0 for v, v0 in zip(items, value)) else type(value)(items)
+    return value
+
+
 # Letters (category Lo) that are drawn as nothing: the Hangul fillers, the half-width one, and the
 # blank braille pattern. A text of these alone is as empty as one of spaces.
 _INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")

@@ -33,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 from core.errors import EmbeddingMismatch
 from core.past_dates import RELATIVE_HINT, RULES as DATE_RULES, dates_meant, names_a_date
 from core.stopwords import FULL_TEXT_STOP_LEXEMES
+from core.text_validation import made_storable
 from storage import owner_forgets, thread_owners
 from storage.partitions import PARTITIONS, ann_scope, ann_settings, dims_of, hnsw_index, leaf_of, leaf_statements, relkind, resize_vectors, through_hnsw, to_partitioned
 from storage.vector_literal import vector_literal
@@ -235,6 +236,11 @@ class Episode(Said):
 
     owner: str = ""
     embedding: Sequence[float] | None = None
+
+    def __post_init__(self) -> None:
+        # The index follows whatever a thread's state holds (an Overwrite of it skips the reducers
+        # that make text storable: core.state); a row Postgres cannot store would fail every write.
+        self.content = made_storable(self.content)
 
 
 async def indexed_positions(pool: AsyncConnectionPool, owner: str, thread_id: str) -> dict[str, int]:

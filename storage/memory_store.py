@@ -10,16 +10,17 @@ a tool or a memory function gets it from the store it was given, and refuses any
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Op, PutOp, Result
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.store.postgres.base import PostgresIndexConfig
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from core.text_validation import made_storable_value
 from storage.checkpoint_serde import checkpoint_saver
 from storage.store_values import load_value
 
@@ -51,6 +52,14 @@ class MemoryStore(AsyncPostgresStore):
             raise TypeError("MemoryStore needs an index with embeddings (index['embed'])")
         self.pool = pool
 
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Every write with what Postgres cannot store (a NUL, a lone surrogate) replaced by U+FFFD,
+        whichever caller wrote it: the routes refuse such text, but what is derived from a thread's
+        messages (a chat's record, its text) follows whatever the state holds, and an ``Overwrite``
+        of the state skips the reducers that replace it there (core.state). One failed write would
+        fail every later turn of the thread."""
+        return await super().abatch([_storable(op) for op in ops])
+
     def on_connection(self, conn: AsyncConnection) -> MemoryStore:
         """A store of its own on ``conn`` (one transaction), with this one's index, embeddings and pool,
         reading with load_value. Not a copy of this store: a copy shares its batching task and
@@ -61,6 +70,14 @@ class MemoryStore(AsyncPostgresStore):
         """A saver reading the checkpoints in this store's database: LangGraph gives a node its
         store, and its own checkpointer only under a private config key."""
         return checkpoint_saver(self.pool)
+
+
+def _storable(op: Op) -> Op:
+    if isinstance(op, PutOp) and op.value is not None:
+        value = made_storable_value(op.value)
+        if value is not op.value:
+            return op._replace(value=value)
+    return op
 
 
 def memory_store(store: BaseStore | None) -> MemoryStore:

@@ -388,3 +388,30 @@ async def test_a_state_write_with_text_postgres_cannot_store_leaves_the_thread_w
         assert not out.get("error") and out["messages"][-1].text.startswith("(offline model)")
     chat = await get_chat(backend.store, user_id, cfg["configurable"]["thread_id"])
     assert chat is not None and chat.message_count == 8
+
+
+@pytest.mark.slow
+async def test_an_overwrite_of_the_messages_with_text_postgres_cannot_store_leaves_the_thread_working(backend, user_id):
+    """An ``Overwrite`` of the messages channel (Studio's state editor, or ``aupdate_state`` with
+    ``{"__overwrite__": …}``) skips every reducer, so the replacement as text enters the state
+    (above) never runs. A NUL written that way made every later turn fail writing the chat's record
+    and index rows: the thread was broken for good. The storage layer now makes what it derives from
+    the messages storable whoever wrote them."""
+    from langchain_core.messages import AIMessage
+    from langgraph.types import Overwrite
+
+    from core.state import LAST_NODE
+
+    graph = compile_graph(backend.checkpointer, backend.store)
+    cfg = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    ctx = Context(user_id=user_id, model="offline")
+    await graph.ainvoke({"messages": [HumanMessage("I live in Oslo.")]}, cfg, context=ctx)
+    held = (await graph.aget_state(cfg)).values["messages"]
+    edited = [*held, HumanMessage("I like te\x00a and \ud800 jam.", id=str(uuid.uuid4())), AIMessage("ok\x00", id=str(uuid.uuid4()))]
+    await graph.aupdate_state(cfg, {"messages": Overwrite(edited)}, as_node=LAST_NODE)
+    assert "\x00" in (await graph.aget_state(cfg)).values["messages"][-2].text  # the reducer was skipped
+    for said in ("What do I like?", "I work as a baker."):
+        out = await graph.ainvoke({"messages": [HumanMessage(said)]}, cfg, context=ctx)
+        assert not out.get("error") and out["messages"][-1].text.startswith("(offline model)")
+    chat = await get_chat(backend.store, user_id, cfg["configurable"]["thread_id"])
+    assert chat is not None and chat.message_count == 8

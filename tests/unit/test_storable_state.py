@@ -40,3 +40,12 @@ def test_a_marked_message_sent_again_as_it_is_kept_loses_its_mark_so_a_regenerat
     assert UNSTORABLE in marked.additional_kwargs
     [again] = add_storable_messages([], marked)  # the stored message, re-sent (a regenerate forks before it)
     assert again.content == "a\ufffdb" and UNSTORABLE not in again.additional_kwargs
+
+
+def test_a_json_value_is_made_storable_in_every_string_and_keys_too_and_left_the_same_object_when_clean():
+    from core.text_validation import made_storable_value
+
+    dirty = {"title": "te\x00a", "lines": ["ok", "\ud800"], "n\x00": 1, "nested": {"x": ("y\x00",)}, "n": 2, "none": None}
+    assert made_storable_value(dirty) == {"title": "te\ufffda", "lines": ["ok", "\ufffd"], "n\ufffd": 1, "nested": {"x": ("y\ufffd",)}, "n": 2, "none": None}
+    clean = {"title": "tea", "lines": ["ok"], "nested": {"x": ("y",)}}
+    assert made_storable_value(clean) is clean
