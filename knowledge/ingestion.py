@@ -138,6 +138,31 @@ async def _embed_all(embeddings, texts: Sequence[str], batch_size: int = EMBED_B
 
 
 
+def file_key(path: str | Path) -> str:
+    """Where a file is, whatever folder ``ingest`` runs in: its resolved absolute path."""
+    return Path(path).expanduser().resolve().as_posix()
+
+
+async def _source_of_file(conn: psycopg.AsyncConnection, collection: str, key: str) -> str | None:
+    """The name the file at ``key`` was ingested under in ``collection`` (None: not yet, or before
+    files were keyed): the same file ingested from another folder stays one document, not two."""
+    row = await (
+        await conn.execute("SELECT source FROM knowledge_documents WHERE collection = %s AND path = %s", (collection, key))
+    ).fetchone()
+    return None if row is None else _row(row)["source"]
+
+
+async def _free_name(conn: psycopg.AsyncConnection, collection: str, source: str, key: str) -> str:
+    """``source``, unless a document of that name is another file that is still there (``a/guide.md``
+    ingested from ``a``, then ``b/guide.md`` from ``b``: both "guide.md"): the new one is then named
+    by its absolute path, not written over the other. (A file moved since takes its old name.)"""
+    row = await (
+        await conn.execute("SELECT path FROM knowledge_documents WHERE collection = %s AND source = %s", (collection, source))
+    ).fetchone()
+    other = None if row is None else _row(row)["path"]
+    return key if other is not None and other != key and Path(other).is_file() else source
+
+
 async def _stored_document(conn: psycopg.AsyncConnection, collection: str, source: str, *, lock: bool = False) -> dict | None:
     row = await (
         await conn.execute(
@@ -213,8 +238,11 @@ async def _ingest_file(
 ) -> FileOutcome:
     path = found.path
     source = source_name(path)
+    key = file_key(path)
     shown = str(path)
     try:
+        async with pool.connection() as conn:
+            source = await _source_of_file(conn, collection, key) or await _free_name(conn, collection, source, key)
         # Read once, from one open file checked to lie where the walk found it; hashed and parsed from these bytes.
         data = await asyncio.to_thread(read_file, path, found.within)
         sha = hashlib.sha256(data).hexdigest()
@@ -247,7 +275,11 @@ async def _ingest_file(
         ]
         async with _conn(pool) as conn:
             async with conn.transaction():
-                # Serialize concurrent ingests of the same document.
+                # Serialize concurrent ingests of the same file (from any folder), then of the same name.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7384212))", (f"{collection}\x1f{key}",))
+                if (known := await _source_of_file(conn, collection, key)) is not None and known != source:
+                    source = known  # ingested from another folder meanwhile: under that name
+                    rows = [(collection, source, *row[2:]) for row in rows]
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7384211))", (f"{collection}\x1f{source}",))
                 current = await _stored_document(conn, collection, source, lock=True)
                 if current is not None and current["sha256"] == doc.sha256:
@@ -264,11 +296,11 @@ async def _ingest_file(
                         rows,
                     )
                 await conn.execute(
-                    """INSERT INTO knowledge_documents (collection, source, sha256, chunk_count, ingested_at)
-                       VALUES (%s, %s, %s, %s, now())
+                    """INSERT INTO knowledge_documents (collection, source, sha256, chunk_count, ingested_at, path)
+                       VALUES (%s, %s, %s, %s, now(), %s)
                        ON CONFLICT (collection, source) DO UPDATE
-                       SET sha256 = EXCLUDED.sha256, chunk_count = EXCLUDED.chunk_count, ingested_at = now()""",
-                    (collection, source, doc.sha256, len(rows)),
+                       SET sha256 = EXCLUDED.sha256, chunk_count = EXCLUDED.chunk_count, ingested_at = now(), path = EXCLUDED.path""",
+                    (collection, source, doc.sha256, len(rows), key),
                 )
         status = REPLACED if current is not None or previous else ADDED
         return FileOutcome(path=shown, source=source, status=status, chunks=len(rows), previous_chunks=previous)

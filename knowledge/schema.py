@@ -228,6 +228,12 @@ async def setup(pool: AsyncConnectionPool, dims: int) -> None:
                     PRIMARY KEY (collection, source)
                 )"""
             )
+            # Where the file was (its resolved path): the same file ingested from another folder keeps
+            # its first name (knowledge.ingestion). Documents ingested before have none until ingested again.
+            await conn.execute("ALTER TABLE knowledge_documents ADD COLUMN IF NOT EXISTS path text")
+            await conn.execute(
+                "CREATE UNIQUE INDEX IF NOT EXISTS knowledge_documents_path_key ON knowledge_documents (collection, path) WHERE path IS NOT NULL"
+            )
             index = _index_sql(dims, halfvec)
             if index:
                 await conn.execute(index)

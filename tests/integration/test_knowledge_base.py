@@ -699,3 +699,48 @@ async def test_setup_regenerates_an_old_full_text_column_so_identifiers_are_inde
         assert "knowledge_chunks_tsv_gin" in indexes
     finally:
         await pool.close()
+
+
+async def test_the_same_file_ingested_from_another_folder_stays_one_document_under_its_first_name(kb, tmp_path, hash384, monkeypatch):
+    """A document is named by its path from the folder ``ingest`` ran in. The same file ingested
+    again from another folder was a second document (the turn's knowledge showed both, cited two
+    ways): it now keeps the name it was first given, skipped when unchanged, replaced when changed."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    doc = folder / "guide.md"
+    doc.write_text("# Guide\n\nHow to start the heater.")
+    monkeypatch.chdir(tmp_path)
+    first = await knowledge.ingest(kb.pool, hash384, [Path("kb/guide.md")], collection="from-anywhere")
+    assert [(f.status, f.source) for f in first.files] == [("added", "kb/guide.md")]
+    monkeypatch.chdir(folder)
+    again = await knowledge.ingest(kb.pool, hash384, [Path("guide.md")], collection="from-anywhere")
+    assert [(f.status, f.source) for f in again.files] == [("skipped-unchanged", "kb/guide.md")]
+    doc.write_text("# Guide\n\nHow to stop the heater.")
+    changed = await knowledge.ingest(kb.pool, hash384, [doc], collection="from-anywhere")  # an absolute path too
+    assert [(f.status, f.source) for f in changed.files] == [("replaced", "kb/guide.md")]
+    stored = await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'from-anywhere'")
+    chunks = await fetch(kb.pool, "SELECT DISTINCT source, content FROM knowledge_chunks WHERE collection = 'from-anywhere'")
+    assert [r["source"] for r in stored] == ["kb/guide.md"]
+    assert [(r["source"], "stop" in r["content"]) for r in chunks] == [("kb/guide.md", True)]
+
+
+async def test_two_files_of_one_name_from_two_folders_are_two_documents_and_a_moved_file_keeps_its_name(kb, tmp_path, hash384, monkeypatch):
+    """``a/guide.md`` ingested from ``a`` and ``b/guide.md`` from ``b`` are both named "guide.md":
+    the second replaced the first, which was lost from the knowledge base. The second is now named
+    by its absolute path. A file moved (its old place gone) still takes its old name."""
+    a, b, c = (tmp_path / n for n in "abc")
+    for folder, words in ((a, "the heater"), (b, "the boiler")):
+        folder.mkdir()
+        (folder / "guide.md").write_text(f"# Guide\n\nHow to start {words}.")
+    monkeypatch.chdir(a)
+    await knowledge.ingest(kb.pool, hash384, [Path("guide.md")], collection="one-name")
+    monkeypatch.chdir(b)
+    second = await knowledge.ingest(kb.pool, hash384, [Path("guide.md")], collection="one-name")
+    assert [(f.status, f.source) for f in second.files] == [("added", (b / "guide.md").resolve().as_posix())]
+    stored = await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'one-name' ORDER BY source")
+    assert sorted(r["source"] for r in stored) == sorted(["guide.md", (b / "guide.md").resolve().as_posix()])
+    c.mkdir()
+    (a / "guide.md").rename(c / "guide.md")
+    monkeypatch.chdir(c)
+    moved = await knowledge.ingest(kb.pool, hash384, [Path("guide.md")], collection="one-name")
+    assert [(f.status, f.source) for f in moved.files] == [("skipped-unchanged", "guide.md")]
