@@ -31,7 +31,7 @@ import hashlib
 import json
 import re
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -154,7 +154,7 @@ def export_histories(data: Any) -> list[dict] | None:
             raise ExportError(f"{kind} conversation {i} ({_label(raw)}): {where}: {first['msg']}.") from None
         try:
             history = read(conversation, raw)
-        except _OutOfRange as exc:
+        except _Unreadable as exc:
             raise ExportError(f"{kind} conversation {i} ({_label(raw)}): {exc}") from None
         if history["messages"]:
             histories.append(history)
@@ -179,8 +179,12 @@ def _fallback_id(raw: Any) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-class _OutOfRange(ValueError):
-    """A time of the export that is no date of ours (export_histories names the conversation)."""
+class _Unreadable(ValueError):
+    """A conversation that does not read as one (export_histories names it)."""
+
+
+class _OutOfRange(_Unreadable):
+    """A time of the export that is no date of ours."""
 
 
 _RANGE = "falls outside the years 1 to 9999 in UTC."
@@ -244,22 +248,33 @@ def _part_text(part: Any) -> str | None:
     return None  # an image, an audio file, another asset
 
 
+def _message_times(own: list[datetime | None], start: datetime | None, end: Callable[[], datetime | None]) -> list[datetime]:
+    """Each kept message's time: its own; without one, the one before it's. The first, without one, takes
+    the conversation's ``start``, else the first later message's time (it was said no later), else
+    ``end`` (the conversation's last update: the only time it has). Never earlier than the one before
+    (clock skew). No time anywhere: _Unreadable (never "now")."""
+    last = start or next((t for t in own if t is not None), None) or (end() if own else None)
+    if last is None and own:
+        raise _Unreadable("no message has a time, and neither has the conversation.")
+    times = []
+    for t in own:
+        last = max(t, last) if t is not None else last
+        times.append(last)
+    return times
+
+
 def _chatgpt_history(conversation: ChatGPTConversation, raw: Any) -> dict:
     created = _from_epoch(conversation.create_time, "create_time")
-    messages: list[dict] = []
-    last = created
+    kept = []  # (node, message, text) of what the user saw
     for node in current_branch(conversation):
-        message = node.message
-        text = _chatgpt_text(message) if message is not None else None
-        if text is None:
-            continue
-        # A message without a time, or out of order (clock skew), is dated with the one before it.
-        when = _from_epoch(message.create_time, f"mapping.{node.id}.message.create_time") or last or _from_epoch(conversation.update_time, "update_time")
-        if when is None:
-            raise ExportError(f"chatgpt conversation {_label(raw)}: message {node.id} has no time, and neither has the conversation.")
-        when = max(when, last) if last else when
-        messages.append({"role": message.author.role, "text": text, "time": when, "source_id": message.id or node.id})
-        last = when
+        text = _chatgpt_text(node.message) if node.message is not None else None
+        if text is not None:
+            kept.append((node, node.message, text))
+    own = [_from_epoch(m.create_time, f"mapping.{node.id}.message.create_time") for node, m, _ in kept]
+    times = _message_times(own, created, lambda: _from_epoch(conversation.update_time, "update_time"))
+    messages = [
+        {"role": m.author.role, "text": text, "time": when, "source_id": m.id or node.id} for (node, m, text), when in zip(kept, times)
+    ]
     key = conversation.id or conversation.conversation_id or _fallback_id(raw)
     return {"title": _title(conversation.title), "messages": messages, "created_at": created, "source_id": f"{CHATGPT}:{key}"}
 
@@ -271,23 +286,13 @@ def _claude_text(message: ClaudeMessage) -> str | None:
 
 
 def _claude_history(conversation: ClaudeConversation, raw: Any) -> dict:
-    messages: list[dict] = []
-    last: datetime | None = None
-    for i, message in enumerate(conversation.chat_messages):
-        text = _claude_text(message)
-        if text is None:  # a reply whose stream failed is kept in exports with no text
-            continue
-        # A message without a time is dated with the one before it (or the conversation's start), as ChatGPT's are.
-        when = _utc(message.created_at, f"chat_messages.{i}.created_at") if message.created_at else last or (
-            _utc(conversation.created_at, "created_at") if conversation.created_at else None)
-        if when is None:
-            raise ExportError(f"claude conversation {_label(raw)}: message {i} has no time, and neither has the conversation.")
-        when = max(when, last) if last else when
-        messages.append({"role": "user" if message.sender == "human" else "assistant", "text": text, "time": when, "source_id": message.uuid})
-        last = when
-    return {
-        "title": _title(conversation.name),
-        "messages": messages,
-        "created_at": _utc(conversation.created_at, "created_at") if conversation.created_at else None,
-        "source_id": f"{CLAUDE}:{conversation.uuid}",
-    }
+    created = _utc(conversation.created_at, "created_at") if conversation.created_at else None
+    kept = [(i, m, text) for i, m in enumerate(conversation.chat_messages) if (text := _claude_text(m)) is not None]  # a reply whose stream failed has no text
+    own = [_utc(m.created_at, f"chat_messages.{i}.created_at") if m.created_at else None for i, m, _ in kept]
+    updated = lambda: _utc(conversation.updated_at, "updated_at") if conversation.updated_at else None  # noqa: E731
+    times = _message_times(own, created, updated)  # as ChatGPT's
+    messages = [
+        {"role": "user" if m.sender == "human" else "assistant", "text": text, "time": when, "source_id": m.uuid}
+        for (_, m, text), when in zip(kept, times)
+    ]
+    return {"title": _title(conversation.name), "messages": messages, "created_at": created, "source_id": f"{CLAUDE}:{conversation.uuid}"}

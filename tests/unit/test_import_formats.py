@@ -77,9 +77,10 @@ def test_claude_message_without_a_time_or_with_a_null_text_is_read_as_chatgpts_a
     assert times[1] == times[0] and times[2] == times[1] and times == sorted(times)
     assert history["messages"][1]["text"] == "Kyoto in October is lovely."
     nothing = copy.deepcopy(export)
-    nothing[0]["created_at"] = None
-    nothing[0]["chat_messages"][0]["created_at"] = None
-    with pytest.raises(Exception, match="has no time, and neither has the conversation"):
+    nothing[0]["created_at"] = nothing[0]["updated_at"] = None
+    for message in nothing[0]["chat_messages"]:
+        message["created_at"] = None
+    with pytest.raises(Exception, match="no message has a time, and neither has the conversation"):
         export_histories(nothing)
 
 
@@ -238,3 +239,43 @@ def test_a_history_saved_as_utf16_by_powershell_is_read():
     for encoded in (text.encode("utf-16"), "\ufeff".encode("utf-16-be") + text.encode("utf-16-be")):
         [chat] = read_import(encoded)
         assert chat.messages[0].text == "Grüße aus Zürich"
+
+
+def dated_chatgpt(create_time, times, update_time=None) -> dict:
+    """A ChatGPT conversation of alternating messages with these create_times (None: no time)."""
+    mapping, parent = {}, None
+    for i, t in enumerate(times):
+        mapping[f"n{i}"] = {"id": f"n{i}", "message": {"id": f"m{i}", "author": {"role": "user" if i % 2 == 0 else "assistant"},
+                            "content": {"content_type": "text", "parts": [f"line {i}"]}, "create_time": t}, "parent": parent, "children": []}  # fmt: skip
+        if parent:
+            mapping[parent]["children"].append(f"n{i}")
+        parent = f"n{i}"
+    return {"id": "undated", "title": "Undated", "create_time": create_time, "update_time": update_time, "current_node": parent, "mapping": mapping}
+
+
+def epoch(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def test_an_undated_first_message_of_an_undated_conversation_takes_the_next_messages_time_not_the_last_update():
+    """It took the conversation's update_time (its last activity), and so did every message after it
+    (times never go back): the whole conversation was dated at its end. Without update_time it was refused."""
+    [history] = export_histories([dated_chatgpt(None, [None, 1700000100.0, 1700000200.0], update_time=1700009999.0)])
+    assert [m["time"] for m in history["messages"]] == [epoch(1700000100.0), epoch(1700000100.0), epoch(1700000200.0)]
+    [history] = export_histories([dated_chatgpt(None, [None, None, 1700000100.0])])
+    assert [m["time"] for m in history["messages"]] == [epoch(1700000100.0)] * 3
+    # No message has a time: the conversation's last update, the only time it has.
+    [history] = export_histories([dated_chatgpt(None, [None, None], update_time=1700009999.0)])
+    assert [m["time"] for m in history["messages"]] == [epoch(1700009999.0)] * 2
+    # The same for Claude (its updated_at).
+    claude_export = claude()[:1]
+    claude_export[0]["created_at"] = None
+    claude_export[0]["chat_messages"][0]["created_at"] = None
+    [history] = export_histories(claude_export)
+    second = datetime.fromisoformat(claude()[0]["chat_messages"][1]["created_at"])
+    assert history["messages"][0]["time"] == history["messages"][1]["time"] == second
+
+
+def test_a_conversation_with_no_time_anywhere_is_refused_naming_it():
+    with pytest.raises(InvalidImport, match=r"chatgpt conversation 1 \('Undated'\): no message has a time, and neither has the conversation"):
+        parse_import([small_chatgpt(), dated_chatgpt(None, [None, None])])
