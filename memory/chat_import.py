@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Awaitable, Callable, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 
 from core.bounded_json import InvalidJson, JsonTooLarge, loads_bounded
 from core.errors import InvalidMessage, MemoryAgentError
@@ -122,6 +122,12 @@ class ChatImport(BaseModel):
         None, max_length=SOURCE_ID_CHARS, description="The source's id of the conversation: a history with a source_id the user already imported adds nothing."
     )
     created_at: ImportTime | None = Field(None, description="When the conversation was started (default: its first message's time).")
+    _skipped_copies: int = PrivateAttr(0)
+
+    @property
+    def skipped_copies(self) -> int:
+        """Identical copies of this conversation its export also held, not imported (memory.import_formats.export_histories)."""
+        return self._skipped_copies
 
 
 class LocomoSample(BaseModel):
@@ -262,9 +268,11 @@ def _exported_chats(histories: list[dict], title: str | None) -> list[ChatImport
     for i, history in enumerate(histories):
         named = f"{title} ({i + 1})" if title and len(histories) > 1 else title or history["title"]
         try:
-            chats.append(_validated({**history, "title": named}))
+            chat = _validated({**history, "title": named})
         except InvalidImport as exc:  # ImportTooLarge stays one (413)
             raise type(exc)(f"{_which(history)}: {exc}") from None
+        chat._skipped_copies = history["skipped_copies"]
+        chats.append(chat)
     return chats
 
 

@@ -17,7 +17,8 @@ Two exports, as their data-export archives hold them (docs/import.md):
 
 Each conversation becomes one history with its title, its messages' times, the
 conversation's creation time and ``source_id`` (``chatgpt:<id>`` or ``claude:<uuid>``), by
-which a second import of the same export adds nothing. A conversation without any text
+which a second import of the same export adds nothing; an export holding one id twice is read once
+when the copies are the same, and refused when they differ. A conversation without any text
 message (opened and left) is left out. The pydantic models below are the JSON contracts:
 they name only the fields read, and ignore the many others an export carries.
 
@@ -137,14 +138,20 @@ def export_kind(data: Any) -> str | None:
 
 
 def export_histories(data: Any) -> list[dict] | None:
-    """The histories (our format, as dicts) of a ChatGPT or Claude export, oldest conversation
-    first; None when ``data`` is neither. ExportError names the conversation that does not read."""
+    """The histories (our format, as dicts, each with ``skipped_copies``) of a ChatGPT or Claude export,
+    oldest conversation first; None when ``data`` is neither. ExportError names the conversation that
+    does not read, or two different conversations with one id.
+
+    A conversation the export holds more than once (one id), the same each time (title, times and
+    messages as read), is read once: ``skipped_copies`` counts the others."""
     kind = export_kind(data)
     if kind is None:
         return None
     items = data if isinstance(data, list) else [data]
     model, read = (ChatGPTConversation, _chatgpt_history) if kind == CHATGPT else (ClaudeConversation, _claude_history)
     histories = []
+    first_of: dict[str, tuple[int, Any, dict]] = {}  # source id -> (position, raw, history) of its first copy
+    copies: dict[str, int] = {}
     for i, raw in enumerate(items):
         try:
             conversation = model.model_validate(raw)
@@ -156,8 +163,25 @@ def export_histories(data: Any) -> list[dict] | None:
             history = read(conversation, raw)
         except _Unreadable as exc:
             raise ExportError(f"{kind} conversation {i} ({_label(raw)}): {exc}") from None
-        if history["messages"]:
+        if not history["messages"]:
+            continue
+        source = history["source_id"]
+        if source not in first_of:
+            first_of[source] = (i, raw, history)
             histories.append(history)
+            continue
+        j, first_raw, first = first_of[source]
+        if history != first:
+            # Refused, not imported as another chat nor added to the first's: which copy is right is the user's to say,
+            # and what memory learns from a wrong one stays when its chat is deleted (docs/import.md).
+            raise ExportError(
+                f"{kind} conversations {j} ({_label(first_raw)}) and {i} ({_label(raw)}) have the same id, {source}, but differ: an export "
+                "holds each conversation once (is this file two exports joined?). Keep one of them, or import them from separate files, "
+                "the older first (the newer then adds its new messages to its chat); nothing was imported."
+            )
+        copies[source] = copies.get(source, 0) + 1
+    for history in histories:
+        history["skipped_copies"] = copies.get(history["source_id"], 0)
     # Oldest first, so memory learns in the order things were said (a later fact supersedes).
     histories.sort(key=lambda h: h["created_at"] or h["messages"][0]["time"])
     return histories

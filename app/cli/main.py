@@ -257,6 +257,14 @@ async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
     return 0
 
 
+def _copies_skipped(n: int) -> str:
+    """What an import line adds when the export held the conversation more than once, the same each time."""
+    if n == 0:
+        return ""
+    return " The export holds it twice, the same both times: the copy was skipped." if n == 1 else (
+        f" The export holds it {n + 1} times, the same each time: the copies were skipped.")
+
+
 async def _import(backend, args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -308,16 +316,17 @@ async def _import(backend, args: argparse.Namespace) -> int:
                         said = f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete. {go_on}"
                     print(shown(said), file=sys.stderr)
                 raise
+            copies = _copies_skipped(chat.skipped_copies)
             if done.already_imported:
                 progress.update(task, completed=len(chat.messages))
                 why = f" {done.not_added_reason}" if done.not_added_reason else ""
-                print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added.{why}"))
+                print(shown(f"Already imported: \"{chat.title or 'untitled'}\" is chat {done.chat_id} of user {args.user}; nothing added.{why}{copies}"))
                 continue
             if done.held_before:
                 print(shown(f"Added {done.messages - done.held_before} new messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to "
-                            f"{done.last_time:%Y-%m-%d}) to chat {done.chat_id} \"{done.title}\" of user {args.user}, which held its first {done.held_before}."))
+                            f"{done.last_time:%Y-%m-%d}) to chat {done.chat_id} \"{done.title}\" of user {args.user}, which held its first {done.held_before}.{copies}"))
                 continue
-            print(shown(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}."))
+            print(shown(f"Imported {done.messages} messages ({done.exchanges} exchanges, {done.first_time:%Y-%m-%d} to {done.last_time:%Y-%m-%d}) into chat {done.chat_id} \"{done.title}\" of user {args.user}.{copies}"))
     return 0
 
 

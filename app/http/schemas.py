@@ -149,6 +149,9 @@ class ImportedChatOut(BaseModel):
         "again to take them; chat_busy (a reply was running on the chat): import again when it has ended.",
     )
     not_added_reason: str | None = Field(None, description="Why the new messages were not added, in a sentence for the user.")
+    skipped_copies: int = Field(
+        0, description="Identical copies of this conversation (the same id, title, times and messages) the export also held: not imported, as they add nothing."
+    )
 
 
 class ImportedChats(BaseModel):

@@ -168,3 +168,40 @@ def test_a_history_of_ours_posted_again_with_an_edited_message_is_409_saying_whi
         assert edited.status_code == 409, edited.text
         assert edited.json()["error"]["code"] == "message_differs" and "message 1 differs" in edited.json()["error"]["message"]
         assert len(client.get(f"/chats/{first.json()['chat']['id']}").json()["messages"]) == 4
+
+
+def test_an_export_holding_one_conversation_twice_imports_it_once_and_two_different_ones_with_one_id_are_refused(server, owner):
+    """Before: the identical copy was answered "already_imported" (imported before: it was not), and a
+    different conversation with the same id was added to the first's chat as if it had grown."""
+    twice = chatgpt_conversation("twice", "Twice", 1700000000)
+    with server.client(owner[1]) as client:
+        response = client.post("/chats/import", json=[twice, chatgpt_conversation("other", "Other", 1700000500), twice])
+        assert response.status_code == 201, response.text
+        chats = response.json()["chats"]
+        assert [(c["chat"]["title"], c["imported_messages"], c["already_imported"], c["skipped_copies"]) for c in chats] == [
+            ("Twice", 2, False, 1), ("Other", 2, False, 0)
+        ]
+        assert len(client.get("/chats").json()["chats"]) == 2
+
+        differ = [chatgpt_conversation("thrice", "Thrice", 1700001000), chatgpt_conversation("thrice", "Thrice, gone on", 1700001000, 4)]
+        response = client.post("/chats/import", json=differ)
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["code"] == "invalid_import" and "the same id, chatgpt:thrice, but differ" in error["message"], error
+        assert len(client.get("/chats").json()["chats"]) == 2  # nothing of it was imported
+
+
+def test_memory_agent_import_says_an_identical_copy_was_skipped_and_refuses_different_ones_with_one_id(new_database, tmp_path):
+    database_url, user = new_database("clidupes"), f"u{uuid.uuid4().hex[:10]}"
+    twice = chatgpt_conversation("twice", "Twice", 1700000000)
+    (tmp_path / "twice.json").write_text(json.dumps([twice, twice]))
+    (tmp_path / "differ.json").write_text(json.dumps([twice, chatgpt_conversation("twice", "Twice, gone on", 1700000000, 4)]))
+
+    done = run_import(tmp_path / "twice.json", database_url, user)
+    assert done.returncode == 0, done.stderr
+    [line] = done.stdout.strip().splitlines()
+    assert line.startswith("Imported 2 messages ") and line.endswith("The export holds it twice, the same both times: the copy was skipped."), line
+
+    refused = run_import(tmp_path / "differ.json", database_url, user)
+    assert refused.returncode != 0 and refused.stdout == "", refused.stdout
+    assert "the same id, chatgpt:twice, but differ" in refused.stderr, refused.stderr

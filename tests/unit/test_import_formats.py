@@ -279,3 +279,43 @@ def test_an_undated_first_message_of_an_undated_conversation_takes_the_next_mess
 def test_a_conversation_with_no_time_anywhere_is_refused_naming_it():
     with pytest.raises(InvalidImport, match=r"chatgpt conversation 1 \('Undated'\): no message has a time, and neither has the conversation"):
         parse_import([small_chatgpt(), dated_chatgpt(None, [None, None])])
+
+
+def test_an_export_holding_one_conversation_twice_the_same_imports_it_once_and_counts_the_copy():
+    """Both copies became chats to import: the second was then told "imported before" by the first."""
+    twice = small_chatgpt(cid="twice")
+    chats = parse_import([twice, small_chatgpt(cid="other", title="Other"), copy.deepcopy(twice)])
+    assert [c.source_id for c in chats] == ["chatgpt:twice", "chatgpt:other"]
+    assert [c.skipped_copies for c in chats] == [1, 0]
+
+
+def grown_chatgpt(cid: str, title: str) -> dict:
+    """small_chatgpt with a third message: the same conversation, gone on."""
+    conversation = small_chatgpt(cid=cid, title=title)
+    conversation["mapping"]["n2"]["children"] = ["n3"]
+    conversation["mapping"]["n3"] = {"id": "n3", "message": {"id": "m3", "author": {"role": "user"}, "content": {"content_type": "text", "parts": ["I moved"]},
+                                     "create_time": 1700000100.0}, "parent": "n2", "children": []}  # fmt: skip
+    conversation["current_node"] = "n3"
+    return conversation
+
+
+def renamed(conversation: dict, **changes) -> dict:
+    return {**copy.deepcopy(conversation), **changes}
+
+
+@pytest.mark.parametrize(
+    "export, source_id",
+    [
+        ([small_chatgpt(cid="dup"), small_chatgpt(cid="dup", title="Bread")], "chatgpt:dup"),  # another title
+        ([small_chatgpt(cid="dup"), grown_chatgpt("dup", "Bread")], "chatgpt:dup"),  # the second has gone on: it was added to the first's chat
+        ([small_chatgpt(cid="dup"), {**renamed(grown_chatgpt("x", "Bread"), conversation_id="dup"), "id": None}], "chatgpt:dup"),  # id / conversation_id
+        ([small_claude(uuid="dup"), renamed(small_claude(uuid="dup"), name="Bread")], "claude:dup"),
+    ],
+)
+def test_an_export_holding_two_different_conversations_with_one_id_is_refused_naming_both(export, source_id):
+    """The second was merged into the first's chat (when it began with its messages) or said to be
+    "imported before" (nothing added, or a false "edited where it came from")."""
+    with pytest.raises(InvalidImport) as caught:
+        parse_import([small_chatgpt(cid="fine", title="Fine") if "mapping" in export[0] else small_claude(uuid="fine"), *export])
+    message = str(caught.value)
+    assert "conversations 1 ('Baking') and 2 ('Bread')" in message and f"the same id, {source_id}, but differ" in message, message
