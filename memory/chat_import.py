@@ -147,7 +147,7 @@ class ImportedChat:
     exchanges: int
     first_time: datetime | None = None
     last_time: datetime | None = None
-    id_map: dict[str, str] = field(default_factory=dict)  # source_id -> message id in the chat
+    id_map: dict[str, str] = field(default_factory=dict)  # source_id -> message id in the chat (a source_id given twice: its first)
     already_imported: bool = False  # the chat held this source_id before: nothing was added
     not_added: str | None = None  # (already imported) the export holds messages the chat lacks, not added: chat_changed | message_differs | chat_busy
     not_added_reason: str | None = None  # why, in a sentence: what the user can do

@@ -379,8 +379,8 @@ class _Job:
                 raise _Revoked()  # taken over or cancelled since the last exchange: not one more on the chat
             messages = [_message(m, message_id(self.thread_id, index + k)) for k, m in enumerate(group)]
             for k, source in enumerate(group):
-                if source.source_id:
-                    self.result.id_map[source.source_id] = messages[k].id
+                if source.source_id:  # a source id given twice names its first message, as below for earlier runs
+                    self.result.id_map.setdefault(source.source_id, messages[k].id)
             index += len(group)
             user_turns += any(m.role == "user" for m in group)
             # As load_context would count the turn, and reply answer it; then the graph goes on
@@ -392,10 +392,12 @@ class _Job:
                 maybe = self.on_progress(self.result.messages, len(self.chat.messages))
                 if maybe is not None:
                     await maybe
-        # The id map covers the exchanges of earlier runs too.
+        # The id map covers the exchanges of earlier runs too (they come first: their message wins a shared source id).
+        earlier = {}
         for position, m in enumerate(self.chat.messages[: sum(len(g) for g in self.groups[: self.start])]):
             if m.source_id:
-                self.result.id_map.setdefault(m.source_id, message_id(self.thread_id, position))
+                earlier.setdefault(m.source_id, message_id(self.thread_id, position))
+        self.result.id_map = {**self.result.id_map, **earlier}
 
     async def _progress(self, exchanges_done: int, imported: int = 0) -> None:
         """The row records the exchange and the importer takes it as its head, both or neither: a stop

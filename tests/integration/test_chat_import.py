@@ -103,3 +103,20 @@ def test_a_list_of_locomo_samples_is_one_chat_each():
     chats = parse_import([locomo_sample("a"), locomo_sample("b")], title="LoCoMo")
     assert [c.title for c in chats] == ["LoCoMo (1)", "LoCoMo (2)"]
     assert locomo_chat(locomo_sample()).messages[1].role == "assistant"
+
+
+@pytest.mark.slow
+async def test_two_messages_with_one_source_id_all_import_and_the_id_map_names_the_first(backend, graph, user_id):
+    """A source id given twice in one history: both messages are imported (ids by position); the id map,
+    which has room for one, named the later one on a fresh import and the earlier one for exchanges a
+    resume found done: now the first, always."""
+    data = {"title": "Twice", "messages": [
+        {"role": "user", "text": "I live in Porto.", "time": "2024-01-05T09:00:00Z", "source_id": "same"},
+        {"role": "assistant", "text": "Nice city.", "time": "2024-01-05T09:00:10Z", "source_id": "same"},
+    ]}  # fmt: skip
+    [chat] = parse_import(data)
+    done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+
+    messages = (await _state(graph, done.chat_id))["messages"]
+    assert [m.text for m in messages] == ["I live in Porto.", "Nice city."] and messages[0].id != messages[1].id
+    assert done.id_map == {"same": messages[0].id}
