@@ -149,7 +149,7 @@ class ImportedChat:
     last_time: datetime | None = None
     id_map: dict[str, str] = field(default_factory=dict)  # source_id -> message id in the chat (a source_id given twice: its first)
     already_imported: bool = False  # the chat held this source_id before: nothing was added
-    not_added: str | None = None  # (already imported) the export holds messages the chat lacks, not added: chat_changed | message_differs | chat_busy
+    not_added: str | None = None  # (already imported) the export holds messages the chat lacks, not added: chat_changed | message_differs | chat_busy | import_in_progress | import_incomplete
     not_added_reason: str | None = None  # why, in a sentence: what the user can do
     held_before: int = 0  # a grown conversation: the messages its chat held before this import added the rest
 

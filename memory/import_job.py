@@ -107,6 +107,25 @@ def _why_not_added(thread_id: str, held: list[BaseMessage], messages: list[Impor
                             f"or added here): {again}.")
 
 
+def _why_not_now(row: chat_imports.ImportRow, digest: str) -> tuple[str, str] | None:
+    """Why a grown conversation's new messages are not added while its chat has ``row``, an import of
+    another importer: a code and a sentence; None when there is nothing to tell (a deletion under way)."""
+    if row.state == "running" and row.extends_chat:
+        if row.digest == digest:
+            return "import_in_progress", ("Another import is adding this conversation's new messages to the chat now, from this same export: "
+                                          "nothing more to do (should it stop part way, importing the export again adds the rest).")
+        return "import_in_progress", ("Another import is adding this conversation's new messages to the chat now, from another export: "
+                                      "import this export again when it has ended, to add what that one lacks.")
+    if row.state == "incomplete" and not row.extends_chat:  # (of another history: the same one was resumed)
+        return "import_incomplete", (
+            f"The chat's import of this conversation from another export stopped part way ({row.imported} of {row.total} messages): "
+            f"finish it first, by importing that export again or resuming it with its history (`memory-agent import FILE --resume "
+            f"{row.thread_id}` or POST /chats/import?resume={row.thread_id}), then import this export again to add the new messages; "
+            "or delete the chat and import this export."
+        )
+    return None
+
+
 def importer_id() -> str:
     """This importer, uniquely (a resume elsewhere takes the row; this one's writes are then refused)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -239,8 +258,8 @@ class _Job:
             same = _same_prefix(thread_id, held, self.chat.messages)
             if same == len(self.chat.messages) or any(m.id == message_id(thread_id, len(self.chat.messages) - 1) for m in held):
                 return nothing  # an older export, or the same one: the chat holds its last message's place (a deleted one keeps its id)
-            if await chat_imports.of_threads(self.pool, self.user_id, [thread_id]):
-                return nothing  # being imported now, or an incomplete import of another history: as before
+            if await self._held_by_another_import(thread_id, nothing):
+                return nothing
             if mark.checkpoint_id is None or same < len(held) or not held:
                 nothing.not_added, nothing.not_added_reason = _why_not_added(thread_id, held, self.chat.messages, same)
                 return nothing
@@ -257,7 +276,8 @@ class _Job:
                     nothing.not_added_reason = "A reply is running on the chat: import the export again when it has ended to add its new messages."
                     return nothing
                 continue
-            except chat_imports.NotResumable:  # being imported by another importer (the same export twice at once)
+            except chat_imports.NotResumable:  # another importer's row since the look (the same export twice at once)
+                await self._held_by_another_import(thread_id, nothing)
                 return nothing
             break
         self.thread_id, self.start, self.head, self.extends_chat = thread_id, start, mark, True
@@ -271,6 +291,19 @@ class _Job:
         self.result.held_before, self.result.exchanges = same, len(self.groups) - start
         self.result.first_time = self.chat.messages[same].time
         return None
+
+    async def _held_by_another_import(self, thread_id: str, nothing: ImportedChat) -> bool:
+        """Whether the chat has an import row (another importer's: this one has none yet); ``nothing``
+        then says why the new messages are not added, when there is something to tell: one adding
+        them now, or an incomplete import of another export. (A first import running, its own export's
+        messages on the way, says nothing, as before.)"""
+        row = (await chat_imports.of_threads(self.pool, self.user_id, [thread_id])).get(thread_id)
+        if row is None:
+            return False
+        why = _why_not_now(row, self.digest)
+        if why is not None:
+            nothing.not_added, nothing.not_added_reason = why
+        return True
 
     def _record(self, thread_id: str, title: str) -> ChatRecord:
         # Created when the conversation started (an export's time), not when it was imported.

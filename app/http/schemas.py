@@ -142,11 +142,13 @@ class ImportedChatOut(BaseModel):
     imported_messages: int = Field(description="Messages added by this import (0 when it was imported before and has not grown).")
     already_imported: bool = Field(description="The user had imported this conversation before (its source id) and nothing was added.")
     grown: bool = Field(False, description="The user had imported this conversation before and it has grown since: its new messages were added to the end of that chat.")
-    not_added: Literal["chat_changed", "message_differs", "chat_busy"] | None = Field(
+    not_added: Literal["chat_changed", "message_differs", "chat_busy", "import_in_progress", "import_incomplete"] | None = Field(
         None,
         description="Imported before, and the export holds messages the chat lacks, but they were not added: chat_changed (a message "
         "deleted or added here since) or message_differs (a message edited here, or where it came from): delete the chat and import "
-        "again to take them; chat_busy (a reply was running on the chat): import again when it has ended.",
+        "again to take them; chat_busy (a reply was running on the chat): import again when it has ended; import_in_progress "
+        "(another import is adding the conversation's new messages now); import_incomplete (the chat's import of another export "
+        "of it stopped part way: finish that one first, with ?resume=<chat id> and its history, then import again).",
     )
     not_added_reason: str | None = Field(None, description="Why the new messages were not added, in a sentence for the user.")
     skipped_copies: int = Field(

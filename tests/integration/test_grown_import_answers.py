@@ -1,0 +1,146 @@
+"""What a grown conversation's import says when its new messages are not added (real Postgres,
+offline model): another import adding them right now, or an incomplete import of another export of
+it. The imports run here are made deterministic by parking one in its progress callback (it beats
+its row meanwhile, as when an exchange is slow)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.context import Context
+from graph.assembly import compile_graph
+from memory.chat_import import parse_import
+from memory.import_job import ImportStopped, import_chat
+from storage import api_keys, chat_imports
+from storage.fenced_saver import FencedPostgresSaver
+from tests.support.in_process_app import client_of, in_process_app
+
+pytestmark = pytest.mark.slow  # each imports tens of messages through the memory steps
+
+
+def history(n: int) -> dict:
+    """Our own format with a ``source_id``: ``n`` messages; a larger ``n`` is a newer export of it."""
+    return {"title": "Trails", "source_id": "trails-1", "messages": [
+        {"role": "user" if i % 2 == 0 else "assistant", "text": f"Trail {i} was muddy." if i % 2 == 0 else f"Which trail, {i}?",
+         "time": f"2024-01-01T00:{i:02d}:00Z"} for i in range(n)
+    ]}
+
+
+def chat_of(n: int):
+    [chat] = parse_import(history(n))
+    return chat
+
+
+def claude_export(n: int) -> list[dict]:
+    """A Claude ``conversations.json`` of one conversation: its first ``n`` messages."""
+    return [{"uuid": "5e0c1a2b-7777-4aaa-8bbb-000000000001", "name": "Trails", "created_at": "2024-01-01T00:00:00Z", "chat_messages": [
+        {"uuid": f"5e0c1a2b-7777-4000-8000-{i:012d}", "sender": "human" if i % 2 == 0 else "assistant",
+         "text": f"Trail {i} was muddy." if i % 2 == 0 else f"Which trail, {i}?", "created_at": f"2024-01-01T00:{i:02d}:00Z"}
+        for i in range(n)
+    ]}]
+
+
+@pytest.fixture
+async def graph(backend):
+    return compile_graph(FencedPostgresSaver(backend.pool), backend.store)
+
+
+async def messages_of(graph, chat_id: str) -> list:
+    return (await graph.aget_state({"configurable": {"thread_id": chat_id}})).values.get("messages", [])
+
+
+async def parked_extension(graph, backend, user_id: str, chat, after: int = 4):
+    """The grown conversation's import as a task, parked once ``after`` messages are on the chat
+    (its row running, beaten), and the event that lets it go on."""
+    parked, release = asyncio.Event(), asyncio.Event()
+
+    async def progress(n: int, total: int) -> None:
+        if n >= after and not release.is_set():
+            parked.set()
+            await release.wait()
+
+    task = asyncio.create_task(import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), on_progress=progress))
+    await asyncio.wait_for(parked.wait(), 120)
+    return task, release
+
+
+@pytest.mark.parametrize("export", ["the-same", "a-newer"])
+async def test_a_grown_conversation_imported_while_another_import_adds_its_new_messages_says_so(backend, graph, user_id, export):
+    """It said "nothing added" with no reason while the other import was adding the messages."""
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, chat_of(2), context=context)
+    first, release = await parked_extension(graph, backend, user_id, chat_of(20))
+
+    second = await import_chat(graph, backend.pool, user_id, chat_of(20 if export == "the-same" else 24), context=context)
+
+    assert second.already_imported and second.chat_id == before.chat_id and second.messages == 0
+    assert second.not_added == "import_in_progress"
+    assert second.not_added_reason.startswith("Another import is adding this conversation's new messages to the chat now")
+    if export == "the-same":  # nothing for the user to do: the other import adds them
+        assert "import this export again" not in second.not_added_reason
+    else:  # the other import adds only its own export's messages
+        assert "import this export again when it has ended" in second.not_added_reason
+    release.set()
+    done = await first
+    assert done.held_before == 2 and done.messages == 20 and len(await messages_of(graph, before.chat_id)) == 20
+    if export == "a-newer":  # as it said: imported again, it adds the rest
+        again = await import_chat(graph, backend.pool, user_id, chat_of(24), context=context)
+        assert again.held_before == 20 and len(await messages_of(graph, before.chat_id)) == 24
+
+
+async def incomplete_import(graph, backend, user_id: str, chat, monkeypatch) -> str:
+    """``chat`` imported part way, stopped (its client left at the first look): the chat's id."""
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 0.001)  # the first look comes before the exchanges can end
+
+    async def leave() -> bool:
+        return True
+
+    with pytest.raises(ImportStopped) as stopped:
+        await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"), stop_when=leave)
+    monkeypatch.setattr(chat_imports, "BEAT_SECONDS", 0.5)
+    [row] = (await chat_imports.of_threads(backend.pool, user_id, [stopped.value.chat_id])).values()
+    assert row.state == "incomplete" and not row.extends_chat and row.imported < len(chat.messages)
+    return stopped.value.chat_id
+
+
+async def test_a_grown_conversation_whose_earlier_import_is_incomplete_says_to_resume_that_import_first(backend, graph, user_id, monkeypatch):
+    """It said "nothing added" with no reason, and never how to go on."""
+    context = Context(user_id=user_id, model="offline")
+    chat_id = await incomplete_import(graph, backend, user_id, chat_of(20), monkeypatch)
+
+    grown = await import_chat(graph, backend.pool, user_id, chat_of(24), context=context)
+
+    assert grown.already_imported and grown.chat_id == chat_id and grown.messages == 0
+    assert grown.not_added == "import_incomplete"
+    reason = grown.not_added_reason
+    assert "stopped part way" in reason and f"--resume {chat_id}" in reason and f"POST /chats/import?resume={chat_id}" in reason, reason
+    # As it says: the earlier import resumed with its own history, the grown one then adds its new messages.
+    resumed = await import_chat(graph, backend.pool, user_id, chat_of(20), context=context, resume=chat_id)
+    assert resumed.messages == 20
+    added = await import_chat(graph, backend.pool, user_id, chat_of(24), context=context)
+    assert added.held_before == 20 and len(await messages_of(graph, chat_id)) == 24
+
+
+async def test_the_http_answer_says_why_a_grown_conversations_new_messages_were_not_added(backend, graph, user_id, monkeypatch):
+    key = await api_keys.create_key(backend.pool, user_id)
+    context = Context(user_id=user_id, model="offline")
+    [claude_before] = parse_import(claude_export(2))
+    await import_chat(graph, backend.pool, user_id, claude_before, context=context)
+    [claude_grown] = parse_import(claude_export(20))
+    first, release = await parked_extension(graph, backend, user_id, claude_grown)
+    ours = await incomplete_import(graph, backend, user_id, chat_of(20), monkeypatch)
+
+    async with in_process_app(backend) as app, client_of(app, key) as client:
+        busy = await client.post("/chats/import", json=claude_export(20))  # an export: per conversation, and 200
+        incomplete = await client.post("/chats/import", json=history(24))  # ours: the chat, or 409 with why
+    release.set()
+    await first
+
+    assert busy.status_code == 200, busy.text
+    [out] = busy.json()["chats"]
+    assert out["already_imported"] and out["not_added"] == "import_in_progress" and "Another import is adding" in out["not_added_reason"]
+    assert incomplete.status_code == 409, incomplete.text
+    error = incomplete.json()["error"]
+    assert error["code"] == "import_incomplete" and f"POST /chats/import?resume={ours}" in error["message"]
