@@ -265,6 +265,18 @@ def _copies_skipped(n: int) -> str:
         f" The export holds it {n + 1} times, the same each time: the copies were skipped.")
 
 
+def _import_again(args: argparse.Namespace, resume: str | None = None) -> str:
+    """The command that imports the same file again as this one did (to paste into a shell: quoted)."""
+    from shlex import quote
+
+    words = ["memory-agent", "import", args.file, "--user", args.user]
+    for option, value in (("--title", args.title), ("--model", args.model), ("--resume", resume)):
+        if value:
+            words += [option, value]
+    command = " ".join(quote(w) for w in words)
+    return f"{command} (with the history on stdin again)" if args.file == "-" else command
+
+
 async def _import(backend, args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -307,11 +319,12 @@ async def _import(backend, args: argparse.Namespace) -> int:
                 if started:
                     progress.stop()
                     chat_id, grown = started[0]
-                    if grown:
-                        said = (f"The import was interrupted: chat {chat_id} keeps the new exchanges added so far, and takes messages. "
-                                f"Go on with: memory-agent import {args.file} --user {args.user}")
+                    if grown:  # the chat was complete before: whole exchanges, no --resume
+                        said = (f"The import was interrupted: chat {chat_id} keeps what it held and the whole new exchanges added so far "
+                                f"(the one under way was taken back), and takes messages. Import the export again to add the rest: "
+                                f"{_import_again(args)}")
                     else:
-                        go_on = (f"Go on with: memory-agent import {args.file} --user {args.user} --resume {chat_id}" if len(chats) == 1
+                        go_on = (f"Go on with: {_import_again(args, resume=chat_id)}" if len(chats) == 1
                                  else "It takes no message until it is resumed (with its history alone, --resume) or deleted.")
                         said = f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete. {go_on}"
                     print(shown(said), file=sys.stderr)

@@ -1,21 +1,32 @@
 """What a grown conversation's import says when its new messages are not added (real Postgres,
 offline model): another import adding them right now, or an incomplete import of another export of
-it. The imports run here are made deterministic by parking one in its progress callback (it beats
-its row meanwhile, as when an exchange is slow)."""
+it; and what the CLI says when its addition is interrupted. The imports run here are made
+deterministic by parking one in its progress callback (it beats its row meanwhile, as when an
+exchange is slow), or, in a CLI process, in its third exchange."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from core.context import Context
 from graph.assembly import compile_graph
+from memory import chat_admin
 from memory.chat_import import parse_import
 from memory.import_job import ImportStopped, import_chat
-from storage import api_keys, chat_imports
+from storage import api_keys, chat_imports, thread_owners
 from storage.fenced_saver import FencedPostgresSaver
 from tests.support.in_process_app import client_of, in_process_app
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow  # each imports tens of messages through the memory steps
 
@@ -144,3 +155,114 @@ async def test_the_http_answer_says_why_a_grown_conversations_new_messages_were_
     assert incomplete.status_code == 409, incomplete.text
     error = incomplete.json()["error"]
     assert error["code"] == "import_incomplete" and f"POST /chats/import?resume={ours}" in error["message"]
+
+
+def cli_env(backend) -> dict:
+    return {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
+
+
+async def cli_import(backend, path: Path, user_id: str) -> subprocess.CompletedProcess:
+    """``memory-agent import`` in its own process (this one's loop goes on meanwhile: a parked import beats its row)."""
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "app.cli.main", "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+async def test_memory_agent_import_says_another_import_is_adding_a_grown_conversations_new_messages(tmp_path, backend, graph, user_id):
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, chat_of(2), context=context)
+    first, release = await parked_extension(graph, backend, user_id, chat_of(20))
+    path = tmp_path / "trails.json"
+    path.write_text(json.dumps(history(20)))
+    try:
+        second = await cli_import(backend, path, user_id)
+    finally:
+        release.set()
+        await first
+
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == (
+        f'Already imported: "Trails" is chat {before.chat_id} of user {user_id}; nothing added. Another import is adding this '
+        "conversation's new messages to the chat now, from this same export: nothing more to do (should it stop part way, importing "
+        "the export again adds the rest)."
+    ), second.stdout
+
+
+async def test_memory_agent_import_of_a_grown_conversation_whose_earlier_import_is_incomplete_says_to_resume_that_first(
+    tmp_path, backend, graph, user_id, monkeypatch
+):
+    chat_id = await incomplete_import(graph, backend, user_id, chat_of(20), monkeypatch)
+    path = tmp_path / "trails.json"
+    path.write_text(json.dumps(history(24)))
+
+    grown = await cli_import(backend, path, user_id)
+
+    assert grown.returncode == 0, grown.stderr
+    [line] = grown.stdout.strip().splitlines()
+    assert line.startswith(f'Already imported: "Trails" is chat {chat_id} of user {user_id}; nothing added. The chat\'s import of this '
+                           "conversation from another export stopped part way"), line
+    assert f"`memory-agent import FILE --resume {chat_id}`" in line and "then import this export again" in line, line
+
+
+HELD_IN_THE_THIRD_EXCHANGE = """
+import asyncio, sys
+from memory import episodes
+real = episodes.index_for_run
+async def held(store, owner, thread_id, messages, **kwargs):
+    if len(messages) > 4:
+        await asyncio.Event().wait()
+    return await real(store, owner, thread_id, messages, **kwargs)
+episodes.index_for_run = held
+from app.cli.main import main
+sys.exit(main())
+"""
+
+
+async def test_ctrl_c_while_the_cli_adds_a_grown_conversations_messages_says_the_chat_keeps_whole_exchanges_and_how_to_go_on(
+    tmp_path, backend, graph, user_id
+):
+    """The words for an interrupted addition: the chat was complete before, so it keeps whole exchanges
+    and takes messages, and importing the export again adds the rest (no --resume). The command shown
+    runs as shown (it was unquoted: a path with a space broke it)."""
+    context = Context(user_id=user_id, model="offline")
+    before = await import_chat(graph, backend.pool, user_id, chat_of(2), context=context)
+    path = tmp_path / "trails export.json"
+    path.write_text(json.dumps(history(30)))
+    process = subprocess.Popen(
+        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for _ in range(1200):  # it holds in its third exchange: the second of the new ones
+            row = (await chat_admin.import_states(backend.pool, user_id, [before.chat_id])).get(before.chat_id)
+            if (row is not None and row.imported >= 4) or process.poll() is not None:
+                break
+            await asyncio.sleep(0.2)
+        assert process.poll() is None, "the import did not get going"
+        process.send_signal(signal.SIGINT)
+        _, err = await asyncio.to_thread(process.communicate, timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, err
+    said = err.splitlines()[0]
+    assert said == (
+        f"The import was interrupted: chat {before.chat_id} keeps what it held and the whole new exchanges added so far (the one "
+        f"under way was taken back), and takes messages. Import the export again to add the rest: memory-agent import '{path}' "
+        f"--user {user_id}"
+    ), err
+    assert "--resume" not in err
+    assert len(await messages_of(graph, before.chat_id)) == 4  # as it says: the exchange under way was taken back
+    assert await chat_imports.of_threads(backend.pool, user_id, [before.chat_id]) == {}  # and it takes messages
+    assert await thread_owners.threads_of(backend.pool, user_id) == [before.chat_id]
+
+    # The command it shows, run as shown, adds the rest.
+    command = shlex.split(said.split("add the rest: ", 1)[1])
+    assert command[:2] == ["memory-agent", "import"]
+    again = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "app.cli.main", *command[1:]], cwd=REPO_ROOT, env=cli_env(backend), capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0 and again.stdout.startswith("Added 26 new messages"), again.stdout + again.stderr
+    assert len(await messages_of(graph, before.chat_id)) == 30
