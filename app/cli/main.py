@@ -324,8 +324,10 @@ async def _import(backend, args: argparse.Namespace) -> int:
                                 f"(the one under way was taken back), and takes messages. Import the export again to add the rest: "
                                 f"{_import_again(args)}")
                     else:
+                        # An export's conversation is known by its source id: importing the export again goes on with it.
                         go_on = (f"Go on with: {_import_again(args, resume=chat_id)}" if len(chats) == 1
-                                 else "It takes no message until it is resumed (with its history alone, --resume) or deleted.")
+                                 else f"It takes no message until the import goes on or the chat is deleted. Import the export again to "
+                                      f"go on (the conversations imported whole are not imported twice): {_import_again(args)}")
                         said = f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete. {go_on}"
                     print(shown(said), file=sys.stderr)
                 raise

@@ -266,3 +266,56 @@ async def test_ctrl_c_while_the_cli_adds_a_grown_conversations_messages_says_the
     )
     assert again.returncode == 0 and again.stdout.startswith("Added 26 new messages"), again.stdout + again.stderr
     assert len(await messages_of(graph, before.chat_id)) == 30
+
+
+def two_conversation_export() -> list[dict]:
+    """A Claude export of two conversations, "Trails" (30 messages, the older) and "Rivers" (4)."""
+    [trails] = claude_export(30)
+    rivers = {"uuid": "5e0c1a2b-7777-4aaa-8bbb-000000000002", "name": "Rivers", "created_at": "2024-02-01T00:00:00Z", "chat_messages": [
+        {"uuid": f"5e0c1a2b-7777-4000-8001-{i:012d}", "sender": "human" if i % 2 == 0 else "assistant",
+         "text": f"River {i} was high." if i % 2 == 0 else f"Which river, {i}?", "created_at": f"2024-02-01T00:{i:02d}:00Z"}
+        for i in range(4)
+    ]}
+    return [trails, rivers]
+
+
+async def test_ctrl_c_in_an_exports_first_conversation_says_importing_the_export_again_goes_on(tmp_path, backend, graph, user_id):
+    """An export of several conversations interrupted in one: the CLI said the chat takes no message
+    "until it is resumed (with its history alone, --resume)", a history the user does not have
+    (``--resume`` refuses a file of several). Importing the export again goes on with it (its
+    conversation is known by its id), and the command shown does that."""
+    path = tmp_path / "claude export.json"
+    path.write_text(json.dumps(two_conversation_export()))
+    process = subprocess.Popen(
+        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for _ in range(1200):  # it holds in the third exchange of the first conversation
+            threads = await thread_owners.threads_of(backend.pool, user_id)
+            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
+            if (row is not None and row.imported >= 4) or process.poll() is not None:
+                break
+            await asyncio.sleep(0.2)
+        assert process.poll() is None, "the import did not get going"
+        process.send_signal(signal.SIGINT)
+        _, err = await asyncio.to_thread(process.communicate, timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, err
+    [chat_id] = await thread_owners.threads_of(backend.pool, user_id)
+    said = err.splitlines()[0]
+    assert said.startswith(f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete."), err
+    assert "--resume" not in said and said.endswith(f"memory-agent import '{path}' --user {user_id}"), said
+
+    command = shlex.split(said.split("are not imported twice): ", 1)[1])
+    again = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "app.cli.main", *command[1:]], cwd=REPO_ROOT, env=cli_env(backend), capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [line.split(" into chat ")[0] for line in again.stdout.strip().splitlines()] == [
+        "Imported 30 messages (15 exchanges, 2024-01-01 to 2024-01-01)", "Imported 4 messages (2 exchanges, 2024-02-01 to 2024-02-01)"
+    ], again.stdout
+    assert len(await messages_of(graph, chat_id)) == 30 and len(await thread_owners.threads_of(backend.pool, user_id)) == 2
