@@ -109,8 +109,9 @@ class ImportInProgress(MemoryAgentError):
             )
         elif state == "incomplete":
             message = (
-                f"Chat {thread_id} is an incomplete import ({imported} of {total} messages): resume it "
-                "(POST /chats/import?resume=<id> with the same history) or delete it first."
+                f"Chat {thread_id} is an incomplete import ({imported} of {total} messages): resume it with the same history "
+                f"(`memory-agent import FILE --resume {thread_id}` or POST /chats/import?resume={thread_id}; an export: import it "
+                "again) or delete it first."
             )
         else:
             message = f"Chat {thread_id} is being imported ({imported} of {total} messages); wait until the import ends."

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from memory.chat_import import ImportTooLarge, InvalidImport, check_all, parse_i
 from memory.import_job import import_chat
 from core.messages import sent_at
 from memory.queries import get_chat
-from storage import chat_runs, thread_owners
+from storage import chat_imports, chat_runs, thread_owners
 from storage.fenced_saver import FencedPostgresSaver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -267,6 +268,9 @@ async def test_an_interrupted_import_is_listed_incomplete_and_resumes_to_the_who
     assert states[thread_id].state == "incomplete" and 4 <= states[thread_id].imported < 12
     kept = (await graph.aget_state({"configurable": {"thread_id": thread_id}})).values["messages"]
     assert len(kept) == states[thread_id].imported  # complete exchanges only
+    async with backend.pool.connection() as conn:  # a message to it is refused, saying both ways to resume it (the CLI's was missing)
+        with pytest.raises(chat_imports.ImportInProgress, match=re.escape(f"`memory-agent import FILE --resume {thread_id}` or POST /chats/import?resume={thread_id}")):
+            await chat_imports.refuse_runs_while_importing(conn, thread_id)
 
     with pytest.raises(NotResumable, match="not the history"):  # another file cannot resume it
         await import_chat(graph, backend.pool, user_id, parse_import(history(13))[0], context=Context(user_id=user_id, model="offline"), resume=thread_id)
