@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError
 
 from core.cli_arguments import port_arg
 from app.mcp.http_access import KeyRequired
+from app.mcp.stdio import run_stdio
 from memory import forgetting
 from memory import queries as q
 from memory.writer.extraction import Remembered, remember_fact
@@ -253,7 +254,7 @@ async def serve(user_id: str, transport: str, host: str, port: int) -> None:
             print(
                 f"memory-agent MCP: memory of user '{user_id}' on stdio (ready in {ready:.1f}s): {EXPOSED}", file=sys.stderr, flush=True
             )
-            await server.run_stdio_async()
+            await run_stdio(server)
         else:
             if host not in LOOPBACK:
                 log.warning("MCP on %s:%s is plain HTTP: API keys and memory cross the network in clear (put TLS in front)", host, port)

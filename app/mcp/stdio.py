@@ -1,0 +1,77 @@
+"""`memory-agent mcp` over stdio: a line that is not a JSON-RPC message gets a JSON-RPC error, and serving goes on.
+
+The SDK's stdio transport (mcp.server.stdio) reads each stdin line as a message; a line it cannot
+read (not JSON, not UTF-8, or JSON that is no JSON-RPC message) goes into the read stream as the
+pydantic ValidationError, and the SDK's dispatcher drops that with a debug log: the client that
+sent it got no answer and waited forever. Here that error is answered as JSON-RPC 2.0 says
+(-32700 Parse error, or -32600 Invalid Request with the line's id when it has a usable one), said
+on stderr, and every message that could be read goes on to the server as before. A blank line is
+ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import anyio
+import mcp_types as types
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+log = logging.getLogger(__name__)
+
+
+async def run_stdio(server: MCPServer) -> None:
+    """Serve ``server`` on stdin/stdout until stdin closes (MCPServer.run_stdio_async, plus the answers above)."""
+    async with stdio_server() as (read_stream, write_stream):
+        checked_send, checked_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def answer_unreadable_lines() -> None:
+            async with read_stream, checked_send:
+                async for item in read_stream:
+                    if isinstance(item, SessionMessage):
+                        await checked_send.send(item)
+                    elif (answer := unreadable_line_answer(item)) is not None:
+                        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await write_stream.send(SessionMessage(answer))
+
+        # The SDK's dispatcher takes an observer for these errors, but Server.run gives no way to pass it: hence this filter.
+        lowlevel = server._lowlevel_server  # what run_stdio_async itself runs
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer_unreadable_lines)
+            await lowlevel.run(checked_read, write_stream, lowlevel.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+def unreadable_line_answer(exc: Exception) -> types.JSONRPCError | None:
+    """The JSON-RPC error answering a stdin line the SDK could not read as a message; None for a blank line."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if not errors or errors[0]["type"] == "json_invalid":
+        line = errors[0].get("input") if errors else None
+        if isinstance(line, str) and not line.strip():
+            log.debug("MCP stdio: a blank line, ignored")
+            return None
+        reason = f"the line is not valid JSON ({errors[0]['msg'] if errors else exc})"
+        code, message, id_ = types.PARSE_ERROR, "Parse error", None
+    else:
+        code, message, id_ = types.INVALID_REQUEST, "Invalid Request", _request_id(errors)
+        reason = "the line is JSON but not a JSON-RPC 2.0 request, notification or response"
+    log.warning("MCP stdio: %s; answered with error %s %s (id %s), still serving", reason, code, message, "null" if id_ is None else repr(id_))
+    return types.JSONRPCError(jsonrpc="2.0", id=id_, error=types.ErrorData(code=code, message=message, data=reason))
+
+
+def _request_id(errors: list) -> int | str | None:
+    """The line's own id, if it is an object with a usable one (an int or a string).
+
+    pydantic names the top-level value as the input of an error on a union member itself (loc: the
+    member) or of a field missing from it (loc: member, field); other errors carry a part of it.
+    """
+    for error in errors:
+        loc, value = error["loc"], error.get("input")
+        if isinstance(value, dict) and (len(loc) <= 1 or (len(loc) == 2 and error["type"] == "missing")):
+            id_ = value.get("id")
+            return id_ if isinstance(id_, (int, str)) and not isinstance(id_, bool) else None
+    return None
