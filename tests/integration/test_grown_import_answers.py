@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,14 +17,12 @@ import pytest
 
 from core.context import Context
 from graph.assembly import compile_graph
-from memory import chat_admin
 from memory.chat_import import parse_import
 from memory.import_job import ImportStopped, import_chat
 from storage import api_keys, chat_imports, thread_owners
 from storage.fenced_saver import FencedPostgresSaver
+from tests.support.held_cli_import import REPO_ROOT, cli_env, interrupted_in_the_third_exchange
 from tests.support.in_process_app import client_of, in_process_app
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow  # each imports tens of messages through the memory steps
 
@@ -157,10 +153,6 @@ async def test_the_http_answer_says_why_a_grown_conversations_new_messages_were_
     assert error["code"] == "import_incomplete" and f"POST /chats/import?resume={ours}" in error["message"]
 
 
-def cli_env(backend) -> dict:
-    return {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
-
-
 async def cli_import(backend, path: Path, user_id: str) -> subprocess.CompletedProcess:
     """``memory-agent import`` in its own process (this one's loop goes on meanwhile: a parked import beats its row)."""
     return await asyncio.to_thread(
@@ -205,19 +197,6 @@ async def test_memory_agent_import_of_a_grown_conversation_whose_earlier_import_
     assert f"`memory-agent import FILE --resume {chat_id}`" in line and "then import this export again" in line, line
 
 
-HELD_IN_THE_THIRD_EXCHANGE = """
-import asyncio, sys
-from memory import episodes
-real = episodes.index_for_run
-async def held(store, owner, thread_id, messages, **kwargs):
-    if len(messages) > 4:
-        await asyncio.Event().wait()
-    return await real(store, owner, thread_id, messages, **kwargs)
-episodes.index_for_run = held
-from app.cli.main import main
-sys.exit(main())
-"""
-
 
 async def test_ctrl_c_while_the_cli_adds_a_grown_conversations_messages_says_the_chat_keeps_whole_exchanges_and_how_to_go_on(
     tmp_path, backend, graph, user_id
@@ -229,24 +208,9 @@ async def test_ctrl_c_while_the_cli_adds_a_grown_conversations_messages_says_the
     before = await import_chat(graph, backend.pool, user_id, chat_of(2), context=context)
     path = tmp_path / "trails export.json"
     path.write_text(json.dumps(history(30)))
-    process = subprocess.Popen(
-        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        for _ in range(1200):  # it holds in its third exchange: the second of the new ones
-            row = (await chat_admin.import_states(backend.pool, user_id, [before.chat_id])).get(before.chat_id)
-            if (row is not None and row.imported >= 4) or process.poll() is not None:
-                break
-            await asyncio.sleep(0.2)
-        assert process.poll() is None, "the import did not get going"
-        process.send_signal(signal.SIGINT)
-        _, err = await asyncio.to_thread(process.communicate, timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    returncode, err = await interrupted_in_the_third_exchange(backend, path, user_id, before.chat_id)  # the second of the new ones
 
-    assert process.returncode == 130, err
+    assert returncode == 130, err
     said = err.splitlines()[0]
     assert said == (
         f"The import was interrupted: chat {before.chat_id} keeps what it held and the whole new exchanges added so far (the one "
@@ -286,25 +250,9 @@ async def test_ctrl_c_in_an_exports_first_conversation_says_importing_the_export
     conversation is known by its id), and the command shown does that."""
     path = tmp_path / "claude export.json"
     path.write_text(json.dumps(two_conversation_export()))
-    process = subprocess.Popen(
-        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        for _ in range(1200):  # it holds in the third exchange of the first conversation
-            threads = await thread_owners.threads_of(backend.pool, user_id)
-            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
-            if (row is not None and row.imported >= 4) or process.poll() is not None:
-                break
-            await asyncio.sleep(0.2)
-        assert process.poll() is None, "the import did not get going"
-        process.send_signal(signal.SIGINT)
-        _, err = await asyncio.to_thread(process.communicate, timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    returncode, err = await interrupted_in_the_third_exchange(backend, path, user_id)  # in the first conversation
 
-    assert process.returncode == 130, err
+    assert returncode == 130, err
     [chat_id] = await thread_owners.threads_of(backend.pool, user_id)
     said = err.splitlines()[0]
     assert said.startswith(f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete."), err

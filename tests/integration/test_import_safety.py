@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import os
-import signal
 import subprocess
 import sys
 import tracemalloc
@@ -30,6 +29,7 @@ from memory.import_job import import_chat
 from core.messages import sent_at
 from memory.queries import get_chat
 from storage import chat_imports, chat_runs, thread_owners
+from tests.support.held_cli_import import held_cli_import, interrupted_in_the_third_exchange
 from storage.fenced_saver import FencedPostgresSaver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -482,21 +482,6 @@ def test_the_cli_refuses_an_export_time_out_of_range_or_a_lone_surrogate_with_th
     assert "Traceback" not in done.stderr and says in done.stderr, done.stderr[-2000:]
 
 
-# The CLI's import, held in the third exchange's indexing until it is killed: past the two exchanges
-# its row counts, with that exchange's first checkpoints written (a fast machine imported all 30
-# messages before a poll could see four).
-HELD_IN_THE_THIRD_EXCHANGE = """
-import asyncio, sys
-from memory import episodes
-real = episodes.index_for_run
-async def held(store, owner, thread_id, messages, **kwargs):
-    if len(messages) > 4:
-        await asyncio.Event().wait()
-    return await real(store, owner, thread_id, messages, **kwargs)
-episodes.index_for_run = held
-from app.cli.main import main
-sys.exit(main())
-"""
 
 
 @pytest.mark.slow
@@ -506,11 +491,7 @@ async def test_a_killed_import_is_marked_incomplete_and_resumes_to_the_whole_his
     data = history(30, "Killed half way")
     path = tmp_path / "history.json"
     path.write_text(json.dumps(data))
-    env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
-    process = subprocess.Popen(
-        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    process = held_cli_import(backend, path, user_id, stderr=subprocess.DEVNULL)
     try:
         row = None
         past = 0  # checkpoints the third exchange wrote past what the row counts
@@ -571,23 +552,7 @@ async def test_ctrl_c_during_a_cli_import_says_which_chat_keeps_it_and_how_to_go
     """It said only "interrupted (Ctrl-C)": the chat's id, which --resume needs, was nowhere."""
     path = tmp_path / "history.json"
     path.write_text(json.dumps(history(30, "Interrupted half way")))
-    env = {**os.environ, "DATABASE_URL": backend.pool.conninfo, "HF_HUB_OFFLINE": "1", "MEMORY_AGENT_MODEL": "offline"}
-    process = subprocess.Popen(
-        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        for _ in range(1200):  # it holds in its third exchange
-            threads = await thread_owners.threads_of(backend.pool, user_id)
-            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
-            if (row is not None and row.imported >= 4) or process.poll() is not None:
-                break
-            await asyncio.sleep(0.2)
-        assert process.poll() is None, "the import did not get going"
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, err
+    returncode, err = await interrupted_in_the_third_exchange(backend, path, user_id)
+    threads = await thread_owners.threads_of(backend.pool, user_id)
+    assert returncode == 130, err
     assert f"chat {threads[0]} keeps the exchanges imported so far" in err and f"--resume {threads[0]}" in err, err
