@@ -109,12 +109,16 @@ def _why_not_added(thread_id: str, held: list[BaseMessage], messages: list[Impor
 
 def _why_not_now(row: chat_imports.ImportRow, digest: str) -> tuple[str, str] | None:
     """Why a grown conversation's new messages are not added while its chat has ``row``, an import of
-    another importer: a code and a sentence; None when there is nothing to tell (a deletion under way)."""
+    another importer: a code and a sentence; None when there is nothing to tell (a deletion under way, or
+    the first import of this same export running: its messages are on the way)."""
     if row.state == "running" and row.extends_chat:
         if row.digest == digest:
             return "import_in_progress", ("Another import is adding this conversation's new messages to the chat now, from this same export: "
                                           "nothing more to do (should it stop part way, importing the export again adds the rest).")
         return "import_in_progress", ("Another import is adding this conversation's new messages to the chat now, from another export: "
+                                      "import this export again when it has ended, to add what that one lacks.")
+    if row.state == "running" and row.digest != digest:  # the conversation's first import, of another export, under way
+        return "import_in_progress", ("Another import is importing this conversation into the chat now, from another export: "
                                       "import this export again when it has ended, to add what that one lacks.")
     if row.state == "incomplete" and not row.extends_chat:  # (of another history: the same one was resumed)
         return "import_incomplete", (
@@ -295,8 +299,8 @@ class _Job:
     async def _held_by_another_import(self, thread_id: str, nothing: ImportedChat) -> bool:
         """Whether the chat has an import row (another importer's: this one has none yet); ``nothing``
         then says why the new messages are not added, when there is something to tell: one adding
-        them now, or an incomplete import of another export. (A first import running, its own export's
-        messages on the way, says nothing, as before.)"""
+        them now (or the first import of another export), or an incomplete import of another export. (A first
+        import of this same export running, its messages on the way, says nothing, as before.)"""
         row = (await chat_imports.of_threads(self.pool, self.user_id, [thread_id])).get(thread_id)
         if row is None:
             return False

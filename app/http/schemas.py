@@ -147,7 +147,7 @@ class ImportedChatOut(BaseModel):
         description="Imported before, and the export holds messages the chat lacks, but they were not added: chat_changed (a message "
         "deleted or added here since) or message_differs (a message edited here, or where it came from): delete the chat and import "
         "again to take them; chat_busy (a reply was running on the chat): import again when it has ended; import_in_progress "
-        "(another import is adding the conversation's new messages now); import_incomplete (the chat's import of another export "
+        "(another import is adding the conversation's new messages, or importing it from another export, now); import_incomplete (the chat's import of another export "
         "of it stopped part way: finish that one first, with ?resume=<chat id> and its history, then import again).",
     )
     not_added_reason: str | None = Field(None, description="Why the new messages were not added, in a sentence for the user.")

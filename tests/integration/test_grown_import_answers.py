@@ -267,3 +267,23 @@ async def test_ctrl_c_in_an_exports_first_conversation_says_importing_the_export
         "Imported 30 messages (15 exchanges, 2024-01-01 to 2024-01-01)", "Imported 4 messages (2 exchanges, 2024-02-01 to 2024-02-01)"
     ], again.stdout
     assert len(await messages_of(graph, chat_id)) == 30 and len(await thread_owners.threads_of(backend.pool, user_id)) == 2
+
+
+async def test_a_grown_conversation_imported_while_the_first_import_of_an_older_export_runs_says_so(backend, graph, user_id):
+    """The first import of the conversation (an older export of it) is running when a newer export
+    comes: the newer one's new messages are not added, and it said "nothing added" with no reason,
+    as if the chat would hold them."""
+    context = Context(user_id=user_id, model="offline")
+    first, release = await parked_extension(graph, backend, user_id, chat_of(10))  # (a first import, parked as the helper parks any)
+
+    grown = await import_chat(graph, backend.pool, user_id, chat_of(14), context=context)
+
+    assert grown.already_imported and grown.messages == 0
+    assert grown.not_added == "import_in_progress", grown
+    assert "import this export again when it has ended" in grown.not_added_reason, grown.not_added_reason
+    release.set()
+    done = await first
+    assert done.messages == 10 and grown.chat_id == done.chat_id
+    # As it says: imported again, it adds the rest.
+    again = await import_chat(graph, backend.pool, user_id, chat_of(14), context=context)
+    assert again.held_before == 10 and len(await messages_of(graph, done.chat_id)) == 14
