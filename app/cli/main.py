@@ -325,9 +325,16 @@ async def _import(backend, args: argparse.Namespace) -> int:
                                 f"{_import_again(args)}")
                     else:
                         # An export's conversation is known by its source id: importing the export again goes on with it.
-                        go_on = (f"Go on with: {_import_again(args, resume=chat_id)}" if len(chats) == 1
-                                 else f"It takes no message until the import goes on or the chat is deleted. Import the export again to "
-                                      f"go on (the conversations imported whole are not imported twice): {_import_again(args)}")
+                        if len(chats) == 1:
+                            go_on = f"Go on with: {_import_again(args, resume=chat_id)}"
+                        elif chat.source_id:
+                            go_on = (f"It takes no message until the import goes on or the chat is deleted. Import the export again to "
+                                     f"go on (the conversations imported whole are not imported twice): {_import_again(args)}")
+                        else:  # (a list of LoCoMo samples: no ids, so the file imported again would import each sample anew)
+                            alone = argparse.Namespace(**{**vars(args), "file": "FILE"})
+                            go_on = (f"It takes no message until it is resumed or deleted. Importing {args.file} again would import its "
+                                     f"histories anew (they have no ids); put history {chats.index(chat) + 1} of it alone in a file and go "
+                                     f"on with: {_import_again(alone, resume=chat_id)}")
                         said = f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete. {go_on}"
                     print(shown(said), file=sys.stderr)
                 raise

@@ -287,3 +287,48 @@ async def test_a_grown_conversation_imported_while_the_first_import_of_an_older_
     # As it says: imported again, it adds the rest.
     again = await import_chat(graph, backend.pool, user_id, chat_of(14), context=context)
     assert again.held_before == 10 and len(await messages_of(graph, done.chat_id)) == 14
+
+
+async def test_ctrl_c_in_a_list_of_locomo_samples_does_not_say_importing_the_file_again_goes_on(tmp_path, backend, graph, user_id):
+    """A list of LoCoMo samples is no export: its chats have no source id, so importing the file again
+    imports every sample anew (a whole one twice) and leaves the interrupted chat incomplete for ever.
+    The CLI said to do just that, "the conversations imported whole are not imported twice"."""
+    from tests.support.locomo_sample import locomo_sample
+
+    path = tmp_path / "locomo samples.json"
+    path.write_text(json.dumps([locomo_sample("a"), locomo_sample("b")]))
+    process = subprocess.Popen(
+        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for _ in range(1200):  # it holds in the first sample's second exchange (its thread past 4 messages)
+            threads = await thread_owners.threads_of(backend.pool, user_id)
+            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
+            if (row is not None and row.imported >= 2) or process.poll() is not None:
+                break
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1)
+        assert process.poll() is None, "the import did not get going"
+        process.send_signal(signal.SIGINT)
+        _, err = await asyncio.to_thread(process.communicate, timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, err
+    [chat_id] = await thread_owners.threads_of(backend.pool, user_id)
+    said = err.splitlines()[0]
+    assert said.startswith(f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete."), err
+    assert "Import the export again" not in said and "not imported twice" not in said, said
+    assert f"--resume {chat_id}" in said and "alone" in said, said
+
+    # As it says: the sample alone, resumed, completes the chat (no second chat of it).
+    alone = tmp_path / "sample a.json"
+    alone.write_text(json.dumps(locomo_sample("a")))
+    again = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "app.cli.main", "import", str(alone), "--user", user_id, "--resume", chat_id], cwd=REPO_ROOT,
+        env=cli_env(backend), capture_output=True, text=True, timeout=300,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert await thread_owners.threads_of(backend.pool, user_id) == [chat_id] and len(await messages_of(graph, chat_id)) == 8
