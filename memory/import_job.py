@@ -557,7 +557,8 @@ class _Job:
         return cls(
             f"The import stopped after {done} of {total} messages ({detail}); chat {self.thread_id} holds those, with their "
             f"memory updates, marked incomplete. Resume it with the same history (`memory-agent import FILE --resume "
-            f"{self.thread_id}` or POST /chats/import?resume={self.thread_id}), or delete it.",
+            f"{self.thread_id}` or POST /chats/import?resume={self.thread_id}{'; an export: import it again' if self.chat.source_id else ''}), "
+            "or delete it.",
             chat_id=self.thread_id,
             imported=done,
         )

@@ -332,3 +332,32 @@ async def test_ctrl_c_in_a_list_of_locomo_samples_does_not_say_importing_the_fil
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert await thread_owners.threads_of(backend.pool, user_id) == [chat_id] and len(await messages_of(graph, chat_id)) == 8
+
+
+async def test_an_exports_conversation_whose_import_failed_part_way_is_said_to_go_on_by_importing_the_export_again(backend, graph, user_id, monkeypatch):
+    """A failure in an export's conversation said only "Resume it with the same history (`memory-agent
+    import FILE --resume <id>` or POST /chats/import?resume=<id>)": both refuse an export of several
+    conversations (the history alone is one the user does not have), as the CLI's Ctrl-C words said before."""
+    from memory import import_job
+    from memory.chat_import import ImportFailed
+
+    real, calls = import_job._message, []
+
+    def failing(m, mid):
+        calls.append(mid)
+        if len(calls) > 4:  # the third exchange
+            raise RuntimeError("the database is away")
+        return real(m, mid)
+
+    monkeypatch.setattr(import_job, "_message", failing)
+    trails, rivers = parse_import(two_conversation_export())
+    with pytest.raises(ImportFailed) as failed:
+        await import_chat(graph, backend.pool, user_id, trails, context=Context(user_id=user_id, model="offline"))
+    said = str(failed.value)
+    assert "import the export again" in said.lower() or "an export: import it again" in said, said
+
+    # As it says: the export imported again goes on with the conversation.
+    monkeypatch.setattr(import_job, "_message", real)
+    again = parse_import(two_conversation_export())
+    done = await import_chat(graph, backend.pool, user_id, again[0], context=Context(user_id=user_id, model="offline"))
+    assert done.chat_id == failed.value.chat_id and done.messages == 30
