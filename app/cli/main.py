@@ -269,10 +269,12 @@ def _import_again(args: argparse.Namespace, resume: str | None = None) -> str:
     """The command that imports the same file again as this one did (to paste into a shell: quoted)."""
     from shlex import quote
 
-    words = ["memory-agent", "import", args.file, "--user", args.user]
+    # A value opening with a dash would be taken for an option: the file as ./-name, the others as --option=value.
+    file = f"./{args.file}" if args.file.startswith("-") and args.file != "-" else args.file
+    words = ["memory-agent", "import", file, "--user", args.user]
     for option, value in (("--title", args.title), ("--model", args.model), ("--resume", resume)):
         if value:
-            words += [option, value]
+            words += [f"{option}={value}"] if value.startswith("-") else [option, value]
     command = " ".join(quote(w) for w in words)
     return f"{command} (with the history on stdin again)" if args.file == "-" else command
 

@@ -97,3 +97,27 @@ def test_a_key_is_revoked_by_its_prefix_or_any_start_of_the_key_as_shown():
     from storage.api_keys import key_prefix
 
     assert key_prefix("51ddc24b") == key_prefix("ma_51ddc24b") == key_prefix("ma_51ddc24b_Zx9-secretpart") == "51ddc24b"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["import", "--user", "dana", "--", "-notes.json"],  # a file whose name opens with a dash
+        ["import", "x.json", "--user", "dana", "--title=-draft"],  # a title that does
+        ["import", "my export.json", "--user", "dana", "--title", "Trips (2024)", "--model", "offline"],
+    ],
+)
+def test_the_command_an_interrupted_import_prints_parses_as_the_one_given(argv):
+    """The go-on command (_import_again) is for pasting into a shell: it must read back as the command
+    given. A value opening with a dash was printed bare, and argparse took it for an option."""
+    import shlex
+
+    from app.cli.main import _import_again, build_parser
+
+    parser = build_parser()
+    given = parser.parse_args(argv)
+    words = shlex.split(_import_again(given, resume="0b6c2f4e-8d1a-4c3e-9f2a-5d7e8f901234"))
+    assert words[:2] == ["memory-agent", "import"]
+    again = parser.parse_args(words[1:])
+    assert (again.user, again.title, again.model, again.resume) == (given.user, given.title, given.model, "0b6c2f4e-8d1a-4c3e-9f2a-5d7e8f901234")
+    assert again.file in (given.file, f"./{given.file}")
