@@ -272,17 +272,21 @@ def _part_text(part: Any) -> str | None:
     return None  # an image, an audio file, another asset
 
 
-def _message_times(own: list[datetime | None], start: datetime | None, end: Callable[[], datetime | None]) -> list[datetime]:
+def _message_times(
+    own: list[datetime | None], start: datetime | None, end: Callable[[], datetime | None], *, from_start: bool = True
+) -> list[datetime]:
     """Each kept message's time: its own; without one, the one before it's. The first, without one, takes
     the conversation's ``start``, else the first later message's time (it was said no later), else
     ``end`` (the conversation's last update: the only time it has). Never earlier than the one before
-    (clock skew). No time anywhere: _Unreadable (never "now")."""
-    last = start or next((t for t in own if t is not None), None) or (end() if own else None)
-    if last is None and own:
+    (clock skew), nor, ``from_start``, than ``start`` (ChatGPT's, as ever; Claude's keep their own times).
+    No time anywhere: _Unreadable (never "now")."""
+    first = start or next((t for t in own if t is not None), None) or (end() if own else None)
+    if first is None and own:
         raise _Unreadable("no message has a time, and neither has the conversation.")
+    last = first if from_start else None
     times = []
     for t in own:
-        last = max(t, last) if t is not None else last
+        last = (t if last is None else max(t, last)) if t is not None else (last or first)
         times.append(last)
     return times
 
@@ -314,7 +318,7 @@ def _claude_history(conversation: ClaudeConversation, raw: Any) -> dict:
     kept = [(i, m, text) for i, m in enumerate(conversation.chat_messages) if (text := _claude_text(m)) is not None]  # a reply whose stream failed has no text
     own = [_utc(m.created_at, f"chat_messages.{i}.created_at") if m.created_at else None for i, m, _ in kept]
     updated = lambda: _utc(conversation.updated_at, "updated_at") if conversation.updated_at else None  # noqa: E731
-    times = _message_times(own, created, updated)  # as ChatGPT's
+    times = _message_times(own, created, updated, from_start=False)  # as ChatGPT's, but a message before created_at keeps its time
     messages = [
         {"role": "user" if m.sender == "human" else "assistant", "text": text, "time": when, "source_id": m.uuid}
         for (_, m, text), when in zip(kept, times)

@@ -319,3 +319,18 @@ def test_an_export_holding_two_different_conversations_with_one_id_is_refused_na
         parse_import([small_chatgpt(cid="fine", title="Fine") if "mapping" in export[0] else small_claude(uuid="fine"), *export])
     message = str(caught.value)
     assert "conversations 1 ('Baking') and 2 ('Bread')" in message and f"the same id, {source_id}, but differ" in message, message
+
+
+def test_a_claude_message_dated_before_its_conversations_creation_keeps_its_time():
+    """Claude's messages kept their own times (a conversation's created_at is not one of its messages');
+    since the undated first messages were read anew, a message earlier than created_at took created_at:
+    its time changed, and with it the history's digest (an incomplete import begun before could no
+    longer be resumed, and was said to be "from another export")."""
+    conversation = small_claude(created="2024-01-01T00:00:05Z", msg="2024-01-01T00:00:00Z")
+    conversation["chat_messages"].append({"uuid": "y", "sender": "assistant", "text": "Nice", "created_at": "2024-01-01T00:00:10Z"})
+    [history] = export_histories([conversation])
+    assert [m["time"].isoformat() for m in history["messages"]] == ["2024-01-01T00:00:00+00:00", "2024-01-01T00:00:10+00:00"]
+    # An undated first message still takes the conversation's creation time.
+    conversation["chat_messages"][0]["created_at"] = None
+    [history] = export_histories([conversation])
+    assert [m["time"].isoformat() for m in history["messages"]] == ["2024-01-01T00:00:05+00:00", "2024-01-01T00:00:10+00:00"]
