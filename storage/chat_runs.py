@@ -42,6 +42,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
+from core.text_validation import made_storable, made_storable_value
 from storage import chat_imports, owner_forgets
 from storage.chat_imports import refuse_runs_while_importing
 
@@ -269,7 +270,9 @@ async def record_head(
     pool: AsyncConnectionPool, run_id: str, checkpoint_id: str | None, writes: list[str], turn: RecordedTurn | None = None
 ) -> None:
     """Where the thread stood when the run began (what taking the run back returns to), and the turn it answers."""
-    recorded = Jsonb(turn.model_dump(mode="json")) if turn is not None else None
+    # Storable whoever wrote the message: a regenerate re-sends a message of the state as it is kept,
+    # which an Overwrite of the state (past the reducers of core.state) may have left with a NUL.
+    recorded = Jsonb(made_storable_value(turn.model_dump(mode="json"))) if turn is not None else None
     async with pool.connection() as conn:
         # (A run taken over meanwhile has ended: its row gets no text.)
         await conn.execute(
@@ -346,7 +349,8 @@ async def heartbeat(conn: psycopg.AsyncConnection, beats: dict[str, str | None])
             "UPDATE memory_agent_runs r SET heartbeat_at = now(), "
             "partial_reply = CASE WHEN r.status = ANY(%s) THEN COALESCE(b.text, r.partial_reply) END "
             "FROM unnest(%s::uuid[], %s::text[]) AS b(run_id, text) WHERE r.run_id = b.run_id RETURNING r.run_id, r.status",
-            (list(ACTIVE), list(beats), list(beats.values())),
+            # A model's streamed reply may hold a NUL: one failing beat fails every run of the worker's.
+            (list(ACTIVE), list(beats), [made_storable(t) if t is not None else None for t in beats.values()]),
         )
     ).fetchall()
     return {str(r["run_id"]): r["status"] for r in rows}
