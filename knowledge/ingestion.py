@@ -282,6 +282,13 @@ async def _ingest_file(
                     rows = [(collection, source, *row[2:]) for row in rows]
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7384211))", (f"{collection}\x1f{source}",))
                 current = await _stored_document(conn, collection, source, lock=True)
+                if current is not None and known is None and source != key and await _free_name(conn, collection, source, key) == key:
+                    # Another file took the name meanwhile (two ingests at once): named by its absolute
+                    # path, as when they come one after the other. (Only this file is ever named so: no lock cycle.)
+                    source = key
+                    rows = [(collection, source, *row[2:]) for row in rows]
+                    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7384211))", (f"{collection}\x1f{source}",))
+                    current = await _stored_document(conn, collection, source, lock=True)
                 if current is not None and current["sha256"] == doc.sha256:
                     return FileOutcome(path=shown, source=source, status=SKIPPED, chunks=current["chunk_count"])
                 deleted = await conn.execute(
