@@ -38,6 +38,7 @@ from core.past_dates import question_range
 from core.redaction import Redactor
 from core.stopwords import ENGLISH as STOPWORDS
 from core.statements import reported
+from core.text_validation import made_storable
 from core.tokens import count_tokens
 from core.words import WORD_RUN
 from embeddings.calibration import CALIBRATED
@@ -131,8 +132,9 @@ async def index_thread(
         redactor = await forget_ledger.redactor(pool, owner)
     kept = conversation(messages)
     existing = await table.indexed_positions(pool, owner, thread_id)
-    new = [(p, r, m) for p, r, m in kept if m.id not in existing]
-    moved = {m.id: p for p, _, m in kept if m.id in existing and existing[m.id] != p}
+    indexed_as = {m.id: made_storable(m.id) for _, _, m in kept}  # (as the index keeps an id: table.Episode)
+    new = [(p, r, m) for p, r, m in kept if indexed_as[m.id] not in existing]
+    moved = {m.id: p for p, _, m in kept if indexed_as[m.id] in existing and existing[indexed_as[m.id]] != p}
     keep_ids = [m.id for _, _, m in kept]
     if not new and not moved and len(existing) == len(keep_ids):
         return IndexResult()

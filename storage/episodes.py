@@ -23,7 +23,7 @@ import inspect
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -241,6 +241,12 @@ class Episode(Said):
         # The index follows whatever a thread's state holds (an Overwrite of it skips the reducers
         # that make text storable: core.state); a row Postgres cannot store would fail every write.
         self.content = made_storable(self.content)
+        self.message_id = made_storable(self.message_id)
+
+
+def storable_ids(ids: Iterable[str]) -> list[str]:
+    """Message ids as the index keeps them (:class:`Episode`): an id from the state may hold a NUL."""
+    return [made_storable(i) for i in ids]
 
 
 async def indexed_positions(pool: AsyncConnectionPool, owner: str, thread_id: str) -> dict[str, int]:
@@ -350,7 +356,7 @@ async def sync_thread(
                 raise thread_owners.ThreadTaken(thread_id, row["owner"])
             cur = await conn.execute(
                 f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND NOT (message_id = ANY(%s))",
-                (owner, thread_id, list(keep)),
+                (owner, thread_id, storable_ids(keep)),
             )
             dropped = cur.rowcount
             inserted: set[str] = set()
@@ -377,7 +383,7 @@ async def sync_thread(
                 await conn.execute(
                     f"UPDATE {TABLE} e SET position = m.position FROM unnest(%s::text[], %s::int[]) AS m(message_id, position) "
                     "WHERE e.owner = %s AND e.thread_id = %s AND e.message_id = m.message_id",
-                    (list(moved), list(moved.values()), owner, thread_id),
+                    (storable_ids(moved), list(moved.values()), owner, thread_id),
                 )
             grown = await _add_to_count(conn, owner, len(inserted) - dropped)
         if grown:  # after the commit, on the same connection: the rows' locks are not held through it
@@ -437,7 +443,7 @@ async def delete_messages(pool: AsyncConnectionPool, owner: str, thread_id: str,
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             f"DELETE FROM {TABLE} WHERE owner = %s AND thread_id = %s AND message_id = ANY(%s)",
-            (owner, thread_id, list(message_ids)),
+            (owner, thread_id, storable_ids(message_ids)),
         )
         await _add_to_count(conn, owner, -cur.rowcount)
         return cur.rowcount
@@ -667,7 +673,7 @@ async def search(
         "since": since,
         "until": until,
         "thread": thread_id or "",
-        "exclude": list(exclude),
+        "exclude": storable_ids(exclude),
     }
     async with pool.connection() as conn:
         # (No HNSW index where vectors of over 2,000 dimensions cannot have one: always exact.)

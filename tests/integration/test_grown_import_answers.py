@@ -297,26 +297,9 @@ async def test_ctrl_c_in_a_list_of_locomo_samples_does_not_say_importing_the_fil
 
     path = tmp_path / "locomo samples.json"
     path.write_text(json.dumps([locomo_sample("a"), locomo_sample("b")]))
-    process = subprocess.Popen(
-        [sys.executable, "-c", HELD_IN_THE_THIRD_EXCHANGE, "import", str(path), "--user", user_id], cwd=REPO_ROOT, env=cli_env(backend),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        for _ in range(1200):  # it holds in the first sample's second exchange (its thread past 4 messages)
-            threads = await thread_owners.threads_of(backend.pool, user_id)
-            row = (await chat_admin.import_states(backend.pool, user_id, threads)).get(threads[0]) if threads else None
-            if (row is not None and row.imported >= 2) or process.poll() is not None:
-                break
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(1)
-        assert process.poll() is None, "the import did not get going"
-        process.send_signal(signal.SIGINT)
-        _, err = await asyncio.to_thread(process.communicate, timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    returncode, err = await interrupted_in_the_third_exchange(backend, path, user_id)  # in the first sample
 
-    assert process.returncode == 130, err
+    assert returncode == 130, err
     [chat_id] = await thread_owners.threads_of(backend.pool, user_id)
     said = err.splitlines()[0]
     assert said.startswith(f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete."), err
