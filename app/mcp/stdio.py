@@ -34,7 +34,14 @@ async def run_stdio(server: MCPServer) -> None:
                 async for item in read_stream:
                     if isinstance(item, SessionMessage):
                         await checked_send.send(item)
-                    elif (answer := unreadable_line_answer(item)) is not None:
+                        continue
+                    # A JSON-RPC batch (MCP 2025-03-26, still negotiated, takes them): each message on its own.
+                    readable, answers = batch_messages(item)
+                    for message in readable:
+                        await checked_send.send(SessionMessage(message))
+                    if not readable and not answers and (answer := unreadable_line_answer(item)) is not None:
+                        answers = [answer]
+                    for answer in answers:
                         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                             await write_stream.send(SessionMessage(answer))
 
@@ -44,6 +51,27 @@ async def run_stdio(server: MCPServer) -> None:
             tg.start_soon(answer_unreadable_lines)
             await lowlevel.run(checked_read, write_stream, lowlevel.create_initialization_options())
             tg.cancel_scope.cancel()
+
+
+def batch_messages(exc: Exception) -> tuple[list, list[types.JSONRPCError]]:
+    """A line that is a non-empty JSON array (a batch): its messages, and an Invalid Request answer for
+    each element that is none (with its id, if it has a usable one). Nothing for any other line.
+    (Each request's answer is its own line, not one array: a client matches answers by id.)"""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    items = errors[0].get("input") if errors else None
+    if not isinstance(items, list) or not items:
+        return [], []
+    readable, answers = [], []
+    for item in items:
+        try:
+            readable.append(types.jsonrpc_message_adapter.validate_python(item, by_name=False))
+        except ValidationError:
+            id_ = item.get("id") if isinstance(item, dict) else None
+            id_ = id_ if isinstance(id_, (int, str)) and not isinstance(id_, bool) else None
+            log.warning("MCP stdio: an element of a batch is not a JSON-RPC message; answered with error %s (id %r)", types.INVALID_REQUEST, id_)
+            answers.append(types.JSONRPCError(jsonrpc="2.0", id=id_, error=types.ErrorData(
+                code=types.INVALID_REQUEST, message="Invalid Request", data="an element of the batch is not a JSON-RPC 2.0 message")))
+    return readable, answers
 
 
 def unreadable_line_answer(exc: Exception) -> types.JSONRPCError | None:

@@ -67,12 +67,14 @@ async def test_a_malformed_stdio_line_gets_a_json_rpc_error_and_the_next_request
         await send(b"\n")
 
         # JSON, but not a JSON-RPC message: an invalid request, with its id when it has a usable one.
-        for wrong, id_ in ((b'{"jsonrpc": "2.0", "id": 7, "method": 5}\n', 7), (b'{"jsonrpc": "2.0", "id": "abc", "method": "tools/list", "params": "x"}\n', "abc"),
-                           (b"[1, 2]\n", None), (b"42\n", None)):
+        # (A batch of such values, [1, 2], gets one for each, as JSON-RPC 2.0's own example does.)
+        for wrong, ids in ((b'{"jsonrpc": "2.0", "id": 7, "method": 5}\n', [7]), (b'{"jsonrpc": "2.0", "id": "abc", "method": "tools/list", "params": "x"}\n', ["abc"]),
+                           (b"[1, 2]\n", [None, None]), (b"[]\n", [None]), (b"42\n", [None])):
             await send(wrong)
-            answer = await next_answer(proc, wrong)
-            assert answer["id"] == id_ and answer["error"]["code"] == INVALID_REQUEST, (wrong, answer)
-            assert answer["error"]["message"] == "Invalid Request", answer
+            for id_ in ids:
+                answer = await next_answer(proc, wrong)
+                assert answer["id"] == id_ and answer["error"]["code"] == INVALID_REQUEST, (wrong, answer)
+                assert answer["error"]["message"] == "Invalid Request", answer
 
         # Nothing is lost: the server still serves the session it had.
         await send(listing := request(2, "tools/list"))
@@ -90,4 +92,4 @@ async def test_a_malformed_stdio_line_gets_a_json_rpc_error_and_the_next_request
         log = errlog.read()
         errlog.close()
     # Each refusal is said on stderr too, for whoever reads the host's log.
-    assert log.count("not valid JSON") == 3 and log.count("not a JSON-RPC") == 4, log
+    assert log.count("not valid JSON") == 3 and log.count("not a JSON-RPC") == 6, log

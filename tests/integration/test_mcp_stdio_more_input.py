@@ -81,12 +81,11 @@ async def test_batches_huge_lines_and_bad_notifications_are_answered_and_tools_s
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="not fixed: a batch gets one -32600 with id null; its requests are never answered")
 async def test_each_request_of_a_batch_is_answered_with_its_own_id(new_database, tmp_path):
     """MCP 2025-03-26, which the server still negotiates, says implementations MUST support receiving
-    JSON-RPC batches (2025-06-18 dropped them). The SDK cannot read one; the stdio filter answers the
-    whole line with one Invalid Request, id null, so a client waits for ids 3 and 4 forever. Each
-    request of the batch should at least get an answer (an error) under its own id."""
+    JSON-RPC batches (2025-06-18 dropped them). The SDK cannot read one; the stdio filter answered the
+    whole line with one Invalid Request, id null, so a client waited for ids 3 and 4 forever. Each
+    request of the batch is now served, and answered under its own id."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "MEMORY_AGENT_USER")}
     env["DATABASE_URL"] = new_database("mcpbatch")
     proc = await asyncio.create_subprocess_exec(
