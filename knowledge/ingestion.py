@@ -108,6 +108,7 @@ class IngestReport:
         )
         return "\n".join(
             [head]
+            + [f"  named: {f.path} is the document {f.source!r}" for f in self.files if _named_otherwise(f)]
             + [f"  removed: {f.source}: {f.reason}" for f in self.removed]
             + [f"  skipped: {f.path}: {f.reason}" for f in self.skipped_links]
             + [f"  failed: {f.path}: {f.reason}" for f in self.failed]
@@ -118,6 +119,12 @@ class IngestReport:
 
 
 
+
+
+def _named_otherwise(f: FileOutcome) -> bool:
+    """A file ingested under a name that is not its path as given (its first ingest ran in another
+    folder, or another file has the name): ``--remove`` takes the name, or the file's path."""
+    return f.status in (ADDED, REPLACED, SKIPPED) and f.source is not None and f.source != source_name(f.path)
 
 
 def _embedding_text(heading_path: str, content: str) -> str:
@@ -331,10 +338,16 @@ async def remove_documents(pool: AsyncConnectionPool, sources: Sequence[str], co
     a file deleted from a folder is not removed by ingesting the folder again, which cannot tell a
     file gone from one ingested from elsewhere; a name no document has is a failure."""
     report = IngestReport(collection=(collection or DEFAULT_COLLECTION).strip() or DEFAULT_COLLECTION)
-    for source in sources:
+    for given in sources:
+        source = given
         chunks = await remove(pool, source, report.collection)
-        report.files.append(FileOutcome(path=source, source=source, status=REMOVED if chunks else FAILED, previous_chunks=chunks,
-                                        reason="removed on request" if chunks else "no document of that name in the collection"))
+        if not chunks:  # a file's path from here, where the document's name is another folder's
+            async with pool.connection() as conn:
+                named = await _source_of_file(conn, report.collection, file_key(source))
+            if named is not None:
+                source, chunks = named, await remove(pool, named, report.collection)
+        report.files.append(FileOutcome(path=given, source=source, status=REMOVED if chunks else FAILED, previous_chunks=chunks,
+                                        reason="removed on request" if chunks else "no document of that name (or file) in the collection"))
     return report
 
 

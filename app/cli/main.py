@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "--remove",
         action="store_true",
-        help="remove the documents named (as ingest named them: the paths it printed) from the collection instead",
+        help="remove the documents named (as ingest named them, or by their files' paths) from the collection instead",
     )
 
     imp = sub.add_parser("import", help="import chat histories (ours: roles, texts, times; LoCoMo's; a ChatGPT or Claude conversations.json) as new chats")

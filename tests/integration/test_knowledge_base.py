@@ -722,6 +722,11 @@ async def test_the_same_file_ingested_from_another_folder_stays_one_document_und
     chunks = await fetch(kb.pool, "SELECT DISTINCT source, content FROM knowledge_chunks WHERE collection = 'from-anywhere'")
     assert [r["source"] for r in stored] == ["kb/guide.md"]
     assert [(r["source"], "stop" in r["content"]) for r in chunks] == [("kb/guide.md", True)]
+    # Its name is said where it is not the path given, and --remove takes the file's path from here too.
+    assert "named: guide.md is the document 'kb/guide.md'" in again.summary()
+    removed = await knowledge.remove_documents(kb.pool, ["guide.md"], collection="from-anywhere")
+    assert [(f.status, f.path, f.source) for f in removed.files] == [("removed", "guide.md", "kb/guide.md")]
+    assert await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'from-anywhere'") == []
 
 
 async def test_two_files_of_one_name_from_two_folders_are_two_documents_and_a_moved_file_keeps_its_name(kb, tmp_path, hash384, monkeypatch):
