@@ -558,17 +558,25 @@ async def test_the_same_export_again_after_a_message_of_its_chat_was_deleted_add
 
 
 @pytest.mark.slow
-async def test_a_conversation_imported_while_its_first_import_has_no_exchange_yet_adds_nothing_and_gives_no_reason(backend, graph, user_id):
+@pytest.mark.parametrize("same_export", [True, False])
+async def test_a_conversation_imported_while_its_first_import_has_no_exchange_yet_adds_nothing_and_gives_no_false_reason(
+    backend, graph, user_id, same_export
+):
+    """No false reason (the chat has no message yet: it said a message differs). From the same export
+    there is nothing to tell, its messages are on the way; from another, that import runs now."""
+    from memory.chat_import import prepare_import
     from storage import chat_imports
 
     [whole] = parse_import([export("chatgpt_conversations.json")[2]])
     context = Context(user_id=user_id, model="offline")
+    digest = prepare_import(whole, context.max_message_chars) if same_export else "another export's"
     # Another importer has just begun the conversation: its row and the source's claim, no checkpoint yet.
-    await chat_imports.begin(backend.pool, f"t-{user_id}", user_id, total=len(whole.messages), digest="x", worker="another:1", source_id=whole.source_id)
+    await chat_imports.begin(backend.pool, f"t-{user_id}", user_id, total=len(whole.messages), digest=digest, worker="another:1", source_id=whole.source_id)
 
     again = await import_chat(graph, backend.pool, user_id, whole, context=context)
 
-    assert again.already_imported and again.chat_id == f"t-{user_id}" and again.not_added is None
+    assert again.already_imported and again.chat_id == f"t-{user_id}"
+    assert again.not_added == (None if same_export else "import_in_progress"), again
 
 
 @pytest.mark.slow
