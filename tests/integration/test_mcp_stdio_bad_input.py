@@ -12,6 +12,9 @@ import json
 import os
 import sys
 import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 
@@ -21,6 +24,25 @@ STARTUP_SECONDS = 90
 ANSWER_SECONDS = 20
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+
+
+@asynccontextmanager
+async def mcp_over_stdio(database_url: str, stderr: Path, **options) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`memory-agent mcp` for a new user on ``database_url``, its stderr written to ``stderr``; killed
+    at the end if it has not exited (``options``: for the process, e.g. its stdout's line limit)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "MEMORY_AGENT_USER")}
+    env["DATABASE_URL"] = database_url
+    with stderr.open("w") as errlog:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.cli.main", "mcp", "--user", f"dana{uuid.uuid4().hex[:8]}",
+            cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog, **options,
+        )
+        try:
+            yield proc
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
 
 
 def request(id_: int, method: str, params: dict | None = None) -> bytes:
@@ -39,14 +61,7 @@ async def next_answer(proc: asyncio.subprocess.Process, sent: bytes, seconds: fl
 
 @pytest.mark.slow  # an MCP server process
 async def test_a_malformed_stdio_line_gets_a_json_rpc_error_and_the_next_request_is_answered(new_database, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "MEMORY_AGENT_USER")}
-    env["DATABASE_URL"] = new_database("mcpbad")
-    errlog = (tmp_path / "stderr.log").open("w+")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli.main", "mcp", "--user", f"dana{uuid.uuid4().hex[:8]}",
-        cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-    )
-    try:
+    async with mcp_over_stdio(new_database("mcpbad"), tmp_path / "stderr.log") as proc:
         async def send(line: bytes) -> None:
             proc.stdin.write(line)
             await proc.stdin.drain()
@@ -84,12 +99,6 @@ async def test_a_malformed_stdio_line_gets_a_json_rpc_error_and_the_next_request
 
         proc.stdin.close()
         assert await asyncio.wait_for(proc.wait(), 30) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        errlog.seek(0)
-        log = errlog.read()
-        errlog.close()
+    log = (tmp_path / "stderr.log").read_text()
     # Each refusal is said on stderr too, for whoever reads the host's log.
     assert log.count("not valid JSON") == 3 and log.count("not a JSON-RPC") == 6, log

@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-import uuid
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.integration.test_mcp_stdio_bad_input import INIT, INVALID_REQUEST, PARSE_ERROR, STARTUP_SECONDS, next_answer, request
+from tests.integration.test_mcp_stdio_bad_input import INIT, INVALID_REQUEST, PARSE_ERROR, STARTUP_SECONDS, mcp_over_stdio, next_answer, request
 
 
 @pytest.mark.slow
 async def test_batches_huge_lines_and_bad_notifications_are_answered_and_tools_still_work(new_database, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "MEMORY_AGENT_USER")}
-    env["DATABASE_URL"] = new_database("mcpmore")
-    errlog = (tmp_path / "stderr.log").open("w+")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli.main", "mcp", "--user", f"dana{uuid.uuid4().hex[:8]}",
-        cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-        limit=2**24,
-    )
-    try:
+    async with mcp_over_stdio(new_database("mcpmore"), tmp_path / "stderr.log", limit=2**24) as proc:
         async def send(line: bytes) -> None:
             proc.stdin.write(line)
             await proc.stdin.drain()
@@ -70,13 +58,7 @@ async def test_batches_huge_lines_and_bad_notifications_are_answered_and_tools_s
         assert await asyncio.wait_for(proc.wait(), 30) == 0
         rest = [json.loads(line) for line in (await proc.stdout.read()).splitlines()]
         assert sorted(m["id"] for m in rest) == [7, 8], rest
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        errlog.seek(0)
-        log = errlog.read()
-        errlog.close()
+    log = (tmp_path / "stderr.log").read_text()
     assert log.count("not valid JSON") == 1 and log.count("not a JSON-RPC") == 2, log
 
 
@@ -86,13 +68,7 @@ async def test_each_request_of_a_batch_is_answered_with_its_own_id(new_database,
     JSON-RPC batches (2025-06-18 dropped them). The SDK cannot read one; the stdio filter answered the
     whole line with one Invalid Request, id null, so a client waited for ids 3 and 4 forever. Each
     request of the batch is now served, and answered under its own id."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_AGENT_MODEL", "MEMORY_AGENT_USER")}
-    env["DATABASE_URL"] = new_database("mcpbatch")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli.main", "mcp", "--user", f"dana{uuid.uuid4().hex[:8]}",
-        cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
+    async with mcp_over_stdio(new_database("mcpbatch"), tmp_path / "stderr.log") as proc:
         proc.stdin.write(first := request(1, "initialize", {**INIT, "protocolVersion": "2025-03-26"}))
         await proc.stdin.drain()
         initialized = await next_answer(proc, first, STARTUP_SECONDS)
@@ -105,6 +81,3 @@ async def test_each_request_of_a_batch_is_answered_with_its_own_id(new_database,
             answers.append(await next_answer(proc, batch, 10))
         ids = sorted(m["id"] for a in answers for m in (a if isinstance(a, list) else [a]))
         assert ids == [3, 4], answers
-    finally:
-        proc.kill()
-        await proc.wait()
