@@ -66,8 +66,7 @@ def batch_messages(exc: Exception) -> tuple[list, list[types.JSONRPCError]]:
         try:
             readable.append(types.jsonrpc_message_adapter.validate_python(item, by_name=False))
         except ValidationError:
-            id_ = item.get("id") if isinstance(item, dict) else None
-            id_ = id_ if isinstance(id_, (int, str)) and not isinstance(id_, bool) else None
+            id_ = _usable_id(item)
             log.warning("MCP stdio: an element of a batch is not a JSON-RPC message; answered with error %s (id %r)", types.INVALID_REQUEST, id_)
             answers.append(types.JSONRPCError(jsonrpc="2.0", id=id_, error=types.ErrorData(
                 code=types.INVALID_REQUEST, message="Invalid Request", data="an element of the batch is not a JSON-RPC 2.0 message")))
@@ -100,6 +99,11 @@ def _request_id(errors: list) -> int | str | None:
     for error in errors:
         loc, value = error["loc"], error.get("input")
         if isinstance(value, dict) and (len(loc) <= 1 or (len(loc) == 2 and error["type"] == "missing")):
-            id_ = value.get("id")
-            return id_ if isinstance(id_, (int, str)) and not isinstance(id_, bool) else None
+            return _usable_id(value)
     return None
+
+
+def _usable_id(value: object) -> int | str | None:
+    """A JSON-RPC object's id when it can be answered under it (an int or a string, not a bool)."""
+    id_ = value.get("id") if isinstance(value, dict) else None
+    return id_ if isinstance(id_, (int, str)) and not isinstance(id_, bool) else None
