@@ -15,6 +15,7 @@ import re
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterable
 
+from core.past_dates import weekday_of_next_week
 from core.text_validation import TEXT_CHARS
 
 # The phrases that name a time, in the words people write them; the rules find due dates with
@@ -55,8 +56,9 @@ _LANGUAGE_CODES = {
 }  # fmt: skip
 _SCRIPTS = (("he", re.compile(r"[\u0590-\u05FF]")), ("ar", re.compile(r"[\u0600-\u06FF]")), ("ru", re.compile(r"[\u0400-\u04FF]")))
 # "next Friday" said on a Thursday is the Friday of next week (8 days on), not tomorrow: the common
-# reading. dateparser takes the coming Friday, so "next <weekday>" is read here: that weekday in the
-# (Monday-first) week after the one it was said in. "this Friday", "on Friday", "Friday": the coming one.
+# reading. dateparser takes the coming Friday, so "next <weekday>" is read as a past message's is
+# (core.past_dates.weekday_of_next_week): that weekday in the (Monday-first) week after.
+# "this Friday", "on Friday", "Friday": the coming one.
 _NEXT_WEEKDAY = re.compile(rf"\bnext ({WEEKDAYS})\b", re.I)
 # "on the 1st", "by the 15th of the month": the next day of a month with that number, today included.
 _ORDINAL_DAY = re.compile(r"\bthe (\d{1,2})(?:st|nd|rd|th)(?: of (?:the |this |each |every )?(?P<next>next )?month)?\b", re.I)
@@ -89,12 +91,6 @@ def _end_of(unit: str, later: bool, today: date) -> str:
         month = today.month + (1 if later else 0)
         return f"{today.year + (month - 1) // 12:04d}-{(month - 1) % 12 + 1:02d}"
     return f"{today.year + (1 if later else 0):04d}"
-
-
-def _next_weekday(name: str, today: date) -> date:
-    """``name``'s day in the week after ``today``'s (Monday-first): "next Friday" on Thursday 26 Nov is 4 Dec."""
-    next_monday = today + timedelta(days=7 - today.weekday())
-    return next_monday + timedelta(days=WEEKDAYS.split("|").index(name.lower()))
 
 
 def _day_of_month(number: int, today: date, *, later: bool = False) -> date | None:
@@ -139,7 +135,7 @@ def _resolve_date(words: str | None, said_at: datetime, languages: Iterable[str]
     base = (said_at if said_at.tzinfo else said_at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).replace(tzinfo=None)
     weekday = _NEXT_WEEKDAY.search(words)
     if weekday:
-        return _next_weekday(weekday.group(1), base.date()).isoformat()
+        return weekday_of_next_week(weekday.group(1), base.date()).isoformat()
     ordinal = _ORDINAL_DAY.search(words)
     if ordinal and not re.search(rf"\b(?:{MONTHS})\b", words, re.I):  # "the 3rd of December" is dateparser's
         day = _day_of_month(int(ordinal.group(1)), base.date(), later=bool(ordinal.group("next")))

@@ -20,9 +20,12 @@ from __future__ import annotations
 import calendar
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
-__all__ = ["PHRASE_CONTEXT_CHARS", "RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text"]
+__all__ = [
+    "PHRASE_CONTEXT_CHARS", "RELATIVE_HINT", "RULES", "dates_meant", "names_a_date", "resolve_relative", "question_range", "day_text",
+    "weekday_of_next_week",
+]  # fmt: skip
 
 # The rules' edition: raised whenever a phrase's reading changes, so that the dates stored with
 # what was said are worked out again (``storage.episodes.setup``). 2: "(the) day after tomorrow"
@@ -35,8 +38,9 @@ __all__ = ["PHRASE_CONTEXT_CHARS", "RELATIVE_HINT", "RULES", "dates_meant", "nam
 # larger time ("a week from tomorrow", "the week before Christmas", "twenty-two years ago", "3 years
 # and 2 months ago"), a title or an idiom ("The Day After Tomorrow", "born yesterday"), "last" as
 # "final" ("our last night in Rome"), "the other day" in a sentence counting days, "on the 30th"
-# said in a month without one, nor "this weekend" said midweek of no plan.
-RULES = 8
+# said in a month without one, nor "this weekend" said midweek of no plan. 9: a named weekday:
+# "next Friday" (Friday of the week after), "this Friday" and "on Friday" by the sentence's tense.
+RULES = 9
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,43 @@ def _weekday_before(said: datetime, name: str) -> datetime:
     day = next(i for i, d in enumerate(_WEEKDAYS) if d.startswith(name.casefold()[:3]))  # "Fri" too
     back = (said.weekday() - day) % 7 or 7
     return said - timedelta(days=back)
+
+
+# A plan told of in the past tense, and "she's coming", "you're flying" (which _AHEAD leaves to "is").
+_ARRANGED = re.compile(r"\b(?:tickets?|booked|planned|scheduled|signed up|registered|reserved|invited|arranged|organi[sz]ed|promised|agreed)\b", re.I)
+_AHEAD_TOO = re.compile(r"\w(?:'s|'re) \w+ing\b", re.I)  # _sentence reads ’ as '
+
+
+def weekday_of_next_week(name: str, today: date) -> date:
+    """``name``'s day in the (Monday-first) week after ``today``'s: "next Friday" said on Thursday
+    26 Nov is 4 Dec, not tomorrow (the common reading; a task's due date reads it so too)."""
+    next_monday = today + timedelta(days=7 - today.weekday())
+    return next_monday + timedelta(days=_WEEKDAYS.index(name.casefold()))
+
+
+def _named_weekday(m: re.Match, said: datetime) -> str | None:
+    """"next Friday" as :func:`weekday_of_next_week`; "this Friday" and "on Friday" as the sentence's
+    tense says: the coming one in a plan ("I'm going on a picnic on Sunday"), the one just gone in a
+    telling of the past ("I won the tournament on Friday"). No date for the day it was said on (today
+    or a week away?), a sentence of both tenses or neither ("I swim on Fridays" is not matched; "we
+    meet on Friday" is), or one naming another week, month or year ("last week on Friday")."""
+    name = m.group("wday").casefold()
+    if m.group("wway").casefold() == "next":
+        return day_text(datetime.combine(weekday_of_next_week(name, said.date()), datetime.min.time()))
+    sentence = _sentence(m)
+    if _NAMES_A_MONTH.search(sentence) or re.search(r"\bweek(?:end)?s?\b", sentence, re.I) or re.match(r"\s+the\s+\d", m.string[m.end() :]):
+        return None  # "last week on Friday", "Friday the 13th"
+    if _IF.search(sentence) or _ARRANGED.search(sentence):
+        return None  # "we could go on Friday", "I got tickets for the show on Saturday": a plan told in the past
+    past, ahead = _PAST.search(sentence) is not None, _AHEAD.search(sentence) is not None or _AHEAD_TOO.search(sentence) is not None
+    day = _WEEKDAYS.index(name)
+    if past and not ahead:
+        back = (said.weekday() - day) % 7
+        return day_text(said - timedelta(days=back)) if back else None
+    if ahead and not past:
+        forward = (day - said.weekday()) % 7
+        return day_text(said + timedelta(days=forward)) if forward else None
+    return None
 
 
 # A determiner just before a phrase: "in the last month" is the past thirty days, "the last week of
@@ -171,6 +212,8 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
         return _month_text(said.year, said.month)
     if m.group("weekday"):
         return f"{day_text(_weekday_before(said, m.group('weekday')))}"
+    if m.group("wday"):
+        return _named_weekday(m, said)
     if m.group("nth"):
         return _day_of_month(m, said)
     if m.group("dunit"):
@@ -336,6 +379,7 @@ _RELATIVE = re.compile(
     # A weekday's short name too ("last Fri"); "Wed", "Sat" and "Sun" only capitalised and not
     # before a name ("when I last sat", "my last Sun Valley trip").
     rf"last (?P<weekday>{'|'.join(_WEEKDAYS)}|mon|tues?|thu(?:rs?)?|fri|(?-i:(?:Wed|Sat|Sun)(?! [A-Z])))|last (?P<season>spring|summer|fall|autumn|winter)|"
+    rf"(?P<wway>next|this|on) (?P<wday>{'|'.join(_WEEKDAYS)})|"
     rf"this past weekend|{_N} (?P<unit>days?|weeks?|weekends?|months?|years?) ago|"
     rf"on the (?P<nth>[1-9]|[12]\d|3[01])(?:st|nd|rd|th){_NTH_ENDS}|this weekend|this coming weekend|next weekend|"
     # How long, to now (_since); "now" taken whole, so a resolved "now (since 2019)" stays as it is.
@@ -381,7 +425,10 @@ def dates_meant(text: str, said: datetime) -> str:
 
 # A case-insensitive POSIX pattern every text holding a phrase ``dates_meant`` resolves matches
 # (more texts match it too): what a database finds the rows to work out again by (storage.episodes).
-RELATIVE_HINT = "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? now|for .*(year|month)|weekend|week before|other (week|day)|ago|on the [0-9]"
+RELATIVE_HINT = (
+    "yesterday|tomorrow|last|next|this (year|month)|(year|month)s? now|for .*(year|month)|weekend|week before|other (week|day)|ago|on the [0-9]"
+    "|(this|on) (mon|tues|wednes|thurs|fri|satur|sun)day"
+)
 
 
 # --------------------------------------------------------------------------- questions

@@ -59,7 +59,7 @@ def test_the_other_day_is_a_few_days_before_it_was_said_but_not_the_second_of_tw
     )
     assert dates_meant("The other day was fun.", said) == "a few days before 22 November 2023"
     assert dates_meant("One day I swim, the other day I run.", said) == ""
-    assert dates_meant("We hiked on Saturday and rested on the other day.", said) == ""
+    assert dates_meant("We hiked on Saturday and rested on the other day.", said) == "18 November 2023"  # the Saturday alone
     # A sentence about two days or a weekday: the other of them (a review, stop 61).
     for second in (
         "We spent a day in Rome and the other day in Florence.",
@@ -207,6 +207,37 @@ def test_a_weekend_is_dated_only_where_the_day_said_leaves_no_doubt_which():
         ("I'm so sore from this weekend's hike.", wednesday),
     ):
         assert dates_meant(text, when) == "", text
+
+
+def test_a_named_weekday_is_dated_by_next_or_by_the_sentences_tense():
+    sunday = datetime(2022, 9, 4, 12, tzinfo=timezone.utc)
+    # LoCoMo's "When did James, Samantha and John go to the baseball game together?" is 11 September.
+    assert resolve_relative("She and I are going to a baseball game next Sunday, want to join?", sunday) == (
+        "She and I are going to a baseball game next Sunday (11 September 2022), want to join?"
+    )
+    assert dates_meant("I won my fourth video game tournament on Friday! It was awesome.", sunday) == "2 September 2022"
+    assert dates_meant("On Friday, I got great news.", sunday) == "2 September 2022"
+    assert dates_meant("I had a great accomplishment this Tuesday!", sunday) == "30 August 2022"
+    thursday = datetime(2026, 11, 26, 10, tzinfo=timezone.utc)
+    # "next Friday" as a task's due date reads it (core.dates): the Friday of next week, not tomorrow.
+    assert dates_meant("I'll call the dentist next Friday.", thursday) == "4 December 2026"
+    assert dates_meant("We're going to the lake on Saturday.", thursday) == "28 November 2026"
+    assert dates_meant("I'm flying out this Monday.", thursday) == "30 November 2026"
+    for text, when in (
+        ("I'm going on a picnic on Sunday.", sunday),  # said on a Sunday: today, or a week on?
+        ("I won it on Sunday.", sunday),
+        ("We meet on Friday.", thursday),  # a habit or a plan: no tense says which
+        ("I swim on Fridays.", thursday),
+        ("I went there and I will go again on Friday.", thursday),  # both tenses
+        ("Last week on Friday I ran.", thursday),  # another week
+        ("I was born on a Friday in May.", thursday),
+        ("We watched Friday the 13th on Friday the 13th.", thursday),
+        ("the next Friday I went", thursday),
+        ("I was thinking we could go on Friday.", thursday),  # a plan, told in the past tense
+        ("I got tickets for the show on Saturday!", thursday),
+        ("She said she's coming on Saturday.", thursday),  # reported, of both tenses
+    ):
+        assert not re.search(r"day \(", resolve_relative(text, when)), text
 
 
 def test_a_phrase_in_a_long_run_on_text_reads_only_a_bounded_stretch_around_it():
@@ -470,6 +501,9 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
         ("We're off next weekend.", SAID + timedelta(days=4)),
         ("I've had it for two years now.", SAID),
         ("Three months now.", SAID),
+        ("See you next Friday.", SAID),
+        ("I won it on Friday.", SAID + timedelta(days=2)),
+        ("I'm flying out this Friday.", SAID - timedelta(days=2)),
     ):
         assert dates_meant(text, when) and re.search(RELATIVE_HINT, text.upper(), re.I), text
     # Python's case folding reads "ſ" as "s"; Postgres' ~* does not: neither resolves it.
