@@ -252,11 +252,12 @@ def _resolved(m: re.Match, said: datetime) -> str | None:
 # - a sentence with both tenses or neither.
 # The tense is read from a few words, not parsed.
 _PAST = re.compile(
-    r"\b(?:was|were|went|met|had|did|got|came|saw|took|made|told|said|spoke|heard|felt|found|bought|gave|won|lost|ran|wrote|flew|drove|ate|left|began|started|finished|"
+    r"\b(?:was|were|went|met|had|did|got|came|saw|took|made|told|said|spoke|heard|felt|found|bought|gave|won(?!['\u2019]t)|lost|ran|wrote|flew|drove|ate|left|began|started|finished|"
     r"(?:I|we|he|she|they|you) \w*[a-df-z]ed)\b",  # "we started", not "we need"
     re.I,
 )
-_AHEAD = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to|hope to|can't wait|looking forward|'ll|next)\b|(?:'m|am|are|is) \w+ing\b", re.I)
+# "won't" is "will not", not "won" ("I won't be there on Friday" read as the Friday gone, "on the 20th" as a day before).
+_AHEAD = re.compile(r"\b(?:will|won't|going to|gonna|plan(?:ning)? to|hope to|can't wait|looking forward|'ll|next)\b|(?:'m|am|are|is) \w+ing\b", re.I)
 # A sentence naming another time than this month: a month, a year, "born", "ago" ("Last year we met
 # on the 5th", "I was born on the 3rd").
 _NAMES_A_MONTH = re.compile(

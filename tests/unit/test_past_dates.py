@@ -240,6 +240,19 @@ def test_a_named_weekday_is_dated_by_next_or_by_the_sentences_tense():
         assert not re.search(r"day \(", resolve_relative(text, when)), text
 
 
+def test_wont_is_will_not_not_the_past_of_win():
+    """"won't" read as "won": "I won't be there on Friday" said on a Wednesday was dated the Friday
+    before, "I won't be there on the 20th" said on the 25th the 20th gone (a review of edition 9)."""
+    wednesday = datetime(2023, 11, 8, 15, tzinfo=timezone.utc)
+    assert dates_meant("I won't be there on Friday, sorry.", wednesday) == "10 November 2023"
+    assert dates_meant("He won\u2019t be home on Saturday.", wednesday) == "11 November 2023"
+    assert dates_meant("We won't have time on Sunday.", wednesday) == "12 November 2023"
+    assert dates_meant("I won't make it this Thursday.", wednesday - timedelta(days=2)) == "9 November 2023"
+    assert dates_meant("I won't be there on the 20th.", datetime(2023, 11, 25, 9, tzinfo=timezone.utc)) == ""
+    assert dates_meant("I won't be there on the 20th.", datetime(2023, 11, 11, 9, tzinfo=timezone.utc)) == "20 November 2023"
+    assert dates_meant("We won on Sunday!", wednesday) == "5 November 2023"
+
+
 def test_a_phrase_in_a_long_run_on_text_reads_only_a_bounded_stretch_around_it():
     """A review timed 100,000 characters of "for 2 years " at 34 s: each phrase read its whole
     sentence, there the whole text, so the time grew with the square of the length. A phrase now
