@@ -39,7 +39,8 @@ __all__ = [
 # and 2 months ago"), a title or an idiom ("The Day After Tomorrow", "born yesterday"), "last" as
 # "final" ("our last night in Rome"), "the other day" in a sentence counting days, "on the 30th"
 # said in a month without one, nor "this weekend" said midweek of no plan. 9: a named weekday:
-# "next Friday" (Friday of the week after), "this Friday" and "on Friday" by the sentence's tense.
+# "next Friday" (Friday of the week after), "this Friday" and "on Friday" by the sentence's tense (not in
+# a habit, a quote, a report, nor of a thing after "from", "after" …: "sore from the hike on Saturday").
 RULES = 9
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,47 @@ def _weekday_before(said: datetime, name: str) -> datetime:
 
 
 # A plan told of in the past tense, and "she's coming", "you're flying" (which _AHEAD leaves to "is").
-_ARRANGED = re.compile(r"\b(?:tickets?|booked|planned|scheduled|signed up|registered|reserved|invited|arranged|organi[sz]ed|promised|agreed)\b", re.I)
+_ARRANGED = re.compile(
+    r"\b(?:tickets?|booked|planned|scheduled|signed up|registered|reserved|invited|arranged|organi[sz]ed|promised|agreed|decided"
+    r"|(?:was|were) (?:\w+ )?(?:hoping|thinking|planning|wondering|meaning|supposed))\b",  # "I was hoping to catch up on Friday"
+    re.I,
+)
 _AHEAD_TOO = re.compile(r"\w(?:'s|'re) \w+ing\b", re.I)  # _sentence reads ’ as '
+# A word in -ing after "'s" or "is" that is no plan: "my cousin's wedding on Saturday", "the photos are amazing".
+_NO_PLAN_ING = re.compile(
+    r"\w's\s+(?:wedding|meeting|morning|evening|painting|building|drawing|feeling|sibling|darling|ring|cooking|thing)\b"
+    r"|(?:'s|'re|'m|\b(?:is|are|am))\s+(?:(?:something|nothing|everything|anything|amazing|interesting|boring|exciting|annoying|confusing"
+    r"|relaxing|exhausting|depressing|disappointing|frustrating|surprising|terrifying|stunning|charming|inspiring|refreshing|embarrassing"
+    r"|overwhelming|heartwarming|touching|fascinating|shocking|worrying|encouraging|promising|amusing|pleasing)\b)",
+    re.I,
+)
+# A plan's change told in the past: "our flight on Sunday got cancelled" (the flight may lie ahead).
+_CHANGED = re.compile(r"\b(?:cancell?ed|rescheduled|postponed|called off|pushed (?:back|up)|delayed|(?:got|was|been) moved)\b", re.I)
+# More of the past than _PAST reads (it serves "on the 15th" too): "my car broke down on Wednesday, so I'm
+# taking the bus" is of both tenses, not a plan for Wednesday; "I've got a date on Friday" is no past.
+_PAST_TOO = re.compile(
+    r"\b(?:broke|sent|spent|paid|sold|kept|slept|fell|caught|taught|thought|brought|built|chose|drank|forgot|grew|hid|knew|meant"
+    r"|rode|rang|sang|sat|shook|stood|stole|swam|threw|woke|wore|fought|blew|became|sank|tore|understood|happened|passed away|died)\b",
+    re.I,
+)
+_HAVE_GOT = re.compile(r"(?:'ve|\bhave|\bhas|'s)\s+got\b", re.I)
+# A habit, not a day: "When I was a kid we went to church on Sunday", "we used to play cards on Friday".
+_HABIT = re.compile(
+    r"\b(?:always|usually|often|normally|typically|generally|sometimes|never|every|each|used to|growing up|as (?:a )?kids?"
+    r"|when (?:I|we) (?:was|were) (?:a )?(?:kids?|child|children|little|young|younger|teens?|teenagers?))\b",
+    re.I,
+)
+# A day told of with a tense that is not its own. Reported ("She told me the party is on Saturday", "I heard
+# the store opens on Wednesday", "Did you know the store is closed on Sunday?"): a past report of a present
+# or coming day; the day after "is" ("the exam is on Monday") is never one gone.
+_REPORTED = re.compile(r"\b(?:said|told|heard|found out|announced|reminded|mentioned|learned|learnt|realized|realised|read|know|knew|texted|emailed)\b", re.I)
+_PRESENT = re.compile(r"\b(?:is|are|isn't|aren't|do|does|opens|closes|starts|begins|ends|arrives|comes|come out|leaves|lands|runs)\b", re.I)
+_IS_ON = re.compile(r"\b(?:is|are|isn't|aren't|\w's|\w're)\s+\Z", re.I)
+# A day of a thing named after "from", "after", "about" … ("I'm still recovering from the party on Friday",
+# "my legs are killing me after the hike on Saturday", "I found a dress for the wedding on Saturday"): the
+# sentence's tense is of the verb, not of the party, the hike or the wedding ("I got back from the trip on
+# Sunday" is the coming back's, "I went for a run on Saturday" the going's).
+_OF_A_THING = re.compile(r"(?<!\bback )(?<!\bhome )\b(?:from|after|since|about|before|of|for)\s+(?:the|my|our|your|his|her|their|that|this)\s+(?:[\w'-]+\s+){1,3}\Z", re.I)
 
 
 def weekday_of_next_week(name: str, today: date) -> date:
@@ -90,16 +130,32 @@ def _named_weekday(m: re.Match, said: datetime) -> str | None:
     tense says: the coming one in a plan ("I'm going on a picnic on Sunday"), the one just gone in a
     telling of the past ("I won the tournament on Friday"). No date for the day it was said on (today
     or a week away?), a sentence of both tenses or neither ("I swim on Fridays" is not matched; "we
-    meet on Friday" is), or one naming another week, month or year ("last week on Friday")."""
+    meet on Friday" is), one naming another week, month or year ("last week on Friday"), nor where the
+    sentence's tense is not the day's: a habit ("when I was a kid we went to church on Sunday"), a day
+    quoted or reported ("she told me the party is on Saturday"), the day of a thing after "from",
+    "after", "about" … ("I'm still sore from the hike on Saturday"), a plan changed ("our flight on
+    Sunday got cancelled")."""
     name = m.group("wday").casefold()
     if m.group("wway").casefold() == "next":
+        if re.search(r"\bthat\s+\Z", m.string[max(0, m.start() - 8) : m.start()], re.I) or re.match(r"\s+(?:was|were)\b", m.string[m.end() :], re.I):
+            return None  # "That next Friday we went back", "Next Friday was a blur": the one after a day of the past
         return day_text(datetime.combine(weekday_of_next_week(name, said.date()), datetime.min.time()))
     sentence = _sentence(m)
     if _NAMES_A_MONTH.search(sentence) or re.search(r"\bweek(?:end)?s?\b", sentence, re.I) or re.match(r"\s+the\s+\d", m.string[m.end() :]):
         return None  # "last week on Friday", "Friday the 13th"
-    if _IF.search(sentence) or _ARRANGED.search(sentence):
+    if _IF.search(sentence) or _ARRANGED.search(sentence) or _CHANGED.search(sentence):
         return None  # "we could go on Friday", "I got tickets for the show on Saturday": a plan told in the past
-    past, ahead = _PAST.search(sentence) is not None, _AHEAD.search(sentence) is not None or _AHEAD_TOO.search(sentence) is not None
+    if _HABIT.search(sentence) or re.match(r"\s+(?:nights|mornings|afternoons|evenings)\b", m.string[m.end() :], re.I):
+        return None  # "we always have pizza on Friday", "we went dancing on Friday nights"
+    before = m.string[max(0, m.start() - 40) : m.start()].replace("\u2019", "'")
+    if _OF_A_THING.search(before) or _IS_ON.search(before) or (_REPORTED.search(sentence) and _PRESENT.search(sentence)):
+        return None  # "sore from the hike on Saturday", "the exam is on Monday", "she said the party is on Saturday"
+    said_before = _SENTENCE_END.split(m.string[max(0, m.start() - _SENTENCE_REACH) : m.start()])[-1]
+    if said_before.count('"') % 2 or said_before.count("\u201c") > said_before.count("\u201d"):
+        return None  # quoted: 'He texted me "see you on Saturday"' (the quote's tense is not the sentence's)
+    past = _PAST.search(_HAVE_GOT.sub(" have", sentence)) is not None or _PAST_TOO.search(sentence) is not None
+    plans = _NO_PLAN_ING.sub(" ", sentence)
+    ahead = _AHEAD.search(plans) is not None or _AHEAD_TOO.search(plans) is not None
     day = _WEEKDAYS.index(name)
     if past and not ahead:
         back = (said.weekday() - day) % 7

@@ -240,6 +240,61 @@ def test_a_named_weekday_is_dated_by_next_or_by_the_sentences_tense():
         assert not re.search(r"day \(", resolve_relative(text, when)), text
 
 
+def test_a_named_weekday_gets_no_date_where_the_sentences_tense_is_not_the_days():
+    """A review of edition 9 (about 430 chat sentences) found these dated wrong: the tense read was the
+    sentence's, not the day's. Said in the week of Monday 6 November 2023."""
+    day = {name: datetime(2023, 11, 6 + i, 15, tzinfo=timezone.utc) for i, name in enumerate(("mon", "tue", "wed", "thu", "fri", "sat", "sun"))}
+    for text, when in (
+        # A habit: the latest Sunday was given.
+        ("When I was a kid, we went to church on Sunday.", "tue"),
+        ("Growing up, my dad always made pancakes on Sunday morning.", "tue"),
+        ("We used to play cards on Friday nights.", "wed"),
+        ("We went dancing on Friday nights.", "wed"),
+        # The day of a thing after "from", "after", "about", "for" …: the verb's tense is not the thing's.
+        ("My legs are killing me after the hike on Saturday.", "mon"),  # was the coming Saturday
+        ("Everything is going great since the surgery on Monday.", "sun"),
+        ("The photos from the wedding on Saturday are amazing.", "mon"),
+        ("My knee is aching from the match on Thursday.", "sun"),
+        ("I'm feeling much better after the rest on Friday.", "sun"),
+        ("I found a dress for the wedding on Saturday.", "thu"),  # was the Saturday gone
+        ("I'll send you the pics from the party on Friday.", "sun"),
+        # Reported or quoted: a past report of a coming day.
+        ("She told me the party is on Saturday.", "wed"),
+        ("I just found out the exam is on Monday.", "tue"),
+        ("He said the package arrives on Monday.", "thu"),
+        ("I heard the store opens on Wednesday.", "mon"),
+        ("They announced the results come out on Friday.", "wed"),
+        ("She reminded me the deadline is this Friday.", "tue"),
+        ("Did you know the store is closed on Sunday?", "thu"),
+        ('He texted me "see you on Saturday" lol', "thu"),
+        ("I read on Monday that the store is closing.", "thu"),  # was the coming Monday
+        # A plan told in the past, or changed.
+        ("I was hoping to catch up on Friday.", "wed"),
+        ("Our flight on Sunday got cancelled.", "fri"),
+        ("The game on Saturday was postponed.", "thu"),
+        # A past _PAST does not read, beside a present: "broke", "happened"; "I've got" is no past.
+        ("My car broke down on Wednesday, so I'm taking the bus on Monday.", "sat"),
+        ("I'm going to tell you what happened on Monday.", "fri"),
+        ("I've got a date on Friday!", "sun"),
+        # "'s" before a noun in -ing is no plan.
+        ("My sister's wedding on Saturday, so beautiful!", "mon"),
+        ("Mia's painting on Sunday looked stunning.", "wed"),
+        # "next" of a day of the past.
+        ("That next Friday we went back to the beach.", "wed"),
+        ("It was a Tuesday. The following Friday we left. Next Friday was a blur.", "wed"),
+    ):
+        assert not re.search(r"day \(", resolve_relative(text, day[when])), text
+    # The everyday ones keep their dates.
+    assert dates_meant("I got back from the trip on Sunday, so tired.", day["mon"]) == "5 November 2023"
+    assert dates_meant("Happy Sunday! I went for a run on Saturday.", day["sun"]) == "11 November 2023"
+    assert dates_meant("I moved to a new apartment on Saturday.", day["mon"]) == "4 November 2023"
+    assert dates_meant("My cousin's wedding was on Saturday!", day["wed"]) == "4 November 2023"
+    assert dates_meant("We broke up on Sunday.", day["thu"]) == "5 November 2023"
+    assert dates_meant("I'm meeting the client on Monday.", day["thu"]) == "13 November 2023"
+    assert dates_meant("She's coming on Thursday!", day["mon"]) == "9 November 2023"
+    assert dates_meant("I went to the gym on Monday. I'm going again on Saturday.", day["thu"]) == "6 November 2023 11 November 2023"
+
+
 def test_wont_is_will_not_not_the_past_of_win():
     """"won't" read as "won": "I won't be there on Friday" said on a Wednesday was dated the Friday
     before, "I won't be there on the 20th" said on the 25th the 20th gone (a review of edition 9)."""
