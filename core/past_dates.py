@@ -125,8 +125,20 @@ def weekday_of_next_week(name: str, today: date) -> date:
     return next_monday + timedelta(days=_WEEKDAYS.index(name.casefold()))
 
 
+def _next_is_sure(name: str, today: date, meant: date) -> bool:
+    """Whether "next <name>" said ``today`` can mean only ``meant``: the first such day after today is
+    that weekday in the week after, whether weeks start on Monday or on Sunday ("next Sunday" said on
+    a Sunday; "next Monday" said on a Friday; not "next Friday" said on a Monday, nor "next Monday"
+    said on a Sunday, tomorrow or eight days on)."""
+    day = _WEEKDAYS.index(name)
+    first = today + timedelta(days=(day - today.weekday()) % 7 or 7)
+    sunday_first = lambda d: (d + 1) % 7  # noqa: E731
+    in_a_sunday_week = today + timedelta(days=7 - sunday_first(today.weekday()) + sunday_first(day))
+    return first == meant == in_a_sunday_week
+
+
 def _named_weekday(m: re.Match, said: datetime) -> str | None:
-    """"next Friday" as :func:`weekday_of_next_week`; "this Friday" and "on Friday" as the sentence's
+    """"next Friday" as :func:`weekday_of_next_week` where no other reading is likely; "this Friday" and "on Friday" as the sentence's
     tense says: the coming one in a plan ("I'm going on a picnic on Sunday"), the one just gone in a
     telling of the past ("I won the tournament on Friday"). No date for the day it was said on (today
     or a week away?), a sentence of both tenses or neither ("I swim on Fridays" is not matched; "we
@@ -139,7 +151,10 @@ def _named_weekday(m: re.Match, said: datetime) -> str | None:
     if m.group("wway").casefold() == "next":
         if re.search(r"\bthat\s+\Z", m.string[max(0, m.start() - 8) : m.start()], re.I) or re.match(r"\s+(?:was|were)\b", m.string[m.end() :], re.I):
             return None  # "That next Friday we went back", "Next Friday was a blur": the one after a day of the past
-        return day_text(datetime.combine(weekday_of_next_week(name, said.date()), datetime.min.time()))
+        meant = weekday_of_next_week(name, said.date())
+        if not _next_is_sure(name, said.date(), meant):
+            return None  # "next Friday" said on a Monday: this week's Friday to many, next week's to others
+        return day_text(datetime.combine(meant, datetime.min.time()))
     sentence = _sentence(m)
     if _NAMES_A_MONTH.search(sentence) or re.search(r"\bweek(?:end)?s?\b", sentence, re.I) or re.match(r"\s+the\s+\d", m.string[m.end() :]):
         return None  # "last week on Friday", "Friday the 13th"

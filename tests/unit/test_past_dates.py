@@ -220,7 +220,12 @@ def test_a_named_weekday_is_dated_by_next_or_by_the_sentences_tense():
     assert dates_meant("I had a great accomplishment this Tuesday!", sunday) == "30 August 2022"
     thursday = datetime(2026, 11, 26, 10, tzinfo=timezone.utc)
     # "next Friday" as a task's due date reads it (core.dates): the Friday of next week, not tomorrow.
-    assert dates_meant("I'll call the dentist next Friday.", thursday) == "4 December 2026"
+    # "next Monday" said on a Friday can mean only the coming one, as a task's due date reads it (core.dates);
+    # "next Friday" said on a Thursday is tomorrow to some, a week on to others: no date.
+    friday = thursday + timedelta(days=1)
+    assert dates_meant("I'll call the dentist next Monday.", friday) == "30 November 2026"
+    assert dates_meant("I'll call the dentist next Friday.", thursday) == ""
+    assert dates_meant("See you next Monday!", thursday + timedelta(days=3)) == ""  # said on a Sunday: tomorrow, or eight days on
     assert dates_meant("We're going to the lake on Saturday.", thursday) == "28 November 2026"
     assert dates_meant("I'm flying out this Monday.", thursday) == "30 November 2026"
     for text, when in (
@@ -569,7 +574,7 @@ def test_every_phrase_that_resolves_matches_the_hint_a_database_finds_rows_by():
         ("We're off next weekend.", SAID + timedelta(days=4)),
         ("I've had it for two years now.", SAID),
         ("Three months now.", SAID),
-        ("See you next Friday.", SAID),
+        ("See you next Friday.", SAID + timedelta(days=5)),  # said on a Saturday
         ("I won it on Friday.", SAID + timedelta(days=2)),
         ("I'm flying out this Friday.", SAID - timedelta(days=2)),
     ):
