@@ -7,7 +7,7 @@ import sys
 import uuid
 
 from app.cli.chat_line import chat_on_terminal
-from app.cli.chat_session import ChatSession
+from app.cli.chat_session import ChatSession, not_made
 from llm.chat_model import load_chat_model, offline_notice
 from memory.backend import MemoryBackend
 from memory.queries import list_chats, owned_chats
@@ -58,8 +58,8 @@ async def _scripted(session: ChatSession, stdin) -> int:
                 break
             continue
         await session.send(line)
-    if await session.pending_confirmation() is not None:
-        session.note("The input ended before the confirmation was answered: the task change was not made (the chat still asks it).")
+    if (pending := await session.pending_confirmation()) is not None:
+        session.note(f"The input ended before the confirmation was answered: {not_made(pending)} (the chat still asks it).")
     if session.confirming_forget:
         session.note("The input ended before forgetting everything was confirmed: nothing was deleted.")
     if session.failures:

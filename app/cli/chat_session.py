@@ -179,7 +179,7 @@ class ChatSession:
         if (pending := await self.pending_confirmation()) is not None:
             if answer in YES | NO:
                 return await self._resume(pending, answer in YES)
-            self.note("That was not a yes or no, so the task change was not made; your line is sent as a message.")
+            self.note(f"That was not a yes or no, so {not_made(pending)}; your line is sent as a message.")
             if await self._run(Command(resume={"approved": False}), "resume") is None:
                 return None
         return await self._run({"messages": [stamp_sent_at(HumanMessage(text, id=str(uuid.uuid4())))]}, "message", text)  # dated when sent: a stopped turn keeps it
@@ -379,9 +379,11 @@ class ChatSession:
                 answer = "no"
             if answer in YES | NO:
                 break
-            self.note("Please answer yes or no (the task change is made only after a yes).")
+            only_after = "nothing is forgotten without a yes" if is_forget(change) else "the task change is made only after a yes"
+            self.note(f"Please answer yes or no ({only_after}).")
         if answer in NO:
-            self.note("The task change was not made.")
+            declined = not_made(change)
+            self.note(f"{declined[0].upper()}{declined[1:]}.")
         await self._resume(change, answer in YES)
 
     async def _resume(self, change: dict, approved: bool):
@@ -431,8 +433,8 @@ class ChatSession:
         elif name == "/regenerate":
             if not await self.may_read():
                 return True
-            if await self.pending_confirmation() is not None:
-                self.note("A task change waits for your yes or no; answer it first.")
+            if (pending := await self.pending_confirmation()) is not None:
+                self.note(f"{'A forget' if is_forget(pending) else 'A task change'} waits for your yes or no; answer it first.")
             else:
                 await self._run(self._regeneration, "regenerate")
         elif name == "/memory":
@@ -522,6 +524,16 @@ class ChatSession:
         if report is not None:
             await self._forgot_words()
         self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
+
+
+def is_forget(change: dict) -> bool:
+    """Whether a pending confirmation asks to forget something (else it is a task change)."""
+    return change.get("type") == "forget"
+
+
+def not_made(change: dict) -> str:
+    """What a declined (or unanswered) confirmation leaves, in the words of what it asked."""
+    return "nothing was forgotten" if is_forget(change) else "the task change was not made"
 
 
 def memory_line(event: dict) -> str | None:

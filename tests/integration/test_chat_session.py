@@ -423,3 +423,28 @@ async def test_a_chat_opened_by_a_forget_request_is_titled_by_its_date_not_by_th
     await asking.send("yes")
     titles = {c.thread_id: c.title for c in await list_chats(backend.store, user_id)}
     assert titles[asking.thread_id].startswith("Chat of ") and "[forgotten]" not in titles[asking.thread_id], titles
+
+
+async def test_a_forget_confirmation_declined_or_left_unanswered_says_nothing_was_forgotten_not_a_task_change(backend, user_id, capfd, monkeypatch):
+    """Every note about a pending forget said "the task change was not made" (a pipe's line that is
+    not a yes or no, a pipe that ended, a no on the terminal, /regenerate while it waits)."""
+    from app.cli.chat_run import run_chat
+
+    lines = io.StringIO("I live in Haifa\nPlease forget that I live in Haifa\nmaybe\nPlease forget that I live in Haifa\n/regenerate\n")
+    code = await run_chat(backend, user_id=user_id, chat_id=None, new=True, model="offline", stdin=lines)
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "task change" not in err, err
+    assert "That was not a yes or no, so nothing was forgotten; your line is sent as a message." in err
+    assert "A forget waits for your yes or no; answer it first." in err
+    assert err.splitlines()[-1] == "The input ended before the confirmation was answered: nothing was forgotten (the chat still asks it)."
+
+    s = ChatSession(backend, user_id, str(uuid.uuid4()), interactive=True, out=io.StringIO(), err=io.StringIO(), context_overrides={"model": "offline"})
+    answers = iter(["maybe later", "no"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    await s.send("I live in Lisbon")
+    await s.send("Please forget that I live in Lisbon")
+    said = s.out.getvalue()
+    assert "task change" not in said, said
+    assert "Please answer yes or no (nothing is forgotten without a yes)." in said and "Nothing was forgotten." in said
+    assert "Lives in Lisbon" in [f.text for f in await list_facts(backend.store, user_id)]  # declined: kept
