@@ -124,12 +124,19 @@ MODULE_COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in MODULE_COMMANDS:
+    at = _module_command_at(argv)
+    if at is not None:
         import importlib
 
-        module = importlib.import_module(MODULE_COMMANDS[argv[0]][0])
+        module = importlib.import_module(MODULE_COMMANDS[argv[at]][0])
+        rest = argv[at + 1 :]
+        if at:  # `memory-agent -v serve`: the global -v, as --help lists it before every command
+            if _has_verbose_option(module):
+                rest = ["-v", *rest]
+            else:
+                logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         try:
-            return module.main(argv[1:])
+            return module.main(rest)
         except MemoryAgentError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -160,6 +167,22 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_left()
+
+
+GLOBAL_FLAGS = ("-v", "--verbose")
+
+
+def _module_command_at(argv: list[str]) -> int | None:
+    """Where a command of MODULE_COMMANDS stands in ``argv`` (first, or after the global -v), or None."""
+    at = 0
+    while at < len(argv) and argv[at] in GLOBAL_FLAGS:
+        at += 1
+    return at if at < len(argv) and argv[at] in MODULE_COMMANDS else None
+
+
+def _has_verbose_option(module) -> bool:
+    """Whether the module's own command takes -v (mcp, eval): then the global -v is passed on as its own."""
+    return any("-v" in action.option_strings for action in module.build_parser()._actions)
 
 
 def _reader_left() -> int:

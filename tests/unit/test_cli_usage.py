@@ -121,3 +121,37 @@ def test_the_command_an_interrupted_import_prints_parses_as_the_one_given(argv):
     again = parser.parse_args(words[1:])
     assert (again.user, again.title, again.model, again.resume) == (given.user, given.title, given.model, "0b6c2f4e-8d1a-4c3e-9f2a-5d7e8f901234")
     assert again.file in (given.file, f"./{given.file}")
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["-v", "serve", "--port", "-1"], "a port is 1 to 65535"),
+        (["--verbose", "studio", "--port", "0"], "a port is 1 to 65535"),
+        (["-v", "keys", "create", "--user", "dana", "--label", "a\nb"], "control character U+000A"),
+    ],
+)
+def test_the_global_verbose_option_reaches_a_command_that_lives_in_its_own_module(argv, says, capsys):
+    """`memory-agent --help` lists -v before every command, but `memory-agent -v keys list` (or
+    `-v serve`) failed with "usage: memory-agent keys … unrecognized arguments: list"."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and says in err and "unrecognized arguments" not in err
+
+
+def test_the_global_verbose_option_is_passed_on_to_a_command_with_a_verbose_option_of_its_own(tmp_path, capsys):
+    taken = tmp_path / "h.json"
+    taken.write_text("{}")
+    with pytest.raises(SystemExit) as exit_:
+        main(["-v", "eval", "tokens", "--limit", "1", "--out", str(taken)])
+    assert exit_.value.code == 2 and f"{taken} is a file" in capsys.readouterr().err
+
+
+def test_the_global_verbose_option_before_keys_list_lists_the_keys(monkeypatch, capsys):
+    import app.cli.keys_command as keys_command
+
+    seen = []
+    monkeypatch.setattr(keys_command, "main", lambda argv: seen.append(argv) or 0)
+    assert main(["-v", "keys", "list", "--user", "dana"]) == 0
+    assert seen == [["list", "--user", "dana"]]
