@@ -9,6 +9,7 @@ first error, saying where the details are. ``memory-agent -v chat`` also prints 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -34,9 +35,18 @@ def log_path() -> Path:
     return state_dir() / "log" / "chat.log"
 
 
+NAME_BYTES = 255
+"""The longest file name Linux and macOS file systems take, in bytes."""
+
+
 def history_path(user_id: str) -> Path:
-    """The lines a user typed on the terminal (user ids cannot hold '/', '.' or blanks: a safe file name)."""
-    return state_dir() / "history" / user_id
+    """The lines a user typed on the terminal (user ids cannot hold '/', '.' or blanks: a safe file name).
+
+    A user id may be 200 characters, which in UTF-8 can be up to 800 bytes: one whose name would not
+    fit a file name is kept under its sha256 instead ('.' cannot be in a user id, so no id is that name).
+    """
+    name = user_id if len(os.fsencode(user_id)) <= NAME_BYTES else f"sha256.{hashlib.sha256(user_id.encode()).hexdigest()}"
+    return state_dir() / "history" / name
 
 
 class OneCalmLine(logging.Handler):

@@ -215,3 +215,28 @@ async def test_on_a_terminal_the_remembered_line_comes_before_the_next_prompt(te
     lines = await asyncio.to_thread(term.wait_for, "the remembered line above an empty prompt", remembered_then_prompt)
     assert not any("you>" in line and "remembered" in line for line in lines), lines
     assert "Haifa" in "\n".join(line for line in lines if "remembered:" in line)
+
+
+async def test_on_a_terminal_a_long_non_ascii_user_id_keeps_its_line_history_and_a_forget_does_not_end_the_chat(chat_env, user_id, tmp_path):
+    """A user id may hold 200 characters, but 200 'é' are 400 bytes, past a file name's 255: the line
+    history was never kept (silently), and /forget ended the chat with "OSError: File name too long"."""
+    long_id = "é" * 187 + user_id  # 200 characters
+    term = Terminal(["chat", "--user", long_id, "--new"], chat_env)
+    try:
+        await asyncio.to_thread(term.wait_for, "its first prompt", waiting_at_a_new_prompt)
+        term.send("I live in Haifa\r")
+        await asyncio.to_thread(term.wait_for, "the reply", lambda ls: waiting_at_a_new_prompt(ls) and "remembered:" in "\n".join(ls))
+        term.send("/forget Haifa\r")
+        lines = await asyncio.to_thread(term.wait_for, "what was forgotten", lambda ls: waiting_at_a_new_prompt(ls) and "Forgot:" in "\n".join(ls))
+        assert "Traceback" not in "".join(term.transcript), "\n".join(lines)
+        term.send("My name is Tom\r")
+        await asyncio.to_thread(term.wait_for, "the next reply", lambda ls: waiting_at_a_new_prompt(ls) and "name = Tom" in "\n".join(ls))
+        term.send("/quit\r")
+        await asyncio.to_thread(term.child.expect, pexpect.EOF, timeout=60)
+        term.child.close()
+        assert term.child.exitstatus == 0
+    finally:
+        term.close()
+    (kept,) = (tmp_path / "state" / "history").iterdir()  # one file, for this user's next chat
+    typed = kept.read_text()
+    assert "+My name is Tom" in typed and "Haifa" not in typed  # the lines that carry the forgotten word went
