@@ -233,8 +233,8 @@ class ChatSession:
         if len(offered) == 1 and answer in YES:
             await self.switch_to(offered[0])
             return True
-        if len(offered) > 1 and answer.isdigit() and 1 <= int(answer) <= len(offered):
-            await self.switch_to(offered[int(answer) - 1])
+        if len(offered) > 1 and (n := chat_number(answer)) is not None and 1 <= n <= len(offered):
+            await self.switch_to(offered[n - 1])
             return True
         return False
 
@@ -486,12 +486,12 @@ class ChatSession:
         if not what:
             self.note("Usage: /open N (a number /chats shows) or /open <words about the chat>.")
             return
-        if what.isdigit():
+        if (n := chat_number(what)) is not None:
             chats = self.listed or await owned_chats(self.backend.pool, self.user_id, await list_chats(self.backend.store, self.user_id))
-            if not 1 <= int(what) <= len(chats):
-                self.note(f"No chat {what}: /chats numbers them 1 to {len(chats)}." if chats else "No chats yet.")
+            if not 1 <= n <= len(chats):
+                self.note(f"No chat {what[:20]}{'…' if len(what) > 20 else ''}: /chats numbers them 1 to {len(chats)}." if chats else "No chats yet.")
                 return
-            await self.switch_to(chats[int(what) - 1])
+            await self.switch_to(chats[n - 1])
             return
         found = await find_chat(self.backend.store, self.user_id, chat_query(what))
         if found.outcome == "one":
@@ -524,6 +524,15 @@ class ChatSession:
         if report is not None:
             await self._forgot_words()
         self.note(report.describe() if report else f"Nothing remembered matches {what!r}. /memory lists what is.")
+
+
+def chat_number(text: str) -> int | None:
+    """``text`` as a number of a chat list, or None when it is not a number. Decimal digits of any
+    script count ("٤"); "²" is a digit int() refuses, and a number too long for int() (4,300
+    digits) is no chat's either: 0."""
+    if not text.isdecimal():
+        return None
+    return int(text) if len(text) <= 18 else 0
 
 
 def is_forget(change: dict) -> bool:

@@ -155,6 +155,23 @@ async def test_chats_are_listed_numbered_newest_first_and_opened_by_number(four_
 
 
 @pytest.mark.slow
+async def test_a_superscript_digit_or_a_huge_number_is_no_chat_number_and_does_not_end_the_chat(four_chats):
+    """`/open ²` (and "²" as the answer to "Which one?") ended the chat with a ValueError traceback:
+    str.isdigit() holds for '²', which int() does not take; so did a number of 5,000 digits. Decimal
+    digits of any script still number the chats."""
+    session, threads, err = four_chats
+    await session.command("/open ²")
+    assert "No chat seems to be about '²'." in err.getvalue() and session.thread_id == threads["bread"]
+    await session.command("/open " + "9" * 5000)  # past int()'s 4,300 digits
+    assert "No chat 99999999999999999999…: /chats numbers them 1 to 4." in err.getvalue()
+    await session.command("/open ٤")  # Arabic-Indic 4
+    assert session.thread_id == threads["bank"]
+    session.offered = [ChatRecord(thread_id=threads["lisbon"], title="Lisbon"), ChatRecord(thread_id=threads["crete"], title="Crete")]
+    assert await session.send("²") is not None  # not an answer to the offer: an ordinary message
+    assert session.offered == [] and session.thread_id == threads["bank"]
+
+
+@pytest.mark.slow
 async def test_open_with_words_switches_to_the_chat_they_describe(four_chats):
     session, threads, err = four_chats
     await session.command("/open the one about beaches in Greece")
