@@ -47,6 +47,8 @@ async def _scripted(session: ChatSession, stdin) -> int:
     lines = iter(buffer) if buffer is not None else (l.encode("utf-8") for l in stdin)
     for number, raw in enumerate(lines, start=1):
         raw = raw.rstrip(b"\r\n")
+        if number == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM (a script saved by a Windows editor) opens no message
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

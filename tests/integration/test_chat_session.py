@@ -448,3 +448,18 @@ async def test_a_forget_confirmation_declined_or_left_unanswered_says_nothing_wa
     assert "task change" not in said, said
     assert "Please answer yes or no (nothing is forgotten without a yes)." in said and "Nothing was forgotten." in said
     assert "Lives in Lisbon" in [f.text for f in await list_facts(backend.store, user_id)]  # declined: kept
+
+
+@pytest.mark.slow
+async def test_a_script_opening_with_a_utf8_bom_runs_its_command_and_sends_no_invisible_character(session, backend, user_id):
+    """A script saved by a Windows editor opens with a BOM: "/summary" was sent to the model as a
+    message ("\\ufeff/summary"), and a first message named its chat with the invisible character."""
+    from app.cli.chat_run import _scripted
+
+    s, out, err = session
+    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbf/summary\r\nWater the plants\r\n"), encoding="utf-8")
+    assert await _scripted(s, stdin) == 0
+    state = await s.graph.aget_state(s.config)
+    said = [m.text for m in state.values["messages"] if m.type == "human"]
+    assert said == ["Water the plants"], said
+    assert out.getvalue().count("Sure.") == 1
