@@ -34,7 +34,7 @@ from langgraph.types import Command
 from app.runs.active_runs import ActiveRuns
 from app.cli.chat_list import describe, numbered
 from app.cli.memory_report import memory_snapshot, render_snapshot
-from app.cli.terminal_text import shown
+from app.cli.terminal_text import counted, shown, what_was_forgotten
 from app.runs.turn_runner import TurnRunner, TurnSpec
 from graph.assembly import compile_graph
 from core.context import Context
@@ -162,7 +162,7 @@ class ChatSession:
                 counts = await forget_user_everywhere(self.backend, self.user_id)
                 for forgotten in self.on_forget_all:
                     forgotten()
-                self.note(f"Forgot everything about you: {counts}.")
+                self.note(f"Forgot everything about you: {what_was_forgotten(counts)}.")
                 return None
             if answer in NO:
                 self.note("Nothing was deleted.")
@@ -509,8 +509,8 @@ class ChatSession:
             facts, tasks = await list_facts(store, self.user_id), (await q.list_tasks(store, self.user_id)).tasks
             threads = await user_thread_ids(self.backend, self.user_id)
             self.note(
-                f"This deletes everything about you: profile, preferences, {len(facts)} facts, {len(tasks)} tasks "
-                f"and {len(threads)} chats with their histories. Delete it all? (yes/no)"
+                f"This deletes everything about you: profile, preferences, {counted(len(facts), 'fact')}, {counted(len(tasks), 'task')} "
+                f"and {counted(len(threads), 'chat')} with their histories. Delete it all? (yes/no)"
             )
             self.confirming_forget = True
             return

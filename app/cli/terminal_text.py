@@ -15,3 +15,24 @@ def shown(text: str) -> str:
     """``text`` with each control character written as its escape (``\\x1b``), so what it says is
     seen and nothing it holds acts on the terminal."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 task", "2 tasks", "0 chats": a count as a sentence says it."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+# What forget-me's counts (memory.chat_admin.forget_user_everywhere) are, in words.
+_FORGOTTEN = {
+    "chats": ("chat", None), "memories": ("memory", "memories"), "messages": ("indexed message", None),
+    "forgets": ("record of an earlier forget", "records of earlier forgets"), "api_keys": ("API key", None), "runs": ("run", None),
+}  # fmt: skip
+
+
+def what_was_forgotten(counts: dict[str, int]) -> str:
+    """Forget-me's counts as a sentence says them ("1 chat, 2 memories and 1 run"), leaving out what
+    there was none of; a count of a kind not named here is said by its key."""
+    parts = [counted(n, *_FORGOTTEN.get(key, (key.replace("_", " "), key.replace("_", " ")))) for key, n in counts.items() if n]
+    if not parts:
+        return "there was nothing stored"
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"

@@ -79,7 +79,7 @@ async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(ses
     assert len(await stored_tasks(backend.store, user_id)) == 1
 
     await s.command("/forget")
-    assert "1 tasks" in err.getvalue() and "Delete it all? (yes/no)" in err.getvalue()
+    assert "0 facts, 1 task and 1 chat with their histories. Delete it all? (yes/no)" in err.getvalue()
     assert len(await stored_tasks(backend.store, user_id)) == 1  # nothing before the answer
     await s.send("no")
     assert "Nothing was deleted." in err.getvalue()
@@ -89,6 +89,9 @@ async def test_a_bare_forget_says_what_it_deletes_and_deletes_only_after_yes(ses
     await s.send("yes")
     assert await stored_tasks(backend.store, user_id) == []
     assert await list_chats(backend.store, user_id) == []
+    # Said in words, not as a Python dict ("{'chats': 1, 'memories': 2, …}"), and none of what there was none of.
+    said = err.getvalue().split("Forgot everything about you: ")[1].splitlines()[0]
+    assert said.startswith("1 chat, ") and " and " in said and "{" not in said and "0 " not in said and "api" not in said.casefold(), said
 
 
 @pytest.mark.slow
