@@ -244,6 +244,23 @@ async def owned_among(pool: AsyncConnectionPool, owner: str, thread_ids: Iterabl
     return {r["thread_id"] for r in rows}
 
 
+async def gone_among(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> set[str]:
+    """The subset of ``thread_ids`` that no longer exist: no owner row and no checkpoint (a deleted
+    chat, a stateless run's thread). Their messages are gone with them."""
+    ids = list(dict.fromkeys(thread_ids))
+    if not ids:
+        return set()
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(
+                f"SELECT t AS thread_id FROM unnest(%s::text[]) AS t WHERE NOT EXISTS (SELECT 1 FROM {TABLE} o WHERE o.thread_id = t) "
+                "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = t)",
+                (ids,),
+            )
+        ).fetchall()
+    return {r["thread_id"] for r in rows}
+
+
 async def release(pool: AsyncConnectionPool, thread_id: str) -> None:
     """Forget who owned a deleted thread."""
     async with pool.connection() as conn, conn.transaction():

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from langgraph.store.base import PutOp
 
-from storage import episode_rewrites, forget_ledger
+from storage import episode_rewrites, forget_ledger, thread_owners
 from storage.memory_store import memory_store
 from storage.user_transaction import user_transaction
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
@@ -92,11 +92,20 @@ async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, w
         if not texts:
             return None
         hashes = term_hashes(user_id, texts)
-        # A source message that does not carry the words themselves is hidden whole.
+        # A source message that does not carry the words themselves is hidden whole. One that is gone
+        # with its chat (deleted; DELETE /chats keeps what it taught) is not: nothing of it is left to
+        # hide, and hidden it took every other item only it had taught with the one forgotten.
         probe = Redactor(user_id, frozenset(hashes))
-        carried = {(s.thread_id, s.message_id) async for page in episode_rewrites.pages_with_words(pool, user_id, [], refs)
-                   for s in page if probe.carries(s.content)} if refs else set()
-        hidden = [r for r in refs if r not in carried]
+        indexed: set[tuple[str, str]] = set()
+        carried: set[tuple[str, str]] = set()
+        if refs:
+            async for page in episode_rewrites.pages_with_words(pool, user_id, [], refs):
+                for said in page:
+                    indexed.add((said.thread_id, said.message_id))
+                    if probe.carries(said.content):
+                        carried.add((said.thread_id, said.message_id))
+        gone = await thread_owners.gone_among(pool, (t for t, m in refs if (t, m) not in indexed))
+        hidden = [r for r in refs if r not in carried and r[0] not in gone]
         kind = ",".join(sorted({p for p, _ in targets})) or "words"
         out.forget_id = await forget_ledger.record(tx.conn, user_id, kind, hashes, hidden)
         out.redactor = await forget_ledger.redactor(tx.conn, user_id)
