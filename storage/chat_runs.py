@@ -327,8 +327,12 @@ async def finish(pool: AsyncConnectionPool, run_id: str, status: str, detail: st
 
 
 async def request_stop(pool: AsyncConnectionPool, thread_id: str) -> RunRow | None:
-    """Ask the running reply on ``thread_id`` to stop; the run's row, or None when none was running."""
-    found = await _rows(pool, f"UPDATE memory_agent_runs SET status = 'stopping' WHERE thread_id = %s AND status = 'running' {_RETURNING}", (thread_id,))
+    """Ask the running reply on ``thread_id`` to stop; the run's row, or None when none was running.
+    A run another stop is ending already (``stopping``) is returned too: that stop's caller waits for
+    it as well, and is told it stopped, not that nothing was running."""
+    found = await _rows(
+        pool, f"UPDATE memory_agent_runs SET status = 'stopping' WHERE thread_id = %s AND status IN ('running', 'stopping') {_RETURNING}", (thread_id,)
+    )
     return found[0] if found else None
 
 
