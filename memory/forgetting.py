@@ -39,7 +39,7 @@ from core.errors import InvalidMessage
 from core.namespaces import facts_ns, tasks_ns
 from core.redaction import Redactor, changed, deleted_stems, distinctive_stems, term_hashes
 from core.schemas import Fact, SummaryBoard, Task
-from core.text_validation import LINE_CHARS, unstorable_reason
+from core.text_validation import LINE_CHARS, is_blank, unstorable_reason
 from core.words import content_words, plain_stem, plain_word
 from embeddings.calibration import CALIBRATED
 from memory.writer.forgets import ForgetWrite, field_label, forget_items, forget_message_items, value_texts
@@ -339,8 +339,10 @@ async def find_targets(store, user_id: str, request: str) -> list[Candidate]:
 
 async def forget_request(store, user_id: str, request: str) -> ForgetReport | None:
     """Forget what ``request`` names (:func:`find_targets`) and its words; None when it names nothing.
-    InvalidMessage when ``request`` is over FORGET_CHARS (or cannot be stored)."""
+    InvalidMessage when ``request`` is blank (is_blank: it names nothing), over FORGET_CHARS or cannot be stored."""
     checked_words(request)
+    if is_blank(request):
+        raise InvalidMessage('The text to forget is empty; say what to forget ("that I work as a nurse", "Porto").')
     found = await find_targets(store, user_id, request)
     if not found and not await _said_anywhere(store, user_id, request):
         return None

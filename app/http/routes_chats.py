@@ -298,7 +298,7 @@ async def search_user_chats(
     services: AppServices,
 ):
     """Find a chat by topic: one clear match, or several scored candidates to choose from."""
-    if not q.strip():
+    if is_blank(q):  # spaces, or only invisible characters (docs/api.md, "Blank values")
         raise ApiError(422, "invalid_request", "The search query is empty.")
     found = await find_chat(services.backend.store, user, q)
     return ChatSearchResult(

@@ -32,6 +32,7 @@ from app.http.schemas import (
 )
 from app.http.services import Services, get_services
 from memory.chat_admin import forget_user_everywhere
+from core.errors import InvalidMessage
 from core.schemas import Fact, Preferences, PreferencesPatch, Profile, ProfilePatch, Task
 from core.text_validation import BoundedText, Identifier, StorableText
 from memory.kinds import KINDS
@@ -214,8 +215,11 @@ async def forget_field(part: Literal["profile", "preferences"], field: str, user
 async def forget_words(body: ForgetIn, user: str = Depends(current_user), services: Services = Depends(get_services)):
     """Forget what the words name ("that I work as a nurse"): every fact, task, profile field and
     preference carrying them, and their copies in messages, summaries and chats. 404 when nothing does;
-    422 when the text is over FORGET_CHARS (500) characters: it names one thing."""
-    report = await forget_request(services.backend.store, user, body.text)
+    422 when the text is blank, or over FORGET_CHARS (500) characters: it names one thing."""
+    try:
+        report = await forget_request(services.backend.store, user, body.text)
+    except InvalidMessage as exc:  # blank: it names nothing (the length and NUL were the body's to refuse)
+        raise ApiError(422, "invalid_request", str(exc)) from exc
     if report is None:
         raise not_found(f"Anything remembered about {body.text!r}")
     return forget_counts(report)

@@ -121,3 +121,13 @@ def test_a_blank_chat_title_is_422_on_rename_and_no_title_at_creation(client):
     assert client.get(f"/chats/{chat_id}").json()["chat"]["title"] == "Kept"
     created = client.post("/chats", json={"title": "\ufeff"}).json()["chat"]
     assert created["title_set_by_user"] is False
+
+
+def test_a_blank_text_to_forget_or_chat_search_is_422_not_a_look_for_nothing(client):
+    """Blank words to forget were looked for: 404 "Anything remembered about '' not found", as if
+    they had named something; a search of only invisible characters was answered 200 with whatever
+    they ranked (only spaces were refused)."""
+    for blank in BLANK:
+        assert "empty" in refused(client.post("/memory/forget", json={"text": blank})), repr(blank)
+        refused(client.get("/chats/search", params={"q": blank}))
+    assert client.post("/memory/forget", json={"text": "Porto"}).status_code == 404  # words that name nothing: as before
