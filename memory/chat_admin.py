@@ -71,15 +71,16 @@ async def import_states(pool: AsyncConnectionPool, user_id: str | None, thread_i
 
 
 async def delete_chat(backend, user_id: str, thread_id: str) -> None:
-    """The thread's checkpoints (all three tables), its record in the chats namespace, its messages
-    in the episodic index, its run rows, and last its owner row (so a failure half-way leaves a
-    chat its owner can still delete). Another user's chat is refused (ThreadTaken), whoever calls."""
+    """The thread's checkpoints (all three tables), its messages in the episodic index, its run rows,
+    and last its record in the chats namespace with its owner row, in one transaction (so a failure
+    half-way leaves a chat its owner can still delete, and a rename or a turn's record racing the
+    deletion cannot write the record back: ``memory.writer.records``). Another user's chat is
+    refused (ThreadTaken), whoever calls."""
     await thread_owners.check_not_anothers(backend.pool, thread_id, user_id)
     await backend.checkpointer.adelete_thread(thread_id)
-    await memory_records.delete_chat_record(backend.store, user_id, thread_id)
     await episodes.delete_thread(backend.pool, user_id, thread_id)
     await chat_runs.delete_thread_runs(backend.pool, thread_id)
-    await thread_owners.release(backend.pool, thread_id)
+    await memory_records.delete_chat_record(backend.store, user_id, thread_id)
     await chat_imports.forget_takeovers(backend.pool, [thread_id])  # an importer taken over on it that comes back undoes itself
 
 

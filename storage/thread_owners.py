@@ -210,6 +210,27 @@ async def owners_of(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> dic
     return {r["thread_id"]: r["owner"] for r in rows}
 
 
+class ChatGone(MemoryAgentError, LookupError):
+    """A chat's record was to be written where the chat is no longer its user's (deleted meanwhile)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"Chat {thread_id} no longer exists (it was deleted).")
+
+
+async def hold_owned(conn, thread_id: str, owner: str) -> None:
+    """Within ``conn``'s transaction: the thread is ``owner``'s, and its owner row is held until the
+    transaction ends (ChatGone when it has none, ThreadTaken when another user's). A chat's record is
+    written only so: a write racing the chat's deletion (a rename, a turn's record) brought the
+    record, title and summary, back after the chat was gone."""
+    row = await (await conn.execute(CURRENT_OWNER_HELD, {"thread_id": thread_id})).fetchone()
+    current = row["owner"] if row else None
+    if current is None:
+        raise ChatGone(thread_id)
+    if current != owner:
+        raise ThreadTaken(thread_id, current)
+
+
 async def check_not_anothers(pool: AsyncConnectionPool, thread_id: str, user: str) -> None:
     """ThreadTaken when another user owns the thread: reads and deletions are held to the rule
     :func:`claim_ownership` applies to a run (a thread no one owns is readable where a run would adopt
@@ -264,8 +285,13 @@ async def gone_among(pool: AsyncConnectionPool, thread_ids: Iterable[str]) -> se
 async def release(pool: AsyncConnectionPool, thread_id: str) -> None:
     """Forget who owned a deleted thread."""
     async with pool.connection() as conn, conn.transaction():
-        await conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
-        await conn.execute("SELECT pg_notify(%s, %s)", (RELEASED_CHANNEL, f"thread:{thread_id}"))
+        await release_on(conn, thread_id)
+
+
+async def release_on(conn, thread_id: str) -> None:
+    """:func:`release` within ``conn``'s transaction (the listeners hear of it when it commits)."""
+    await conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
+    await conn.execute("SELECT pg_notify(%s, %s)", (RELEASED_CHANNEL, f"thread:{thread_id}"))
 
 
 async def release_all(pool: AsyncConnectionPool, owner: str) -> int:

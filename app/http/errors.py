@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import DatabaseUnreachable, InvalidMessage, MemoryAgentError
 from storage.owner_forgets import OwnerForgotten
+from storage.thread_owners import ChatGone
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidMessage)
     async def _invalid_message(request: Request, exc: InvalidMessage):
         return JSONResponse(error_body("invalid_message", str(exc)), status_code=422)
+
+    @app.exception_handler(ChatGone)
+    async def _chat_gone(request: Request, exc: ChatGone):
+        # Deleted between the request's check and its write (a rename racing DELETE /chats/{id}).
+        return JSONResponse(error_body("not_found", f"No chat with id {exc.thread_id}: it was deleted."), status_code=404)
 
     @app.exception_handler(OwnerForgotten)
     async def _forgotten(request: Request, exc: OwnerForgotten):

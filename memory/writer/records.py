@@ -7,7 +7,7 @@ import logging
 from typing import Sequence
 
 import prompts
-from storage import forget_ledger, store_rows
+from storage import forget_ledger, store_rows, thread_owners
 from storage.user_transaction import embed_ahead, lock_key, user_transaction
 from core.namespaces import INDEXED_FIELDS, ROOT, chats_ns, user_root
 from core.schemas import NEW_CHAT_TITLE, SUMMARY_CHARS, ChatRecord, checked_value
@@ -61,6 +61,7 @@ async def _put_chat(tx, user_id: str, chat: ChatRecord, *, kept: ChatRecord | No
     else:
         chat.vector_parts, chat.vector_messages = list(parts), chat.message_count
         index = ["summary_text"] if chat.summary_text else False
+    await thread_owners.hold_owned(tx.conn, chat.thread_id, user_id)  # never a record of a chat deleted meanwhile
     await tx.aput(chats_ns(user_id), chat.thread_id, chat.model_dump(mode="json"), index=index)
 
 
@@ -94,8 +95,11 @@ def new_title(title: str) -> str:
 
 
 async def delete_chat_record(store, user_id: str, thread_id: str) -> None:
+    """The chat's record and its owner row, together under the user's lock: a record write (which
+    holds the owner row, ``_put_chat``) then comes before both, or finds the chat gone."""
     async with user_transaction(store, user_id) as tx:
         await tx.adelete(chats_ns(user_id), thread_id)
+        await thread_owners.release_on(tx.conn, thread_id)
 
 
 async def save_chat_record(store, user_id: str, record: ChatRecord, *, read_before: ChatRecord | None = None, parts: Sequence[str] = ()) -> ChatRecord:

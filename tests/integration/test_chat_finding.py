@@ -16,6 +16,7 @@ from graph.assembly import compile_graph
 from llm.chat_model import register_model, unregister_model
 from memory.chat_search import find_chat
 from memory.writer.records import create_chat_record as put_chat
+from storage import thread_owners
 from memory.user_memory import get_chat
 from tests.support.scripted_model import ScriptedChatModel, empty_extraction
 
@@ -93,6 +94,7 @@ async def test_when_the_model_cannot_title_the_keyword_title_is_used(backend, us
 async def test_a_title_the_user_set_is_kept(backend, user_id, model_named):
     name = model_named(scripted({"title": "Card charged twice"}))
     thread = str(uuid.uuid4())
+    await thread_owners.create(backend.pool, thread, user_id)
     await put_chat(backend.store, user_id, ChatRecord(thread_id=thread, title="Maya's refund", title_by_user=True))
     await turn(backend, user_id, thread, BANK, model=name)
     assert (await get_chat(backend.store, user_id, thread)).title == "Maya's refund"

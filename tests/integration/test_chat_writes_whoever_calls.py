@@ -19,7 +19,7 @@ from memory.chat_import import ChatImport, InvalidImport
 from memory.import_job import import_chat
 from memory.user_memory import get_chat, list_chats
 from memory.writer.edits import delete_item, edit_user_document
-from memory.writer.records import ChatRecordExists, create_chat_record, rename_chat
+from memory.writer.records import ChatRecordExists, create_chat_record, rename_chat, save_chat_record
 from storage import thread_owners
 from storage.thread_owners import ThreadTaken
 
@@ -106,9 +106,27 @@ async def test_the_memory_edits_name_what_they_change(backend, user_id):
     """delete_item deleted a chat's record (its history stayed, unlisted); edit_user_document of an
     unknown part raised AttributeError."""
     chat = ChatRecord(thread_id=str(uuid.uuid4()))
+    await thread_owners.create(backend.pool, chat.thread_id, user_id)
     await create_chat_record(backend.store, user_id, chat)
     with pytest.raises(ValueError, match="facts or tasks"):
         await delete_item(backend.store, user_id, "chats", chat.thread_id)
     assert await get_chat(backend.store, user_id, chat.thread_id) is not None
     with pytest.raises(ValueError, match="profile and preferences"):
         await edit_user_document(backend.store, user_id, "sources", {"x": "y"})
+
+
+async def test_a_rename_or_a_turns_record_landing_after_the_chat_was_deleted_brings_nothing_back(backend, graph, user_id):
+    """A rename checks the chat is the caller's, then writes its record: a DELETE /chats/{id} in
+    between left the title and summary written back (no owner row, unlisted) after the chat was
+    gone. The record's write now holds the chat's owner row, which the deletion removes with the
+    record in one transaction."""
+    chat, _ = await a_chat_with_a_message(backend, graph, user_id)
+    seen = await get_chat(backend.store, user_id, chat.thread_id)  # what the rename's check read
+    await delete_chat(backend, user_id, chat.thread_id)
+    with pytest.raises(thread_owners.ChatGone):
+        await rename_chat(backend.store, user_id, seen, "My secret garden")
+    with pytest.raises(thread_owners.ChatGone):
+        await save_chat_record(backend.store, user_id, seen.model_copy(update={"summary_text": "Rex the dog"}))
+    assert await get_chat(backend.store, user_id, chat.thread_id) is None
+    assert await list_chats(backend.store, user_id) == []
+    assert await thread_owners.owner_of(backend.pool, chat.thread_id) is None

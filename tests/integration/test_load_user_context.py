@@ -12,6 +12,7 @@ from core.context import Context
 from core.schemas import ChatRecord, ExtractionResult, NewFact, ProfileUpdates, TaskUpdate
 from memory.writer.extraction import apply_extraction
 from memory.writer.records import save_chat_record
+from storage import thread_owners
 from memory.recall import load_user_context
 from memory.user_memory import list_facts
 from graph.assembly import compile_graph
@@ -69,6 +70,7 @@ async def test_a_related_chat_is_offered_but_never_the_current_one(backend, user
     current, other = str(uuid.uuid4()), str(uuid.uuid4())
     summary = "Planning a week in Lisbon: flights, a hotel in Alfama, and a day trip to Sintra."
     for thread in (current, other):
+        await thread_owners.create(backend.pool, thread, user_id)
         await save_chat_record(backend.store, user_id, ChatRecord(thread_id=thread, title="Lisbon trip", summary_text=summary))
     loaded = await load_user_context(backend.store, user_id, "Lisbon trip: hotel in Alfama and a day trip to Sintra", thread_id=current)
     assert [c["thread_id"] for c in loaded["related_chats"]] == [other]

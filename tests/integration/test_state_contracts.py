@@ -16,6 +16,7 @@ from core.schemas import ChatRecord, ExtractionResult, NewFact, TaskUpdate
 from graph.assembly import compile_graph
 from memory.writer.extraction import apply_extraction
 from memory.writer.records import save_chat_record
+from storage import thread_owners
 from tests.support.graph_turns import new_thread, stream_turn
 from tests.support.scripted_model import empty_extraction, plain_answers, registered_scripted_model
 
@@ -39,9 +40,11 @@ async def test_a_turn_loads_exactly_the_loaded_context_keys_and_the_checkpoint_g
         backend.store, user_id,
         ExtractionResult(new_facts=[NewFact(text="Is planning a trip to Lisbon")], task_updates=[TaskUpdate(action="add", description="Book the Sintra day trip")]),
     )
+    lisbon = str(uuid.uuid4())
+    await thread_owners.create(backend.pool, lisbon, user_id)
     await save_chat_record(
         backend.store, user_id,
-        ChatRecord(thread_id=str(uuid.uuid4()), title="Lisbon trip", summary_text="Planning a week in Lisbon: flights, a hotel in Alfama, and a day trip to Sintra."),
+        ChatRecord(thread_id=lisbon, title="Lisbon trip", summary_text="Planning a week in Lisbon: flights, a hotel in Alfama, and a day trip to Sintra."),
     )
     with registered_scripted_model(plain_answers(extract=lambda _t: empty_extraction(), title="Trip", summary="Talked.", reply="Noted.")) as (name, _):
         graph = compile_graph(backend.checkpointer, backend.store)
