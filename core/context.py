@@ -146,9 +146,13 @@ class Context:
         return cls(**{k: v for k, v in (values or {}).items() if k in known})
 
     def __post_init__(self) -> None:
-        # Studio and JSON callers may send numbers as strings.
+        # Studio and JSON callers may send numbers as strings, and any JSON type for any setting.
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.type in ("str", str) and not isinstance(value, str):
+                # 5 as system_prompt failed the run with "'int' object has no attribute 'strip'", and as
+                # rag_collection reached the knowledge search's SQL ("An internal error occurred").
+                raise ValueError(f"{f.name} must be text (got {value!r:.100})")
             if f.type in ("int", int) and (isinstance(value, bool) or not isinstance(value, int)):
                 try:  # "2" from a form, 3.0 from JSON; "x", 2.5 and null are no whole number
                     whole = int(value) if isinstance(value, str) or (isinstance(value, float) and value.is_integer()) else None

@@ -68,3 +68,14 @@ async def test_an_unknown_summary_prompt_fails_the_turn_at_once_saying_so():
     runtime = SimpleNamespace(context=Context(summary_prompt="nope"), store=None)
     with pytest.raises(ValueError, match="unknown summary prompt variant 'nope'; choose one of"):
         await load_context(State(messages=[]), runtime)
+
+
+def test_a_text_setting_given_a_number_a_list_or_null_is_a_clear_error_naming_it():
+    """A JSON client or Studio's form may send any type: 5 as system_prompt or reply_rules failed the run
+    with "'int' object has no attribute 'strip'", and 5 as rag_collection reached the SQL of the knowledge
+    search, which answered "An internal error occurred"."""
+    for name in ("system_prompt", "reply_rules", "rag_collection", "persona", "summary_prompt", "model", "user_id"):
+        for bad in (5, ["a"], None, {"x": 1}):
+            with pytest.raises(ValueError, match=f"{name} must be text"):
+                Context(**{name: bad})
+    assert Context(system_prompt="Be brief.", rag_collection="").system_prompt == "Be brief."
