@@ -12,8 +12,10 @@ from typing import Annotated, Any, Sequence
 
 from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
 from langgraph.graph import add_messages
+from pydantic import ValidationError
 
 from core.contracts import Chunk, LoadedContext
+from core.schemas import SummaryBoard
 from core.text_validation import made_storable, unstorable_reason
 
 LAST_NODE = "extract_memories"
@@ -64,6 +66,26 @@ def storable_value(left: Any, right: Any) -> Any:
     return _storable_content(right)
 
 
+def storable_summary(left: Any, right: Any) -> Any:
+    """The summary channel's reducer: :func:`storable_value` of a value that reads as a SummaryBoard.
+
+    Nodes write a board's dict, but a state write (Studio's state editor, ``update_state``) may bring
+    any JSON: a string or a list saved here failed every later turn of the thread, and the chat API's
+    read of it, with "Input should be a valid dictionary or instance of SummaryBoard". Such a write is
+    refused now (a ValueError: LangGraph Server answers 400 with its message), naming the channel."""
+    value = storable_value(left, right)  # a NUL in an edited board is replaced, as in a message, not refused
+    if value:  # {} and None are "no summary yet", as every reader takes them
+        try:
+            SummaryBoard.model_validate(value)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}" for e in exc.errors()[:5])
+            raise ValueError(
+                f"summary must be a summary board (an object with summary, key_facts, entities, topics, "
+                f"action_items and pending_questions), not {type(right).__name__} {str(right)[:80]!r}: {problems}"
+            ) from None
+    return value
+
+
 @dataclass(kw_only=True)
 class InputState:
     """What a caller sends: new messages. ``messages`` keeps the *full* history (Studio chat mode)."""
@@ -74,7 +96,7 @@ class InputState:
 @dataclass(kw_only=True)
 class State(InputState):
     # Active conversation memory: the model sees summary + messages after the cursor.
-    summary: Annotated[dict[str, Any], storable_value] = field(default_factory=dict)
+    summary: Annotated[dict[str, Any], storable_summary] = field(default_factory=dict)
     """The running SummaryBoard (as a dict); empty until the first fold."""
     summarized_through: str | None = None
     """Id of the last message the summary covers (the compaction cursor)."""
