@@ -33,9 +33,7 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
     if human is None:
         return {"error": "There is no user message to answer."}
     try:
-        if why := human.additional_kwargs.get(UNSTORABLE):  # replaced as it came in (core.state): refused all the same
-            raise InvalidMessage(f"The message {why}.")
-        validate_user_text(human.text, ctx.max_message_chars)
+        check_turn_message(human, ctx)
     except InvalidMessage as exc:
         # Take the refused message back out, so the thread holds nothing half-done.
         return {"messages": [RemoveMessage(id=human.id)], "error": str(exc)}
@@ -68,6 +66,18 @@ async def load_context(state: State, runtime: Runtime[Context]) -> dict:
         "retrieved_chunks": [],
         "memory_written": {},
     }
+
+
+def check_turn_message(human, ctx: Context) -> None:
+    """Raise InvalidMessage when the turn's message is one load_context refuses.
+
+    retrieve and reply check it again: a state write that names a later node (Studio's state editor,
+    ``update_state(..., as_node="load_context")``) starts the next run past load_context, and its
+    message must not be embedded or sent to the model unchecked (the server refuses a ``Command``
+    that goes past load_context for the same reason, app/studio/auth.py)."""
+    if why := human.additional_kwargs.get(UNSTORABLE):  # replaced as it came in (core.state): refused all the same
+        raise InvalidMessage(f"The message {why}.")
+    validate_user_text(human.text, ctx.max_message_chars)
 
 
 def _dated_ahead(messages, now: datetime) -> list:

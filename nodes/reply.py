@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 import prompts
 from nodes.compaction import model_view
+from nodes.load_context import check_turn_message
 from core.context import Context, get_context, thread_id_of
 from core.messages import last_human_index, mark_memory_echo, no_answer_note, stamp_sent_at, without_unanswered
 from core.metrics import count_tokens_used, timed
@@ -116,6 +117,8 @@ def reply_prompt(state: State, ctx: Context, redactor: Redactor | None = None, t
 
 async def reply(state: State, runtime: Runtime[Context]) -> dict:
     ctx = get_context(runtime)
+    if (i := last_human_index(state.messages)) is not None:  # a run started past load_context (a state edit)
+        check_turn_message(state.messages[i], ctx)
     thread_id = thread_id_of(runtime)
     built, this_turn = reply_prompt(state, ctx, await redactor_for(runtime.store, ctx.user_id), thread_id)
     # Tool calls and results of this turn follow the current message (the bounded tool loop).

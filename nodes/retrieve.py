@@ -11,6 +11,7 @@ from core.messages import current_turn
 from core.metrics import timed
 from core.state import State
 import knowledge
+from nodes.load_context import check_turn_message
 from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
     pool, embeddings = store.pool, store.embeddings
     if human is None:
         return {"retrieved_chunks": []}
+    check_turn_message(human, ctx)  # a run started past load_context (a state edit) is checked here
     with timed("retrieve"):
         collection = ctx.rag_collection or None
         if await knowledge.is_empty(pool, collection):

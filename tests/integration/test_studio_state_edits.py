@@ -29,3 +29,31 @@ async def test_a_summary_edited_into_something_no_board_is_refused_naming_the_ch
     out = await graph.ainvoke({"messages": [HumanMessage("What do I like?")]}, config, context=ctx)
     assert out["messages"][-1].content.startswith("(offline model)")
     assert (await graph.aget_state(config)).values["summary"]["summary"] == "Ana likes green tea."
+
+
+@pytest.mark.parametrize("as_node", ["load_context", "retrieve"])
+async def test_a_message_written_past_load_context_is_still_held_to_the_message_limit_before_it_is_searched_or_answered(
+    backend, user_id, as_node
+):
+    """load_context is where a turn's message is checked, and the server refuses a Command that goes past
+    it (app/studio/auth.py). update_state(..., as_node="load_context") went past it all the same: the
+    next run started at retrieve, and a 150,000-character message, on a server whose limit is 20,000, was
+    embedded for the knowledge search and sent to the model."""
+    from core.errors import InvalidMessage
+
+    graph, ctx, config = chat_on(backend, user_id, "offline", max_message_chars=200)
+    await graph.ainvoke({"messages": [HumanMessage("My name is Ana.")]}, config, context=ctx)
+    replies = len((await graph.aget_state(config)).values["messages"])
+    too_long = "word " * 100  # 500 characters: over this context's 200
+    await graph.aupdate_state(config, {"messages": [HumanMessage(too_long)]}, as_node=as_node)
+    with pytest.raises(InvalidMessage, match="too long: 500 characters, the limit is 200"):
+        await graph.ainvoke(None, config, context=ctx)
+    messages = (await graph.aget_state(config)).values["messages"]
+    assert len(messages) == replies + 1 and messages[-1].content == too_long  # answered by nothing
+
+    # A message within the limit, written the same way, is answered as Studio's edits always were.
+    graph, ctx, config = chat_on(backend, user_id, "offline", max_message_chars=200)
+    await graph.ainvoke({"messages": [HumanMessage("My name is Ana.")]}, config, context=ctx)
+    await graph.aupdate_state(config, {"messages": [HumanMessage("I live in Porto.")]}, as_node=as_node)
+    out = await graph.ainvoke(None, config, context=ctx)
+    assert out["messages"][-1].content.startswith("(offline model)")
