@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Sequence
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage, convert_to_messages
 from langgraph.graph import add_messages
 from pydantic import ValidationError
 
 from core.contracts import Chunk, LoadedContext
 from core.schemas import SummaryBoard
-from core.text_validation import made_storable, unstorable_reason
+from core.text_validation import made_storable, made_storable_value, unstorable_reason
 
 LAST_NODE = "extract_memories"
 """The graph's last node, which graph/assembly.py ends the memory phase with. Here because memory/
@@ -40,7 +40,31 @@ surrogate, and where). load_context refuses the turn's own message with it, as t
 refuse such text; an older message written so (a state editor's) stays, readable."""
 
 
+def _storable_calls(message: BaseMessage) -> dict[str, Any]:
+    """The fields of a message that name tool calls, made storable, where any needed it: a model's
+    broken escape (a lone surrogate) in a call's arguments, name or id made the next request to the
+    model unsendable, and the turn failed. The same replacement in a call and in its result's
+    ``tool_call_id`` keeps them paired."""
+    fields = {}
+    if isinstance(message, AIMessage):
+        for name in ("tool_calls", "invalid_tool_calls"):
+            calls = getattr(message, name)
+            if calls and (storable := made_storable_value(calls)) is not calls:
+                fields[name] = storable
+        raw = message.additional_kwargs.get("tool_calls")  # as a provider sent them (sent again when tool_calls are empty)
+        if raw and (storable := made_storable_value(raw)) is not raw:
+            fields["additional_kwargs"] = {**message.additional_kwargs, "tool_calls": storable}
+    elif isinstance(message, ToolMessage):
+        for name in ("tool_call_id", "name"):
+            value = getattr(message, name)
+            if isinstance(value, str) and (storable := made_storable(value)) is not value:
+                fields[name] = storable
+    return fields
+
+
 def _storable_message(message: BaseMessage) -> BaseMessage:
+    if calls := _storable_calls(message):
+        message = message.model_copy(update=calls)
     content = _storable_content(message.content)
     if content == message.content:
         if UNSTORABLE in message.additional_kwargs:  # kept since, and sent again (a regenerate): nothing is replaced now

@@ -24,12 +24,14 @@ from core.messages import current_turn, sent_at, stamp_sent_at
 from llm.chat_model import load_chat_model
 from memory.writer.extraction import apply_extraction
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
+from core.text_validation import unstorable_reason
 from memory.summarizer import make_title
 from memory.user_memory import get_user_document, list_facts, search_facts
 from tests.support.graph_turns import metric, new_thread, stream_turn
 from tests.support.openai_stub_server import (  # noqa: F401 (pytest fixtures)
     StubReply,
     StubRequest,
+    StubToolCall,
     openai_stub,
     openai_stub_server,
     stream_pieces,
@@ -356,6 +358,45 @@ async def test_tool_call_round_trips_through_the_client(graph, backend, user_id,
     assert turn.final_reply.content.startswith("From my notes: ")
     assert turn.streamed_reply == turn.final_reply.content  # only the final answer's text streamed
     assert turn.values["turn_usage"]["model_calls"] == 2
+
+
+def answer_after_the_tool(call: StubReply):
+    """A reply script: ``call`` first, then an answer that quotes the tool's result."""
+
+    def reply(request: StubRequest):
+        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        return f"Looked it up: {results[-1][:40]}" if results else call
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        tool_call("search_conversation_history", '{"query": "Haifa \\ud800"}'),  # a broken escape in an argument
+        tool_call("recall_context", '{"context_type": "\\ud800"}'),  # in an argument the tool refuses
+        tool_call("recall\ud800", {"context_type": "facts"}),  # in the name of no tool
+        tool_call("recall_context", {"context_type": "facts"}, id="call_\udc00"),  # in the call's id
+    ],
+    ids=["argument", "refused-argument", "name", "id"],
+)
+async def test_a_tool_call_carrying_a_lone_surrogate_is_answered_and_the_turn_is_kept(graph, backend, user_id, openai_stub, openai_model, call):
+    """A small model's broken unicode escape in a tool call made the next request unsendable (the
+    openai SDK cannot encode it): the whole turn failed and the user's message was discarded."""
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    openai_stub.reset(responder(reply=answer_after_the_tool(call)))
+    turn = await stream_turn(graph, "Where do I live?", config, ctx)
+
+    assert turn.final_reply.content.startswith("Looked it up: ")
+    human, called, result, answer = turn.values["messages"]
+    assert (human.content, answer.content) == ("Where do I live?", turn.final_reply.content)
+    assert unstorable_reason(json.dumps(called.tool_calls, ensure_ascii=False)) is None  # replaced, as a reply's text is
+    assert result.tool_call_id == called.tool_calls[0]["id"]
+    _, second = openai_stub.requests_of("reply")  # the call and its result went back to the model as they are kept
+    assert second.messages[-1]["tool_call_id"] == second.messages[-2]["tool_calls"][0]["id"] == result.tool_call_id
+
+    openai_stub.reset(responder(reply="Still here."))
+    assert (await stream_turn(graph, "Thanks!", config, ctx)).final_reply.content == "Still here."
 
 
 @pytest.mark.slow

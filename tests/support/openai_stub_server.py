@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 import prompts
 from prompts.reply_prompt import user_words
@@ -51,6 +51,9 @@ class StubReply:
     error_message: str = "stub error"
     delay_seconds: float = 0.0  # a provider slow to answer: nothing is sent before this
     finish_reason: str | None = None  # "length": the reply was cut at the output cap
+    body: str | None = None  # answered with HTTP 200 and this body as it is (a proxy's HTML page, not JSON)
+    break_after: int | None = None  # a stream that breaks (the connection drops) after this many pieces of content
+    usage: bool = True  # False: no usage numbers, as servers that ignore stream_options send
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str, id: str | None = None) -> StubReply:
@@ -233,6 +236,16 @@ def llama_cpp_refusal(request: StubRequest, accepted_formats: set[str], takes_sc
     )
 
 
+def wire_json(payload: Any) -> str:
+    """JSON as a server sends it: UTF-8 where it can be, a lone surrogate (a model's broken output) as its escape."""
+    text = json.dumps(payload, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload)
+    return text
+
+
 def stream_pieces(text: str) -> list[str]:
     """Split text the way a model streams it: one word (with its trailing space) per chunk."""
     return re.findall(r"\S+\s*|\s+", text)
@@ -311,12 +324,14 @@ class OpenAIStub:
             if reply.error_status:
                 return JSONResponse({"error": {"message": reply.error_message, "type": "stub_error"}}, status_code=reply.error_status)
             model = body.get("model", "stub")
+            if reply.body is not None:
+                return Response(reply.body, status_code=200, media_type="text/html")
             if recorded.stream:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 return StreamingResponse(
                     self._sse(recorded, reply, model, include_usage), media_type="text/event-stream"
                 )
-            return JSONResponse(self._completion(recorded, reply, model))
+            return Response(wire_json(self._completion(recorded, reply, model)), media_type="application/json")
 
         @app.get("/v1/models")
         async def models():
@@ -339,7 +354,7 @@ class OpenAIStub:
             "choices": [
                 {"index": 0, "message": message, "finish_reason": reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"), "logprobs": None}
             ],
-            "usage": usage_of(request, reply),
+            **({"usage": usage_of(request, reply)} if reply.usage else {}),
         }
 
     def _sse(self, request: StubRequest, reply: StubReply, model: str, include_usage: bool) -> Iterator[str]:
@@ -353,12 +368,14 @@ class OpenAIStub:
                 "model": model,
                 "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
             }
-            if include_usage:
+            if include_usage and reply.usage:
                 payload["usage"] = usage  # null on every chunk but the last, as OpenAI does
-            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+            return f"data: {wire_json(payload)}\n\n"
 
         yield chunk({"role": "assistant", "content": ""})
-        for piece in stream_pieces(reply.content or ""):
+        for n, piece in enumerate(stream_pieces(reply.content or "")):
+            if reply.break_after is not None and n >= reply.break_after:
+                raise ConnectionResetError("the stub's stream broke mid-reply")  # uvicorn drops the connection
             yield chunk({"content": piece})
         for index, call in enumerate(reply.tool_calls):
             yield chunk(
@@ -368,7 +385,7 @@ class OpenAIStub:
             for start in range(0, len(args), 7):  # arguments arrive in small fragments
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": args[start : start + 7]}}]})
         yield chunk({}, finish=reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
-        if include_usage:
+        if include_usage and reply.usage:
             yield chunk(None, usage=usage_of(request, reply))
         yield "data: [DONE]\n\n"
 

@@ -49,3 +49,18 @@ def test_a_json_value_is_made_storable_in_every_string_and_keys_too_and_left_the
     assert made_storable_value(dirty) == {"title": "te\ufffda", "lines": ["ok", "\ufffd"], "n\ufffd": 1, "nested": {"x": ("y\ufffd",)}, "n": 2, "none": None}
     clean = {"title": "tea", "lines": ["ok"], "nested": {"x": ("y",)}}
     assert made_storable_value(clean) is clean
+
+
+def test_a_tool_call_and_its_result_are_made_storable_in_arguments_name_and_id_and_stay_paired():
+    from langchain_core.messages import ToolMessage
+
+    call = {"name": "look\ud800", "args": {"query": "Haifa \udfff", "n": 2}, "id": "call_\ud800", "type": "tool_call"}
+    broken = {"name": "look", "args": '{"q": "\ud800', "id": "call_2", "error": None, "type": "invalid_tool_call"}
+    called, result = add_storable_messages(
+        [], [AIMessage("", tool_calls=[call], invalid_tool_calls=[broken], id="a"), ToolMessage("x", tool_call_id="call_\ud800", name="look\ud800", id="t")]
+    )
+    assert called.tool_calls[0]["name"] == "look\ufffd" and called.tool_calls[0]["args"] == {"query": "Haifa \ufffd", "n": 2}
+    assert called.invalid_tool_calls[0]["args"] == '{"q": "\ufffd'
+    assert result.tool_call_id == called.tool_calls[0]["id"] == "call_\ufffd" and result.name == "look\ufffd"
+    clean = AIMessage("", tool_calls=[{"name": "look", "args": {"q": "ok"}, "id": "c", "type": "tool_call"}], id="b")
+    assert add_storable_messages([], clean)[0] is clean  # nothing to replace: the same message
