@@ -180,7 +180,7 @@ def with_text_calls_resolved(message: AIMessage, tools: list[BaseTool]) -> tuple
     has invalid arguments: the caller must not show it and asks for a plain answer.
     """
     if message.tool_calls:
-        return message, False
+        return with_call_ids(message), False
     found = find_text_calls(message.text)
     if not found.found:
         return message, False
@@ -191,7 +191,7 @@ def with_text_calls_resolved(message: AIMessage, tools: list[BaseTool]) -> tuple
         valid = _valid_args(tool, args) if tool is not None else None
         if valid is None:
             return message.model_copy(update={"content": found.prose}), True
-        resolved.append({"name": name, "args": valid, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"})
+        resolved.append({"name": name, "args": valid, "id": new_call_id(), "type": "tool_call"})
     return AIMessage(
         content=found.prose,
         tool_calls=resolved,
@@ -199,6 +199,20 @@ def with_text_calls_resolved(message: AIMessage, tools: list[BaseTool]) -> tuple
         usage_metadata=message.usage_metadata,
         response_metadata=message.response_metadata,
     ), False
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:16]}"
+
+
+def with_call_ids(message: AIMessage) -> AIMessage:
+    """``message`` with an id for each tool call the server sent without one (some OpenAI-compatible
+    servers leave a streamed call's id out): a call's result names the call by its id, and without
+    one the tool node could not answer it and the turn failed."""
+    if all(call.get("id") for call in message.tool_calls):
+        return message
+    calls = [call if call.get("id") else {**call, "id": new_call_id()} for call in message.tool_calls]
+    return message.model_copy(update={"tool_calls": calls})
 
 
 def with_instruction(messages: list[BaseMessage], instruction: str) -> list[BaseMessage]:

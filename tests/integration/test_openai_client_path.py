@@ -399,6 +399,21 @@ async def test_a_tool_call_carrying_a_lone_surrogate_is_answered_and_the_turn_is
     assert (await stream_turn(graph, "Thanks!", config, ctx)).final_reply.content == "Still here."
 
 
+async def test_a_tool_call_the_server_sent_without_an_id_gets_one_and_is_answered(graph, backend, user_id, openai_stub, openai_model):
+    """Some OpenAI-compatible servers leave a streamed call's id out: its result could not be made
+    (a ToolMessage needs the id), and the turn failed with a pydantic error, its message discarded."""
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    no_id = StubReply(tool_calls=[StubToolCall("recall_context", {"context_type": "facts"}, id=None)])
+    openai_stub.reset(responder(reply=answer_after_the_tool(no_id)))
+    turn = await stream_turn(graph, "What do you know about me?", config, ctx)
+
+    assert turn.final_reply.content == "Looked it up: No facts stored."
+    _, called, result, _ = turn.values["messages"]
+    assert called.tool_calls[0]["id"] and result.tool_call_id == called.tool_calls[0]["id"]
+    _, second = openai_stub.requests_of("reply")
+    assert second.messages[-1]["tool_call_id"] == second.messages[-2]["tool_calls"][0]["id"] == result.tool_call_id
+
+
 @pytest.mark.slow
 async def test_near_duplicate_merge_keeps_the_richer_text_and_raises_importance(graph, backend, user_id, openai_stub, openai_model):
     said = iter([facts("Is allergic to peanuts", importance="medium"), facts("Is severely allergic to peanuts", importance="medium")])

@@ -115,3 +115,17 @@ def test_a_call_whose_argument_copies_the_tools_own_description_is_not_made_and_
     real = {"name": "add_task", "arguments": {"description": "Renew my passport"}}
     message, needs_words = with_text_calls_resolved(AIMessage(json.dumps(real)), agent_tools())
     assert not needs_words and message.tool_calls[0]["args"] == {"description": "Renew my passport"}
+
+
+def test_a_real_call_the_server_sent_without_an_id_gets_one_and_ids_that_were_sent_are_kept():
+    from langchain_core.messages import AIMessage
+
+    from llm.text_tool_calls import with_text_calls_resolved
+
+    sent = AIMessage("", tool_calls=[{"name": "recall_context", "args": {"context_type": "facts"}, "id": None}, {"name": "recall_context", "args": {"context_type": "tasks"}, "id": "call_kept"}])
+    resolved, needs_plain_answer = with_text_calls_resolved(sent, [])
+    first, second = resolved.tool_calls
+    assert first["id"].startswith("call_") and second["id"] == "call_kept" and not needs_plain_answer
+    assert (first["name"], first["args"]) == ("recall_context", {"context_type": "facts"})
+    complete = AIMessage("", tool_calls=[{"name": "recall_context", "args": {}, "id": "call_1"}])
+    assert with_text_calls_resolved(complete, [])[0] is complete
