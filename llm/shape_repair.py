@@ -14,17 +14,68 @@ the slip). Only rewrites with exactly one reading are made:
 * the whole object wrapped in one key named after the schema is unwrapped.
 
 Anything else is left as it is, so validation still fails and the model is asked.
+
+When the model's repair fails too, :func:`kept_valid_parts` keeps what of the reply is valid (an
+unknown key, an invalid list item or field dropped) rather than losing all of it.
 """
 
 from __future__ import annotations
 
+import copy
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-__all__ = ["coerce_shapes"]
+__all__ = ["coerce_shapes", "kept_valid_parts"]
+
+
+def kept_valid_parts(data: Any, schema: type[BaseModel], *, rounds: int = 60) -> tuple[BaseModel | None, list[str]]:
+    """What of ``data`` validates as ``schema`` once each part validation names is dropped: an unknown
+    key, a list's invalid item, an object's invalid field (its default then), one at a time. A weak
+    model that adds ``"instrument": "cello"`` to the profile, or one fact with a NUL, lost every other
+    fact of the reply. None when nothing of use is left, or the fault is in no part that can go (a
+    required field of the whole). With what was dropped, as ``loc (error type)``."""
+    data = copy.deepcopy(coerce_shapes(data, schema))
+    dropped: list[str] = []
+    for _ in range(rounds):
+        try:
+            value = schema.model_validate(data)
+        except ValidationError as exc:
+            error = next((e for e in exc.errors() if _drop(data, e["loc"])), None)
+            if error is None:
+                return None, dropped
+            dropped.append(f"{'.'.join(map(str, error['loc']))} ({error['type']})")
+            continue
+        try:
+            empty = value == schema()
+        except ValidationError:
+            empty = False
+        return (None if empty else value), dropped
+    return None, dropped
+
+
+def _drop(data: Any, loc: tuple) -> bool:
+    """Drop the part of ``data`` an error's ``loc`` names: the deepest list item on its path, else the
+    deepest key. A step that is no place in the data (a union member's or a validator's tag) ends the
+    path. False when the path names nothing that can go."""
+    node, trail = data, []
+    for step in loc:
+        if isinstance(node, dict) and step in node or isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+            trail.append((node, step))
+            node = node[step]
+        else:
+            break
+    for container, key in reversed(trail):
+        if isinstance(container, list):
+            del container[key]
+            return True
+    if trail:
+        container, key = trail[-1]
+        del container[key]
+        return True
+    return False
 
 
 def coerce_shapes(data: Any, schema: type[BaseModel]) -> Any:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import ModelOutputError
 from llm.chat_model import model_label, server_of, with_output_cap
 from llm import server_modes
-from llm.shape_repair import coerce_shapes
+from llm.shape_repair import coerce_shapes, kept_valid_parts
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +335,21 @@ def _body_text(text: str) -> str:
     return fenced.group(1) if fenced else body
 
 
+def _valid_parts(raw: BaseMessage | None, schema: type[T], result: StructuredResult) -> T | None:
+    """The reply's valid parts (``llm.shape_repair.kept_valid_parts``), what was dropped said in ``result.errors``."""
+    body = _body_text(_raw_text(raw))
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    kept, dropped = kept_valid_parts(data, schema)
+    if kept is not None:
+        result.errors.append(f"kept the reply's valid parts; dropped: {', '.join(dropped)[:300]}")
+    return kept  # type: ignore[return-value]
+
+
 def _coerced(raw: BaseMessage | None, schema: type[T]) -> T | None:
     """The reply validated after fixing unambiguous shape slips, or None (its JSON is framed strictly too)."""
     body = _body_text(_raw_text(raw))
@@ -510,6 +525,9 @@ async def invoke_structured(
                     # A grammar holds the shape, not the length: a small model looping inside a string
                     # is cut at the cap twice. One last try through the forced tool (the next door).
                     parsed = await _through_the_tool(model, schema, messages, config, result)
+                if parsed is None:
+                    # Nothing whole: what of the replies is valid is kept, not lost with the rest.
+                    parsed = _valid_parts(repaired, schema, result) or _valid_parts(raw, schema, result)
                 if parsed is None:
                     raise ModelOutputError(
                         f"The model's {schema.__name__} was invalid twice (after one repair attempt): {str(exc)[:300]}"

@@ -259,6 +259,20 @@ async def test_malformed_json_twice_keeps_what_the_rules_found_and_says_the_mode
     assert "error" not in turn.values["memory_written"]
 
 
+async def test_a_reply_with_one_unknown_field_twice_keeps_its_valid_facts_not_nothing(graph, backend, user_id, openai_stub, openai_model):
+    """A weak model that adds a field the schema does not have ("instrument" in the profile), in its
+    reply and in its repair, lost every fact it had found: the whole reply was invalid twice. What of
+    it is valid is kept now, the unknown field dropped."""
+    extra = '{"new_facts": [{"text": "Plays the cello"}], "profile_updates": {"instrument": "cello"}}'
+    openai_stub.reset(responder(reply="Lovely.", extract=lambda r: StubReply(content=extra)))
+    turn = await stream_turn(graph, "I have been playing the cello for two years.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    assert turn.final_reply.content == "Lovely."
+    assert "Plays the cello" in [f.text for f in await list_facts(backend.store, user_id)]
+    assert "error" not in turn.values["memory_written"]
+    assert len(openai_stub.requests_of("extract")) == 2  # the reply and its repair, both with the field
+
+
 async def test_malformed_reply_fixed_by_the_repair_is_written(graph, backend, user_id, openai_stub, openai_model):
     prose = 'Sure! Here is the JSON: {"new_facts": [{"text": "Has a cat named Luna"}]}'
 

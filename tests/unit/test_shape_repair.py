@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from llm.shape_repair import coerce_shapes
+from llm.shape_repair import coerce_shapes, kept_valid_parts
 from core.schemas import ChatTitle, ExtractionResult, SummaryBoard
 
 
@@ -43,3 +43,14 @@ def test_the_input_is_not_changed():
     data = {"new_facts": ["Lives in Haifa"]}
     coerce_shapes(data, ExtractionResult)
     assert data == {"new_facts": ["Lives in Haifa"]}
+
+
+def test_the_valid_parts_are_kept_when_an_unknown_key_or_one_bad_item_spoils_the_whole():
+    data = {"new_facts": [{"text": "Plays the cello"}, {"text": "bad\u0000"}, {"importance": "high"}], "profile_updates": {"instrument": "cello", "name": "Bob"}}
+    kept, dropped = kept_valid_parts(data, ExtractionResult)
+    assert [f.text for f in kept.new_facts] == ["Plays the cello"] and kept.profile_updates.name == "Bob"
+    assert any("instrument" in d for d in dropped) and len(dropped) == 3
+    assert data["profile_updates"]["instrument"] == "cello"  # the input is not changed
+    # Nothing of use left: None, as when nothing was valid.
+    assert kept_valid_parts({"profile_updates": {"instrument": "cello"}}, ExtractionResult)[0] is None
+    assert kept_valid_parts(["not", "an", "object"], ExtractionResult)[0] is None
