@@ -8,11 +8,13 @@ recall and retrieval put here are TypedDicts (``core.contracts``): plain dicts a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Sequence
+from functools import cache
+from typing import Annotated, Any, Callable, Sequence
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage, convert_to_messages
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.graph import add_messages
-from pydantic import ValidationError
+from pydantic import NonNegativeInt, TypeAdapter, ValidationError
 
 from core.contracts import Chunk, LoadedContext
 from core.schemas import SummaryBoard
@@ -90,6 +92,11 @@ def storable_value(left: Any, right: Any) -> Any:
     return _storable_content(right)
 
 
+def _refusal(channel: str, expected: str, written: Any, exc: ValidationError) -> ValueError:
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}" for e in exc.errors()[:5])
+    return ValueError(f"{channel} must be {expected}, not {type(written).__name__} {str(written)[:80]!r}: {problems}")
+
+
 def storable_summary(left: Any, right: Any) -> Any:
     """The summary channel's reducer: :func:`storable_value` of a value that reads as a SummaryBoard.
 
@@ -102,12 +109,50 @@ def storable_summary(left: Any, right: Any) -> Any:
         try:
             SummaryBoard.model_validate(value)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}" for e in exc.errors()[:5])
-            raise ValueError(
-                f"summary must be a summary board (an object with summary, key_facts, entities, topics, "
-                f"action_items and pending_questions), not {type(right).__name__} {str(right)[:80]!r}: {problems}"
-            ) from None
+            expected = "a summary board (an object with summary, key_facts, entities, topics, action_items and pending_questions)"
+            raise _refusal("summary", expected, right, exc) from None
     return value
+
+
+class CheckedValue(BinaryOperatorAggregate):
+    """A channel that keeps its newest value, passed through its reducer (:func:`checked`'s) on every
+    write. As LangGraph's BinaryOperatorAggregate, but one whose type cannot be made empty (``str |
+    None``) holds None before its first write rather than nothing: a write to a channel holding
+    nothing is kept as it comes, past the reducer (a cursor edited to 5 before the first fold was)."""
+
+    def __init__(self, typ: Any, operator: Callable[[Any, Any], Any]):
+        super().__init__(typ, operator)
+        if not self.is_available():
+            self.value = None
+
+
+@cache  # one channel (and reducer) each: get_type_hints evaluates State's string annotations on every call
+def checked(channel: str, typ: Any, expected: str) -> CheckedValue:
+    """The channel of a state value of type ``typ``: its newest value, with its text made storable (as
+    :func:`storable_value`; the same object when nothing needed it), once it validates as ``typ`` in
+    pydantic's strict mode (an int is an int, not True, 2.0 or "3"). It is kept as written, never coerced
+    or trimmed of keys ``typ`` does not name.
+
+    Nodes write these shapes, but a state write (Studio's state editor, ``update_state``, LangGraph
+    Server's ``POST /threads/{id}/state``) may bring any JSON: ``{"user_turns": "x"}`` saved failed the
+    next turn in load_context and left the thread waiting there. Such a write is refused (a ValueError,
+    which the server answers with 400) naming the channel and ``expected``, and the thread keeps its
+    value. (An ``Overwrite`` of the channel skips its reducer, as it skips every other.)"""
+    validate = TypeAdapter(typ).validate_python
+
+    def reduce(left: Any, right: Any) -> Any:
+        value = made_storable_value(right)
+        try:
+            validate(value, strict=True)
+        except ValidationError as exc:
+            raise _refusal(channel, expected, right, exc) from None
+        return value
+
+    reduce.__name__ = reduce.__qualname__ = f"checked_{channel}"
+    return CheckedValue(typ, reduce)
+
+
+COUNT = "a whole number, 0 or more"
 
 
 @dataclass(kw_only=True)
@@ -122,25 +167,25 @@ class State(InputState):
     # Active conversation memory: the model sees summary + messages after the cursor.
     summary: Annotated[dict[str, Any], storable_summary] = field(default_factory=dict)
     """The running SummaryBoard (as a dict); empty until the first fold."""
-    summarized_through: str | None = None
+    summarized_through: Annotated[str | None, checked("summarized_through", str | None, "a message id or null")] = None
     """Id of the last message the summary covers (the compaction cursor)."""
-    summary_folds: int = 0
+    summary_folds: Annotated[int, checked("summary_folds", NonNegativeInt, COUNT)] = 0
     """How many folds built the summary (each one incremental)."""
 
     # What each node put into this turn, shown in Studio's state view.
-    loaded_context: LoadedContext = field(default_factory=dict)
+    loaded_context: Annotated[LoadedContext, checked("loaded_context", LoadedContext, "what load_context finds (profile, preferences, facts, tasks, ...)")] = field(default_factory=dict)
     """load_context: profile, preferences, ranked facts, open tasks, related chats, excerpts."""
-    retrieved_chunks: list[Chunk] = field(default_factory=list)
+    retrieved_chunks: Annotated[list[Chunk], checked("retrieved_chunks", list[Chunk], "a list of knowledge-base chunks as retrieve keeps them")] = field(default_factory=list)
     """retrieve: knowledge-base chunks with source, chunk index and scores."""
-    memory_written: dict[str, Any] = field(default_factory=dict)
+    memory_written: Annotated[dict[str, Any], checked("memory_written", dict[str, Any], "an object")] = field(default_factory=dict)
     """extract_memories: facts, preferences, profile fields and tasks written this turn."""
-    turn_usage: dict[str, Any] = field(default_factory=dict)
+    turn_usage: Annotated[dict[str, Any], checked("turn_usage", dict[str, Any], "an object")] = field(default_factory=dict)
     """reply: prompt sections' token counts, tokens in/out, model name."""
 
-    error: str | None = None
+    error: Annotated[str | None, checked("error", str | None, "text or null")] = None
     """Why this turn was refused (the refused message is removed again); None when it ran."""
 
-    user_turns: int = 0
+    user_turns: Annotated[int, checked("user_turns", NonNegativeInt, COUNT)] = 0
     """User turns seen on this thread (drives extract_every_n_turns)."""
-    tool_steps: int = 0
+    tool_steps: Annotated[int, checked("tool_steps", NonNegativeInt, COUNT)] = 0
     """Model→tool round trips in the current reply (bounded by max_tool_steps)."""

@@ -57,3 +57,63 @@ async def test_a_message_written_past_load_context_is_still_held_to_the_message_
     await graph.aupdate_state(config, {"messages": [HumanMessage("I live in Porto.")]}, as_node=as_node)
     out = await graph.ainvoke(None, config, context=ctx)
     assert out["messages"][-1].content.startswith("(offline model)")
+
+
+# (channel, an edit of the wrong shape, as_node, what the refusal says is expected). The first three
+# wedged the thread: its next turn failed and left it waiting at a node ("can only concatenate str (not
+# "int") to str" in load_context; "'str' object has no attribute 'get'" and "'int' object is not
+# subscriptable" past it).
+WRONG_SHAPES = [
+    ("user_turns", "x", None, "a whole number"),
+    ("loaded_context", "x", "load_context", "what load_context finds"),
+    ("retrieved_chunks", [1, "a"], "retrieve", "a list of knowledge-base chunks"),
+    ("user_turns", True, None, "a whole number"),
+    ("user_turns", -3, None, "a whole number, 0 or more"),
+    ("tool_steps", "2", "retrieve", "a whole number"),
+    ("summary_folds", 1.5, None, "a whole number"),
+    ("summarized_through", 5, None, "a message id or null"),
+    ("loaded_context", {"facts": "none"}, "load_context", "what load_context finds"),
+    ("retrieved_chunks", [{"id": 1}], "retrieve", "a list of knowledge-base chunks"),
+    ("memory_written", ["a"], None, "an object"),
+    ("turn_usage", "many", "reply", "an object"),
+    ("error", {"why": 1}, None, "text or null"),
+]
+
+
+@pytest.mark.parametrize(("channel", "bad", "as_node", "expected"), WRONG_SHAPES, ids=[f"{c}={b!r}" for c, b, _, _ in WRONG_SHAPES])
+async def test_any_channel_edited_to_the_wrong_shape_is_refused_naming_it_and_the_thread_goes_on_answering(
+    backend, user_id, channel, bad, as_node, expected
+):
+    """Every channel but the messages is checked as it is written, as the summary is: an edit no node
+    could have written is a ValueError naming the channel and what it holds (the server's 400), the
+    thread keeps its value, and its next turn is answered."""
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    await graph.ainvoke({"messages": [HumanMessage("My name is Ana.")]}, config, context=ctx)
+    before = await graph.aget_state(config)
+
+    with pytest.raises(ValueError, match=f"^{channel} must be {expected}"):
+        await graph.aupdate_state(config, {channel: bad}, as_node=as_node)
+    after = await graph.aget_state(config)
+    assert after.values == before.values and after.next == ()
+
+    out = await graph.ainvoke({"messages": [HumanMessage("What is my name?")]}, config, context=ctx)
+    assert out["messages"][-1].content.startswith("(offline model)")
+    assert (await graph.aget_state(config)).next == () and out["user_turns"] == 2
+
+
+async def test_edits_of_the_right_shape_are_kept_as_written_with_unstorable_text_replaced(backend, user_id):
+    """What Studio's editor may rightly write still is: a count, a cursor, a context, made storable (a NUL
+    is replaced, as in a message, not refused) and not coerced or trimmed of keys it did not expect."""
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    await graph.ainvoke({"messages": [HumanMessage("My name is Ana.")]}, config, context=ctx)
+    edit = {
+        "user_turns": 7,
+        "error": "stopped\x00",
+        "memory_written": {"note": "by hand\x00", "n": 1},
+        "loaded_context": {"profile": {"name": "Ana"}, "facts": [], "extra": "kept"},
+    }
+    await graph.aupdate_state(config, edit)
+    values = (await graph.aget_state(config)).values
+    assert values["user_turns"] == 7 and values["error"] == "stopped\ufffd"
+    assert values["memory_written"] == {"note": "by hand\ufffd", "n": 1}
+    assert values["loaded_context"] == {"profile": {"name": "Ana"}, "facts": [], "extra": "kept"}
