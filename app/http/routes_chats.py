@@ -28,7 +28,7 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Annotated, AsyncIterator
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query
 from pydantic import AfterValidator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import Command, StateSnapshot
@@ -268,8 +268,10 @@ async def list_user_chats(
 
 
 @router.post("/chats", status_code=201, response_model=ChatDetail, responses=_TURN_ERRORS)
-async def create_chat(body: ChatCreate, user: CurrentUser, services: AppServices):
-    """Create a chat. Each of ``messages`` is answered as a full turn (not streamed) before this returns."""
+async def create_chat(user: CurrentUser, services: AppServices, body: Annotated[ChatCreate | None, Body()] = None):
+    """Create a chat. Each of ``messages`` is answered as a full turn (not streamed) before this returns.
+    No body at all is a new chat of the defaults, as ``{}`` is (every field is optional)."""
+    body = body or ChatCreate()
     if body.persona not in prompts.personas():
         raise ApiError(422, "invalid_request", f"Unknown persona {body.persona!r}; choose one of: {', '.join(prompts.personas())}.")
     texts = [checked_text(t, services.max_message_chars) for t in body.messages]

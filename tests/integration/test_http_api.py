@@ -292,6 +292,15 @@ def test_an_oversized_message_is_413_with_the_limit_and_nothing_is_stored(client
     say(client, chat_id, "x" * 20000)  # exactly the limit is fine
 
 
+def test_a_chat_created_with_no_body_at_all_is_a_new_chat_of_the_defaults(client):
+    """Every field of the body is optional, yet a POST /chats with none (fetch(url, {method: "POST"}))
+    was 422 "send the body as JSON"."""
+    response = client.post("/chats")
+    assert response.status_code == 201, response.text
+    assert response.json()["messages"] == [] and response.json()["chat"]["title"]
+    assert error_of(client.post("/chats", content=b"{", headers={"content-type": "application/json"}))[0] in (400, 422)  # a body that is there is still read
+
+
 def test_bad_chat_creation_bodies_are_422(client):
     assert error_of(client.post("/chats", json={"persona": "pirate"})) == (422, "invalid_request")
     assert error_of(client.post("/chats", json={"colour": "blue"})) == (422, "invalid_request")
