@@ -41,6 +41,10 @@ def _env_setting(env_name: str, default: str, description: str) -> Any:
 # Settings that protect the server (message size, tool steps, budgets): no Context may go above
 # these ceilings, and the LangGraph auth handlers fix them to the server's own values, whatever a
 # client sends (app.studio.auth).
+# A whole-number setting's least value where it is not 0, and why.
+_LEAST: dict[str, int] = {"tail_size": 1}
+_WHY_LEAST: dict[str, str] = {"tail_size": ": the newest message is never folded"}
+
 SAFETY_CEILINGS: dict[str, int] = {
     "max_message_chars": 100_000,
     "max_tool_steps": 10,
@@ -161,16 +165,16 @@ class Context:
                 if whole is None:
                     raise ValueError(f"{f.name} must be a whole number (got {value!r})")
                 setattr(self, f.name, whole)
-            if f.type in ("int", int) and getattr(self, f.name) < 0:
-                raise ValueError(f"{f.name} must be 0 or more (got {getattr(self, f.name):,})")
+            least = _LEAST.get(f.name, 0)  # one rule, said once: tail_size -1 was told "0 or more", then 0 "at least 1"
+            if f.type in ("int", int) and getattr(self, f.name) < least:
+                said = f"at least {least}" if least else "0 or more"
+                raise ValueError(f"{f.name} must be {said} (got {getattr(self, f.name):,}){_WHY_LEAST.get(f.name, '')}")
             if f.type in ("bool", bool) and isinstance(getattr(self, f.name), str):
                 setattr(self, f.name, getattr(self, f.name).strip().casefold() not in _OFF)
         for name, ceiling in SAFETY_CEILINGS.items():
             value = getattr(self, name)
             if not 0 <= value <= ceiling:
                 raise ValueError(f"{name} must be between 0 and {ceiling:,} (got {value:,})")
-        if self.tail_size < 1:
-            raise ValueError("tail_size must be at least 1: the newest message is never folded")
         if self.summary_window < self.tail_size:
             raise ValueError("summary_window must be at least tail_size")
         self.reply_rules = self.reply_rules.strip().casefold()

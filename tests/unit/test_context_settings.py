@@ -79,3 +79,13 @@ def test_a_text_setting_given_a_number_a_list_or_null_is_a_clear_error_naming_it
             with pytest.raises(ValueError, match=f"{name} must be text"):
                 Context(**{name: bad})
     assert Context(system_prompt="Be brief.", rag_collection="").system_prompt == "Be brief."
+
+
+def test_a_setting_with_a_least_value_says_that_value_whatever_is_given_below_it():
+    """tail_size -1 was told "must be 0 or more", and 0 then "must be at least 1"."""
+    for given in (-1, 0):
+        with pytest.raises(ValueError, match=r"tail_size must be at least 1 \(got "):
+            Context(tail_size=given)
+    assert Context(tail_size=1).tail_size == 1
+    with pytest.raises(ValueError, match="rag_top_k must be 0 or more"):
+        Context(rag_top_k=-1)
