@@ -12,8 +12,9 @@ from functools import cache
 from typing import Annotated, Any, Callable, Sequence
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage, convert_to_messages
-from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.binop import BinaryOperatorAggregate, _get_overwrite
 from langgraph.graph import add_messages
+from langgraph.types import Overwrite
 from pydantic import NonNegativeInt, TypeAdapter, ValidationError
 
 from core.contracts import Chunk, LoadedContext
@@ -125,6 +126,16 @@ class CheckedValue(BinaryOperatorAggregate):
         if not self.is_available():
             self.value = None
 
+    def update(self, values: Sequence[Any]) -> bool:
+        # An Overwrite (``Overwrite(v)``, ``{"__overwrite__": v}`` or its JSON-erased form) skips a
+        # channel's reducer: its value is checked here too, or {"user_turns": {"__overwrite__": "x"}}
+        # wedged the thread as a plain write did. (LangGraph's own reader of the three forms, not a copy.)
+        checked_values = []
+        for value in values:
+            is_overwrite, inner = _get_overwrite(value)
+            checked_values.append(Overwrite(self.operator(self.value, inner)) if is_overwrite else value)
+        return super().update(checked_values)
+
 
 @cache  # one channel (and reducer) each: get_type_hints evaluates State's string annotations on every call
 def checked(channel: str, typ: Any, expected: str) -> CheckedValue:
@@ -137,7 +148,7 @@ def checked(channel: str, typ: Any, expected: str) -> CheckedValue:
     Server's ``POST /threads/{id}/state``) may bring any JSON: ``{"user_turns": "x"}`` saved failed the
     next turn in load_context and left the thread waiting there. Such a write is refused (a ValueError,
     which the server answers with 400) naming the channel and ``expected``, and the thread keeps its
-    value. (An ``Overwrite`` of the channel skips its reducer, as it skips every other.)"""
+    value. An ``Overwrite`` of the channel is checked the same (:class:`CheckedValue`)."""
     validate = TypeAdapter(typ).validate_python
 
     def reduce(left: Any, right: Any) -> Any:
@@ -153,6 +164,7 @@ def checked(channel: str, typ: Any, expected: str) -> CheckedValue:
 
 
 COUNT = "a whole number, 0 or more"
+SUMMARY_CHANNEL = CheckedValue(dict, storable_summary)  # one instance: channels compare by their reducer
 
 
 @dataclass(kw_only=True)
@@ -165,7 +177,7 @@ class InputState:
 @dataclass(kw_only=True)
 class State(InputState):
     # Active conversation memory: the model sees summary + messages after the cursor.
-    summary: Annotated[dict[str, Any], storable_summary] = field(default_factory=dict)
+    summary: Annotated[dict[str, Any], SUMMARY_CHANNEL] = field(default_factory=dict)
     """The running SummaryBoard (as a dict); empty until the first fold."""
     summarized_through: Annotated[str | None, checked("summarized_through", str | None, "a message id or null")] = None
     """Id of the last message the summary covers (the compaction cursor)."""

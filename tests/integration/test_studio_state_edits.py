@@ -101,6 +101,28 @@ async def test_any_channel_edited_to_the_wrong_shape_is_refused_naming_it_and_th
     assert (await graph.aget_state(config)).next == () and out["user_turns"] == 2
 
 
+@pytest.mark.parametrize(
+    ("channel", "bad", "expected"),
+    [("user_turns", "x", "a whole number"), ("summary", "hello", "a summary board"), ("loaded_context", "x", "what load_context finds")],
+)
+@pytest.mark.parametrize("form", ["dict", "typed"])
+async def test_an_overwrite_of_a_channel_with_the_wrong_shape_is_refused_too(backend, user_id, channel, bad, expected, form):
+    """An Overwrite skips a channel's reducer: {"user_turns": {"__overwrite__": "x"}} was saved, and the
+    thread's next turn failed in load_context and left it waiting there, as the plain write had."""
+    from langgraph.types import Overwrite
+
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    await graph.ainvoke({"messages": [HumanMessage("My name is Ana.")]}, config, context=ctx)
+    before = await graph.aget_state(config)
+    edit = {"__overwrite__": bad} if form == "dict" else Overwrite(bad)
+    with pytest.raises(ValueError, match=f"^{channel} must be {expected}"):
+        await graph.aupdate_state(config, {channel: edit}, as_node="extract_memories")
+    assert (await graph.aget_state(config)).values == before.values
+    await graph.aupdate_state(config, {"user_turns": {"__overwrite__": 5}}, as_node="extract_memories")  # a right one is kept
+    out = await graph.ainvoke({"messages": [HumanMessage("What is my name?")]}, config, context=ctx)
+    assert out["messages"][-1].content.startswith("(offline model)") and out["user_turns"] == 6
+
+
 async def test_edits_of_the_right_shape_are_kept_as_written_with_unstorable_text_replaced(backend, user_id):
     """What Studio's editor may rightly write still is: a count, a cursor, a context, made storable (a NUL
     is replaced, as in a message, not refused) and not coerced or trimmed of keys it did not expect."""
