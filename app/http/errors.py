@@ -55,6 +55,12 @@ def _describe_validation(exc: RequestValidationError, request: Request | None = 
     ):
         # Without the JSON media type the body is not read as JSON: "not a valid dictionary" named the wrong fault.
         return f"Invalid request: send the body as JSON with Content-Type: application/json (it came as {media or 'no type'})."
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":  # was "1: JSON decode error", a byte position named as a field
+            where = tuple(err.get("loc", ()))[1:2]
+            at = f" at character {where[0]}" if where and isinstance(where[0], int) else ""
+            reason = (err.get("ctx") or {}).get("error") or "it cannot be read"
+            return f"Invalid request: the body is not valid JSON ({reason}{at})."
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"

@@ -301,6 +301,15 @@ def test_a_chat_created_with_no_body_at_all_is_a_new_chat_of_the_defaults(client
     assert error_of(client.post("/chats", content=b"{", headers={"content-type": "application/json"}))[0] in (400, 422)  # a body that is there is still read
 
 
+def test_a_body_that_is_not_json_is_named_so_not_as_a_field_at_a_byte_position(client):
+    """'{' or {'text': 'hi'} was answered "Invalid request: 1: JSON decode error"."""
+    chat_id = new_chat(client)
+    for body in (b"{", b"{'text': 'hi'}", b'{"text": "hi",}'):
+        response = client.post(f"/chats/{chat_id}/messages", content=body, headers={"content-type": "application/json"})
+        message = response.json()["error"]["message"]
+        assert response.status_code == 422 and message.startswith("Invalid request: the body is not valid JSON (") and "at character" in message, message
+
+
 def test_bad_chat_creation_bodies_are_422(client):
     assert error_of(client.post("/chats", json={"persona": "pirate"})) == (422, "invalid_request")
     assert error_of(client.post("/chats", json={"colour": "blue"})) == (422, "invalid_request")
