@@ -27,16 +27,6 @@ LAST_NODE = "extract_memories"
 leaves nothing pending, as a finished turn does."""
 
 
-def _storable_content(content: Any) -> Any:
-    if isinstance(content, str):
-        return made_storable(content)
-    if isinstance(content, list):
-        return [_storable_content(part) for part in content]
-    if isinstance(content, dict):
-        return {k: _storable_content(v) for k, v in content.items()}
-    return content
-
-
 UNSTORABLE = "unstorable"
 """A message's ``additional_kwargs`` key: why its text was made storable as it came in (a NUL, a lone
 surrogate, and where). load_context refuses the turn's own message with it, as the message routes
@@ -68,7 +58,7 @@ def _storable_calls(message: BaseMessage) -> dict[str, Any]:
 def _storable_message(message: BaseMessage) -> BaseMessage:
     if calls := _storable_calls(message):
         message = message.model_copy(update=calls)
-    content = _storable_content(message.content)
+    content = made_storable_value(message.content)
     if content == message.content:
         if UNSTORABLE in message.additional_kwargs:  # kept since, and sent again (a regenerate): nothing is replaced now
             kept = {k: v for k, v in message.additional_kwargs.items() if k != UNSTORABLE}
@@ -90,7 +80,7 @@ def add_storable_messages(left: Any, right: Any) -> Any:
 
 def storable_value(left: Any, right: Any) -> Any:
     """The newest value (as a channel without a reducer keeps), with its text made storable (above)."""
-    return _storable_content(right)
+    return made_storable_value(right)
 
 
 def _refusal(channel: str, expected: str, written: Any, exc: ValidationError) -> ValueError:
