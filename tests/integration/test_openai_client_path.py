@@ -474,3 +474,44 @@ async def test_tool_budget_ends_the_loop_and_no_call_is_left_unanswered(graph, b
     messages = turn.values["messages"]
     assert [m.type for m in messages] == ["human", "ai", "tool", "ai", "tool", "ai"]
     assert turn.values["tool_steps"] == 2
+
+
+PROXY_PAGE = "<html><head><title>502</title></head><body><h1>502 Bad Gateway</h1><p>nginx</p></body></html>"
+
+
+async def test_a_reply_answered_with_a_proxy_page_fails_naming_the_page_and_the_server_address(
+    graph, backend, user_id, openai_stub, openai_model
+):
+    """A 200 with an HTML page (a wrong OPENAI_BASE_URL, a proxy) was "No generation chunks were returned"."""
+    from llm.compatible_openai import NotAChatCompletion
+
+    openai_stub.reset(lambda request: StubReply(body=PROXY_PAGE))
+    with pytest.raises(NotAChatCompletion) as failure:
+        await stream_turn(graph, "Hello there", new_thread(), Context(user_id=user_id, model=openai_model))
+    assert openai_stub.base_url.rstrip("/") in str(failure.value)
+    assert "not a chat completion" in str(failure.value) and "OPENAI_BASE_URL" in str(failure.value)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["one answer", "streamed"])
+async def test_a_proxy_page_answered_to_a_plain_call_names_what_it_was(openai_stub, openai_model, streaming):
+    from llm.compatible_openai import NotAChatCompletion
+
+    openai_stub.reset(lambda request: StubReply(body=PROXY_PAGE))
+    model = load_chat_model(openai_model)
+    with pytest.raises(NotAChatCompletion, match="502 Bad Gateway nginx" if not streaming else "no stream events"):
+        if streaming:
+            async for _ in model.astream("hi"):
+                pass
+        else:
+            await model.ainvoke("hi")
+
+
+async def test_a_memory_call_answered_with_a_proxy_page_says_so_and_the_reply_stands(graph, backend, user_id, openai_stub, openai_model):
+    """Structured output over a page was "'str' object has no attribute 'choices'" in memory_written's error."""
+    openai_stub.reset(responder(reply="Here is my answer.", extract=lambda r: StubReply(body=PROXY_PAGE)))
+    turn = await stream_turn(graph, "Haifa is lovely in spring.", new_thread(), Context(user_id=user_id, model=openai_model))
+
+    assert turn.final_reply.content == "Here is my answer."
+    error = turn.values["memory_written"]["error"]
+    assert "text/html page: '502 502 Bad Gateway nginx'" in error and "not a chat completion" in error
+    assert await list_facts(backend.store, user_id) == []
