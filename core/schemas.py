@@ -65,7 +65,7 @@ Tags = TextList(max_items=TAGS_MAX, item_chars=NAME_CHARS)
 Notes = ValueList
 SUMMARY_CHARS = 20000
 # A summary board's size is governed by max_summary_tokens (an oversized board is recompressed);
-# a hard cap here would make a long chat's fold fail on every turn instead.
+# past SUMMARY_CHARS it is cut (SummaryBoard._bounded): a refusal would fail a long chat's every fold.
 SummaryItems = list[StorableText]
 
 
@@ -273,6 +273,39 @@ class SummaryBoard(BaseModel):
     action_items: SummaryItems = Field(default_factory=list, description="Things someone agreed or asked to do.")
     pending_questions: SummaryItems = Field(default_factory=list, description="Questions not answered yet.")
 
+    @model_validator(mode="after")
+    def _bounded(self) -> "SummaryBoard":
+        """A board that renders past SUMMARY_CHARS is cut down to it, where it is made: a server that
+        ignored the output cap (and a failed recompression) stored a 250,000-character board in every
+        later checkpoint. The prose keeps at most half, cut at a word; then whole items, each list's first ones first.
+        Cut, not refused: the fold's messages stay in the thread, and a refusal would fail every fold."""
+        if len(self.render()) <= SUMMARY_CHARS:
+            return self
+        prose = self.summary.strip()
+        if len(prose) > SUMMARY_CHARS // 2:
+            head = prose[: SUMMARY_CHARS // 2 - 1]
+            prose = (head[: head.rfind(" ")] if " " in head[1:] else head).rstrip() + "…"
+        room = SUMMARY_CHARS - len(prose)
+        lists: dict[str, list[str]] = {name: [] for name, _ in self._LABELS}
+        for rank in range(max(len(getattr(self, name)) for name in lists)):  # the lists' first items first
+            for name, label in self._LABELS:
+                items = getattr(self, name)
+                if rank < len(items) and items[rank].strip():
+                    cost = len(items[rank].strip()) + (2 if lists[name] else len(label) + 3)  # "; " or "\nLabel: "
+                    if cost <= room:
+                        lists[name].append(items[rank])
+                        room -= cost
+        self.__dict__.update(summary=prose, **lists)  # the validated values, cut: nothing to check again
+        return self
+
+    _LABELS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("key_facts", "Key facts"),
+        ("entities", "Entities"),
+        ("topics", "Topics"),
+        ("action_items", "Action items"),
+        ("pending_questions", "Pending questions"),
+    )
+
     def is_empty(self) -> bool:
         return not (self.summary or self.key_facts or self.entities or self.topics or self.action_items or self.pending_questions)
 
@@ -281,14 +314,8 @@ class SummaryBoard(BaseModel):
         parts: list[str] = []
         if self.summary:
             parts.append(self.summary.strip())
-        for label, items in (
-            ("Key facts", self.key_facts),
-            ("Entities", self.entities),
-            ("Topics", self.topics),
-            ("Action items", self.action_items),
-            ("Pending questions", self.pending_questions),
-        ):
-            if items:
+        for name, label in self._LABELS:
+            if items := getattr(self, name):
                 parts.append(f"{label}: " + "; ".join(i.strip() for i in items if i.strip()))
         return "\n".join(parts)
 

@@ -94,14 +94,17 @@ def storable_summary(left: Any, right: Any) -> Any:
     Nodes write a board's dict, but a state write (Studio's state editor, ``update_state``) may bring
     any JSON: a string or a list saved here failed every later turn of the thread, and the chat API's
     read of it, with "Input should be a valid dictionary or instance of SummaryBoard". Such a write is
-    refused now (a ValueError: LangGraph Server answers 400 with its message), naming the channel."""
+    refused now (a ValueError: LangGraph Server answers 400 with its message), naming the channel.
+    A board past SUMMARY_CHARS is kept cut to it, as every board made is."""
     value = storable_value(left, right)  # a NUL in an edited board is replaced, as in a message, not refused
     if value:  # {} and None are "no summary yet", as every reader takes them
         try:
-            SummaryBoard.model_validate(value)
+            board = SummaryBoard.model_validate(value)
         except ValidationError as exc:
             expected = "a summary board (an object with summary, key_facts, entities, topics, action_items and pending_questions)"
             raise _refusal("summary", expected, right, exc) from None
+        if any(getattr(board, name) != value.get(name, getattr(board, name)) for name in SummaryBoard.model_fields):
+            return {**value, **board.model_dump(mode="json")}  # cut to SUMMARY_CHARS (SummaryBoard._bounded)
     return value
 
 

@@ -15,12 +15,12 @@ from app.studio.store_writes import checked_put
 from memory.writer.edits import InvalidClientItem
 from core.context import Context
 from core.namespaces import PROFILE_KEY, facts_ns, profile_ns
-from core.schemas import MAX_SOURCES, SUMMARY_CHARS, TAGS_MAX
+from core.schemas import MAX_SOURCES, SUMMARY_CHARS, TAGS_MAX, SummaryBoard
 from core.text_validation import LIST_ITEMS, TEXT_CHARS
 from graph.assembly import compile_graph
 from memory.user_memory import get_chat, get_user_document, list_facts, stored_tasks
 from memory.writer.edits import edit_task, put_client_item
-from tests.support.graph_turns import new_thread
+from tests.support.graph_turns import chat_on, new_thread
 from tests.support.scripted_model import empty_extraction, registered_scripted_model
 
 pytestmark = pytest.mark.slow  # several turns each
@@ -106,6 +106,32 @@ async def test_a_models_oversized_summary_is_stored_within_the_chats_limit(backe
             await graph.ainvoke(turn(f"Message {i} about my garden"), config, context=ctx)
     chat = await get_chat(backend.store, user_id, config["configurable"]["thread_id"])
     assert chat.summary_text and len(chat.summary_text) <= SUMMARY_CHARS
+    # The thread's own board too: it was stored whole in every later checkpoint (the prompt trimmed it).
+    stored = (await graph.aget_state(config)).values["summary"]
+    assert 0 < len(SummaryBoard.model_validate(stored).render()) <= SUMMARY_CHARS and len(stored["summary"]) <= SUMMARY_CHARS
+    assert stored["summary"].startswith("word0 word1 ") and stored["summary"].endswith("…")
+
+
+async def test_a_summary_board_written_past_its_limit_by_a_state_edit_is_kept_cut_to_it(backend, user_id):
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    await graph.ainvoke(turn("My name is Ana."), config, context=ctx)
+    huge = {"summary": "Ana likes tea. " * 3000, "key_facts": [f"fact {i}" for i in range(4000)], "topics": ["tea"]}
+    await graph.aupdate_state(config, {"summary": huge})
+
+    stored = SummaryBoard.model_validate((await graph.aget_state(config)).values["summary"])
+    assert len(stored.render()) <= SUMMARY_CHARS
+    assert stored.summary.startswith("Ana likes tea.") and stored.key_facts[:2] == ["fact 0", "fact 1"] and stored.topics == ["tea"]
+    out = await graph.ainvoke(turn("What do I like?"), config, context=ctx)
+    assert out["messages"][-1].content.startswith("(offline model)")
+
+
+def test_a_board_is_cut_at_a_word_keeping_whole_items_in_order_and_a_small_one_is_untouched():
+    small = SummaryBoard(summary="Ana likes tea.", key_facts=["Lives in Haifa"])
+    assert small.render() == "Ana likes tea.\nKey facts: Lives in Haifa"
+    cut = SummaryBoard(summary="one two three " * 2000, key_facts=["x" * 15000, "Lives in Haifa"], entities=["Ana"])
+    assert len(cut.render()) <= SUMMARY_CHARS
+    assert cut.summary.endswith("three…") or cut.summary.endswith("two…") or cut.summary.endswith("one…")
+    assert cut.key_facts == ["Lives in Haifa"] and cut.entities == ["Ana"]  # an item too long for the room is left out whole
 
 
 def test_a_clients_write_through_the_store_api_is_refused_past_the_sources_limits(user_id):
