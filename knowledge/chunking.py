@@ -3,6 +3,7 @@
 1. Markdown ATX heading lines (``#`` .. ``######`` followed by a space) split the text
    into sections; each section knows its heading path ("Install > Linux"). ``#`` lines
    inside fenced code blocks (``` or ~~~) are code, not headings.
+   Plain text and a PDF's text have neither (``markdown=False``): one section of paragraphs.
 2. Blank lines split a section into paragraphs (a fenced code block stays one paragraph).
 3. Paragraphs are packed into chunks of at most ``target_tokens`` tokens. When a chunk
    is full, the next one starts with an overlap of up to ``overlap_tokens`` tokens: the
@@ -81,8 +82,11 @@ def _lines(text: str) -> list[tuple[str, int]]:
     return out
 
 
-def split_sections(text: str) -> list[Section]:
-    """Split on Markdown heading lines; sections with no body text are left out."""
+def split_sections(text: str, *, markdown: bool = True) -> list[Section]:
+    """Split on Markdown heading lines; sections with no body text are left out.
+
+    ``markdown=False`` (plain text, a PDF's text): one section of paragraphs. A ``# note`` line
+    there is text, and read as a heading it was lost when another such line came next."""
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []  # (level, title)
     paragraphs: list[Span] = []
@@ -108,6 +112,14 @@ def split_sections(text: str) -> list[Section]:
         paragraphs.clear()
 
     for line, pos in _lines(text):
+        if not markdown:
+            if not line.strip():
+                end_paragraph()
+            else:
+                if para_start is None:
+                    para_start = pos
+                para_end = pos + len(line)
+            continue
         if fence is not None:
             # inside a code block: everything belongs to the current paragraph
             para_end = pos + len(line)
@@ -283,12 +295,14 @@ def chunk_text(
     *,
     target_tokens: int = DEFAULT_TARGET_TOKENS,
     overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+    markdown: bool = True,
 ) -> list[Chunk]:
-    """Chunk a document's text (see the module docstring). Blank text gives no chunks."""
+    """Chunk a document's text (see the module docstring). Blank text gives no chunks.
+    ``markdown=False``: no headings or code fences, paragraphs only (see :func:`split_sections`)."""
     if target_tokens < 1:
         raise ValueError("target_tokens must be at least 1")
     overlap_tokens = max(0, min(overlap_tokens, target_tokens // 2))
-    sections = split_sections(text)
+    sections = split_sections(text, markdown=markdown)
     if not sections and text.strip():
         # only headings: keep their text rather than lose the document
         lines = [m.group(2).strip() for line, _ in _lines(text) if (m := _HEADING.match(line))]

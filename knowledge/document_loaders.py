@@ -67,6 +67,12 @@ class LoadedDocument:
     path: str | None = None
     """The file's absolute path."""
 
+    @property
+    def has_headings(self) -> bool:
+        """Whether ``text`` marks headings as ``#`` lines: Markdown, and HTML's ``<h1>``..``<h6>``.
+        In plain text and a PDF's text a ``# ...`` line is text (a comment, "# of seats")."""
+        return self.kind in ("markdown", "html")
+
     def pages_for_span(self, start: int, end: int) -> list[int]:
         """The page numbers whose text overlaps ``text[start:end]`` (empty for non-PDFs)."""
         if not self.pages:

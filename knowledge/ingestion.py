@@ -259,7 +259,7 @@ async def _ingest_file(
             return FileOutcome(path=shown, source=source, status=SKIPPED, chunks=stored["chunk_count"])
 
         doc = await asyncio.to_thread(load_document, path, source=source, data=data)
-        chunks = chunk_text(doc.text, target_tokens=target_tokens, overlap_tokens=overlap_tokens)
+        chunks = chunk_text(doc.text, target_tokens=target_tokens, overlap_tokens=overlap_tokens, markdown=doc.has_headings)
         if not chunks:
             raise DocumentLoadError(path, "no text to index")
         try:

@@ -201,6 +201,17 @@ async def test_markdown_sections_keep_their_heading_path_and_code_comments_are_n
     assert "# a comment inside a code block is not a heading" in linux["content"]
 
 
+async def test_hash_lines_of_a_text_file_are_stored_as_text_not_lost_as_headings(kb, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Upgrade steps\n# stop the hub before flashing\n# keep it plugged in\nThen flash it.\n")
+    report = await knowledge.ingest(kb.pool, kb.embeddings, [notes], collection="plain")
+    assert [f.status for f in report.files] == ["added"], report.summary()
+    rows = await chunk_rows(kb.pool, "plain", source_name(notes))
+    stored = " ".join(r["content"] for r in rows)
+    assert "# stop the hub before flashing" in stored and "# keep it plugged in" in stored
+    assert {r["heading_path"] for r in rows} == {""}
+
+
 async def test_a_pdf_loads_with_its_text_and_page_numbers(kb, tmp_path):
     pdf = tmp_path / "specs.pdf"
     pdf.write_bytes(minimal_pdf([

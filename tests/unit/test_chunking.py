@@ -137,6 +137,14 @@ def test_a_document_of_only_headings_still_gives_one_chunk():
     assert "Title" in chunks[0].text and "Subtitle" in chunks[0].text
 
 
+def test_plain_text_has_no_headings_so_its_hash_lines_are_kept_as_text():
+    text = "Install notes\n# Run make install first\n# then restart the server\nDone.\n\n```\n# not a fence either\n\nx"
+    chunks = chunk_text(text, markdown=False)
+    assert [c.heading_path for c in chunks] == [""]
+    for line in ("# Run make install first", "# then restart the server", "Done.", "# not a fence either"):
+        assert line in chunks[0].text
+
+
 def test_small_paragraphs_are_packed_together_into_one_chunk():
     text = "\n\n".join(f"Paragraph {i} is short." for i in range(5))
     chunks = chunk_text(text, target_tokens=350)
