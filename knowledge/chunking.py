@@ -70,6 +70,9 @@ class Chunk:
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# A closing fence (CommonMark): the opening's character, at least as many, nothing after. A "```bash"
+# line inside a "````" block shows a fence; it does not end the block.
+_CLOSING_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
 
 def _lines(text: str) -> list[tuple[str, int]]:
@@ -123,12 +126,13 @@ def split_sections(text: str, *, markdown: bool = True) -> list[Section]:
         if fence is not None:
             # inside a code block: everything belongs to the current paragraph
             para_end = pos + len(line)
-            if line.strip().startswith(fence):
+            closing = _CLOSING_FENCE.match(line)
+            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= len(fence):
                 fence = None
             continue
         fence_match = _FENCE.match(line)
         if fence_match:
-            fence = fence_match.group(1)[:3]
+            fence = fence_match.group(1)
             if para_start is None:
                 para_start = pos
             para_end = pos + len(line)

@@ -79,6 +79,15 @@ def test_hash_lines_inside_a_code_fence_are_code_not_headings_and_the_fence_stay
     ]
 
 
+def test_a_fence_inside_a_longer_fence_does_not_end_it_so_its_hash_lines_stay_code():
+    text = "# Doc\n\n````markdown\n```bash\n# install deps\nmake\n```\n````\n\n~~~\n```\n# still code\n~~~~\n\n# After\n\ntext"
+    sections = split_sections(text)
+    assert [s.heading_path for s in sections] == ["Doc", "After"]
+    code = [p.text for p in sections[0].paragraphs]
+    assert code[0].startswith("````markdown") and code[0].endswith("make\n```\n````")
+    assert code[1].startswith("~~~\n") and "# still code" in code[1] and len(code) == 2
+
+
 def test_headings_without_body_produce_no_section():
     assert [s.heading_path for s in split_sections("# A\n## B\n\ntext")] == ["A > B"]
 
