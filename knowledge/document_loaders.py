@@ -355,8 +355,11 @@ def html_to_text(html: str) -> str:
                 flush()
                 code = child.get_text().strip("\n")
                 if code.strip():
-                    # fenced, so the chunker keeps it whole and reads no '#' line in it as a heading
-                    blocks.append(("```\n" + code + "\n```", False))
+                    # fenced, so the chunker keeps it whole and reads no '#' line in it as a heading;
+                    # longer than any fence in the code (a <pre> showing Markdown), which would end it
+                    runs = re.findall(r"^ {0,3}(`{3,})", code, flags=re.MULTILINE)
+                    fence = "`" * max([3] + [len(r) + 1 for r in runs])
+                    blocks.append((f"{fence}\n{code}\n{fence}", False))
             elif name == "br":
                 inline.append("\n")
             elif name in _CELL_TAGS:

@@ -17,7 +17,8 @@ from langchain_core.embeddings import Embeddings
 import knowledge
 from core.tokens import count_tokens
 from prompts.reply_prompt import render_knowledge
-from knowledge.document_loaders import SUPPORTED_EXTENSIONS, load_document, source_name
+from knowledge.chunking import chunk_text
+from knowledge.document_loaders import SUPPORTED_EXTENSIONS, html_to_text, load_document, source_name
 from storage.embeddings_record import REINDEX_COMMAND
 from embeddings import resolve_embeddings
 from core.errors import EmbeddingMismatch
@@ -189,6 +190,13 @@ async def test_html_headings_become_heading_paths_and_script_style_nav_are_dropp
         assert dropped not in everything
     assert "- Card payments are charged immediately.\n- Bank transfers" in rows[1]["content"]
     assert all(r["metadata"]["kind"] == "html" for r in rows)
+
+
+def test_a_pre_holding_a_code_fence_stays_one_block_of_code_without_headings():
+    html = "<h1>Writing docs</h1><p>End a block, then a heading:</p><pre>make\n```\n# Next section\n</pre><p>Done.</p>"
+    chunks = chunk_text(html_to_text(html))
+    assert [c.heading_path for c in chunks] == ["Writing docs"]
+    assert "make\n```\n# Next section" in chunks[0].text and "Done." in chunks[0].text
 
 
 async def test_markdown_sections_keep_their_heading_path_and_code_comments_are_not_headings(kb):
