@@ -303,7 +303,9 @@ def clean_document_text(text: str) -> str:
 
 # --------------------------------------------------------------------------- HTML
 
-_DROP_TAGS = {"script", "style", "nav", "noscript", "template", "svg", "iframe", "head", "form", "button", "select"}
+# A <form> is kept, only its controls dropped: a page framework (ASP.NET's <form runat="server">)
+# wraps the whole body in one.
+_DROP_TAGS = {"script", "style", "nav", "noscript", "template", "svg", "iframe", "head", "button", "select", "textarea"}
 _BLOCK_TAGS = {
     "address", "article", "aside", "blockquote", "body", "dd", "details", "dialog", "div", "dl", "dt",
     "fieldset", "figcaption", "figure", "footer", "header", "hr", "html", "li", "main", "ol", "p",

@@ -192,6 +192,15 @@ async def test_html_headings_become_heading_paths_and_script_style_nav_are_dropp
     assert all(r["metadata"]["kind"] == "html" for r in rows)
 
 
+def test_a_page_whose_body_is_one_form_keeps_its_text_and_drops_the_controls():
+    html = (
+        '<html><body><form id="form1" method="post"><h1>Warranty</h1><p>Two years on every hub.</p>'
+        '<label>Serial</label><input name="s"><select><option>Italy</option></select>'
+        "<textarea>type here</textarea><button>Send</button></form></body></html>"
+    )
+    assert html_to_text(html) == "# Warranty\n\nTwo years on every hub.\n\nSerial"
+
+
 def test_a_pre_holding_a_code_fence_stays_one_block_of_code_without_headings():
     html = "<h1>Writing docs</h1><p>End a block, then a heading:</p><pre>make\n```\n# Next section\n</pre><p>Done.</p>"
     chunks = chunk_text(html_to_text(html))
