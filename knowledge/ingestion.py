@@ -339,13 +339,18 @@ async def remove_documents(pool: AsyncConnectionPool, sources: Sequence[str], co
     file gone from one ingested from elsewhere; a name no document has is a failure."""
     report = IngestReport(collection=(collection or DEFAULT_COLLECTION).strip() or DEFAULT_COLLECTION)
     for given in sources:
-        source = given
+        async with pool.connection() as conn:
+            is_name = await _stored_document(conn, report.collection, given) is not None
+            named = await _source_of_file(conn, report.collection, file_key(given))  # a file's path from here
+        if is_name and named is not None and named != given:
+            # "guide.md" in b/ is a document's name (a/guide.md's, ingested from a/) and b/guide.md's path:
+            # removing either on a guess removed a document `ingest` had just said was another's.
+            report.files.append(FileOutcome(path=given, source=None, status=FAILED, reason=(
+                f"ambiguous: the document {given!r} has that name, and the file of the document {named!r} that path "
+                f"from here; nothing removed (name {named!r}, or give the other's file by its absolute path)")))
+            continue
+        source = given if is_name or named is None else named
         chunks = await remove(pool, source, report.collection)
-        if not chunks:  # a file's path from here, where the document's name is another folder's
-            async with pool.connection() as conn:
-                named = await _source_of_file(conn, report.collection, file_key(source))
-            if named is not None:
-                source, chunks = named, await remove(pool, named, report.collection)
         report.files.append(FileOutcome(path=given, source=source, status=REMOVED if chunks else FAILED, previous_chunks=chunks,
                                         reason="removed on request" if chunks else "no document of that name (or file) in the collection"))
     return report

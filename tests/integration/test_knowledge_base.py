@@ -757,6 +757,29 @@ async def test_the_same_file_ingested_from_another_folder_stays_one_document_und
     assert await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'from-anywhere'") == []
 
 
+async def test_removing_a_name_that_is_also_another_documents_file_from_here_is_refused_not_guessed(kb, tmp_path, hash384, monkeypatch):
+    """``a/guide.md`` ingested from ``a`` is "guide.md"; ``b/guide.md`` ingested from above is
+    "b/guide.md". In ``b``, ``--remove guide.md`` removed a's document, though ``ingest guide.md``
+    there had just said "guide.md is the document 'b/guide.md'"."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, words in ((a, "the heater"), (b, "the boiler")):
+        folder.mkdir()
+        (folder / "guide.md").write_text(f"# Guide\n\nHow to start {words}.")
+    monkeypatch.chdir(a)
+    await knowledge.ingest(kb.pool, hash384, [Path("guide.md")], collection="ambiguous")
+    monkeypatch.chdir(tmp_path)
+    await knowledge.ingest(kb.pool, hash384, [Path("b/guide.md")], collection="ambiguous")
+    monkeypatch.chdir(b)
+    refused = await knowledge.remove_documents(kb.pool, ["guide.md"], collection="ambiguous")
+    assert [f.status for f in refused.files] == ["failed"]
+    assert "ambiguous" in refused.files[0].reason and "'b/guide.md'" in refused.files[0].reason
+    stored = await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'ambiguous' ORDER BY source")
+    assert [r["source"] for r in stored] == ["b/guide.md", "guide.md"]
+    by_name = await knowledge.remove_documents(kb.pool, ["b/guide.md"], collection="ambiguous")
+    assert [(f.status, f.source) for f in by_name.files] == [("removed", "b/guide.md")]
+    assert [r["source"] for r in await fetch(kb.pool, "SELECT source FROM knowledge_documents WHERE collection = 'ambiguous'")] == ["guide.md"]
+
+
 async def test_two_files_of_one_name_from_two_folders_are_two_documents_and_a_moved_file_keeps_its_name(kb, tmp_path, hash384, monkeypatch):
     """``a/guide.md`` ingested from ``a`` and ``b/guide.md`` from ``b`` are both named "guide.md":
     the second replaced the first, which was lost from the knowledge base. The second is now named
