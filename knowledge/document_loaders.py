@@ -35,6 +35,10 @@ SUPPORTED_EXTENSIONS: dict[str, str] = {
 }
 
 
+NO_TEXT = "the file holds no text"
+"""Why a file of only markup (``<html><body></body></html>``) is refused: it is empty, as a blank file is."""
+
+
 class DocumentLoadError(MemoryAgentError):
     """A file could not be loaded; ``path`` says which, the message says why."""
 
@@ -270,7 +274,9 @@ def load_document(path: str | Path, *, source: str | None = None, data: bytes | 
         decoded = _decode(p, data)
         text = html_to_text(decoded) if kind == "html" else clean_document_text(decoded)
     if not text.strip():
-        raise DocumentLoadError(p, "no text could be extracted" + (" (a scanned PDF needs OCR first)" if kind == "pdf" else ""))
+        if kind == "pdf":  # its text may be there, as images: not the same as empty
+            raise DocumentLoadError(p, "no text could be extracted (a scanned PDF needs OCR first)")
+        raise DocumentLoadError(p, NO_TEXT)
     return LoadedDocument(
         source=source or source_name(p),
         text=text,

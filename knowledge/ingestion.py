@@ -22,6 +22,7 @@ from knowledge.document_loaders import (
     DocumentLoadError,
     LoadedDocument,
     FoundFile,
+    NO_TEXT,
     SymlinkSkipped,
     expand_paths,
     load_document,
@@ -49,7 +50,7 @@ SKIPPED = "skipped-unchanged"
 SKIPPED_LINK = "skipped-symlink"
 FAILED = "failed"
 REMOVED = "removed"
-EMPTY_REASONS = frozenset({"the file is empty", "no text to index"})
+EMPTY_REASONS = frozenset({"the file is empty", NO_TEXT, "no text to index"})
 """A file read as these holds nothing now: its document, if it had one, is removed, not kept as it was."""
 
 

@@ -396,6 +396,20 @@ async def test_reingesting_an_unchanged_file_is_skipped_and_a_changed_file_repla
     assert rows[0]["file_sha256"] == document[0]["sha256"]
 
 
+async def test_a_page_emptied_of_text_loses_its_document_as_an_emptied_file_does(kb, tmp_path, hash384):
+    """An HTML page left with only markup failed ("no text could be extracted") and its old chunks
+    were still retrieved and cited."""
+    page = tmp_path / "prices.html"
+    page.write_text("<p>The hub costs 10 EUR.</p>")
+    await knowledge.ingest(kb.pool, hash384, [page], collection="emptied-page")
+    page.write_text("<html><body><script>x()</script></body></html>")
+    emptied = await knowledge.ingest(kb.pool, hash384, [page], collection="emptied-page")
+    assert [(f.status, f.previous_chunks) for f in emptied.files] == [("removed", 1)], emptied.summary()
+    assert await fetch(kb.pool, "SELECT 1 FROM knowledge_chunks WHERE collection = 'emptied-page'") == []
+    never = await knowledge.ingest(kb.pool, hash384, [page], collection="never-had-text")
+    assert [(f.status, f.reason) for f in never.files] == [("failed", "the file holds no text")]
+
+
 async def test_an_emptied_file_loses_its_chunks_and_a_document_is_removed_by_its_name(kb, tmp_path, hash384):
     """An emptied file failed ("the file is empty") keeping its old chunks, and nothing removed a
     document whose file was deleted: both were still cited. A folder ingested again does not remove
