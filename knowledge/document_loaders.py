@@ -321,6 +321,9 @@ _HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
 _CELL_TAGS = {"td", "th"}
 
 
+_MARKUP_LINE = re.compile(r"^(#{1,6}[ \t]|`{3,}|~{3,})")  # knowledge.chunking's heading and fence starts (lines are stripped)
+
+
 def html_to_text(html: str) -> str:
     """Readable text from HTML: ``#`` heading lines, blank-line paragraphs, list items as ``- ``.
 
@@ -340,7 +343,10 @@ def html_to_text(html: str) -> str:
         text = "".join(inline)
         inline.clear()
         lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
-        joined = "\n".join(line for line in lines if line and line != "-")
+        # A text line that reads as Markdown markup ("# 1 reason" in a <p>) is escaped as Markdown
+        # escapes it: read as a heading it was lost when another came next; read as a fence it made
+        # the page's rest code.
+        joined = "\n".join(_MARKUP_LINE.sub(r"\\\1", line) for line in lines if line and line != "-")
         if joined:
             blocks.append((joined, list_item))
 

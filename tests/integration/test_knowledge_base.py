@@ -208,6 +208,14 @@ def test_a_pre_holding_a_code_fence_stays_one_block_of_code_without_headings():
     assert "make\n```\n# Next section" in chunks[0].text and "Done." in chunks[0].text
 
 
+def test_a_paragraph_that_reads_as_a_heading_or_a_fence_is_kept_as_text_escaped():
+    """"<p># 1 reason</p>" became a heading, lost when another came next; "<p>``` x</p>" made the rest code."""
+    html = "<h1>Why</h1><p># 1 reason: speed</p><p># 2 reason: cost</p><p>``` not code</p><h2>Next</h2><p>Body.</p>"
+    chunks = chunk_text(html_to_text(html))
+    assert [c.heading_path for c in chunks] == ["Why", "Why > Next"]
+    assert chunks[0].text == "\\# 1 reason: speed\n\n\\# 2 reason: cost\n\n\\``` not code" and chunks[1].text == "Body."
+
+
 async def test_markdown_sections_keep_their_heading_path_and_code_comments_are_not_headings(kb):
     rows = await chunk_rows(kb.pool, "default", source_name(INSTALL))
     paths = [r["heading_path"] for r in rows]
