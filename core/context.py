@@ -177,6 +177,7 @@ class Context:
                 raise ValueError(f"{name} must be between 0 and {ceiling:,} (got {value:,})")
         if self.summary_window < self.tail_size:
             raise ValueError("summary_window must be at least tail_size")
+        self.rag_collection = self.rag_collection.strip()  # as ingest names it: "handbook " found nothing
         self.reply_rules = self.reply_rules.strip().casefold()
         if self.reply_rules not in REPLY_RULES:
             raise ValueError(f"reply_rules must be one of {', '.join(REPLY_RULES)} (got {self.reply_rules!r})")

@@ -15,6 +15,7 @@ from nodes.load_context import check_turn_message
 from storage.memory_store import memory_store
 
 log = logging.getLogger(__name__)
+_named_empty: set[str] = set()
 
 
 async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
@@ -29,6 +30,10 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict:
     with timed("retrieve"):
         collection = ctx.rag_collection or None
         if await knowledge.is_empty(pool, collection):
+            if collection and collection not in _named_empty and not await knowledge.is_empty(pool):
+                _named_empty.add(collection)  # said once a process: a misspelt name otherwise gave no knowledge, silently
+                held = sorted((await knowledge.stats(pool))["collections"])
+                log.warning("rag_collection %r holds no documents, so no knowledge is searched; the collections are: %s", collection, ", ".join(held))
             return {"retrieved_chunks": []}
         chunks = await knowledge.search(
             pool, embeddings, human.text, collection=collection, k=ctx.rag_top_k, token_budget=ctx.rag_token_budget

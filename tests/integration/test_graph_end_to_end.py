@@ -84,3 +84,29 @@ async def test_an_unrelated_turn_gets_no_knowledge_and_a_related_one_does(backen
     state = await graph.ainvoke({"messages": [HumanMessage("The hub's status light stays dark and it won't turn on")]}, config, context=ctx)
     assert state["retrieved_chunks"][0]["heading_path"].endswith("The hub does not power on")
     assert "XR-2291-B" in knowledge_section()
+
+
+@pytest.mark.slow
+async def test_a_collection_named_with_spaces_is_searched_as_ingest_named_it_and_an_empty_one_is_said_once(backend, user_id, scripted, caplog):
+    """rag_collection "kb-x " found nothing ("kb-x" ingested), and a misspelt one gave no knowledge, silently."""
+    from pathlib import Path
+
+    import knowledge
+
+    name, _ = scripted
+    collection = f"kb-{uuid.uuid4().hex[:8]}"
+    report = await knowledge.ingest(backend.pool, backend.embeddings.embeddings, [Path(__file__).parents[1] / "fixtures" / "kb"], f" {collection} ")
+    assert report.ok, report.summary()
+    question = {"messages": [HumanMessage("The hub's status light stays dark and it won't turn on")]}
+
+    graph, ctx, config = chat_on(backend, user_id, name, rag_collection=f"{collection} ")
+    state = await graph.ainvoke(question, config, context=ctx)
+    assert state["retrieved_chunks"][0]["heading_path"].endswith("The hub does not power on")
+
+    misspelt = f"{collection}-typo"
+    graph, ctx, config = chat_on(backend, user_id, name, rag_collection=misspelt)
+    for _ in range(2):
+        state = await graph.ainvoke(question, config, context=ctx)
+        assert state["retrieved_chunks"] == []
+    said = [r.getMessage() for r in caplog.records if "holds no documents" in r.getMessage()]
+    assert len(said) == 1 and misspelt in said[0] and collection in said[0]
