@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from core.errors import MemoryAgentError
+from core.text_validation import made_storable
 
 # extension -> kind
 SUPPORTED_EXTENSIONS: dict[str, str] = {
@@ -301,8 +302,10 @@ _MANY_BLANK_LINES = re.compile(r"\n{3,}")
 
 
 def clean_document_text(text: str) -> str:
-    """Unix newlines, no NUL characters, no trailing spaces, at most one blank line in a row, trimmed."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    """Unix newlines, no NUL characters, no trailing spaces, at most one blank line in a row, trimmed.
+    A lone surrogate (a PDF's broken character map can give one) is replaced: Postgres refused the
+    document's insert with a raw UnicodeEncodeError."""
+    text = made_storable(text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", ""))
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return _MANY_BLANK_LINES.sub("\n\n", text).strip()
 

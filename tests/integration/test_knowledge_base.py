@@ -75,8 +75,9 @@ class PoisonEmbeddings(Embeddings):
         return [[float("nan")] * len(v) if self.marker in t else v for t, v in zip(texts, vectors)]
 
 
-def minimal_pdf(pages: list[list[str]]) -> bytes:
-    """A valid PDF with one text line per string, Helvetica, one page per list."""
+def minimal_pdf(pages: list[list[str]], to_unicode: str | None = None) -> bytes:
+    """A valid PDF with one text line per string, Helvetica, one page per list (``to_unicode``: the
+    font's character map, as the last object)."""
 
     def esc(s: str) -> str:
         return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
@@ -93,6 +94,10 @@ def minimal_pdf(pages: list[list[str]]) -> bytes:
             f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>"
         )
         objects[5 + 2 * i] = f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream"
+    if to_unicode is not None:
+        last = max(objects) + 1
+        objects[3] = objects[3].replace(" >>", f" /ToUnicode {last} 0 R >>")
+        objects[last] = f"<< /Length {len(to_unicode)} >>\nstream\n{to_unicode}\nendstream"
     out = b"%PDF-1.4\n"
     offsets: dict[int, int] = {}
     for number in sorted(objects):
@@ -104,6 +109,19 @@ def minimal_pdf(pages: list[list[str]]) -> bytes:
         out += f"{offsets[number]:010d} 00000 n \n".encode()
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return out
+
+
+def pdf_mapping_a_glyph_to_a_lone_surrogate() -> bytes:
+    """A PDF whose font's ToUnicode map sends 'B' to U+D800 (a broken map, as found in the wild):
+    pypdf reads its page as 'Hello \ud800 there, …'."""
+    pairs = [f"<{c:02X}> <{c:04X}>" for c in range(32, 127) if c != 0x42] + ["<42> <D800>"]
+    cmap = (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Broken def\n"
+        "1 begincodespacerange <00> <FF> endcodespacerange\n"
+        f"{len(pairs)} beginbfchar\n" + "\n".join(pairs) + "\nendbfchar\n"
+        "endcmap CMapName currentdict /CMap defineresource pop end end"
+    )
+    return minimal_pdf([["Hello B there, the hub manual"]], to_unicode=cmap)
 
 
 async def fetch(pool, sql: str, *params):
@@ -235,6 +253,16 @@ async def test_hash_lines_of_a_text_file_are_stored_as_text_not_lost_as_headings
     stored = " ".join(r["content"] for r in rows)
     assert "# stop the hub before flashing" in stored and "# keep it plugged in" in stored
     assert {r["heading_path"] for r in rows} == {""}
+
+
+async def test_a_pdf_whose_character_map_gives_a_lone_surrogate_is_ingested_with_it_replaced(kb, tmp_path):
+    """Postgres refused its insert, and ingest said only "UnicodeEncodeError: 'utf-8' codec can't encode"."""
+    pdf = tmp_path / "broken-map.pdf"
+    pdf.write_bytes(pdf_mapping_a_glyph_to_a_lone_surrogate())
+    report = await knowledge.ingest(kb.pool, kb.embeddings, [pdf], collection="broken-map")
+    assert report.ok, report.summary()
+    [row] = await chunk_rows(kb.pool, "broken-map", source_name(pdf))
+    assert row["content"] == "Hello \ufffd there, the hub manual"
 
 
 async def test_a_pdf_loads_with_its_text_and_page_numbers(kb, tmp_path):
