@@ -26,7 +26,7 @@ from memory.kinds import KINDS, STORE_KIND_NAMES, Kind
 
 log = logging.getLogger(__name__)
 
-PAGE = 200
+EVERY_ITEM = 2**31 - 1  # a LIMIT no namespace reaches
 
 
 @dataclass(frozen=True)
@@ -147,14 +147,10 @@ async def get_user_document(store: BaseStore, user_id: str) -> UserDocument:
 
 
 async def _all(store: BaseStore, namespace: tuple[str, ...], **kwargs: Any) -> list[SearchItem]:
-    items: list[SearchItem] = []
-    offset = 0
-    while True:
-        page = await store.asearch(namespace, limit=PAGE, offset=offset, **kwargs)
-        items.extend(page)
-        if len(page) < PAGE:
-            return items
-        offset += PAGE
+    """Every item of ``namespace``, in one statement: the store orders a listing by ``updated_at``
+    alone, which the items of one transaction share, so pages (LIMIT/OFFSET) each ordered them
+    anew: some items came twice and others never (a forget left facts that carried its words)."""
+    return list(await store.asearch(namespace, limit=EVERY_ITEM, **kwargs))
 
 
 async def list_facts(store: BaseStore, user_id: str, *, include_superseded: bool = False) -> list[Fact]:

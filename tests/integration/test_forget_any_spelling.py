@@ -6,21 +6,26 @@ past any number of rows; and the log says what a forget reached, never what it f
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 
 import pytest
+from langgraph.store.base import PutOp
 
 from core.context import Context
+from core.namespaces import facts_ns
 from core.redaction import Redactor, term_hash
+from core.schemas import Fact
 from core.words import plain_word
 from graph.assembly import compile_graph
 from memory.chat_import import ChatImport
 from memory.forgetting import forget_request
 from memory.import_job import import_chat
-from memory.user_memory import get_chat, list_chats
+from memory.user_memory import get_chat, list_chats, list_facts
 from memory.writer.records import rename_chat
 from storage import episode_rewrites
 from storage.episodes import TABLE
+from storage.user_transaction import user_transaction
 from tests.support.graph_turns import new_thread, stream_turn
 
 pytestmark = pytest.mark.slow
@@ -169,3 +174,23 @@ async def test_a_forget_of_what_a_turn_being_answered_says_is_recorded_and_the_t
     assert [f.text for f in await list_facts(backend.store, user)] == []
     await chat_runs.finish(backend.pool, run_id, "finished")
     assert await chat_runs.active_turn_texts(backend.pool, user) == []  # an ended run's text is cleared
+
+
+async def test_every_fact_of_a_user_with_hundreds_is_listed_once_and_a_forget_reaches_each_that_carries_the_word(backend, user_id):
+    """The store lists a namespace newest change first; read a page at a time (LIMIT/OFFSET), the
+    items one transaction wrote (one updated_at) fell across pages in another order each time: some
+    were listed twice, others never, and a forget left facts that carried its word."""
+    rnd = random.Random(3)
+    facts = [Fact(id=str(uuid.uuid4()), text=f"Keeps bees in hive {i}" if i % 3 == 0 else f"Likes item {i}") for i in range(900)]
+    for start in range(0, len(facts), 7):  # a turn's extraction writes a few facts in one transaction
+        async with user_transaction(backend.store, user_id) as tx:
+            await tx.abatch([PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in facts[start:start + 7]])
+    async with user_transaction(backend.store, user_id) as tx:  # some mentioned again since
+        await tx.abatch([PutOp(facts_ns(user_id), f.id, f.model_dump(mode="json"), index=False) for f in rnd.sample(facts, 30)])
+
+    listed = [f.id for f in await list_facts(backend.store, user_id)]
+    assert sorted(listed) == sorted(f.id for f in facts)
+    assert await forget_request(backend.store, user_id, "bees") is not None
+    async with backend.pool.connection() as conn:  # every row, not through the readers
+        rows = await (await conn.execute("SELECT value->>'text' AS text FROM store WHERE prefix = %s", (".".join(facts_ns(user_id)),))).fetchall()
+    assert len(rows) == 600 and not [r["text"] for r in rows if "bees" in r["text"]]
