@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 import logging
 
 from core.namespaces import check_user_id, user_id_problem
-from core.text_validation import label_problem
+from core.text_validation import label_problem, unstorable_reason
 from storage import owner_forgets
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ async def authenticate(pool: AsyncConnectionPool, key: str) -> Caller | None:
     deletes the keys in the transaction that bumps the generation: a key that still matches was
     valid under the generation read with it); None for an unknown, malformed or revoked key."""
     parts = key.split("_", 2)
-    if len(parts) != 3 or parts[0] != "ma":
+    if len(parts) != 3 or parts[0] != "ma" or unstorable_reason(parts[1]) is not None:
         return None
     async with pool.connection() as conn:
         row = await (
@@ -157,6 +157,8 @@ def key_prefix(given: str) -> str:
 async def revoke_key(pool: AsyncConnectionPool, prefix: str) -> bool:
     """Revoke the active key ``prefix`` names (:func:`key_prefix`: "ma_51ddc24b" or the whole key too)."""
     prefix = key_prefix(prefix)
+    if unstorable_reason(prefix) is not None:  # no key has it (`keys revoke $'\xff'` was a traceback)
+        return False
     async with pool.connection() as conn:
         cur = await conn.execute(
             "UPDATE memory_agent_api_keys SET revoked_at = now() WHERE prefix = %s AND revoked_at IS NULL", (prefix,)

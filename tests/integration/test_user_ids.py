@@ -4,6 +4,7 @@ CLI's --user, and in thread ownership, so nothing is half-written for them."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import sys
 import uuid
@@ -40,6 +41,19 @@ def test_keys_create_on_the_command_line_refuses_it_with_one_clear_line(bad, emp
     err = capsys.readouterr().err
     assert exit_.value.code == 2
     assert "invalid user id" in err and "Traceback" not in err
+
+
+async def test_a_key_or_prefix_postgres_cannot_store_names_no_key_instead_of_failing(backend, monkeypatch, capsys):
+    """`keys revoke` of an argument with a byte that is not UTF-8 (a lone surrogate to Python) was a traceback."""
+    from app.cli.keys_command import main
+
+    for unstorable in ("\udcff", "ma_\udcff", "\x00", "ma_a\x00b_secret"):
+        assert await api_keys.revoke_key(backend.pool, unstorable) is False
+        assert await api_keys.authenticate(backend.pool, f"ma_{unstorable}_secret") is None
+    monkeypatch.setenv("DATABASE_URL", backend.url)
+    assert await asyncio.to_thread(main, ["revoke", "\udcff"]) == 1
+    err = capsys.readouterr().err
+    assert "no active key with prefix" in err and "Traceback" not in err
 
 
 async def test_a_key_stored_for_the_wildcard_user_before_the_rule_authenticates_no_one(backend):
