@@ -57,15 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def prepare_database(url: str, auth_on: bool) -> str | None:
-    """Set up every table once; return a new key for the local user if it has none."""
+    """Set up every table once; return a new key for the local user if it never had one."""
     from storage import api_keys
     from memory.backend import open_memory
 
     async with open_memory(url, max_pool_size=2) as backend:
         if not auth_on:
             return None
-        keys = await api_keys.list_keys(backend.pool, LOCAL_USER)
-        if any(k.revoked_at is None for k in keys):
+        if await api_keys.list_keys(backend.pool, LOCAL_USER):  # revoked ones too: a restart must not undo a revocation
             return None
         return await api_keys.create_key(backend.pool, LOCAL_USER, LOCAL_KEY_LABEL)
 
@@ -156,7 +155,7 @@ def _serve(args) -> int:
         print(f"Open the web page with it: {base}/#key={new_key}", flush=True)
     else:
         print(
-            f"The web page asks for an API key. User '{LOCAL_USER}' has one already; "
+            f"The web page asks for an API key. User '{LOCAL_USER}' has had one (`memory-agent keys list --user {LOCAL_USER}`); "
             f"make another with `memory-agent keys create --user {LOCAL_USER}`.",
             flush=True,
         )

@@ -174,6 +174,22 @@ def test_serve_printed_a_working_key_for_the_local_user_on_first_start(server):
         assert c.get("/me").json() == {"user_id": "local", "auth": "on"}
 
 
+async def test_a_restart_after_the_local_users_key_was_revoked_prints_no_new_key(new_database):
+    """Every start whose `local` had no active key made one and printed it: revoking a leaked key
+    of `local` was undone by the next restart, with a working key in the server's log."""
+    from app.http.serve import prepare_database
+    from memory.backend import open_memory
+    from storage import api_keys
+
+    url = new_database("restart")
+    first = await prepare_database(url, auth_on=True)
+    assert first and await prepare_database(url, auth_on=True) is None
+    async with open_memory(url, max_pool_size=2) as backend:
+        assert await api_keys.revoke_key(backend.pool, first)
+        assert await prepare_database(url, auth_on=True) is None
+        assert [k.revoked_at is not None for k in await api_keys.list_keys(backend.pool, "local")] == [True]
+
+
 # --------------------------------------------------------------------------- chats
 def test_a_message_streams_tokens_then_memory_then_done_with_ids_and_token_usage(client):
     chat_id = new_chat(client, title="Introductions", persona="assistant")
