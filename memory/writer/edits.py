@@ -102,7 +102,8 @@ async def edit_fact(
 
 
 async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) -> Task | None:
-    """Change a task's description, status or due date (None when there is no valid task with that id).
+    """Change a task's description, status or due date (None when there is no valid task with that id,
+    or only a retracted one).
     Each value is checked as new input, whoever calls: a blank or oversized description or due date, an
     unknown status or field is refused (ValueError) before anything is written; a due date of None
     clears it."""
@@ -117,7 +118,7 @@ async def edit_task(store, user_id: str, task_id: str, changes: dict[str, Any]) 
         await embed_ahead(store, [description])
     async with user_transaction(store, user_id) as tx:
         task = await valid_stored(tx, "tasks", user_id, task_id)
-        if task is None:
+        if task is None or task.status == "retracted":  # taken back with an edited-away message: listed nowhere, not edited back
             return None
         now = utcnow()
         if description:

@@ -6,7 +6,8 @@ import uuid
 
 from core.schemas import ExtractionResult, NewFact, TaskUpdate
 from memory.writer.extraction import apply_extraction, retract_taught_by
-from memory.user_memory import list_facts, stored_tasks
+from memory.user_memory import get_task, list_facts, stored_tasks
+from memory.writer.edits import edit_task
 
 
 async def test_retracting_a_message_retracts_only_what_it_alone_taught(backend):
@@ -39,3 +40,16 @@ async def test_the_passport_edit_ends_with_one_task(backend):
         backend.store, user, ExtractionResult(task_updates=[TaskUpdate(action="add", description="Renew my passport tomorrow")]), message_id="new"
     )
     assert [t.description for t in await stored_tasks(backend.store, user)] == ["Renew my passport tomorrow"]
+
+
+async def test_a_retracted_task_cannot_be_edited_back_into_the_list(backend):
+    """A task the edit took back is listed nowhere, but a PATCH from a list shown before the edit
+    (`edit_task`) changed it, and as "done" it was listed again: what the abandoned branch taught came back."""
+    user = f"undo-{uuid.uuid4().hex[:8]}"
+    await apply_extraction(
+        backend.store, user, ExtractionResult(task_updates=[TaskUpdate(action="add", description="Renew my passport next week")]), message_id="old"
+    )
+    (task,) = await stored_tasks(backend.store, user)
+    await retract_taught_by(backend.store, user, ["old"])
+    assert await edit_task(backend.store, user, task.id, {"status": "done", "due": "Friday"}) is None  # the route's 404
+    assert await stored_tasks(backend.store, user) == [] and (await get_task(backend.store, user, task.id)).status == "retracted"
