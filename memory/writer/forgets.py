@@ -4,6 +4,7 @@ field and preference that carries its words, or came only from its messages, goe
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -122,12 +123,17 @@ async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, w
 
 
 async def _forget_carriers(tx, user_id: str, out: ForgetWrite, goes) -> list[PutOp]:
-    """Deletes of the facts (superseded history included) and tasks for which ``goes(item, text)``."""
+    """Deletes of the facts (superseded history included) and tasks for which ``goes(item, text)``, and
+    of those stored invalid whose value carries a forgotten word (no reader but the list of invalid
+    items sees them, and it shows their value)."""
     ops: list[PutOp] = []
     for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
         for item in await all_items(tx, ns):
             parsed = parse_item(part, item)
-            if parsed is not None and goes(parsed, parsed.text if isinstance(parsed, Fact) else parsed.description):
+            if parsed is None and out.redactor.carries(json.dumps(item.value, ensure_ascii=False)):
+                ops.append(PutOp(ns, item.key, None))
+                setattr(out, part, getattr(out, part) + 1)
+            elif parsed is not None and goes(parsed, parsed.text if isinstance(parsed, Fact) else parsed.description):
                 ops.append(PutOp(ns, parsed.id, None))
                 setattr(out, part, getattr(out, part) + 1)
     return ops

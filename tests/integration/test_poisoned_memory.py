@@ -22,6 +22,7 @@ from core.namespaces import PROFILE_KEY, chats_ns, facts_ns, profile_ns, tasks_n
 from core.schemas import Fact
 from graph.assembly import compile_graph
 from memory import queries
+from memory.forgetting import forget_request
 from memory.writer.edits import delete_invalid as delete_invalid_item
 from memory.user_memory import (
     get_user_document,
@@ -198,3 +199,15 @@ async def test_a_stored_value_that_is_not_an_object_is_invalid_to_every_reader_a
     for kind, key in found:
         assert await delete_invalid(backend.store, user_id, kind, key) is True  # through the writer's transaction too
     assert await invalid_items(backend.store, user_id) == []
+
+
+async def test_a_forget_deletes_the_invalid_facts_and_tasks_that_carry_its_words(backend, user_id):
+    """No reader uses an invalid item, but the memory views list it with its value: a forget of "Porto"
+    left "Works at the Porto harbour" there (and an invalid item unrelated to it stays to be deleted)."""
+    await backend.store.aput(facts_ns(user_id), "porto-fact", {"text": "Works at the Porto harbour", "importance": "huge"})
+    await backend.store.aput(tasks_ns(user_id), "porto-task", {"description": "Book the ferry to Porto", "status": "someday"})
+    await backend.store.aput(tasks_ns(user_id), "poison-task", BAD_TASK)
+    await backend.store.aput(facts_ns(user_id), "f1", Fact(id="f1", text="Lives in Porto").model_dump(mode="json"))
+    report = await forget_request(backend.store, user_id, "Porto")
+    assert report is not None and (report.facts, report.tasks) == (2, 1)
+    assert [(i.kind, i.key) for i in await invalid_items(backend.store, user_id)] == [("tasks", "poison-task")]
