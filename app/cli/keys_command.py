@@ -63,10 +63,11 @@ async def _run(args: argparse.Namespace) -> int:
             for k in keys:
                 print(f"{k.prefix:<10} {k.user_id:<20} {_when(k.created_at):<16} {_when(k.last_used_at):<16} {_when(k.revoked_at):<16} {shown(k.label)}")
             return 0
+        named = api_keys.key_prefix(args.prefix)  # said back as its prefix: a whole key given is a secret
         if await api_keys.revoke_key(pool, args.prefix):
-            print(f"Revoked key {args.prefix}.")
+            print(f"Revoked key {named}.")
             return 0
-        print(f"error: no active key with prefix {args.prefix!r} (see `memory-agent keys list`).", file=sys.stderr)
+        print(f"error: no active key with prefix {named!r} (see `memory-agent keys list`).", file=sys.stderr)
         return 1
     finally:
         await pool.close()

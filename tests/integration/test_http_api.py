@@ -167,6 +167,16 @@ def test_keys_cli_creates_a_key_once_lists_it_without_the_secret_and_revokes_it(
     assert keys_cli(server, "revoke", prefix).returncode == 1  # already revoked: says so
 
 
+def test_revoking_by_the_whole_key_never_prints_its_secret(server):
+    """`keys revoke <whole key>` printed "Revoked key ma_<prefix>_<secret>." (and the error repeated it)."""
+    key = keys_cli(server, "create", "--user", new_user()).stdout.strip()
+    prefix, secret = key.split("_")[1], key.split("_", 2)[2]
+    for returncode in (0, 1):  # revoked, then "no active key" for the same words
+        said = keys_cli(server, "revoke", key)
+        assert said.returncode == returncode and prefix in said.stdout + said.stderr
+        assert secret not in said.stdout + said.stderr
+
+
 def test_serve_printed_a_working_key_for_the_local_user_on_first_start(server):
     assert server.local_key, server.log()
     assert f"/#key={server.local_key}" in server.log()
