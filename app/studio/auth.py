@@ -9,8 +9,8 @@ Without a header it depends on ``MEMORY_AGENT_AUTH``:
   A run may name another user, as the LangGraph memory-agent template does:
   ``config.configurable.user_id`` (or ``context.user_id``), unless it is the settings form's
   default ``local``: a default is no choice. The run then reads and writes that user's memory, and its
-  thread becomes that user's chat (see :func:`_acting_user`). A user who holds an API key is
-  acted as only with the key;
+  thread becomes that user's chat (see :func:`_acting_user`). A user who holds an API key (or
+  held one, since revoked) is acted as only with a key;
 * ``required`` — 401.
 
 The default is ``optional`` under ``langgraph dev`` (which marks itself with
@@ -186,15 +186,15 @@ def _named_user(kwargs: Any) -> str | None:
 
 async def _acting_user(ctx: Auth.types.AuthContext, kwargs: Any, owner: str) -> str:
     """Whose memory the run uses: the key's user; for a key-less caller (``optional`` mode) the user
-    the run names, else the Studio user. Naming a user who holds an API key is refused: their key decides."""
+    the run names, else the Studio user. Naming a user who holds or held an API key is refused: their key decides."""
     named = _named_user(kwargs) if is_keyless(ctx.user) else None
     if named is None or named == owner:
         return owner
     if (problem := user_id_problem(named)) is not None:
         raise Auth.exceptions.HTTPException(status_code=422, detail=f"user_id {named[:100]!r} is not usable: {problem}")
     async with _pool() as pool:
-        if any(key.revoked_at is None for key in await list_keys(pool, named)):
-            raise _forbidden(f"User {named!r} has an API key: send it ('Authorization: Bearer <key>') to act as them.")
+        if await list_keys(pool, named):  # revoked ones too: a key revoked because it leaked must not open the user up
+            raise _forbidden(f"User {named!r} has (or had) an API key: send an active one ('Authorization: Bearer <key>') to act as them.")
     return named
 
 

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_client
 
-from storage.api_keys import create_key
+from storage.api_keys import create_key, revoke_key
 from memory.backend import open_memory
 from core.namespaces import facts_ns, profile_ns
 from storage.postgres import open_pool
@@ -306,6 +306,14 @@ async def test_without_a_key_a_run_acts_as_the_user_its_configurable_user_id_nam
         await keyless.runs.wait(thread["thread_id"], GRAPH, input={"messages": [human("I live in Mordor.")]}, config={"configurable": {"user_id": alice}})
     assert refused.value.response.status_code == 403
     assert "Mordor" not in (await get_user_document(memory.store, alice)).model_dump_json()
+
+    # Nor one whose key was revoked (leaked, say): revoking it let any key-less caller act as them.
+    carol = f"carol-{uuid.uuid4().hex[:8]}"
+    await revoke_key(memory.pool, await create_key(memory.pool, carol))
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await keyless.runs.wait(None, GRAPH, input={"messages": [human("I live in Mordor.")]}, config={"configurable": {"user_id": carol}})
+    assert refused.value.response.status_code == 403 and "API key" in refused.value.response.text
+    assert "Mordor" not in (await get_user_document(memory.store, carol)).model_dump_json()
 
 
 @pytest.fixture(scope="module")
