@@ -18,7 +18,8 @@ from core.namespaces import PROFILE_KEY, facts_ns, profile_ns, tasks_ns
 from core.schemas import Fact, Source, UserDocument, utcnow
 from core.redaction import Redactor, distinctive_stems, term_hashes
 from memory.user_memory import _all as all_items
-from memory.user_memory import get_user_document, parse_item
+from memory.kinds import KINDS
+from memory.user_memory import get_user_document, invalid_items, parse_item
 from memory.writer.merge_rules import preference_in_words
 from memory.writer.stored import valid_stored
 
@@ -124,8 +125,8 @@ async def forget_items(store, user_id: str, targets: list[tuple[str, str]], *, w
 
 async def _forget_carriers(tx, user_id: str, out: ForgetWrite, goes) -> list[PutOp]:
     """Deletes of the facts (superseded history included) and tasks for which ``goes(item, text)``, and
-    of those stored invalid whose value carries a forgotten word (no reader but the list of invalid
-    items sees them, and it shows their value)."""
+    of any item stored invalid (a fact, a task, the profile, a chat's record) whose value carries a
+    forgotten word (no reader but the list of invalid items sees them, and it shows their value)."""
     ops: list[PutOp] = []
     for part, ns in (("facts", facts_ns(user_id)), ("tasks", tasks_ns(user_id))):
         for item in await all_items(tx, ns):
@@ -136,6 +137,10 @@ async def _forget_carriers(tx, user_id: str, out: ForgetWrite, goes) -> list[Put
             elif parsed is not None and goes(parsed, parsed.text if isinstance(parsed, Fact) else parsed.description):
                 ops.append(PutOp(ns, parsed.id, None))
                 setattr(out, part, getattr(out, part) + 1)
+    for bad in await invalid_items(tx, user_id, ("profile", "chats")):  # unreadable, so read by no one but that list
+        if out.redactor.carries(json.dumps(bad.value, ensure_ascii=False)):
+            ops.insert(0, PutOp(KINDS[bad.kind].namespace(user_id), bad.key, None))  # first: a profile put after it stands
+            log.info("forget: deleted the invalid %s item %r, which carried the forgotten words", bad.kind, bad.key)
     return ops
 
 

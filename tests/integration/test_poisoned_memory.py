@@ -211,3 +211,17 @@ async def test_a_forget_deletes_the_invalid_facts_and_tasks_that_carry_its_words
     report = await forget_request(backend.store, user_id, "Porto")
     assert report is not None and (report.facts, report.tasks) == (2, 1)
     assert [(i.kind, i.key) for i in await invalid_items(backend.store, user_id)] == [("tasks", "poison-task")]
+
+
+async def test_a_forget_deletes_an_invalid_profile_or_chat_record_that_carries_its_words(backend, user_id):
+    """The same for the profile document and a chat's record: a forget of "Porto" left them listed
+    with the word (an invalid one unrelated to it stays)."""
+    await backend.store.aput(profile_ns(user_id), PROFILE_KEY, {"profile": {"location": "Porto"}, "updated_at": "not a time"})
+    await backend.store.aput(chats_ns(user_id), "porto-chat", {"thread_id": "porto-chat", "title": 7, "summary_text": "Moving to Porto"})
+    await backend.store.aput(chats_ns(user_id), "other-chat", {"thread_id": "other-chat", "title": 7, "summary_text": "Tea"})
+    await backend.store.aput(facts_ns(user_id), "f1", Fact(id="f1", text="Lives in Porto").model_dump(mode="json"))
+    assert {(i.kind, i.key) for i in await invalid_items(backend.store, user_id)} == {("profile", PROFILE_KEY), ("chats", "porto-chat"), ("chats", "other-chat")}
+
+    assert await forget_request(backend.store, user_id, "Porto") is not None
+    assert [(i.kind, i.key) for i in await invalid_items(backend.store, user_id)] == [("chats", "other-chat")]
+    assert "Porto" not in (await get_user_document(backend.store, user_id)).model_dump_json()
