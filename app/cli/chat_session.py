@@ -474,7 +474,7 @@ class ChatSession:
             raise NothingToRegenerate("Nothing to regenerate yet: this chat has no reply.")
         try:
             human = await question_of(self.graph, self.thread_id, last.id)
-            base = await checkpoint_before(self.graph, self.thread_id, human.id)
+            base = await checkpoint_before(self.graph, self.thread_id, human.id, to="regenerate this reply")
         except ApiError as exc:
             raise NothingToRegenerate(exc.message) from exc
         if self.interactive:

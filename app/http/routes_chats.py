@@ -446,7 +446,7 @@ async def regenerate_reply(message_id: Identifier, chat: OwnedChat, user: Curren
     The regenerated turn is a complete one: memory learns from it (also after a stopped reply)."""
     async with holding_run_slot(services, chat.thread_id, user, "regenerate") as run_id:
         human = await question_of(services.graph, chat.thread_id, message_id)
-        base = await checkpoint_before(services.graph, chat.thread_id, human.id)
+        base = await checkpoint_before(services.graph, chat.thread_id, human.id, to="regenerate this reply")
         # The same message (same id) again: only the reply is new.
         handle = services.runs.launch(run_id, turn_spec(chat, user, "regenerate", {"messages": [human]}, user_text=human.text, fork_from=base))
     return await sse_response(handle)
@@ -469,8 +469,9 @@ async def question_of(graph, chat_id: str, reply_id: str) -> HumanMessage:
 NEAR_HEAD = 6  # checkpoints looked at one by one before bisecting: a turn writes ~5
 
 
-async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:
-    """Config of the checkpoint just before ``message_id`` entered the thread's current branch."""
+async def checkpoint_before(graph, chat_id: str, message_id: str, *, to: str = "edit it") -> dict:
+    """Config of the checkpoint just before ``message_id`` entered the thread's current branch.
+    ``to``: what the caller does from there, said when that checkpoint is gone ("regenerate its reply")."""
     head = await graph.aget_state(config_of(chat_id))
     target = next((m for m in head.values.get("messages", []) if m.id == message_id), None)
     if target is None:
@@ -503,7 +504,12 @@ async def checkpoint_before(graph, chat_id: str, message_id: str) -> dict:
         else:
             lacks = middle
     if lacks == len(ids):
-        raise ApiError(409, "history_unavailable", "The checkpoint before this message is gone; it cannot be edited.")
+        raise ApiError(
+            409,
+            "history_unavailable",
+            f"The checkpoint before this message is gone (a chat's last {checkpoint_rows.HISTORY_ENV} turns keep "
+            f"theirs; a forget or a deletion prunes the older ones), so there is no point to {to} from.",
+        )
     snap = await graph.aget_state(at(lacks))
     # That is the turn's input checkpoint; its parent is where the previous turn ended (a cleaner fork point).
     if snap.next == ("__start__",) and lacks + 1 < len(ids):

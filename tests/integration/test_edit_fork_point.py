@@ -76,3 +76,4 @@ async def test_a_message_whose_earlier_checkpoints_are_gone_is_refused_clearly(b
     with pytest.raises(ApiError) as err:
         await checkpoint_before(graph, thread, first.id)
     assert err.value.status == 409 and err.value.code == "history_unavailable"
+    assert err.value.message.endswith("no point to edit it from.")

@@ -157,6 +157,19 @@ def test_regenerating_an_earlier_reply_drops_the_later_messages(client):
     assert messages[1]["id"] == done.data["message_id"] != first_reply["id"]
 
 
+def test_regenerating_a_reply_whose_checkpoint_a_deletion_pruned_says_it_cannot_be_regenerated(client):
+    """It said "it cannot be edited" to a regenerate: the deletion of a later message prunes the history."""
+    chat_id = new_chat(client)
+    say(client, chat_id, "My name is Dana")
+    say(client, chat_id, "I live in Rome")
+    first_reply, later = messages_of(client, chat_id)[1], messages_of(client, chat_id)[2]
+    assert client.delete(f"/chats/{chat_id}/messages/{later['id']}").status_code == 200
+    with pytest.raises(HttpError) as refused:
+        stream(client, "POST", f"/chats/{chat_id}/messages/{first_reply['id']}/regenerate", {})
+    assert refused.value.status == 409 and refused.value.body["error"]["code"] == "history_unavailable"
+    assert refused.value.body["error"]["message"].endswith("no point to regenerate this reply from.")
+
+
 def test_regenerate_refuses_what_is_not_an_assistant_reply(client):
     chat_id = new_chat(client)
     say(client, chat_id, "My name is Dana")
