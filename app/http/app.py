@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.http.api_docs import install_api_docs
+from app.http.query_text import QueryText
 from app.http.body_limit import MAX_BODY_BYTES, BodyLimit
 from app.http.auth import auth_enabled
 from app.http.cross_origin import allow_cross_origin
@@ -129,6 +130,7 @@ def create_app() -> FastAPI:
     install_error_handlers(app)
     # Inside WorkerHeaders (a 413 names its worker too), outside the rest: before authentication and parsing.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(QueryText)
     app.add_middleware(WorkerHeaders)
     allow_cross_origin(app)  # outermost: a preflight is answered before size, auth or routes look at it
     app.include_router(imports_router)  # (before /chats/{chat_id}'s routes, though none is a POST of that shape)

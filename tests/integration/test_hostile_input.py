@@ -89,6 +89,13 @@ def test_a_nul_in_the_key_of_an_invalid_item_or_of_a_reply_to_regenerate_is_422(
     refused(client.post(f"/chats/{chat_id}/messages/{NUL_ID}/regenerate"), mentions="NUL character")
 
 
+def test_a_query_string_that_is_not_utf8_is_422_not_searched_as_a_replacement_character(client):
+    """?q=%ff reached the search as U+FFFD and was answered with whatever matched it."""
+    for path in ("/chats/search?q=%ff", "/chats/search?q=caf%e9", "/memory/facts?include_superseded=%c3"):
+        refused(client.get(path), mentions="not valid UTF-8")
+    assert client.get("/chats/search?q=caf%C3%A9").status_code == 200  # é as UTF-8 is text
+
+
 def test_a_nul_in_a_profile_field_is_422_and_the_profile_is_unchanged(client):
     assert client.patch("/memory/profile", json={"name": "Dana"}).status_code == 200
     refused(client.patch("/memory/profile", json={"name": NUL}), mentions="NUL character")
