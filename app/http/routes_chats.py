@@ -5,9 +5,9 @@ through :mod:`app.runs.turn_runner`; replies stream as Server-Sent Events (:mod:
 
 - One reply at a time per chat (409 ``reply_in_progress``), enforced in Postgres so it
   holds across workers: one writer per thread keeps the checkpoint chain linear.
-- A chat waiting for a task-change confirmation takes no new message (409
-  ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call
-  would be left in the history.
+- A chat waiting for a task-change confirmation takes no new message and deletes none (409
+  ``confirmation_pending``) until ``/resume`` answers it: an unanswered tool call would be left
+  in the history (a deletion's rewrite dropped the question, answered by nobody).
 - ``/stop`` ends the running reply and keeps it as far as it got, marked ``stopped``;
   memory learns nothing from a stopped turn (see app.runs.turn_runner for the rule).
 - Editing a user message forks the thread at the checkpoint before that message and
@@ -326,6 +326,14 @@ async def get_chat_detail(
     return await chat_detail(services, chat, user, limit=limit, before=before)
 
 
+def _confirmation_pending(chat_id: str) -> ApiError:
+    return ApiError(
+        409,
+        "confirmation_pending",
+        f"The agent is waiting for a confirmation on this chat; answer it with POST /chats/{chat_id}/resume first.",
+    )
+
+
 @router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses={**_ERRORS, 409: {"model": ErrorResponse}})
 async def delete_message_outright(message_id: Identifier, chat: OwnedChat, user: CurrentUser, services: AppServices):
     """Delete one message outright: its text leaves the transcript (a "[deleted]" stands in its
@@ -333,6 +341,8 @@ async def delete_message_outright(message_id: Identifier, chat: OwnedChat, user:
     of what was said and every model's view, for good."""
     async with holding_chat(services, chat.thread_id, user, "delete"):  # refuses while a reply runs
         state = await services.graph.aget_state(config_of(chat.thread_id))
+        if state.interrupts:  # the deletion's rewrite of the thread dropped the question, answered by nobody
+            raise _confirmation_pending(chat.thread_id)
         message = next((m for m in (state.values or {}).get("messages", []) if m.id == message_id), None)
         if message is None:
             raise not_found(f"Message {message_id}")
@@ -376,11 +386,7 @@ async def send_message(body: MessageIn, chat: OwnedChat, user: CurrentUser, serv
     async with holding_run_slot(services, chat.thread_id, user, "message") as run_id:
         state = await services.graph.aget_state(config_of(chat.thread_id))
         if state.interrupts:
-            raise ApiError(
-                409,
-                "confirmation_pending",
-                f"The agent is waiting for a confirmation on this chat; answer it with POST /chats/{chat.thread_id}/resume first.",
-            )
+            raise _confirmation_pending(chat.thread_id)
         handle = services.runs.launch(run_id, turn_spec(chat, user, "message", new_user_message(text), user_text=text, head=state))
     return await sse_response(handle)
 

@@ -627,6 +627,19 @@ def test_a_task_change_waits_for_confirmation_and_resume_applies_it_once(client)
     assert error_of(client.post(f"/chats/{chat_id}/resume", json={"approved": True})) == (409, "no_pending_confirmation")
 
 
+def test_a_message_is_not_deleted_while_a_confirmation_waits_and_is_once_it_is_answered(client):
+    """Deleting the asking turn's message dropped the confirmation silently (the task change was
+    neither applied nor declined, and nothing said so)."""
+    chat_id = new_chat(client)
+    assert final(say(client, chat_id, "[task] Buy milk")).name == "interrupt"
+    asked = client.get(f"/chats/{chat_id}").json()["messages"][0]
+    assert error_of(client.delete(f"/chats/{chat_id}/messages/{asked['id']}")) == (409, "confirmation_pending")
+    assert len(client.get(f"/chats/{chat_id}").json()["pending_interrupts"]) == 1
+
+    assert final(stream(client, "POST", f"/chats/{chat_id}/resume", {"approved": False})).name == "done"
+    assert client.delete(f"/chats/{chat_id}/messages/{asked['id']}").status_code == 200
+
+
 def test_a_declined_task_change_changes_nothing(client):
     chat_id = new_chat(client)
     assert final(say(client, chat_id, "[task] Call the bank")).name == "interrupt"
