@@ -20,16 +20,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import types
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Literal, Sequence, TypeVar, Union, get_args, get_origin
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel
 
 from core.words import content_words, plain_stem, stem, words
 
 MARK = "[forgotten]"
 """What stands where forgotten words were, in the model's view and in derived text."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Verbatim(str):
+    """A string :meth:`Redactor.value` leaves as it is: a value of a closed vocabulary (a role, a
+    status), which holds no one's words."""
 
 # Words of an item that say what kind of thing it is, not what it is: forgetting "Works as a nurse"
 # forgets "nurse", not every sentence with "works" in it.
@@ -143,7 +152,7 @@ class Redactor:
         """A JSON-like value with every string redacted (ids kept); a list item that carried a
         forgotten word is left out (a fact list loses the fact). A dict with a ``role`` (an
         excerpt's line, a search hit) is what the agent said when it is the assistant's or a tool's."""
-        if not self or value is None:
+        if not self or value is None or isinstance(value, Verbatim):
             return value
         if isinstance(value, str):
             return self.text(value, reply=reply)
@@ -162,6 +171,14 @@ class Redactor:
                 kept.append(self.value(item, reply=reply))
             return kept
         return value
+
+    def result(self, model: M) -> M:
+        """A copy of a pydantic result with its text redacted as :meth:`value` does, its fields of a
+        closed vocabulary (a Literal: a role, a status, an importance) kept: redacted, "medium" after a
+        forget of "Medium Rare" would be a value the result refuses."""
+        if not self:
+            return model
+        return type(model).model_validate(self.value(_closed_kept(model, model.model_dump(mode="json"))))
 
     def message(self, message: BaseMessage, thread_id: str | None = None) -> BaseMessage:
         """A copy of ``message`` as the model may see it (tool-call arguments included)."""
@@ -210,6 +227,27 @@ def _said_by_agent(item: dict, default: bool) -> bool:
     if not isinstance(role, str):
         return default
     return True if role in _AGENT_ROLES else False if role in _USER_ROLES else default
+
+
+def _closed_kept(model: BaseModel, dumped: dict) -> dict:
+    """``dumped`` (``model`` dumped to JSON) with the values of its closed fields, nested ones too, as Verbatim."""
+    for name, info in type(model).model_fields.items():
+        value, out = getattr(model, name), dumped.get(name)
+        if _closed(info.annotation) and isinstance(out, str):
+            dumped[name] = Verbatim(out)
+        elif isinstance(value, BaseModel) and isinstance(out, dict):
+            _closed_kept(value, out)
+        elif isinstance(value, (list, tuple)) and isinstance(out, list):
+            for item, item_out in zip(value, out):
+                if isinstance(item, BaseModel) and isinstance(item_out, dict):
+                    _closed_kept(item, item_out)
+    return dumped
+
+
+def _closed(annotation: Any) -> bool:
+    """Whether a field's type is a Literal (or an optional one)."""
+    options = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+    return any(get_origin(o) is Literal for o in options) and all(get_origin(o) is Literal or o is type(None) for o in options)
 
 
 def changed(before: Any, after: Any) -> bool:

@@ -149,7 +149,7 @@ class RecalledItem(BaseModel):
     chat_id: str | None = None
     chat_title: str | None = None
     id: str | None = Field(None, description="Id of the stored fact or task.")
-    status: str | None = Field(None, description="Task status (open, in_progress, done).")
+    status: TaskStatus | None = Field(None, description="Task status (open, in_progress, done).")
     due: str | None = Field(None, description="The due date in the user's words (\"next Tuesday\").")
     due_date: str | None = Field(None, description="The date those words meant when said (ISO: 2026-12-01, 2026-W49, 2026-12).")
     importance: Importance | None = None

@@ -80,8 +80,7 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
 
     async def redacted(result):
         # What the user had forgotten never leaves through MCP, whatever copy a read finds.
-        redactor = await forgetting.redactor_for(store, user_id)
-        return type(result).model_validate(redactor.value(result.model_dump(mode="json"))) if redactor else result
+        return (await forgetting.redactor_for(store, user_id)).result(result)
 
     @contextlib.contextmanager
     def user_errors():

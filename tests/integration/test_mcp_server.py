@@ -38,7 +38,8 @@ from memory.backend import open_memory
 from storage import api_keys
 from tests.conftest import REPO_ROOT
 from tests.support.dated_tasks import dated_now
-from tests.support.scripted_model import ScriptedChatModel, empty_extraction
+from tests.support.graph_turns import chat_on, stream_turn
+from tests.support.scripted_model import ScriptedChatModel, empty_extraction, plain_answers, registered_scripted_model
 
 TOOLS = {"search_conversation_history", "get_conversation_summary", "recall_context", "search_chats", "list_tasks", "remember", "forget"}
 # Words only Bob ever said or was told: none may reach Alice's results.
@@ -475,3 +476,35 @@ def test_the_user_is_required(monkeypatch, capsys):
     assert "invalid user id" in capsys.readouterr().err
     monkeypatch.setenv("MEMORY_AGENT_USER", "dana")
     assert mcp_server.build_parser().parse_args([]).user == "dana"
+
+
+async def test_forgetting_a_word_of_a_role_status_or_importance_leaves_every_tool_answering(backend, user_id):
+    """The tools' results are redacted whole before they leave. Forgetting a band called "Medium Rare" hid
+    "medium" in every string, a fact's importance too, and recall_context failed for every fact from then on
+    ("items.0.importance: Input should be 'low', 'medium' or 'high'"); the same for a task's status "open" and a
+    message's role "assistant". A value of a closed vocabulary holds no one's words: it is kept as it is."""
+    extract = {**empty_extraction(), "new_facts": [{"text": "Studies history at university", "importance": "medium"}],
+               "task_updates": [{"action": "add", "description": "Finish the history essay"}]}
+    answers = plain_answers(extract=lambda text: extract, title="Exams", summary="History exams.", reply="Good luck with the exams.")
+    with registered_scripted_model(answers) as (model, _):
+        graph, ctx, thread = chat_on(backend, user_id, model)
+        await stream_turn(graph, "I am studying for my history exams.", thread, ctx)
+    server = mcp_server.build_server(backend, user_id)
+
+    async def tool(name: str, arguments: dict) -> dict:
+        return (await server.call_tool(name, arguments)).structured_content
+
+    for fact, words in (("Plays in a band called Medium Rare", "Medium Rare"), ("Volunteers at the Open Door shelter", "the Open Door shelter"),
+                        ("Has a parrot called Assistant", "Assistant")):
+        assert (await tool("remember", {"text": fact}))["remembered"]
+        assert (await tool("forget", {"what": words}))["forgotten"]
+
+    facts = (await tool("recall_context", {"context_type": "facts"}))["items"]
+    assert ("Studies history at university", "medium", "long_term_memory") in [(i["text"], i["importance"], i["source"]) for i in facts]
+    assert [(t["description"], t["status"]) for t in (await tool("list_tasks", {}))["tasks"]] == [("Finish the history essay", "open")]
+    tasks = (await tool("recall_context", {"context_type": "tasks"}))["items"]
+    assert [(i["text"], i["status"]) for i in tasks] == [("Finish the history essay", "open")]
+    said = (await tool("search_conversation_history", {"query": "exams"}))["messages"]
+    assert {(m["role"], m["snippet"]) for m in said} == {("user", "I am studying for my history exams."), ("assistant", "Good luck with the exams.")}
+    summary = await tool("get_conversation_summary", {})
+    assert [(m["role"], m["text"]) for m in summary["recent_messages"]][-1] == ("assistant", "Good luck with the exams.")
