@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 UNAUTHORIZED = -32001  # JSON-RPC server error range, as MCP SDKs use for auth failures
+DATABASE_UNAVAILABLE = "The memory database is unavailable: try again shortly."
 
 
 def _bare(host: str) -> str:
@@ -96,7 +97,7 @@ class KeyRequired:
             user = await verify_key(self.pool, key)
         except (psycopg.Error, PoolTimeout):
             log.exception("MCP over HTTP: the API key could not be checked")
-            return 503, "The memory database is unavailable: try again shortly."
+            return 503, DATABASE_UNAVAILABLE
         if user is None:
             return 401, "Unknown or revoked API key."
         if user != self.user_id:

@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Annotated, Literal
 
+import psycopg
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -30,7 +31,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from core.cli_arguments import port_arg
-from app.mcp.http_access import KeyRequired
+from app.mcp.http_access import DATABASE_UNAVAILABLE, KeyRequired
 from app.mcp.stdio import run_stdio
 from memory import forgetting
 from memory import queries as q
@@ -91,6 +92,9 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
             raise ToolError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())) from exc
         except (MemoryAgentError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
+        except psycopg.OperationalError as exc:  # an outage to retry after, not a fault (the SDK said only "Error executing tool")
+            log.warning("MCP: the memory database is unavailable: %s", exc)
+            raise ToolError(DATABASE_UNAVAILABLE) from exc
 
     @server.tool(annotations=READ_ONLY)
     async def search_conversation_history(

@@ -20,11 +20,13 @@ import uuid
 from dataclasses import dataclass, field
 
 import anyio
+import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 import prompts
@@ -508,3 +510,20 @@ async def test_forgetting_a_word_of_a_role_status_or_importance_leaves_every_too
     assert {(m["role"], m["snippet"]) for m in said} == {("user", "I am studying for my history exams."), ("assistant", "Good luck with the exams.")}
     summary = await tool("get_conversation_summary", {})
     assert [(m["role"], m["text"]) for m in summary["recent_messages"]][-1] == ("assistant", "Good luck with the exams.")
+
+
+@pytest.mark.slow  # each call waits out the pool's timeout
+async def test_a_database_outage_is_said_in_the_tools_error(new_database, server_url, minilm):
+    """With the database gone, every tool call answered only "Error executing tool list_tasks": the caller
+    could not tell a fault from an outage to retry after. It now says so, as `serve`'s 503 does."""
+    url = new_database("mcpdown")
+    async with open_memory(url, minilm) as backend:
+        server = mcp_server.build_server(backend, "dana")
+        assert (await server.call_tool("list_tasks", {})).structured_content["count"] == 0
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{psycopg.conninfo.conninfo_to_dict(url)["dbname"]}" WITH (FORCE)')
+        for name, arguments in (("list_tasks", {}), ("remember", {"text": "Prefers tea"})):
+            with pytest.raises(ToolError) as error:
+                await server.call_tool(name, arguments)
+            assert not isinstance(error.value, UnexpectedToolError), error.value
+            assert "The memory database is unavailable: try again shortly." in str(error.value)
