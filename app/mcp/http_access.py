@@ -12,7 +12,9 @@ takes (``Authorization: Bearer <key>`` or ``X-API-Key: <key>``, `memory-agent ke
 - an ``Origin`` (a browser page) that is neither a loopback page nor the address listened on: 403.
 
 The key is checked on every request, not once per MCP session: a revoked key stops at once, and a
-session id alone opens nothing. Errors are JSON-RPC errors, as the MCP transport's own are.
+session id alone opens nothing. Errors are JSON-RPC errors, as the MCP transport's own are. The
+user's forget generation read with the key goes with the request (``CALLER`` in its ASGI scope):
+the tools' writes are refused when forget-me ran since (storage.owner_forgets), as `serve`'s are.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from storage.api_keys import verify_key
+from storage.api_keys import Caller, authenticate
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,8 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 UNAUTHORIZED = -32001  # JSON-RPC server error range, as MCP SDKs use for auth failures
 DATABASE_UNAVAILABLE = "The memory database is unavailable: try again shortly."
+CALLER = "memory_agent.caller"
+"""The ASGI scope's key for the (user, forget generation) the request's key was valid under."""
 
 
 def _bare(host: str) -> str:
@@ -64,8 +68,8 @@ class KeyRequired:
             await self.app(scope, receive, send)
             return
         refusal = await self.refusal(Headers(scope=scope))
-        if refusal is None:
-            await self.app(scope, receive, send)
+        if isinstance(refusal, Caller):
+            await self.app({**scope, CALLER: (refusal.user_id, refusal.generation)}, receive, send)
             return
         status, message = refusal
         body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": UNAUTHORIZED, "message": message}}).encode()
@@ -75,8 +79,8 @@ class KeyRequired:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def refusal(self, headers: Headers) -> tuple[int, str] | None:
-        """(status, message) when the request may not reach the tools, else None."""
+    async def refusal(self, headers: Headers) -> tuple[int, str] | Caller:
+        """(status, message) when the request may not reach the tools, else whom its key authenticates."""
         host = _hostname(headers.get("host"))
         if not self.any_host and host not in self.names:
             return 421, "Invalid Host header: this MCP server answers only to its own address and loopback names."
@@ -94,12 +98,12 @@ class KeyRequired:
                 f"`Authorization: Bearer <key>` or `X-API-Key: <key>`. Create one with `memory-agent keys create --user {self.user_id}`."
             )
         try:
-            user = await verify_key(self.pool, key)
+            caller = await authenticate(self.pool, key)
         except (psycopg.Error, PoolTimeout):
             log.exception("MCP over HTTP: the API key could not be checked")
             return 503, DATABASE_UNAVAILABLE
-        if user is None:
+        if caller is None:
             return 401, "Unknown or revoked API key."
-        if user != self.user_id:
+        if caller.user_id != self.user_id:
             return 403, "This API key belongs to another user: this MCP server serves only the user it was started for."
-        return None
+        return caller

@@ -24,14 +24,14 @@ import time
 from typing import Annotated, Literal
 
 import psycopg
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from core.cli_arguments import port_arg
-from app.mcp.http_access import DATABASE_UNAVAILABLE, KeyRequired
+from app.mcp.http_access import CALLER, DATABASE_UNAVAILABLE, KeyRequired
 from app.mcp.stdio import run_stdio
 from memory import forgetting
 from memory import queries as q
@@ -40,6 +40,7 @@ from memory.backend import MemoryBackend, open_memory
 from core.errors import MemoryAgentError
 from core.namespaces import user_root
 from core.text_validation import LINE_CHARS, BoundedText, Identifier, ShortText
+from storage import owner_forgets
 
 log = logging.getLogger(__name__)
 
@@ -163,23 +164,41 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
     @server.tool(annotations=WRITES)
     async def remember(
         text: Annotated[Query, Field(min_length=1, description="One fact about the user, e.g. 'Prefers tea to coffee'.")],
+        ctx: Context,
     ) -> Remembered:
         """Remember one fact about the user, through the agent's own writer: a duplicate is merged, a new value
         of a single-valued fact ('Lives in …') supersedes the old one, and the fact records that it came from
         this tool. Something the user had the agent forget is not remembered again."""
-        with user_errors():
+        with user_errors(), key_caller(ctx):
             return await remember_fact(store, user_id, text)
 
     @server.tool(annotations=FORGETS)
     async def forget(
         what: Annotated[Query, Field(min_length=1, description="What to forget, in the user's words ('that I work as a nurse', 'Porto').")],
+        ctx: Context,
     ) -> forgetting.Forgotten:
         """Forget something about the user everywhere it is kept: the facts, profile fields, preferences and tasks
         that carry it, and its copies in past messages, summaries and chat records. It is never returned again."""
-        with user_errors():
+        with user_errors(), key_caller(ctx):
             return await forgetting.forget_in_words(store, user_id, what)
 
     return server
+
+
+@contextlib.contextmanager
+def key_caller(ctx: Context):
+    """Within the block, writes are checked against the forget generation the HTTP request's key was valid
+    under (app.mcp.http_access), so a forget-me since refuses them (storage.owner_forgets); over stdio, and
+    in-process, the caller is known now and nothing is checked."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # no request: called in-process
+        request = None
+    token = owner_forgets.caller.set(getattr(request, "scope", {}).get(CALLER))
+    try:
+        yield
+    finally:
+        owner_forgets.caller.reset(token)
 
 
 def _default_user() -> str | None:

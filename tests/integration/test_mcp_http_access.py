@@ -12,8 +12,8 @@ import json
 
 import httpx
 
-from app.mcp import server as mcp_server
-from memory import queries as q
+from app.mcp import http_access, server as mcp_server
+from memory import chat_admin, queries as q
 from memory.writer.extraction import remember_fact
 from storage import api_keys
 
@@ -141,3 +141,30 @@ async def test_the_parser_and_the_tools_say_which_tools_write_and_that_http_need
     assert {n for n, a in tools.items() if a.read_only_hint} == set(mcp_server.READ_TOOLS)
     assert {n for n, a in tools.items() if not a.read_only_hint} == set(mcp_server.WRITE_TOOLS)
     assert tools["forget"].destructive_hint
+
+
+async def test_a_write_authenticated_just_before_forget_me_is_refused_and_leaves_nothing(backend, user_id, monkeypatch):
+    """DELETE /me refuses every write of a request authenticated before it (docs/security.md); a tools/call
+    over HTTP MCP carried no forget generation, so a `remember` whose key was checked just before forget-me
+    wrote its fact after it, and the forgotten user's memory had it again."""
+    key = await api_keys.create_key(backend.pool, user_id)
+    landed = False
+    real_authenticate = http_access.authenticate
+
+    async def verified_then_forgotten(pool, given):
+        nonlocal landed
+        found = await real_authenticate(pool, given)
+        if session_open and not landed:  # forget-me lands between this request's key check and its write
+            landed = True
+            await chat_admin.forget_user_everywhere(backend, user_id)
+        return found
+
+    session_open = False
+    monkeypatch.setattr(http_access, "authenticate", verified_then_forgotten)
+    async with mcp_http(backend, user_id) as client:
+        session = await open_session(client, bearer(key))
+        session_open = True
+        told = payload(await rpc(client, "tools/call", {"name": "remember", "arguments": {"text": "Works as a nurse"}}, bearer(key), session, 2))
+    assert landed
+    assert told["result"]["isError"] and "was forgotten" in told["result"]["content"][0]["text"], told
+    assert await facts_of(backend, user_id) == []
