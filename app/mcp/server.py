@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NoReturn
 
 import psycopg
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,6 +41,7 @@ from core.errors import MemoryAgentError
 from core.namespaces import user_root
 from core.text_validation import LINE_CHARS, BoundedText, Identifier, ShortText
 from storage import owner_forgets
+from storage.postgres import stop_embedded_postgres
 
 log = logging.getLogger(__name__)
 
@@ -244,24 +245,45 @@ def main(argv: list[str] | None = None) -> int:
     )
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it: turn that into an
     # exception so the backend is closed on the way out, not skipped by a default kill.
-    previous = signal.signal(signal.SIGTERM, _stop_serving)
+    # Over stdio Ctrl-C stops serving as SIGTERM does: asyncio's own SIGINT handler only cancels the main
+    # task, which then waits for the SDK's thread reading stdin (see _leave).
+    stops = (signal.SIGTERM, signal.SIGINT) if args.transport == "stdio" else (signal.SIGTERM,)
+    previous = {signum: signal.signal(signum, _stop_serving) for signum in stops}
     try:
         asyncio.run(serve(args.user, args.transport, args.host, args.port))
-    except StopServing:
         return 0
+    except StopServing as stop:
+        code = stop.code
     except KeyboardInterrupt:
-        return 130
+        code = 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 0
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if args.transport == "stdio":
+        _leave(code)
+    return code
 
 
 class StopServing(Exception):
-    """SIGTERM arrived: stop serving."""
+    """SIGTERM (or, over stdio, SIGINT) arrived: stop serving, and exit with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def _stop_serving(signum, frame) -> None:
-    raise StopServing()
+    raise StopServing(130 if signum == signal.SIGINT else 0)
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process now that a signal stopped serving stdio and everything of ours is closed. The SDK
+    reads stdin on a worker thread no signal wakes, and the interpreter would wait for it to exit until
+    stdin closed (python-sdk issue 3551): a host's SIGTERM, or Ctrl-C, did not stop the process."""
+    stop_embedded_postgres()  # what exiting does (pgserver stops it unless another process uses it)
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def serve(user_id: str, transport: str, host: str, port: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 
 import pytest
 
@@ -81,3 +82,20 @@ async def test_each_request_of_a_batch_is_answered_with_its_own_id(new_database,
             answers.append(await next_answer(proc, batch, 10))
         ids = sorted(m["id"] for a in answers for m in (a if isinstance(a, list) else [a]))
         assert ids == [3, 4], answers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+async def test_a_signal_stops_the_stdio_server_while_its_stdin_stays_open(new_database, tmp_path, signum, code):
+    """`kill` (or Ctrl-C in a terminal) ran the server's clean-up and then left the process waiting, for
+    as long as stdin stayed open, on the SDK's thread blocked reading it (python-sdk issue 3551): a host
+    that stops a server with SIGTERM had to SIGKILL it. The process now ends once it has cleaned up."""
+    async with mcp_over_stdio(new_database("mcpsignal"), tmp_path / "stderr.log") as proc:
+        proc.stdin.write(first := request(1, "initialize", INIT))
+        await proc.stdin.drain()
+        assert (await next_answer(proc, first, STARTUP_SECONDS))["id"] == 1
+        proc.send_signal(signum)  # stdin stays open
+        try:
+            assert await asyncio.wait_for(proc.wait(), 30) == code
+        except asyncio.TimeoutError:
+            raise AssertionError(f"still running 30s after {signum!r}, its stdin open") from None
