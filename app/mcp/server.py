@@ -39,7 +39,7 @@ from memory.writer.extraction import Remembered, remember_fact
 from memory.backend import MemoryBackend, open_memory
 from core.errors import MemoryAgentError
 from core.namespaces import user_root
-from core.text_validation import LINE_CHARS, BoundedText, Identifier, ShortText
+from core.text_validation import LINE_CHARS, BoundedText, Identifier, ShortText, is_blank
 from storage import owner_forgets
 from storage.postgres import stop_embedded_postgres
 
@@ -112,6 +112,8 @@ def build_server(backend: MemoryBackend, user_id: str) -> MCPServer:
         user's chats holding the query's words or close to it in meaning (each with chat_id, position, role, the
         time it was said and a snippet), best first.
         Use it to answer "what did we say about X" or "when did I mention Y"."""
+        if is_blank(query):  # min_length lets spaces and invisible characters through
+            raise ToolError("The query is blank (only spaces or invisible characters): say what to look for.")
         with user_errors():
             return await redacted(await q.search_conversation_history(store, checkpointer, user_id, query, time_range, limit))
 

@@ -527,3 +527,13 @@ async def test_a_database_outage_is_said_in_the_tools_error(new_database, server
                 await server.call_tool(name, arguments)
             assert not isinstance(error.value, UnexpectedToolError), error.value
             assert "The memory database is unavailable: try again shortly." in str(error.value)
+
+
+async def test_a_blank_history_query_is_refused_with_its_reason(backend, user_id):
+    """A query of spaces or invisible characters passed the tool's minLength and answered "chats_searched": 0
+    and no hits, as if the user had no chats and nothing matched; blank is never a value (docs/api.md)."""
+    server = mcp_server.build_server(backend, user_id)
+    for blank in ("   ", "\u200b", " \u2060\n"):
+        with pytest.raises(ToolError, match="The query is blank") as error:
+            await server.call_tool("search_conversation_history", {"query": blank})
+        assert not isinstance(error.value, UnexpectedToolError)
