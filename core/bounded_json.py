@@ -15,6 +15,7 @@ UnicodeDecodeError, so the escapes are looked for before the parse.)
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -40,6 +41,8 @@ def loads_bounded(data: bytes | str, *, max_values: int, max_depth: int = MAX_DE
             data = data.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidJson(f"not valid JSON (a lone surrogate at character {exc.start} is not valid Unicode)") from None
+    if not data.strip():
+        raise InvalidJson("not valid JSON (it is empty)")
     lone = _lone_surrogate(data)
     if lone is not None:
         raise InvalidJson(f"not valid JSON (the escape \\u{lone.group(1).decode()} at byte {lone.start()} is a lone surrogate, which is not valid Unicode)")
@@ -79,11 +82,11 @@ def loads_bounded(data: bytes | str, *, max_values: int, max_depth: int = MAX_DE
             else:
                 add(value)
     except ijson.JSONError as exc:
-        raise InvalidJson(f"not valid JSON ({_reason(exc)})") from None
+        raise InvalidJson(f"not valid JSON ({_reason(exc)}{_where(data)})") from None
     except ijson.IncompleteJSONError as exc:  # (a JSONError in some versions; kept for the others)
-        raise InvalidJson(f"not valid JSON ({_reason(exc)})") from None
+        raise InvalidJson(f"not valid JSON ({_reason(exc)}{_where(data)})") from None
     except UnicodeDecodeError as exc:  # bytes of a surrogate, which the backend passes on as they are
-        raise InvalidJson(f"not valid JSON (it is not valid UTF-8: {exc.reason})") from None
+        raise InvalidJson(f"not valid JSON (it is not valid UTF-8: {exc.reason}{_where(data)})") from None
     if not root:
         raise InvalidJson("not valid JSON (empty)")
     return root[0]
@@ -91,11 +94,36 @@ def loads_bounded(data: bytes | str, *, max_values: int, max_depth: int = MAX_DE
 
 def _reason(exc: Exception) -> str:
     """The parser's reason as readable text: yajl gives bytes (b'lexical error: …\\n   \\xf5 (right
-    here) ------^'), which showed a binary file's bytes escaped; its first line says what is wrong."""
+    here) ------^'), which showed a binary file's bytes escaped; its first line says what is wrong
+    (without its full stop: the place follows it)."""
     reason = exc.args[0] if exc.args else str(exc)
     if isinstance(reason, bytes):
         reason = reason.decode("utf-8", "replace")
-    return str(reason).strip().splitlines()[0].strip() if str(reason).strip() else "unreadable"
+    return str(reason).strip().splitlines()[0].strip().rstrip(".") if str(reason).strip() else "unreadable"
+
+
+def _where(data: bytes) -> str:
+    """Where the document stops being JSON, as ", at line L, column C" ("" when not found): yajl names
+    only what is wrong, and in a file of megabytes that is no help to whoever has to mend it. Only on
+    the error path: the stdlib's parser finds the place, each object and number dropped as soon as it is
+    read, so it holds about twice the document's size (before the error, the bounds held)."""
+    at = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # the first byte that is not UTF-8 is a place too (an escaped character)
+        at.append(len(data[: exc.start].decode("utf-8")))
+        text = data.decode("utf-8", "surrogateescape")
+    drop = lambda _: None  # noqa: E731
+    try:
+        json.loads(text, object_pairs_hook=drop, parse_float=drop, parse_int=drop, parse_constant=drop)
+    except json.JSONDecodeError as exc:
+        at.append(exc.pos)
+    except (RecursionError, ValueError):
+        pass
+    if not at:
+        return ""
+    i = min(at)
+    return f", at line {text.count(chr(10), 0, i) + 1}, column {i - text.rfind(chr(10), 0, i)}"
 
 
 def _lone_surrogate(data: bytes) -> re.Match | None:

@@ -420,7 +420,7 @@ def test_json_saved_with_a_byte_order_mark_is_read_and_a_binary_file_is_named_in
     assert [len(c.messages) for c in read_import("\ufeff" + body)] == [2]
     with pytest.raises(InvalidImport) as refused:
         read_import(b"\xf5\xa9\x00\x01PK\x03\x04 binary")
-    assert str(refused.value) == "The history is not valid JSON (lexical error: invalid char in json text.)."
+    assert str(refused.value) == "The history is not valid JSON (lexical error: invalid char in json text, at line 1, column 1)."
 
 
 def test_deeply_nested_or_oversized_json_is_refused_before_it_is_built():
