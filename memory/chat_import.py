@@ -123,11 +123,18 @@ class ChatImport(BaseModel):
     )
     created_at: ImportTime | None = Field(None, description="When the conversation was started (default: its first message's time).")
     _skipped_copies: int = PrivateAttr(0)
+    _from_export: bool = PrivateAttr(False)
 
     @property
     def skipped_copies(self) -> int:
         """Identical copies of this conversation its export also held, not imported (memory.import_formats.export_histories)."""
         return self._skipped_copies
+
+    @property
+    def from_export(self) -> bool:
+        """Read from a ChatGPT or Claude export (whose import answers per conversation), not our format,
+        even when ours names the same key as its source_id ("chatgpt:…")."""
+        return self._from_export
 
 
 class LocomoSample(BaseModel):
@@ -272,6 +279,7 @@ def _exported_chats(histories: list[dict], title: str | None) -> list[ChatImport
         except InvalidImport as exc:  # ImportTooLarge stays one (413)
             raise type(exc)(f"{_which(history)}: {exc}") from None
         chat._skipped_copies = history["skipped_copies"]
+        chat._from_export = True
         chats.append(chat)
     return chats
 

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.text_validation import NAME_CHARS, is_blank
 
-__all__ = ["ChatGPTConversation", "ClaudeConversation", "export_histories", "export_kind", "is_exported"]
+__all__ = ["ChatGPTConversation", "ClaudeConversation", "export_histories", "export_kind"]
 
 CHATGPT = "chatgpt"
 # Citation marks in ChatGPT's replies that only its app renders: 【4†source】 (browsing) and the
@@ -115,12 +115,6 @@ class ClaudeConversation(_Export):
 
 
 # --------------------------------------------------------------------------- reading
-def is_exported(history: Any) -> bool:
-    """A history read from a ChatGPT or Claude export (by its ``source_id``)."""
-    source = getattr(history, "source_id", None) or ""
-    return source.split(":", 1)[0] in (CHATGPT, CLAUDE)
-
-
 class ExportError(ValueError):
     """The data looks like an export but a conversation does not read as one."""
 

@@ -37,7 +37,7 @@ from memory.chat_import import (
     check_messages,
     read_import,
 )
-from memory.import_formats import ChatGPTConversation, ClaudeConversation, is_exported
+from memory.import_formats import ChatGPTConversation, ClaudeConversation
 from memory.import_job import ImportCancelled, ImportStopped, import_chat
 from storage import chat_imports, owner_forgets
 
@@ -86,7 +86,7 @@ def _read_and_check(body: bytes, max_chars: int) -> tuple[list[ChatImport], bool
     """Parse and validate an import body (every chat of an export before the first is written):
     CPU work, run in a thread off the event loop. True: a ChatGPT or Claude export."""
     chats = read_import(body)
-    exported = all(is_exported(c) for c in chats)
+    exported = all(c.from_export for c in chats)
     if len(chats) != 1 and not exported:
         raise InvalidImport(f"The body holds {len(chats)} histories; send one per request (a list of LoCoMo samples is for the CLI).")
     checked = []

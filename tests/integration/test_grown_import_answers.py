@@ -153,6 +153,26 @@ async def test_the_http_answer_says_why_a_grown_conversations_new_messages_were_
     assert error["code"] == "import_incomplete" and f"POST /chats/import?resume={ours}" in error["message"]
 
 
+async def test_our_format_keyed_as_an_exports_conversation_is_answered_as_our_format_with_the_chat_or_409(backend, user_id):
+    """Our format may take an export's key as its source_id (docs/import.md: "the same key"); its answer was
+    then an export's list of conversations (201, 200 with not_added), not the chat and 409, because the
+    route told the formats apart by the key's prefix."""
+    key = await api_keys.create_key(backend.pool, user_id)
+    ours = {**history(2), "source_id": "chatgpt:6674191a-0b2c-8003-c7e8-3b4c5d6e7f03"}
+    edited = {**history(4), "source_id": ours["source_id"]}
+    edited["messages"][1] = {**edited["messages"][1], "text": "Which trail was it?"}
+    async with in_process_app(backend) as app, client_of(app, key) as client:
+        first = await client.post("/chats/import", json=ours)
+        again = await client.post("/chats/import", json=ours)
+        differs = await client.post("/chats/import", json=edited)
+
+    assert first.status_code == 201, first.text
+    chat_id = first.json()["chat"]["id"]
+    assert [m["content"] for m in first.json()["messages"]] == [m["text"] for m in ours["messages"]]
+    assert again.status_code == 200 and again.json()["chat"]["id"] == chat_id, again.text
+    assert differs.status_code == 409 and differs.json()["error"]["code"] == "message_differs", differs.text
+
+
 async def cli_import(backend, path: Path, user_id: str) -> subprocess.CompletedProcess:
     """``memory-agent import`` in its own process (this one's loop goes on meanwhile: a parked import beats its row)."""
     return await asyncio.to_thread(
