@@ -230,8 +230,9 @@ def current_branch(conversation: ChatGPTConversation) -> list[ChatGPTNode]:
     node_id = conversation.current_node
     if node_id not in nodes:
         # No current node recorded: follow the last child down from the root, as the app shows it.
-        roots = [n for n in nodes.values() if n.parent is None or n.parent not in nodes]
-        node_id = roots[0].id if roots else None
+        # (By its key: a node's own "id" may be missing, and None found no branch, leaving the conversation out.)
+        roots = [key for key, n in nodes.items() if n.parent is None or n.parent not in nodes]
+        node_id = roots[0] if roots else None
         while node_id in nodes and nodes[node_id].children:
             node_id = nodes[node_id].children[-1]
     branch: list[ChatGPTNode] = []

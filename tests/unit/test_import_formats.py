@@ -52,6 +52,17 @@ def test_chatgpt_without_a_current_node_follows_the_latest_children():
     assert history["messages"][-1]["text"].startswith("Alfama is a beautiful neighbourhood")
 
 
+def test_chatgpt_without_a_current_node_or_the_nodes_own_ids_follows_the_latest_children_by_their_keys():
+    """The root was found by its node's "id", which the model lets be missing: the branch was empty and
+    the conversation was left out as one with no text message, its messages lost without a word."""
+    conversation = lisbon()
+    del conversation["current_node"]
+    for node in conversation["mapping"].values():
+        del node["id"]
+    [history] = export_histories([conversation])
+    assert history["messages"][-1]["text"].startswith("Alfama is a beautiful neighbourhood")
+
+
 def test_chatgpt_message_without_a_time_takes_the_one_before_and_times_never_go_back():
     conversation = lisbon()
     mapping = conversation["mapping"]
