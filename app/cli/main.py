@@ -330,6 +330,11 @@ async def _import(backend, args: argparse.Namespace) -> int:
     graph = compile_graph(FencedPostgresSaver(backend.pool), backend.store)
     context = Context(user_id=args.user, **({"model": args.model} if args.model else {}))
     check_all(chats, context.max_message_chars)  # every chat of an export, before the first is written
+    # The user as of now, as a request's caller is: a forget-me while this runs refuses every write after
+    # it (the next conversation of an export too: it began after forget-me, for the forgotten user).
+    from storage import owner_forgets
+
+    owner_forgets.set_caller(args.user, await owner_forgets.generation(backend.pool, args.user))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("messages"), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=False, disable=not sys.stdout.isatty()) as progress:
         for chat in chats:

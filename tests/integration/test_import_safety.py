@@ -148,6 +148,45 @@ async def test_an_import_that_begins_while_forget_me_runs_waits_for_it_and_is_re
     assert set((await user_rows(backend, user_id)).values()) == {0}
 
 
+async def test_forget_me_between_two_conversations_of_a_cli_import_refuses_the_rest_and_nothing_of_the_user_stays(
+    backend, user_id, tmp_path, monkeypatch
+):
+    """`memory-agent import` of an export checked no generation (the CLI's caller is known now): a
+    forget-me landing between two conversations cancelled no import row, and the next conversation
+    then began after it, for the forgotten user, and stayed."""
+    import argparse
+
+    import memory.import_job
+    from app.cli.main import _import
+    from storage.chat_imports import OwnerForgotten
+
+    export = [
+        {"uuid": f"5e0c1a2b-8888-4aaa-8bbb-00000000000{c}", "name": f"Trip {c}", "created_at": f"2024-01-0{c}T00:00:00Z", "chat_messages": [
+            {"uuid": f"5e0c1a2b-8888-4000-8000-0000000000{c}{i}", "sender": "human" if i % 2 == 0 else "assistant",
+             "text": f"Trip {c} went to town {i}.", "created_at": f"2024-01-0{c}T00:0{i}:00Z"} for i in range(2)
+        ]}
+        for c in (1, 2)
+    ]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(export))
+    real = memory.import_job.import_chat
+    imported = []
+
+    async def then_forget_me(*args, **kwargs):
+        done = await real(*args, **kwargs)
+        if not imported:  # the first conversation is in: DELETE /me before the second begins
+            imported.append(done.chat_id)
+            await chat_admin.forget_user_everywhere(backend, user_id)
+        return done
+
+    monkeypatch.setattr(memory.import_job, "import_chat", then_forget_me)
+    args = argparse.Namespace(file=str(path), user=user_id, title=None, model="offline", resume=None)
+    with pytest.raises(OwnerForgotten):
+        await _import(backend, args)
+    assert len(imported) == 1
+    assert set((await user_rows(backend, user_id)).values()) == {0}
+
+
 async def test_an_import_authenticated_before_forget_me_is_refused_at_once_not_queued_on_its_lock(backend, graph, user_id):
     """Each import waiting for forget-me's imports lock held a pooled connection, and forget-me's own
     steps then found none (a review: a pool of 4, three imports arriving, forget-me failed with
