@@ -124,6 +124,12 @@ class ChatImport(BaseModel):
     created_at: ImportTime | None = Field(None, description="When the conversation was started (default: its first message's time).")
     _skipped_copies: int = PrivateAttr(0)
     _from_export: bool = PrivateAttr(False)
+    _split_messages: int = PrivateAttr(0)
+
+    @property
+    def split_messages(self) -> int:
+        """Messages over the message limit that :func:`check_messages` split into parts (see :func:`in_parts`)."""
+        return self._split_messages
 
     @property
     def skipped_copies(self) -> int:
@@ -301,10 +307,56 @@ def check_all(chats: list[ChatImport], max_chars: int = DEFAULT_MAX_CHARS) -> No
             raise InvalidImport(f"{_which(chat)}: {exc}" if len(chats) > 1 else str(exc)) from None
 
 
+# Where a long message is cut into parts, best first: a paragraph, a line, a sentence, a word.
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?…。！？][\"'”’)\]]*\s"), re.compile(r"\s"))
+
+
+def in_parts(text: str, max_chars: int) -> list[str]:
+    """``text`` as parts of at most ``max_chars`` characters that join back into it (its trailing
+    spaces aside), each cut at the last paragraph break of its second half, else a line break, a
+    sentence's end, a space, else at the limit (never inside a surrogate pair: str holds code points)."""
+    text = text.rstrip()
+    parts: list[str] = []
+    while len(text) > max_chars:
+        window = text[: max_chars + 1]  # a break just past the limit is still a cut within it
+        cut = max_chars
+        for pattern in _BREAKS:
+            ends = [m.end() for m in pattern.finditer(window, max_chars // 2) if m.end() <= max_chars]
+            if ends:
+                cut = ends[-1]
+                break
+        parts.append(text[:cut])
+        text = text[cut:]
+    return [*parts, text] if text else parts
+
+
+def _split_long(chat: ChatImport, max_chars: int) -> None:
+    """Each message over ``max_chars`` becomes consecutive messages of the same role, time and
+    source id, in parts (:func:`in_parts`): a history holds what was said, and one pasted log in an
+    export refused the whole export (a typed message over the limit is refused: its writer can split it)."""
+    if all(len(m.text) <= max_chars for m in chat.messages):
+        return
+    messages: list[ImportedMessage] = []
+    for m in chat.messages:
+        if len(m.text) <= max_chars or unstorable_reason(m.text) is not None or is_blank(m.text):
+            messages.append(m)  # (a message that is no text is refused below, as it is)
+            continue
+        messages += [m.model_copy(update={"text": part}) for part in in_parts(m.text, max_chars)]
+        chat._split_messages += 1
+    if len(messages) > MAX_IMPORT_MESSAGES:
+        raise ImportTooLarge(
+            f"The history has {len(messages):,} messages once its {chat._split_messages:,} over {max_chars:,} characters are "
+            f"split into parts; an import takes at most {MAX_IMPORT_MESSAGES:,}."
+        )
+    chat.messages = messages
+
+
 def check_messages(chat: ChatImport, max_chars: int = DEFAULT_MAX_CHARS) -> None:
     """Every message as a chat message is checked, and times never go back nor pass now; InvalidImport names the first bad one.
     So are the other texts to be stored (the title, the ids), also when set after validation (the CLI's --title).
-    A blank title (spaces, or only invisible characters) is no title: the chat is titled as any chat is."""
+    A blank title (spaces, or only invisible characters) is no title: the chat is titled as any chat is.
+    A message over ``max_chars`` is split into parts first (:func:`_split_long`)."""
+    _split_long(chat, max_chars)
     if chat.title is not None and is_blank(chat.title):
         chat.title = None  # (create_chat_record refuses a blank title: after the chat's rows, it left a chat no list showed)
     _check_stored("title", chat.title, NAME_CHARS)

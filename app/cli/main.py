@@ -280,6 +280,14 @@ async def _delete_invalid(store, user: str, kind: str, key: str) -> int:
     return 0
 
 
+def _split_said(n: int, max_chars: int) -> str:
+    """What an import line adds when messages over the message limit were imported in parts."""
+    if n == 0:
+        return ""
+    which = "A message" if n == 1 else f"{n} messages"
+    return f" {which} over {max_chars:,} characters (the message limit) came in parts, one after another."
+
+
 def _copies_skipped(n: int) -> str:
     """What an import line adds when the export held the conversation more than once, the same each time."""
     if n == 0:
@@ -368,7 +376,7 @@ async def _import(backend, args: argparse.Namespace) -> int:
                         said = f"The import was interrupted: chat {chat_id} keeps the exchanges imported so far, listed as incomplete. {go_on}"
                     print(shown(said), file=sys.stderr)
                 raise
-            copies = _copies_skipped(chat.skipped_copies)
+            copies = _split_said(chat.split_messages, context.max_message_chars) + _copies_skipped(chat.skipped_copies)
             if done.already_imported:
                 progress.update(task, completed=len(chat.messages))
                 why = f" {done.not_added_reason}" if done.not_added_reason else ""

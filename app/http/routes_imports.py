@@ -176,7 +176,7 @@ async def import_history(
         ImportedChatOut(
             chat=chat_summary(await owned_chat(d.chat_id, user, services)), imported_messages=d.messages - d.held_before,
             already_imported=d.already_imported, grown=bool(d.held_before), not_added=d.not_added, not_added_reason=d.not_added_reason,
-            skipped_copies=chat.skipped_copies,
+            skipped_copies=chat.skipped_copies, split_messages=chat.split_messages,
         )
         for chat, d in zip(checked, done)
     ]

@@ -154,6 +154,9 @@ class ImportedChatOut(BaseModel):
     skipped_copies: int = Field(
         0, description="Identical copies of this conversation (the same id, title, times and messages) the export also held: not imported, as they add nothing."
     )
+    split_messages: int = Field(
+        0, description="Its messages over the message limit (`max_message_chars`), each imported as consecutive messages in parts that join back into it."
+    )
 
 
 class ImportedChats(BaseModel):

@@ -80,7 +80,6 @@ async def test_our_json_format_imports_with_its_times_title_and_an_unanswered_la
         ({"messages": []}, "messages"),
         ({"messages": [{"role": "user", "text": "hi", "time": "2024-01-01T00:00:00Z"}, {"role": "assistant", "text": "  ", "time": "2024-01-01T00:01:00Z"}]}, "messages.1"),
         ({"messages": [{"role": "user", "text": "a\x00b", "time": "2024-01-01T00:00:00Z"}]}, "NUL"),
-        ({"messages": [{"role": "user", "text": "x" * 20001, "time": "2024-01-01T00:00:00Z"}]}, "too long"),
         ({"messages": [{"role": "system", "text": "hi", "time": "2024-01-01T00:00:00Z"}]}, "messages.0.role"),
         ({"messages": [{"role": "user", "text": "hi"}]}, "messages.0.time"),
         ({"messages": [{"role": "user", "text": "hi", "time": "yesterday"}]}, "messages.0.time"),
@@ -97,6 +96,24 @@ async def test_bad_input_is_refused_naming_the_problem_and_nothing_is_created(ba
     assert says in str(caught.value)
     assert await thread_owners.threads_of(backend.pool, user_id) == []
     assert await list_chats(backend.store, user_id) == []
+
+
+async def test_a_message_over_the_limit_is_imported_in_parts_that_join_back_into_it(backend, graph, user_id):
+    """One pasted log over 20,000 characters refused the whole history (an export: every conversation)."""
+    log = "\n\n".join(f"Paragraph {i}: " + "the build failed again on step seven. " * 12 for i in range(100))  # ~47,000
+    data = {"messages": [
+        {"role": "user", "text": "Here is the log of my Lisbon build:\n\n" + log, "time": "2024-01-05T09:00:00Z", "source_id": "m1"},
+        {"role": "assistant", "text": "Step seven fails: check the cache.", "time": "2024-01-05T09:01:00Z", "source_id": "m2"},
+    ]}  # fmt: skip
+    [chat] = parse_import(data)
+    done = await import_chat(graph, backend.pool, user_id, chat, context=Context(user_id=user_id, model="offline"))
+
+    assert chat.split_messages == 1
+    texts = [m.text for m in (await _state(graph, done.chat_id))["messages"]]
+    assert len(texts) == 4 and all(len(t) <= 20_000 for t in texts) and texts[-1] == "Step seven fails: check the cache."
+    assert "".join(texts[:-1]) == data["messages"][0]["text"].rstrip()
+    assert all(t.startswith("Paragraph ") for t in texts[1:-1])  # cut at a paragraph break
+    assert done.id_map["m1"] == (await _state(graph, done.chat_id))["messages"][0].id  # the first part stands for it
 
 
 def test_a_list_of_locomo_samples_is_one_chat_each():

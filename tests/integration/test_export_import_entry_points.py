@@ -205,3 +205,31 @@ def test_memory_agent_import_says_an_identical_copy_was_skipped_and_refuses_diff
     refused = run_import(tmp_path / "differ.json", database_url, user)
     assert refused.returncode != 0 and refused.stdout == "", refused.stdout
     assert "the same id, chatgpt:twice, but differ" in refused.stderr, refused.stderr
+
+
+def with_a_pasted_log(conversation: dict, chars: int = 45_000) -> dict:
+    """The conversation with its first message a paste of ``chars`` characters (a build log)."""
+    first = next(node for node in conversation["mapping"].values() if node["parent"] is None)
+    first["message"]["content"]["parts"] = ["My build log:\n" + "\n".join(f"step {i}: cache miss, retrying" for i in range(chars // 28))]
+    return conversation
+
+
+def test_an_export_with_a_message_over_the_limit_is_imported_with_it_in_parts_by_both_entry_points(server, owner, new_database, tmp_path):
+    """One pasted log over 20,000 characters refused the whole export (422 naming it), every conversation."""
+    export = [chatgpt_conversation("short", "Short", 1700000000), with_a_pasted_log(chatgpt_conversation("pasted", "Pasted", 1700000500))]
+    with server.client(owner[1]) as client:
+        response = client.post("/chats/import", json=export)
+        assert response.status_code == 201, response.text
+        chats = response.json()["chats"]
+        assert [(c["chat"]["title"], c["imported_messages"], c["split_messages"]) for c in chats] == [("Short", 2, 0), ("Pasted", 4, 1)]
+        pasted = client.get(f"/chats/{chats[1]['chat']['id']}").json()["messages"]
+        assert "".join(m["content"] for m in pasted[:3]) == export[1]["mapping"]["n0"]["message"]["content"]["parts"][0]
+        assert all(len(m["content"]) <= 20_000 for m in pasted)
+
+    (tmp_path / "export.json").write_text(json.dumps(export))
+    done = run_import(tmp_path / "export.json", new_database("clisplit"), f"u{uuid.uuid4().hex[:10]}")
+    assert done.returncode == 0, done.stderr
+    short, pasted_line = done.stdout.strip().splitlines()
+    assert short.endswith('"Short" of user ' + short.split(" of user ")[1]) and "in parts" not in short
+    assert pasted_line.startswith("Imported 4 messages ") and pasted_line.endswith(
+        "A message over 20,000 characters (the message limit) came in parts, one after another."), pasted_line
