@@ -14,9 +14,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from core.auth_user import effective_user_id
+from core.env_settings import env_whole
+from core.errors import SettingError
 
 
 _OFF = {"off", "0", "false", "no"}
+_ON = {"on", "1", "true", "yes"}
 
 
 def _env(name: str, default: str) -> str:
@@ -30,12 +33,12 @@ def _setting(default: Any, description: str) -> Any:
 
 def _env_int_setting(env_name: str, default: int, description: str) -> Any:
     """A whole-number Context field whose default is read from ``env_name`` when a Context is made."""
-    return field(default_factory=lambda: int(_env(env_name, str(default))), metadata={"description": description})
+    return field(default_factory=lambda: env_whole(env_name, default), metadata={"description": description, "env": env_name})
 
 
 def _env_setting(env_name: str, default: str, description: str) -> Any:
     """A Context field whose default is read from ``env_name`` when a Context is made."""
-    return field(default_factory=lambda: _env(env_name, default), metadata={"description": description})
+    return field(default_factory=lambda: _env(env_name, default), metadata={"description": description, "env": env_name})
 
 
 # Settings that protect the server (message size, tool steps, budgets): no Context may go above
@@ -136,8 +139,9 @@ class Context:
         "stays. Set by the server for its runs.",
     )
     tools: bool = field(
-        default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on").strip().casefold() not in _OFF,
+        default_factory=lambda: _env("MEMORY_AGENT_TOOLS", "on"),  # the word: __post_init__ reads it, or refuses it
         metadata={
+            "env": "MEMORY_AGENT_TOOLS",
             "description": "Offer the memory and task tools to the model. Turn off for small local models "
             "that write tool calls as text or pick tools at random. Env: MEMORY_AGENT_TOOLS=off."
         },
@@ -170,7 +174,10 @@ class Context:
                 said = f"at least {least}" if least else "0 or more"
                 raise ValueError(f"{f.name} must be {said} (got {getattr(self, f.name):,}){_WHY_LEAST.get(f.name, '')}")
             if f.type in ("bool", bool) and isinstance(getattr(self, f.name), str):
-                setattr(self, f.name, getattr(self, f.name).strip().casefold() not in _OFF)
+                word = getattr(self, f.name).strip().casefold()
+                if word not in _ON | _OFF:  # "disable" was taken as on
+                    raise ValueError(f"{f.name} must be on or off (got {getattr(self, f.name)!r})")
+                setattr(self, f.name, word in _ON)
         for name, ceiling in SAFETY_CEILINGS.items():
             value = getattr(self, name)
             if not 0 <= value <= ceiling:
@@ -181,6 +188,21 @@ class Context:
         self.reply_rules = self.reply_rules.strip().casefold()
         if self.reply_rules not in REPLY_RULES:
             raise ValueError(f"reply_rules must be one of {', '.join(REPLY_RULES)} (got {self.reply_rules!r})")
+
+
+def environment_context() -> Context:
+    """The Context this process' environment gives (what the CLI, serve and the evals run with).
+    A value Context refuses is a SettingError naming the variable that set it."""
+    try:
+        return Context()
+    except SettingError:
+        raise
+    except ValueError as exc:
+        for f in fields(Context):
+            env = f.metadata.get("env")
+            if env and str(exc).startswith(f"{f.name} "):
+                raise SettingError(f"{env}={os.environ.get(env)!r}: {exc}") from None
+        raise
 
 
 ALLOWED_MODELS_ENV = "MEMORY_AGENT_ALLOWED_MODELS"

@@ -29,3 +29,7 @@ class InvalidMessage(MemoryAgentError, ValueError):
 
 class ModelOutputError(MemoryAgentError):
     """The model's reply could not be validated, even after one repair attempt."""
+
+
+class SettingError(MemoryAgentError, ValueError):
+    """An environment setting whose value cannot be used; the message names the variable and what it takes."""

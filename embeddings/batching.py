@@ -29,6 +29,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
+from core.errors import SettingError
+
 MAX_BATCH_TEXTS = 32
 """Texts per forward pass at most (the encoder's own batch size)."""
 SHORT_REQUEST = 4
@@ -70,7 +72,7 @@ def default_threads() -> int:
     if configured:
         value = int(configured) if configured.isdigit() else 0
         if value < 1:
-            raise ValueError(f"MEMORY_AGENT_EMBEDDING_THREADS must be at least 1, not {configured!r}")
+            raise SettingError(f"MEMORY_AGENT_EMBEDDING_THREADS must be at least 1, not {configured!r}")
         return value
     return max(1, (os.cpu_count() or 2) // 2)
 

@@ -8,6 +8,8 @@ import threading
 
 from langchain_core.language_models import BaseChatModel
 
+from core.env_settings import env_seconds
+
 log = logging.getLogger(__name__)
 
 OFFLINE = "offline"
@@ -83,7 +85,7 @@ def _create(name: str) -> BaseChatModel:
     if provider in (None, "openai"):
         # Token usage in streamed replies, for the cost figures.
         kwargs["stream_usage"] = True
-        kwargs["timeout"] = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_SECONDS)
+        kwargs["timeout"] = env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
         # langchain-openai also drops a stream that sends no chunk for 120 s: a local model on a busy
         # machine reading a long prompt before its first token took longer, and the reply failed.
         kwargs["stream_chunk_timeout"] = kwargs["timeout"]

@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
-from core.errors import ModelOutputError
+from core.errors import ModelOutputError, SettingError
 from llm.chat_model import model_label, server_of, with_output_cap
 from llm import server_modes
 from llm.shape_repair import coerce_shapes, kept_valid_parts
@@ -61,7 +61,7 @@ class StructuredResult(Generic[T]):
 def configured_method() -> str:
     method = os.environ.get("MEMORY_AGENT_STRUCTURED_OUTPUT", "auto")
     if method not in METHODS:
-        raise ValueError(f"MEMORY_AGENT_STRUCTURED_OUTPUT must be one of {', '.join(METHODS)}, not {method!r}")
+        raise SettingError(f"MEMORY_AGENT_STRUCTURED_OUTPUT must be one of {', '.join(METHODS)}, not {method!r}")
     return method
 
 

@@ -107,6 +107,34 @@ async def set_up_schema(
     return migrated
 
 
+def refuse_bad_settings() -> None:
+    """Read every process-wide setting once, so that a bad value stops the command at start with
+    a SettingError naming it. Read only where it is used, one failed late: a bad
+    MEMORY_AGENT_EMBEDDING_THREADS after the chat's first reply was saved, a bad summary prompt
+    by discarding the first message."""
+    import prompts
+    from core.context import environment_context
+    from core.env_settings import env_seconds
+    from core.errors import SettingError
+    from embeddings.batching import default_threads
+    from llm.chat_model import DEFAULT_TIMEOUT_SECONDS, TIMEOUT_ENV
+    from llm.structured import configured_method
+    from storage.checkpoint_serde import cache_budget_bytes
+    from storage.postgres import pool_wait_seconds
+
+    checkpoint_rows.history_turns()
+    cache_budget_bytes()
+    default_threads()
+    pool_wait_seconds()
+    env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
+    configured_method()
+    context = environment_context()
+    try:
+        prompts.summary_variant(context.summary_prompt)
+    except ValueError as exc:
+        raise SettingError(f"MEMORY_AGENT_SUMMARY_PROMPT={context.summary_prompt!r}: {exc}") from None
+
+
 @asynccontextmanager
 async def open_memory(
     url: str | None = None,
@@ -121,8 +149,8 @@ async def open_memory(
     Raises a MemoryAgentError with a clear message when the database is unreachable,
     lacks pgvector, or was built with other embeddings.
     """
+    refuse_bad_settings()  # before anything opens
     url = url or database_url()
-    checkpoint_rows.history_turns()  # a bad setting is refused before anything opens
     info = await prepare_database(url)
     emb = embeddings or resolve_embeddings()
     if not isinstance(emb.embeddings, CachedEmbeddings):

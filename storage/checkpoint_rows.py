@@ -18,6 +18,8 @@ from typing import Callable, Sequence
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
+from core.errors import SettingError
+
 from storage.checkpoint_serde import CheckpointSerializer
 
 
@@ -42,7 +44,7 @@ def history_turns() -> int:
     if not raw:
         return DEFAULT_HISTORY_TURNS
     if not raw.isdigit():
-        raise ValueError(f"{HISTORY_ENV}={raw!r}: give a whole number of turns (0 keeps every checkpoint)")
+        raise SettingError(f"{HISTORY_ENV}={raw!r}: give a whole number of turns (0 keeps every checkpoint)")
     return int(raw)
 
 

@@ -24,6 +24,8 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from core.errors import SettingError
+
 CACHE_ENV = "MEMORY_AGENT_CHECKPOINT_CACHE_MB"
 DEFAULT_CACHE_MB = 16
 #: Smaller blobs (~200 messages) decode in about a millisecond: not worth their memory.
@@ -38,9 +40,9 @@ def cache_budget_bytes() -> int:
     try:
         mb = float(raw)
     except ValueError:
-        raise ValueError(f"{CACHE_ENV}={raw!r}: give a size in megabytes (0 turns the cache off)") from None
-    if mb < 0:
-        raise ValueError(f"{CACHE_ENV}={raw!r}: give a size in megabytes, 0 or more")
+        raise SettingError(f"{CACHE_ENV}={raw!r}: give a size in megabytes (0 turns the cache off)") from None
+    if not mb >= 0:  # nan too
+        raise SettingError(f"{CACHE_ENV}={raw!r}: give a size in megabytes, 0 or more")
     return int(mb * 1024 * 1024)
 
 

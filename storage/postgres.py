@@ -22,6 +22,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from core.env_settings import env_seconds
 from core.errors import DatabaseUnreachable, ExtensionPermissionDenied, PgvectorMissing
 
 log = logging.getLogger(__name__)
@@ -231,9 +232,10 @@ async def _update_pgvector(conn, url: str, have: str):
     return await (await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).fetchone()
 
 
-# How long a request waits for a connection before it fails (psycopg_pool's default is 30 s):
-# while the database is down every request would hang that long before its 503.
-POOL_WAIT_SECONDS = float(os.environ.get("MEMORY_AGENT_POOL_TIMEOUT", "5"))
+def pool_wait_seconds() -> float:
+    """How long a request waits for a connection before it fails (psycopg_pool's default is 30 s):
+    while the database is down every request would hang that long before its 503."""
+    return env_seconds("MEMORY_AGENT_POOL_TIMEOUT", 5)
 
 
 def _socket_readable(conn: psycopg.AsyncConnection) -> bool:
@@ -258,14 +260,14 @@ async def check_connection(conn: psycopg.AsyncConnection) -> None:
 
 async def open_pool(url: str, *, max_size: int = 10, min_size: int = 1) -> AsyncConnectionPool:
     """A pool whose connections are checked before use (``check_connection``), so a restarted
-    database heals; a connection not had within POOL_WAIT_SECONDS raises PoolTimeout (an OperationalError).
+    database heals; a connection not had within pool_wait_seconds() raises PoolTimeout (an OperationalError).
     ``min_size`` connections are open before it is returned and kept open; up to ``max_size`` are
     opened as needed, one at a time, while the callers wait."""
     pool = AsyncConnectionPool(
         conninfo=url,
         min_size=min(min_size, max_size),
         max_size=max_size,
-        timeout=POOL_WAIT_SECONDS,
+        timeout=pool_wait_seconds(),
         kwargs=CONNECTION_KWARGS,
         check=check_connection,
         open=False,

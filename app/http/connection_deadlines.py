@@ -20,13 +20,23 @@ A response, however long it streams (SSE), is not limited.
 from __future__ import annotations
 
 import asyncio
-import os
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-HEADER_SECONDS = float(os.environ.get("MEMORY_AGENT_HEADER_TIMEOUT", "10"))
-BODY_IDLE_SECONDS = float(os.environ.get("MEMORY_AGENT_BODY_IDLE_TIMEOUT", "10"))
-BODY_TOTAL_SECONDS = float(os.environ.get("MEMORY_AGENT_BODY_TIMEOUT", "60"))
+from core.env_settings import env_seconds
+
+
+def configured_deadlines() -> tuple[float, float, float]:
+    """The headers', a stalled body's and a whole body's seconds; `serve` reads them before it starts
+    its workers, so a bad value stops it there (at a worker's import it crashed each one, restarted for ever)."""
+    return (
+        env_seconds("MEMORY_AGENT_HEADER_TIMEOUT", 10),
+        env_seconds("MEMORY_AGENT_BODY_IDLE_TIMEOUT", 10),
+        env_seconds("MEMORY_AGENT_BODY_TIMEOUT", 60),
+    )
+
+
+HEADER_SECONDS, BODY_IDLE_SECONDS, BODY_TOTAL_SECONDS = configured_deadlines()
 _TIMEOUT_TEXT = f"The request headers took longer than {HEADER_SECONDS:g} s.".encode()
 REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\nconnection: close\r\n"

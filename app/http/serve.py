@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cors_origins()  # said once here, not as a traceback from each worker
+        from app.http.connection_deadlines import configured_deadlines  # its import reads them: a bad one raises there
+
+        configured_deadlines()
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

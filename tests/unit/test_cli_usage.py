@@ -155,3 +155,39 @@ def test_the_global_verbose_option_before_keys_list_lists_the_keys(monkeypatch, 
     monkeypatch.setattr(keys_command, "main", lambda argv: seen.append(argv) or 0)
     assert main(["-v", "keys", "list", "--user", "dana"]) == 0
     assert seen == [["list", "--user", "dana"]]
+
+
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("MEMORY_AGENT_POOL_TIMEOUT", "abc"),  # a float() at import: a traceback
+        ("MEMORY_AGENT_POOL_TIMEOUT", "-3"),  # every connection "not had after -3.00 sec"
+        ("MEMORY_AGENT_MODEL_TIMEOUT", "abc"),  # "could not convert string to float", no name
+        ("MEMORY_AGENT_MAX_REPLY_TOKENS", "abc"),  # "invalid literal for int()", no name
+        ("MEMORY_AGENT_EXTRACT_EVERY_N_TURNS", "-1"),
+        ("MEMORY_AGENT_CHECKPOINT_CACHE_MB", "abc"),  # named, but as a traceback
+        ("MEMORY_AGENT_HISTORY_TURNS", "abc"),
+        ("MEMORY_AGENT_EMBEDDING_THREADS", "abc"),  # only after the first reply was saved
+        ("MEMORY_AGENT_STRUCTURED_OUTPUT", "bogus"),  # only at the first structured call
+        ("MEMORY_AGENT_SUMMARY_PROMPT", "bogus"),  # the first message discarded
+        ("MEMORY_AGENT_REPLY_RULES", "bogus"),
+        ("MEMORY_AGENT_TOOLS", "disable"),  # taken as on
+    ],
+)
+def test_a_bad_environment_setting_stops_a_command_at_start_naming_it(setting, value, monkeypatch, capsys):
+    """Each was a traceback, a late failure after work was done, or silently read as something else."""
+    monkeypatch.setenv(setting, value)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")  # refused before any connection
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and setting in err and "Traceback" not in err and "127.0.0.1:1" not in err
+
+
+@pytest.mark.parametrize("setting", ["MEMORY_AGENT_HEADER_TIMEOUT", "MEMORY_AGENT_BODY_IDLE_TIMEOUT", "MEMORY_AGENT_BODY_TIMEOUT"])
+def test_serve_refuses_a_bad_deadline_before_its_workers_start(setting, monkeypatch, capsys):
+    """Read at a worker's import, "abc" crashed each worker, which uvicorn restarted for ever."""
+    monkeypatch.setenv(setting, "abc")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    assert main(["serve", "--port", "8999"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {setting}='abc'" in err and "127.0.0.1:1" not in err
