@@ -13,6 +13,7 @@ from langchain_core.embeddings import Embeddings
 
 from core.words import word_runs
 from embeddings.encoder import MiniLMEmbeddings
+from core.errors import SettingError
 from embeddings.weights import EmbeddingModelUnavailable, resolve_minilm_dir
 
 DEFAULT_EMBEDDINGS_SPEC = "local:all-MiniLM-L6-v2"
@@ -98,7 +99,7 @@ def _parse_dims(value: str, source: str) -> int:
     except ValueError:
         dims = 0
     if dims < 1:
-        raise ValueError(f"{source}: expected a positive integer, got {value!r}")
+        raise SettingError(f"{source}: expected a positive integer, got {value!r}")
     return dims
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.errors import MemoryAgentError
+
 MINILM_REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 ENV_MINILM_DIR = "MEMORY_AGENT_MINILM_DIR"
 
@@ -27,7 +29,7 @@ _FIX_HINT = (
 )
 
 
-class EmbeddingModelUnavailable(RuntimeError):
+class EmbeddingModelUnavailable(MemoryAgentError):  # said as `error: …` by the CLI, not a traceback
     """The configured embedding model cannot be located, loaded or initialised."""
 
 

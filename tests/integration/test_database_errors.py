@@ -158,3 +158,23 @@ async def test_reindex_of_the_episodes_alone_refuses_a_model_other_than_the_reco
     finally:
         await pool.close()
     assert "memory-agent reindex" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "setting, value, says",
+    [
+        ("MEMORY_AGENT_MINILM_DIR", "{empty}", "does not contain model.safetensors"),
+        ("MEMORY_AGENT_EMBEDDINGS", "bogus", "could not initialise embeddings 'bogus'"),
+    ],
+)
+def test_embeddings_that_cannot_be_loaded_are_said_as_an_error_not_a_traceback(
+    setting, value, says, new_database, tmp_path, monkeypatch, capsys
+):
+    """EmbeddingModelUnavailable was a RuntimeError, so every command showed it as a traceback."""
+    from app.cli.main import main
+
+    monkeypatch.setenv("DATABASE_URL", new_database("noweights"))
+    monkeypatch.setenv(setting, value.format(empty=tmp_path))
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and "Traceback" not in err
