@@ -45,8 +45,10 @@ def data_dir() -> Path:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    """The URL without its password, for messages and logs: in the user part, and as a parameter
+    (``?password=…``, or ``password=…`` of a key/value conninfo, which libpq takes as well)."""
+    url = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&']*)", r"\1***", url)
 
 
 _embedded: dict[Path, object] = {}

@@ -178,3 +178,18 @@ def test_embeddings_that_cannot_be_loaded_are_said_as_an_error_not_a_traceback(
     assert main(["doctor"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "host=127.0.0.1 port={port} user=someone password=s3cret dbname=memory",  # libpq's key/value form
+        "host=127.0.0.1 port={port} user=someone password='s3cret with spaces' dbname=memory",
+        "postgresql://someone@127.0.0.1:{port}/memory?password=s3cret&sslmode=disable",
+    ],
+)
+async def test_a_password_given_as_a_parameter_is_never_printed(url):
+    """Only postgresql://user:password@ was masked: these forms were printed whole, password and all."""
+    with pytest.raises(DatabaseUnreachable) as err:
+        await prepare_database(url.format(port=free_port()))
+    assert "s3cret" not in str(err.value) and "password=***" in str(err.value)
