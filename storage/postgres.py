@@ -90,6 +90,7 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
             ) from exc
         try:
             forget_dead_handles(directory)
+            _socket_outside_paths_a_shell_splits()
             _embedded[directory] = pgserver.get_server(directory)
         except Exception as exc:
             raise DatabaseUnreachable(
@@ -98,6 +99,32 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
                 "or set DATABASE_URL to another Postgres."
             ) from exc
     return _embedded[directory].get_uri()  # type: ignore[attr-defined]
+
+
+# What pg_ctl can pass on as postgres' socket folder: it hands `-k <folder>` through a shell, unquoted.
+_SHELL_WORD = re.compile(r"[\w./+-]+")
+
+
+def _socket_outside_paths_a_shell_splits() -> None:
+    """pgserver puts the server's socket in the data folder, or in its runtime folder when the data
+    folder's path is too long for a socket; a data folder with a space (macOS' default, ".../Application
+    Support/...") or a shell character split the `-k` option and the server never started. Such a folder
+    gets the runtime folder's socket too, named as pgserver names its own there."""
+    from pgserver import postgres_server
+
+    found = postgres_server.find_suitable_socket_dir
+    if getattr(found, "shell_safe", False):
+        return
+
+    def socket_dir(pgdata: Path, runtime_path: Path) -> Path:
+        if _SHELL_WORD.fullmatch(str(pgdata)):
+            return found(pgdata, runtime_path)
+        path = runtime_path / hashlib.sha256(f"{pgdata}-{pgdata.stat().st_ino}".encode()).hexdigest()[:10]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    socket_dir.shell_safe = True  # type: ignore[attr-defined]
+    postgres_server.find_suitable_socket_dir = socket_dir
 
 
 def stop_embedded_postgres(directory: Path | None = None) -> None:

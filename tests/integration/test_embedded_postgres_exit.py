@@ -76,3 +76,23 @@ def test_a_clean_exit_stops_the_server_after_an_earlier_process_was_killed():
         if left is not None:
             left.kill()
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_data_folder_with_a_space_and_other_letters_starts_and_stops():
+    """pg_ctl passes the socket folder (the data folder) to postgres through a shell, unquoted: a
+    space, as in macOS' default ".../Application Support/memory-agent", split it and the server never
+    started ("postgres: invalid argument"), and the error said to delete the folder."""
+    data = Path(tempfile.mkdtemp(prefix="ma pgx ä "))
+    pgdata = data / "pgdata"
+    try:
+        run = subprocess.run([sys.executable, "-c", START_QUERY_AND_EXIT, str(data)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        deadline = time.monotonic() + 30
+        while postmaster(pgdata) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert postmaster(pgdata) is None, "the embedded Postgres outlived its only process"
+    finally:
+        left = postmaster(pgdata)
+        if left is not None:
+            left.kill()
+        shutil.rmtree(data, ignore_errors=True)
