@@ -37,6 +37,7 @@ from pathlib import Path
 from core.cli_arguments import port_arg
 from app.local.private_server import KEY_ENV, new_key
 from core.cache_dir import cache_dir
+from core.env_settings import env_whole
 from core.errors import MemoryAgentError
 
 RUNTIME_VERSION = "0.3.36"
@@ -311,8 +312,8 @@ def thread_counts(threads: int | None = None, batch_threads: int | None = None) 
     all. MEMORY_AGENT_LOCAL_THREADS and MEMORY_AGENT_LOCAL_BATCH_THREADS override either.
     """
     cores = min(os.cpu_count() or 2, 8)
-    threads = threads or int(os.environ.get("MEMORY_AGENT_LOCAL_THREADS") or 0) or max(1, cores // 2)
-    batch_threads = batch_threads or int(os.environ.get("MEMORY_AGENT_LOCAL_BATCH_THREADS") or 0) or max(cores, threads)
+    threads = threads or env_whole("MEMORY_AGENT_LOCAL_THREADS", 0, what="a number of threads (0: half the cores)") or max(1, cores // 2)
+    batch_threads = batch_threads or env_whole("MEMORY_AGENT_LOCAL_BATCH_THREADS", 0, what="a number of threads (0: every core)") or max(cores, threads)
     return threads, batch_threads
 
 

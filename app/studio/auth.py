@@ -74,8 +74,11 @@ def auth_mode(environ: Mapping[str, str] = os.environ) -> str:
     configured = (environ.get(MODE_ENV) or "").strip().lower()
     if not configured:
         return "optional" if environ.get("LANGSMITH_LANGGRAPH_API_VARIANT") == "local_dev" else "required"
+    # serve's words for the same variable, so that one setting serves both: `off` (serve lets every
+    # caller in) stopped the Studio server at start-up
+    configured = {"on": "required", "off": "optional"}.get(configured, configured)
     if configured not in MODES:
-        raise ValueError(f"{MODE_ENV}={configured!r} is not one of {', '.join(MODES)}")
+        raise ValueError(f"{MODE_ENV}={configured!r} is not one of {', '.join(MODES)} (or serve's on / off)")
     return configured
 
 

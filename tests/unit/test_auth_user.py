@@ -91,3 +91,13 @@ async def test_with_keys_required_or_a_key_sent_the_named_user_is_ignored(monkey
     with pytest.raises(Exception) as refused:
         await authenticate(None)
     assert refused.value.status_code == 401
+
+
+@pytest.mark.parametrize(("said", "mode"), [("off", "optional"), ("on", "required"), ("Optional", "optional"), ("", "required")])
+def test_the_studio_server_takes_serves_on_and_off_for_one_auth_setting(said, mode):
+    """MEMORY_AGENT_AUTH=off, as the docs give it for serve, stopped the Studio server at start-up."""
+    from app.studio.auth import auth_mode
+
+    assert auth_mode({"MEMORY_AGENT_AUTH": said}) == mode
+    with pytest.raises(ValueError, match="MEMORY_AGENT_AUTH='of' is not one of required, optional"):
+        auth_mode({"MEMORY_AGENT_AUTH": "of"})

@@ -89,6 +89,16 @@ def test_thread_settings_override_the_defaults(monkeypatch):
     assert local_model.thread_counts(3, 4) == (3, 4)
 
 
+@pytest.mark.parametrize("name", ["MEMORY_AGENT_LOCAL_THREADS", "MEMORY_AGENT_LOCAL_BATCH_THREADS"])
+def test_a_thread_setting_that_is_no_number_is_refused_naming_it(monkeypatch, name):
+    """int("abc") was a traceback naming no setting."""
+    from core.errors import SettingError
+
+    monkeypatch.setenv(name, "abc")
+    with pytest.raises(SettingError, match=f"{name}='abc': give a number of threads"):
+        local_model.thread_counts()
+
+
 def test_clients_of_the_local_server_wait_long_instead_of_queueing_retries(monkeypatch, tmp_path):
     # The server keeps generating for a client that timed out; a retry would queue a second copy behind it.
     monkeypatch.delenv("MEMORY_AGENT_MODEL_TIMEOUT", raising=False)
