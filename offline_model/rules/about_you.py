@@ -71,8 +71,15 @@ def _i_am_name(m: re.Match[str], b: _Builder, casual: bool) -> None:
         b.set_profile("name", value)
 
 
+# Only the user's own request names them: "(please|you can) call me Dani", not "don't call me Bob"
+# nor "my friends call me Dani" (a nickname others use, after "my name is Dana").
+_CALL_ME_ASKED = re.compile(r"(?:^|[,;:!]|\b(?:and|but|so)\b)\s*(?:(?:oh|ok|okay|hi|hey|hello|well|please|just|you can|you may|you could|feel free to|i'd like you to|i want you to|everyone|everybody)[\s,]*)*$", re.I)
+
+
 @_rule(r"\bcall me\s+(?P<x>.+)")
 def _call_me(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    if not _CALL_ME_ASKED.search(m.string[: m.start()]):
+        return
     value = _proper_value(_cut(m.group("x")), False, max_words=3)  # must be capitalized: "call me tomorrow"
     if value and _first_word(value) not in _STOPWORDS:
         b.set_profile("name", value)

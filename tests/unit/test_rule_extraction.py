@@ -44,6 +44,21 @@ def test_call_me_with_a_lowercase_word_is_not_a_name():
     assert extract_with_rules("Call me tomorrow please.").profile_updates.name is None
 
 
+@pytest.mark.parametrize(
+    "message, name",
+    [
+        ("Don't call me Bob.", None),
+        ("Never call me Bob.", None),
+        ("Please don't call me Bob, I'm Robert.", None),
+        ("My name is Dana, but my friends call me Dani.", "Dana"),
+        ("I'm Daniel but you can call me Dani.", "Dani"),
+        ("Please don't call me Bob. Call me Robert.", "Robert"),
+    ],
+)
+def test_call_me_names_the_user_only_when_they_ask_for_it(message, name):
+    assert extract_with_rules(message).profile_updates.name == name
+
+
 def test_my_name_is_never_becomes_a_fact():
     assert extract_with_rules("My name is Dana.").new_facts == []
 
