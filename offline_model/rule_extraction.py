@@ -35,6 +35,22 @@ _HYPOTHETICAL = re.compile(
 )
 # Said anywhere in a sentence, these make it a role or a story ("Let's do a roleplay where I live in Haifa").
 _ROLE_PLAY = re.compile(r"\b(?:role[- ]?play|in (?:a|this|the|our) story|pretend (?:that )?I)\b", re.I)
+# What someone else said or thinks is their statement, not the user's: after "my friend said" a
+# "my name is Bob" is the friend's words. The user's own "as I said, my name is Dana" still counts.
+_REPORTED = re.compile(
+    r"\b(?P<who>[\w']+)\s+(?:(?:once|always|just|also|then|even|keeps?)\s+)?"
+    r"(?:said|says|say|saying|told me|tells me|tell me|telling me|thinks|think|thought|claims|claimed|wrote|writes|asked me|asks me)\b",
+    re.I,
+)
+_I_FORMS = frozenset({"i", "i've", "i'd", "i'll"})
+
+
+def _reported_from(sentence: str) -> int | None:
+    """Where the words of someone other than the user begin in ``sentence`` (None: no one else speaks)."""
+    for m in _REPORTED.finditer(sentence):
+        if m.group("who").lower() not in _I_FORMS:
+            return m.end()
+    return None
 
 
 def _sentences(text: str) -> list[str]:
@@ -58,8 +74,11 @@ def extract_with_rules(user_message: str, stored: dict[str, Any] | None = None) 
         is_question = sentence.rstrip().endswith("?")
         rules = _QUESTION_RULES if is_question else _RULES
         body = sentence.rstrip(" ?")
+        reported = _reported_from(body)
         for pattern, rule in rules:
             for m in pattern.finditer(body):
+                if reported is not None and m.start() >= reported:
+                    continue
                 try:
                     rule(m, builder, casual)
                 except ValueError:  # a value its schema refuses (a task of invisible characters): not a memory

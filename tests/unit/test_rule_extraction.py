@@ -339,6 +339,19 @@ def test_hypotheticals_produce_nothing():
     assert extract_with_rules("If I lived in Paris I would be happy.").is_empty()
 
 
+@pytest.mark.parametrize(
+    "message",
+    ["My friend said my name is Bob.", 'My friend said "my name is Bob".', "My friend told me: I live in Rome.", "You think I live in Rome."],
+)
+def test_what_someone_else_said_or_thinks_is_not_the_users_statement(message):
+    assert extract_with_rules(message).is_empty()
+
+
+def test_what_the_user_says_they_said_still_counts():
+    assert extract_with_rules("As I said, my name is Dana.").profile_updates.name == "Dana"
+    assert extract_with_rules("My name is Dana and my friend says I live in Rome.").profile_updates.model_dump(exclude_defaults=True) == {"name": "Dana"}
+
+
 def test_several_sentences_are_each_processed():
     result = extract_with_rules(
         "My name is Dana. I live in Haifa; I work as a nurse. I have a dog named Rex! Remind me to call the bank by Friday."
