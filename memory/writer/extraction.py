@@ -7,9 +7,10 @@ Rules, in order, for each new fact:
    kept with ``status=superseded``, ``superseded_by`` and ``valid_to``;
 3. near duplicate (cosine ≥ ``merge_threshold`` to an active fact) → merged: the
    richer (longer) text is kept, tags are united, importance is raised one step —
-   unless it gives another value for a single-valued slot (then rule 4 applies:
+   unless it gives another value for a single-valued slot or negates it (then rule 4 applies:
    "Is 30 years old" and "Is 31 years old" embed alike but contradict);
-4. same single-valued slot ("Lives in …", "Works as …") with another value → supersede;
+4. same single-valued slot ("Lives in …", "Works as …") with another value, or the same claim
+   negated ("Likes tea" / "Dislikes tea", "Is not allergic to peanuts") → supersede;
 5. otherwise a new fact.
 Task updates match an existing task by id, else semantically (≥ ``task_match_threshold``).
 All reads and writes of one turn run in one Postgres transaction holding the user's lock
@@ -44,6 +45,7 @@ from memory.writer.merge_rules import (
     TASK_DUPLICATE_THRESHOLD,
     TASK_MATCH_THRESHOLD,
     contradicts,
+    opposes,
     preference_in_words,
     raise_importance,
     slot_of,
@@ -279,7 +281,7 @@ async def _apply_facts(
             similar = [(touched.get(f.id, f), s) for f, s in await search_facts(tx, user_id, nf.text, limit=5)]
             similar = [(f, s) for f, s in similar if f.status == "active"]
             best = similar[0] if similar else None
-            if best and best[1] >= merge_threshold and not contradicts(nf.text, best[0].text):
+            if best and best[1] >= merge_threshold and not contradicts(nf.text, best[0].text) and not opposes(nf.text, best[0].text):
                 target = best[0]
                 richer = len(nf.text) > len(target.text)
                 if richer:
@@ -297,6 +299,8 @@ async def _apply_facts(
                 # Indexed by slot, plus related facts stored before facts carried their slot.
                 candidates = by_slot.get(slot, []) + [f for f, _ in similar]
                 old = next((f for f in candidates if f.status == "active" and f.id not in touched and slot_of(f.text) == slot), None)
+            if old is None:  # the user says the opposite now ("I'm not allergic to peanuts anymore")
+                old = next((f for f, _ in similar if f.id not in touched and opposes(nf.text, f.text)), None)
         if old is not None:
             old = touched.get(old.id, old)
             old.status = "superseded"

@@ -52,6 +52,27 @@ def contradicts(new_text: str, old_text: str) -> bool:
     slot = slot_of(new_text)
     return slot is not None and slot_of(old_text) == slot and not refines(new_text, old_text)
 
+# A fact and its negation ("Is allergic to peanuts" / "Is not allergic to peanuts", "Likes tea" /
+# "Dislikes tea anymore") embed alike (cosine up to 0.96) but say opposite things: never one memory.
+_NEGATION = re.compile(r"\b(?:not|no longer|never|anymore|any more)\b")
+_LIKING = {"loves": "likes", "enjoys": "likes", "adores": "likes", "dislikes": "not likes", "hates": "not likes"}
+
+
+def _claim(text: str) -> tuple[str, bool]:
+    """What a fact says, without its negation, and whether it is negated."""
+    words = normalize_text(text).split()
+    if words and words[0] in _LIKING:
+        words[0] = _LIKING[words[0]]
+    said = " ".join(words)
+    return " ".join(_NEGATION.sub(" ", said).split()), bool(_NEGATION.search(said))
+
+
+def opposes(new_text: str, old_text: str) -> bool:
+    """``new_text`` says the opposite of ``old_text``: the same claim, one of them negated."""
+    (new, new_negated), (old, old_negated) = _claim(new_text), _claim(old_text)
+    return bool(new) and new == old and new_negated != old_negated
+
+
 def preference_in_words(key: str, value: Any) -> list[str]:
     """A preference as a person would say it ("prefers bullet points"), never "prefers_bullets = True"."""
     if key == "other_notes":

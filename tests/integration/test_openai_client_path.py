@@ -446,6 +446,27 @@ async def test_near_duplicate_merge_keeps_the_richer_text_and_raises_importance(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("Is not allergic to peanuts", "Is allergic to peanuts"),
+        ("Is allergic to peanuts", "Is not allergic to peanuts"),
+        ("Likes green tea", "Dislikes green tea"),
+    ],
+)
+async def test_a_fact_said_the_other_way_round_supersedes_the_old_one(graph, backend, user_id, openai_stub, openai_model, before, after):
+    """The model gave no `supersedes`; the negation embeds like the fact (cosine 0.96) but is no near duplicate to merge into."""
+    said = iter([facts(before, importance="high"), facts(after, importance="high")])
+    openai_stub.reset(responder(extract=lambda r: next(said)))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    await stream_turn(graph, f"About me: {before.lower()}.", config, ctx)
+    turn = await stream_turn(graph, f"Correction, it is the other way round: {after.lower()}.", config, ctx)
+
+    assert [f.text for f in await list_facts(backend.store, user_id)] == [after]
+    assert turn.values["memory_written"]["facts_superseded"] == [{"old": before, "new": after}]
+
+
+@pytest.mark.slow
 async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, backend, user_id, openai_stub, openai_model):
     """The provider fails the extraction call (HTTP 500): the answer stands, nothing is half-written, the run ends cleanly."""
     openai_stub.reset(
