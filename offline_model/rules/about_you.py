@@ -142,7 +142,8 @@ for _pattern, _read, _record in (
 
 
 # --- role
-_ROLE_TAIL = re.compile(r"\s+(?:at|in|for|with|since|from|on|presso|a|per)\b", re.I)
+# Where, for whom or since when is no part of the role, nor is when it holds ("a teacher now").
+_ROLE_TAIL = re.compile(r"\s+(?:at|in|for|with|since|from|on|presso|a|per|now|currently|again|these days|nowadays)\b", re.I)
 
 
 def _set_role(b: _Builder, role: str, article: str | None) -> None:

@@ -90,6 +90,14 @@ def _style(fragment: str, b: _Builder, negative: bool) -> bool:
     return found
 
 
+# When it holds is no part of what is liked: "I don't like tea anymore" dislikes tea.
+_WHEN_TAIL = re.compile(r"\s+(?:anymore|any more|these days|nowadays|now|again)\s*$", re.I)
+
+
+def _liked(rest: str) -> str:
+    return _WHEN_TAIL.sub("", _cut(rest))
+
+
 def _object_ok(obj: str) -> bool:
     if not obj or len(obj.split()) > 10 or obj.lower() == "to":  # "yeah, I love to."
         return False
@@ -118,7 +126,7 @@ _OBJECT_BEFORE = re.compile(r"\b(?:what|where|whatever|something|anything|everyt
 def _like(m: re.Match[str], b: _Builder, casual: bool) -> None:
     if re.search(r"\bas\s*$", m.string[: m.start()], re.I) or _OBJECT_BEFORE.search(m.string[: m.start()]):
         return  # "as I like to say, …" introduces a saying; "that's what I like to hear" has its object before
-    obj = _cut(m.group("x"))
+    obj = _liked(m.group("x"))
     if _style(obj, b, negative=False) or not _object_ok(obj):
         return
     verb = m.group("verb").lower()
@@ -127,7 +135,7 @@ def _like(m: re.Match[str], b: _Builder, casual: bool) -> None:
 
 @_rule(r"\bI (?:really )?(?:don't|do not|dont|didn't|never) (?:really )?(?:like|enjoy|love)\s+(?P<x>.+)|\bI (?:really )?(?:hate|dislike|can't stand|cannot stand)\s+(?P<y>.+)")
 def _dislike(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    obj = _cut(m.group("x") or m.group("y"))
+    obj = _liked(m.group("x") or m.group("y"))
     if _style(obj, b, negative=True) or not _object_ok(obj):
         return
     b.fact(f"Dislikes {obj}", _importance_for(obj, "low"), _tags_for(obj, ["preference"]))

@@ -197,6 +197,14 @@ def test_likes_are_low_importance_facts_and_dislikes_are_recorded():
     assert {"Dislikes cilantro", "Dislikes traffic"} <= set(fact_texts(result))
 
 
+@pytest.mark.parametrize(
+    "message, text",
+    [("I don't like tea anymore.", "Dislikes tea"), ("I love jazz these days.", "Loves jazz"), ("I work as a teacher now.", "Works as a teacher")],
+)
+def test_when_a_liking_or_a_job_holds_is_no_part_of_its_object(message, text):
+    assert fact_texts(extract_with_rules(message)) == [text]
+
+
 def test_liking_the_conversation_is_not_a_fact():
     assert extract_with_rules("I like your answer. I love it.").new_facts == []
 
