@@ -339,9 +339,14 @@ async def _apply_tasks(
             same_text = [t for t, _ in await tasks_with_hash(tx, user_id, text_hash(upd.description))]
             exact = next((staged.get(t.id, t) for t in same_text if staged.get(t.id, t).status in ("open", "in_progress")), None)
             exact = exact or next((t for t in staged.values() if normalize_text(t.description) == wanted and t.status in ("open", "in_progress")), None)
-            if exact or (open_similar and open_similar[0][1] >= TASK_DUPLICATE_THRESHOLD):
+            # The same words for another day are another task ("Call the dentist on Mon 7 Dec" beside
+            # "… on Fri 11 Dec" embed at 0.97): never dropped as the one already on the list.
+            near = open_similar[0][0] if open_similar and open_similar[0][1] >= TASK_DUPLICATE_THRESHOLD else None
+            if near is not None and near.due_date and upd.due_date and near.due_date != upd.due_date:
+                near = None
+            if exact or near:
                 # Already on the list: this message said it too (a deletion of the other keeps it).
-                same = exact or open_similar[0][0]
+                same = exact or near
                 said = with_source(same.sources, source_of(upd.description))
                 if said != same.sources:
                     same.sources, staged[same.id] = said, same

@@ -109,3 +109,16 @@ async def test_a_task_moved_to_another_day_says_the_new_date_in_its_text(backend
     (task,) = await stored_tasks(backend.store, user_id)
     assert (task.description, task.due_date) == ("Call the dentist on Mon 30 Nov 2026", "2026-11-30")
     assert report.tasks_updated == ["Call the dentist on Mon 30 Nov 2026"]
+
+
+async def test_the_same_reminder_for_another_day_is_a_second_task_not_dropped_as_a_duplicate(backend, user_id):
+    graph, ctx, config = compile_graph(backend.checkpointer, backend.store), Context(user_id=user_id, model="offline"), new_thread()
+    await graph.ainvoke({"messages": [said_on_wednesday("Remind me to call the dentist next Friday.")]}, config, context=ctx)
+    out = await graph.ainvoke({"messages": [said_on_wednesday("Remind me to call the dentist on Monday.")]}, config, context=ctx)
+
+    tasks = await stored_tasks(backend.store, user_id)
+    assert sorted(t.due_date for t in tasks) == ["2026-11-30", "2026-12-04"]
+    assert out["memory_written"]["tasks_added"] == ["Call the dentist on Mon 30 Nov 2026"]
+    # Said again for the same day, it is the task already on the list.
+    await graph.ainvoke({"messages": [said_on_wednesday("Remind me to call the dentist on Monday.")]}, config, context=ctx)
+    assert len(await stored_tasks(backend.store, user_id)) == 2
