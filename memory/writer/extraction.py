@@ -46,6 +46,7 @@ from memory.writer.merge_rules import (
     TASK_MATCH_THRESHOLD,
     contradicts,
     opposes,
+    other_numbers,
     preference_in_words,
     raise_importance,
     slot_of,
@@ -281,7 +282,9 @@ async def _apply_facts(
             similar = [(touched.get(f.id, f), s) for f, s in await search_facts(tx, user_id, nf.text, limit=5)]
             similar = [(f, s) for f, s in similar if f.status == "active"]
             best = similar[0] if similar else None
-            if best and best[1] >= merge_threshold and not contradicts(nf.text, best[0].text) and not opposes(nf.text, best[0].text):
+            if best and best[1] >= merge_threshold and not (
+                contradicts(nf.text, best[0].text) or opposes(nf.text, best[0].text) or other_numbers(nf.text, best[0].text)
+            ):
                 target = best[0]
                 richer = len(nf.text) > len(target.text)
                 if richer:

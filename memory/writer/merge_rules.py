@@ -52,6 +52,16 @@ def contradicts(new_text: str, old_text: str) -> bool:
     slot = slot_of(new_text)
     return slot is not None and slot_of(old_text) == slot and not refines(new_text, old_text)
 
+
+_NUMBER = re.compile(r"\d+")
+
+
+def other_numbers(new_text: str, old_text: str) -> bool:
+    """Both facts carry numbers and not the same ones: another date or count ("Has an exam next Tuesday
+    (2026-12-01)" / "(2026-12-08)" embed at 0.996), never a merge that would keep the old one."""
+    new, old = _NUMBER.findall(new_text), _NUMBER.findall(old_text)
+    return bool(new) and bool(old) and sorted(new) != sorted(old)
+
 # A fact and its negation ("Is allergic to peanuts" / "Is not allergic to peanuts", "Likes tea" /
 # "Dislikes tea anymore") embed alike (cosine up to 0.96) but say opposite things: never one memory.
 _NEGATION = re.compile(r"\b(?:not|no longer|never|anymore|any more)\b")

@@ -467,6 +467,23 @@ async def test_a_fact_said_the_other_way_round_supersedes_the_old_one(graph, bac
 
 
 @pytest.mark.slow
+async def test_a_fact_said_again_a_week_later_keeps_both_dates_rather_than_merging_into_the_first(graph, backend, user_id, openai_stub, openai_model):
+    """"Has an exam next Tuesday (2026-12-01)" and "(2026-12-08)" embed at 0.996: a merge kept the first date only."""
+    openai_stub.reset(responder(extract=facts("Has an exam next Tuesday", importance="high")))
+    ctx, config = Context(user_id=user_id, model=openai_model), new_thread()
+    monday = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
+    for when in (monday, monday + timedelta(days=7)):
+        said = stamp_sent_at(HumanMessage("I have an exam next Tuesday.", id=str(uuid.uuid4())), when)
+        turn = await stream_turn(graph, {"messages": [said]}, config, ctx)
+
+    assert sorted(f.text for f in await list_facts(backend.store, user_id)) == [
+        "Has an exam next Tuesday (2026-12-01)",
+        "Has an exam next Tuesday (2026-12-08)",
+    ]
+    assert turn.values["memory_written"]["facts_added"] == ["Has an exam next Tuesday (2026-12-08)"]
+
+
+@pytest.mark.slow
 async def test_http_error_on_the_memory_call_still_completes_the_turn(graph, backend, user_id, openai_stub, openai_model):
     """The provider fails the extraction call (HTTP 500): the answer stands, nothing is half-written, the run ends cleanly."""
     openai_stub.reset(
