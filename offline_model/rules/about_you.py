@@ -130,7 +130,7 @@ def _place_rule(read: Callable[[str, bool], str | None], record: Callable[[_Buil
 # In registration order, which matters: the first location set wins.
 for _pattern, _read, _record in (
     (rf"(?:\bI (?:currently |now |still )?live|{_I_AM} (?:currently |now )?living|\bI (?:currently |now )?reside) in\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),
-    (rf"(?:\bI|{_I_HAVE}) (?:just |recently |finally )?moved to\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),
+    (rf"(?:\bI|{_I_HAVE}) (?:just |recently |finally )?moved (?:from [^,.;!?]+? )?to\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),
     (rf"(?:{_I_AM}|\bI come) (?:originally )?from\s+(?P<x>.+)", _named_place, _is_from),
     (r"\b(?:vivo|abito) (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),
     (r"\bmi sono (?:appena )?trasferit[oaie] (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),

@@ -88,6 +88,12 @@ def test_i_moved_to_adds_lives_in_and_moved_to_facts():
     assert {"Lives in Rome", "Moved to Rome"} <= set(fact_texts(result))
 
 
+def test_i_moved_from_one_city_to_another_supersedes_where_the_user_lived():
+    result = extract_with_rules("I moved from Haifa to Rome.", {"facts": [{"id": "f-old", "text": "Lives in Haifa"}]})
+    assert result.profile_updates.location == "Rome"
+    assert fact(result, "Lives in Rome").supersedes == "f-old"
+
+
 def test_i_am_from_is_a_fact_only_and_does_not_change_location():
     result = extract_with_rules("I'm from Italy.")
     assert result.profile_updates.location is None
