@@ -420,6 +420,10 @@ class TaskUpdate(BaseModel):
         return self
 
 
+RetractableField = Literal["name", "native_language", "level", "role", "location"]
+"""The profile's single-valued fields: the ones a user can say no longer hold."""
+
+
 class ExtractionResult(BaseModel):
     """The one structured reply of the extraction call."""
 
@@ -430,10 +434,15 @@ class ExtractionResult(BaseModel):
     new_preferences: PreferenceUpdates = Field(default_factory=PreferenceUpdates)
     profile_updates: ProfileUpdates = Field(default_factory=ProfileUpdates)
     task_updates: Annotated[list[TaskUpdate], AfterValidator(at_most_items(LIST_ITEMS))] = Field(default_factory=list)
+    # A profile field the user says no longer holds, with the value they named ("I no longer live in
+    # Rome": {"location": "Rome"}). Found by the rules (memory.extractor), never asked of a model; the
+    # writer clears the field only while it still holds that value.
+    retracted: SkipJsonSchema[dict[RetractableField, ShortValue]] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
     def is_empty(self) -> bool:
         return (
             not self.new_facts
+            and not self.retracted
             and not self.task_updates
             and self.new_preferences == PreferenceUpdates()
             and self.profile_updates == ProfileUpdates()

@@ -19,7 +19,7 @@ from core.dates import date_languages, dated, dated_task, resolve_date
 from core.metrics import EXTRACTION_FAILURES, count_failure
 from llm.structured import StructuredResult, invoke_structured
 from core.schemas import ExtractionResult, NewFact, PreferenceUpdates, ProfileUpdates, normalize_text
-from memory.writer.merge_rules import refines, slot_of
+from memory.writer.merge_rules import names_value, refines, slot_of
 from core.stopwords import STOPWORDS
 from core.text_validation import TEXT_CHARS
 from core.words import accentless_words, light_stem, third_person, word_runs
@@ -413,7 +413,8 @@ def merge_with_rules(
 ) -> ExtractionResult:
     """The model's result over the rules' floor: nothing the rules found is lost, and for one slot
     (a profile or preference field, a single-valued fact such as "Lives in …", a task) the model's
-    value wins when the user's message clearly states it; otherwise the rules' value stands."""
+    value wins when the user's message clearly states it; otherwise the rules' value stands. A profile
+    value the rules read as no longer holding ("I no longer live in Rome") is none the model may set."""
     said = accentless_words(user_message)
     sections: dict[str, dict[str, Any]] = {}
     for name in ("profile_updates", "new_preferences"):
@@ -429,6 +430,10 @@ def merge_with_rules(
             else:
                 merged[field] = value
         sections[name] = merged
+    for field, said in rules.retracted.items():
+        value = sections["profile_updates"].get(field)
+        if isinstance(value, str) and names_value(said, value):
+            sections["profile_updates"][field] = None  # the model lost the "no longer" the rules read
 
     facts = list(model.new_facts)
     model_slots = {slot_of(f.text): f for f in facts if slot_of(f.text)}
@@ -474,6 +479,7 @@ def merge_with_rules(
         new_preferences=PreferenceUpdates.model_validate(sections["new_preferences"]),
         profile_updates=ProfileUpdates.model_validate(sections["profile_updates"]),
         task_updates=tasks,
+        retracted=rules.retracted,  # the rules' alone: no model is asked for it
     )
 
 

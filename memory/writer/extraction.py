@@ -45,6 +45,7 @@ from memory.writer.merge_rules import (
     TASK_DUPLICATE_THRESHOLD,
     TASK_MATCH_THRESHOLD,
     contradicts,
+    names_value,
     opposes,
     other_numbers,
     preference_in_words,
@@ -63,6 +64,9 @@ class WriteReport:
     facts_superseded: list[dict] = field(default_factory=list)
     duplicates_dropped: list[str] = field(default_factory=list)
     profile_changes: dict = field(default_factory=dict)
+    """Each profile field given a new value, or None when the user said its value no longer holds."""
+    profile_cleared: dict = field(default_factory=dict)
+    """The fields cleared so, with the value each held ("location": "Rome")."""
     preference_changes: dict = field(default_factory=dict)
     tasks_added: list[str] = field(default_factory=list)
     tasks_updated: list[str] = field(default_factory=list)
@@ -86,7 +90,10 @@ class WriteReport:
         """One line for the CLI: what was remembered or updated."""
         parts: list[str] = []
         for key, value in self.profile_changes.items():
-            parts.append(f"{key} = {', '.join(value) if isinstance(value, list) else value}")
+            if value is None:
+                parts.append(f"{key} cleared (was {self.profile_cleared.get(key)})")
+            else:
+                parts.append(f"{key} = {', '.join(value) if isinstance(value, list) else value}")
         for key, value in self.preference_changes.items():
             parts += preference_in_words(key, value)
         parts += [f"+ {t}" for t in self.facts_added]
@@ -216,6 +223,15 @@ async def _apply_profile(tx, user_id: str, result: ExtractionResult, now: dateti
                 sources = with_source([] if anew else doc.sources.get(key, []), src)
                 sources_changed = sources_changed or sources != doc.sources.get(key)
                 doc.sources[key] = sources
+    for name, said in result.retracted.items():
+        stored = getattr(doc.profile, name)
+        # Cleared only while it holds the value the user named ("I no longer live in Rome" leaves
+        # Haifa), and not when this turn gave the field a new value ("…, I live in Milan now").
+        if stored and name not in report.profile_changes and names_value(said, stored):
+            setattr(doc.profile, name, None)
+            doc.sources.pop(f"profile.{name}", None)  # no value, no history of where it came from
+            report.profile_changes[name], report.profile_cleared[name] = None, stored
+            doc_changed = True
     if doc_changed:
         doc.updated_at = now
     if doc_changed or sources_changed:

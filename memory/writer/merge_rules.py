@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from core.schemas import Importance, normalize_text
+from core.words import accentless_words
 from embeddings.calibration import CALIBRATED
 
 MERGE_THRESHOLD = CALIBRATED.fact_merge
@@ -46,6 +47,18 @@ def refines(a: str, b: str) -> bool:
     """One text restates the other with more detail ("Lives in Haifa" / "Lives in Haifa, Israel")."""
     na, nb = normalize_text(a), normalize_text(b)
     return na in nb or nb in na
+
+def _value_words(value: str) -> list[str]:
+    return [w for w in accentless_words(value) if w not in ("a", "an", "the")]
+
+
+def names_value(said: str, stored: str) -> bool:
+    """``said`` names the value ``stored``, in other case, accents or detail: the words of one begin the
+    other's ("Rome" / "rome, Italy"), not end them ("York" is not "New York")."""
+    a, b = _value_words(said), _value_words(stored)
+    short, long = sorted((a, b), key=len)
+    return bool(short) and long[: len(short)] == short
+
 
 def contradicts(new_text: str, old_text: str) -> bool:
     """Another value for the same single-valued slot: an update, never a merge."""

@@ -141,6 +141,27 @@ for _pattern, _read, _record in (
     _rule(_pattern)(_place_rule(_read, _record))
 
 
+# --- a place or a role that no longer holds
+# "I no longer live in Rome", "I'm not a nurse anymore": the field is cleared if it still holds that
+# value (memory.writer). Only "no longer", "anymore", "stopped", "moved out of" say so: "I don't live in
+# Rome" may answer a question about a trip. Questions, hypotheticals and other people's words are
+# skipped like every rule's ("Do I still live in Rome?", "my sister no longer lives in Rome").
+_NO_MORE = re.compile(r"\s+(?:any ?more|no more)\b.*", re.I | re.S)
+
+
+def _retract_place(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    if place := _named_place(_NO_MORE.sub("", m.group("x")), casual):
+        b.retract_profile("location", place)
+
+
+for _pattern in (
+    rf"(?:\bI no longer (?:live|reside) in|{_I_AM} no longer living in|\bI (?:have |'ve )?(?:just |recently |finally )?moved (?:out of|away from))\s+(?P<x>.+)",
+    rf"(?:\bI (?:don't|do not|dont) (?:live|reside)|{_I_AM} not living) in\s+(?P<x>[^,;!?]+?\s+any ?more\b.*)",
+    r"\bnon (?:vivo|abito) più (?:a|ad|in)\s+(?P<x>.+)",
+):
+    _rule(_pattern)(_retract_place)
+
+
 # --- role
 # Where, for whom or since when is no part of the role, nor is when it holds ("a teacher now").
 _ROLE_TAIL = re.compile(r"\s+(?:at|in|for|with|since|from|on|presso|a|per|now|currently|again|these days|nowadays)\b", re.I)
@@ -234,6 +255,36 @@ def _work_as_it(m: re.Match[str], b: _Builder, casual: bool) -> None:
 @_rule(r"אני (?:עובד|עובדת) (?:בתור\s+|כ[-־]?)(?P<x>[^\s.,;!?]+)")
 def _work_as_he(m: re.Match[str], b: _Builder, casual: bool) -> None:
     _set_role(b, m.group("x"), None)
+
+
+# "I'm not a nurse anymore", "I no longer work as a nurse", "I stopped working as a nurse": see "a place
+# or a role that no longer holds" above.
+def _role_said(x: str) -> str:
+    return _cut(_NO_MORE.sub("", x), tail=_ROLE_TAIL)
+
+
+def _retract_role(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    role = _role_said(m.group("x"))
+    if role and len(role.split()) <= 4 and _first_word(role) not in _STOPWORDS:
+        b.retract_profile("role", role)
+
+
+def _retract_role_noun(m: re.Match[str], b: _Builder, casual: bool) -> None:
+    # Only a role noun, as for "I'm a nurse": "I'm not a fan anymore" is no role.
+    role = _role_said(m.group("x"))
+    if role and role.split()[-1].lower() in _ROLE_NOUNS:
+        _retract_role(m, b, casual)
+
+
+for _pattern, _retract in (
+    (rf"(?:\bI no longer work as|\bI (?:have |'ve )?(?:stopped|quit) working as|{_I_AM} no longer working as) (?:(?:an?|the) )?(?P<x>.+)", _retract_role),
+    (rf"(?:\bI (?:don't|do not|dont) work as|{_I_AM} not working as) (?:(?:an?|the) )?(?P<x>[^,;!?]+?\s+any ?more\b.*)", _retract_role),
+    (r"\bnon lavoro più come\s+(?P<x>.+)", _retract_role),
+    (rf"{_I_AM} no longer (?:an?|the) (?P<x>.+)", _retract_role_noun),
+    (rf"{_I_AM} not (?:an?|the) (?P<x>[^,;!?]+?\s+any ?more\b.*)", _retract_role_noun),
+    (r"\bnon sono più (?:(?:un|una|uno)\s+|un')(?P<x>.+)", _retract_role),
+):
+    _rule(_pattern)(_retract)
 
 
 # --- languages spoken and programming languages

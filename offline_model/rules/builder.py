@@ -81,6 +81,7 @@ class _Builder:
         self.prefs: dict[str, Any] = {}
         self.notes: list[str] = []
         self.tasks: list[TaskUpdate] = []
+        self.retracted: dict[str, str] = {}
         self.stored_facts = _active_facts(stored)
         self.open_tasks = _open_tasks(stored)
         # Facts of this message only: one already stored is said again, and the writer counts the
@@ -114,6 +115,13 @@ class _Builder:
         # The last value a message gives a field is the one it means ("I live in Haifa. Just kidding, I live in Tel Aviv").
         if _valid(ProfileUpdates, **{field: value}) is not None:
             self.profile[field] = value
+            self.retracted.pop(field, None)
+
+    def retract_profile(self, field: str, value: str) -> None:
+        """The user says ``field`` no longer holds ``value`` ("I no longer live in Rome"); a new value
+        the message gives it ("…, I live in Milan now") is what it means instead, and stays."""
+        if field not in self.profile and _valid(ExtractionResult, retracted={field: value}) is not None:
+            self.retracted[field] = value
 
     def goal(self, goal: str) -> None:
         goal = third_person(goal)
@@ -145,6 +153,7 @@ class _Builder:
             new_preferences=PreferenceUpdates(**self.prefs, other_notes=self.notes),
             profile_updates=ProfileUpdates(**self.profile, goals=self.goals),
             task_updates=self.tasks,
+            retracted=self.retracted,
         )
 
 

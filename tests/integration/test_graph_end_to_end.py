@@ -110,3 +110,46 @@ async def test_a_collection_named_with_spaces_is_searched_as_ingest_named_it_and
         assert state["retrieved_chunks"] == []
     said = [r.getMessage() for r in caplog.records if "holds no documents" in r.getMessage()]
     assert len(said) == 1 and misspelt in said[0] and collection in said[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("said", "retracted", "field", "value", "cleared"),
+    [
+        ("I live in Rome.", "I no longer live in Rome.", "location", "Rome", "location cleared (was Rome)"),
+        ({"location": "Rome, Italy"}, "I don't live in Rome anymore.", "location", "Rome, Italy", "location cleared (was Rome, Italy)"),
+        ("I'm a nurse.", "I'm not a nurse anymore.", "role", "nurse", "role cleared (was nurse)"),
+        ("I work as a nurse.", "I stopped working as a nurse.", "role", "nurse", "role cleared (was nurse)"),
+    ],
+)
+async def test_a_profile_value_the_user_says_no_longer_holds_is_cleared_and_the_turn_says_so(backend, user_id, said, retracted, field, value, cleared):
+    """'I no longer live in Rome' learned nothing: location Rome stayed in the profile every prompt shows."""
+    from memory.writer.edits import edit_user_document
+
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    if isinstance(said, dict):  # typed into the profile by the user
+        await edit_user_document(backend.store, user_id, "profile", said)
+    else:
+        await graph.ainvoke({"messages": [HumanMessage(said)]}, config, context=ctx)
+    assert getattr((await get_user_document(backend.store, user_id)).profile, field) == value
+
+    out = await graph.ainvoke({"messages": [HumanMessage(retracted)]}, config, context=ctx)
+    doc = await get_user_document(backend.store, user_id)
+    assert getattr(doc.profile, field) is None
+    assert f"profile.{field}" not in doc.sources  # no history left for a value the profile no longer has
+    assert out["memory_written"]["profile_changes"][field] is None
+    assert cleared in out["memory_written"]["described"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "other",
+    ["I no longer live in Rome? No, I still do.", "Do I still live in Rome?", "My sister no longer lives in Rome.", "If I no longer lived in Rome, I'd miss it.",
+     "I no longer live in Milan."],
+)
+async def test_a_question_another_person_or_another_city_clears_nothing(backend, user_id, other):
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    await graph.ainvoke({"messages": [HumanMessage("I live in Rome.")]}, config, context=ctx)
+    out = await graph.ainvoke({"messages": [HumanMessage(other)]}, config, context=ctx)
+    assert (await get_user_document(backend.store, user_id)).profile.location == "Rome"
+    assert "location" not in (out["memory_written"].get("profile_changes") or {})

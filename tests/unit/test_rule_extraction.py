@@ -153,6 +153,53 @@ def test_italian_role_rule():
     assert extract_with_rules("Lavoro come insegnante.").profile_updates.role == "insegnante"
 
 
+# --------------------------------------------------------------------------- a place or a role that no longer holds
+@pytest.mark.parametrize(
+    "message, field, value",
+    [
+        ("I no longer live in Rome.", "location", "Rome"),
+        ("I don't live in Rome anymore.", "location", "Rome"),
+        ("i don't live in rome any more", "location", "Rome"),
+        ("I'm no longer living in Rome, Italy.", "location", "Rome"),
+        ("I moved out of Rome last year.", "location", "Rome"),
+        ("Non vivo più a Roma.", "location", "Roma"),
+        ("I'm not a nurse anymore.", "role", "nurse"),
+        ("I'm no longer a nurse at the hospital.", "role", "nurse"),
+        ("I no longer work as a nurse.", "role", "nurse"),
+        ("I stopped working as a nurse.", "role", "nurse"),
+        ("I don't work as a backend developer anymore.", "role", "backend developer"),
+        ("Non lavoro più come infermiere.", "role", "infermiere"),
+    ],
+)
+def test_a_place_or_role_the_user_says_no_longer_holds_is_retracted_and_not_set(message, field, value):
+    result = extract_with_rules(message)
+    assert result.retracted == {field: value}
+    assert getattr(result.profile_updates, field) is None and result.new_facts == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Do I still live in Rome?",
+        "I no longer live in Rome? No, I still do.",  # asked, then denied: nothing is certain
+        "My sister no longer lives in Rome.",
+        "If I no longer lived in Rome, I'd miss it.",
+        "My mom thinks I no longer live in Rome.",
+        "I don't live in Rome.",  # no "no longer": may answer whether the user is there now
+        "I'm not a fan anymore.",  # no role, as "I'm a fan" is none
+        "I'm not sure anymore.",
+        "I no longer live in a big city.",
+    ],
+)
+def test_a_question_someone_elses_words_a_hypothetical_or_no_place_retracts_nothing(message):
+    assert extract_with_rules(message).retracted == {}
+
+
+def test_a_new_value_said_with_the_retraction_is_the_one_kept():
+    result = extract_with_rules("I no longer live in Rome, I live in Milan now.")
+    assert result.retracted == {} and result.profile_updates.location == "Milan"
+
+
 # --------------------------------------------------------------------------- native language
 @pytest.mark.parametrize(
     "message",

@@ -217,3 +217,17 @@ async def test_a_vaguer_restatement_by_the_model_gives_way_to_the_rules_more_spe
     answer = {"new_facts": [{"text": "Loves wearing warm pants in the winter months"}]}
     result = (await extract(model_answering(answer), said, "Same!", {})).value
     assert [f.text for f in result.new_facts] == ["Loves wearing warm pants in the winter months"]
+
+
+async def test_a_place_the_user_says_no_longer_holds_is_retracted_whatever_the_model_read():
+    # A small model loses the "no longer" and sends the place back as where the user lives.
+    answer = {"profile_updates": {"location": "Rome"}}
+    result = (await extract(model_answering(answer), "I no longer live in Rome.", "Noted.", {})).value
+    assert result.retracted == {"location": "Rome"} and result.profile_updates.location is None
+
+
+async def test_a_retraction_only_the_model_sends_is_not_taken():
+    """``retracted`` is code's, not in the schema a model is given: a model's is ignored."""
+    answer = {"profile_updates": {}, "retracted": {"location": "Haifa"}}
+    result = (await extract(model_answering(answer), "I love Haifa in the spring.", "Nice.", {})).value
+    assert result.retracted == {}
