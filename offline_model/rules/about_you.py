@@ -150,8 +150,9 @@ _NO_MORE = re.compile(r"\s+(?:any ?more|no more)\b.*", re.I | re.S)
 
 
 def _retract_place(m: re.Match[str], b: _Builder, casual: bool) -> None:
-    if place := _named_place(_NO_MORE.sub("", m.group("x")), casual):
-        b.retract_profile("location", place)
+    if (place := _named_place(_NO_MORE.sub("", m.group("x")), casual)) and b.retract_profile("location", place):
+        # The fact says so too: the writer supersedes "Lives in Rome" with it (its negation).
+        b.fact(f"No longer lives in {place}", "high", ["location"])
 
 
 for _pattern in (
@@ -265,8 +266,11 @@ def _role_said(x: str) -> str:
 
 def _retract_role(m: re.Match[str], b: _Builder, casual: bool) -> None:
     role = _role_said(m.group("x"))
-    if role and len(role.split()) <= 4 and _first_word(role) not in _STOPWORDS:
-        b.retract_profile("role", role)
+    if role and len(role.split()) <= 4 and _first_word(role) not in _STOPWORDS and b.retract_profile("role", role):
+        # In the words of "Works as a nurse", which the writer supersedes with it (its negation); an
+        # Italian role is stored without an article ("Works as infermiere").
+        article = "" if m.group(0)[:3].lower() == "non" else "an " if role[:1].lower() in "aeiou" else "a "
+        b.fact(f"No longer works as {article}{role}", "high", ["work"])
 
 
 def _retract_role_noun(m: re.Match[str], b: _Builder, casual: bool) -> None:

@@ -117,11 +117,13 @@ class _Builder:
             self.profile[field] = value
             self.retracted.pop(field, None)
 
-    def retract_profile(self, field: str, value: str) -> None:
+    def retract_profile(self, field: str, value: str) -> bool:
         """The user says ``field`` no longer holds ``value`` ("I no longer live in Rome"); a new value
-        the message gives it ("…, I live in Milan now") is what it means instead, and stays."""
-        if field not in self.profile and _valid(ExtractionResult, retracted={field: value}) is not None:
-            self.retracted[field] = value
+        the message gives it ("…, I live in Milan now") is what it means instead, and stays. True when kept."""
+        if field in self.profile or _valid(ExtractionResult, retracted={field: value}) is None:
+            return False
+        self.retracted[field] = value
+        return True
 
     def goal(self, goal: str) -> None:
         goal = third_person(goal)

@@ -143,6 +143,23 @@ async def test_a_profile_value_the_user_says_no_longer_holds_is_cleared_and_the_
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
+    ("said", "retracted", "old", "new"),
+    [
+        ("I live in Rome.", "I no longer live in Rome.", "Lives in Rome", "No longer lives in Rome"),
+        ("I'm a nurse.", "I'm not a nurse anymore.", "Works as a nurse", "No longer works as a nurse"),
+    ],
+)
+async def test_the_fact_a_retraction_contradicts_is_superseded_and_no_longer_shown(backend, user_id, said, retracted, old, new):
+    """After 'I no longer live in Rome' the fact 'Lives in Rome' stayed active, in every prompt."""
+    graph, ctx, config = chat_on(backend, user_id, "offline")
+    await graph.ainvoke({"messages": [HumanMessage(said)]}, config, context=ctx)
+    out = await graph.ainvoke({"messages": [HumanMessage(retracted)]}, config, context=ctx)
+    assert out["memory_written"]["facts_superseded"] == [{"old": old, "new": new}]
+    assert [f.text for f in await list_facts(backend.store, user_id)] == [new]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
     "other",
     ["I no longer live in Rome? No, I still do.", "Do I still live in Rome?", "My sister no longer lives in Rome.", "If I no longer lived in Rome, I'd miss it.",
      "I no longer live in Milan."],

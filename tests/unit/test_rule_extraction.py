@@ -155,26 +155,26 @@ def test_italian_role_rule():
 
 # --------------------------------------------------------------------------- a place or a role that no longer holds
 @pytest.mark.parametrize(
-    "message, field, value",
+    "message, field, value, fact_text",
     [
-        ("I no longer live in Rome.", "location", "Rome"),
-        ("I don't live in Rome anymore.", "location", "Rome"),
-        ("i don't live in rome any more", "location", "Rome"),
-        ("I'm no longer living in Rome, Italy.", "location", "Rome"),
-        ("I moved out of Rome last year.", "location", "Rome"),
-        ("Non vivo più a Roma.", "location", "Roma"),
-        ("I'm not a nurse anymore.", "role", "nurse"),
-        ("I'm no longer a nurse at the hospital.", "role", "nurse"),
-        ("I no longer work as a nurse.", "role", "nurse"),
-        ("I stopped working as a nurse.", "role", "nurse"),
-        ("I don't work as a backend developer anymore.", "role", "backend developer"),
-        ("Non lavoro più come infermiere.", "role", "infermiere"),
+        ("I no longer live in Rome.", "location", "Rome", "No longer lives in Rome"),
+        ("I don't live in Rome anymore.", "location", "Rome", "No longer lives in Rome"),
+        ("i don't live in rome any more", "location", "Rome", "No longer lives in Rome"),
+        ("I'm no longer living in Rome, Italy.", "location", "Rome", "No longer lives in Rome"),
+        ("I moved out of Rome last year.", "location", "Rome", "No longer lives in Rome"),
+        ("Non vivo più a Roma.", "location", "Roma", "No longer lives in Roma"),
+        ("I'm not a nurse anymore.", "role", "nurse", "No longer works as a nurse"),
+        ("I'm no longer a nurse at the hospital.", "role", "nurse", "No longer works as a nurse"),
+        ("I no longer work as a nurse.", "role", "nurse", "No longer works as a nurse"),
+        ("I stopped working as an engineer.", "role", "engineer", "No longer works as an engineer"),
+        ("I don't work as a backend developer anymore.", "role", "backend developer", "No longer works as a backend developer"),
+        ("Non lavoro più come infermiere.", "role", "infermiere", "No longer works as infermiere"),
     ],
 )
-def test_a_place_or_role_the_user_says_no_longer_holds_is_retracted_and_not_set(message, field, value):
+def test_a_place_or_role_the_user_says_no_longer_holds_is_retracted_and_not_set(message, field, value, fact_text):
     result = extract_with_rules(message)
     assert result.retracted == {field: value}
-    assert getattr(result.profile_updates, field) is None and result.new_facts == []
+    assert getattr(result.profile_updates, field) is None and fact_texts(result) == [fact_text]
 
 
 @pytest.mark.parametrize(
