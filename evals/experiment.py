@@ -214,6 +214,10 @@ async def run_experiments(
     upload: bool | None = None,
 ) -> tuple[list[ExperimentRun], str | None]:
     """Run every variant over ``examples``; returns the runs and the LangSmith dataset name (None offline)."""
+    # A variant's threads and users are named after it, and its results are keyed by its name: run twice,
+    # the second run would start from what the first one stored, and the verdict would see one variant.
+    if repeated := sorted({v for v in variants if list(variants).count(v) > 1}):
+        raise ValueError(f"--variants: {', '.join(repeated)} given more than once (model names as resolved); give each variant once")
     upload = langsmith_enabled() if upload is None else upload
     name = dataset_name(kind, dataset_label, examples)
     if upload:

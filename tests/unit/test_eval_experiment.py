@@ -109,3 +109,29 @@ async def test_an_evaluator_with_nothing_to_score_is_not_an_evaluator_error(no_n
     )
     assert [r.evaluator_errors for r in run.rows] == [[], []]
     assert [r.scores for r in run.rows] == [{"exact": 0.0}, {"exact": 1.0}]
+
+
+async def test_a_variant_given_twice_is_refused_before_anything_runs(no_network):
+    """Run twice, the second run read what the first had stored (same user and threads): other numbers, one verdict."""
+    made: list[str] = []
+
+    def make_target(variant: str):
+        made.append(variant)
+
+        async def target(inputs: dict) -> dict:
+            return {"text": inputs["text"]}
+
+        return target
+
+    with pytest.raises(ValueError, match="offline given more than once"):
+        await run_experiments(
+            kind="test",
+            dataset_label="unit",
+            variants=["offline", "structured", "offline"],
+            examples=EXAMPLES,
+            make_target=make_target,
+            evaluators=[exact],
+            experiment_prefix="unit",
+            metadata={},
+        )
+    assert made == []
