@@ -122,8 +122,11 @@ def _verdict(w: WinnerResult) -> str:
     if w.runner_up is None:
         return f"Only one variant ({w.best}) was run: nothing to compare on {label}."
     if abs(w.margin) < 1e-12:
-        tied = ", ".join(sorted(w.means))
-        return f"No difference on {label}: {tied} scored exactly the same (mean {w.means[w.best]:.3f}, n={w.n})."
+        # Only the variants level with the best are tied; the others are below it, not "the same".
+        tied = sorted(n for n, m in w.means.items() if abs(m - w.means[w.best]) < 1e-12)
+        behind = sorted((n for n in w.means if n not in tied), key=lambda n: -w.means[n])
+        text = f"No difference on {label}: {', '.join(tied)} have the same mean ({w.means[w.best]:.3f}, n={w.n})"
+        return text + (f"; behind them: {', '.join(f'{n} {w.means[n]:.3f}' for n in behind)}." if behind else ".")
     head = (
         f"{w.best} {w.means[w.best]:.3f} vs {w.runner_up} {w.means[w.runner_up]:.3f}: margin {w.margin:+.3f}, "
         f"95% CI of the difference [{w.ci_low:+.3f}, {w.ci_high:+.3f}], {w.best} ahead in {w.confidence:.0%} "

@@ -44,6 +44,11 @@ def test_identical_scores_are_reported_as_no_difference():
     assert w.verdict.startswith("No difference on Retention")
 
 
+def test_a_tie_at_the_top_names_only_the_tied_variants_and_puts_the_others_behind():
+    w = verdict(variant("a", [0.5, 0.6]), variant("b", [0.6, 0.5]), variant("c", [0.1, 0.2]))
+    assert w.verdict == "No difference on Retention: a, b have the same mean (0.550, n=2); behind them: c 0.150."
+
+
 def test_failed_conversations_are_left_out_of_the_means_and_the_comparison():
     broken = ExperimentRun("b", "exp-b", [ExperimentRow("c0", None, {}, error="boom"), ExperimentRow("c1", {}, {"retention": 0.4})])
     va, vb = aggregate_variant(variant("a", [0.9, 0.5])), aggregate_variant(broken)
