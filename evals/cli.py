@@ -278,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             raise
         parser.exit(2, f"error: {exc}\n")
+    except KeyboardInterrupt:  # the run's users and threads were removed as its task was cancelled
+        print("interrupted (Ctrl-C): no results were written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
