@@ -75,9 +75,10 @@ def _common(p: argparse.ArgumentParser, *, default_dataset: str = "builtin") -> 
 
 
 def _compaction(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window", type=_positive, help="Context.summary_window: fold once more messages are unsummarized (default 16)")
-    p.add_argument("--tail", type=_positive, help="Context.tail_size: newest messages kept raw after a fold (default 6)")
-    p.add_argument("--max-context-tokens", type=_positive, help="Context.max_context_tokens (default 6000)")
+    # No numbers here: they went stale when Context's changed (the run's report gives the values used).
+    p.add_argument("--window", type=_positive, help="Context.summary_window: fold once more messages are unsummarized (default: the Context's)")
+    p.add_argument("--tail", type=_positive, help="Context.tail_size: newest messages kept raw after a fold (default: the Context's)")
+    p.add_argument("--max-context-tokens", type=_positive, help="Context.max_context_tokens (default: the Context's)")
     p.add_argument("--max-summary-tokens", type=_positive, help="Context.max_summary_tokens (default: the Context's)")
 
 

@@ -13,3 +13,17 @@ def test_ctrl_c_during_a_run_says_interrupted_and_exits_130_without_a_traceback(
     assert cli.main(["summaries", "--variants", "structured"]) == 130
     err = capsys.readouterr().err
     assert "interrupted (Ctrl-C)" in err and "Traceback" not in err
+
+
+def test_the_compaction_options_state_no_default_other_than_the_context_a_run_uses():
+    """--help said window 16 and tail 6 while a run used Context's 14 and 4."""
+    import re
+
+    from core.context import Context
+
+    defaults = Context()
+    summaries = cli.build_parser()._subparsers._group_actions[0].choices["summaries"]
+    helps = {a.dest: a.help for a in summaries._actions}
+    for dest, field in (("window", "summary_window"), ("tail", "tail_size"), ("max_context_tokens", "max_context_tokens"), ("max_summary_tokens", "max_summary_tokens")):
+        stated = re.findall(r"default:? (\d+)", helps[dest])
+        assert stated in ([], [str(getattr(defaults, field))]), (dest, helps[dest])
