@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from core.context import Context
+from evals.datasets._jsonl import read_json
 from evals.eval_database import open_eval_workspace
 from evals.run_output import RunClock, default_out_dir, new_run_id, write_results_json
 from graph.assembly import compile_graph
@@ -66,7 +67,7 @@ def load_chat_finding_set(path: Path | None = None) -> ChatFindingSet:
     path = Path(path or DEFAULT_SET)
     if not path.is_file():
         raise FileNotFoundError(f"chat-finding set not found at {path.resolve()}")
-    return ChatFindingSet.model_validate_json(path.read_text(encoding="utf-8"))
+    return ChatFindingSet.model_validate(read_json(path))
 
 
 class RequestResult(BaseModel):

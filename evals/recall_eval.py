@@ -52,6 +52,7 @@ from core.context import SAFETY_CEILINGS, Context
 from core.messages import stamp_sent_at
 from core.state import State
 from core.tokens import count_message_tokens
+from evals.datasets._jsonl import read_json
 from evals.datasets.locomo import load_locomo
 from evals.datasets.paths import resolve_data_file
 from evals.datasets.schema import CATEGORY_NAMES, Conversation, Probe
@@ -307,7 +308,7 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     clock = RunClock()
     run_id = new_run_id()
     path = _dataset_path(opts.dataset)
-    samples = json.loads(path.read_text(encoding="utf-8"))
+    samples = read_json(path)
     if isinstance(samples, dict):
         samples = [samples]
     conversations = load_locomo(path, limit=opts.limit)

@@ -30,6 +30,7 @@ from rich.table import Table
 
 import knowledge
 from core.context import Context
+from evals.datasets._jsonl import read_json
 from evals.datasets.paths import REPO_ROOT
 from evals.eval_database import open_eval_workspace
 from evals.run_output import RunClock, default_out_dir, new_run_id, write_results_json
@@ -81,7 +82,7 @@ def load_retrieval_set(path: Path | None = None) -> RetrievalSet:
     path = Path(path or DEFAULT_SET)
     if not path.is_file():
         raise FileNotFoundError(f"retrieval set not found at {path.resolve()}")
-    data = RetrievalSet.model_validate_json(path.read_text(encoding="utf-8"))
+    data = RetrievalSet.model_validate(read_json(path))
     missing = [c for c in data.corpus if not (REPO_ROOT / c).exists()]
     if missing:
         raise FileNotFoundError(f"corpus files of {path.name} not found under {REPO_ROOT}: {', '.join(missing)}")

@@ -9,12 +9,12 @@ party data is read from ``<repo>/../shared/evaldata`` (or
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._jsonl import iter_jsonl, read_json
 from .builtin import builtin_path, load_builtin, load_conversations_json, parse_conversations
 from .dialogsum import load_dialogsum
 from .locomo import load_locomo
@@ -60,13 +60,9 @@ DATASETS: dict[str, Loader] = {
 
 
 def _first_jsonl_record(path: Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                rec = json.loads(line)
-                if isinstance(rec, dict):
-                    return rec
-                break
+    rec = next(iter_jsonl(path, limit=1), None)
+    if isinstance(rec, dict):
+        return rec
     raise ValueError(f"{path}: no JSON object on the first non-empty line")
 
 
@@ -88,8 +84,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             return "msc"
         raise ValueError(f"{p}: unrecognised JSONL record keys {sorted(rec)[:12]}")
     if suffix == ".json":
-        with open(p, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = read_json(p)
         first = data[0] if isinstance(data, list) and data else None
         if isinstance(first, dict) and "conversation" in first and "qa" in first:
             return "locomo"

@@ -11,12 +11,12 @@ so any file in that shape can be loaded with ``load_conversations_json``.
 
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ._jsonl import read_json
 from .paths import DatasetNotFoundError
 from .schema import Conversation
 
@@ -52,8 +52,7 @@ def load_conversations_json(
     p = Path(path).expanduser()
     if not p.is_file():
         raise DatasetNotFoundError(f"conversations file not found at {p.resolve()}")
-    with open(p, encoding="utf-8") as fh:
-        data = json.load(fh)
+    data = read_json(p)
     return parse_conversations(data, limit=limit, default_source=default_source)
 
 

@@ -52,7 +52,6 @@ error.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -60,6 +59,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from ._jsonl import read_json
 from .paths import DatasetNotFoundError, evaldata_dir, resolve_data_file
 from .schema import ADVERSARIAL_ANSWER, Conversation, GoldFact, Probe, Session, Turn
 
@@ -227,8 +227,7 @@ def parse_locomo(
 def load_locomo_audit(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """The audit entries (list of dicts); raises ``DatasetNotFoundError`` if missing."""
     p = resolve_data_file(path, AUDIT_FILE, "LoCoMo audit corrections")
-    with open(p, encoding="utf-8") as fh:
-        data = json.load(fh)
+    data = read_json(p)
     if not isinstance(data, list):
         raise ValueError(f"{p}: expected a JSON list of audit entries")
     return data
@@ -250,8 +249,7 @@ def load_locomo(
     is not given (missing there: no corrections, logged at INFO).
     """
     p = resolve_data_file(path, DEFAULT_FILE, "LoCoMo")
-    with open(p, encoding="utf-8") as fh:
-        samples = json.load(fh)
+    samples = read_json(p)
     if not isinstance(samples, list):
         raise ValueError(f"{p}: expected a JSON list of LoCoMo samples")
 

@@ -377,3 +377,22 @@ def test_eval_summaries_cli_takes_max_sessions():
     assert args.max_sessions == 2
     with pytest.raises(SystemExit):
         build_parser().parse_args(["summaries", "--max-sessions", "0"])
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("empty.json", b"", "the file is empty"),
+        ("blank.json", b"\n  \n", "the file is empty"),
+        ("broken.json", b'{"conversations": [', "not valid JSON at line 1, column 20"),
+        ("binary.json", b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8 text"),
+        ("binary.jsonl", b'{"dialog": []}\n\xff\xfe\x00\n', "not UTF-8 text"),
+    ],
+)
+def test_a_dataset_file_that_is_not_json_is_refused_naming_the_file_and_why(tmp_path, name, content, reason):
+    """It said only json's reason ("Expecting value: line 1 column 1 (char 0)"), or the codec's, not which file."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as info:
+        load_dataset(str(path))
+    assert str(path) in str(info.value) and reason in str(info.value)
