@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +98,18 @@ def out_folder(value: str) -> Path:
     nearest = next((p for p in (path, *path.parents) if p.exists()), None)  # what mkdir would build on
     if nearest is not None and not nearest.is_dir():
         raise argparse.ArgumentTypeError(f"{nearest} is a file; give a folder for the results")
+    # A folder that cannot be made or written failed the same way at the end; trying is the only sure
+    # check (permissions, a read-only disk). What the try made is removed: the run makes it again.
+    missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write the results in {path}: {exc.strerror or exc}") from exc
+    finally:
+        for p in missing:
+            with contextlib.suppress(OSError):
+                p.rmdir()
     return path
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
+import pytest
+
 import evals.cli as cli
 
 
@@ -27,3 +32,18 @@ def test_the_compaction_options_state_no_default_other_than_the_context_a_run_us
     for dest, field in (("window", "summary_window"), ("tail", "tail_size"), ("max_context_tokens", "max_context_tokens"), ("max_summary_tokens", "max_summary_tokens")):
         stated = re.findall(r"default:? (\d+)", helps[dest])
         assert stated in ([], [str(getattr(defaults, field))]), (dest, helps[dest])
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no folder can be made")
+def test_an_out_folder_that_cannot_be_made_is_refused_before_the_run_not_after_it():
+    """It was taken, and the run failed at its very end, writing its results: minutes of work lost."""
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["summaries", "--out", f"/proc/no-such-{uuid.uuid4().hex}/results"])
+
+
+def test_an_out_folder_that_can_be_made_is_taken_and_not_left_behind_by_the_check(tmp_path):
+    out = tmp_path / "new" / "results"
+    args = cli.build_parser().parse_args(["tokens", "--out", str(out)])
+    assert args.out == out and not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    assert cli.build_parser().parse_args(["chats", "--out", str(tmp_path / "kept")]).out.is_dir()
