@@ -93,7 +93,8 @@ def results_table(results: EvalResults, keys: Sequence[str]) -> Table:
     """Variants as rows, headline metrics as columns (mean ± half the 95% CI); the best mean of each column in green."""
     shown = [k for k in keys if any(k in v.metrics for v in results.variants)]
     table = Table(title=f"{results.command} on {results.dataset} ({len(results.conversations)} conversations, model {results.model})")
-    table.add_column("variant", style="bold")
+    # The name is what tells the rows apart: never cut it ("struct…" twice), let the numbers wrap instead.
+    table.add_column("variant", style="bold", no_wrap=True, min_width=max((len(v.variant) for v in results.variants), default=7))
     for k in shown:
         table.add_column(metric(k).short, justify="right")
     for v in results.variants:

@@ -82,3 +82,25 @@ def test_prices_are_per_million_tokens_and_unknown_models_get_no_estimate():
     assert price_of("openai:gpt-4o-mini-2024-07-18") == (0.15, 0.60)
     assert estimate_cost("gpt-4o-mini", 2_000_000, 1_000_000) == pytest.approx(0.30 + 0.60)
     assert price_of("offline") is None and estimate_cost("llama3", 10, 10) is None
+
+
+def test_the_terminal_table_shows_each_variant_name_whole_on_an_80_column_terminal():
+    """Names sharing a prefix were cut to the same "structu…", so two rows could not be told apart."""
+    import io
+
+    from rich.console import Console
+
+    from evals.summaries_command import TABLE_KEYS
+    from evals.terminal import results_table
+
+    runs = [
+        ExperimentRun(name, f"exp-{name}", [ExperimentRow(f"c{i}", {}, {k: 0.5 + i / 10 for k in TABLE_KEYS}) for i in range(3)])
+        for name in ("structured_short", "structured_long")
+    ]
+    results = EvalResults(
+        command="summaries", dataset="builtin", conversations=["c0", "c1", "c2"], model="offline", offline=True,
+        primary_metric="retention", variants=[aggregate_variant(r) for r in runs], started_at="now", wall_seconds=1.0,
+    )
+    out = io.StringIO()
+    Console(file=out, width=80).print(results_table(results, TABLE_KEYS))
+    assert "structured_short" in out.getvalue() and "structured_long" in out.getvalue()
