@@ -316,6 +316,13 @@ async def run_recall(opts: RecallOptions, console: Console) -> RecallResults:
     chosen = select_conversations(conversations, opts.conversations)
     tuning = {conversations[i].id for i in select_conversations(conversations, opts.split)} if opts.split else set()
     conversations, samples = [conversations[i] for i in chosen], [samples[i] for i in chosen]
+    if tuning and not (0 < len(tuning & {c.id for c in conversations}) < len(conversations)):
+        # a side with no question was reported as answer words 0.000, as if measured
+        side = "tuning" if not tuning & {c.id for c in conversations} else "held-out"
+        raise ValueError(
+            f"--split leaves no {side} conversation among those run ({', '.join(c.id for c in conversations)}): "
+            "name some of them, not all and not none"
+        )
     out_dir = opts.out or default_out_dir("recall", run_id)
 
     unrelated_messages = [q.query for q in load_retrieval_set().queries if not q.related]

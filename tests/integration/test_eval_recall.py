@@ -107,6 +107,20 @@ def test_eval_recall_refuses_an_unknown_reader_system_before_importing_anything(
     assert "--reader-systems: no system bm25" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("split", [["tiny-a", "tiny-b"], ["1"]], ids=["all of them", "one not run"])
+def test_eval_recall_refuses_a_split_that_leaves_a_side_without_questions(tmp_path, capsys, split):
+    """Such a side was reported as answer words 0.000, as if measured."""
+    dataset = tmp_path / "two.json"
+    dataset.write_text(json.dumps([locomo_sample("tiny-a"), locomo_sample("tiny-b")]))
+    conversations = ["--conversations", "0"] if split == ["1"] else []
+    with pytest.raises(SystemExit) as exit:
+        main(["recall", "--dataset", str(dataset), *conversations, "--split", ",".join(split), "--out", str(tmp_path / "out")])
+
+    assert exit.value.code == 2
+    assert "--split leaves no" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "questions.jsonl").exists()
+
+
 def _long_sample() -> dict:
     """The tiny conversation and six more sessions after it, June to July: its first sessions fold out of the
     recent conversation, so the questions about them are answered by excerpts."""
