@@ -132,7 +132,7 @@ for _pattern, _read, _record in (
     (rf"(?:\bI (?:currently |now |still )?live|{_I_AM} (?:currently |now )?living|\bI (?:currently |now )?reside) in\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),
     (rf"(?:\bI|{_I_HAVE}) (?:just |recently |finally )?moved (?:from [^,.;!?]+? )?to\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),
     (rf"(?:{_I_AM}|\bI come) (?:originally )?from\s+(?P<x>.+)", _named_place, _is_from),
-    (r"\b(?:vivo|abito) (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),
+    (r"(?<!\bnon )\b(?:vivo|abito) (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=False)),  # not "non vivo a Roma"
     (r"\bmi sono (?:appena )?trasferit[oaie] (?:a|ad|in)\s+(?P<x>.+)", _named_place, partial(_lives_in, moved=True)),
     (r"\bsono (?:originari[oa] )?di\s+(?P<x>.+)", _capitalized_place, _is_from),
     (r"אני (?:גר|גרה|גרים|גרות)\s+ב[-־]?\s*(?P<x>.+)", _hebrew_place, partial(_lives_in, moved=False)),

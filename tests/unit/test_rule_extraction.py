@@ -135,6 +135,13 @@ def test_italian_and_hebrew_location_rules():
     assert he_m.profile_updates.location == "תל אביב"
 
 
+def test_an_italian_denial_of_where_the_user_lives_sets_no_place():
+    """"Non vivo a Roma" ("I don't live in Rome") was read as living in Rome."""
+    for said in ("Non vivo a Roma.", "non abito in Italia, ma in Francia"):
+        result = extract_with_rules(said)
+        assert result.profile_updates.location is None and not any(f.startswith("Lives in") for f in fact_texts(result)), said
+
+
 def test_hebrew_location_stops_before_the_and_prefix():
     result = extract_with_rules("אני גרה בחיפה ואני עובדת כאחות")
     assert result.profile_updates.location == "חיפה"
