@@ -182,7 +182,8 @@ def _work_as(m: re.Match[str], b: _Builder, casual: bool) -> None:
 
 # "I'm a nurse", "I'm a teacher at …", "I'm Maya, a backend developer in Lisbon": the last word names a role.
 _SELF = rf"(?:{_I_AM}(?: [A-Z][\w'-]+(?: [A-Z][\w'-]+)?,)?|\bI (?:currently |now )?work as|{_I_AM} (?:currently |now )?working as) (?:currently |now |also )?"
-_AFTER_ROLE = r"(?=\s*(?:[.,;!]|$)|\s(?:and|but|at|in|for|from|with|based|living|who|working|since)\b)"
+# (When it holds is no part of it either: "I'm a nurse now", "… these days".)
+_AFTER_ROLE = r"(?=\s*(?:[.,;!]|$)|\s(?:and|but|at|in|for|from|with|based|living|who|working|since|now|currently|again|these days|nowadays)\b)"
 
 
 @_rule(rf"{_SELF}(?:a|an) (?P<x>(?:[A-Za-z-]+ ){{0,2}}?[A-Za-z-]+){_AFTER_ROLE}")

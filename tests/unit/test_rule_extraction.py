@@ -135,6 +135,14 @@ def test_italian_and_hebrew_location_rules():
     assert he_m.profile_updates.location == "תל אביב"
 
 
+def test_a_role_said_with_when_it_holds_is_the_role():
+    """"I'm a nurse now" set no role (only "I work as a nurse now" did), so a change of job said so was lost."""
+    for said in ("I'm a nurse now.", "I am a nurse these days", "I don't work as a teacher anymore, I'm a nurse now."):
+        result = extract_with_rules(said)
+        assert result.profile_updates.role == "nurse" and "Works as a nurse" in fact_texts(result), said
+    assert extract_with_rules("I am a bit tired now").profile_updates.role is None
+
+
 def test_an_italian_denial_of_where_the_user_lives_sets_no_place():
     """"Non vivo a Roma" ("I don't live in Rome") was read as living in Rome."""
     for said in ("Non vivo a Roma.", "non abito in Italia, ma in Francia"):
