@@ -44,7 +44,7 @@ from memory.provenance import SourceView, as_json as sources_as_json, memory_sou
 from storage import embeddings_record, store_rows
 from core.errors import MemoryAgentError
 from core.namespaces import chats_ns
-from core.schemas import ChatRecord, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
+from core.schemas import ChatRecord, Fact, Importance, SummaryBoard, Task, TaskStatus, normalize_text, utcnow
 from core.text_validation import shortened
 from storage.memory_store import memory_store
 from memory.time_ranges import TIME_RANGE_HELP, InvalidTimeRange, TimeWindow, parse_time_range  # noqa: F401 - re-exported for MCP and tests
@@ -437,6 +437,12 @@ async def get_conversation_summary(
 _BOARD_FIELD = {"action_items": "action_items", "pending_questions": "pending_questions", "entities": "entities", "facts": "key_facts"}
 
 
+def _said_in(item: Fact | Task, chat_id: str) -> bool:
+    """Whether any message of chat ``chat_id`` said the fact or task: any of its sources, not only the
+    first (``source_thread``), which left out what a later chat said again or changed."""
+    return item.source_thread == chat_id or any(s.thread_id == chat_id for s in item.sources)
+
+
 async def recall_context(
     store: BaseStore,
     checkpointer: BaseCheckpointSaver | None,
@@ -465,7 +471,7 @@ async def recall_context(
     if context_type == "tasks":
         tasks = await stored_tasks(store, user_id)
         if chat_id is not None:
-            tasks = [t for t in tasks if t.source_thread == chat_id]
+            tasks = [t for t in tasks if _said_in(t, chat_id)]
         # Unfinished first, then newest change first.
         tasks.sort(key=lambda t: (t.status == "done", -t.updated_at.timestamp()))
         titles = {c.thread_id: c.title for c in chats}
@@ -488,7 +494,7 @@ async def recall_context(
     if context_type == "facts":
         facts = await list_facts(store, user_id)
         if chat_id is not None:
-            facts = [f for f in facts if f.source_thread == chat_id]
+            facts = [f for f in facts if _said_in(f, chat_id)]
         facts.sort(key=lambda f: f.updated_at, reverse=True)
         items = [
             RecalledItem(

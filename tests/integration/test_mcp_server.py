@@ -293,6 +293,19 @@ async def test_recall_gathers_each_context_type_from_summaries_and_long_term_mem
         assert_nothing_of_bob(result.model_dump(mode="json"))
 
 
+async def test_recall_context_of_a_chat_takes_the_facts_it_said_again_not_only_those_it_said_first(backend, user_id):
+    """A fact said in one chat and again in another was recalled for the first chat only (its first source)."""
+    graph = compile_graph(backend.checkpointer, backend.store)
+    ctx = Context(user_id=user_id, model="offline")
+    first, second = f"chat-{uuid.uuid4().hex[:12]}", f"chat-{uuid.uuid4().hex[:12]}"
+    for thread in (first, second):
+        await graph.ainvoke({"messages": [HumanMessage("I play the trumpet.")]}, {"configurable": {"thread_id": thread}}, context=ctx)
+
+    for thread in (first, second):
+        facts = await q.recall_context(backend.store, backend.checkpointer, user_id, "facts", thread)
+        assert "Plays the trumpet" in {i.text for i in facts.items if i.source == "long_term_memory"}, thread
+
+
 async def test_chat_search_ranks_by_similarity_and_recency(seeded):
     b = seeded.backend
     found = await q.search_chats(b.store, seeded.alice, "ferry to a Greek island", 10)
