@@ -384,6 +384,30 @@ async def test_regenerate_answers_the_last_message_again(page):
     assert await page.locator(tid("assistant-message")).last.get_attribute("data-message-id") != first_id
 
 
+# The Enter that picks a word in an IME (Japanese, Chinese…), as Chrome sends it: key Enter, isComposing.
+IME_ENTER = """(testid) => {
+  const box = document.querySelector(`[data-testid="${testid}"]`);
+  box.dispatchEvent(new KeyboardEvent("keydown", {key: "Enter", code: "Enter", keyCode: 229, isComposing: true, bubbles: true, cancelable: true}));
+  return {busy: document.body.dataset.busy === "1", renaming: Boolean(document.querySelector("[data-testid=title-input]"))};
+}"""
+
+
+async def test_the_enter_that_ends_an_ime_composition_neither_sends_nor_saves(page):
+    await page.fill(tid("message-input"), "にほんご")
+    # A message is sent synchronously on Enter (the page is busy at once): none was.
+    assert (await page.evaluate(IME_ENTER, "message-input"))["busy"] is False
+    assert await page.input_value(tid("message-input")) == "にほんご"
+    await page.press(tid("message-input"), "Enter")  # the Enter after the composition sends
+    await idle(page)
+    assert await page.locator(f'{tid("user-message")} >> text=にほんご').count() == 1
+
+    await page.click(tid("rename-chat"))
+    await page.fill(tid("title-input"), "日本語の練習")
+    assert (await page.evaluate(IME_ENTER, "title-input"))["renaming"] is True
+    await page.press(tid("title-input"), "Enter")
+    await page.wait_for_function("document.querySelector('[data-testid=chat-title]').textContent === '日本語の練習'")
+
+
 async def test_every_message_shows_when_it_was_said(page):
     await send(page, "I live in Rome")  # the chat's history is read again after the turn, with the times
     times = page.locator(tid("message-time"))

@@ -6,6 +6,10 @@
 const KEY_STORAGE = "memory-agent.api-key";
 const tid = (id) => document.querySelector(`[data-testid="${id}"]`);
 
+// An Enter that ends an IME composition (Japanese, Chinese, Korean…) picks the word: it must not
+// send or save. Chrome and Firefox say so with isComposing; Safari only with keyCode 229.
+const composing = (e) => e.isComposing || e.keyCode === 229;
+
 // ------------------------------------------------------------------ DOM helper
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);

@@ -527,7 +527,7 @@ function wire() {
   tid("new-chat-form").addEventListener("submit", newChat);
   tid("composer").addEventListener("submit", send);
   tid("message-input").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey) {
+    if (e.key === "Enter" && !e.shiftKey && !composing(e)) {
       e.preventDefault();
       tid("composer").requestSubmit();
     }

@@ -106,6 +106,7 @@ function startRename() {
     renderChatHeader();
   };
   input.addEventListener("keydown", (e) => {
+    if (composing(e)) return;
     if (e.key === "Enter") finish(true);
     if (e.key === "Escape") finish(false);
   });

@@ -36,6 +36,7 @@ function inlineEditor(initial, onSave, onCancel) {
   const input = el("input", { type: "text", class: "inline-input", testid: "inline-input" });
   input.value = initial === "—" ? "" : initial;
   input.addEventListener("keydown", (e) => {
+    if (composing(e)) return;
     if (e.key === "Enter") onSave(input.value);
     if (e.key === "Escape") onCancel();
   });
