@@ -519,6 +519,21 @@ async def test_a_task_change_is_confirmed_on_the_page_and_memory_can_be_correcte
     await page.wait_for_function("document.querySelectorAll('[data-testid=fact]').length === 0")
 
 
+async def test_deleting_a_memory_another_tab_deleted_says_so_and_the_panel_shows_what_is_stored(pages):
+    key = await pages.key()
+    first = await pages.open(key=key)
+    await send(first, "I have a dog named Rex")
+    await first.locator(tid("fact")).first.wait_for()
+    second = await pages.open(key=key)
+    await second.locator(tid("delete-fact")).first.click()
+    await second.wait_for_function("document.querySelectorAll('[data-testid=fact]').length === 0")
+
+    await first.locator(tid("delete-fact")).first.click()  # the first tab still shows it
+    await first.wait_for_function("document.querySelector('[data-testid=composer-status]').textContent.includes('not found')")
+    await first.wait_for_function("document.querySelectorAll('[data-testid=fact]').length === 0")
+    # (The pages fixture fails the test on an uncaught error: the click's failure was not one.)
+
+
 async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser):
     user = new_user()
     key = (await create_keys(server.database_url, [user]))[user]

@@ -524,7 +524,7 @@ async function loadAll() {
 }
 
 function wire() {
-  tid("new-chat-form").addEventListener("submit", newChat);
+  tid("new-chat-form").addEventListener("submit", (e) => newChat(e).catch((err) => setStatus(err.message, "error")));
   tid("composer").addEventListener("submit", send);
   tid("message-input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !composing(e)) {
@@ -537,7 +537,7 @@ function wire() {
   tid("rename-chat").addEventListener("click", startRename);
   tid("chat-title").addEventListener("dblclick", startRename);
   tid("chat-search").addEventListener("input", onSearchInput);
-  tid("refresh-memory").addEventListener("click", loadMemory);
+  tid("refresh-memory").addEventListener("click", () => loadMemory().catch((err) => setStatus(err.message, "error")));
   tid("change-key").addEventListener("click", () => askForKey());
   tid("forget-me").addEventListener("click", forgetMe);
   tid("key-dialog").querySelector("form").addEventListener("submit", saveKey);

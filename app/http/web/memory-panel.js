@@ -87,6 +87,17 @@ function originOf(key) {
   }, source.described);
 }
 
+// A change made in the panel: a refusal (the item is gone: another tab deleted it) or an unreachable
+// server is said, and the panel then shows what is stored, not what the click hoped for.
+async function changeMemory(change) {
+  try {
+    await change();
+  } catch (err) {
+    setStatus(err.message, "error");
+  }
+  await loadMemory().catch(() => {}); // unreachable: the banner says so, and the page reloads when it answers
+}
+
 function factItem(fact) {
   const text = el("span", { class: "item-text", testid: "fact-text" }, fact.text, originOf(`facts/${fact.id}`));
   const li = el(
@@ -98,16 +109,12 @@ function factItem(fact) {
       type: "button", class: "icon", title: "Edit", testid: "edit-fact",
       onclick: () => text.replaceChildren(inlineEditor(fact.text, async (raw) => {
         if (!raw.trim()) return;
-        try { await api.call("PATCH", `/memory/facts/${fact.id}`, { text: raw }); } catch (err) { setStatus(err.message, "error"); }
-        await loadMemory();
+        await changeMemory(() => api.call("PATCH", `/memory/facts/${fact.id}`, { text: raw }));
       }, () => text.replaceChildren(fact.text))),
     }, "✎"),
     el("button", {
       type: "button", class: "icon danger", title: "Forget this fact", testid: "delete-fact",
-      onclick: async () => {
-        await api.call("DELETE", `/memory/facts/${fact.id}`);
-        await loadMemory();
-      },
+      onclick: () => changeMemory(() => api.call("DELETE", `/memory/facts/${fact.id}`)),
     }, "×"),
   );
   return li;
@@ -116,10 +123,7 @@ function factItem(fact) {
 function taskItem(task) {
   const status = el("select", {
     class: "status", testid: "task-status", "aria-label": "Status",
-    onchange: async (e) => {
-      await api.call("PATCH", `/memory/tasks/${task.id}`, { status: e.target.value });
-      await loadMemory();
-    },
+    onchange: (e) => changeMemory(() => api.call("PATCH", `/memory/tasks/${task.id}`, { status: e.target.value })),
   }, ...["open", "in_progress", "done"].map((s) => el("option", { value: s, selected: s === task.status }, label(s))));
   return el(
     "li",
@@ -128,10 +132,7 @@ function taskItem(task) {
     status,
     el("button", {
       type: "button", class: "icon danger", title: "Delete task", testid: "delete-task",
-      onclick: async () => {
-        await api.call("DELETE", `/memory/tasks/${task.id}`);
-        await loadMemory();
-      },
+      onclick: () => changeMemory(() => api.call("DELETE", `/memory/tasks/${task.id}`)),
     }, "×"),
   );
 }
@@ -175,7 +176,13 @@ async function loadMemory() {
 
 async function forgetMe() {
   if (!confirm("Forget everything about you: all chats, all memory, and your API keys? This cannot be undone.")) return;
-  const result = await api.call("DELETE", "/me");
+  let result;
+  try {
+    result = await api.call("DELETE", "/me");
+  } catch (err) {
+    setStatus(err.message, "error");
+    return;
+  }
   alert(`Forgotten: ${result.deleted.chats} chats, ${result.deleted.memories} memories, ${result.deleted.api_keys} API keys.`);
   state.chatId = null;
   state.detail = null;
