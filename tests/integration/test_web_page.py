@@ -500,6 +500,39 @@ async def test_editing_a_message_regenerates_from_there(page):
     await page.wait_for_selector(f'{tid("profile")} >> text=Haifa')
 
 
+async def test_an_edit_not_sent_stays_in_its_editor_and_survives_the_polling_of_another_tabs_reply(pages):
+    key = await pages.key()
+    first = await pages.open(key=key)
+    await send(first, "I live in Rome")
+    second = await pages.open(key=key)
+    # Refused (too long): the edit comes back to its editor, not to the message box, where Send
+    # would add it to the chat as a new message.
+    await second.locator(tid("edit-message")).first.click()
+    await second.fill(tid("edit-input"), "x" * 20_001)
+    await second.click(tid("save-edit"))
+    await second.wait_for_function("document.querySelector('[data-testid=composer-status]').textContent.includes('too long')")
+    await idle(second)
+    assert len(await second.input_value(tid("edit-input"))) == 20_001
+    assert await second.input_value(tid("message-input")) == ""
+
+    # A reply runs in the first tab: the edit is refused (409) and stays open while the second
+    # tab reloads the chat every 1.5 s until that reply is done, then it can be saved.
+    await first.fill(tid("message-input"), "[slow] [markdown] Tell me a long story about the sea")
+    await first.click(tid("send"))
+    await first.wait_for_function("document.querySelector('.message.assistant.streaming .message-body')?.textContent.length > 0")
+    await second.fill(tid("edit-input"), "I live in Haifa")
+    await second.click(tid("save-edit"))
+    await second.wait_for_function("document.querySelector('[data-testid=chat-notice]').textContent.includes('Your edit is still open')")
+    await idle(first)
+    await second.wait_for_function("document.querySelector('[data-testid=chat-notice]').textContent.includes('press Save & regenerate')", timeout=30_000)
+    assert await second.input_value(tid("edit-input")) == "I live in Haifa"
+    assert await second.input_value(tid("message-input")) == ""
+    await second.click(tid("save-edit"))
+    await second.wait_for_function("document.querySelectorAll('[data-testid=user-message]').length === 1 && !document.querySelector('[data-testid=edit-input]')")
+    await idle(second)
+    assert await second.locator(tid("user-message")).all_text_contents() == ["I live in Haifa"]
+
+
 async def test_a_task_change_is_confirmed_on_the_page_and_memory_can_be_corrected(page):
     await send(page, "[task] Buy milk")
     await page.wait_for_selector(tid("interrupt"))

@@ -13,6 +13,7 @@ const state = {
   detail: null,
   busy: false,
   blocked: null, // why the last message was not sent (409), shown until the next send
+  editing: null, // {id, text}: the user message being edited, reopened by every render of the chat
   notes: {}, // AI message id → lines such as "Remembered: …"
   pollTimer: null,
 };
@@ -191,7 +192,7 @@ function messageNode(message, lastReplyId) {
   for (const line of state.notes[message.id] || []) actions.append(el("span", { class: "memory-note", testid: "memory-note" }, line));
   const turn = el("div", { class: `turn ${isUser ? "user" : "assistant"}` }, bubble, actions);
   if (isUser) {
-    actions.append(el("button", { type: "button", testid: "edit-message", title: "Edit and regenerate from here", onclick: () => startEdit(turn, bubble, message) }, "✎ Edit"));
+    actions.append(el("button", { type: "button", testid: "edit-message", title: "Edit and regenerate from here", onclick: () => state.busy || startEdit(turn, bubble, message) }, "✎ Edit"));
   } else {
     const copy = el("button", { type: "button", testid: "copy-reply", title: "Copy this reply (Markdown)" }, "Copy");
     copy.addEventListener("click", () => copyWithFeedback(copy, message.content));
@@ -246,6 +247,10 @@ function renderChat() {
   if (!nodes.length) nodes.push(el("div", { class: "placeholder" }, "No messages yet."));
   box.replaceChildren(...nodes);
   for (const pending of detail.pending_interrupts) box.append(interruptCard(pending));
+  const edited = state.editing && detail.messages.find((m) => m.id === state.editing.id && m.role === "user");
+  const editedBubble = edited && box.querySelector(`[data-message-id="${CSS.escape(edited.id)}"]`);
+  // Focused unless the focus is elsewhere (the message box): an editor the render removed had it.
+  if (editedBubble) startEdit(editedBubble.closest(".turn"), editedBubble, edited, state.editing.text, document.activeElement === document.body);
   scrollToEnd();
 }
 
@@ -256,14 +261,15 @@ function renderNotice() {
   const running = Boolean(state.detail?.running) && !state.busy;
   document.body.dataset.running = running ? "1" : "";
   const parts = [];
+  const kept = state.blocked?.edit ? "Your edit is still open." : "Your message is still in the box.";
   if (state.blocked?.code === "reply_in_progress") {
     parts.push(
       el("strong", {}, "Not sent: "),
-      "a reply is already being written on this chat, probably in another tab or window. Your message is still in the box. ",
-      running ? "This tab shows that reply when it is done." : "That reply is done now: press Send.",
+      `a reply is already being written on this chat, probably in another tab or window. ${kept} `,
+      running ? "This tab shows that reply when it is done." : `That reply is done now: press ${state.blocked.edit ? "Save & regenerate" : "Send"}.`,
     );
   } else if (state.blocked) {
-    parts.push(el("strong", {}, "Not sent: "), state.blocked.message, " Your message is still in the box.");
+    parts.push(el("strong", {}, "Not sent: "), state.blocked.message, ` ${kept}`);
   } else if (running) {
     parts.push("A reply is being written on this chat in another tab or window; it shows up here when it is done. ");
   }
@@ -333,7 +339,8 @@ function streamingReply() {
 }
 
 // A streamed turn: a user bubble (unless resuming or regenerating), a reply bubble filled token by token.
-async function runTurn(method, path, body, { userText }) {
+// giveBack(text): where a message that was not sent (or was discarded) goes back to; an edit's to its editor.
+async function runTurn(method, path, body, { userText, giveBack = restoreInput }) {
   const box = tid("messages");
   box.querySelector(".placeholder")?.remove();
   clearTimeout(state.pollTimer);
@@ -370,7 +377,7 @@ async function runTurn(method, path, body, { userText }) {
       } else if (name === "error") {
         outcome = data.code;
         setStatus(data.message, data.code === "stopped" ? "" : "error");
-        restoreInput(data.text); // a discarded message comes back to the box
+        if (data.text) giveBack(data.text); // a discarded message comes back
       }
     });
   } catch (err) {
@@ -384,8 +391,8 @@ async function runTurn(method, path, body, { userText }) {
       outcome = err.code || "error";
       userTurn?.remove();
       reply.turn.remove();
-      restoreInput(userText);
-      if (err.status === 409) state.blocked = { code: err.code, message: err.message };
+      if (userText) giveBack(userText);
+      if (err.status === 409) state.blocked = { code: err.code, message: err.message, edit: giveBack !== restoreInput };
       setStatus(err.status === 409 ? "" : err.message, "error");
       setBusy(false); // no run of this tab: what follows is about the chat's own state
     }
@@ -447,20 +454,29 @@ async function regenerate(turn, message) {
   // The fork drops this reply and everything after it from the chat's current branch.
   const nodes = [...tid("messages").children];
   nodes.slice(nodes.indexOf(turn)).forEach((n) => n.remove());
+  // (Its message stays in the chat whatever happens: nothing to give back to the box.)
   await runTurn("POST", `/chats/${state.chatId}/messages/${message.id}/regenerate`, {}, { userText: null });
 }
 
-function startEdit(turn, bubble, message) {
-  if (state.busy) return;
+// The edit lives in state.editing, not only in the DOM: a render of the chat (another tab's reply
+// being polled, the end of a turn) reopens it with what was typed, and an edit that was not sent
+// comes back to its editor, not to the message box, where Send would add it as a new message.
+function startEdit(turn, bubble, message, text = message.content, focus = true) {
+  state.editing = { id: message.id, text };
   const area = el("textarea", { class: "edit-area", rows: 3, testid: "edit-input" });
-  area.value = message.content;
+  area.value = text;
+  area.addEventListener("input", () => { if (state.editing?.id === message.id) state.editing.text = area.value; });
   const save = async () => {
     const text = area.value;
-    if (!text.trim()) return;
+    if (!text.trim() || state.busy) return;
+    state.editing = null;
     // The fork drops this message and everything after it from the chat's current branch.
     const nodes = [...tid("messages").children];
     nodes.slice(nodes.indexOf(turn)).forEach((n) => n.remove());
-    await runTurn("PUT", `/chats/${state.chatId}/messages/${message.id}`, { text }, { userText: text });
+    await runTurn("PUT", `/chats/${state.chatId}/messages/${message.id}`, { text }, {
+      userText: text,
+      giveBack: (back) => { state.editing = { id: message.id, text: back }; },
+    });
   };
   bubble.classList.add("editing");
   turn.querySelector(".message-actions").hidden = true;
@@ -470,11 +486,11 @@ function startEdit(turn, bubble, message) {
       "div",
       { class: "edit-actions" },
       el("span", { class: "hint" }, "Regenerates from here; later messages leave the chat."),
-      el("button", { type: "button", class: "ghost small", onclick: () => renderChat() }, "Cancel"),
+      el("button", { type: "button", class: "ghost small", onclick: () => { state.editing = null; renderChat(); } }, "Cancel"),
       el("button", { type: "button", class: "primary small", testid: "save-edit", onclick: save }, "Save & regenerate"),
     ),
   );
-  area.focus();
+  if (focus) area.focus();
 }
 
 // ------------------------------------------------------------------ search

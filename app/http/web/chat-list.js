@@ -36,7 +36,7 @@ function renderChatList() {
 
 async function openChat(chatId) {
   clearTimeout(state.pollTimer);
-  if (chatId !== state.chatId) state.blocked = null;
+  if (chatId !== state.chatId) state.blocked = state.editing = null;
   state.chatId = chatId;
   try {
     state.detail = await api.call("GET", `/chats/${chatId}`);
