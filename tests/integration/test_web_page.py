@@ -29,6 +29,7 @@ SCREENSHOTS = {"folder": Path(tempfile.gettempdir()) / "memory-agent-web-page"}
 HEIGHTS = {390: 844, 1024: 768, 1440: 900}
 WIDTHS = [390, 1024, 1440]
 SCHEMES = ["light", "dark"]
+PROFILE_GOALS = 5  # memory-panel.js PROFILE_FIELDS: the sixth is goals
 BACKGROUNDS = {"light": "rgb(246, 247, 249)", "dark": "rgb(18, 21, 28)"}  # --bg of style.css
 
 
@@ -565,6 +566,22 @@ async def test_deleting_a_memory_another_tab_deleted_says_so_and_the_panel_shows
     await first.wait_for_function("document.querySelector('[data-testid=composer-status]').textContent.includes('not found')")
     await first.wait_for_function("document.querySelectorAll('[data-testid=fact]').length === 0")
     # (The pages fixture fails the test on an uncaught error: the click's failure was not one.)
+
+
+async def test_a_list_item_holding_a_comma_stays_one_item_when_the_list_is_edited(pages):
+    user, key = await pages.key()
+    async with pages.server.async_client(key) as client:
+        await client.patch("/memory/profile", json={"goals": ["Run a marathon, then rest", "Learn Go"]})
+        page = await pages.open(key=(user, key))  # 1,440 px: the memory panel is open
+        goals = page.locator(f'{tid("profile")} dd').nth(PROFILE_GOALS)
+        assert await page.locator(f'{tid("profile")} dt').nth(PROFILE_GOALS).text_content() == "goals"
+        await goals.click()
+        assert await page.input_value(tid("inline-input")) == "Run a marathon, then rest, Learn Go"
+        await page.fill(tid("inline-input"), "Run a marathon, then rest, Learn Go, Sleep more, Eat well")
+        await page.press(tid("inline-input"), "Enter")
+        await page.wait_for_function("document.querySelectorAll('[data-testid=profile] dd')[5].textContent.includes('Eat well')")
+        stored = (await client.get("/memory/profile")).json()["goals"]
+    assert stored == ["Run a marathon, then rest", "Learn Go", "Sleep more", "Eat well"]
 
 
 async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser):

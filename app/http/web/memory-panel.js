@@ -16,10 +16,24 @@ function shown(value) {
   return String(value);
 }
 
-function parsed(field, raw) {
+// A list is edited as "a, b, c": the items it holds are kept whole, commas and all (the goal
+// "Run a marathon, then rest" is one item, not two); what else is typed is split at its commas.
+function listItems(text, current) {
+  const items = [];
+  let rest = text.replace(/^[\s,]+/, "");
+  while (rest) {
+    const whole = current.filter((item) => rest.startsWith(item) && /^\s*(,|$)/.test(rest.slice(item.length)));
+    const item = whole.length ? whole.reduce((a, b) => (b.length > a.length ? b : a)) : rest.split(",")[0].trim();
+    items.push(item);
+    rest = rest.slice(item.length).replace(/^[\s,]+/, "");
+  }
+  return items;
+}
+
+function parsed(field, raw, current) {
   const text = raw.trim();
   if (!text || text === "—") return LIST_FIELDS.has(field) ? [] : null;
-  if (LIST_FIELDS.has(field)) return text.split(",").map((s) => s.trim()).filter(Boolean);
+  if (LIST_FIELDS.has(field)) return listItems(text, current || []);
   if (BOOL_FIELDS.has(field)) {
     if (/^(y|yes|true|1)$/i.test(text)) return true;
     if (/^(n|no|false|0)$/i.test(text)) return false;
@@ -57,7 +71,7 @@ function renderDocument(testid, values, fields, path) {
       dd.replaceChildren(
         inlineEditor(shown(values[field]), async (raw) => {
           try {
-            const updated = await api.call("PATCH", path, { [field]: parsed(field, raw) });
+            const updated = await api.call("PATCH", path, { [field]: parsed(field, raw, values[field]) });
             Object.assign(values, updated);
           } catch (err) {
             setStatus(err.message, "error");
