@@ -87,16 +87,28 @@ async def edit_fact(
         fact = await valid_stored(tx, "facts", user_id, fact_id)
         if fact is None:
             return None
+        if all(getattr(fact, name) == value for name, value in changes.items()):
+            return fact  # nothing changes (an empty PATCH moved updated_at, and with it the fact's rank)
+        now = utcnow()
         if text is not None:
             fact.text = text
             fact.hash, fact.slot = text_hash(text), slot_of(text)
-            fact.sources = with_source(fact.sources, Source(by="user", said_at=utcnow()))
+            fact.sources = with_source(fact.sources, Source(by="user", said_at=now))
             await _lift_forgets(tx, user_id, text)
+            # Another active fact saying the same now goes into this one, as a fact said again does:
+            # the edit left two identical facts, both shown to the model.
+            for same in await facts_where(tx, user_id, "hash", [fact.hash]):
+                if same.id != fact.id and same.status == "active":
+                    for source in same.sources:
+                        fact.sources = with_source(fact.sources, source)
+                    fact.mentions += same.mentions
+                    same.status, same.superseded_by, same.valid_to, same.updated_at = "superseded", fact.id, now, now
+                    await tx.aput(facts_ns(user_id), same.id, same.model_dump(mode="json"), index=False)
         if "importance" in changes:
             fact.importance = changes["importance"]
         if "tags" in changes:
             fact.tags = changes["tags"]
-        fact.updated_at = utcnow()
+        fact.updated_at = now
         await tx.aput(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=None if text is not None else False)
     return fact
 

@@ -106,3 +106,18 @@ async def test_an_edit_through_the_writer_is_held_to_the_models_limits_whoever_c
     assert (edited.tags, edited.importance) == (["dog", "pets"], "high")  # each tag once, then the limit
     done = await edit_task(store, user_id, "t1", {"status": "done", "description": "  Renew my passport at the consulate "})
     assert (done.status, done.description) == ("done", "Renew my passport at the consulate")
+
+
+async def test_a_fact_edited_into_another_active_facts_words_takes_it_in_and_an_empty_edit_changes_nothing(backend, user_id):
+    """The edit left two identical facts, both shown to the model; an empty PATCH moved updated_at."""
+    store = backend.store
+    await apply_extraction(store, user_id, ExtractionResult.model_validate({"new_facts": [{"text": "Has a dog named Rex"}, {"text": "Has a cat named Tom"}]}))
+    facts = {f.text: f for f in await list_facts(store, user_id)}
+    rex, tom = facts["Has a dog named Rex"], facts["Has a cat named Tom"]
+
+    assert (await edit_fact(store, user_id, rex.id)).updated_at == rex.updated_at
+    edited = await edit_fact(store, user_id, tom.id, text="Has a dog named Rex")
+
+    assert [f.id for f in await list_facts(store, user_id)] == [tom.id] and edited.mentions == 2
+    [old] = [f for f in await list_facts(store, user_id, include_superseded=True) if f.id == rex.id]
+    assert (old.status, old.superseded_by) == ("superseded", tom.id)
