@@ -375,7 +375,7 @@ class _Job:
         try:
             state = await asyncio.wait_for(chat_imports.beat(self.pool, self.import_id, self.worker), BOOKKEEPING_SECONDS)
         except Exception as exc:  # the database is away: the exchanges fail on it too, or go on once it is back
-            log.warning("import %s: heartbeat failed: %s", self.import_id, exc)
+            log.warning("import %s: heartbeat failed: %s", self.import_id, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             state = "running"
         if state == "taken":
             return "taken"
