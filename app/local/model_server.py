@@ -400,7 +400,17 @@ def start_server(
             preexec_fn=lambda: die_with_parent(parent),
         )
     server = LocalServer(spec, process, port, log_path, key)
-    ready = urllib.request.Request(f"{server.base_url}/models", headers={"Authorization": f"Bearer {key}"})
+    try:
+        _wait_until_ready(server, timeout)
+    except BaseException:  # Ctrl-C while it loads: the server goes too
+        server.stop()
+        raise
+    return server
+
+
+def _wait_until_ready(server: LocalServer, timeout: float) -> None:
+    process = server.process
+    ready = urllib.request.Request(f"{server.base_url}/models", headers=server.headers)
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
@@ -408,7 +418,7 @@ def start_server(
         try:
             with urllib.request.urlopen(ready, timeout=2) as response:
                 if response.status == 200 and json.load(response).get("data"):
-                    return server
+                    return
         except (urllib.error.URLError, OSError, ValueError):
             pass
         if time.monotonic() > deadline:
@@ -449,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while the model is joined or loads: nothing half-done is left
+        say("Stopped.")
+        return 130
     try:
         if args.local_command == "serve":
             # A `kill` must stop the model server too, not leave it running without its parent.

@@ -167,6 +167,35 @@ def test_a_missing_chunk_is_named(cache):
         local_model._chunks(cache / "downloads" / "tiny", spec)
 
 
+def test_ctrl_c_while_the_model_is_prepared_stops_without_a_traceback(monkeypatch, capsys):
+    def interrupted(model):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(local_model, "prepare", interrupted)
+    assert local_model.main(["serve", "--model", "0.5b"]) == 130
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.slow  # starts and stops a process
+def test_ctrl_c_while_the_server_loads_stops_the_server(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    started = []
+    real_popen = subprocess.Popen
+
+    def stand_in(command, **kwargs):  # a process that, like a loading server, does not answer yet
+        started.append(real_popen(["sleep", "60"], **kwargs))
+        return started[0]
+
+    def interrupted(server, timeout):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(local_model.subprocess, "Popen", stand_in)
+    monkeypatch.setattr(local_model, "_wait_until_ready", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        local_model.start_server(local_model.MODELS["0.5b"], tmp_path / "model.gguf")
+    assert started[0].poll() is not None
+
+
 def test_the_weight_packages_are_pinned_and_the_default_is_the_model_whose_replies_are_answers():
     assert local_model.DEFAULT_MODEL == "1.5b"  # the 0.5B restated Dana's facts or declined (docs/local-model.md)
     assert [len(m.packages) for m in local_model.MODELS.values()] == [6, 22]
