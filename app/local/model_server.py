@@ -334,6 +334,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def check_port_free(port: int) -> None:
+    """Refuse a port something already listens on, before the model loads: the new server would fail to
+    bind only after loading, its readiness check meanwhile reaching the other server, and its log
+    (named by the port) would overwrite the running one's."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a port in TIME_WAIT is free
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise LocalModelError(f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): give another --port, or none for a free one.") from exc
+
+
 def thread_counts(threads: int | None = None, batch_threads: int | None = None) -> tuple[int, int]:
     """llama.cpp threads for generating and for reading the prompt.
 
@@ -374,6 +386,8 @@ def start_server(
 ) -> LocalServer:
     """llama-cpp-python's server (``python -m app.local.llama_server``) on a loopback port, with a new key;
     returns once it answers /v1/models."""
+    if port:
+        check_port_free(port)
     port = port or free_port()
     key = new_key()
     threads, batch_threads = thread_counts(threads, batch_threads)

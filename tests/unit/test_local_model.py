@@ -6,6 +6,7 @@ import errno
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -194,6 +195,23 @@ def test_ctrl_c_while_the_server_loads_stops_the_server(monkeypatch, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         local_model.start_server(local_model.MODELS["0.5b"], tmp_path / "model.gguf")
     assert started[0].poll() is not None
+
+
+def test_a_port_in_use_is_refused_before_the_model_loads_and_the_running_servers_log_is_kept(monkeypatch, tmp_path):
+    """The second server loaded the model, failed to bind, and was reported as 'exited with 3' under
+    the first one's log lines, which its start had truncated (the log is named by the port)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(local_model.subprocess, "Popen", lambda *a, **k: pytest.fail("no server is started"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log = tmp_path / "logs" / f"server-0.5b-{port}.log"
+        log.parent.mkdir()
+        log.write_text("the running server's log\n")
+        with pytest.raises(LocalModelError, match=f"Port {port} on 127.0.0.1 is in use"):
+            local_model.start_server(local_model.MODELS["0.5b"], tmp_path / "model.gguf", port=port)
+    assert log.read_text() == "the running server's log\n"
 
 
 def test_the_weight_packages_are_pinned_and_the_default_is_the_model_whose_replies_are_answers():
