@@ -105,6 +105,9 @@ _LOOSE_CALL = re.compile(
     # or a tool's snake_case name opening a broken object: the 0.5B wrote '{"name": "recall_context", "{"name": …'
     # and '{"name": "recall_context", "' (27 Nov 2026); a valid call was taken before this is looked for
     r'|\{\s*"(?:name|tool)"\s*:\s*"[a-z]+(?:_[a-z0-9]+)+"\s*,'
+    # or a call cut before its name was whole, ending the text: the 0.5B's add_task and update_task calls,
+    # then '{"name": "' at the reply cap (3 Dec 2026), which was shown and stored as the reply
+    r'|\{\s*"(?:name|tool)"\s*:\s*"[a-z0-9_]*"?\s*$'
 )
 _JSON_START = re.compile(r"\{\s*\"|\[\s*\{")
 

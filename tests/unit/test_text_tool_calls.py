@@ -91,6 +91,19 @@ def test_a_tool_name_opening_a_broken_object_is_an_invalid_call_and_never_stream
     assert not find_text_calls('{"name": "Dana", "city": "Haifa"}').found  # JSON the user asked for stays
 
 
+def test_a_call_cut_before_its_name_was_whole_is_an_invalid_call_and_never_shown():
+    """The 0.5B (tools on, reply cap 96) wrote an add_task and an update_task call, then '{"name": "' at the
+    cap: that fragment was streamed, stored and shown as its reply."""
+    calls = '{"name": "add_task", "arguments": {"description": "Complete the task for Dana"}}\n'
+    for cut in ('{"name": "', '{"name": "update_', '{"name": "update_task"', '{"tool":"'):
+        for text in (cut, calls + cut):
+            found = find_text_calls(text)
+            assert found.found and found.calls[-1][0] == "" and found.prose == ""
+            for size in (1, 5, 1000):
+                assert streamed(text, size).strip() == ""
+    assert not find_text_calls('My cat is called {"name": "Tom"}.').found
+
+
 @pytest.mark.parametrize("size", [1, 3, 1000])
 def test_a_valid_call_followed_by_call_shaped_junk_keeps_neither_in_the_text(size):
     """0.5B behind llama-cpp-python: one good call, then calls whose strings swallow stray keys."""
