@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -280,6 +281,7 @@ class LocalServer:
     # The one key the server accepts, made at its start and known only to the process that started it (and whoever
     # it prints it to): other local processes and web pages cannot use the model or probe its prompt cache.
     key: str = field(default_factory=new_key, repr=False)
+    stopping: bool = False  # stopped by us, not died on its own
 
     @property
     def base_url(self) -> str:
@@ -319,6 +321,7 @@ class LocalServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
+        self.stopping = True
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -326,6 +329,27 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def died(server: LocalServer) -> str:
+    """What to tell the user when the server ended without being stopped (killed for memory, a crash)."""
+    code = server.process.returncode
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    return f"the model server stopped ({how}; its log: {server.log_path})"
+
+
+def watch_server(server: LocalServer) -> threading.Thread:
+    """Say at once when the server dies under a chat: the chat only saw each reply fail with
+    "Connection error." and went on taking messages no one could answer."""
+
+    def watch() -> None:
+        server.process.wait()
+        if not server.stopping:
+            say(f"error: {died(server)}. No reply can come now: /quit and start `memory-agent local chat` again.")
+
+    thread = threading.Thread(target=watch, name="local-model-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def free_port() -> int:
@@ -483,9 +507,13 @@ def main(argv: list[str] | None = None) -> int:
             say(f"Serving {spec.alias} at {server.base_url}, on this machine only, to clients with this start's key (Ctrl-C stops).")
             say("Use it with (a new key at every start; it is the only way in, so keep it to yourself):")
             print("  " + " ".join(f"{k}={v}" for k, v in server.env().items()) + " memory-agent chat", flush=True)
-            return server.process.wait()
+            code = server.process.wait()
+            if not server.stopping:
+                say(f"error: {died(server)}.")
+            return code if code >= 0 else 128 - code
         say(f"{spec.alias} is running at {server.base_url}; replies take several seconds on a laptop CPU.")
         os.environ.update(server.env())
+        watch_server(server)
         from app.cli.main import main as cli_main
 
         return cli_main(["chat", *rest])

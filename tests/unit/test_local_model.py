@@ -214,6 +214,23 @@ def test_a_port_in_use_is_refused_before_the_model_loads_and_the_running_servers
     assert log.read_text() == "the running server's log\n"
 
 
+@pytest.mark.slow  # starts and kills processes
+def test_a_server_that_dies_under_the_chat_is_named_at_once_and_one_we_stop_is_not(tmp_path, capsys):
+    """Killed mid-chat (for memory, a crash), each reply only failed with "Connection error."."""
+    dying = local_model.LocalServer(local_model.MODELS["0.5b"], subprocess.Popen(["sleep", "60"]), 1234, tmp_path / "server.log")
+    watcher = local_model.watch_server(dying)
+    dying.process.kill()
+    watcher.join(10)
+    err = capsys.readouterr().err
+    assert f"the model server stopped (killed by SIGKILL; its log: {tmp_path / 'server.log'})" in err and "/quit" in err
+
+    stopped = local_model.LocalServer(local_model.MODELS["0.5b"], subprocess.Popen(["sleep", "60"]), 1234, tmp_path / "server.log")
+    watcher = local_model.watch_server(stopped)
+    stopped.stop()
+    watcher.join(10)
+    assert capsys.readouterr().err == ""
+
+
 def test_the_weight_packages_are_pinned_and_the_default_is_the_model_whose_replies_are_answers():
     assert local_model.DEFAULT_MODEL == "1.5b"  # the 0.5B restated Dana's facts or declined (docs/local-model.md)
     assert [len(m.packages) for m in local_model.MODELS.values()] == [6, 22]
