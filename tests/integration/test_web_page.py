@@ -409,6 +409,36 @@ async def test_the_enter_that_ends_an_ime_composition_neither_sends_nor_saves(pa
     await page.wait_for_function("document.querySelector('[data-testid=chat-title]').textContent === '日本語の練習'")
 
 
+DIRECTION = "(e) => getComputedStyle(e).direction"
+
+
+async def test_hebrew_and_arabic_are_laid_out_right_to_left_wherever_they_are_shown(pages):
+    user, key = await pages.key()
+    async with pages.server.async_client(key) as client:
+        await client.patch("/memory/profile", json={"name": "דנה"})
+    page = await pages.open(key=(user, key))  # 1,440 px: the memory panel is open
+    await page.fill(tid("message-input"), "שלום, מה שלומך?")
+    assert await page.locator(tid("message-input")).evaluate(DIRECTION) == "rtl"
+    await page.press(tid("message-input"), "Enter")
+    await idle(page)
+    assert await page.locator(tid("user-message")).first.locator(".message-body").evaluate(DIRECTION) == "rtl"
+    # A reply's blocks each take their own direction (the offline model's begins in English).
+    reply = page.locator(tid("assistant-message")).first.locator(".message-body")
+    assert await reply.get_attribute("dir") == "auto" and await reply.locator("p[dir=auto]").count() >= 1
+    assert await page.locator(f'{tid("profile")} dd').first.evaluate(DIRECTION) == "rtl"
+
+    await page.click(tid("rename-chat"))
+    await page.fill(tid("title-input"), "مرحبا بالعالم!")
+    assert await page.locator(tid("title-input")).evaluate(DIRECTION) == "rtl"
+    await page.press(tid("title-input"), "Enter")
+    await page.wait_for_function("document.querySelector('[data-testid=chat-title]').textContent === 'مرحبا بالعالم!'")
+    assert await page.locator(tid("chat-title")).evaluate(DIRECTION) == "rtl"
+    assert await page.locator(f"{tid('chat-item')} .title-text").first.evaluate(DIRECTION) == "rtl"
+    # English stays left to right.
+    await page.fill(tid("message-input"), "Hello")
+    assert await page.locator(tid("message-input")).evaluate(DIRECTION) == "ltr"
+
+
 async def test_every_message_shows_when_it_was_said(page):
     await send(page, "I live in Rome")  # the chat's history is read again after the turn, with the times
     times = page.locator(tid("message-time"))

@@ -151,14 +151,14 @@ function tag(text, kind, title, testid) {
 
 function messageNode(message, lastReplyId) {
   if (message.role === "tool") {
-    return el("div", { class: "note tool", testid: "tool-note" }, `${message.tool_name || "tool"} → ${message.content}`);
+    return el("div", { class: "note tool", testid: "tool-note", dir: "auto" }, `${message.tool_name || "tool"} → ${message.content}`);
   }
   if (message.role === "assistant" && message.tool_calls.length && !message.content) {
     const calls = message.tool_calls.map((c) => `${c.name}(${JSON.stringify(c.args)})`).join(", ");
     return el("div", { class: "note tool" }, `calls ${calls}`);
   }
   const isUser = message.role === "user";
-  const body = el("div", { class: "message-body" });
+  const body = el("div", { class: "message-body", dir: "auto" }); // Hebrew, Arabic: right to left
   if (isUser) body.textContent = message.content;
   else renderMarkdown(body, message.content);
   const bubble = el(
@@ -286,7 +286,7 @@ function interruptCard(pending) {
   const card = el(
     "div",
     { class: "interrupt", testid: "interrupt" },
-    el("p", {}, describeInterrupt(pending.value)),
+    el("p", { dir: "auto" }, describeInterrupt(pending.value)),
     el(
       "div",
       { class: "interrupt-actions" },
@@ -299,7 +299,7 @@ function interruptCard(pending) {
 
 // The reply being streamed: Markdown re-rendered at most once a frame, a cursor while it runs.
 function streamingReply() {
-  const body = el("div", { class: "message-body" });
+  const body = el("div", { class: "message-body", dir: "auto" });
   const bubble = el("article", { class: "message assistant streaming", testid: "assistant-message" }, body);
   const actions = el("div", { class: "message-actions" });
   const reply = {
@@ -348,7 +348,7 @@ async function runTurn(method, path, body, { userText, giveBack = restoreInput }
   renderNotice();
   const userTurn = userText === null
     ? null
-    : el("div", { class: "turn user" }, el("article", { class: "message user pending", testid: "user-message" }, el("div", { class: "message-body" }, userText)));
+    : el("div", { class: "turn user" }, el("article", { class: "message user pending", testid: "user-message" }, el("div", { class: "message-body", dir: "auto" }, userText)));
   const reply = streamingReply();
   if (userTurn) box.append(userTurn);
   box.append(reply.turn);
@@ -463,7 +463,7 @@ async function regenerate(turn, message) {
 // comes back to its editor, not to the message box, where Send would add it as a new message.
 function startEdit(turn, bubble, message, text = message.content, focus = true) {
   state.editing = { id: message.id, text };
-  const area = el("textarea", { class: "edit-area", rows: 3, testid: "edit-input" });
+  const area = el("textarea", { class: "edit-area", rows: 3, testid: "edit-input", dir: "auto" });
   area.value = text;
   area.addEventListener("input", () => { if (state.editing?.id === message.id) state.editing.text = area.value; });
   const save = async () => {

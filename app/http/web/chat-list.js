@@ -23,8 +23,8 @@ function chatItem(chat, score) {
         openChat(chat.id);
       },
     },
-    el("span", { class: "chat-item-title" }, el("span", { class: "title-text" }, chat.title), score !== undefined ? el("span", { class: "score" }, score.toFixed(2)) : null),
-    chat.summary_snippet ? el("span", { class: "chat-item-snippet" }, chat.summary_snippet.replace(/^Recently: /, "")) : null,
+    el("span", { class: "chat-item-title" }, el("span", { class: "title-text", dir: "auto" }, chat.title), score !== undefined ? el("span", { class: "score" }, score.toFixed(2)) : null),
+    chat.summary_snippet ? el("span", { class: "chat-item-snippet", dir: "auto" }, chat.summary_snippet.replace(/^Recently: /, "")) : null,
     el("span", { class: "chat-item-meta" }, meta),
   );
 }
@@ -85,7 +85,7 @@ async function deleteChat() {
 function startRename() {
   if (!state.detail || tid("title-input")) return;
   const title = tid("chat-title");
-  const input = el("input", { type: "text", class: "title-input", testid: "title-input", maxlength: 200, "aria-label": "Chat title" });
+  const input = el("input", { type: "text", class: "title-input", testid: "title-input", maxlength: 200, "aria-label": "Chat title", dir: "auto" });
   input.value = state.detail.chat.title;
   let finished = false;
   const finish = async (save) => {

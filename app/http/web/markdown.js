@@ -40,6 +40,9 @@ function renderMarkdown(target, text) {
   });
   for (const pre of fragment.querySelectorAll("pre")) pre.replaceWith(codeBlock(pre));
   for (const table of fragment.querySelectorAll("table")) table.replaceWith(el("div", { class: "table-wrap" }, table.cloneNode(true)));
+  // Each block takes the direction of its own first letters: a Hebrew paragraph right to left,
+  // an English one beside it left to right.
+  for (const block of fragment.querySelectorAll("p, li, h1, h2, h3, h4, h5, h6, blockquote, th, td")) block.dir = "auto";
   target.replaceChildren(fragment);
 }
 
@@ -48,7 +51,7 @@ function codeBlock(pre) {
   const language = (code?.className.match(/language-([\w+#.-]+)/) || [])[1] || "code";
   const copy = el("button", { type: "button", class: "copy-code", testid: "copy-code", title: "Copy the code" }, "Copy");
   copy.addEventListener("click", () => copyWithFeedback(copy, (code || pre).textContent.replace(/\n$/, ""))); // marked ends code with a newline
-  return el("div", { class: "code-block", testid: "code-block" }, el("div", { class: "code-head" }, el("span", {}, language), copy), pre.cloneNode(true));
+  return el("div", { class: "code-block", testid: "code-block", dir: "ltr" }, el("div", { class: "code-head" }, el("span", {}, language), copy), pre.cloneNode(true));
 }
 
 async function copyText(text) {

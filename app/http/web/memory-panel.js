@@ -47,7 +47,7 @@ function label(field) {
 }
 
 function inlineEditor(initial, onSave, onCancel) {
-  const input = el("input", { type: "text", class: "inline-input", testid: "inline-input" });
+  const input = el("input", { type: "text", class: "inline-input", testid: "inline-input", dir: "auto" });
   input.value = initial === "—" ? "" : initial;
   input.addEventListener("keydown", (e) => {
     if (composing(e)) return;
@@ -63,7 +63,7 @@ function renderDocument(testid, values, fields, path) {
   const dl = tid(testid);
   dl.replaceChildren();
   for (const field of fields) {
-    const dd = el("dd", { class: values[field] === null || values[field] === undefined || shown(values[field]) === "—" ? "unset" : "", title: "Click to edit" });
+    const dd = el("dd", { dir: "auto", class: values[field] === null || values[field] === undefined || shown(values[field]) === "—" ? "unset" : "", title: "Click to edit" });
     const show = () => dd.replaceChildren(shown(values[field]));
     show();
     dd.addEventListener("click", () => {
@@ -113,7 +113,7 @@ async function changeMemory(change) {
 }
 
 function factItem(fact) {
-  const text = el("span", { class: "item-text", testid: "fact-text" }, fact.text, originOf(`facts/${fact.id}`));
+  const text = el("span", { class: "item-text", testid: "fact-text", dir: "auto" }, fact.text, originOf(`facts/${fact.id}`));
   const li = el(
     "li",
     { class: "item", testid: "fact", "data-fact-id": fact.id },
@@ -142,7 +142,7 @@ function taskItem(task) {
   return el(
     "li",
     { class: `item task ${task.status}`, testid: "task", "data-task-id": task.id },
-    el("span", { class: "item-text" }, task.description, duePhrase(task) ? el("span", { class: "due" }, ` due ${duePhrase(task)}`) : null),
+    el("span", { class: "item-text", dir: "auto" }, task.description, duePhrase(task) ? el("span", { class: "due" }, ` due ${duePhrase(task)}`) : null),
     status,
     el("button", {
       type: "button", class: "icon danger", title: "Delete task", testid: "delete-task",
@@ -160,12 +160,12 @@ function renderSummary() {
   }
   const board = detail.summary;
   const parts = [];
-  if (board.summary) parts.push(el("p", {}, board.summary));
+  if (board.summary) parts.push(el("p", { dir: "auto" }, board.summary));
   for (const [name, items] of [
     ["Key facts", board.key_facts], ["Topics", board.topics], ["Entities", board.entities],
     ["Action items", board.action_items], ["Pending questions", board.pending_questions],
   ]) {
-    if (items.length) parts.push(el("h4", {}, name), el("ul", {}, ...items.map((i) => el("li", {}, i))));
+    if (items.length) parts.push(el("h4", {}, name), el("ul", {}, ...items.map((i) => el("li", { dir: "auto" }, i))));
   }
   if (!parts.length) parts.push(el("p", { class: "empty" }, "No summary yet: the whole chat still fits the model's view."));
   else parts.push(el("p", { class: "hint" }, `${detail.model_view.summary_folds} fold(s); the model sees the summary plus ${detail.model_view.message_ids.length} recent messages.`));
