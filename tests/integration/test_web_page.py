@@ -635,6 +635,29 @@ async def test_without_a_key_the_page_asks_for_one_and_keeps_it(server, browser)
     await context.close()
 
 
+async def test_a_malformed_key_in_the_link_is_said_and_the_page_still_starts(pages):
+    context = await pages.browser.new_context(bypass_csp=True)  # for wait_for_function (see Pages.open)
+    pages.contexts.append(context)
+    fresh = await context.new_page()
+    fresh.on("pageerror", lambda e: pages.errors.append(str(e)))
+    await fresh.goto(f"{pages.server.url}/#key=%E0%A4%A")  # a bad % escape: the link was cut short
+    await fresh.wait_for_selector(f"{tid('key-dialog')}[open]")
+    assert "malformed" in await fresh.text_content(tid("key-error"))
+    assert "Could not start" not in await fresh.text_content(tid("composer-status"))
+    assert "#key" not in fresh.url
+
+    # With a working key saved in this browser, the page starts with it and says why.
+    user, key = await pages.key()
+    page = await (await pages.open(key=(user, key))).context.new_page()  # a new tab: the key is saved
+    page.on("pageerror", lambda e: pages.errors.append(str(e)))
+    await page.goto(f"{pages.server.url}/#key=%E0%A4%A")
+    await page.wait_for_selector("body[data-ready='1']")
+    assert await page.text_content(tid("user-badge")) == user
+    assert "malformed" in await page.text_content(tid("composer-status"))
+    assert not await page.is_visible(tid("key-dialog"))
+    assert await page.evaluate("localStorage.getItem('memory-agent.api-key')") == key
+
+
 # --------------------------------------------------------------------------- a server that goes away
 async def test_a_server_that_dies_mid_reply_is_said_plainly_and_the_page_recovers(new_database, browser):
     """`memory-agent serve` with one worker is one process: SIGKILL is the server dying."""

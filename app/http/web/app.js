@@ -99,13 +99,19 @@ function closeDrawers() {
 }
 
 // ------------------------------------------------------------------ API key
+// The key a link brings (#key=…, as `serve` prints it), out of the address bar at once.
+// Returns why the link's key cannot be used ("" when it can, or the link has none): a mangled
+// link (a bad % escape) is said, not a page that cannot start.
 function takeKeyFromHash() {
-  const match = location.hash.match(/key=([^&]+)/);
-  if (match) {
-    api.key = decodeURIComponent(match[1]);
-    localStorage.setItem(KEY_STORAGE, api.key);
-    history.replaceState(null, "", location.pathname + location.search);
-  }
+  const match = location.hash.match(/key=([^&]*)/);
+  if (!match) return "";
+  history.replaceState(null, "", location.pathname + location.search);
+  let key = "";
+  try { key = decodeURIComponent(match[1]).trim(); } catch (_) { /* URIError: a bad % escape */ }
+  if (!key) return "The key in the link is malformed (cut short or mangled when copied)";
+  api.key = key;
+  localStorage.setItem(KEY_STORAGE, api.key);
+  return "";
 }
 
 async function whoAmI() {
@@ -574,21 +580,23 @@ function wire() {
 }
 
 // Who is this, then everything; again after the server was unreachable.
-async function start() {
+// linkProblem: why the key in the page's link was not used (said with the outcome).
+async function start(linkProblem = "") {
   if (!(await whoAmI())) {
-    askForKey(api.key ? "The saved key no longer works." : "");
+    askForKey([linkProblem && `${linkProblem}.`, api.key && "The saved key no longer works."].filter(Boolean).join(" "));
     return;
   }
   await loadAll();
+  if (linkProblem) setStatus(`${linkProblem}: the key saved in this browser is used instead.`, "error");
 }
 
 async function boot() {
   setUpMarkdown();
   wire();
-  takeKeyFromHash();
+  const linkProblem = takeKeyFromHash();
   renderChat();
   renderSummary();
-  await start();
+  await start(linkProblem);
 }
 
 boot().catch((err) => setStatus(err.code === "unreachable" ? err.message : `Could not start: ${err.message}`, "error"));
