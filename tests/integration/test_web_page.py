@@ -658,6 +658,28 @@ async def test_a_malformed_key_in_the_link_is_said_and_the_page_still_starts(pag
     assert await page.evaluate("localStorage.getItem('memory-agent.api-key')") == key
 
 
+async def test_a_wrong_key_in_the_link_keeps_the_saved_key_that_works(pages):
+    user, key = await pages.key()
+    page = await (await pages.open(key=(user, key))).context.new_page()  # a new tab: the key is saved
+    page.on("pageerror", lambda e: pages.errors.append(str(e)))
+    await page.goto(f"{pages.server.url}/#key=ma_00000000_wrong")
+    await page.wait_for_selector("body[data-ready='1']")
+    assert await page.text_content(tid("user-badge")) == user
+    assert "unknown or revoked" in await page.text_content(tid("composer-status"))
+    assert await page.evaluate("localStorage.getItem('memory-agent.api-key')") == key
+    assert "#key" not in page.url
+
+    # Without a saved key, the dialog says the link's key was refused.
+    context = await pages.browser.new_context(bypass_csp=True)  # for wait_for_function (see Pages.open)
+    pages.contexts.append(context)
+    fresh = await context.new_page()
+    fresh.on("pageerror", lambda e: pages.errors.append(str(e)))
+    await fresh.goto(f"{pages.server.url}/#key=ma_00000000_wrong")
+    await fresh.wait_for_selector(f"{tid('key-dialog')}[open]")
+    assert "The key in the link is unknown or revoked." in await fresh.text_content(tid("key-error"))
+    assert await fresh.evaluate("localStorage.getItem('memory-agent.api-key')") is None
+
+
 # --------------------------------------------------------------------------- a server that goes away
 async def test_a_server_that_dies_mid_reply_is_said_plainly_and_the_page_recovers(new_database, browser):
     """`memory-agent serve` with one worker is one process: SIGKILL is the server dying."""

@@ -99,19 +99,27 @@ function closeDrawers() {
 }
 
 // ------------------------------------------------------------------ API key
-// The key a link brings (#key=…, as `serve` prints it), out of the address bar at once.
-// Returns why the link's key cannot be used ("" when it can, or the link has none): a mangled
-// link (a bad % escape) is said, not a page that cannot start.
+// The key a link brings (#key=…, as `serve` prints it), out of the address bar at once:
+// {key}, or {problem} for a mangled link (a bad % escape); null when the link has none.
 function takeKeyFromHash() {
   const match = location.hash.match(/key=([^&]*)/);
-  if (!match) return "";
+  if (!match) return null;
   history.replaceState(null, "", location.pathname + location.search);
   let key = "";
   try { key = decodeURIComponent(match[1]).trim(); } catch (_) { /* URIError: a bad % escape */ }
-  if (!key) return "The key in the link is malformed (cut short or mangled when copied)";
-  api.key = key;
-  localStorage.setItem(KEY_STORAGE, api.key);
-  return "";
+  return key ? { key } : { problem: "The key in the link is malformed (cut short or mangled when copied)" };
+}
+
+// A link's key is used only once the server accepts it: a wrong link must not replace a saved key
+// that works. Returns why it was not used, or "".
+async function tryLinkKey(link) {
+  if (!link) return "";
+  if (link.problem) return link.problem;
+  const saved = api.key;
+  api.key = link.key;
+  if (await whoAmI()) return ""; // start() saves it
+  api.key = saved;
+  return "The key in the link is unknown or revoked";
 }
 
 async function whoAmI() {
@@ -586,6 +594,7 @@ async function start(linkProblem = "") {
     askForKey([linkProblem && `${linkProblem}.`, api.key && "The saved key no longer works."].filter(Boolean).join(" "));
     return;
   }
+  if (api.key) localStorage.setItem(KEY_STORAGE, api.key); // the one that works
   await loadAll();
   if (linkProblem) setStatus(`${linkProblem}: the key saved in this browser is used instead.`, "error");
 }
@@ -593,10 +602,10 @@ async function start(linkProblem = "") {
 async function boot() {
   setUpMarkdown();
   wire();
-  const linkProblem = takeKeyFromHash();
+  const link = takeKeyFromHash();
   renderChat();
   renderSummary();
-  await start(linkProblem);
+  await start(await tryLinkKey(link));
 }
 
 boot().catch((err) => setStatus(err.code === "unreachable" ? err.message : `Could not start: ${err.message}`, "error"));
