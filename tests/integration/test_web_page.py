@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.support.browser import browser  # noqa: F401 (a pytest fixture)
-from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, paced_test_model, start_server
+from tests.support.http_server import MARKDOWN_CODE, create_keys, new_user, paced_test_model, revoke_keys, start_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a server and headless Chromium
 
@@ -678,6 +678,30 @@ async def test_a_wrong_key_in_the_link_keeps_the_saved_key_that_works(pages):
     await fresh.wait_for_selector(f"{tid('key-dialog')}[open]")
     assert "The key in the link is unknown or revoked." in await fresh.text_content(tid("key-error"))
     assert await fresh.evaluate("localStorage.getItem('memory-agent.api-key')") is None
+
+
+async def test_a_key_revoked_mid_session_opens_the_key_dialog(pages):
+    user, key = await pages.key()
+    page = await pages.open(key=(user, key))
+    await send(page, "My name is Dana")
+    await revoke_keys(pages.server.database_url, [key])
+    await page.fill(tid("message-input"), "Are you still there?")
+    await page.press(tid("message-input"), "Enter")
+    await page.wait_for_selector(f"{tid('key-dialog')}[open]")
+    assert "Unknown or revoked API key." in await page.text_content(tid("key-error"))
+    await idle(page)
+    assert await page.input_value(tid("message-input")) == "Are you still there?"  # not lost
+
+    # A new key for the same user: the page goes on where it was.
+    fresh = (await create_keys(pages.server.database_url, [user]))[user]
+    await page.fill(tid("key-input"), fresh)
+    await page.click(tid("key-save"))
+    await page.wait_for_selector(f"{tid('key-dialog')}:not([open])", state="attached")
+    await page.wait_for_selector("body[data-ready='1']")
+    await page.press(tid("message-input"), "Enter")
+    await idle(page)
+    assert await page.locator(f'{tid("user-message")} >> text=Are you still there?').count() == 1
+    assert await page.evaluate("localStorage.getItem('memory-agent.api-key')") == fresh
 
 
 # --------------------------------------------------------------------------- a server that goes away

@@ -331,6 +331,19 @@ async def create_keys(database_url: str, users: list[str]) -> dict[str, str]:
         await pool.close()
 
 
+async def revoke_keys(database_url: str, keys: list[str]) -> None:
+    """As `memory-agent keys revoke` does, straight in the server's database."""
+    from storage import api_keys
+    from storage.postgres import open_pool
+
+    pool = await open_pool(database_url, max_size=2)
+    try:
+        for key in keys:
+            assert await api_keys.revoke_key(pool, key)
+    finally:
+        await pool.close()
+
+
 def new_user() -> str:
     return f"u{uuid.uuid4().hex[:12]}"
 

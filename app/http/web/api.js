@@ -54,7 +54,9 @@ const api = {
   async failure(res) {
     let body = null;
     try { body = await res.json(); } catch (_) { /* not JSON */ }
-    return new ApiError(res.status, body?.error?.code || "http_error", body?.error?.message || res.statusText);
+    const err = new ApiError(res.status, body?.error?.code || "http_error", body?.error?.message || res.statusText);
+    if (res.status === 401) keyRefused(err.message); // revoked mid-session: ask for another (app.js)
+    return err;
   },
 
   // fetch, with "the server cannot be reached" told apart from an answer (fetch only says "Failed to fetch").

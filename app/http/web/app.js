@@ -122,15 +122,21 @@ async function tryLinkKey(link) {
   return "The key in the link is unknown or revoked";
 }
 
+// Whether the server takes api.key. Not api.call: a key refused here is the answer asked for,
+// not a key lost mid-session (keyRefused).
 async function whoAmI() {
-  try {
-    state.user = await api.call("GET", "/me");
-    tid("user-badge").textContent = state.user.user_id;
-    return true;
-  } catch (err) {
-    if (err.status === 401) return false;
-    throw err;
-  }
+  const res = await api.send("/me", { headers: api.headers() });
+  if (res.status === 401) return false;
+  if (!res.ok) throw await api.failure(res);
+  state.user = await res.json();
+  tid("user-badge").textContent = state.user.user_id;
+  return true;
+}
+
+// Any other request refused for its key (revoked, or deleted with Forget me in another tab):
+// the key dialog, as at the start, not only an error in the status line.
+function keyRefused(message) {
+  askForKey(`${message} Enter a key that works.`);
 }
 
 function askForKey(message = "") {
@@ -142,6 +148,7 @@ function askForKey(message = "") {
 
 async function saveKey(event) {
   event.preventDefault();
+  const before = state.user?.user_id;
   api.key = tid("key-input").value.trim();
   try {
     if (!(await whoAmI())) {
@@ -155,6 +162,11 @@ async function saveKey(event) {
   localStorage.setItem(KEY_STORAGE, api.key);
   tid("key-dialog").close();
   tid("key-input").value = "";
+  if (before && before !== state.user.user_id) {
+    // Another user's key: nothing of the previous user's stays open.
+    state.chatId = state.detail = state.blocked = state.editing = null;
+    state.notes = {};
+  }
   await loadAll();
 }
 
