@@ -469,6 +469,27 @@ async def test_a_renamed_chat_keeps_its_title_after_a_reload(pages, width):
     await assert_fits(page)
 
 
+async def test_a_pasted_title_is_never_cut_the_server_says_what_is_too_long(page):
+    await send(page, "Hello there")
+    # 150 emoji: 150 characters for the server (it allows 200), 300 UTF-16 units for a maxlength.
+    emoji = "🐶" * 150
+    await page.click(tid("rename-chat"))
+    await page.fill(tid("title-input"), emoji)
+    await page.press(tid("title-input"), "Enter")
+    await page.wait_for_function("(t) => document.querySelector('[data-testid=chat-title]').textContent === t", arg=emoji)
+
+    # Too long: the server's message, and the title stays in its box to be shortened.
+    await page.click(tid("rename-chat"))
+    await page.fill(tid("title-input"), "x" * 201)
+    await page.press(tid("title-input"), "Enter")
+    await page.wait_for_function("document.querySelector('[data-testid=composer-status]').textContent.includes('200')")
+    assert await page.input_value(tid("title-input")) == "x" * 201
+    await page.fill(tid("title-input"), "x" * 200)
+    await page.press(tid("title-input"), "Enter")
+    await page.wait_for_function("document.querySelector('[data-testid=chat-title]').textContent === 'x'.repeat(200)")
+    assert await page.locator(tid("title-input")).count() == 0
+
+
 async def test_a_second_tab_sees_the_running_reply_and_keeps_its_message(pages):
     key = await pages.key()
     first = await pages.open(key=key)

@@ -85,10 +85,12 @@ async function deleteChat() {
 function startRename() {
   if (!state.detail || tid("title-input")) return;
   const title = tid("chat-title");
-  const input = el("input", { type: "text", class: "title-input", testid: "title-input", maxlength: 200, "aria-label": "Chat title", dir: "auto" });
+  // No maxlength: it would cut a pasted title silently (and counts UTF-16 units: 100 emoji are
+  // 200); the server says what is too long, and the title stays here to be shortened.
+  const input = el("input", { type: "text", class: "title-input", testid: "title-input", "aria-label": "Chat title", dir: "auto" });
   input.value = state.detail.chat.title;
   let finished = false;
-  const finish = async (save) => {
+  const finish = async (save, blurred = false) => {
     if (finished) return;
     finished = true;
     const text = input.value.trim();
@@ -99,6 +101,10 @@ function startRename() {
         await loadChats();
       } catch (err) {
         setStatus(err.message, "error");
+        if (err.status === 422 && !blurred) {
+          finished = false; // refused as typed (too long): left open to be shortened; Escape drops it
+          return;
+        }
       }
     }
     input.remove();
@@ -110,7 +116,7 @@ function startRename() {
     if (e.key === "Enter") finish(true);
     if (e.key === "Escape") finish(false);
   });
-  input.addEventListener("blur", () => finish(true));
+  input.addEventListener("blur", () => finish(true, true));
   title.hidden = true;
   tid("rename-chat").hidden = true;
   title.after(input);
