@@ -604,6 +604,22 @@ async def test_a_task_change_is_confirmed_on_the_page_and_memory_can_be_correcte
     await page.wait_for_function("document.querySelectorAll('[data-testid=fact]').length === 0")
 
 
+async def test_a_message_sent_while_a_confirmation_waits_is_kept_and_the_page_says_to_answer_it(page):
+    await send(page, "[task] Buy milk")
+    await page.wait_for_selector(tid("interrupt"))
+    await send(page, "And some bread")
+    await page.locator(tid("chat-notice")).wait_for()
+    notice = await page.text_content(tid("chat-notice"))
+    assert "Approve or Decline" in notice and "still in the box" in notice
+    assert "POST" not in notice and "/resume" not in notice
+    assert await page.input_value(tid("message-input")) == "And some bread"
+    await page.click(tid("approve"))
+    await page.wait_for_selector(f'{tid("tasks")} >> text=Buy milk')
+    await page.press(tid("message-input"), "Enter")
+    await idle(page)
+    assert await page.locator(f'{tid("user-message")} >> text=And some bread').count() == 1
+
+
 async def test_deleting_a_memory_another_tab_deleted_says_so_and_the_panel_shows_what_is_stored(pages):
     key = await pages.key()
     first = await pages.open(key=key)

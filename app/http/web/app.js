@@ -294,6 +294,9 @@ function renderNotice() {
       `a reply is already being written on this chat, probably in another tab or window. ${kept} `,
       running ? "This tab shows that reply when it is done." : `That reply is done now: press ${state.blocked.edit ? "Save & regenerate" : "Send"}.`,
     );
+  } else if (state.blocked?.code === "confirmation_pending") {
+    // The API's wording names its endpoint; here the answer is a button.
+    parts.push(el("strong", {}, "Not sent: "), `the agent is waiting for your answer to the confirmation above: Approve or Decline it first. ${kept}`);
   } else if (state.blocked) {
     parts.push(el("strong", {}, "Not sent: "), state.blocked.message, ` ${kept}`);
   } else if (running) {
