@@ -620,6 +620,28 @@ async def test_a_message_sent_while_a_confirmation_waits_is_kept_and_the_page_sa
     assert await page.locator(f'{tid("user-message")} >> text=And some bread').count() == 1
 
 
+async def test_a_confirmation_another_tab_answered_is_said_to_be_answered_and_the_chat_reloaded(pages):
+    key = await pages.key()
+    first = await pages.open(key=key)
+    await send(first, "[task] Buy milk")
+    await first.wait_for_selector(tid("interrupt"))
+    second = await pages.open(key=key)
+    await second.wait_for_selector(tid("interrupt"))
+    await first.click(tid("approve"))
+    await idle(first)
+    await first.wait_for_selector(f'{tid("tasks")} >> text=Buy milk')
+
+    await second.click(tid("decline"))  # the second tab still shows the question
+    notice = second.locator(tid("chat-notice"))
+    await notice.wait_for()
+    assert "already answered" in await notice.text_content()
+    assert "still in the box" not in await notice.text_content()
+    await idle(second)
+    assert await second.locator(tid("interrupt")).count() == 0
+    assert await second.locator(tid("assistant-message")).count() == await first.locator(tid("assistant-message")).count()
+    await second.wait_for_selector(f'{tid("tasks")} >> text=Buy milk')  # approved, as the first tab said
+
+
 async def test_deleting_a_memory_another_tab_deleted_says_so_and_the_panel_shows_what_is_stored(pages):
     key = await pages.key()
     first = await pages.open(key=key)

@@ -287,12 +287,18 @@ function renderNotice() {
   const running = Boolean(state.detail?.running) && !state.busy;
   document.body.dataset.running = running ? "1" : "";
   const parts = [];
-  const kept = state.blocked?.edit ? "Your edit is still open." : "Your message is still in the box.";
-  if (state.blocked?.code === "reply_in_progress") {
+  const blocked = state.blocked;
+  const kept = blocked?.answer ? "Your answer was not sent." : blocked?.edit ? "Your edit is still open." : "Your message is still in the box.";
+  if (blocked?.code === "no_pending_confirmation") {
+    // Approve or Decline on a card another tab (or window) had answered: the chat is reloaded.
+    parts.push(el("strong", {}, "Not sent: "), "that confirmation was already answered, probably in another tab or window. The chat shows what came of it.");
+  } else if (blocked?.code === "reply_in_progress") {
     parts.push(
       el("strong", {}, "Not sent: "),
       `a reply is already being written on this chat, probably in another tab or window. ${kept} `,
-      running ? "This tab shows that reply when it is done." : `That reply is done now: press ${state.blocked.edit ? "Save & regenerate" : "Send"}.`,
+      running ? "This tab shows that reply when it is done."
+        : blocked.answer ? "That reply is done now: answer the confirmation again if it is still asked."
+        : `That reply is done now: press ${blocked.edit ? "Save & regenerate" : "Send"}.`,
     );
   } else if (state.blocked?.code === "confirmation_pending") {
     // The API's wording names its endpoint; here the answer is a button.
@@ -310,7 +316,7 @@ function renderNotice() {
 function interruptCard(pending) {
   const decide = (approved) => async () => {
     card.remove();
-    await runTurn("POST", `/chats/${state.chatId}/resume`, { approved, interrupt_id: pending.id }, { userText: null });
+    await runTurn("POST", `/chats/${state.chatId}/resume`, { approved, interrupt_id: pending.id }, { userText: null, answer: true });
   };
   const card = el(
     "div",
@@ -369,7 +375,8 @@ function streamingReply() {
 
 // A streamed turn: a user bubble (unless resuming or regenerating), a reply bubble filled token by token.
 // giveBack(text): where a message that was not sent (or was discarded) goes back to; an edit's to its editor.
-async function runTurn(method, path, body, { userText, giveBack = restoreInput }) {
+// answer: the turn answers a confirmation (Approve, Decline).
+async function runTurn(method, path, body, { userText, giveBack = restoreInput, answer = false }) {
   const box = tid("messages");
   box.querySelector(".placeholder")?.remove();
   clearTimeout(state.pollTimer);
@@ -421,7 +428,7 @@ async function runTurn(method, path, body, { userText, giveBack = restoreInput }
       userTurn?.remove();
       reply.turn.remove();
       if (userText) giveBack(userText);
-      if (err.status === 409) state.blocked = { code: err.code, message: err.message, edit: giveBack !== restoreInput };
+      if (err.status === 409) state.blocked = { code: err.code, message: err.message, edit: giveBack !== restoreInput, answer };
       setStatus(err.status === 409 ? "" : err.message, "error");
       setBusy(false); // no run of this tab: what follows is about the chat's own state
     }
