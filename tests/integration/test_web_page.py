@@ -657,6 +657,38 @@ async def test_deleting_a_memory_another_tab_deleted_says_so_and_the_panel_shows
     # (The pages fixture fails the test on an uncaught error: the click's failure was not one.)
 
 
+async def test_where_a_memory_came_from_opens_that_chat_in_a_new_tab(pages):
+    key = await pages.key()
+    page = await pages.open(key=key)  # 1,440 px: the memory panel is open
+    await send(page, "I have a dog named Rex")
+    first_chat = await page.locator(tid("chat-item")).first.get_attribute("data-chat-id")
+    await page.click(tid("new-chat"))
+    await page.wait_for_function("document.querySelector('[data-testid=chat-title]').textContent === 'New chat'")
+    await send(page, "I live in Haifa")
+    origin = page.locator(f'{tid("fact")} {tid("origin")}').first
+    await origin.wait_for()
+    href = await origin.get_attribute("href")
+    assert href == f"#{first_chat}"
+
+    # Opened in a new tab (a middle click): that chat, not the newest.
+    tab = await page.context.new_page()
+    tab.on("pageerror", lambda e: pages.errors.append(str(e)))
+    await tab.goto(f"{pages.server.url}/{href}")
+    await tab.wait_for_selector("body[data-ready='1']")
+    assert await tab.locator(f'{tid("user-message")} >> text=dog named Rex').count() == 1
+    assert await tab.locator(f"{tid('chat-item')}.active").get_attribute("data-chat-id") == first_chat
+
+    # Another user's chat is not opened: the newest of one's own is, and the link is said to be wrong.
+    other = await pages.open()
+    await send(other, "Hello")
+    stranger = await other.context.new_page()
+    stranger.on("pageerror", lambda e: pages.errors.append(str(e)))
+    await stranger.goto(f"{pages.server.url}/{href}")
+    await stranger.wait_for_selector("body[data-ready='1']")
+    assert await stranger.locator(f'{tid("user-message")} >> text=Hello').count() == 1
+    assert "not one of yours" in await stranger.text_content(tid("composer-status"))
+
+
 async def test_a_list_item_holding_a_comma_stays_one_item_when_the_list_is_edited(pages):
     user, key = await pages.key()
     async with pages.server.async_client(key) as client:

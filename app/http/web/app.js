@@ -16,6 +16,7 @@ const state = {
   editing: null, // {id, text}: the user message being edited, reopened by every render of the chat
   notes: {}, // AI message id → lines such as "Remembered: …"
   pollTimer: null,
+  linkedChat: null, // the chat a link (#<chat id>) asks to open first
 };
 
 // ------------------------------------------------------------------ small formatting helpers
@@ -108,6 +109,15 @@ function takeKeyFromHash() {
   let key = "";
   try { key = decodeURIComponent(match[1]).trim(); } catch (_) { /* URIError: a bad % escape */ }
   return key ? { key } : { problem: "The key in the link is malformed (cut short or mangled when copied)" };
+}
+
+// A link to one chat (#<chat id>: the memory panel's "where it came from" links, opened in a new
+// tab) names the chat to open first; out of the address bar, as a reload opens the newest again.
+function takeChatFromHash() {
+  const id = location.hash.slice(1);
+  if (!id || id.includes("=")) return;
+  state.linkedChat = id;
+  history.replaceState(null, "", location.pathname + location.search);
 }
 
 // A link's key is used only once the server accepts it: a wrong link must not replace a saved key
@@ -569,7 +579,12 @@ async function loadPersonas() {
 async function loadAll() {
   document.body.dataset.ready = "";
   await Promise.all([loadPersonas(), loadChats(), loadMemory()]);
-  const open = state.chatId || state.chats[0]?.id;
+  const linked = state.linkedChat;
+  state.linkedChat = null;
+  // Only one of the user's own chats (the list is all of them).
+  const mine = linked && state.chats.some((c) => c.id === linked) ? linked : null;
+  if (linked && !mine) setStatus("The chat in the link is not one of yours, or no longer exists.", "error");
+  const open = mine || state.chatId || state.chats[0]?.id;
   if (open) await openChat(open);
   else renderChat();
   document.body.dataset.ready = "1"; // for scripts driving the page
@@ -625,6 +640,7 @@ async function boot() {
   setUpMarkdown();
   wire();
   const link = takeKeyFromHash();
+  takeChatFromHash();
   renderChat();
   renderSummary();
   await start(await tryLinkKey(link));
