@@ -49,6 +49,16 @@ def history_path(user_id: str) -> Path:
     return state_dir() / "history" / name
 
 
+class PrivateLog(RotatingFileHandler):
+    """The chat's log, readable by its user only (0600, as the line history): its tracebacks can hold
+    what the user wrote. Each file it opens, a new one after a rollover too, and one made before this."""
+
+    def _open(self):
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 class OneCalmLine(logging.Handler):
     """At the first error record, one line in the chat saying where its details are; never a second."""
 
@@ -76,7 +86,7 @@ def log_to_file(verbose: bool = False) -> Path | None:
     path = log_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        to_file = RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+        to_file = PrivateLog(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
     except OSError:
         return None
     to_file.setFormatter(logging.Formatter(LOG_FORMAT))

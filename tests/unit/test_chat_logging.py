@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import logging.handlers
 
 import pytest
 
@@ -55,3 +56,19 @@ def test_an_unwritable_state_folder_leaves_the_records_on_stderr(root_logging, t
     before = root_logging.handlers[:]
     assert log_to_file() is None
     assert root_logging.handlers == before
+
+
+def test_the_log_and_its_rollovers_are_readable_by_the_user_only(root_logging, tmp_path, monkeypatch):
+    """chat.log was made 0644, while the line history is 0600: its tracebacks can hold what the user wrote."""
+    import os
+    import stat
+
+    monkeypatch.setenv("MEMORY_AGENT_STATE_DIR", str(tmp_path))
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "chat.log").write_text("made before\n")
+    os.chmod(tmp_path / "log" / "chat.log", 0o644)
+    path = log_to_file()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # one made before is made private too
+    (handler,) = [h for h in root_logging.handlers if isinstance(h, logging.handlers.RotatingFileHandler)]
+    handler.doRollover()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "log" / "chat.log.1").stat().st_mode) == 0o600
