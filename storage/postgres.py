@@ -95,8 +95,8 @@ def start_embedded_postgres(directory: Path | None = None) -> str:
         except Exception as exc:
             raise DatabaseUnreachable(
                 f"Could not start the embedded Postgres in {directory}: {exc}. "
-                f"Its log is {directory / 'log'}. Delete the folder to start afresh (this erases memory), "
-                "or set DATABASE_URL to another Postgres."
+                f"Its log, {directory / 'log'}, says why. Only if it says the data is damaged, move the folder "
+                "aside to start afresh (it holds the memory: keep it), or set DATABASE_URL to another Postgres."
             ) from exc
     return _embedded[directory].get_uri()  # type: ignore[attr-defined]
 

@@ -96,3 +96,18 @@ def test_a_data_folder_with_a_space_and_other_letters_starts_and_stops():
         if left is not None:
             left.kill()
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_server_that_cannot_start_points_at_its_log_and_never_advises_erasing_the_memory(tmp_path):
+    """Whatever the cause, the error said "Delete the folder to start afresh (this erases memory)"; a
+    data folder with a space (5abb23a) was such a cause, and its memory was sound."""
+    from core.errors import DatabaseUnreachable
+    from storage.postgres import start_embedded_postgres
+
+    (tmp_path / "data" / "pgdata").mkdir(parents=True)
+    (tmp_path / "data" / "pgdata" / "PG_VERSION").write_text("18\n")  # a folder of this version, missing the rest
+    with pytest.raises(DatabaseUnreachable) as failed:
+        start_embedded_postgres(tmp_path / "data")
+    said = str(failed.value)
+    assert "Delete" not in said and "erases memory" not in said
+    assert f"Its log, {tmp_path / 'data' / 'pgdata' / 'log'}, says why" in said and "move the folder aside" in said
