@@ -86,7 +86,7 @@ class PrivateServer:
         if not key:
             raise ValueError("the local model server needs a key")
         self.app, self.alias, self.max_body = app, alias, max_body
-        self._expected = f"Bearer {key}".encode()
+        self._expected = key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -117,7 +117,8 @@ class PrivateServer:
         origins = headers.getlist("origin")
         if origins and origins != [f"http://{hosts[0].strip().lower()}"]:
             return _error(403, "requests from web pages of other origins are refused", "forbidden_origin")
-        sent = headers.get("authorization", "").encode()
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        sent = token.strip().encode() if scheme.lower() == "bearer" else b""  # the scheme's case is no part of it (RFC 9110)
         if not hmac.compare_digest(sent, self._expected):
             return _error(401, "a valid API key is required (the key `memory-agent local serve` printed)", "invalid_api_key")
         return None

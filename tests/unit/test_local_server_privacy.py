@@ -53,6 +53,14 @@ async def test_a_request_without_the_key_or_with_another_is_401_and_never_reache
     assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
 
 
+async def test_the_key_is_taken_whatever_the_case_of_its_bearer_scheme(client, stub):
+    """"bearer <key>" was a 401: an HTTP scheme's case is no part of it (RFC 9110), and some clients send it so."""
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        response = await client.post("/v1/chat/completions", json=CHAT, headers={"Authorization": f"{scheme} {KEY}"})
+        assert response.status_code == 200, (scheme, response.text)
+    assert (await client.post("/v1/chat/completions", json=CHAT, headers={"Authorization": f"Basic {KEY}"})).status_code == 401
+
+
 async def test_a_foreign_host_is_refused_so_a_dns_rebound_page_cannot_reach_the_model(client, stub):
     for host in ("evil.example:8080", "evil.example", "127.0.0.1.evil.example:8123", "localhost.evil.example", "192.168.1.5:8123", ""):
         response = await client.post("/v1/chat/completions", json=CHAT, headers={"Host": host})
