@@ -284,7 +284,11 @@ def _leave(code: int) -> NoReturn:
     stdin closed (python-sdk issue 3551): a host's SIGTERM, or Ctrl-C, did not stop the process."""
     stop_embedded_postgres()  # what exiting does (pgserver stops it unless another process uses it)
     logging.shutdown()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # os._exit flushes nothing: an answer written last stays whole
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more to deliver
+            pass
     os._exit(code)
 
 
