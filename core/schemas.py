@@ -198,6 +198,12 @@ class Fact(StoredModel):
     status: Literal["active", "superseded"] = "active"
     mentions: int = 1
 
+    def supersede(self, now: datetime, by: str | None = None) -> None:
+        """No longer active from ``now`` on, kept for history; ``by``: the fact that replaces it."""
+        self.status, self.valid_to, self.updated_at = "superseded", now, now
+        if by is not None:
+            self.superseded_by = by
+
 
 # --------------------------------------------------------------------------- tasks
 class Task(StoredModel):

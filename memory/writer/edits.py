@@ -102,7 +102,7 @@ async def edit_fact(
                     for source in same.sources:
                         fact.sources = with_source(fact.sources, source)
                     fact.mentions += same.mentions
-                    same.status, same.superseded_by, same.valid_to, same.updated_at = "superseded", fact.id, now, now
+                    same.supersede(now, by=fact.id)
                     await tx.aput(facts_ns(user_id), same.id, same.model_dump(mode="json"), index=False)
         if "importance" in changes:
             fact.importance = changes["importance"]

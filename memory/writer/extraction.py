@@ -322,10 +322,7 @@ async def _apply_facts(
                 old = next((f for f, _ in similar if f.id not in touched and opposes(nf.text, f.text)), None)
         if old is not None:
             old = touched.get(old.id, old)
-            old.status = "superseded"
-            old.superseded_by = new.id
-            old.valid_to = now
-            old.updated_at = now
+            old.supersede(now, by=new.id)
             stage(old)
             active.pop(old.id, None)
             report.facts_superseded.append({"old": old.text, "new": new.text})
@@ -448,7 +445,7 @@ async def retract_taught_by(store, user_id: str, message_ids: list[str], *, now:
             fact = parse_fact(user_id, key, value)
             if fact is None or fact.mentions > 1:
                 continue
-            fact.status, fact.valid_to, fact.updated_at = "superseded", now, now
+            fact.supersede(now)
             ops.append(PutOp(facts_ns(user_id), fact.id, fact.model_dump(mode="json"), index=False))
             done.facts.append(fact.text)
         for key, value in await items_where(tx, tasks_ns(user_id), "source_message_id", message_ids, status=None, limit=200):

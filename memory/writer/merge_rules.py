@@ -48,6 +48,7 @@ def refines(a: str, b: str) -> bool:
     na, nb = normalize_text(a), normalize_text(b)
     return na in nb or nb in na
 
+
 def _value_words(value: str) -> list[str]:
     return [w for w in accentless_words(value) if w not in ("a", "an", "the")]
 
@@ -74,6 +75,7 @@ def other_numbers(new_text: str, old_text: str) -> bool:
     (2026-12-01)" / "(2026-12-08)" embed at 0.996), never a merge that would keep the old one."""
     new, old = _NUMBER.findall(new_text), _NUMBER.findall(old_text)
     return bool(new) and bool(old) and sorted(new) != sorted(old)
+
 
 # A fact and its negation ("Is allergic to peanuts" / "Is not allergic to peanuts", "Likes tea" /
 # "Dislikes tea anymore") embed alike (cosine up to 0.96) but say opposite things: never one memory.
